@@ -1,0 +1,131 @@
+"""Disk cache for LLM answers and NLI scores, shared safely by threads and processes (SQLite via diskcache).
+
+Keys are SHA-256 hashes of canonical JSON of everything that changes an output; values are JSON text, so the
+files hold no pickles and no secrets beyond what was sent (API keys are never part of a key or a value).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+import diskcache
+
+from groundjudge.errors import CacheMissError, ConfigError
+
+CacheMode = Literal["use", "off", "only", "refresh"]
+"""use: read and write; off: neither; only: read, and a miss is an error (replay); refresh: write, never read."""
+
+CACHE_MODES: tuple[str, ...] = ("use", "off", "only", "refresh")
+
+
+def default_cache_dir() -> Path:
+    """$GROUNDJUDGE_CACHE_DIR, else $XDG_CACHE_HOME/groundjudge, else ~/.cache/groundjudge."""
+    if env := os.environ.get("GROUNDJUDGE_CACHE_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "groundjudge"
+
+
+def make_key(namespace: str, payload: Any) -> str:
+    """A stable key: namespace plus the SHA-256 of the payload's canonical JSON."""
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return f"{namespace}:{hashlib.sha256(blob.encode()).hexdigest()}"
+
+
+class Cache:
+    """A namespaced JSON cache on disk with a mode and hit/miss counters."""
+
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        mode: CacheMode = "use",
+        size_limit_bytes: int = 8 * 2**30,
+    ) -> None:
+        if mode not in CACHE_MODES:
+            raise ConfigError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
+        self.mode: CacheMode = mode
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self._store: diskcache.Cache | None = None
+        self._size_limit = size_limit_bytes
+        self._lock = threading.Lock()
+        self.hits: Counter[str] = Counter()
+        self.misses: Counter[str] = Counter()
+
+    @property
+    def store(self) -> diskcache.Cache:
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    self.directory.mkdir(parents=True, exist_ok=True)
+                    self._store = diskcache.Cache(str(self.directory), size_limit=self._size_limit)
+        return self._store
+
+    @property
+    def reads(self) -> bool:
+        return self.mode in ("use", "only")
+
+    @property
+    def writes(self) -> bool:
+        return self.mode in ("use", "refresh")
+
+    def get(self, key: str) -> Any | None:
+        """The cached value, or None. In ``only`` mode a miss raises :class:`CacheMissError`."""
+        namespace = key.split(":", 1)[0]
+        if not self.reads:
+            return None
+        raw = self.store.get(key)
+        with self._lock:
+            (self.hits if raw is not None else self.misses)[namespace] += 1
+        if raw is None:
+            if self.mode == "only":
+                raise CacheMissError(f"cache-only mode: no cached {namespace} entry for key {key}")
+            return None
+        return json.loads(raw)
+
+    def peek(self, key: str) -> bool:
+        """Whether the key is cached, without counting or raising (for cost estimates)."""
+        return self.reads and key in self.store
+
+    def set(self, key: str, value: Any) -> None:
+        if self.writes:
+            self.store.set(key, json.dumps(value, ensure_ascii=False))
+
+    def stats(self) -> dict[str, Any]:
+        """Entries per namespace, bytes on disk, and this process's hits and misses."""
+        per_namespace: Counter[str] = Counter()
+        if self.directory.exists():
+            for key in self.store.iterkeys():
+                per_namespace[str(key).split(":", 1)[0]] += 1
+        volume = self.store.volume() if self.directory.exists() else 0
+        return {
+            "directory": str(self.directory),
+            "mode": self.mode,
+            "entries": dict(per_namespace),
+            "total_entries": sum(per_namespace.values()),
+            "bytes": volume,
+            "hits": dict(self.hits),
+            "misses": dict(self.misses),
+        }
+
+    def clear(self, namespace: str | None = None) -> int:
+        """Delete every entry, or those of one namespace; returns how many were removed."""
+        if not self.directory.exists():
+            return 0
+        if namespace is None:
+            return int(self.store.clear())
+        removed = 0
+        for key in list(self.store.iterkeys()):
+            if str(key).startswith(namespace + ":") and self.store.delete(key):
+                removed += 1
+        return removed
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None

@@ -1,0 +1,157 @@
+"""Every error groundjudge raises, under one root.
+
+::
+
+    GroundjudgeError
+    ├── ConfigError                 bad option, unknown provider, bad model string
+    │   └── MissingAPIKeyError      the provider's key variable is not set
+    ├── InputError                  a bad sample: names the row and the field
+    ├── PromptError                 unknown prompt, missing or extra variables
+    ├── CacheMissError              cache-only mode and the answer is not cached
+    ├── BudgetExceededError         the next call would pass the USD or call cap
+    ├── LLMError                    anything from talking to a model
+    │   ├── ProviderError           the provider answered with an error (has .status, .retryable)
+    │   │   ├── RateLimitError      429
+    │   │   ├── ServerError         5xx, or a body that is not what the wire format promises
+    │   │   ├── AuthenticationError 401 / 403
+    │   │   └── BadRequestError     400 / 404 / 422 and other 4xx
+    │   ├── LLMTimeoutError         no answer within the timeout
+    │   ├── LLMConnectionError      could not reach the server
+    │   ├── RefusalError            the model declined to answer
+    │   └── InvalidOutputError      no valid JSON for the schema after the re-asks (has .raw)
+    └── NLIError                    the local NLI model could not be loaded or run
+
+Retryable errors carry ``retryable = True``; after the last attempt the same typed error is raised with
+``attempts`` set. Library code raises these; only the CLI turns them into exit codes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from groundjudge.models import Usage
+
+
+class GroundjudgeError(Exception):
+    """Root of every groundjudge error."""
+
+    retryable: bool = False
+
+
+class ConfigError(GroundjudgeError):
+    """An option, model string or configuration value is wrong."""
+
+
+class MissingAPIKeyError(ConfigError):
+    """The environment variable holding a provider's API key is not set."""
+
+    def __init__(self, provider: str, variable: str) -> None:
+        super().__init__(f"{provider} needs an API key: set the environment variable {variable}")
+        self.provider = provider
+        self.variable = variable
+
+
+class InputError(GroundjudgeError):
+    """A sample cannot be used; names the row and the field."""
+
+    def __init__(self, message: str, *, row: int | str | None = None, field: str | None = None) -> None:
+        where = []
+        if row is not None:
+            where.append(f"row {row}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        self.row = row
+        self.field = field
+        self.reason = message
+
+
+class PromptError(GroundjudgeError):
+    """A prompt file is missing, malformed, or rendered with the wrong variables."""
+
+
+class CacheMissError(GroundjudgeError):
+    """Cache-only mode was asked for and the answer is not in the cache."""
+
+
+class BudgetExceededError(GroundjudgeError):
+    """The next call would take spending past the configured cap; it was not made."""
+
+    def __init__(self, message: str, *, spent_usd: float, calls: int) -> None:
+        super().__init__(message)
+        self.spent_usd = spent_usd
+        self.calls = calls
+
+
+class LLMError(GroundjudgeError):
+    """Talking to a language model failed; ``attempts`` and the ``usage`` billed before failing are attached."""
+
+    attempts: int = 1
+    usage: Usage | None = None
+
+
+class ProviderError(LLMError):
+    """The provider answered with an error status."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class RateLimitError(ProviderError):
+    """HTTP 429: too many requests (retried, honouring Retry-After)."""
+
+
+class ServerError(ProviderError):
+    """HTTP 5xx or a malformed response body (retried)."""
+
+
+class AuthenticationError(ProviderError):
+    """HTTP 401/403: the key is wrong or lacks permission (not retried)."""
+
+
+class BadRequestError(ProviderError):
+    """HTTP 400/404/422 and other 4xx: the request itself is wrong (not retried)."""
+
+
+class LLMTimeoutError(LLMError):
+    """The server did not answer within the timeout (retried)."""
+
+    retryable = True
+
+
+class LLMConnectionError(LLMError):
+    """The server could not be reached (retried)."""
+
+    retryable = True
+
+
+class RefusalError(LLMError):
+    """The model declined to answer."""
+
+    def __init__(self, message: str, *, refusal: str) -> None:
+        super().__init__(message)
+        self.refusal = refusal
+
+
+class InvalidOutputError(LLMError):
+    """The model gave no valid JSON for the schema, even after the re-asks; ``raw`` is its last text."""
+
+    def __init__(self, message: str, *, raw: str, errors: list[str]) -> None:
+        super().__init__(message)
+        self.raw = raw
+        self.errors = errors
+
+
+class NLIError(GroundjudgeError):
+    """The local NLI model could not be loaded or run."""

@@ -1,0 +1,269 @@
+"""The provider-neutral core: cache, budget, retries with backoff, JSON validation and re-asks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import tenacity
+from pydantic import BaseModel, ValidationError
+
+from groundjudge import errors
+from groundjudge.cache import Cache, make_key
+from groundjudge.llm.accounting import Ledger, Price, price_for
+from groundjudge.llm.base import LLMRequest, LLMResponse, Provider
+from groundjudge.models import Message, PromptRef, Usage
+
+T = TypeVar("T", bound=BaseModel)
+log = logging.getLogger(__name__)
+
+_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter for retryable errors; Retry-After wins when the server sends it."""
+
+    max_attempts: int = 6
+    max_total_seconds: float = 120.0
+    initial_wait: float = 1.0
+    max_wait: float = 30.0
+    jitter: float = 1.0
+
+
+def json_instruction(schema: dict[str, Any]) -> str:
+    """The instruction every provider gets, so that JSON is asked for the same way everywhere."""
+    return (
+        "Reply with one JSON object and nothing else: no prose, no code fence. "
+        "It must validate against this JSON Schema:\n" + json.dumps(schema, ensure_ascii=False)
+    )
+
+
+def parse_json_reply(text: str) -> Any:
+    """Parse a reply as JSON, tolerating only surrounding whitespace and one Markdown code fence."""
+    stripped = text.strip()
+    if m := _FENCE.match(stripped):
+        stripped = m.group(1).strip()
+    return json.loads(stripped)
+
+
+class LLMClient:
+    """``complete_json(messages, schema) -> (validated object, Usage)`` for any provider.
+
+    One policy for everything that is not the wire format: a disk-cache lookup first (hits are free), the budget
+    checked before every billed call, tenacity retries on retryable errors, and up to ``max_reasks`` re-asks that
+    show the model its validation error. Temperature 0 and a fixed seed by default.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        cache: Cache | None = None,
+        ledger: Ledger | None = None,
+        retry: RetryPolicy | None = None,
+        max_reasks: int = 2,
+        temperature: float = 0.0,
+        seed: int | None = 0,
+        max_tokens: int = 4096,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.provider = provider
+        self.cache = cache
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.retry = retry or RetryPolicy()
+        self.max_reasks = max_reasks
+        self.temperature = temperature
+        self.seed = seed
+        self.max_tokens = max_tokens
+        self._sleep = sleep
+        self.price: Price | None = price_for(self.model_id)
+        if self.price is None and self.ledger.budget_usd is not None:
+            raise errors.ConfigError(
+                f"no price known for {self.model_id}, so a USD budget cannot be enforced: add one with "
+                "groundjudge.llm.register_price() or a $GROUNDJUDGE_PRICES JSON file"
+            )
+        self._out_tokens_seen = [0, 0]  # total output tokens, billed calls
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.provider.name}/{self.provider.model}"
+
+    # -- keys and estimates -------------------------------------------------------------------------------
+
+    def _request(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
+        json_schema = schema.model_json_schema()
+        instruction = Message(role="system", content=json_instruction(json_schema))
+        msgs = list(messages)
+        if msgs and msgs[0].role == "system":
+            msgs[0] = Message(role="system", content=msgs[0].content + "\n\n" + instruction.content)
+        else:
+            msgs.insert(0, instruction)
+        return LLMRequest(
+            messages=tuple(msgs),
+            schema=json_schema,
+            schema_name=schema.__name__,
+            temperature=self.temperature,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+        )
+
+    def cache_key(self, messages: Sequence[Message], schema: type[BaseModel], prompt: PromptRef | None) -> str:
+        """Hash of provider, model, base_url, prompt name+version, messages, output-changing params, schema."""
+        request = self._request(messages, schema)
+        return make_key(
+            "llm",
+            {
+                **self.provider.identity(),
+                "prompt": prompt.model_dump() if prompt else None,
+                "messages": [m.model_dump() for m in request.messages],
+                "schema": request.schema,
+                "temperature": request.temperature,
+                "seed": request.seed,
+                "max_tokens": request.max_tokens,
+                "max_reasks": self.max_reasks,
+            },
+        )
+
+    def is_cached(self, messages: Sequence[Message], schema: type[BaseModel], prompt: PromptRef | None) -> bool:
+        return self.cache is not None and self.cache.peek(self.cache_key(messages, schema, prompt))
+
+    def estimate_cost(self, messages: Sequence[Message]) -> float:
+        """Rough USD of one call: ~4 characters a token in, the mean output seen so far (512 before any)."""
+        if self.price is None:
+            return 0.0
+        input_tokens = sum(len(m.content) for m in messages) // 4 + 8 * len(messages)
+        with self._lock:
+            out_total, n = self._out_tokens_seen
+        output_tokens = min(self.max_tokens, out_total // n if n else 512)
+        return self.price.cost(input_tokens, output_tokens)
+
+    # -- the call -----------------------------------------------------------------------------------------
+
+    def complete_json(
+        self, messages: Sequence[Message], schema: type[T], *, prompt: PromptRef | None = None
+    ) -> tuple[T, Usage]:
+        """Ask for a JSON object valid for ``schema``; returns it and what it cost (cached: zero)."""
+        key = self.cache_key(messages, schema, prompt)
+        if self.cache is not None:
+            cached = self.cache.get(key)  # raises CacheMissError in cache-only mode
+            if cached is not None:
+                try:
+                    value = schema.model_validate(cached["output"])
+                except (ValidationError, KeyError, TypeError):
+                    log.warning("ignoring a cached entry that no longer validates: %s", key)
+                else:
+                    usage = Usage(cached_calls=1)
+                    self.ledger.record_cached(usage)
+                    return value, usage
+
+        request = self._request(messages, schema)
+        usage = Usage()
+        problems: list[str] = []
+        raw = ""
+        for _ in range(self.max_reasks + 1):
+            try:
+                response, call_usage = self._send_with_retries(request)
+            except errors.GroundjudgeError as exc:
+                if isinstance(exc, errors.LLMError):
+                    exc.usage = usage
+                raise
+            usage = usage + call_usage
+            raw = response.text
+            try:
+                value = schema.model_validate(parse_json_reply(raw))
+            except json.JSONDecodeError as exc:
+                why = "the reply was cut off at the token limit" if response.truncated else "not valid JSON"
+                problem = f"{why}: {exc}"
+            except ValidationError as exc:
+                problem = "JSON does not match the schema: " + "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:10]
+                )
+            else:
+                if self.cache is not None:
+                    self.cache.set(key, {"output": value.model_dump(mode="json"), "raw": raw})
+                return value, usage
+            problems.append(problem)
+            log.info("%s: invalid reply (%s); re-asking", self.model_id, problem)
+            request = LLMRequest(
+                messages=(
+                    *request.messages,
+                    Message(role="assistant", content=raw or "(empty reply)"),
+                    Message(
+                        role="user",
+                        content=f"Your reply was rejected: {problem}. Reply again with one complete JSON object "
+                        "that validates against the schema, and nothing else."
+                        + (" Keep it shorter." if response.truncated else ""),
+                    ),
+                ),
+                schema=request.schema,
+                schema_name=request.schema_name,
+                temperature=request.temperature,
+                seed=request.seed,
+                max_tokens=request.max_tokens,
+            )
+        err = errors.InvalidOutputError(
+            f"{self.model_id}: no valid JSON after {self.max_reasks + 1} tries: {problems[-1]}",
+            raw=raw,
+            errors=problems,
+        )
+        err.usage = usage
+        raise err
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            return float(min(retry_after, self.retry.max_wait))
+        policy = self.retry
+        backoff = tenacity.wait_exponential_jitter(initial=policy.initial_wait, max=policy.max_wait, jitter=policy.jitter)
+        return float(backoff(state))
+
+    def _send_with_retries(self, request: LLMRequest) -> tuple[LLMResponse, Usage]:
+        attempts = 0
+
+        def once() -> tuple[LLMResponse, Usage]:
+            nonlocal attempts
+            attempts += 1
+            estimate = self.estimate_cost(request.messages)
+            self.ledger.reserve(estimate)  # BudgetExceededError is not retryable: it ends the loop
+            try:
+                response = self.provider.send(request)
+            except BaseException:
+                self.ledger.settle(estimate, Usage())
+                raise
+            cost = self.price.cost(response.input_tokens, response.output_tokens) if self.price else 0.0
+            usage = Usage(
+                calls=1, input_tokens=response.input_tokens, output_tokens=response.output_tokens, cost_usd=cost
+            )
+            self.ledger.settle(estimate, usage)
+            with self._lock:
+                self._out_tokens_seen[0] += response.output_tokens
+                self._out_tokens_seen[1] += 1
+            return response, usage
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(lambda e: bool(getattr(e, "retryable", False))),
+            stop=tenacity.stop_after_attempt(self.retry.max_attempts)
+            | tenacity.stop_before_delay(self.retry.max_total_seconds),
+            wait=self._wait,
+            sleep=self._sleep,
+            reraise=True,
+            before_sleep=lambda s: log.info(
+                "%s: attempt %d failed (%s); retrying", self.model_id, s.attempt_number, s.outcome.exception()
+                if s.outcome else None
+            ),
+        )
+        try:
+            return retrying(once)
+        except errors.GroundjudgeError as exc:
+            if isinstance(exc, errors.LLMError):
+                exc.attempts = attempts
+            raise

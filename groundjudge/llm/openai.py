@@ -1,0 +1,134 @@
+"""OpenAI chat completions, and any OpenAI-compatible server (vLLM, Ollama, llama.cpp) through base_url."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from typing import Any, Literal
+
+import openai
+
+from groundjudge import errors
+from groundjudge.llm.base import LLMRequest, LLMResponse, map_sdk_error
+
+JsonMode = Literal["schema", "object", "auto"]
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a JSON schema in the form OpenAI's strict structured outputs accept.
+
+    Every object gets ``additionalProperties: false`` and lists all its properties as required; ``default``
+    keywords are dropped. Validation still happens on our side with the pydantic model.
+    """
+    out = copy.deepcopy(schema)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            node.pop("default", None)
+            if node.get("type") == "object" and "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = list(node["properties"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(out)
+    return out
+
+
+class OpenAIProvider:
+    """Adapter for ``openai/<model>`` and ``openai-compatible/<model>``.
+
+    json_mode: ``schema`` sends ``response_format=json_schema`` (strict), ``object`` sends ``json_object``,
+    ``auto`` tries json_schema and falls back to json_object for good if the server rejects it with a 400.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        json_mode: JsonMode = "schema",
+        name: str = "openai",
+        send_seed: bool = True,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.base_url = base_url
+        self.json_mode: JsonMode = json_mode
+        self.send_seed = send_seed
+        self._lock = threading.Lock()
+        # max_retries=0: LLMClient owns the one retry policy.
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+    def identity(self) -> dict[str, Any]:
+        return {"provider": self.name, "model": self.model, "base_url": self.base_url}
+
+    def _response_format(self, request: LLMRequest, mode: str) -> dict[str, Any]:
+        if mode == "object":
+            return {"type": "json_object"}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": request.schema_name, "schema": strict_schema(request.schema), "strict": True},
+        }
+
+    def _create(self, request: LLMRequest, mode: str) -> Any:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": request.temperature,
+            "response_format": self._response_format(request, mode),
+        }
+        if self.name == "openai":
+            params["max_completion_tokens"] = request.max_tokens
+        else:
+            params["max_tokens"] = request.max_tokens
+        if request.seed is not None and self.send_seed:
+            params["seed"] = request.seed
+        return self._client.chat.completions.create(**params)
+
+    def send(self, request: LLMRequest) -> LLMResponse:
+        mode = "schema" if self.json_mode == "auto" else self.json_mode
+        try:
+            try:
+                completion = self._create(request, mode)
+            except openai.BadRequestError as exc:
+                if self.json_mode != "auto" or "response_format" not in str(exc) and "json_schema" not in str(exc):
+                    raise
+                with self._lock:
+                    self.json_mode = "object"
+                completion = self._create(request, "object")
+        except (openai.OpenAIError, json.JSONDecodeError) as exc:
+            mapped = map_sdk_error(exc, openai, self.name)
+            if mapped is None:
+                raise errors.LLMError(f"{self.name}: {exc}") from exc
+            raise mapped from exc
+        return self._parse(completion)
+
+    def _parse(self, completion: Any) -> LLMResponse:
+        if not getattr(completion, "choices", None):
+            raise errors.ServerError(f"{self.name}: response has no choices", retryable=True)
+        choice = completion.choices[0]
+        message = choice.message
+        refusal = getattr(message, "refusal", None)
+        if refusal:
+            raise errors.RefusalError(f"{self.name}: the model refused: {refusal}", refusal=refusal)
+        if choice.finish_reason == "content_filter":
+            raise errors.RefusalError(f"{self.name}: blocked by the content filter", refusal="content_filter")
+        usage = completion.usage
+        content = message.content
+        if content is None:
+            content = ""
+        elif not isinstance(content, str):
+            content = json.dumps(content)
+        return LLMResponse(
+            text=content,
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            truncated=choice.finish_reason == "length",
+        )

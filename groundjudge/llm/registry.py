@@ -1,0 +1,111 @@
+"""Model strings ("provider/model[@base_url]") to provider adapters."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from groundjudge.errors import ConfigError, MissingAPIKeyError
+from groundjudge.llm.base import Provider
+
+ProviderFactory = Callable[["ModelSpec", float], Provider]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed model string."""
+
+    provider: str
+    model: str
+    base_url: str | None = None
+
+
+def parse_model(spec: str, base_url: str | None = None) -> ModelSpec:
+    """Parse ``openai/gpt-4o-mini``, ``anthropic/claude-sonnet-4-5`` or ``openai-compatible/qwen2.5:7b@URL``.
+
+    An explicit ``base_url`` wins over one written after ``@``.
+    """
+    provider, sep, rest = spec.partition("/")
+    if not sep or not provider or not rest:
+        raise ConfigError(f"model {spec!r} is not 'provider/model' (e.g. openai/gpt-4o-mini)")
+    model, at, url = rest.rpartition("@")
+    if at and url.startswith(("http://", "https://")):
+        rest = model
+    else:
+        url = ""
+    if not rest:
+        raise ConfigError(f"model {spec!r} names no model after the provider")
+    return ModelSpec(provider=provider, model=rest, base_url=base_url or url or None)
+
+
+def _api_key(provider: str, variable: str, required: bool = True) -> str:
+    key = os.environ.get(variable)
+    if key:
+        return key
+    if required:
+        raise MissingAPIKeyError(provider, variable)
+    return "not-needed"
+
+
+def _openai(spec: ModelSpec, timeout: float) -> Provider:
+    from groundjudge.llm.openai import OpenAIProvider
+
+    return OpenAIProvider(
+        spec.model,
+        api_key=_api_key("openai", "OPENAI_API_KEY"),
+        base_url=spec.base_url or os.environ.get("OPENAI_BASE_URL"),
+        timeout=timeout,
+        json_mode="schema",
+    )
+
+
+def _openai_compatible(spec: ModelSpec, timeout: float) -> Provider:
+    from groundjudge.llm.openai import OpenAIProvider
+
+    if not spec.base_url:
+        raise ConfigError(
+            f"openai-compatible/{spec.model} needs a server address: write it after '@' "
+            "(openai-compatible/qwen2.5:7b@http://127.0.0.1:11434/v1) or pass base_url"
+        )
+    return OpenAIProvider(
+        spec.model,
+        # Local servers usually take any key; a hosted one reads $OPENAI_COMPATIBLE_API_KEY.
+        api_key=_api_key("openai-compatible", "OPENAI_COMPATIBLE_API_KEY", required=False),
+        base_url=spec.base_url,
+        timeout=timeout,
+        json_mode="auto",
+        name="openai-compatible",
+    )
+
+
+def _anthropic(spec: ModelSpec, timeout: float) -> Provider:
+    from groundjudge.llm.anthropic import AnthropicProvider
+
+    return AnthropicProvider(
+        spec.model,
+        api_key=_api_key("anthropic", "ANTHROPIC_API_KEY"),
+        base_url=spec.base_url or os.environ.get("ANTHROPIC_BASE_URL"),
+        timeout=timeout,
+    )
+
+
+PROVIDERS: dict[str, ProviderFactory] = {
+    "openai": _openai,
+    "openai-compatible": _openai_compatible,
+    "anthropic": _anthropic,
+}
+
+
+def register_provider(name: str, factory: ProviderFactory) -> None:
+    """Make ``name/<model>`` strings build providers with ``factory(spec, timeout)``."""
+    PROVIDERS[name] = factory
+
+
+def get_provider(spec: str, *, base_url: str | None = None, timeout: float = 60.0) -> Provider:
+    """Build the adapter for a model string; a missing key is a :class:`MissingAPIKeyError`."""
+    parsed = parse_model(spec, base_url)
+    factory = PROVIDERS.get(parsed.provider)
+    if factory is None:
+        raise ConfigError(f"unknown provider {parsed.provider!r}; known: {', '.join(sorted(PROVIDERS))}")
+    return factory(parsed, timeout)
