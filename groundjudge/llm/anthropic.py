@@ -37,14 +37,15 @@ class AnthropicProvider:
             "input_schema": request.schema,
         }
         try:
-            message = self._client.messages.create(
-                model=self.model,
-                max_tokens=request.max_tokens,
-                system=system,
-                messages=messages,  # type: ignore[arg-type]
-                tools=[tool],  # type: ignore[list-item]
-                tool_choice={"type": "tool", "name": request.schema_name},
-            )
+            params: dict[str, Any] = {
+                "model": self.model,
+                "max_tokens": request.max_tokens,
+                "system": system,
+                "messages": messages,
+                "tools": [tool],
+                "tool_choice": {"type": "tool", "name": request.schema_name},
+            }
+            message = self._client.messages.create(**params)
         except (anthropic.AnthropicError, json.JSONDecodeError) as exc:
             mapped = map_sdk_error(exc, anthropic, self.name)
             if mapped is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import threading
 import time
@@ -136,13 +137,13 @@ class LLMClient:
         return self.cache is not None and self.cache.peek(self.cache_key(messages, schema, prompt))
 
     def estimate_cost(self, messages: Sequence[Message]) -> float:
-        """Rough USD of one call: ~4 characters a token in, the mean output seen so far (512 before any)."""
+        """Rough USD of one call: ~4 characters a token in, the mean output seen so far (256 before any)."""
         if self.price is None:
             return 0.0
         input_tokens = sum(len(m.content) for m in messages) // 4 + 8 * len(messages)
         with self._lock:
             out_total, n = self._out_tokens_seen
-        output_tokens = min(self.max_tokens, out_total // n if n else 512)
+        output_tokens = min(self.max_tokens, out_total // n if n else 256)
         return self.price.cost(input_tokens, output_tokens)
 
     # -- the call -----------------------------------------------------------------------------------------
@@ -223,8 +224,8 @@ class LLMClient:
         if retry_after is not None:
             return float(min(retry_after, self.retry.max_wait))
         policy = self.retry
-        backoff = tenacity.wait_exponential_jitter(initial=policy.initial_wait, max=policy.max_wait, jitter=policy.jitter)
-        return float(backoff(state))
+        backoff = policy.initial_wait * 2 ** (state.attempt_number - 1)
+        return min(policy.max_wait, backoff + random.uniform(0, policy.jitter))
 
     def _send_with_retries(self, request: LLMRequest) -> tuple[LLMResponse, Usage]:
         attempts = 0
@@ -257,8 +258,10 @@ class LLMClient:
             sleep=self._sleep,
             reraise=True,
             before_sleep=lambda s: log.info(
-                "%s: attempt %d failed (%s); retrying", self.model_id, s.attempt_number, s.outcome.exception()
-                if s.outcome else None
+                "%s: attempt %d failed (%s); retrying",
+                self.model_id,
+                s.attempt_number,
+                s.outcome.exception() if s.outcome else None,
             ),
         )
         try:

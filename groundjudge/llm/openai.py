@@ -98,7 +98,7 @@ class OpenAIProvider:
             try:
                 completion = self._create(request, mode)
             except openai.BadRequestError as exc:
-                if self.json_mode != "auto" or "response_format" not in str(exc) and "json_schema" not in str(exc):
+                if self.json_mode != "auto" or ("response_format" not in str(exc) and "json_schema" not in str(exc)):
                     raise
                 with self._lock:
                     self.json_mode = "object"

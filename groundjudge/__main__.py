@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from groundjudge.cli import main
+
+main()

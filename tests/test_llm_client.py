@@ -1,0 +1,346 @@
+"""The LLM client against the scripted server, through the real openai and anthropic SDKs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, Field
+
+from groundjudge import errors
+from groundjudge.cache import Cache
+from groundjudge.llm import Ledger, RetryPolicy, register_price
+from groundjudge.models import Message, PromptRef
+from groundjudge.testing import Reply, ScriptedLLMServer
+from tests.conftest import make_test_client
+
+PROVIDERS = ["openai", "anthropic"]
+ASK = [Message(role="system", content="You grade claims."), Message(role="user", content="Is the sky blue?")]
+PROMPT = PromptRef(name="judge", version="1")
+
+
+class Verdict(BaseModel):
+    label: str = Field(pattern="^(SUPPORTED|UNSUPPORTED|CONTRADICTED)$")
+    quotes: list[str]
+
+
+GOOD = {"label": "SUPPORTED", "quotes": ["the sky is blue"]}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_both_providers_parse_the_same_schema(server: ScriptedLLMServer, provider: str) -> None:
+    server.push(Reply.json(GOOD))
+    value, usage = make_test_client(server, provider).complete_json(ASK, Verdict, prompt=PROMPT)
+    assert value == Verdict(**GOOD)
+    assert usage.calls == 1 and usage.input_tokens > 0 and usage.output_tokens > 0 and usage.cost_usd > 0
+    (req,) = server.requests
+    assert req.api == provider
+    # The schema reached the wire: json_schema response format for OpenAI, a forced tool for Anthropic.
+    if provider == "openai":
+        fmt = req.body["response_format"]
+        assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+        assert fmt["json_schema"]["schema"]["additionalProperties"] is False
+        assert req.body["temperature"] == 0 and req.body["seed"] == 0
+    else:
+        assert req.body["tool_choice"] == {"type": "tool", "name": "Verdict"}
+        assert req.body["tools"][0]["input_schema"]["required"] == ["label", "quotes"]
+        assert "temperature" not in req.body
+        assert req.body["system"].startswith("You grade claims.")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_429_is_retried_honouring_retry_after(server: ScriptedLLMServer, provider: str) -> None:
+    sleeps: list[float] = []
+    server.push(Reply.error(429, retry_after=0.04), Reply.json(GOOD))
+    value, usage = make_test_client(server, provider, sleeps=sleeps).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED"
+    assert len(server.requests) == 2
+    assert sleeps == [pytest.approx(0.04)]
+    assert usage.calls == 1  # the 429 was not billed
+
+
+@pytest.mark.parametrize("status", [500, 503, 529])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_5xx_is_retried_with_backoff(server: ScriptedLLMServer, provider: str, status: int) -> None:
+    sleeps: list[float] = []
+    server.push(Reply.error(status), Reply.error(status), Reply.json(GOOD))
+    value, _ = make_test_client(server, provider, sleeps=sleeps).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED"
+    assert len(server.requests) == 3
+    assert len(sleeps) == 2 and all(0 < s <= 0.05 + 1e-9 for s in sleeps)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_retries_are_bounded_and_end_in_the_typed_error(server: ScriptedLLMServer, provider: str) -> None:
+    server.push(*[Reply.error(429, retry_after=0.01)] * 10)
+    client = make_test_client(server, provider, retry=RetryPolicy(max_attempts=3, initial_wait=0.01, max_wait=0.01))
+    with pytest.raises(errors.RateLimitError) as info:
+        client.complete_json(ASK, Verdict)
+    assert info.value.attempts == 3 and info.value.status == 429
+    assert len(server.requests) == 3
+
+
+def test_total_retry_time_is_bounded(server: ScriptedLLMServer) -> None:
+    server.push(*[Reply.error(503, retry_after=5)] * 10)
+    sleeps: list[float] = []
+    policy = RetryPolicy(max_attempts=10, max_total_seconds=1.0, initial_wait=1, max_wait=10)
+    with pytest.raises(errors.ServerError):
+        make_test_client(server, retry=policy, sleeps=sleeps).complete_json(ASK, Verdict)
+    # The first wait (5 s) would already pass the 1 s bound, so no retry happens.
+    assert sleeps == [] and len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "status,error",
+    [
+        (400, errors.BadRequestError),
+        (401, errors.AuthenticationError),
+        (403, errors.AuthenticationError),
+        (404, errors.BadRequestError),
+    ],
+)
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_client_errors_are_not_retried(
+    server: ScriptedLLMServer, provider: str, status: int, error: type[Exception]
+) -> None:
+    server.push(Reply.error(status), Reply.json(GOOD))
+    with pytest.raises(error) as info:
+        make_test_client(server, provider).complete_json(ASK, Verdict)
+    assert len(server.requests) == 1
+    assert getattr(info.value, "status", None) == status and not info.value.retryable  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_timeout_is_retried_then_succeeds(server: ScriptedLLMServer, provider: str) -> None:
+    server.push(Reply.slow(2.0), Reply.json(GOOD))
+    value, _ = make_test_client(server, provider, timeout=0.3).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED"
+    assert len(server.requests) == 2
+
+
+def test_timeouts_exhaust_into_timeout_error(server: ScriptedLLMServer) -> None:
+    server.push(*[Reply.slow(2.0)] * 3)
+    client = make_test_client(server, timeout=0.2, retry=RetryPolicy(max_attempts=2, initial_wait=0.01, max_wait=0.01))
+    with pytest.raises(errors.LLMTimeoutError) as info:
+        client.complete_json(ASK, Verdict)
+    assert info.value.attempts == 2
+
+
+def test_connection_refused_is_a_connection_error() -> None:
+    with ScriptedLLMServer() as s:
+        dead = s.openai_base_url
+    from groundjudge.llm import LLMClient, get_provider
+
+    client = LLMClient(
+        get_provider("openai/gpt-4o-mini", base_url=dead, timeout=1),
+        retry=RetryPolicy(max_attempts=2, initial_wait=0.01, max_wait=0.01),
+        sleep=lambda s: None,
+    )
+    with pytest.raises(errors.LLMConnectionError) as info:
+        client.complete_json(ASK, Verdict)
+    assert info.value.attempts == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_malformed_http_body_is_retried(server: ScriptedLLMServer, provider: str) -> None:
+    server.push(Reply.malformed_body(), Reply.json(GOOD))
+    value, _ = make_test_client(server, provider).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED" and len(server.requests) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_reask_fixes_an_invalid_first_answer(server: ScriptedLLMServer, provider: str) -> None:
+    server.push(Reply.text("Sure! The label is SUPPORTED."), Reply.json(GOOD))
+    value, usage = make_test_client(server, provider).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED"
+    assert usage.calls == 2  # the re-ask is billed too
+    second = server.requests[1]
+    assert second.messages[-2] == {"role": "assistant", "content": "Sure! The label is SUPPORTED."}
+    assert "not valid JSON" in second.last_user
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_reask_names_the_schema_error(server: ScriptedLLMServer, provider: str) -> None:
+    server.push(Reply.json({"label": "MAYBE", "quotes": []}), Reply.json(GOOD))
+    value, _ = make_test_client(server, provider).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED"
+    assert "label" in server.requests[1].last_user and "schema" in server.requests[1].last_user
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_truncated_json_ends_in_invalid_output_with_raw_text(server: ScriptedLLMServer, provider: str) -> None:
+    server.push(*[Reply.truncated('{"label": "SUPPO')] * 3)
+    with pytest.raises(errors.InvalidOutputError) as info:
+        make_test_client(server, provider, max_reasks=2).complete_json(ASK, Verdict)
+    assert info.value.raw == '{"label": "SUPPO'
+    assert len(info.value.errors) == 3 and "token limit" in info.value.errors[0]
+    assert info.value.usage is not None and info.value.usage.calls == 3
+    assert len(server.requests) == 3
+    assert "shorter" in server.requests[1].last_user
+
+
+def test_code_fenced_json_is_accepted(server: ScriptedLLMServer) -> None:
+    server.push(Reply.text("```json\n" + json.dumps(GOOD) + "\n```"))
+    value, usage = make_test_client(server).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED" and usage.calls == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_refusal_is_a_typed_error_and_not_retried(server: ScriptedLLMServer, provider: str) -> None:
+    server.push(Reply.refusal("I won't grade that."), Reply.json(GOOD))
+    with pytest.raises(errors.RefusalError) as info:
+        make_test_client(server, provider).complete_json(ASK, Verdict)
+    assert "won't grade" in info.value.refusal
+    assert len(server.requests) == 1
+
+
+# -- cache ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_second_identical_call_hits_the_cache(server: ScriptedLLMServer, provider: str, cache: Cache) -> None:
+    server.push(Reply.json(GOOD))
+    client = make_test_client(server, provider, cache=cache)
+    first, u1 = client.complete_json(ASK, Verdict, prompt=PROMPT)
+    second, u2 = client.complete_json(ASK, Verdict, prompt=PROMPT)
+    assert first == second
+    assert len(server.requests) == 1
+    assert u1.calls == 1 and u1.cached_calls == 0
+    assert u2.calls == 0 and u2.cached_calls == 1 and u2.cost_usd == 0 and u2.input_tokens == 0
+    assert client.ledger.total.calls == 1 and client.ledger.total.cached_calls == 1
+
+
+def test_cache_survives_a_new_process_view(server: ScriptedLLMServer, tmp_path: Path) -> None:
+    server.push(Reply.json(GOOD))
+    make_test_client(server, cache=Cache(tmp_path / "c")).complete_json(ASK, Verdict, prompt=PROMPT)
+    value, usage = make_test_client(server, cache=Cache(tmp_path / "c")).complete_json(ASK, Verdict, prompt=PROMPT)
+    assert value.label == "SUPPORTED" and usage.cached_calls == 1 and len(server.requests) == 1
+
+
+def test_changed_prompt_version_model_or_schema_misses(server: ScriptedLLMServer, cache: Cache) -> None:
+    server.script = lambda req: Reply.json(GOOD)
+    client = make_test_client(server, cache=cache)
+    client.complete_json(ASK, Verdict, prompt=PROMPT)
+    client.complete_json(ASK, Verdict, prompt=PromptRef(name="judge", version="2"))
+    assert len(server.requests) == 2
+    make_test_client(server, model="openai/gpt-4o", cache=cache).complete_json(ASK, Verdict, prompt=PROMPT)
+    assert len(server.requests) == 3
+
+    class Verdict2(Verdict):
+        reason: str = ""
+
+    server.script = lambda req: Reply.json({**GOOD, "reason": "r"})
+    client.complete_json(ASK, Verdict2, prompt=PROMPT)
+    assert len(server.requests) == 4
+    # a changed message misses as well; the original still hits
+    client.complete_json([*ASK[:1], Message(role="user", content="Is grass green?")], Verdict, prompt=PROMPT)
+    client.complete_json(ASK, Verdict, prompt=PROMPT)
+    assert len(server.requests) == 5
+
+
+def test_api_key_never_reaches_the_cache_files(server: ScriptedLLMServer, tmp_path: Path) -> None:
+    server.script = lambda req: Reply.json(GOOD)
+    cache = Cache(tmp_path / "c")
+    for provider in PROVIDERS:
+        make_test_client(server, provider, cache=cache).complete_json(ASK, Verdict, prompt=PROMPT)
+    cache.close()
+    files = [p for p in (tmp_path / "c").rglob("*") if p.is_file()]
+    assert files
+    blob = b"".join(p.read_bytes() for p in files)
+    assert b"SUPPORTED" in blob  # the cache really holds the answers, as text
+    assert b"SECRET" not in blob
+
+
+def test_cache_only_mode_fails_clearly_on_a_miss(server: ScriptedLLMServer, tmp_path: Path) -> None:
+    server.push(Reply.json(GOOD))
+    make_test_client(server, cache=Cache(tmp_path / "c")).complete_json(ASK, Verdict, prompt=PROMPT)
+    replay = make_test_client(server, cache=Cache(tmp_path / "c", mode="only"))
+    assert replay.complete_json(ASK, Verdict, prompt=PROMPT)[1].cached_calls == 1
+    with pytest.raises(errors.CacheMissError):
+        replay.complete_json(ASK, Verdict, prompt=PromptRef(name="judge", version="9"))
+    assert len(server.requests) == 1
+
+
+def test_cache_off_and_refresh_modes(server: ScriptedLLMServer, tmp_path: Path) -> None:
+    server.script = lambda req: Reply.json(GOOD)
+    off = make_test_client(server, cache=Cache(tmp_path / "c", mode="off"))
+    off.complete_json(ASK, Verdict)
+    off.complete_json(ASK, Verdict)
+    assert len(server.requests) == 2
+    refresh = make_test_client(server, cache=Cache(tmp_path / "c", mode="refresh"))
+    refresh.complete_json(ASK, Verdict)
+    assert len(server.requests) == 3
+    use = make_test_client(server, cache=Cache(tmp_path / "c"))
+    assert use.complete_json(ASK, Verdict)[1].cached_calls == 1
+    assert len(server.requests) == 3
+
+
+# -- budget --------------------------------------------------------------------------------------------------
+
+
+def test_call_budget_stops_before_the_call_that_would_exceed_it(server: ScriptedLLMServer) -> None:
+    server.script = lambda req: Reply.json(GOOD)
+    client = make_test_client(server, ledger=Ledger(max_calls=2))
+    client.complete_json(ASK, Verdict, prompt=PromptRef(name="a", version="1"))
+    client.complete_json(ASK, Verdict, prompt=PromptRef(name="b", version="1"))
+    with pytest.raises(errors.BudgetExceededError) as info:
+        client.complete_json(ASK, Verdict, prompt=PromptRef(name="c", version="1"))
+    assert info.value.calls == 2
+    assert len(server.requests) == 2
+
+
+def test_usd_budget_stops_at_the_right_call(server: ScriptedLLMServer) -> None:
+    # $0.01 per output token, inputs free: each reply (100 output tokens) costs exactly $1.
+    register_price("openai/priced-model", input_per_mtok=0.0, output_per_mtok=10_000.0)
+    server.script = lambda req: Reply.json(GOOD, output_tokens=100)
+    client = make_test_client(server, model="openai/priced-model", ledger=Ledger(budget_usd=3.5))
+    for i in range(3):
+        client.complete_json(ASK, Verdict, prompt=PromptRef(name=f"p{i}", version="1"))
+    assert client.ledger.total.cost_usd == pytest.approx(3.0)
+    with pytest.raises(errors.BudgetExceededError) as info:  # $3 spent + ~$1 next > $3.5
+        client.complete_json(ASK, Verdict, prompt=PromptRef(name="p3", version="1"))
+    assert info.value.spent_usd == pytest.approx(3.0)
+    assert len(server.requests) == 3
+
+
+def test_cached_calls_cost_nothing_against_the_budget(server: ScriptedLLMServer, cache: Cache) -> None:
+    server.script = lambda req: Reply.json(GOOD)
+    make_test_client(server, cache=cache).complete_json(ASK, Verdict)
+    client = make_test_client(server, cache=cache, ledger=Ledger(max_calls=0))
+    assert client.complete_json(ASK, Verdict)[1].cached_calls == 1
+
+
+def test_usd_budget_needs_a_known_price(server: ScriptedLLMServer) -> None:
+    with pytest.raises(errors.ConfigError, match="no price known"):
+        make_test_client(server, model="openai/unpriced-model-x", ledger=Ledger(budget_usd=1))
+
+
+def test_price_file_from_environment(
+    server: ScriptedLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"openai/my-finetune": {"input": 1.0, "output": 2.0}}))
+    monkeypatch.setenv("GROUNDJUDGE_PRICES", str(prices))
+    server.push(Reply.json(GOOD, input_tokens=1_000_000, output_tokens=1_000_000))
+    _, usage = make_test_client(server, model="openai/my-finetune").complete_json(ASK, Verdict)
+    assert usage.cost_usd == pytest.approx(3.0)
+
+
+# -- OpenAI-compatible servers -------------------------------------------------------------------------------
+
+
+def test_openai_compatible_falls_back_to_json_object(server: ScriptedLLMServer) -> None:
+    server.push(Reply.error(400, message="response_format json_schema is not supported"), Reply.json(GOOD))
+    server.script = lambda req: Reply.json(GOOD)
+    from groundjudge.llm import LLMClient, get_provider
+
+    provider = get_provider(f"openai-compatible/qwen2.5:7b@{server.openai_base_url}")
+    client = LLMClient(provider, sleep=lambda s: None)
+    assert client.complete_json(ASK, Verdict)[0].label == "SUPPORTED"
+    client.complete_json(ASK, Verdict)
+    formats = [r.body["response_format"]["type"] for r in server.requests]
+    assert formats == ["json_schema", "json_object", "json_object"]  # remembered after the first refusal
+    assert server.requests[0].model == "qwen2.5:7b"
+    assert "max_tokens" in server.requests[0].body and "JSON Schema" in server.requests[1].messages[0]["content"]
+    assert client.price is not None and client.price.cost(10**6, 10**6) == 0.0
