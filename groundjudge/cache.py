@@ -74,8 +74,8 @@ class Cache:
     def writes(self) -> bool:
         return self.mode in ("use", "refresh")
 
-    def get(self, key: str) -> Any | None:
-        """The cached value, or None. In ``only`` mode a miss raises :class:`CacheMissError`."""
+    def get(self, key: str, *, miss_ok: bool = False) -> Any | None:
+        """The cached value, or None. In ``only`` mode a miss raises :class:`CacheMissError` unless ``miss_ok``."""
         namespace = key.split(":", 1)[0]
         if not self.reads:
             return None
@@ -83,7 +83,7 @@ class Cache:
         with self._lock:
             (self.hits if raw is not None else self.misses)[namespace] += 1
         if raw is None:
-            if self.mode == "only":
+            if self.mode == "only" and not miss_ok:
                 raise CacheMissError(f"cache-only mode: no cached {namespace} entry for key {key}")
             return None
         return json.loads(raw)

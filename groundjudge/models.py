@@ -61,3 +61,38 @@ class Prompt(BaseModel):
     @property
     def ref(self) -> PromptRef:
         return PromptRef(name=self.name, version=self.version)
+
+
+class Span(BaseModel):
+    """A piece of text with its character offsets in the text it was cut from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int
+    end: int
+    text: str
+
+
+class Passage(BaseModel):
+    """A window of one source document, with its offsets there and its length in NLI-model tokens."""
+
+    model_config = ConfigDict(frozen=True)
+
+    doc: int
+    start: int
+    end: int
+    text: str
+    n_tokens: int = 0
+
+
+class ClaimNLI(BaseModel):
+    """What the NLI stage found for one claim: its best entailment and best contradiction, and where."""
+
+    entailment: float = 0.0
+    contradiction: float = 0.0
+    neutral: float = 0.0  # of the best-entailment passage
+    entailment_passage: Passage | None = None
+    contradiction_passage: Passage | None = None
+    passages_scored: int = 0
+    passages_total: int = 0
+    early_exit: bool = False

@@ -1,0 +1,194 @@
+"""Sentences and passages with character offsets.
+
+:func:`split_sentences` cuts text into sentences (robust to abbreviations, decimals, initials and lists);
+:func:`claim_sentences` keeps those that carry a checkable claim (the no-LLM claim extractor).
+:func:`chunk_documents` packs each source document's sentences into passages of at most ``max_tokens`` tokens of the
+NLI model's own tokenizer, with overlap, keeping every passage's character offsets in its document.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from groundjudge.models import Passage, Span
+
+# Abbreviations that never end a sentence ("Dr. Smith", "e.g. this", "Fig. 3", "Jan. 5").
+_NEVER_FINAL = frozenset(
+    """
+    mr mrs ms dr prof sr jr st mt ft lt col gen sen rep capt sgt rev hon gov pres vs v e.g i.e cf al approx
+    fig figs no nos vol vols pp ed eds dept est ca op ref sec art ch eq pop incl resp viz ibid
+    jan feb mar apr jun jul aug sep sept oct nov dec mon tue tues wed thu thur thurs fri sat sun
+    """.split()
+)
+# Abbreviations that may end a sentence ("... and so on, etc. The next"): a boundary only before a usual starter.
+_MAYBE_FINAL = frozenset("etc inc ltd co corp llc plc bros u.s u.k u.n e.u a.m p.m min max avg".split())
+_STARTERS = frozenset(
+    """the a an it its this that these those there in on at he she they we i you but however also as after for
+    by his her their our some many most one two then thus so yet""".split()
+)
+
+# A sentence ends at . ! ? (or …) plus any closing quotes/brackets, before whitespace.
+_END = re.compile(r"""([.!?…]+)(["'”’)\]]*)(?=\s)""")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•▪‣◦]|\d{1,3}[.)]|[a-zA-Z][.)])\s+")
+_WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
+_FILLER = re.compile(
+    r"^(?:sure|certainly|of course|absolutely|great question|good question|hope (?:this|that) helps|"
+    r"i hope (?:this|that) helps|let me know|feel free|thanks|thank you|happy to help|in (?:summary|short|conclusion)"
+    r"|here(?:'s| is| are)\b.*:$|as an ai\b|i(?:'m| am) not (?:a|able)\b)",
+    re.IGNORECASE,
+)
+
+
+def _abbreviation_before(text: str, dot: int) -> str:
+    """The lower-cased word (dots kept) that ends with the period at ``text[dot]``."""
+    start = dot
+    while start > 0 and (text[start - 1].isalpha() or text[start - 1] == "."):
+        start -= 1
+    return text[start:dot].lower()
+
+
+def _ends_sentence(text: str, m: re.Match[str]) -> bool:
+    rest = text[m.end() :].lstrip()
+    if rest and not (rest[0].isupper() or rest[0].isdigit() or rest[0] in "\"'“‘(["):
+        return False  # "... 3.5 m. wide", "e.g. cats"
+    if m.group(1) != ".":
+        return True
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    if re.fullmatch(r"\s*(?:\d{1,3}|[A-Za-z])", text[line_start : m.start()]):
+        return False  # a list marker: "1. The ..."
+    word = _abbreviation_before(text, m.start(1))
+    bare = word.rstrip(".")
+    if not bare:
+        return True
+    if bare in _NEVER_FINAL or len(bare) == 1:  # titles, months, initials ("J. K. Rowling")
+        return False
+    if bare in _MAYBE_FINAL or ("." in bare and all(len(p) <= 1 for p in bare.split("."))):  # "U.S.", "etc."
+        next_word = re.match(r"[A-Za-z]+", rest)
+        return bool(next_word and next_word.group(0).lower() in _STARTERS)
+    return True
+
+
+def _split_block(text: str, offset: int, out: list[Span]) -> None:
+    start = 0
+    for m in _END.finditer(text):
+        if _ends_sentence(text, m):
+            _add(text, start, m.end(), offset, out)
+            start = m.end()
+    _add(text, start, len(text), offset, out)
+
+
+def _add(text: str, start: int, end: int, offset: int, out: list[Span]) -> None:
+    piece = text[start:end]
+    lead = len(piece) - len(piece.lstrip())
+    piece = piece.strip()
+    if not piece:
+        return
+    if m := _LIST_ITEM.match(piece):
+        lead += m.end()
+        piece = piece[m.end() :]
+    if piece:
+        s = offset + start + lead
+        out.append(Span(start=s, end=s + len(piece), text=piece))
+
+
+def split_sentences(text: str) -> list[Span]:
+    """All sentences of ``text`` with character offsets; list items and paragraphs are their own sentences."""
+    out: list[Span] = []
+    pos = 0
+    # Blank lines always separate; a single newline separates when either line is a list item (an indented
+    # line continues an item) or the line before it ends like a sentence or a heading.
+    lines = text.splitlines(keepends=True)
+    block_start, block = 0, ""
+    for line in lines:
+        starts_item = bool(_LIST_ITEM.match(line))
+        prev = block.rstrip()
+        in_item = bool(_LIST_ITEM.match(block)) and not line[:1].isspace()
+        if block and (not line.strip() or starts_item or in_item or not prev or prev[-1] in ".!?:;…"):
+            _split_block(block, block_start, out)
+            block_start, block = pos, ""
+        if not block:
+            block_start = pos
+        block += line
+        pos += len(line)
+    if block:
+        _split_block(block, block_start, out)
+    return out
+
+
+def is_claim(sentence: str) -> bool:
+    """Whether a sentence carries something checkable: enough words, not a question, filler or a heading."""
+    s = sentence.strip()
+    if len(_WORD.findall(s)) < 3 or s.endswith(("?", ":")):
+        return False
+    return not _FILLER.match(s)
+
+
+def claim_sentences(text: str) -> list[Span]:
+    """The sentences of an answer that carry claims (the claim extractor when no LLM is configured)."""
+    return [s for s in split_sentences(text) if is_claim(s.text)]
+
+
+def _token_offsets(tokenizer: Any, text: str) -> list[tuple[int, int]]:
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+    return [(a, b) for a, b in enc["offset_mapping"] if b > a]
+
+
+def chunk_document(text: str, doc: int, tokenizer: Any, max_tokens: int, overlap_tokens: int = 0) -> list[Passage]:
+    """Pack one document's sentences into passages of at most ``max_tokens`` tokens, overlapping by up to
+    ``overlap_tokens`` tokens of whole sentences; a sentence longer than a passage is cut into token windows."""
+    if max_tokens < 8:
+        raise ValueError("max_tokens must be at least 8")
+    overlap_tokens = max(0, min(overlap_tokens, max_tokens // 2))
+    offsets = _token_offsets(tokenizer, text)
+    if not offsets:
+        return []
+    starts = [a for a, _ in offsets]
+
+    def tok_range(span: Span) -> tuple[int, int]:
+        return bisect.bisect_left(starts, span.start), bisect.bisect_left(starts, span.end)
+
+    # units: (first token, end token) of each sentence, long sentences pre-cut into windows
+    units: list[tuple[int, int]] = []
+    for sent in split_sentences(text):
+        a, b = tok_range(sent)
+        if b <= a:
+            continue
+        step = max_tokens - overlap_tokens
+        if b - a <= max_tokens:
+            units.append((a, b))
+        else:
+            for w in range(a, b, step):
+                units.append((w, min(b, w + max_tokens)))
+                if w + max_tokens >= b:
+                    break
+    passages: list[Passage] = []
+    i = 0
+    while i < len(units):
+        first, j = i, i
+        while j < len(units) and units[j][1] - units[first][0] <= max_tokens:
+            j += 1
+        j = max(j, i + 1)
+        a, b = units[first][0], units[j - 1][1]
+        start, end = offsets[a][0], offsets[b - 1][1]
+        passages.append(Passage(doc=doc, start=start, end=end, text=text[start:end], n_tokens=b - a))
+        if j >= len(units):
+            break
+        # next passage starts with the trailing sentences that fit in the overlap
+        k = j
+        while k - 1 > i and units[j - 1][1] - units[k - 1][0] <= overlap_tokens:
+            k -= 1
+        i = k
+    return passages
+
+
+def chunk_documents(
+    documents: Sequence[str], tokenizer: Any, max_tokens: int, overlap_tokens: int = 0
+) -> list[Passage]:
+    """Passages of every document, in order; each carries its document index and character offsets."""
+    out: list[Passage] = []
+    for doc, text in enumerate(documents):
+        out.extend(chunk_document(text, doc, tokenizer, max_tokens, overlap_tokens))
+    return out
