@@ -23,7 +23,8 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _STOP = frozenset(
     """a an the and or but of to in on at by for with from as is are was were be been being it its this that these
     those there their they he she his her we you i not no do does did has have had will would can could may might
-    than then so such which who whom whose what when where why how all any each also into about over after before""".split()
+    than then so such which who whom whose what when where why how all any each also into about over after
+    before""".split()
 )
 ROUNDS = (1, 2)  # ranks scored in round 1, then round 2; every later round takes the rest up to k
 
