@@ -1,0 +1,264 @@
+"""The NLI engine: label order, batching, chunking, evidence selection, cache; tiny random models and the shared one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from groundjudge import errors
+from groundjudge.cache import Cache
+from groundjudge.chunking import chunk_document, chunk_documents, claim_sentences, split_sentences
+from groundjudge.evidence import BM25, EvidenceSelector
+from groundjudge.models import Passage
+from groundjudge.nli import NLIModel, NLIScorer, label_columns
+from tests.conftest import SHARED_MODEL
+
+LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
+
+
+def _tiny_model(directory: Path, id2label: dict[int, str], seed: int = 0, permute: list[int] | None = None) -> Path:
+    """A randomly initialised 2-layer BERT with the shared model's tokenizer, saved like a hub model."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(SHARED_MODEL, local_files_only=True)
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        initializer_range=0.5,  # far from uniform outputs, so that a padding or ordering bug shows
+        num_labels=len(id2label),
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+    )
+    model = BertForSequenceClassification(config).eval()
+    if permute is not None:  # output row i of the new head = row permute[i] of the seed's head
+        with torch.no_grad():
+            model.classifier.weight.copy_(model.classifier.weight[permute].clone())
+            model.classifier.bias.copy_(model.classifier.bias[permute].clone())
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> NLIModel:
+    return NLIModel(str(_tiny_model(tmp_path_factory.mktemp("tiny"), LABELS)), device="cpu", batch_size=3)
+
+
+PAIRS = [
+    ("The Eiffel Tower is in Paris. It was completed in 1889.", "The Eiffel Tower is in Paris."),
+    ("Water boils at 100 degrees Celsius at sea level.", "Water boils at 90 degrees."),
+    ("Short.", "A much longer hypothesis that goes on and on about many unrelated things in detail."),
+    ("Cats are mammals.", "Cats are mammals."),
+    ("The report was published in March 2021 by the ministry of health, with 42 pages.", "It has 42 pages."),
+    ("x", "y"),
+    ("Mount Everest is 8,849 metres tall and lies on the border of Nepal and China.", "Everest is in Peru."),
+]
+
+
+# -- labels ----------------------------------------------------------------------------------------------------
+
+
+def test_label_order_comes_from_the_config(tmp_path: Path, tiny: NLIModel) -> None:
+    # Same weights, outputs permuted to contradiction / entailment / neutral (the DeBERTa order), config to match.
+    permuted = {0: "contradiction", 1: "entailment", 2: "neutral"}
+    other = NLIModel(str(_tiny_model(tmp_path, permuted, permute=[2, 0, 1])), device="cpu")
+    assert other.columns == [1, 2, 0]
+    np.testing.assert_allclose(other.predict(PAIRS), tiny.predict(PAIRS), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "id2label,columns",
+    [
+        ({0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}, [0, 1, 2]),
+        ({"0": "contradiction", "1": "entailment", "2": "neutral"}, [1, 2, 0]),
+        ({0: "entailment", 1: "not_entailment"}, [0, 1, None]),
+    ],
+)
+def test_label_names(id2label: dict[int, str], columns: list[int | None]) -> None:
+    assert label_columns(id2label) == columns
+
+
+def test_placeholder_labels_are_refused(tmp_path: Path) -> None:
+    path = _tiny_model(tmp_path, {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
+    with pytest.raises(errors.NLIError, match="names no entailment label"):
+        NLIModel(str(path), device="cpu")
+
+
+def test_missing_model_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(errors.NLIError, match="could not load NLI model"):
+        NLIModel(str(tmp_path / "nowhere"), local_files_only=True)
+
+
+# -- batching --------------------------------------------------------------------------------------------------
+
+
+def test_batched_equals_one_by_one_in_order(tiny: NLIModel) -> None:
+    batched = tiny.predict(PAIRS)  # batch size 3: several batches of mixed lengths
+    single = np.vstack([tiny.predict([p]) for p in PAIRS])
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+    np.testing.assert_allclose(batched.sum(axis=1), 1.0, atol=1e-5)
+    # a different order of the same pairs gives the same rows, reordered
+    reversed_ = tiny.predict(PAIRS[::-1])
+    np.testing.assert_allclose(reversed_[::-1], batched, atol=1e-5)
+    assert len({tuple(np.round(r, 4)) for r in batched}) == len(PAIRS)  # rows really differ
+
+
+def test_pairs_over_the_limit_are_never_truncated(tiny: NLIModel) -> None:
+    long_premise = "word " * 400
+    with pytest.raises(errors.NLIError, match="nothing is truncated"):
+        tiny.predict([(long_premise, "claim")])
+
+
+def test_cache_hit_skips_the_model(tiny: NLIModel, tmp_path: Path) -> None:
+    scorer = NLIScorer(tiny, Cache(tmp_path / "c"))
+    before = tiny.forward_passes
+    first = scorer.score(PAIRS + PAIRS[:2])  # duplicates are scored once
+    assert tiny.forward_passes > before and tiny.pairs_scored >= len(PAIRS)
+    passes = tiny.forward_passes
+    second = NLIScorer(tiny, Cache(tmp_path / "c")).score(PAIRS)
+    assert tiny.forward_passes == passes
+    np.testing.assert_allclose(second, first[: len(PAIRS)], atol=1e-5)
+    # a different model fingerprint misses
+    assert NLIScorer(tiny, Cache(tmp_path / "c")).score([("new premise", "new claim")]).shape == (1, 3)
+    assert tiny.forward_passes == passes + 1
+
+
+# -- sentences and passages ------------------------------------------------------------------------------------
+
+ANSWER = """Sure! Here is what I found:
+- Dr. Smith joined Acme Inc. in Jan. 2020 and earned $3.5 million.
+- J. K. Rowling wrote 7 books, e.g. the Harry Potter series.
+1. The U.S. Army was founded in 1775. The U.S. has 50 states.
+2) Revenue grew 4.5% to 12.3 bn
+Paris is the capital of France (pop. 2.1 million). Is that right? I hope this helps."""
+
+
+def test_sentences_respect_abbreviations_numbers_and_lists() -> None:
+    sents = split_sentences(ANSWER)
+    assert all(ANSWER[s.start : s.end] == s.text for s in sents)
+    assert [s.text for s in sents] == [
+        "Sure!",
+        "Here is what I found:",
+        "Dr. Smith joined Acme Inc. in Jan. 2020 and earned $3.5 million.",
+        "J. K. Rowling wrote 7 books, e.g. the Harry Potter series.",
+        "The U.S. Army was founded in 1775.",
+        "The U.S. has 50 states.",
+        "Revenue grew 4.5% to 12.3 bn",
+        "Paris is the capital of France (pop. 2.1 million).",
+        "Is that right?",
+        "I hope this helps.",
+    ]
+
+
+def test_claim_sentences_drop_fragments_without_claims() -> None:
+    assert [s.text for s in claim_sentences(ANSWER)] == [
+        "Dr. Smith joined Acme Inc. in Jan. 2020 and earned $3.5 million.",
+        "J. K. Rowling wrote 7 books, e.g. the Harry Potter series.",
+        "The U.S. Army was founded in 1775.",
+        "The U.S. has 50 states.",
+        "Revenue grew 4.5% to 12.3 bn",
+        "Paris is the capital of France (pop. 2.1 million).",
+    ]
+    assert claim_sentences("") == [] and claim_sentences("Thanks!\n\nLet me know if you need more.") == []
+
+
+DOC = " ".join(
+    f"Sentence {i} talks about topic {i % 7} with the number {i * 13} and a few more words to fill it."
+    for i in range(60)
+) + (" " + "unbroken" * 3 + "-".join(["verylongtoken"] * 200))  # one sentence far longer than a passage
+
+
+@pytest.mark.parametrize("max_tokens,overlap", [(64, 0), (64, 16), (200, 40), (30, 29)])
+def test_passages_round_trip_offsets_and_fit(tiny: NLIModel, max_tokens: int, overlap: int) -> None:
+    passages = chunk_document(DOC, 3, tiny.tokenizer, max_tokens, overlap)
+    assert len(passages) > 2
+    for p in passages:
+        assert p.doc == 3 and DOC[p.start : p.end] == p.text
+        assert len(tiny.tokenizer(p.text, add_special_tokens=False)["input_ids"]) <= max_tokens
+        assert p.n_tokens <= max_tokens
+    # every token of the document is in some passage, in order
+    covered = np.zeros(len(DOC), dtype=bool)
+    for p in passages:
+        covered[p.start : p.end] = True
+    assert all(covered[i] for i, ch in enumerate(DOC) if not ch.isspace())
+    assert [p.start for p in passages] == sorted(p.start for p in passages)
+    if overlap:
+        assert any(b.start < a.end for a, b in zip(passages, passages[1:], strict=False))
+
+
+def test_chunk_documents_keeps_document_indices(tiny: NLIModel) -> None:
+    passages = chunk_documents(["First doc. It is short.", "", "Second doc here."], tiny.tokenizer, 64)
+    assert [(p.doc, p.text) for p in passages] == [(0, "First doc. It is short."), (2, "Second doc here.")]
+
+
+# -- evidence selection ----------------------------------------------------------------------------------------
+
+
+def test_bm25_ranks_the_relevant_passage_first() -> None:
+    docs = ["The cat sat on the mat.", "Revenue grew to 12.3 billion dollars in 2023.", "Dogs bark at night."]
+    assert BM25(docs).rank("What was the revenue in 2023?")[0] == 1
+
+
+def test_long_claims_get_windows_that_fit(tiny: NLIModel) -> None:
+    selector = EvidenceSelector(NLIScorer(tiny), k=None, early_exit=None)
+    passages = chunk_document(DOC, 0, tiny.tokenizer, 100, 10)
+    claim = "The claim is long " * 12  # ~60 tokens: passages of 100 tokens no longer fit in 128
+    (result,) = selector.check([([claim], passages)])[0]
+    assert result.passages_scored > len(passages)  # passages were cut into windows
+    assert result.entailment_passage is not None
+    p = result.entailment_passage
+    assert DOC[p.start : p.end] == p.text
+    with pytest.raises(errors.InputError, match="no room"):
+        selector.check([(["word " * 130], passages)])
+
+
+@pytest.fixture(scope="module")
+def shared() -> NLIModel:
+    assert SHARED_MODEL.is_dir(), f"the shared NLI model is missing at {SHARED_MODEL}"
+    return NLIModel(str(SHARED_MODEL))
+
+
+FILLER = [
+    "The museum's gift shop sells postcards, books and replicas of famous paintings from its collection.",
+    "Parking is available on the west side of the building for a small fee on weekdays.",
+    "Guided tours in several languages start every hour from the main entrance hall.",
+    "The cafeteria on the ground floor serves sandwiches, soups and hot drinks until closing time.",
+    "School groups must book their visit at least two weeks in advance through the website.",
+    "Photography without flash is allowed in most of the permanent exhibition rooms.",
+]
+GOLD = "The museum was founded in 1897 by the industrialist Henrik Olsen, who donated his art collection."
+
+
+def test_evidence_selection_keeps_the_gold_passage(shared: NLIModel) -> None:
+    doc = " ".join(FILLER[:3] + [GOLD] + FILLER[3:])
+    passages = chunk_document(doc, 0, shared.tokenizer, 24)
+    gold = next(i for i, p in enumerate(passages) if "1897" in p.text)
+    selector = EvidenceSelector(NLIScorer(shared), k=2, early_exit=0.9)
+    (supported, contradicted) = selector.check(
+        [(["Henrik Olsen founded the museum in 1897.", "The museum was founded in 1950."], passages)]
+    )[0]
+    assert supported.entailment_passage == passages[gold]
+    assert supported.passages_scored <= 2 < len(passages)
+    assert supported.entailment > 0.5 > supported.contradiction
+    assert contradicted.contradiction_passage == passages[gold]
+    assert contradicted.contradiction > contradicted.entailment
+
+
+def test_early_exit_stops_a_claim_once_entailed(shared: NLIModel) -> None:
+    passages = [Passage(doc=0, start=0, end=len(GOLD), text=GOLD, n_tokens=30)] + [
+        Passage(doc=1, start=0, end=len(f), text=f, n_tokens=30) for f in FILLER
+    ]
+    claim = "The museum was founded in 1897."
+    eager = EvidenceSelector(NLIScorer(shared), k=None, early_exit=0.5).check([([claim], passages)])[0][0]
+    full = EvidenceSelector(NLIScorer(shared), k=None, early_exit=None).check([([claim], passages)])[0][0]
+    assert eager.entailment_passage == full.entailment_passage == passages[0]
+    assert eager.early_exit and eager.passages_scored == 1
+    assert full.passages_scored == len(passages) and not full.early_exit
