@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -191,7 +192,7 @@ def test_passages_round_trip_offsets_and_fit(tiny: NLIModel, max_tokens: int, ov
     assert all(covered[i] for i, ch in enumerate(DOC) if not ch.isspace())
     assert [p.start for p in passages] == sorted(p.start for p in passages)
     if overlap:
-        assert any(b.start < a.end for a, b in zip(passages, passages[1:], strict=False))
+        assert any(b.start < a.end for a, b in itertools.pairwise(passages))
 
 
 def test_chunk_documents_keeps_document_indices(tiny: NLIModel) -> None:
@@ -238,7 +239,7 @@ GOLD = "The museum was founded in 1897 by the industrialist Henrik Olsen, who do
 
 
 def test_evidence_selection_keeps_the_gold_passage(shared: NLIModel) -> None:
-    doc = " ".join(FILLER[:3] + [GOLD] + FILLER[3:])
+    doc = " ".join([*FILLER[:3], GOLD, *FILLER[3:]])
     passages = chunk_document(doc, 0, shared.tokenizer, 24)
     gold = next(i for i, p in enumerate(passages) if "1897" in p.text)
     selector = EvidenceSelector(NLIScorer(shared), k=2, early_exit=0.9)
