@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from groundjudge.models import Passage, Span
 
@@ -192,3 +192,43 @@ def chunk_documents(
     for doc, text in enumerate(documents):
         out.extend(chunk_document(text, doc, tokenizer, max_tokens, overlap_tokens))
     return out
+
+
+_QUOTE_FOLD = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "–": "-", "—": "-", "\u00a0": " "})
+
+
+def _normalize_with_map(text: str) -> tuple[str, list[int]]:
+    """Lower-cased text with typographic quotes folded and whitespace runs collapsed, and for each character
+    of the result its index in ``text``."""
+    out: list[str] = []
+    index: list[int] = []
+    prev_space = True
+    for i, ch in enumerate(text.translate(_QUOTE_FOLD)):
+        if ch.isspace():
+            if prev_space:
+                continue
+            out.append(" ")
+            index.append(i)
+            prev_space = True
+        else:
+            out.append(ch.lower())
+            index.append(i)
+            prev_space = False
+    if out and out[-1] == " ":
+        out.pop()
+        index.pop()
+    return "".join(out), index
+
+
+def locate(quote: str, text: str) -> tuple[int, int, Literal["exact", "normalized"]] | None:
+    """Where ``quote`` stands in ``text``: exactly, else ignoring case, whitespace runs and typographic quotes."""
+    quote = quote.strip()
+    if not quote:
+        return None
+    if (i := text.find(quote)) >= 0:
+        return i, i + len(quote), "exact"
+    norm_text, index = _normalize_with_map(text)
+    norm_quote, _ = _normalize_with_map(quote)
+    if not norm_quote or (j := norm_text.find(norm_quote)) < 0:
+        return None
+    return index[j], index[j + len(norm_quote) - 1] + 1, "normalized"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -96,3 +96,113 @@ class ClaimNLI(BaseModel):
     passages_scored: int = 0
     passages_total: int = 0
     early_exit: bool = False
+
+
+Label = Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "ERROR"]
+Route = Literal["nli", "judge"]
+AnswerVerdict = Literal["PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR"]
+
+
+class Sample(BaseModel):
+    """One thing to evaluate: an answer (or a single claim) and the sources it should be grounded in."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    contexts: list[str]
+    answer: str | None = None
+    claim: str | None = None
+    question: str | None = None
+    label: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Claim(BaseModel):
+    """An atomic claim; ``span`` is where it comes from in the answer, when that could be located."""
+
+    id: str
+    text: str
+    span: Span | None = None
+    origin: Literal["llm", "sentence", "input"] = "sentence"
+
+
+class Quote(BaseModel):
+    """An evidence quote from the judge, located in the sources (``verified``) or not."""
+
+    text: str
+    doc: int | None = None
+    start: int | None = None
+    end: int | None = None
+    verified: bool = False
+    match: Literal["exact", "normalized"] | None = None
+
+
+class ClaimVerdict(BaseModel):
+    """The verdict on one claim and everything behind it."""
+
+    claim: Claim
+    label: Label
+    route: Route
+    nli: ClaimNLI | None = None
+    reason: str = ""
+    quotes: list[Quote] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+
+class QAItem(BaseModel):
+    question: str
+    answer_from_answer: str
+    context_answer: str | None = None
+    consistent: bool | None = None
+
+
+class QAResult(BaseModel):
+    items: list[QAItem] = Field(default_factory=list)
+    score: float | None = None
+    error: str | None = None
+
+
+class Scores(BaseModel):
+    """Scores in [0, 1]; None where the part did not run or had nothing to score."""
+
+    claims: float | None = None
+    nli: float | None = None
+    qa: float | None = None
+    combined: float | None = None
+    hallucination_ratio: float | None = None
+    coverage: float | None = None
+    n_claims: int = 0
+    n_judged: int = 0
+    n_supported: int = 0
+    n_contradicted: int = 0
+    n_unsupported: int = 0
+    n_errors: int = 0
+    n_escalated: int = 0
+    n_weak: int = 0
+
+
+class AnswerReport(BaseModel):
+    """Everything groundjudge found about one answer; round-trips through JSON."""
+
+    id: str
+    verdict: AnswerVerdict
+    mode: str
+    scores: Scores
+    claims: list[ClaimVerdict] = Field(default_factory=list)
+    qa: QAResult | None = None
+    usage: Usage = Field(default_factory=Usage)
+    errors: list[str] = Field(default_factory=list)
+    question: str | None = None
+    answer: str | None = None
+    contexts: list[str] = Field(default_factory=list)
+    label: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    row: int | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+    nli_pairs: int = 0
+
+    @property
+    def flagged(self) -> bool:
+        """Worth a reviewer's look: not a clean PASS, or a claim with a flag."""
+        return self.verdict != "PASS" or any(c.flags for c in self.claims)

@@ -263,7 +263,8 @@ class NLIScorer:
                     self.cache_hits += 1
         if todo:
             unique = list(todo)
-            probs = self.model.predict(unique)
+            # rounded as the cache stores them, so that a fresh and a cached run report the same numbers
+            probs = np.round(self.model.predict(unique), 6)
             for pair, p in zip(unique, probs, strict=True):
                 out[todo[pair]] = p
             if self.cache is not None and self.cache.writes:

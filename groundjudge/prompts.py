@@ -130,3 +130,18 @@ def render(prompt: Prompt, **variables: str) -> list[Message]:
         messages.append(Message(role="system", content=fill(prompt.system)))
     messages.append(Message(role="user", content=fill(prompt.user)))
     return messages
+
+
+def make_fence(*texts: str) -> str:
+    """A marker that appears in none of ``texts``, derived from them (so cache keys stay stable)."""
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    for i in range(0, len(digest) - 8, 4):
+        fence = f"#{digest[i : i + 10].upper()}#"
+        if not any(fence in t for t in texts):
+            return fence
+    raise PromptError("could not find a fence marker absent from the data")  # pragma: no cover
+
+
+def fenced(fence: str, title: str, body: str) -> str:
+    """``body`` between two fence lines, so that the model reads it as data."""
+    return f"{fence} BEGIN {title}\n{body}\n{fence} END {title}"

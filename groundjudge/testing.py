@@ -310,3 +310,42 @@ class ScriptedLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def prompt_name(req: RecordedRequest) -> str | None:
+    """Which of groundjudge's prompts a request was rendered from (by its system text), if any."""
+    from groundjudge.prompts import load_prompt
+
+    system = req.messages[0]["content"] if req.messages and req.messages[0]["role"] == "system" else ""
+    for name in ("claims", "judge", "qa_questions", "qa_check"):
+        first_line = load_prompt(name).system.strip().splitlines()[0]
+        if system.startswith(first_line):
+            return name
+    return None
+
+
+def fenced_block(req: RecordedRequest, title: str) -> str:
+    """The text of a fenced block (e.g. "CLAIMS", "SOURCE 1") in the last user message."""
+    import re
+
+    m = re.search(rf"^(#\w+#) BEGIN {re.escape(title)}\n(.*?)\n\1 END {re.escape(title)}$", req.last_user, re.S | re.M)
+    return m.group(2) if m else ""
+
+
+def claims_in(req: RecordedRequest) -> dict[str, str]:
+    """``{claim id: claim text}`` of a judge request."""
+    import re
+
+    return dict(re.findall(r"^\[(\w+)\] (.*)$", fenced_block(req, "CLAIMS"), re.M))
+
+
+def route(handlers: dict[str, Callable[[RecordedRequest], Reply]]) -> Script:
+    """A script that dispatches on the prompt name (claims, judge, qa_questions, qa_check)."""
+
+    def script(req: RecordedRequest) -> Reply:
+        name = prompt_name(req)
+        if name is None or name not in handlers:
+            return Reply.error(500, message=f"no scripted handler for prompt {name!r}")
+        return handlers[name](req)
+
+    return script

@@ -68,3 +68,12 @@ def make_test_client(
     prov = get_provider(model or MODELS[provider], base_url=base_url_for(server, provider), timeout=timeout)
     sleep = sleeps.append if sleeps is not None else (lambda s: None)
     return LLMClient(prov, cache=cache, ledger=ledger, retry=retry, sleep=sleep, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def shared_nli():  # type: ignore[no-untyped-def]
+    """The project's shared NLI model, loaded once for the whole session."""
+    from groundjudge.nli import NLIModel
+
+    assert SHARED_MODEL.is_dir(), f"the shared NLI model is missing at {SHARED_MODEL} (see ../shared/models/README.md)"
+    return NLIModel(str(SHARED_MODEL))

@@ -1,0 +1,66 @@
+"""Claim, NLI and QA scores, their weighted combination, and the PASS / WARN / FAIL verdict.
+
+Honest by construction: ERROR claims count in coverage, never as SUPPORTED; an answer with no claims is
+NO_CLAIMS (no 1.0, no NaN); weights are renormalised over the parts that ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from groundjudge.config import Thresholds
+from groundjudge.models import AnswerVerdict, ClaimVerdict, QAResult, Scores
+
+
+def combine(parts: Mapping[str, float | None], weights: Mapping[str, float]) -> float | None:
+    """Weighted mean over the parts that have a value, weights renormalised over them."""
+    present = {k: v for k, v in parts.items() if v is not None and weights.get(k, 0) > 0}
+    total = sum(weights[k] for k in present)
+    if not present or total <= 0:
+        return None
+    return sum(weights[k] * v for k, v in present.items()) / total
+
+
+def compute_scores(
+    claims: Sequence[ClaimVerdict], qa: QAResult | None, weights: Mapping[str, float], weak_floor: float
+) -> Scores:
+    judged = [c for c in claims if c.label != "ERROR"]
+    n = len(claims)
+    supported = sum(c.label == "SUPPORTED" for c in judged)
+    contradicted = sum(c.label == "CONTRADICTED" for c in judged)
+    with_nli = [c.nli.entailment for c in claims if c.nli is not None and c.nli.passages_scored]
+    claim_score = supported / len(judged) if judged else None
+    nli_score = sum(with_nli) / len(with_nli) if with_nli else None
+    qa_score = qa.score if qa is not None else None
+    combined = combine({"claims": claim_score, "nli": nli_score, "qa": qa_score}, weights) if judged else None
+    return Scores(
+        claims=claim_score,
+        nli=nli_score,
+        qa=qa_score,
+        combined=combined,
+        hallucination_ratio=contradicted / len(judged) if judged else None,
+        coverage=len(judged) / n if n else None,
+        n_claims=n,
+        n_judged=len(judged),
+        n_supported=supported,
+        n_contradicted=contradicted,
+        n_unsupported=sum(c.label == "UNSUPPORTED" for c in judged),
+        n_errors=n - len(judged),
+        n_escalated=sum(c.route == "judge" for c in claims),
+        n_weak=sum(1 for c in claims if "weak" in c.flags),
+    )
+
+
+def decide(scores: Scores, thresholds: Thresholds) -> AnswerVerdict:
+    """PASS / WARN / FAIL from the combined score and the hallucination ratio; NO_CLAIMS and ERROR as such."""
+    if scores.n_claims == 0:
+        return "NO_CLAIMS"
+    if scores.n_judged == 0 or scores.combined is None:
+        return "ERROR"
+    if scores.combined < thresholds.min_grounded:
+        return "FAIL"
+    if scores.hallucination_ratio is not None and scores.hallucination_ratio > thresholds.max_hallucinated:
+        return "FAIL"
+    if scores.combined < thresholds.warn or (scores.coverage is not None and scores.coverage < 1.0):
+        return "WARN"
+    return "PASS"
