@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from groundjudge.chunking import claim_sentences, locate
 from groundjudge.llm.client import LLMClient
-from groundjudge.models import Claim, Span, Usage
+from groundjudge.models import Claim, Message, Span, Usage
 from groundjudge.prompts import load_prompt, render
 
 
@@ -33,11 +33,14 @@ def claims_from_sentences(answer: str) -> list[Claim]:
     ]
 
 
+def claims_messages(answer: str, question: str | None = None) -> list[Message]:
+    return render(load_prompt("claims"), question=question or "(none given)", answer=answer)
+
+
 def claims_from_llm(client: LLMClient, answer: str, question: str | None = None) -> tuple[list[Claim], Usage]:
     """Atomic claims by the LLM; duplicates merged, each located in the answer where its source excerpt is."""
-    prompt = load_prompt("claims")
-    messages = render(prompt, question=question or "(none given)", answer=answer)
-    reply, usage = client.complete_json(messages, ExtractedClaims, prompt=prompt.ref)
+    messages = claims_messages(answer, question)
+    reply, usage = client.complete_json(messages, ExtractedClaims, prompt=load_prompt("claims").ref)
     claims: list[Claim] = []
     seen: set[str] = set()
     for item in reply.claims:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from groundjudge.chunking import locate
 from groundjudge.llm.client import LLMClient
-from groundjudge.models import Claim, Label, Passage, Quote, Usage
+from groundjudge.models import Claim, Label, Message, Passage, Quote, Usage
 from groundjudge.prompts import fenced, load_prompt, make_fence, render
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,18 @@ def _decide(item: JudgeItem, sources: Sequence[Source]) -> JudgedClaim:
     return JudgedClaim(label=label, reason=item.reason.strip(), quotes=quotes, flags=flags)
 
 
+def judge_messages(claims: Sequence[Claim], sources: Sequence[Source]) -> list[Message]:
+    """The judge prompt for these claims and sources, fenced."""
+    claims_text = "\n".join(f"[{c.id}] {c.text}" for c in claims)
+    fence = make_fence(claims_text, *(s.text for s in sources))
+    return render(
+        load_prompt("judge"),
+        sources=format_sources(sources, fence),
+        claims=fenced(fence, "CLAIMS", claims_text),
+        fence=fence,
+    )
+
+
 def judge_claims(
     client: LLMClient, claims: Sequence[Claim], sources: Sequence[Source], max_missing_rounds: int = 2
 ) -> tuple[dict[str, JudgedClaim], Usage]:
@@ -118,15 +130,7 @@ def judge_claims(
     for _ in range(1 + max_missing_rounds):
         if not pending:
             break
-        claims_text = "\n".join(f"[{c.id}] {c.text}" for c in pending)
-        fence = make_fence(claims_text, *(s.text for s in sources))
-        messages = render(
-            prompt,
-            sources=format_sources(sources, fence),
-            claims=fenced(fence, "CLAIMS", claims_text),
-            fence=fence,
-        )
-        reply, call_usage = client.complete_json(messages, JudgeReply, prompt=prompt.ref)
+        reply, call_usage = client.complete_json(judge_messages(pending, sources), JudgeReply, prompt=prompt.ref)
         usage = usage + call_usage
         asked = {c.id for c in pending}
         for item in reply.verdicts:

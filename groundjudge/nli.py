@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -157,6 +157,19 @@ class NLIModel:
         self.forward_passes = 0
         self.pairs_scored = 0
         self._lock = threading.Lock()
+
+    _loaded: ClassVar[dict[tuple[str, str | None, int | None], NLIModel]] = {}
+    _loaded_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def shared(cls, model: str | None = None, *, device: str | None = None, batch_size: int | None = None) -> NLIModel:
+        """One loaded instance per (model, device, batch size) in this process: notebooks and CLI runs that build
+        several evaluators load the weights once."""
+        key = (resolve_model_name(model), device, batch_size)
+        with cls._loaded_lock:
+            if key not in cls._loaded:
+                cls._loaded[key] = cls(model, device=device, batch_size=batch_size)
+            return cls._loaded[key]
 
     def _max_length(self) -> int:
         limits = []

@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from groundjudge.cache import Cache
 from groundjudge.chunking import chunk_documents
 from groundjudge.claims import claim_from_input, claims_from_llm, claims_from_sentences
@@ -27,6 +29,7 @@ from groundjudge.models import (
     Claim,
     ClaimNLI,
     ClaimVerdict,
+    Message,
     Passage,
     QAResult,
     Sample,
@@ -153,7 +156,8 @@ class Evaluator:
     def nli(self) -> NLIModel:
         """The NLI model, loaded on first use."""
         if self._nli is None:
-            self._nli = NLIModel(self.config.nli_model, device=self.config.device, batch_size=self.config.batch_size)
+            c = self.config
+            self._nli = NLIModel.shared(c.nli_model, device=c.device, batch_size=c.batch_size)
         return self._nli
 
     @property
@@ -188,25 +192,28 @@ class Evaluator:
         """Evaluate one claim (no extraction) against its sources."""
         return next(self.evaluate_many([{"id": id, "claim": claim, "contexts": contexts}]))
 
-    def evaluate_many(
-        self, rows: Iterable[Sample | dict[str, Any]], batch_size: int = 32, first_row: int = 1
-    ) -> Iterator[AnswerReport]:
+    def evaluate_many(self, rows: Iterable[Sample | dict[str, Any]], batch_size: int = 32) -> Iterator[AnswerReport]:
         """Reports in input order, a batch at a time; bad rows come back as ERROR reports naming row and field.
 
         Raises:
             BudgetExceededError, CacheMissError: after yielding every answer finished before the stop.
         """
+        return self.evaluate_numbered(enumerate(rows, start=1), batch_size)
+
+    def evaluate_numbered(
+        self, rows: Iterable[tuple[int, Sample | dict[str, Any] | InputError]], batch_size: int = 32
+    ) -> Iterator[AnswerReport]:
+        """As :meth:`evaluate_many`, for rows that carry their own row numbers (a row may be an InputError)."""
         batch: list[_Work] = []
-        bad: list[AnswerReport] = []
-        order: list[Any] = []
-        for n, row in enumerate(rows, start=first_row):
+        order: list[_Work | AnswerReport] = []
+        for n, row in rows:
             try:
+                if isinstance(row, InputError):
+                    raise row
                 work = _Work(sample=parse_sample(row, n), row=n)
             except InputError as exc:
                 rid = row.get("id") if isinstance(row, dict) else None
-                report = error_report(exc, n, None if rid is None else str(rid), self.mode)
-                bad.append(report)
-                order.append(report)
+                order.append(error_report(exc, n, None if rid is None else str(rid), self.mode))
             else:
                 batch.append(work)
                 order.append(work)
@@ -215,9 +222,51 @@ class Evaluator:
                 batch, order = [], []
         yield from self._run_batch(batch, order)
 
+    def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
+        """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost.
+
+        Exact for claim extraction and for judging single-claim rows; for answer rows the judge and QA calls are
+        counted as if every answer escalated (an upper bound: the cascade decides some claims locally).
+        """
+        from groundjudge.claims import ExtractedClaims, claims_messages
+        from groundjudge.judge import JudgeReply, judge_messages
+
+        out = {"rows": 0, "bad_rows": 0, "llm_calls_upper_bound": 0, "cached_calls": 0, "estimated_cost_usd": 0.0}
+        client = self.client
+        for n, row in enumerate(rows, start=1):
+            try:
+                s = parse_sample(row, n)
+            except InputError:
+                out["bad_rows"] += 1
+                continue
+            out["rows"] += 1
+            if client is None or self.mode == "nli":
+                continue
+            sources = select_sources(s.contexts, [])
+            calls: list[tuple[list[Message], type[BaseModel], str]]
+            if s.claim is not None:
+                calls = [(judge_messages(claim_from_input(s.claim), sources), JudgeReply, "judge")]
+            else:
+                stand_in = [Claim(id="c1", text=s.answer or "")]
+                calls = [
+                    (claims_messages(s.answer or "", s.question), ExtractedClaims, "claims"),
+                    (judge_messages(stand_in, sources), JudgeReply, "judge"),
+                ]
+                if self.config.qa:  # two QA calls, each about the size of a judge call over the same sources
+                    calls += [(judge_messages(stand_in, sources), JudgeReply, "qa_check")] * 2
+            for messages, schema, name in calls:
+                exact = name == "claims" or s.claim is not None
+                if exact and client.is_cached(messages, schema, load_prompt(name).ref):
+                    out["cached_calls"] += 1
+                else:
+                    out["llm_calls_upper_bound"] += 1
+                    out["estimated_cost_usd"] += client.estimate_cost(messages)
+        out["estimated_cost_usd"] = round(float(out["estimated_cost_usd"]), 6)
+        return out
+
     # -- stages ---------------------------------------------------------------------------------------------
 
-    def _run_batch(self, batch: list[_Work], order: list[Any]) -> Iterator[AnswerReport]:
+    def _run_batch(self, batch: list[_Work], order: list[_Work | AnswerReport]) -> Iterator[AnswerReport]:
         if batch:
             self._stage_claims(batch)
             self._stage_nli(batch)

@@ -76,4 +76,4 @@ def shared_nli():  # type: ignore[no-untyped-def]
     from groundjudge.nli import NLIModel
 
     assert SHARED_MODEL.is_dir(), f"the shared NLI model is missing at {SHARED_MODEL} (see ../shared/models/README.md)"
-    return NLIModel(str(SHARED_MODEL))
+    return NLIModel.shared(str(SHARED_MODEL))

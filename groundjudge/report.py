@@ -1,0 +1,211 @@
+"""Reports over many answers: a run summary built incrementally, tables, pandas frames, JSONL reading."""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from groundjudge.models import AnswerReport, Usage
+
+
+class RunSummary(BaseModel):
+    """What a run of many answers found (the seeds' measure_hallucination_rate, and more)."""
+
+    n: int = 0
+    verdicts: dict[str, int] = Field(default_factory=dict)
+    rows_failed: int = 0
+    hallucination_rate: float | None = Field(None, description="share of answers with a CONTRADICTED claim")
+    mean_hallucination_ratio: float | None = None
+    mean_faithfulness: float | None = Field(None, description="mean combined score")
+    p10_faithfulness: float | None = None
+    mean_claim_score: float | None = None
+    mean_nli_score: float | None = None
+    mean_qa_score: float | None = None
+    mean_coverage: float | None = None
+    claims: int = 0
+    escalation_rate: float | None = Field(None, description="share of claims sent to the LLM judge")
+    nli_pairs: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    worst: list[tuple[str, float]] = Field(default_factory=list, description="lowest combined scores (id, score)")
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+class Summarizer:
+    """Accumulates :class:`AnswerReport` objects one at a time, in bounded memory but for one float per answer."""
+
+    def __init__(self, worst: int = 5) -> None:
+        self._worst_k = worst
+        self._worst: list[tuple[float, str]] = []  # max-heap by negated score
+        self.n = 0
+        self.verdicts: Counter[str] = Counter()
+        self.rows_failed = 0
+        self.with_contradiction = 0
+        self.scored = 0
+        self.sums: dict[str, list[float]] = {
+            "combined": [],
+            "claims": [],
+            "nli": [],
+            "qa": [],
+            "coverage": [],
+            "hallucination_ratio": [],
+        }
+        self.claims = 0
+        self.escalated = 0
+        self.nli_pairs = 0
+        self.usage = Usage()
+
+    def add(self, r: AnswerReport) -> None:
+        self.n += 1
+        self.verdicts[r.verdict] += 1
+        if r.verdict == "ERROR" or r.errors:
+            self.rows_failed += 1
+        s = r.scores
+        for key in self.sums:
+            value = getattr(s, key)
+            if value is not None:
+                self.sums[key].append(value)
+        if s.n_judged:
+            self.scored += 1
+            self.with_contradiction += s.n_contradicted > 0
+        if s.combined is not None:
+            item = (-s.combined, r.id)
+            if len(self._worst) < self._worst_k:
+                heapq.heappush(self._worst, item)
+            else:
+                heapq.heappushpop(self._worst, item)
+        self.claims += s.n_claims
+        self.escalated += s.n_escalated
+        self.nli_pairs += r.nli_pairs
+        self.usage = self.usage + r.usage
+
+    def summary(self) -> RunSummary:
+        combined = sorted(self.sums["combined"])
+        return RunSummary(
+            n=self.n,
+            verdicts=dict(self.verdicts),
+            rows_failed=self.rows_failed,
+            hallucination_rate=self.with_contradiction / self.scored if self.scored else None,
+            mean_hallucination_ratio=_mean(self.sums["hallucination_ratio"]),
+            mean_faithfulness=_mean(combined),
+            p10_faithfulness=combined[int(0.1 * (len(combined) - 1))] if combined else None,
+            mean_claim_score=_mean(self.sums["claims"]),
+            mean_nli_score=_mean(self.sums["nli"]),
+            mean_qa_score=_mean(self.sums["qa"]),
+            mean_coverage=_mean(self.sums["coverage"]),
+            claims=self.claims,
+            escalation_rate=self.escalated / self.claims if self.claims else None,
+            nli_pairs=self.nli_pairs,
+            usage=self.usage,
+            worst=[(rid, -neg) for neg, rid in sorted(self._worst, reverse=True)],
+        )
+
+
+def summarize(reports: Iterable[AnswerReport], worst: int = 5) -> RunSummary:
+    s = Summarizer(worst)
+    for r in reports:
+        s.add(r)
+    return s.summary()
+
+
+def read_reports(path: str | Path) -> Iterator[AnswerReport]:
+    """Reports from a JSONL file written by ``groundjudge score``; a torn last line (a killed run) is skipped."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                yield AnswerReport.model_validate_json(line)
+            except ValueError:
+                if not line.endswith("\n"):
+                    return  # the last line of a run that was killed mid-write
+                raise
+
+
+def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
+    """The summary as (name, value) rows for a table."""
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    verdicts = ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items()))
+    return [
+        ("answers", str(s.n)),
+        ("verdicts", verdicts or "-"),
+        ("rows failed", str(s.rows_failed)),
+        ("hallucination rate (answers with a contradiction)", pct(s.hallucination_rate)),
+        ("mean faithfulness (combined) / p10", f"{num(s.mean_faithfulness)} / {num(s.p10_faithfulness)}"),
+        (
+            "mean claim / NLI / QA score",
+            f"{num(s.mean_claim_score)} / {num(s.mean_nli_score)} / {num(s.mean_qa_score)}",
+        ),
+        ("mean coverage", pct(s.mean_coverage)),
+        ("claims / escalated to judge", f"{s.claims} / {pct(s.escalation_rate)}"),
+        ("NLI pairs scored", str(s.nli_pairs)),
+        ("LLM calls (cached)", f"{s.usage.calls} ({s.usage.cached_calls})"),
+        ("tokens in / out", f"{s.usage.input_tokens} / {s.usage.output_tokens}"),
+        ("cost", f"${s.usage.cost_usd:.4f}"),
+        ("worst", ", ".join(f"{rid} ({score:.2f})" for rid, score in s.worst) or "-"),
+    ]
+
+
+def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
+    """One row per answer (pandas needed: ``pip install groundjudge[pandas]``)."""
+    import pandas as pd
+
+    rows = []
+    for r in reports:
+        row: dict[str, Any] = {"id": r.id, "verdict": r.verdict, "mode": r.mode}
+        row.update(r.scores.model_dump())
+        row.update(
+            {
+                "calls": r.usage.calls,
+                "cached_calls": r.usage.cached_calls,
+                "cost_usd": r.usage.cost_usd,
+                "errors": "; ".join(r.errors),
+                "label": r.label,
+            }
+        )
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("id") if rows else pd.DataFrame()
+
+
+def claims_dataframe(reports: Iterable[AnswerReport]) -> Any:
+    """One row per claim, with its answer's id."""
+    import pandas as pd
+
+    rows = []
+    for r in reports:
+        for c in r.claims:
+            rows.append(
+                {
+                    "answer_id": r.id,
+                    "claim_id": c.claim.id,
+                    "claim": c.claim.text,
+                    "label": c.label,
+                    "route": c.route,
+                    "entailment": c.nli.entailment if c.nli else None,
+                    "contradiction": c.nli.contradiction if c.nli else None,
+                    "reason": c.reason,
+                    "quotes": " | ".join(q.text for q in c.quotes),
+                    "flags": ",".join(c.flags),
+                    "error": c.error,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def dumps(report: AnswerReport) -> str:
+    """One JSONL line."""
+    return json.dumps(report.model_dump(mode="json"), ensure_ascii=False)

@@ -1,0 +1,259 @@
+"""The command line: score on fixtures, bad rows, resume after a kill, budget stop, dry run, cache commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from groundjudge.cli import app
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, route
+from tests.conftest import FIXTURES, ROOT, SHARED_MODEL
+from tests.test_pipeline import HANDLERS
+
+runner = CliRunner()
+
+
+def whole_answer_is_one_claim(req: RecordedRequest) -> Reply:
+    answer = req.last_user.split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]
+    return Reply.json({"claims": [{"text": answer, "source": answer}]})
+
+
+def judge_quotes_the_claim(req: RecordedRequest) -> Reply:
+    verdicts = [
+        {"claim_id": cid, "verdict": "SUPPORTED", "reason": "verbatim", "quotes": [{"source": 1, "text": text}]}
+        for cid, text in claims_in(req).items()
+    ]
+    return Reply.json({"verdicts": verdicts})
+
+
+ONE_CLAIM = route({**HANDLERS, "claims": whole_answer_is_one_claim, "judge": judge_quotes_the_claim})
+
+
+@pytest.fixture(autouse=True)
+def _nli_env(monkeypatch: pytest.MonkeyPatch, shared_nli: Any) -> None:
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_help_lists_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("score", "cache", "version"):
+        assert command in result.output
+    module = subprocess.run([sys.executable, "-m", "groundjudge", "--help"], capture_output=True, text=True, check=True)
+    assert "score" in module.stdout
+
+
+def test_score_fixtures_in_nli_mode(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(
+        app,
+        [
+            "score",
+            str(FIXTURES / "samples.jsonl"),
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--no-progress",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    reports = lines(out)
+    inputs = lines(FIXTURES / "samples.jsonl")
+    assert [r["id"] for r in reports] == [r["id"] for r in inputs]
+    assert all(r["mode"] == "nli" and r["usage"]["calls"] == 0 for r in reports)
+    assert all(r["label"] == i["label"] for r, i in zip(reports, inputs, strict=True))
+    assert "groundjudge summary" in result.output and "hallucination rate" in result.output
+    # OUT exists now: a second run must say what to do rather than append or clobber
+    again = runner.invoke(app, ["score", str(FIXTURES / "samples.jsonl"), "--out", str(out), "--no-progress"])
+    assert again.exit_code == 2 and "--resume" in again.output
+
+
+def test_bad_rows_are_reported_with_line_and_reason(tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    good = {"id": "ok", "contexts": ["Paris is the capital of France."], "claim": "Paris is in France."}
+    data.write_text(
+        "\n".join(
+            [
+                json.dumps(good),
+                "{not json",
+                json.dumps({"id": "empty", "contexts": [], "claim": "x y z"}),
+                "",
+                json.dumps({"id": "nofield", "contexts": ["a"]}),
+            ]
+        )
+        + "\n"
+    )
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(
+        app, ["score", str(data), "--out", str(out), "--cache-dir", str(tmp_path / "c"), "--no-progress"]
+    )
+    assert result.exit_code == 1
+    reports = lines(out)
+    assert [r["id"] for r in reports] == ["ok", "row-2", "empty", "nofield"]
+    assert reports[0]["verdict"] != "ERROR"
+    assert reports[1]["errors"] == [
+        "row 2: invalid JSON: Expecting property name enclosed in double quotes at column 2"
+    ]
+    assert "row 3, field 'contexts'" in reports[2]["errors"][0]
+    assert "row 5, field 'answer'" in reports[3]["errors"][0]
+    assert "rows failed" in result.output
+
+
+def test_resume_after_a_kill_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    rows = [
+        {
+            "id": f"r{i}",
+            "contexts": [f"Item {i} costs {i * 3} dollars and ships in {i} days."],
+            "answer": f"Item {i} costs {i * 3} dollars. It ships in {i} days.",
+        }
+        for i in range(40)
+    ]
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    cmd = [
+        sys.executable,
+        "-m",
+        "groundjudge",
+        "score",
+        str(data),
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--batch-size",
+        "1",
+        "--no-progress",
+    ]
+    env = {**os.environ, "GROUNDJUDGE_NLI_MODEL": str(SHARED_MODEL), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(lines(out))
+    assert 3 <= done_before < len(rows)
+    with out.open("a") as fh:
+        fh.write('{"id": "r39", "verdict": "PA')  # a torn line, as a kill in mid-write leaves
+    result = subprocess.run([*cmd, "--resume"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    ids = [r["id"] for r in lines(out)]
+    assert sorted(ids) == sorted(r["id"] for r in rows) and len(ids) == len(set(ids))
+
+
+def test_budget_stop_exits_3_with_a_valid_partial_output(tmp_path: Path) -> None:
+    rows = [
+        {"id": f"r{i}", "contexts": [f"The shop opens at {i} am."], "answer": f"The shop opens at {i} am."}
+        for i in range(5)
+    ]
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    with ScriptedLLMServer(ONE_CLAIM) as server:
+        args = [
+            "score",
+            str(data),
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--no-progress",
+            "--llm",
+            "openai/gpt-4o-mini",
+            "--base-url",
+            server.openai_base_url,
+            "--no-qa",
+            "--mode",
+            "llm",
+            "--batch-size",
+            "1",
+            "--concurrency",
+            "1",
+        ]
+        result = runner.invoke(app, [*args, "--max-calls", "5"])
+        assert result.exit_code == 3, result.output
+        assert "budget reached" in result.output
+        partial = lines(out)
+        assert [r["id"] for r in partial] == ["r0", "r1"]  # 2 calls each; the 6th call would judge r2
+        assert all(r["verdict"] == "PASS" for r in partial)
+        assert len(server.requests) == 5
+        # a larger budget and --resume finish the rest; r2's cached claims call is not paid twice
+        result = runner.invoke(app, [*args, "--max-calls", "100", "--resume"])
+        assert result.exit_code == 0, result.output
+        assert [r["id"] for r in lines(out)] == [r["id"] for r in rows]
+        assert len(server.requests) == 5 + 1 + 2 * 2
+
+
+def test_dry_run_counts_the_cache(tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"id": "a", "contexts": ["The shop opens at 9 am."], "claim": "It opens at 9."}) + "\n")
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        base = [
+            "score",
+            str(data),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--no-progress",
+            "--llm",
+            "openai/gpt-4o-mini",
+            "--base-url",
+            server.openai_base_url,
+            "--mode",
+            "llm",
+        ]
+        first = runner.invoke(app, [*base, "--out", str(tmp_path / "dry.jsonl"), "--dry-run"])
+        assert first.exit_code == 0, first.output
+        estimate = json.loads(first.output)
+        assert estimate["llm_calls_upper_bound"] == 1 and estimate["cached_calls"] == 0
+        assert estimate["estimated_cost_usd"] > 0 and server.requests == []
+        assert runner.invoke(app, [*base, "--out", str(tmp_path / "out.jsonl")]).exit_code == 0
+        again = json.loads(runner.invoke(app, [*base, "--out", str(tmp_path / "dry.jsonl"), "--dry-run"]).output)
+        assert again["llm_calls_upper_bound"] == 0 and again["cached_calls"] == 1
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert runner.invoke(app, ["score", str(tmp_path / "missing.jsonl"), "--out", "x"]).exit_code == 2
+    data = FIXTURES / "samples.jsonl"
+    bad_mode = runner.invoke(app, ["score", str(data), "--out", str(tmp_path / "o"), "--mode", "cascade"])
+    assert bad_mode.exit_code == 2 and "needs an LLM" in bad_mode.output
+    no_key = runner.invoke(
+        app,
+        ["score", str(data), "--out", str(tmp_path / "o"), "--llm", "anthropic/claude-x"],
+        env={"ANTHROPIC_API_KEY": ""},
+    )
+    assert no_key.exit_code == 2 and "ANTHROPIC_API_KEY" in no_key.output
+
+
+def test_cache_commands(tmp_path: Path) -> None:
+    runner.invoke(
+        app,
+        [
+            "score",
+            str(FIXTURES / "samples.jsonl"),
+            "--out",
+            str(tmp_path / "o.jsonl"),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--no-progress",
+        ],
+    )
+    stats = json.loads(runner.invoke(app, ["cache", "stats", "--cache-dir", str(tmp_path / "c")]).output)
+    assert stats["entries"]["nli"] > 0
+    cleared = runner.invoke(app, ["cache", "clear", "--cache-dir", str(tmp_path / "c"), "--kind", "nli"])
+    assert f"removed {stats['entries']['nli']} entries" in cleared.output
