@@ -244,6 +244,186 @@ def score(
     raise typer.Exit(code)
 
 
+# -- metrics, compare, calibrate -------------------------------------------------------------------------------
+
+
+def _load_reports(path: Path) -> list[Any]:
+    from groundjudge.report import read_reports
+
+    if not path.is_file():
+        raise fail(f"no file {path}")
+    try:
+        return list(read_reports(path))
+    except ValueError as exc:
+        raise fail(f"{path} is not a groundjudge output file: {exc}") from exc
+
+
+@app.command()
+def metrics(
+    scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score' on rows that carried gold labels.")],
+) -> None:
+    """Agreement with gold labels: balanced accuracy, P/R/F1, confusion, kappa, by route; last line JSON."""
+    from groundjudge.metrics import label_metrics
+
+    try:
+        m = label_metrics(_load_reports(scored))
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    console = Console()
+    console.print(f"[bold]{m['level']}-level labels[/bold]: n={m['n']}, unlabelled={m['unlabelled']}")
+    _print_block(console, "all", m)
+    for route, block in m["by_route"].items():
+        _print_block(console, f"decided by {route}", block)
+    esc = m["escalation_rate"]
+    console.print(
+        f"escalation rate {'-' if esc is None else f'{100 * esc:.1f}%'}, calls {m['calls']}, cost ${m['cost_usd']:.4f}"
+    )
+    summary = {
+        "level": m["level"],
+        "n": m["n"],
+        "balanced_accuracy": m["balanced_accuracy"],
+        "kappa": m["kappa"],
+        "escalation_rate": esc,
+        "cost_usd": m["cost_usd"],
+        "confusion": m["confusion"],
+        "labels": m["labels"],
+        "by_route": {k: {"n": v["n"], "balanced_accuracy": v["balanced_accuracy"]} for k, v in m["by_route"].items()},
+    }
+    if "three_way" in m:
+        summary["balanced_accuracy_3way"] = m["three_way"]["balanced_accuracy"]
+    typer.echo(json.dumps(summary))
+
+
+def _print_block(console: Console, title: str, block: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    labels = block["labels"]
+    table = Table(
+        title=f"{title}: n={block['n']}, balanced accuracy {100 * block['balanced_accuracy']:.1f}, "
+        f"kappa {block['kappa']:.3f}"
+    )
+    table.add_column("gold \\ predicted")
+    for label in labels:
+        table.add_column(label, justify="right")
+    for label in ("precision", "recall", "f1"):
+        table.add_column(label, justify="right")
+    for i, label in enumerate(labels):
+        pl = block["per_label"][label]
+        table.add_row(
+            label, *map(str, block["confusion"][i]), f"{pl['precision']:.3f}", f"{pl['recall']:.3f}", f"{pl['f1']:.3f}"
+        )
+    console.print(table)
+
+
+@app.command()
+def compare(
+    a: Annotated[Path, typer.Argument(help="Scored run A (e.g. prompt v1).")],
+    b: Annotated[Path, typer.Argument(help="Scored run B of the same samples (e.g. prompt v2).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+    fail_if_worse: Annotated[bool, typer.Option(help="Exit 1 when B is significantly worse than A.")] = False,
+    alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
+) -> None:
+    """Paired comparison of two runs: mean differences with bootstrap CIs, paired tests, verdict flips."""
+    from groundjudge.compare import compare_runs
+
+    result = compare_runs(_load_reports(a), _load_reports(b), alpha=alpha)
+    if result["paired"] == 0:
+        raise fail("the two runs share no sample ids")
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        from rich.table import Table
+
+        console = Console()
+        table = Table(title=f"B vs A over {result['paired']} paired samples")
+        for col in ("metric", "mean A", "mean B", "diff", "95% CI", "p", ""):
+            table.add_column(col)
+        for name, m in result["metrics"].items():
+            mark = "[red]B worse[/red]" if m["b_worse"] else ("significant" if m["significant"] else "")
+            table.add_row(
+                name,
+                f"{m['mean_a']:.3f}",
+                f"{m['mean_b']:.3f}",
+                f"{m['diff']:+.3f}",
+                f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]",
+                f"{m['p_value']:.4f}",
+                mark,
+            )
+        console.print(table)
+        mc = result["mcnemar"]
+        console.print(
+            f"verdict flips: {result['verdict_flips'] or 'none'}; PASS lost {mc['pass_lost']}, "
+            f"gained {mc['pass_gained']} (McNemar p={mc['p_value']:.4f})"
+        )
+        for row in result["most_changed"]:
+            console.print(
+                f"  {row['id']}: {row['verdict']}, combined {row['combined_diff']:+.3f}, "
+                f"{row['claim_label_changes']} claim label changes"
+            )
+        console.print(
+            "[red]B is significantly worse than A[/red]"
+            if result["b_significantly_worse"]
+            else "B is not significantly worse than A"
+        )
+    if fail_if_worse and result["b_significantly_worse"]:
+        raise typer.Exit(EXIT_ROWS_FAILED)
+
+
+@app.command()
+def calibrate(
+    labeled: Annotated[Path, typer.Argument(help="Claim rows with gold labels, or 'score' output on such rows.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Config file to write (JSON, for 'score --config').")] = Path(
+        "groundjudge-config.json"
+    ),
+    target: Annotated[float, typer.Option(help="Precision the NLI-decided verdicts must reach.")] = 0.95,
+    min_decided: Annotated[int, typer.Option(help="Fewest claims a threshold may rest on.")] = 10,
+    unsupported: Annotated[bool, typer.Option("--unsupported/--no-unsupported", help="Also fit t_unsupported.")] = True,
+    nli_model: Annotated[Optional[str], typer.Option(help="NLI model id or path.")] = None,  # noqa: UP045
+    cache_dir: CacheDir = None,
+) -> None:
+    """Fit t_support / t_contradict (and t_unsupported) to a precision target; write a config 'score' takes."""
+    from groundjudge.calibrate import fit_thresholds
+    from groundjudge.config import Config
+    from groundjudge.pipeline import Evaluator
+
+    if not labeled.is_file():
+        raise fail(f"no file {labeled}")
+    first: dict[str, Any] = next((json.loads(x) for x in labeled.open() if x.strip()), {})
+    try:
+        cfg = Config.make(nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli")
+        if "verdict" in first and "claims" in first:
+            reports = _load_reports(labeled)
+        else:
+            rows = (json.loads(x) for x in labeled.open() if x.strip())
+            reports = list(Evaluator(cfg).evaluate_many(rows, batch_size=64))
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
+    ent, con, gold = [], [], []
+    for r in reports:
+        if r.label and r.label.upper() in ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED") and r.claims and r.claims[0].nli:
+            ent.append(r.claims[0].nli.entailment)
+            con.append(r.claims[0].nli.contradiction)
+            gold.append(r.label.upper() == "SUPPORTED")
+    if not gold:
+        raise fail("no claim rows with a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED)")
+    fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
+    written: dict[str, Any] = {
+        "t_support": fit.t_support,
+        "t_contradict": fit.t_contradict,
+        "t_unsupported": fit.t_unsupported,
+    }
+    if nli_model:
+        written["nli_model"] = nli_model
+    out.write_text(json.dumps(written, indent=2) + "\n")
+    typer.echo(json.dumps({**fit.as_dict(), "config": str(out)}))
+    err.print(
+        f"NLI decides {fit.decided} of {fit.n} claims locally "
+        f"(precision {'-' if fit.local_precision is None else f'{fit.local_precision:.3f}'}); "
+        f"escalation rate {100 * fit.escalation_rate:.1f}%. Wrote {out}.",
+        highlight=False,
+    )
+
+
 def main() -> None:
     """Console entry point."""
     try:

@@ -55,6 +55,9 @@ class Config(BaseModel):
     evidence_k: int | None = Field(4, ge=1, description="passages scored per claim, best BM25 first; None: all")
     t_support: float = Field(0.9, gt=0, le=1, description="NLI entailment at or above this: SUPPORTED locally")
     t_contradict: float = Field(0.9, gt=0, le=1, description="NLI contradiction at or above this: CONTRADICTED")
+    t_unsupported: float | None = Field(
+        None, ge=0, lt=1, description="NLI entailment at or below this (and no contradiction): UNSUPPORTED locally"
+    )
     weak_floor: float = Field(0.5, ge=0, le=1, description="claims whose entailment is below this are flagged weak")
 
     # scores and verdict

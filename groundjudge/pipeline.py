@@ -48,6 +48,25 @@ T = TypeVar("T")
 RUN_STOPS = (BudgetExceededError, CacheMissError)
 
 
+def decide_locally(
+    nli: ClaimNLI, t_support: float, t_contradict: float, t_unsupported: float | None = None
+) -> str | None:
+    """The verdict the NLI stage is confident enough to give alone, else None (escalate).
+
+    SUPPORTED at entailment >= t_support, CONTRADICTED at contradiction >= t_contradict, and, when t_unsupported
+    is set, UNSUPPORTED when no scored passage entails the claim above t_unsupported.
+    """
+    if not nli.passages_scored:
+        return None
+    if nli.entailment >= t_support and nli.entailment >= nli.contradiction:
+        return "SUPPORTED"
+    if nli.contradiction >= t_contradict:
+        return "CONTRADICTED"
+    if t_unsupported is not None and nli.entailment <= t_unsupported:
+        return "UNSUPPORTED"
+    return None
+
+
 def parse_sample(row: Any, row_number: int | None = None) -> Sample:
     """A validated :class:`Sample` from an input row; a bad row is an :class:`InputError` naming row and field."""
     if isinstance(row, Sample):
@@ -355,11 +374,9 @@ class Evaluator:
     def _route(self, nli: ClaimNLI) -> tuple[str, str]:
         """(label, route) decided locally, or ("", "judge") to escalate."""
         c = self.config
-        if self.mode != "llm" and nli.passages_scored:
-            if nli.entailment >= c.t_support and nli.entailment >= nli.contradiction:
-                return "SUPPORTED", "nli"
-            if nli.contradiction >= c.t_contradict:
-                return "CONTRADICTED", "nli"
+        local = decide_locally(nli, c.t_support, c.t_contradict, c.t_unsupported) if self.mode != "llm" else None
+        if local is not None:
+            return local, "nli"
         if self.mode == "nli":
             return "UNSUPPORTED", "nli"
         return "", "judge"

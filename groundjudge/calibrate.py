@@ -1,0 +1,89 @@
+"""Fitting the cascade's local thresholds on labelled claims.
+
+Each threshold is the loosest one whose local verdicts still reach the target precision (SUPPORTED vs not, as the
+benchmarks score claims) on at least ``min_decided`` claims:
+
+- t_support: the lowest entailment at which "SUPPORTED" is right at least ``target`` of the time;
+- t_contradict: the lowest contradiction at which "not SUPPORTED" is;
+- t_unsupported: the highest entailment at or below which "not SUPPORTED" is.
+
+Everything in between goes to the judge; the escalation rate that follows is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from groundjudge.models import ClaimNLI
+from groundjudge.pipeline import decide_locally
+
+
+@dataclass
+class Calibration:
+    t_support: float
+    t_contradict: float
+    t_unsupported: float | None
+    escalation_rate: float
+    local_precision: float | None
+    decided: int
+    n: int
+    target: float
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        return asdict(self)
+
+
+def _lowest(scores: Sequence[float], good: Sequence[bool], target: float, min_decided: int) -> float | None:
+    """Lowest threshold t with precision(score >= t) >= target over >= min_decided items."""
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    best, hits = None, 0
+    for rank, i in enumerate(order, start=1):
+        hits += good[i]
+        last_of_tie = rank == len(order) or scores[order[rank]] != scores[i]
+        if last_of_tie and rank >= min_decided and hits / rank >= target:
+            best = scores[i]
+    return best
+
+
+def fit_thresholds(
+    entailment: Sequence[float],
+    contradiction: Sequence[float],
+    supported: Sequence[bool],
+    target: float = 0.95,
+    min_decided: int = 10,
+    unsupported: bool = True,
+) -> Calibration:
+    """Thresholds from NLI scores and gold (SUPPORTED or not) of the same claims."""
+    n = len(supported)
+    idx = range(n)
+    # Fit in the order decide_locally applies the rules, each on the claims the earlier rules left over, so that
+    # every group of local verdicts, and hence all of them together, reaches the target.
+    t_s = _lowest(entailment, supported, target, min_decided)
+    t_support = min(1.0, t_s) if t_s is not None else 1.0
+    left = [i for i in idx if not (entailment[i] >= t_support and entailment[i] >= contradiction[i])]
+    t_c = _lowest([contradiction[i] for i in left], [not supported[i] for i in left], target, min_decided)
+    t_contradict = min(1.0, t_c) if t_c is not None else 1.0
+    left = [i for i in left if contradiction[i] < t_contradict]
+    t_u = None
+    if unsupported and left:
+        neg = _lowest([-entailment[i] for i in left], [not supported[i] for i in left], target, min_decided)
+        t_u = -neg if neg is not None else None
+    if t_u is not None and t_u >= t_support:
+        t_u = t_support - 1e-4  # both regions are precise enough to meet: nothing in between to escalate
+    decided = correct = 0
+    for e, c, s in zip(entailment, contradiction, supported, strict=True):
+        local = decide_locally(ClaimNLI(entailment=e, contradiction=c, passages_scored=1), t_support, t_contradict, t_u)
+        if local is not None:
+            decided += 1
+            correct += (local == "SUPPORTED") == s
+    return Calibration(
+        t_support=round(t_support, 4),
+        t_contradict=round(t_contradict, 4),
+        t_unsupported=None if t_u is None else round(t_u, 4),
+        escalation_rate=1 - decided / n if n else 0.0,
+        local_precision=correct / decided if decided else None,
+        decided=decided,
+        n=n,
+        target=target,
+    )

@@ -1,0 +1,116 @@
+"""Two runs of the same samples (prompt v1 vs v2): paired differences, bootstrap CIs, tests, verdict flips."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from groundjudge.models import AnswerReport
+
+METRICS = ("combined", "claims", "nli", "qa", "hallucination_ratio", "coverage")
+# For these a rise is bad.
+LOWER_IS_BETTER = {"hallucination_ratio"}
+
+
+def bootstrap_ci(diffs: Sequence[float], n: int = 5000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of paired differences."""
+    rng = random.Random(seed)
+    k = len(diffs)
+    means = sorted(sum(diffs[rng.randrange(k)] for _ in range(k)) / k for _ in range(n))
+    lo = means[int((1 - level) / 2 * (n - 1))]
+    hi = means[int((1 + level) / 2 * (n - 1))]
+    return lo, hi
+
+
+def permutation_p(diffs: Sequence[float], n: int = 10000, seed: int = 0) -> float:
+    """Two-sided paired sign-flip permutation test of mean difference = 0 (exact when 2**len <= n)."""
+    k = len(diffs)
+    observed = abs(sum(diffs))
+    if observed == 0:
+        return 1.0
+    if 2**k <= n:
+        hits = sum(
+            abs(sum(d if (mask >> i) & 1 else -d for i, d in enumerate(diffs))) >= observed - 1e-12
+            for mask in range(2**k)
+        )
+        return hits / 2**k
+    rng = random.Random(seed)
+    hits = sum(abs(sum(d if rng.random() < 0.5 else -d for d in diffs)) >= observed - 1e-12 for _ in range(n))
+    return (hits + 1) / (n + 1)
+
+
+def mcnemar_p(b: int, c: int) -> float:
+    """Exact two-sided McNemar test on discordant pairs (b one way, c the other)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def compare_runs(
+    a: Sequence[AnswerReport], b: Sequence[AnswerReport], alpha: float = 0.05, top: int = 10
+) -> dict[str, Any]:
+    """Paired comparison of run B against run A over the ids both have."""
+    by_id = {r.id: r for r in a}
+    pairs = [(by_id[r.id], r) for r in b if r.id in by_id]
+    out: dict[str, Any] = {"n_a": len(a), "n_b": len(b), "paired": len(pairs), "alpha": alpha, "metrics": {}}
+    for metric in METRICS:
+        vals = [
+            (getattr(x.scores, metric), getattr(y.scores, metric))
+            for x, y in pairs
+            if getattr(x.scores, metric) is not None and getattr(y.scores, metric) is not None
+        ]
+        if not vals:
+            continue
+        diffs = [y - x for x, y in vals]
+        mean_diff = sum(diffs) / len(diffs)
+        lo, hi = bootstrap_ci(diffs) if len(diffs) > 1 else (mean_diff, mean_diff)
+        p = permutation_p(diffs)
+        worse = (mean_diff > 0) if metric in LOWER_IS_BETTER else (mean_diff < 0)
+        out["metrics"][metric] = {
+            "n": len(vals),
+            "mean_a": sum(x for x, _ in vals) / len(vals),
+            "mean_b": sum(y for _, y in vals) / len(vals),
+            "diff": mean_diff,
+            "ci95": [lo, hi],
+            "p_value": p,
+            "significant": p < alpha and not (lo <= 0 <= hi),
+            "b_worse": worse and p < alpha and not (lo <= 0 <= hi),
+        }
+    flips = Counter(f"{x.verdict}->{y.verdict}" for x, y in pairs if x.verdict != y.verdict)
+    lost = sum(1 for x, y in pairs if x.verdict == "PASS" and y.verdict != "PASS")
+    gained = sum(1 for x, y in pairs if x.verdict != "PASS" and y.verdict == "PASS")
+    out["verdict_flips"] = dict(flips)
+    out["mcnemar"] = {"pass_lost": lost, "pass_gained": gained, "p_value": mcnemar_p(lost, gained)}
+
+    def changed(x: AnswerReport, y: AnswerReport) -> tuple[float, int]:
+        before = Counter(c.label for c in x.claims)
+        after = Counter(c.label for c in y.claims)
+        label_moves = sum(((before - after) + (after - before)).values())
+        delta = (y.scores.combined or 0.0) - (x.scores.combined or 0.0)
+        return delta, label_moves
+
+    ranked = sorted(pairs, key=lambda p: (-abs(changed(*p)[0]), -changed(*p)[1]))
+    out["most_changed"] = [
+        {
+            "id": y.id,
+            "verdict": f"{x.verdict}->{y.verdict}",
+            "combined_diff": changed(x, y)[0],
+            "claim_label_changes": changed(x, y)[1],
+        }
+        for x, y in ranked[:top]
+        if changed(x, y) != (0.0, 0)
+    ]
+    combined = out["metrics"].get("combined")
+    halluc = out["metrics"].get("hallucination_ratio")
+    out["b_significantly_worse"] = bool(
+        (combined and combined["b_worse"])
+        or (halluc and halluc["b_worse"])
+        or (out["mcnemar"]["p_value"] < alpha and lost > gained)
+    )
+    return out

@@ -1,0 +1,226 @@
+"""metrics, compare and calibrate: the numbers against hand computations, and the commands."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from groundjudge.calibrate import fit_thresholds
+from groundjudge.cli import app
+from groundjudge.compare import compare_runs, mcnemar_p, permutation_p
+from groundjudge.metrics import balanced_accuracy, cohen_kappa, confusion, label_metrics, per_label
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scores
+from groundjudge.report import dumps
+
+runner = CliRunner()
+
+
+def test_metrics_match_a_hand_computed_confusion_matrix() -> None:
+    gold = ["S", "S", "S", "S", "N", "N", "N", "N", "N", "N"]
+    pred = ["S", "S", "S", "N", "N", "N", "N", "N", "S", "S"]
+    #            pred S  pred N
+    # gold S        3       1
+    # gold N        2       4
+    assert confusion(gold, pred, ["S", "N"]) == [[3, 1], [2, 4]]
+    assert balanced_accuracy(gold, pred, ["S", "N"]) == pytest.approx((3 / 4 + 4 / 6) / 2)
+    # observed 0.7; expected (4*5 + 6*5) / 100 = 0.5; kappa = 0.2 / 0.5
+    assert cohen_kappa(gold, pred, ["S", "N"]) == pytest.approx(0.4)
+    pl = per_label(gold, pred, ["S", "N"])
+    assert pl["S"]["precision"] == pytest.approx(3 / 5) and pl["S"]["recall"] == pytest.approx(3 / 4)
+    assert pl["S"]["f1"] == pytest.approx(2 * 0.6 * 0.75 / 1.35)
+    assert pl["N"]["support"] == 6
+
+
+def _report(
+    rid: str,
+    label: str | None,
+    claim_label: str = "SUPPORTED",
+    route: str = "nli",
+    combined: float = 0.9,
+    verdict: str = "PASS",
+    cost: float = 0.0,
+) -> AnswerReport:
+    claims = [
+        ClaimVerdict(
+            claim=Claim(id="c1", text="x"),
+            label=claim_label,
+            route=route,  # type: ignore[arg-type]
+            nli=ClaimNLI(entailment=0.5, passages_scored=1),
+        )
+    ]
+    n_sup = int(claim_label == "SUPPORTED")
+    return AnswerReport(
+        id=rid,
+        verdict=verdict,
+        mode="cascade",
+        label=label,
+        claims=claims,  # type: ignore[arg-type]
+        scores=Scores(
+            combined=combined,
+            claims=float(n_sup),
+            n_claims=1,
+            n_judged=int(claim_label != "ERROR"),
+            n_supported=n_sup,
+            n_contradicted=int(claim_label == "CONTRADICTED"),
+            hallucination_ratio=float(claim_label == "CONTRADICTED"),
+            coverage=1.0,
+        ),
+    )
+
+
+def test_label_metrics_claim_level_by_route() -> None:
+    reports = [
+        _report("1", "SUPPORTED", "SUPPORTED", "nli"),
+        _report("2", "SUPPORTED", "UNSUPPORTED", "judge"),
+        _report("3", "CONTRADICTED", "CONTRADICTED", "judge"),
+        _report("4", "UNSUPPORTED", "SUPPORTED", "nli"),
+        _report("5", "UNSUPPORTED", "ERROR", "judge"),
+        _report("6", None),
+    ]
+    m = label_metrics(reports)
+    assert m["level"] == "claim" and m["n"] == 5 and m["unlabelled"] == 1
+    # binary: gold S,S,N,N,N ; pred S,N,N,S,ERROR
+    assert m["labels"] == ["SUPPORTED", "NOT_SUPPORTED", "ERROR"]
+    assert m["confusion"] == [[1, 1, 0], [1, 1, 1], [0, 0, 0]]
+    assert m["balanced_accuracy"] == pytest.approx((1 / 2 + 1 / 3) / 2)
+    assert m["three_way"]["confusion"][2] == [0, 0, 1, 0]  # CONTRADICTED row
+    assert m["by_route"]["nli"]["n"] == 2 and m["by_route"]["judge"]["n"] == 3
+    assert m["escalation_rate"] == pytest.approx(3 / 5)
+
+
+def test_label_metrics_answer_level() -> None:
+    reports = [_report("a", "consistent"), _report("b", "hallucinated", "CONTRADICTED"), _report("c", "hallucinated")]
+    m = label_metrics(reports)
+    assert m["level"] == "answer" and m["confusion"] == [[1, 0], [1, 1]]
+    with pytest.raises(ValueError, match="no report carries a gold label"):
+        label_metrics([_report("x", None)])
+
+
+def test_metrics_command(tmp_path: Path) -> None:
+    path = tmp_path / "scored.jsonl"
+    rows = [_report("1", "SUPPORTED"), _report("2", "UNSUPPORTED", "UNSUPPORTED", "judge"), _report("3", "UNSUPPORTED")]
+    path.write_text("".join(dumps(r) + "\n" for r in rows))
+    result = runner.invoke(app, ["metrics", str(path)])
+    assert result.exit_code == 0, result.output
+    last = json.loads(result.output.strip().splitlines()[-1])
+    assert last["n"] == 3 and last["balanced_accuracy"] == pytest.approx(0.75)
+    assert last["escalation_rate"] == pytest.approx(1 / 3) and "kappa" in last
+
+
+# -- compare ---------------------------------------------------------------------------------------------------
+
+
+def _run(scores: list[float], verdicts: list[str]) -> list[AnswerReport]:
+    return [_report(str(i), None, combined=s, verdict=v) for i, (s, v) in enumerate(zip(scores, verdicts, strict=True))]
+
+
+def test_compare_finds_a_planted_regression_and_not_noise() -> None:
+    rng = random.Random(1)
+    base = [rng.uniform(0.6, 1.0) for _ in range(40)]
+    a = _run(base, ["PASS" if s >= 0.7 else "FAIL" for s in base])
+    worse_scores = [max(0.0, s - 0.15 + rng.uniform(-0.05, 0.05)) for s in base]
+    b = _run(worse_scores, ["PASS" if s >= 0.7 else "FAIL" for s in worse_scores])
+    result = compare_runs(a, b)
+    combined = result["metrics"]["combined"]
+    assert combined["diff"] < -0.1 and combined["ci95"][1] < 0 and combined["p_value"] < 0.01
+    assert combined["b_worse"] and result["b_significantly_worse"]
+    assert result["mcnemar"]["pass_lost"] > 0 and result["mcnemar"]["pass_gained"] == 0
+    assert result["most_changed"] and result["most_changed"][0]["combined_diff"] < 0
+    same = compare_runs(a, a)
+    assert same["metrics"]["combined"]["p_value"] == 1.0 and not same["b_significantly_worse"]
+    assert same["verdict_flips"] == {} and same["most_changed"] == []
+
+
+def test_paired_tests_by_hand() -> None:
+    assert permutation_p([1.0, 1.0, 1.0]) == pytest.approx(2 / 8)  # exact: only all-plus and all-minus as extreme
+    assert mcnemar_p(0, 5) == pytest.approx(2 / 32)
+    assert mcnemar_p(3, 3) == 1.0
+
+
+def test_compare_command_gates_ci(tmp_path: Path) -> None:
+    rng = random.Random(2)
+    base = [rng.uniform(0.7, 1.0) for _ in range(30)]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(dumps(r) + "\n" for r in _run(base, ["PASS"] * 30)))
+    b.write_text("".join(dumps(r) + "\n" for r in _run([s - 0.3 for s in base], ["FAIL"] * 30)))
+    worse = runner.invoke(app, ["compare", str(a), str(b), "--json", "--fail-if-worse"])
+    assert worse.exit_code == 1 and json.loads(worse.output)["b_significantly_worse"]
+    same = runner.invoke(app, ["compare", str(a), str(a), "--fail-if-worse"])
+    assert same.exit_code == 0 and "not significantly worse" in same.output
+
+
+# -- calibrate -------------------------------------------------------------------------------------------------
+
+
+def test_fit_thresholds_reaches_the_target() -> None:
+    rng = random.Random(0)
+    ent, con, gold = [], [], []
+    for _ in range(400):
+        s = rng.random() < 0.4
+        ent.append(min(1.0, max(0.0, rng.gauss(0.7 if s else 0.35, 0.2))))
+        con.append(min(1.0, max(0.0, rng.gauss(0.1 if s else 0.4, 0.15))))
+        gold.append(s)
+    fit = fit_thresholds(ent, con, gold, target=0.9)
+    supported_calls = [g for e, c, g in zip(ent, con, gold, strict=True) if e >= fit.t_support and e >= c]
+    assert len(supported_calls) >= 10 and sum(supported_calls) / len(supported_calls) >= 0.9
+    assert fit.local_precision is not None and fit.local_precision >= 0.9
+    # a model whose contradiction head says nothing: low entailment has to carry the "not supported" calls
+    no_con = fit_thresholds(ent, [0.0] * len(ent), gold, target=0.9)
+    assert no_con.t_unsupported is not None and no_con.t_unsupported < no_con.t_support
+    assert no_con.local_precision is not None and no_con.local_precision >= 0.9
+    assert 0 < fit.escalation_rate < 1 and fit.decided + round(fit.escalation_rate * fit.n) == fit.n
+    strict = fit_thresholds(ent, con, gold, target=0.99)
+    assert strict.escalation_rate >= fit.escalation_rate
+
+
+def test_calibrate_command_writes_a_config_score_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_nli: Any
+) -> None:
+    from tests.conftest import FIXTURES, SHARED_MODEL
+
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    rows = [json.loads(x) for x in (FIXTURES / "samples.jsonl").read_text().splitlines() if x.strip()]
+    claims = [r for r in rows if "claim" in r] * 5  # 15 labelled claims
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{i}"}) + "\n" for i, r in enumerate(claims)))
+    config = tmp_path / "cfg.json"
+    result = runner.invoke(
+        app,
+        [
+            "calibrate",
+            str(data),
+            "--out",
+            str(config),
+            "--target",
+            "0.9",
+            "--min-decided",
+            "3",
+            "--cache-dir",
+            str(tmp_path / "c"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.output.strip().splitlines()[0])
+    written = json.loads(config.read_text())
+    assert written["t_support"] == fit["t_support"] and fit["n"] == 15
+    out = tmp_path / "out.jsonl"
+    scored = runner.invoke(
+        app,
+        [
+            "score",
+            str(data),
+            "--out",
+            str(out),
+            "--config",
+            str(config),
+            "--no-progress",
+            "--cache-dir",
+            str(tmp_path / "c"),
+        ],
+    )
+    assert scored.exit_code == 0, scored.output
