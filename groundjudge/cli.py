@@ -259,6 +259,27 @@ def _load_reports(path: Path) -> list[Any]:
 
 
 @app.command()
+def report(
+    scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score'.")],
+    html: Annotated[Optional[Path], typer.Option(help="Write a self-contained HTML review page here.")] = None,  # noqa: UP045
+    only_flagged: Annotated[bool, typer.Option(help="Only answers that did not pass cleanly.")] = False,
+) -> None:
+    """Summarize a scored file; with --html, write a review page for reviewers."""
+    from groundjudge.report import summarize
+
+    reports = _load_reports(scored)
+    if html is not None:
+        from groundjudge.html import render_html
+
+        html.write_text(
+            render_html(reports, title=f"groundjudge review: {scored.name}", only_flagged=only_flagged),
+            encoding="utf-8",
+        )
+        err.print(f"wrote {html} ({sum(1 for r in reports if r.flagged or not only_flagged)} answers)")
+    _print_summary(Console(), summarize(r for r in reports if r.flagged or not only_flagged))
+
+
+@app.command()
 def metrics(
     scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score' on rows that carried gold labels.")],
 ) -> None:
