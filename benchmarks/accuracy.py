@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--nli-model", default=None)
     ap.add_argument("--t-support", type=float, default=defaults.t_support)
     ap.add_argument("--t-contradict", type=float, default=defaults.t_contradict)
-    ap.add_argument("--t-unsupported", type=float, default=defaults.t_unsupported)
+    ap.add_argument("--t-unsupported", type=float, default=None)
     ap.add_argument("--passage-tokens", type=int, default=defaults.passage_tokens)
     ap.add_argument("--k", type=int, default=defaults.evidence_k, help="passages per claim (0: all)")
     ap.add_argument("--score-threshold", type=float, default=0.5, help="for the score-threshold answer rule")
@@ -102,12 +102,16 @@ def main() -> None:
 
     claim_level = "claim" in rows[0]
     claims = [c for r in reports for c in r.claims]
+    # what the cascade would decide locally (its thresholds, whatever mode ran)
+    cascade = config.local_thresholds("cascade", ev.nli.name)
     local = [
-        decide_locally(c.nli, args.t_support, args.t_contradict, args.t_unsupported) if c.nli else None for c in claims
+        decide_locally(c.nli, cascade.t_support, cascade.t_contradict, cascade.t_unsupported) if c.nli else None
+        for c in claims
     ]
     escalation_rate = sum(x is None for x in local) / len(local) if local else None
     table: list[list[Any]] = []
-    out: dict[str, Any] = {"benchmark": Path(args.data).stem, "mode": mode, "n": len(reports)}
+    out: dict[str, Any] = {"benchmark": Path(args.data).stem, "mode": mode, "n": len(reports),
+                           "thresholds": ev.thresholds.model_dump(), "cascade_thresholds": cascade.model_dump()}
 
     if claim_level:
         gold = ["SUPPORTED" if r["label"] == "SUPPORTED" else "NOT_SUPPORTED" for r in rows]

@@ -81,12 +81,16 @@ def main() -> None:
     ap.add_argument("--passage-tokens", type=int, default=defaults.passage_tokens)
     ap.add_argument("--overlap", type=int, default=defaults.passage_overlap)
     ap.add_argument("--k", type=int, default=defaults.evidence_k, help="passages per claim (0: all)")
-    ap.add_argument("--early-exit", type=float, default=defaults.t_support)
-    ap.add_argument("--threshold", type=float, default=0.5, help="entailment >= this counts as SUPPORTED")
+    ap.add_argument("--early-exit", type=float, default=None, help="default: the model's nli-mode t_support")
+    ap.add_argument("--threshold", type=float, default=None, help="entailment >= this is SUPPORTED (default: t_support)")
     ap.add_argument("--skip-naive", action="store_true", help="skip the slow one-pair loop")
     args = ap.parse_args()
 
     model = NLIModel(args.nli_model or default_nli_model(), batch_size=args.batch_size)
+    if args.early_exit is None:
+        args.early_exit = defaults.local_thresholds("nli", model.name).t_support
+    if args.threshold is None:
+        args.threshold = defaults.local_thresholds("nli", model.name).t_support
     rows = read_rows(args.data, args.limit)
     items, gold = [], []
     for r in rows:

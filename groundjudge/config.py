@@ -34,6 +34,42 @@ PRESETS: dict[str, Thresholds] = {
 }
 
 
+class LocalThresholds(BaseModel):
+    """When the NLI stage decides a claim alone (see :func:`groundjudge.pipeline.decide_locally`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    t_support: float
+    t_contradict: float
+    t_unsupported: float | None = None
+
+
+# Thresholds measured per NLI model and mode on ../shared/benchmarks (README, Accuracy, has the tables):
+# - "nli" mode has no judge, so its thresholds are the ones with the best balanced accuracy;
+# - "cascade" thresholds are where local verdicts reach 90% precision on factcheckgpt-stance (`groundjudge
+#   calibrate --target 0.9`); everything between them goes to the judge.
+PROFILES: dict[str, dict[str, LocalThresholds]] = {
+    # The project's small model: best balanced accuracy at entailment 0.55 on all three dev sets; its
+    # contradiction head is no better than chance on factcheckgpt-stance (8% precise, base rate 5%), so it
+    # never calls CONTRADICTED on its own; no entailment level is 90% precise for SUPPORTED (0.59 at 0.9).
+    "gj-nli-minilm-l6": {
+        "nli": LocalThresholds(t_support=0.55, t_contradict=0.9),
+        "cascade": LocalThresholds(t_support=1.0, t_contradict=1.0, t_unsupported=0.21),
+    },
+}
+# Any other model until it is calibrated: argmax-like in nli mode, the usual confident cut-offs in the cascade.
+GENERIC_PROFILE: dict[str, LocalThresholds] = {
+    "nli": LocalThresholds(t_support=0.5, t_contradict=0.5),
+    "cascade": LocalThresholds(t_support=0.9, t_contradict=0.9),
+}
+
+
+def profile_for(model_name: str) -> dict[str, LocalThresholds]:
+    """The measured thresholds of a model (matched by hub id or folder name), else the generic ones."""
+    key = model_name.rstrip("/").split("/")[-1]
+    return PROFILES.get(model_name) or PROFILES.get(key) or GENERIC_PROFILE
+
+
 class Config(BaseModel):
     """Settings of an :class:`~groundjudge.pipeline.Evaluator`."""
 
@@ -50,11 +86,12 @@ class Config(BaseModel):
     nli_model: str | None = Field(None, description="hub id or path; default $GROUNDJUDGE_NLI_MODEL or hub default")
     device: str | None = None
     batch_size: int | None = Field(None, ge=1)
-    passage_tokens: int = Field(256, ge=16, description="passage size in NLI-model tokens")
+    passage_tokens: int = Field(128, ge=16, description="passage size in NLI-model tokens")
     passage_overlap: int = Field(32, ge=0)
-    evidence_k: int | None = Field(4, ge=1, description="passages scored per claim, best BM25 first; None: all")
-    t_support: float = Field(0.9, gt=0, le=1, description="NLI entailment at or above this: SUPPORTED locally")
-    t_contradict: float = Field(0.9, gt=0, le=1, description="NLI contradiction at or above this: CONTRADICTED")
+    evidence_k: int | None = Field(2, ge=1, description="passages scored per claim, best BM25 first; None: all")
+    # None: the model's measured profile for the mode (PROFILES), else GENERIC_PROFILE
+    t_support: float | None = Field(None, gt=0, le=1, description="NLI entailment at or above this: SUPPORTED")
+    t_contradict: float | None = Field(None, gt=0, le=1, description="NLI contradiction at or above: CONTRADICTED")
     t_unsupported: float | None = Field(
         None, ge=0, lt=1, description="NLI entailment at or below this (and no contradiction): UNSUPPORTED locally"
     )
@@ -86,6 +123,16 @@ class Config(BaseModel):
         if self.passage_overlap >= self.passage_tokens:
             raise ValueError("passage_overlap must be smaller than passage_tokens")
         return self
+
+    def local_thresholds(self, mode: str, model_name: str) -> LocalThresholds:
+        """The NLI decision thresholds in force: explicit values, else the model's profile for the mode."""
+        base = profile_for(model_name).get("nli" if mode == "nli" else "cascade")
+        assert base is not None
+        return LocalThresholds(
+            t_support=self.t_support if self.t_support is not None else base.t_support,
+            t_contradict=self.t_contradict if self.t_contradict is not None else base.t_contradict,
+            t_unsupported=self.t_unsupported if "t_unsupported" in self.model_fields_set else base.t_unsupported,
+        )
 
     @property
     def effective_thresholds(self) -> Thresholds:

@@ -36,7 +36,7 @@ from groundjudge.models import (
     Scores,
     Usage,
 )
-from groundjudge.nli import NLIModel, NLIScorer
+from groundjudge.nli import NLIModel, NLIScorer, resolve_model_name
 from groundjudge.prompts import load_prompt
 from groundjudge.qa import qa_consistency
 from groundjudge.score import compute_scores, decide
@@ -168,6 +168,7 @@ class Evaluator:
             raise ConfigError(f"mode {self.mode!r} needs an LLM: pass llm='provider/model' or a client")
         self._nli = nli
         self._scorer: NLIScorer | None = None
+        self.thresholds = c.local_thresholds(self.mode, nli.name if nli is not None else resolve_model_name(c.nli_model))
 
     # -- parts ----------------------------------------------------------------------------------------------
 
@@ -356,7 +357,7 @@ class Evaluator:
         live = [w for w in batch if w.stop is None]
         for w in live:
             w.passages = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
-        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=c.t_support)
+        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=self.thresholds.t_support)
         try:
             results = selector.check([([cl.text for cl in w.claims], w.passages) for w in live])
         except InputError:
@@ -373,8 +374,8 @@ class Evaluator:
 
     def _route(self, nli: ClaimNLI) -> tuple[str, str]:
         """(label, route) decided locally, or ("", "judge") to escalate."""
-        c = self.config
-        local = decide_locally(nli, c.t_support, c.t_contradict, c.t_unsupported) if self.mode != "llm" else None
+        t = self.thresholds
+        local = decide_locally(nli, t.t_support, t.t_contradict, t.t_unsupported) if self.mode != "llm" else None
         if local is not None:
             return local, "nli"
         if self.mode == "nli":
