@@ -110,8 +110,13 @@ def main() -> None:
     ]
     escalation_rate = sum(x is None for x in local) / len(local) if local else None
     table: list[list[Any]] = []
-    out: dict[str, Any] = {"benchmark": Path(args.data).stem, "mode": mode, "n": len(reports),
-                           "thresholds": ev.thresholds.model_dump(), "cascade_thresholds": cascade.model_dump()}
+    out: dict[str, Any] = {
+        "benchmark": Path(args.data).stem,
+        "mode": mode,
+        "n": len(reports),
+        "thresholds": ev.thresholds.model_dump(),
+        "cascade_thresholds": cascade.model_dump(),
+    }
 
     if claim_level:
         gold = ["SUPPORTED" if r["label"] == "SUPPORTED" else "NOT_SUPPORTED" for r in rows]

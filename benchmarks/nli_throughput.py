@@ -82,7 +82,9 @@ def main() -> None:
     ap.add_argument("--overlap", type=int, default=defaults.passage_overlap)
     ap.add_argument("--k", type=int, default=defaults.evidence_k, help="passages per claim (0: all)")
     ap.add_argument("--early-exit", type=float, default=None, help="default: the model's nli-mode t_support")
-    ap.add_argument("--threshold", type=float, default=None, help="entailment >= this is SUPPORTED (default: t_support)")
+    ap.add_argument(
+        "--threshold", type=float, default=None, help="entailment >= this is SUPPORTED (default: t_support)"
+    )
     ap.add_argument("--skip-naive", action="store_true", help="skip the slow one-pair loop")
     args = ap.parse_args()
 

@@ -36,6 +36,15 @@ class Usage(BaseModel):
             cost_usd=self.cost_usd + other.cost_usd,
         )
 
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls - other.calls,
+            cached_calls=self.cached_calls - other.cached_calls,
+            input_tokens=self.input_tokens - other.input_tokens,
+            output_tokens=self.output_tokens - other.output_tokens,
+            cost_usd=self.cost_usd - other.cost_usd,
+        )
+
 
 class PromptRef(BaseModel):
     """Which prompt produced a request; part of every cache key."""
@@ -201,6 +210,11 @@ class AnswerReport(BaseModel):
     row: int | None = None
     versions: dict[str, str] = Field(default_factory=dict)
     nli_pairs: int = 0
+
+    def _repr_html_(self) -> str:
+        from groundjudge.report import report_html
+
+        return report_html(self)
 
     @property
     def flagged(self) -> bool:

@@ -39,6 +39,7 @@ from groundjudge.models import (
 from groundjudge.nli import NLIModel, NLIScorer, resolve_model_name
 from groundjudge.prompts import load_prompt
 from groundjudge.qa import qa_consistency
+from groundjudge.report import Run
 from groundjudge.score import compute_scores, decide
 
 log = logging.getLogger(__name__)
@@ -168,7 +169,9 @@ class Evaluator:
             raise ConfigError(f"mode {self.mode!r} needs an LLM: pass llm='provider/model' or a client")
         self._nli = nli
         self._scorer: NLIScorer | None = None
-        self.thresholds = c.local_thresholds(self.mode, nli.name if nli is not None else resolve_model_name(c.nli_model))
+        self.thresholds = c.local_thresholds(
+            self.mode, nli.name if nli is not None else resolve_model_name(c.nli_model)
+        )
 
     # -- parts ----------------------------------------------------------------------------------------------
 
@@ -211,6 +214,21 @@ class Evaluator:
     def evaluate_claim(self, claim: str, contexts: Sequence[str] | str, *, id: str = "claim") -> AnswerReport:
         """Evaluate one claim (no extraction) against its sources."""
         return next(self.evaluate_many([{"id": id, "claim": claim, "contexts": contexts}]))
+
+    def run(self, rows: Iterable[Sample | dict[str, Any]], batch_size: int = 32) -> Run:
+        """Evaluate every row and keep the reports: for notebooks (shows as a table; says what was cached)."""
+        llm_before = self.usage
+        scorer = self.scorer
+        computed_before, cached_before = scorer.model.pairs_scored, scorer.cache_hits
+        reports = list(self.evaluate_many(rows, batch_size))
+        run = Run(
+            reports,
+            self.usage - llm_before,
+            scorer.model.pairs_scored - computed_before,
+            scorer.cache_hits - cached_before,
+        )
+        log.info("%s", run.cache_note)
+        return run
 
     def evaluate_many(self, rows: Iterable[Sample | dict[str, Any]], batch_size: int = 32) -> Iterator[AnswerReport]:
         """Reports in input order, a batch at a time; bad rows come back as ERROR reports naming row and field.

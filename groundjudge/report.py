@@ -209,3 +209,84 @@ def claims_dataframe(reports: Iterable[AnswerReport]) -> Any:
 def dumps(report: AnswerReport) -> str:
     """One JSONL line."""
     return json.dumps(report.model_dump(mode="json"), ensure_ascii=False)
+
+
+def _html_table(rows: list[tuple[str, str]]) -> str:
+    from html import escape
+
+    body = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def report_html(r: AnswerReport) -> str:
+    """A compact table of one report, for notebooks."""
+    from html import escape
+
+    s = r.scores
+
+    def f(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    head = (
+        f"<b>{escape(r.id)}</b>: <b>{r.verdict}</b> (combined {f(s.combined)}, claims {f(s.claims)}, "
+        f"NLI {f(s.nli)}, QA {f(s.qa)}, coverage {f(s.coverage)})"
+    )
+    rows = "".join(
+        f"<tr><td>{escape(c.claim.text)}</td><td>{c.label}</td><td>{c.route}</td>"
+        f"<td>{f(c.nli.entailment if c.nli else None)}</td><td>{escape(', '.join(c.flags))}</td>"
+        f"<td>{escape(c.reason)}</td></tr>"
+        for c in r.claims
+    )
+    table = (
+        "<table><tr><th>claim</th><th>label</th><th>route</th><th>entailment</th><th>flags</th>"
+        f"<th>reason</th></tr>{rows}</table>"
+    )
+    errors = "".join(f"<div style='color:#c62828'>{escape(e)}</div>" for e in r.errors)
+    return f"<div>{head}{table}{errors}</div>"
+
+
+class Run:
+    """The reports of one :meth:`Evaluator.run`, their summary, and what came from the cache."""
+
+    def __init__(self, reports: list[AnswerReport], llm: Usage, nli_computed: int, nli_cached: int) -> None:
+        self.reports = reports
+        self.summary = summarize(reports)
+        self.llm = llm
+        self.nli_computed = nli_computed
+        self.nli_cached = nli_cached
+
+    @property
+    def cache_note(self) -> str:
+        """What this run took from the cache and what it paid for."""
+        calls = self.llm.calls + self.llm.cached_calls
+        pairs = self.nli_computed + self.nli_cached
+        note = (
+            f"LLM calls: {self.llm.cached_calls} of {calls} from the cache, {self.llm.calls} billed "
+            f"(${self.llm.cost_usd:.4f}); NLI pairs: {self.nli_cached} of {pairs} from the cache"
+        )
+        if calls and not self.llm.calls and not self.nli_computed:
+            note += ". Everything came from the cache: this run cost nothing."
+        return note
+
+    def to_dataframe(self) -> Any:
+        return to_dataframe(self.reports)
+
+    def claims_dataframe(self) -> Any:
+        return claims_dataframe(self.reports)
+
+    def __len__(self) -> int:
+        return len(self.reports)
+
+    def __iter__(self) -> Iterator[AnswerReport]:
+        return iter(self.reports)
+
+    def __getitem__(self, i: int) -> AnswerReport:
+        return self.reports[i]
+
+    def __repr__(self) -> str:
+        return f"<Run of {len(self.reports)} answers: {self.summary.verdicts}; {self.cache_note}>"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return f"<p>{escape(self.cache_note)}</p>" + _html_table(summary_rows(self.summary))

@@ -1,0 +1,37 @@
+"""Notebook use: a run shows as a table, converts to DataFrames, and a re-run says it came from the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from groundjudge.testing import ScriptedLLMServer, route
+from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
+
+ROWS = [
+    {"id": "good", "answer": GOOD_ANSWER, "contexts": [CONTEXT]},
+    {"id": "bad", "answer": BAD_ANSWER, "contexts": [CONTEXT]},
+]
+
+
+def test_rerunning_a_cell_is_free_and_says_so(shared_nli: Any, tmp_path: Path) -> None:
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        first = evaluator(server, shared_nli, tmp_path, qa=False).run(ROWS)
+        assert first.llm.calls == 4 and first.llm.cost_usd > 0
+        assert "4 billed" in first.cache_note and "this run cost nothing" not in first.cache_note
+        requests = len(server.requests)
+        # a new evaluator, as a re-executed cell builds one
+        second = evaluator(server, shared_nli, tmp_path, qa=False).run(ROWS)
+        assert len(server.requests) == requests
+        assert second.llm.calls == 0 and second.llm.cached_calls == 4 and second.nli_computed == 0
+        assert "Everything came from the cache: this run cost nothing." in second.cache_note
+        assert "this run cost nothing" in second._repr_html_()
+
+    frame = second.to_dataframe()
+    assert list(frame.index) == ["good", "bad"] and list(frame["verdict"]) == ["PASS", "FAIL"]
+    assert {"combined", "coverage", "hallucination_ratio", "cost_usd"} <= set(frame.columns)
+    claims = second.claims_dataframe()
+    assert len(claims) == 4 and set(claims["label"]) == {"SUPPORTED", "CONTRADICTED"}
+    html = second[1]._repr_html_()
+    assert "<b>FAIL</b>" in html and "CONTRADICTED" in html and "The source says 1889." in html
+    assert "answers" in second._repr_html_() and len(second) == 2
