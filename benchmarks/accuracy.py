@@ -90,7 +90,7 @@ def main() -> None:
         qa=False,
         t_support=args.t_support,
         t_contradict=args.t_contradict,
-        t_unsupported=args.t_unsupported,
+        **({"t_unsupported": args.t_unsupported} if args.t_unsupported is not None else {}),
         passage_tokens=args.passage_tokens,
         passage_overlap=min(defaults.passage_overlap, args.passage_tokens // 4),
         evidence_k=args.k or None,

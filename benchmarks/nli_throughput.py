@@ -85,6 +85,7 @@ def main() -> None:
     ap.add_argument(
         "--threshold", type=float, default=None, help="entailment >= this is SUPPORTED (default: t_support)"
     )
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs of groundjudge and the ceiling")
     ap.add_argument("--skip-naive", action="store_true", help="skip the slow one-pair loop")
     args = ap.parse_args()
 
@@ -103,17 +104,18 @@ def main() -> None:
     n_claims = sum(len(c) for c, _ in items)
     model.predict([("warm up", "warm up")])
 
-    # groundjudge
-    scorer = RecordingScorer(model)
-    selector = EvidenceSelector(scorer, k=args.k or None, early_exit=args.early_exit)
-    start = time.perf_counter()
-    results = selector.check(items)
-    gj_s = time.perf_counter() - start
+    # groundjudge and the ceiling, alternated --repeat times; the best time of each counts (less noise)
+    gj_times, ceil_times = [], []
+    for _ in range(args.repeat):
+        scorer = RecordingScorer(model)
+        selector = EvidenceSelector(scorer, k=args.k or None, early_exit=args.early_exit)
+        start = time.perf_counter()
+        results = selector.check(items)
+        gj_times.append(time.perf_counter() - start)
+        ceil_times.append(ceiling(model, scorer.pairs))
+    gj_s, ceil_s = min(gj_times), min(ceil_times)
     gj_pairs = len(scorer.pairs)
     gj_ent = [c.entailment for claims in results for c in claims]
-
-    # ceiling on the same pairs
-    ceil_s = ceiling(model, scorer.pairs)
 
     # naive
     naive_pairs, naive_s, naive_ent = 0, float("nan"), []
