@@ -207,7 +207,10 @@ def score(
         typer.echo(json.dumps(estimate, indent=2))
         raise typer.Exit(EXIT_OK)
 
-    total = sum(1 for _ in _read_jsonl(input)) - len(done) if progress else None
+    total = None
+    if progress:  # a cheap line count, no parsing
+        with input.open("rb") as fh:
+            total = max(0, sum(1 for line in fh if line.strip()) - len(done))
     summary = Summarizer()
     code = EXIT_OK
     console = Console(stderr=True)
