@@ -209,8 +209,8 @@ def score(
 
     total = None
     if progress:  # a cheap line count, no parsing
-        with input.open("rb") as fh:
-            total = max(0, sum(1 for line in fh if line.strip()) - len(done))
+        with input.open("rb") as raw:
+            total = max(0, sum(1 for line in raw if line.strip()) - len(done))
     summary = Summarizer()
     code = EXIT_OK
     console = Console(stderr=True)
