@@ -14,38 +14,14 @@ from groundjudge.chunking import chunk_document, chunk_documents, claim_sentence
 from groundjudge.evidence import BM25, EvidenceSelector
 from groundjudge.models import Passage
 from groundjudge.nli import NLIModel, NLIScorer, label_columns
+from groundjudge.testing import tiny_nli_model
 from tests.conftest import SHARED_MODEL
 
 LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
 
 
 def _tiny_model(directory: Path, id2label: dict[int, str], seed: int = 0, permute: list[int] | None = None) -> Path:
-    """A randomly initialised 2-layer BERT with the shared model's tokenizer, saved like a hub model."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    tokenizer = AutoTokenizer.from_pretrained(SHARED_MODEL, local_files_only=True)
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        initializer_range=0.5,  # far from uniform outputs, so that a padding or ordering bug shows
-        num_labels=len(id2label),
-        id2label=id2label,
-        label2id={v: k for k, v in id2label.items()},
-    )
-    model = BertForSequenceClassification(config).eval()
-    if permute is not None:  # output row i of the new head = row permute[i] of the seed's head
-        with torch.no_grad():
-            model.classifier.weight.copy_(model.classifier.weight[permute].clone())
-            model.classifier.bias.copy_(model.classifier.bias[permute].clone())
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
+    return tiny_nli_model(directory, SHARED_MODEL, id2label, seed=seed, permute=permute)
 
 
 @pytest.fixture(scope="module")
