@@ -170,7 +170,7 @@ def score(
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes."""
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator
+    from groundjudge.pipeline import Evaluator, row_id
     from groundjudge.report import Summarizer, dumps
 
     if not input.is_file():
@@ -201,7 +201,7 @@ def score(
         raise fail(str(exc)) from exc
 
     done = _done_ids(out) if resume else set()
-    rows = ((n, row) for n, row in _read_jsonl(input) if not (isinstance(row, dict) and str(row.get("id", n)) in done))
+    rows = ((n, row) for n, row in _read_jsonl(input) if row_id(row, n) not in done)
     if dry_run:
         estimate = evaluator.estimate(row for _, row in rows if not isinstance(row, InputError))
         typer.echo(json.dumps(estimate, indent=2))

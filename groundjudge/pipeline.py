@@ -68,15 +68,22 @@ def decide_locally(
     return None
 
 
+def row_id(row: Any, row_number: int | None) -> str:
+    """The id a row's report gets: its own "id", else ``row-N`` (so that --resume recognises it)."""
+    rid = row.get("id") if isinstance(row, dict) else None
+    if rid is None or isinstance(rid, (dict, list)) or str(rid).strip() == "":
+        return f"row-{row_number}"
+    return str(rid)
+
+
 def parse_sample(row: Any, row_number: int | None = None) -> Sample:
     """A validated :class:`Sample` from an input row; a bad row is an :class:`InputError` naming row and field."""
     if isinstance(row, Sample):
         return row
     if not isinstance(row, dict):
         raise InputError(f"a row must be a JSON object, not {type(row).__name__}", row=row_number)
-    rid = row.get("id", row_number)
-    if rid is None or isinstance(rid, (dict, list)) or str(rid).strip() == "":
-        raise InputError("missing or empty id", row=row_number, field="id")
+    if isinstance(row.get("id"), (dict, list)):
+        raise InputError("must be a string or a number", row=row_number, field="id")
     contexts = row.get("contexts", row.get("context"))
     if isinstance(contexts, str):
         contexts = [contexts]
@@ -99,7 +106,7 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         raise InputError("must be an object", row=row_number, field="metadata")
     label = row.get("label")
     return Sample(
-        id=str(rid),
+        id=row_id(row, row_number),
         contexts=contexts,
         answer=answer,
         claim=claim,
@@ -112,7 +119,12 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
 def error_report(error: InputError, row: int | None, rid: str | None = None, mode: str = "") -> AnswerReport:
     """The report of a row that could not be evaluated at all."""
     return AnswerReport(
-        id=rid or f"row-{row}", verdict="ERROR", mode=mode, scores=Scores(), errors=[str(error)], row=row
+        id=rid if rid is not None else f"row-{row}",
+        verdict="ERROR",
+        mode=mode,
+        scores=Scores(),
+        errors=[str(error)],
+        row=row,
     )
 
 
@@ -250,8 +262,7 @@ class Evaluator:
                     raise row
                 work = _Work(sample=parse_sample(row, n), row=n)
             except InputError as exc:
-                rid = row.get("id") if isinstance(row, dict) else None
-                order.append(error_report(exc, n, None if rid is None else str(rid), self.mode))
+                order.append(error_report(exc, n, row_id(row, n), self.mode))
             else:
                 batch.append(work)
                 order.append(work)

@@ -112,6 +112,11 @@ def test_bad_rows_are_reported_with_line_and_reason(tmp_path: Path) -> None:
     assert "row 3, field 'contexts'" in reports[2]["errors"][0]
     assert "row 5, field 'answer'" in reports[3]["errors"][0]
     assert "rows failed" in result.output
+    # --resume recognises the bad rows too: nothing is written twice
+    again = runner.invoke(
+        app, ["score", str(data), "--out", str(out), "--cache-dir", str(tmp_path / "c"), "--no-progress", "--resume"]
+    )
+    assert again.exit_code == 0 and [r["id"] for r in lines(out)] == ["ok", "row-2", "empty", "nofield"]
 
 
 def test_resume_after_a_kill_loses_and_duplicates_nothing(tmp_path: Path) -> None:
