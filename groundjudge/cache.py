@@ -63,7 +63,14 @@ class Cache:
             with self._lock:
                 if self._store is None:
                     self.directory.mkdir(parents=True, exist_ok=True)
-                    self._store = diskcache.Cache(str(self.directory), size_limit=self._size_limit)
+                    # SQLite's page cache and memory map bounded (8 MiB + 16 MiB; diskcache's defaults allow
+                    # 32 + 64 MiB), so that a long run's resident memory stays flat as the cache file grows.
+                    self._store = diskcache.Cache(
+                        str(self.directory),
+                        size_limit=self._size_limit,
+                        sqlite_cache_size=2**11,
+                        sqlite_mmap_size=2**24,
+                    )
         return self._store
 
     @property

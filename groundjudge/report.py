@@ -35,29 +35,27 @@ class RunSummary(BaseModel):
     worst: list[tuple[str, float]] = Field(default_factory=list, description="lowest combined scores (id, score)")
 
 
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
-
-
 class Summarizer:
-    """Accumulates :class:`AnswerReport` objects one at a time, in bounded memory but for one float per answer."""
+    """Accumulates :class:`AnswerReport` objects one at a time in constant memory (a dataset of any size).
+
+    Means are running sums; the 10th percentile of the combined score comes from a 1000-bin histogram (scores
+    live in [0, 1]), so it is exact to 0.001.
+    """
+
+    _KEYS = ("combined", "claims", "nli", "qa", "coverage", "hallucination_ratio")
+    _BINS = 1000
 
     def __init__(self, worst: int = 5) -> None:
         self._worst_k = worst
-        self._worst: list[tuple[float, str]] = []  # max-heap by negated score
+        self._worst: list[tuple[float, str]] = []  # heap of (-score, id): the lowest scores
         self.n = 0
         self.verdicts: Counter[str] = Counter()
         self.rows_failed = 0
         self.with_contradiction = 0
         self.scored = 0
-        self.sums: dict[str, list[float]] = {
-            "combined": [],
-            "claims": [],
-            "nli": [],
-            "qa": [],
-            "coverage": [],
-            "hallucination_ratio": [],
-        }
+        self.sums = dict.fromkeys(self._KEYS, 0.0)
+        self.counts = dict.fromkeys(self._KEYS, 0)
+        self.histogram = [0] * (self._BINS + 1)
         self.claims = 0
         self.escalated = 0
         self.nli_pairs = 0
@@ -69,14 +67,16 @@ class Summarizer:
         if r.verdict == "ERROR" or r.errors:
             self.rows_failed += 1
         s = r.scores
-        for key in self.sums:
+        for key in self._KEYS:
             value = getattr(s, key)
             if value is not None:
-                self.sums[key].append(value)
+                self.sums[key] += value
+                self.counts[key] += 1
         if s.n_judged:
             self.scored += 1
             self.with_contradiction += s.n_contradicted > 0
         if s.combined is not None:
+            self.histogram[min(self._BINS, max(0, round(s.combined * self._BINS)))] += 1
             item = (-s.combined, r.id)
             if len(self._worst) < self._worst_k:
                 heapq.heappush(self._worst, item)
@@ -87,20 +87,33 @@ class Summarizer:
         self.nli_pairs += r.nli_pairs
         self.usage = self.usage + r.usage
 
+    def _mean(self, key: str) -> float | None:
+        return self.sums[key] / self.counts[key] if self.counts[key] else None
+
+    def _quantile(self, q: float) -> float | None:
+        total = self.counts["combined"]
+        if not total:
+            return None
+        rank, seen = int(q * (total - 1)), 0
+        for b, count in enumerate(self.histogram):
+            seen += count
+            if seen > rank:
+                return b / self._BINS
+        return 1.0  # pragma: no cover
+
     def summary(self) -> RunSummary:
-        combined = sorted(self.sums["combined"])
         return RunSummary(
             n=self.n,
             verdicts=dict(self.verdicts),
             rows_failed=self.rows_failed,
             hallucination_rate=self.with_contradiction / self.scored if self.scored else None,
-            mean_hallucination_ratio=_mean(self.sums["hallucination_ratio"]),
-            mean_faithfulness=_mean(combined),
-            p10_faithfulness=combined[int(0.1 * (len(combined) - 1))] if combined else None,
-            mean_claim_score=_mean(self.sums["claims"]),
-            mean_nli_score=_mean(self.sums["nli"]),
-            mean_qa_score=_mean(self.sums["qa"]),
-            mean_coverage=_mean(self.sums["coverage"]),
+            mean_hallucination_ratio=self._mean("hallucination_ratio"),
+            mean_faithfulness=self._mean("combined"),
+            p10_faithfulness=self._quantile(0.1),
+            mean_claim_score=self._mean("claims"),
+            mean_nli_score=self._mean("nli"),
+            mean_qa_score=self._mean("qa"),
+            mean_coverage=self._mean("coverage"),
             claims=self.claims,
             escalation_rate=self.escalated / self.claims if self.claims else None,
             nli_pairs=self.nli_pairs,

@@ -224,3 +224,19 @@ def test_calibrate_command_writes_a_config_score_takes(
         ],
     )
     assert scored.exit_code == 0, scored.output
+
+
+def test_summarizer_is_exact_in_constant_memory() -> None:
+    from groundjudge.report import Summarizer
+
+    rng = random.Random(3)
+    scores = [round(rng.random(), 3) for _ in range(501)]
+    s = Summarizer(worst=3)
+    for i, x in enumerate(scores):
+        s.add(_report(str(i), None, claim_label="CONTRADICTED" if i % 10 == 0 else "SUPPORTED", combined=x))
+    summary = s.summary()
+    ordered = sorted(scores)
+    assert summary.n == 501 and summary.mean_faithfulness == pytest.approx(sum(scores) / 501)
+    assert summary.p10_faithfulness == pytest.approx(ordered[50], abs=1e-9)
+    assert [score for _, score in summary.worst] == pytest.approx(ordered[:3])
+    assert summary.hallucination_rate == pytest.approx(51 / 501)
