@@ -181,6 +181,7 @@ class Evaluator:
             raise ConfigError(f"mode {self.mode!r} needs an LLM: pass llm='provider/model' or a client")
         self._nli = nli
         self._scorer: NLIScorer | None = None
+        self._versions: dict[str, str] | None = None
         self.thresholds = c.local_thresholds(
             self.mode, nli.name if nli is not None else resolve_model_name(c.nli_model)
         )
@@ -207,12 +208,15 @@ class Evaluator:
         return self.client.ledger.total if self.client is not None else Usage()
 
     def versions(self) -> dict[str, str]:
-        out = {"nli_model": self.nli.fingerprint}
-        if self.client is not None:
-            out["llm"] = self.client.model_id
-            names = ["claims", "judge"] + (["qa_questions", "qa_check"] if self.config.qa else [])
-            out.update({f"prompt.{n}": load_prompt(n).version for n in names})
-        return out
+        """The NLI model fingerprint, the LLM and the prompt versions behind this evaluator's reports."""
+        if self._versions is None:
+            out = {"nli_model": self.nli.fingerprint}
+            if self.client is not None:
+                out["llm"] = self.client.model_id
+                names = ["claims", "judge"] + (["qa_questions", "qa_check"] if self.config.qa else [])
+                out.update({f"prompt.{n}": load_prompt(n).version for n in names})
+            self._versions = out
+        return dict(self._versions)
 
     # -- public API -----------------------------------------------------------------------------------------
 
@@ -418,14 +422,9 @@ class Evaluator:
 
         def run(w: _Work) -> None:
             assert self.client is not None
-            escalated = [cl for cl, r in zip(w.claims, w.nli, strict=True) if self._route(r)[1] == "judge"]
-            hints = [
-                p
-                for cl, r in zip(w.claims, w.nli, strict=True)
-                if cl in escalated
-                for p in (r.entailment_passage, r.contradiction_passage)
-                if p is not None
-            ]
+            pairs = [(cl, r) for cl, r in zip(w.claims, w.nli, strict=True) if self._route(r)[1] == "judge"]
+            escalated = [cl for cl, _ in pairs]
+            hints = [p for _, r in pairs for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
             sources = select_sources(w.sample.contexts, hints)
             try:
                 w.judged, usage = judge_claims(self.client, escalated, sources)

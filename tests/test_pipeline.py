@@ -269,7 +269,7 @@ def test_budget_stops_after_handing_out_finished_answers(
     with pytest.raises(errors.BudgetExceededError):
         for r in ev.evaluate_many(rows, batch_size=1):
             got.append(r)
-    assert [r.id for r in got] == ["0", "1"]  # 2 calls each; the 5th call would start a third answer's judge
+    assert [r.id for r in got] == ["0", "1"]  # 2 calls each; the third answer's judge would be call 6, past the cap
     assert len(llm_server.requests) == 5
 
 
