@@ -8,7 +8,7 @@ On the same model and claims (default ../shared/benchmarks/wice-dev.jsonl):
 Prints a table; the last line is one JSON object. Targets: ceiling_ratio >= 0.9, speedup_vs_naive >= 5,
 pairs pruned >= 3x with <= 1 point of balanced-accuracy loss.
 
-    python benchmarks/nli_throughput.py --limit 40
+    python benchmarks/nli_throughput.py --limit 120
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def main() -> None:
     defaults = Config()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(SHARED / "benchmarks" / "wice-dev.jsonl"))
-    ap.add_argument("--limit", type=int, default=40, help="claims (rows) to use")
+    ap.add_argument("--limit", type=int, default=120, help="claims (rows) to use")
     ap.add_argument("--nli-model", default=None)
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--passage-tokens", type=int, default=defaults.passage_tokens)

@@ -303,3 +303,29 @@ def test_scores_are_honest() -> None:
     halluc = compute_scores([_verdict("SUPPORTED", 1.0)] * 9 + [_verdict("CONTRADICTED", 1.0)] * 2, None, weights, 0.5)
     assert decide(halluc, thresholds) == "FAIL"  # 2/11 > 0.1 hallucinated although combined is 0.93
     assert compute_scores([_verdict("SUPPORTED", 0.2)], None, weights, 0.5).n_weak == 0  # flags come from the pipeline
+
+
+def test_long_contexts_send_only_the_evidence_passages_with_true_offsets() -> None:
+    from groundjudge.judge import select_sources, verify_quote
+    from groundjudge.models import Passage
+
+    filler = "Unrelated text about gardening and soil. " * 400  # ~16k characters per document
+    doc0 = filler + "The bridge opened in 1932 after six years of work. " + filler
+    doc1 = filler + "Its main span is 503 metres long. " + filler
+    start0 = doc0.index("The bridge")
+    start1 = doc1.index("Its main span")
+    hints = [
+        Passage(doc=0, start=start0 - 50, end=start0 + 60, text=doc0[start0 - 50 : start0 + 60]),
+        Passage(doc=1, start=start1 - 20, end=start1 + 40, text=doc1[start1 - 20 : start1 + 40]),
+        Passage(doc=0, start=start0 - 10, end=start0 + 20, text=doc0[start0 - 10 : start0 + 20]),  # inside the first
+    ]
+    sources = select_sources([doc0, doc1], hints, char_budget=24_000)
+    assert [(s.number, s.doc, s.start) for s in sources] == [(1, 0, start0 - 50), (2, 1, start1 - 20)]
+    quote = verify_quote("opened in 1932", cited=1, sources=sources)
+    assert quote.verified and quote.doc == 0 and doc0[quote.start : quote.end] == "opened in 1932"
+    wrong_source = verify_quote("503  metres", cited=1, sources=sources)  # cited the wrong source, spaced oddly
+    assert (
+        wrong_source.verified and wrong_source.doc == 1 and doc1[wrong_source.start : wrong_source.end] == "503 metres"
+    )
+    short = select_sources(["a short source", "another"], hints)
+    assert [s.text for s in short] == ["a short source", "another"]
