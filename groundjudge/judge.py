@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from groundjudge.chunking import locate
 from groundjudge.llm.client import LLMClient
@@ -33,6 +33,11 @@ class JudgeItem(BaseModel):
     verdict: Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED"]
     reason: str
     quotes: list[JudgeQuote]
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value  # "supported" from a small local model
 
 
 class JudgeReply(BaseModel):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from groundjudge.judge import Source, format_sources
 from groundjudge.llm.client import LLMClient
@@ -23,7 +23,7 @@ class Question(BaseModel):
 
 
 class Questions(BaseModel):
-    questions: list[Question] = Field(max_length=8)
+    questions: list[Question]  # no maxItems: not every strict-schema server takes it; extra ones are dropped
 
 
 class Check(BaseModel):
