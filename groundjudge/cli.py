@@ -75,7 +75,9 @@ def _progress(console: Console, enabled: bool) -> Iterator[Any]:
 
     class Rate(ProgressColumn):
         def render(self, task: Any) -> Text:
-            return Text(f"{task.speed:.2f} rows/s" if task.speed else "- rows/s")
+            # rows arrive a batch at a time, so the rate over the whole run, not rich's recent-window speed
+            elapsed = task.elapsed or 0.0
+            return Text(f"{task.completed / elapsed:.2f} rows/s" if elapsed > 0 and task.completed else "- rows/s")
 
     columns = [
         TextColumn("[progress.description]{task.description}"),
@@ -207,6 +209,10 @@ def score(
         typer.echo(json.dumps(estimate, indent=2))
         raise typer.Exit(EXIT_OK)
 
+    try:
+        _ = evaluator.nli  # load the model now: a bad --nli-model is a usage error; the rate excludes loading
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
     total = None
     if progress:  # a cheap line count, no parsing
         with input.open("rb") as raw:

@@ -237,6 +237,10 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     data = FIXTURES / "samples.jsonl"
     bad_mode = runner.invoke(app, ["score", str(data), "--out", str(tmp_path / "o"), "--mode", "cascade"])
     assert bad_mode.exit_code == 2 and "needs an LLM" in bad_mode.output
+    bad_model = runner.invoke(
+        app, ["score", str(data), "--out", str(tmp_path / "o"), "--nli-model", str(tmp_path / "no-such-model")]
+    )
+    assert bad_model.exit_code == 2 and "could not load NLI model" in bad_model.output
     no_key = runner.invoke(
         app,
         ["score", str(data), "--out", str(tmp_path / "o"), "--llm", "anthropic/claude-x"],
