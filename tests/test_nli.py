@@ -239,3 +239,72 @@ def test_early_exit_stops_a_claim_once_entailed(shared: NLIModel) -> None:
     assert eager.entailment_passage == full.entailment_passage == passages[0]
     assert eager.early_exit and eager.passages_scored == 1
     assert full.passages_scored == len(passages) and not full.early_exit
+
+
+@pytest.fixture(scope="module")
+def tiny_deberta(tmp_path_factory: pytest.TempPathFactory) -> NLIModel:
+    """A DeBERTa-v2 model (the default hub model's architecture) with a SentencePiece tokenizer trained here,
+    and labels in the hub model's order: the project's BERT model is not the only shape that must drop in."""
+    import json
+
+    import sentencepiece as spm
+    import torch
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, DebertaV2Tokenizer
+
+    from tests.conftest import SHARED
+
+    tmp = tmp_path_factory.mktemp("deberta")
+    lines = (SHARED / "benchmarks" / "factcheckgpt-stance.jsonl").read_text().splitlines()[:400]
+    (tmp / "corpus.txt").write_text("\n".join(json.loads(x)["contexts"][0] for x in lines))
+    spm.SentencePieceTrainer.train(
+        input=str(tmp / "corpus.txt"),
+        model_prefix=str(tmp / "spm"),
+        vocab_size=1500,
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
+        unk_id=3,
+        pad_piece="[PAD]",
+        bos_piece="[CLS]",
+        eos_piece="[SEP]",
+        unk_piece="[UNK]",
+        minloglevel=2,
+    )
+    tokenizer = DebertaV2Tokenizer(vocab_file=str(tmp / "spm.model"))
+    torch.manual_seed(0)
+    config = DebertaV2Config(  # type: ignore[call-arg]
+        vocab_size=1500,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        relative_attention=True,
+        position_buckets=256,
+        pos_att_type=["p2c", "c2p"],
+        position_biased_input=False,
+        num_labels=3,
+        initializer_range=0.5,
+        id2label={0: "contradiction", 1: "entailment", 2: "neutral"},
+        label2id={"contradiction": 0, "entailment": 1, "neutral": 2},
+    )
+    DebertaV2ForSequenceClassification(config).save_pretrained(tmp / "model")
+    tokenizer.save_pretrained(tmp / "model")
+    return NLIModel(str(tmp / "model"), device="cpu", batch_size=3)
+
+
+def test_a_deberta_model_with_sentencepiece_drops_in(tiny_deberta: NLIModel) -> None:
+    assert tiny_deberta.columns == [1, 2, 0] and tiny_deberta.max_length == 512
+    batched = tiny_deberta.predict(PAIRS)
+    np.testing.assert_allclose(batched, np.vstack([tiny_deberta.predict([p]) for p in PAIRS]), atol=1e-5)
+    for max_tokens, overlap in [(64, 16), (30, 0)]:
+        passages = chunk_document(DOC, 0, tiny_deberta.tokenizer, max_tokens, overlap)
+        assert len(passages) > 2
+        for p in passages:
+            assert DOC[p.start : p.end] == p.text
+            assert len(tiny_deberta.tokenizer(p.text, add_special_tokens=False)["input_ids"]) <= max_tokens
+    selector = EvidenceSelector(NLIScorer(tiny_deberta), k=2, early_exit=None)
+    (result,) = selector.check(
+        [(["Sentence 3 talks about topic 3."], chunk_document(DOC, 0, tiny_deberta.tokenizer, 64))]
+    )[0]
+    assert result.passages_scored == 2 and result.entailment_passage is not None
