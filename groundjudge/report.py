@@ -33,6 +33,7 @@ class RunSummary(BaseModel):
     nli_pairs: int = 0
     usage: Usage = Field(default_factory=Usage)
     worst: list[tuple[str, float]] = Field(default_factory=list, description="lowest combined scores (id, score)")
+    failures: list[str] = Field(default_factory=list, description="the first failed rows and why (at most 10)")
 
 
 class Summarizer:
@@ -60,12 +61,15 @@ class Summarizer:
         self.escalated = 0
         self.nli_pairs = 0
         self.usage = Usage()
+        self.failures: list[str] = []
 
     def add(self, r: AnswerReport) -> None:
         self.n += 1
         self.verdicts[r.verdict] += 1
         if r.verdict == "ERROR" or r.errors:
             self.rows_failed += 1
+            if len(self.failures) < 10:
+                self.failures.append(f"{r.id}: {'; '.join(r.errors) or 'no claim could be judged'}")
         s = r.scores
         for key in self._KEYS:
             value = getattr(s, key)
@@ -119,6 +123,7 @@ class Summarizer:
             nli_pairs=self.nli_pairs,
             usage=self.usage,
             worst=[(rid, -neg) for neg, rid in sorted(self._worst, reverse=True)],
+            failures=list(self.failures),
         )
 
 
@@ -170,6 +175,7 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("tokens in / out", f"{s.usage.input_tokens} / {s.usage.output_tokens}"),
         ("cost", f"${s.usage.cost_usd:.4f}"),
         ("worst", ", ".join(f"{rid} ({score:.2f})" for rid, score in s.worst) or "-"),
+        *(("failed", failure) for failure in s.failures),
     ]
 
 

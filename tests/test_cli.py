@@ -112,6 +112,8 @@ def test_bad_rows_are_reported_with_line_and_reason(tmp_path: Path) -> None:
     assert "row 3, field 'contexts'" in reports[2]["errors"][0]
     assert "row 5, field 'answer'" in reports[3]["errors"][0]
     assert "rows failed" in result.output
+    flat = " ".join(result.output.replace("│", " ").split())  # the summary table, unwrapped
+    assert "failed row-2: row 2: invalid JSON" in flat and "empty: row 3, field 'contexts'" in flat
     # --resume recognises the bad rows too: nothing is written twice
     again = runner.invoke(
         app, ["score", str(data), "--out", str(out), "--cache-dir", str(tmp_path / "c"), "--no-progress", "--resume"]
