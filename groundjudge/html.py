@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from html import escape
 from typing import Any
 
 from groundjudge.models import AnswerReport
@@ -125,24 +126,13 @@ def render_html(reports: Iterable[AnswerReport], title: str = "groundjudge revie
     summary = summarize(chosen)
     payload: dict[str, Any] = {"reports": [r.model_dump(mode="json") for r in chosen]}
     blob = json.dumps(payload, ensure_ascii=False).replace("</", "<\\/")
-    rows = "".join(f"<div><span>{_esc(name)}:</span> {_esc(value)}</div>" for name, value in summary_rows(summary))
+    rows = "".join(f"<div><span>{escape(name)}:</span> {escape(value)}</div>" for name, value in summary_rows(summary))
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
-        f"<header><h1>{_esc(title)}</h1><div id='summary'>{rows}</div></header>"
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<header><h1>{escape(title)}</h1><div id='summary'>{rows}</div></header>"
         "<div id='filters'></div><main><div id='answers'></div>"
         "<aside id='detail'><p>Click a highlighted claim to see its verdict and evidence.</p></aside></main>"
         f"<script type='application/json' id='gj-data'>{blob}</script><script>{_JS}</script></body></html>"
-    )
-
-
-def _esc(text: object) -> str:
-    return (
-        str(text)
-        .replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&quot;")
-        .replace("'", "&#39;")
     )

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -285,6 +285,3 @@ class NLIScorer:
                     for pair, p in zip(unique, probs, strict=True):
                         self.cache.set(self._key(*pair), [round(float(x), 6) for x in p])
         return out
-
-    def describe(self) -> dict[str, Any]:
-        return {"model": self.model.name, "fingerprint": self.model.fingerprint, "device": self.model.device}

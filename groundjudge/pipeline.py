@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -43,7 +43,6 @@ from groundjudge.report import Run
 from groundjudge.score import compute_scores, decide
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # Conditions of the whole run, not of one answer: they end evaluate_many after the finished answers.
 RUN_STOPS = (BudgetExceededError, CacheMissError)

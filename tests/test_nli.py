@@ -20,13 +20,11 @@ from tests.conftest import SHARED_MODEL
 LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
 
 
-def _tiny_model(directory: Path, id2label: dict[int, str], seed: int = 0, permute: list[int] | None = None) -> Path:
-    return tiny_nli_model(directory, SHARED_MODEL, id2label, seed=seed, permute=permute)
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> NLIModel:
-    return NLIModel(str(_tiny_model(tmp_path_factory.mktemp("tiny"), LABELS)), device="cpu", batch_size=3)
+    return NLIModel(
+        str(tiny_nli_model(tmp_path_factory.mktemp("tiny"), SHARED_MODEL, LABELS)), device="cpu", batch_size=3
+    )
 
 
 PAIRS = [
@@ -46,7 +44,7 @@ PAIRS = [
 def test_label_order_comes_from_the_config(tmp_path: Path, tiny: NLIModel) -> None:
     # Same weights, outputs permuted to contradiction / entailment / neutral (the DeBERTa order), config to match.
     permuted = {0: "contradiction", 1: "entailment", 2: "neutral"}
-    other = NLIModel(str(_tiny_model(tmp_path, permuted, permute=[2, 0, 1])), device="cpu")
+    other = NLIModel(str(tiny_nli_model(tmp_path, SHARED_MODEL, permuted, permute=[2, 0, 1])), device="cpu")
     assert other.columns == [1, 2, 0]
     np.testing.assert_allclose(other.predict(PAIRS), tiny.predict(PAIRS), atol=1e-5)
 
@@ -64,7 +62,7 @@ def test_label_names(id2label: dict[int, str], columns: list[int | None]) -> Non
 
 
 def test_placeholder_labels_are_refused(tmp_path: Path) -> None:
-    path = _tiny_model(tmp_path, {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
+    path = tiny_nli_model(tmp_path, SHARED_MODEL, {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
     with pytest.raises(errors.NLIError, match="names no entailment label"):
         NLIModel(str(path), device="cpu")
 
