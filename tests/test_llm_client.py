@@ -237,6 +237,10 @@ def test_changed_prompt_version_model_or_schema_misses(server: ScriptedLLMServer
     client.complete_json([*ASK[:1], Message(role="user", content="Is grass green?")], Verdict, prompt=PROMPT)
     client.complete_json(ASK, Verdict, prompt=PROMPT)
     assert len(server.requests) == 5
+    # settings that decide whether an answer is got, not which one, still hit
+    patient = make_test_client(server, cache=cache, max_reasks=5, retry=RetryPolicy(max_attempts=9))
+    assert patient.complete_json(ASK, Verdict, prompt=PROMPT)[1].cached_calls == 1
+    assert len(server.requests) == 5
 
 
 def test_api_key_never_reaches_the_cache_files(server: ScriptedLLMServer, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import tenacity
@@ -116,9 +116,11 @@ class LLMClient:
             max_tokens=self.max_tokens,
         )
 
-    def cache_key(self, messages: Sequence[Message], schema: type[BaseModel], prompt: PromptRef | None) -> str:
-        """Hash of provider, model, base_url, prompt name+version, messages, output-changing params, schema."""
-        request = self._request(messages, schema)
+    def _key(self, request: LLMRequest, prompt: PromptRef | None) -> str:
+        """Hash of provider, model, base_url, prompt name+version, messages, output-changing params, schema.
+
+        Only what changes the answer: retry and re-ask settings decide whether an answer is got, not which one.
+        """
         return make_key(
             "llm",
             {
@@ -129,9 +131,11 @@ class LLMClient:
                 "temperature": request.temperature,
                 "seed": request.seed,
                 "max_tokens": request.max_tokens,
-                "max_reasks": self.max_reasks,
             },
         )
+
+    def cache_key(self, messages: Sequence[Message], schema: type[BaseModel], prompt: PromptRef | None) -> str:
+        return self._key(self._request(messages, schema), prompt)
 
     def is_cached(self, messages: Sequence[Message], schema: type[BaseModel], prompt: PromptRef | None) -> bool:
         return self.cache is not None and self.cache.peek(self.cache_key(messages, schema, prompt))
@@ -152,7 +156,8 @@ class LLMClient:
         self, messages: Sequence[Message], schema: type[T], *, prompt: PromptRef | None = None
     ) -> tuple[T, Usage]:
         """Ask for a JSON object valid for ``schema``; returns it and what it cost (cached: zero)."""
-        key = self.cache_key(messages, schema, prompt)
+        request = self._request(messages, schema)
+        key = self._key(request, prompt)
         if self.cache is not None:
             cached = self.cache.get(key)  # raises CacheMissError in cache-only mode
             if cached is not None:
@@ -165,7 +170,6 @@ class LLMClient:
                     self.ledger.record_cached(usage)
                     return value, usage
 
-        request = self._request(messages, schema)
         usage = Usage()
         problems: list[str] = []
         raw = ""
@@ -193,23 +197,14 @@ class LLMClient:
                 return value, usage
             problems.append(problem)
             log.info("%s: invalid reply (%s); re-asking", self.model_id, problem)
-            request = LLMRequest(
-                messages=(
-                    *request.messages,
-                    Message(role="assistant", content=raw or "(empty reply)"),
-                    Message(
-                        role="user",
-                        content=f"Your reply was rejected: {problem}. Reply again with one complete JSON object "
-                        "that validates against the schema, and nothing else."
-                        + (" Keep it shorter." if response.truncated else ""),
-                    ),
-                ),
-                schema=request.schema,
-                schema_name=request.schema_name,
-                temperature=request.temperature,
-                seed=request.seed,
-                max_tokens=request.max_tokens,
+            correction = Message(
+                role="user",
+                content=f"Your reply was rejected: {problem}. Reply again with one complete JSON object "
+                "that validates against the schema, and nothing else."
+                + (" Keep it shorter." if response.truncated else ""),
             )
+            assistant = Message(role="assistant", content=raw or "(empty reply)")
+            request = replace(request, messages=(*request.messages, assistant, correction))
         err = errors.InvalidOutputError(
             f"{self.model_id}: no valid JSON after {self.max_reasks + 1} tries: {problems[-1]}",
             raw=raw,
