@@ -28,7 +28,7 @@ from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
 from groundjudge.cache import Cache
 from groundjudge.chunking import claim_sentences
 from groundjudge.config import Config
-from groundjudge.metrics import balanced_accuracy, cohen_kappa
+from groundjudge.metrics import balanced_accuracy, cohen_kappa, label_metrics
 from groundjudge.models import AnswerReport
 from groundjudge.nli import ENTAILMENT, NLIModel
 from groundjudge.pipeline import Evaluator, decide_locally
@@ -118,27 +118,24 @@ def main() -> None:
         "cascade_thresholds": cascade.model_dump(),
     }
 
+    # the same numbers `groundjudge metrics` prints for these reports
+    m = label_metrics(reports)
+    labels = BINARY if claim_level else ANSWER
     if claim_level:
         gold = ["SUPPORTED" if r["label"] == "SUPPORTED" else "NOT_SUPPORTED" for r in rows]
-        pred = ["SUPPORTED" if r.claims and r.claims[0].label == "SUPPORTED" else "NOT_SUPPORTED" for r in reports]
         decided = [(g, x) for g, x in zip(gold, local, strict=True) if x is not None]
         correct = sum((x == "SUPPORTED") == (g == "SUPPORTED") for g, x in decided)
         out["nli_decided_precision"] = correct / len(decided) if decided else None
         out["nli_decided"] = len(decided)
     else:
         gold = [r["label"] for r in rows]
-        pred = [
-            "consistent" if r.scores.n_judged and r.scores.n_supported == r.scores.n_judged else "hallucinated"
-            for r in reports
-        ]
         variant = [
             "consistent" if (r.scores.combined or 0) >= args.score_threshold else "hallucinated" for r in reports
         ]
         out["balanced_accuracy_score_rule"] = 100 * balanced_accuracy(gold, variant, ANSWER)
         out["nli_decided_precision"] = None
-    labels = BINARY if claim_level else ANSWER
-    out["balanced_accuracy"] = 100 * balanced_accuracy(gold, pred, labels)
-    out["kappa"] = cohen_kappa(gold, pred, labels)
+    out["balanced_accuracy"] = 100 * m["balanced_accuracy"]
+    out["kappa"] = m["kappa"]
     out["escalation_rate"] = escalation_rate
     out["pairs_scored"] = sum(r.nli_pairs for r in reports)
     out["claims"] = len(claims)

@@ -68,7 +68,8 @@ ANSWER_LABELS = ["consistent", "hallucinated"]
 
 
 def answer_prediction(report: Any) -> str:
-    """The response rule: an answer is consistent when every claim was judged and judged SUPPORTED."""
+    """The response rule, the one place it is written: an answer is consistent when every claim was judged and
+    judged SUPPORTED (a claim that could not be judged counts against it)."""
     s = report.scores
     return "consistent" if s.n_claims and s.n_supported == s.n_claims else "hallucinated"
 
