@@ -3,7 +3,7 @@
 Passages are ranked for each claim by BM25; the top ``k`` (or all) are scored in rounds (rank 1, then ranks 2-3,
 then the rest), batched across every claim of every sample in the call. A claim stops once a passage entails it at
 ``early_exit`` or above. A claim too long to fit next to a passage gets that passage cut into smaller windows, so
-that nothing is truncated.
+that nothing is truncated; a claim too long for the model's window at all comes back unscored with ``error`` set.
 """
 
 from __future__ import annotations
@@ -125,10 +125,12 @@ class EvidenceSelector:
                 ranked = bm25.rank(claim) if bm25 is not None else list(range(len(passages)))
                 if self.k is not None:
                     ranked = ranked[: self.k]
-                queue = [w for r in ranked for w in self._fit(passages[r], n_tok)]
-                states.append(
-                    _ClaimState(item=i, claim=claim, queue=queue, result=ClaimNLI(passages_total=len(passages)))
-                )
+                result = ClaimNLI(passages_total=len(passages))
+                try:
+                    queue = [w for r in ranked for w in self._fit(passages[r], n_tok)]
+                except InputError as exc:  # this claim only: the others of the batch are scored as usual
+                    queue, result.error = [], str(exc)
+                states.append(_ClaimState(item=i, claim=claim, queue=queue, result=result))
         round_no = 0
         while True:
             width = ROUNDS[round_no] if round_no < len(ROUNDS) else None

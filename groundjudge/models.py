@@ -105,6 +105,7 @@ class ClaimNLI(BaseModel):
     passages_scored: int = 0
     passages_total: int = 0
     early_exit: bool = False
+    error: str | None = None  # the claim could not be scored (too long for the model's window)
 
 
 Label = Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "ERROR"]

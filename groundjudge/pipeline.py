@@ -390,22 +390,14 @@ class Evaluator:
         for w in live:
             w.passages = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
         selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=self.thresholds.t_support)
-        try:
-            results = selector.check([([cl.text for cl in w.claims], w.passages) for w in live])
-        except InputError:
-            # a claim that cannot fit the model: find which answer it belongs to, score the others
-            results = []
-            for w in live:
-                try:
-                    results.append(selector.check([([cl.text for cl in w.claims], w.passages)])[0])
-                except InputError as exc:
-                    w.errors.append(f"NLI: {exc}")
-                    results.append([ClaimNLI(passages_total=len(w.passages)) for _ in w.claims])
+        results = selector.check([([cl.text for cl in w.claims], w.passages) for w in live])
         for w, res in zip(live, results, strict=True):
             w.nli = res
 
     def _route(self, nli: ClaimNLI) -> tuple[str, str]:
         """(label, route) decided locally, or ("", "judge") to escalate."""
+        if nli.error is not None and self.mode == "nli":
+            return "ERROR", "nli"  # NLI could not score it and there is no judge; with one, the judge may
         t = self.thresholds
         local = decide_locally(nli, t.t_support, t.t_contradict, t.t_unsupported) if self.mode != "llm" else None
         if local is not None:
@@ -479,7 +471,7 @@ class Evaluator:
                     reason=judged.reason if judged else "",
                     quotes=judged.quotes if judged else [],
                     flags=flags,
-                    error=judged.error if judged else None,
+                    error=judged.error if judged else nli.error,
                 )
             )
         scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor)

@@ -213,6 +213,17 @@ def test_nli_mode_makes_no_http_requests(llm_server: ScriptedLLMServer, shared_n
     assert report.usage.calls == 0 and report.qa is None
 
 
+def test_a_claim_too_long_for_the_model_is_an_error_of_its_own(shared_nli: Any, tmp_path: Path) -> None:
+    rambling = "The tower " + "and its many lovely old iron beams " * 80 + "is in Paris."  # > 512 tokens
+    ev = Evaluator(nli=shared_nli, cache=Cache(tmp_path / "c"))
+    report = ev.evaluate(f"{GOOD_ANSWER} {rambling}", [CONTEXT])
+    labels = [c.label for c in report.claims]
+    assert len(labels) == 3 and labels[2] == "ERROR" and "ERROR" not in labels[:2]
+    assert report.claims[2].error is not None and "no room" in report.claims[2].error
+    assert all(c.nli is not None and c.nli.passages_scored for c in report.claims[:2])
+    assert report.scores.coverage == pytest.approx(2 / 3) and report.verdict != "PASS"
+
+
 def test_second_run_costs_nothing(llm_server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
     rows = [
         {"id": "a", "answer": GOOD_ANSWER, "contexts": [CONTEXT]},
