@@ -2,6 +2,10 @@
 
 Honest by construction: ERROR claims count in coverage, never as SUPPORTED; an answer with no claims is
 NO_CLAIMS (no 1.0, no NaN); weights are renormalised over the parts that ran.
+
+The reported claim score is SUPPORTED / judged, with coverage beside it. The combined score takes the claim part's
+lower bound, SUPPORTED / all claims, so that a claim the judge failed on can only lower it: dropping the claim
+from the denominator would reward a failure.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ def compute_scores(
     claim_score = supported / len(judged) if judged else None
     nli_score = sum(with_nli) / len(with_nli) if with_nli else None
     qa_score = qa.score if qa is not None else None
-    combined = combine({"claims": claim_score, "nli": nli_score, "qa": qa_score}, weights) if judged else None
+    claims_lower_bound = supported / n if n else None  # ERROR counted as not supported
+    combined = combine({"claims": claims_lower_bound, "nli": nli_score, "qa": qa_score}, weights) if judged else None
     return Scores(
         claims=claim_score,
         nli=nli_score,

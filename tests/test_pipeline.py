@@ -195,14 +195,31 @@ def test_judge_failure_is_error_and_lowers_coverage(
 
 
 def test_judge_failure_never_raises_the_score(llm_server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
-    # one claim decided locally (t_contradict low enough for nothing, t_support reachable for one), one errors
-    ok = evaluator(llm_server, shared_nli, tmp_path / "a", qa=False).evaluate(BAD_ANSWER, [CONTEXT])
-    llm_server.script = route({**HANDLERS, "judge": lambda r: Reply.error(503)})
-    failed = evaluator(llm_server, shared_nli, tmp_path / "b", qa=False).evaluate(BAD_ANSWER, [CONTEXT])
-    assert failed.scores.coverage is not None and failed.scores.coverage < 1
-    assert failed.verdict in ("ERROR", "WARN", "FAIL") and failed.verdict != "PASS"
-    assert ok.scores.combined is not None
-    assert failed.scores.combined is None or failed.scores.combined <= 1.0
+    def run(judge: Any, name: str) -> Any:
+        llm_server.script = route({**HANDLERS, "judge": judge})
+        return evaluator(llm_server, shared_nli, tmp_path / name, qa=False).evaluate(BAD_ANSWER, [CONTEXT])
+
+    honest = run(judge_handler, "honest")  # c1 SUPPORTED, c2 (the 1899 claim) CONTRADICTED
+
+    def supports_everything(req: RecordedRequest) -> Reply:
+        quote = [{"source": 1, "text": "in Paris"}]
+        return Reply.json(
+            {
+                "verdicts": [
+                    {"claim_id": cid, "verdict": "SUPPORTED", "reason": "", "quotes": quote} for cid in claims_in(req)
+                ]
+            }
+        )
+
+    flattering = run(supports_everything, "flattering")
+    failed = run(lambda r: judge_handler(r, skip={"c2"}), "failed")  # the judge never answers for c2
+    assert [c.label for c in failed.claims] == ["SUPPORTED", "ERROR"]
+    assert failed.scores.claims == 1.0 and failed.scores.coverage == 0.5  # SUPPORTED / judged, coverage beside it
+    assert failed.scores.combined is not None and honest.scores.combined is not None
+    # the failure scores no better than the contradiction the judge would have found, and below support
+    assert failed.scores.combined == pytest.approx(honest.scores.combined)
+    assert failed.scores.combined < flattering.scores.combined
+    assert failed.verdict != "PASS"
 
 
 def test_nli_mode_makes_no_http_requests(llm_server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
@@ -210,6 +227,12 @@ def test_nli_mode_makes_no_http_requests(llm_server: ScriptedLLMServer, shared_n
     assert llm_server.requests == []
     assert all(c.route == "nli" and c.label in ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED") for c in report.claims)
     assert [c.claim.origin for c in report.claims] == ["sentence", "sentence"]
+    floor = Config().weak_floor
+    assert all(("weak" in c.flags) == (c.nli is not None and c.nli.entailment < floor) for c in report.claims)
+    invented = evaluator(llm_server, shared_nli, tmp_path, mode="nli").evaluate(
+        GOOD_ANSWER + " Visitors can buy ice cream on the second floor.", [CONTEXT]
+    )
+    assert ["weak" in c.flags for c in invented.claims] == [False, False, True]
     assert report.usage.calls == 0 and report.qa is None
 
 
@@ -305,7 +328,14 @@ def test_scores_are_honest() -> None:
     assert decide(errors_only, thresholds) == "ERROR" and errors_only.claims is None
     mixed = compute_scores([_verdict("SUPPORTED"), _verdict("ERROR")], None, weights, 0.5)
     assert mixed.claims == 1.0 and mixed.coverage == 0.5
-    assert decide(mixed, thresholds) == "WARN"  # all judged claims supported, but half were never judged
+    # the combination counts the unjudged claim as not supported: (0.4 * 1/2 + 0.3 * 0.9) / 0.7
+    assert mixed.combined == pytest.approx((0.4 * 0.5 + 0.3 * 0.9) / 0.7)
+    assert decide(mixed, thresholds) == "FAIL"
+    all_judged = compute_scores([_verdict("SUPPORTED", 0.9)] * 2, None, weights, 0.5)
+    partial = compute_scores(
+        [_verdict("SUPPORTED", 0.9), _verdict("SUPPORTED", 0.9), _verdict("ERROR")], None, weights, 0.5
+    )
+    assert decide(all_judged, thresholds) == "PASS" and decide(partial, thresholds) != "PASS"
     # weights renormalised over the parts that ran: claims 0.4 and nli 0.3 -> 4/7 and 3/7
     two = compute_scores([_verdict("SUPPORTED", 0.3), _verdict("UNSUPPORTED", 0.1)], None, weights, 0.5)
     assert two.combined == pytest.approx((0.4 * 0.5 + 0.3 * 0.2) / 0.7)
@@ -313,7 +343,6 @@ def test_scores_are_honest() -> None:
     assert with_qa.combined == pytest.approx(0.7)
     halluc = compute_scores([_verdict("SUPPORTED", 1.0)] * 9 + [_verdict("CONTRADICTED", 1.0)] * 2, None, weights, 0.5)
     assert decide(halluc, thresholds) == "FAIL"  # 2/11 > 0.1 hallucinated although combined is 0.93
-    assert compute_scores([_verdict("SUPPORTED", 0.2)], None, weights, 0.5).n_weak == 0  # flags come from the pipeline
 
 
 def test_long_contexts_send_only_the_evidence_passages_with_true_offsets() -> None:
