@@ -207,9 +207,13 @@ class Evaluator:
         return self.client.ledger.total if self.client is not None else Usage()
 
     def versions(self) -> dict[str, str]:
-        """The NLI model fingerprint, the LLM and the prompt versions behind this evaluator's reports."""
+        """The NLI model fingerprint, its decision thresholds, the LLM and the prompt versions behind the reports."""
         if self._versions is None:
-            out = {"nli_model": self.nli.fingerprint}
+            t = self.thresholds
+            out = {
+                "nli_model": self.nli.fingerprint,
+                "thresholds": f"support>={t.t_support} contradict>={t.t_contradict} unsupported<={t.t_unsupported}",
+            }
             if self.client is not None:
                 out["llm"] = self.client.model_id
                 names = ["claims", "judge"] + (["qa_questions", "qa_check"] if self.config.qa else [])

@@ -101,9 +101,14 @@ def test_cache_hit_skips_the_model(tiny: NLIModel, tmp_path: Path) -> None:
     second = NLIScorer(tiny, Cache(tmp_path / "c")).score(PAIRS)
     assert tiny.forward_passes == passes
     np.testing.assert_allclose(second, first[: len(PAIRS)], atol=1e-5)
-    # a different model fingerprint misses
+    # a new pair misses
     assert NLIScorer(tiny, Cache(tmp_path / "c")).score([("new premise", "new claim")]).shape == (1, 3)
     assert tiny.forward_passes == passes + 1
+    # and so does another model on the same pairs: its fingerprint is in the key
+    other = NLIModel(str(tiny_nli_model(tmp_path / "other", SHARED_MODEL, LABELS, seed=1)), device="cpu")
+    assert other.fingerprint != tiny.fingerprint
+    NLIScorer(other, Cache(tmp_path / "c")).score(PAIRS)
+    assert other.pairs_scored == len(PAIRS)
 
 
 # -- sentences and passages ------------------------------------------------------------------------------------

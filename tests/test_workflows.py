@@ -224,6 +224,10 @@ def test_calibrate_command_writes_a_config_score_takes(
         ],
     )
     assert scored.exit_code == 0, scored.output
+    used = {json.loads(x)["versions"]["thresholds"] for x in out.read_text().splitlines()}
+    assert used == {
+        f"support>={fit['t_support']} contradict>={fit['t_contradict']} unsupported<={fit['t_unsupported']}"
+    }
 
 
 def test_summarizer_is_exact_in_constant_memory() -> None:
