@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 Role = Literal["system", "user", "assistant"]
 
@@ -210,7 +210,12 @@ class AnswerReport(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     row: int | None = None
     versions: dict[str, str] = Field(default_factory=dict)
-    nli_pairs: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def nli_pairs(self) -> int:
+        """(passage, claim) pairs the NLI stage scored for this answer."""
+        return sum(c.nli.passages_scored for c in self.claims if c.nli is not None)
 
     def _repr_html_(self) -> str:
         from groundjudge.report import report_html

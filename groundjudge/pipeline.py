@@ -496,5 +496,4 @@ class Evaluator:
             metadata=s.metadata,
             row=w.row,
             versions=self.versions(),
-            nli_pairs=sum(r.passages_scored for r in w.nli),
         )
