@@ -64,10 +64,56 @@ GENERIC_PROFILE: dict[str, LocalThresholds] = {
 }
 
 
+# A calibrated or tuned model carries its own thresholds in this file beside its weights ("thresholds travel with
+# the model"): `groundjudge calibrate` and `groundjudge tune` write it, the evaluator reads it.
+MODEL_PROFILE_FILE = "groundjudge.json"
+MODEL_PROFILE_FORMAT = 1
+
+
+def read_model_profile(model_dir: str | Path) -> dict[str, LocalThresholds] | None:
+    """The thresholds stored beside a local model's weights (``groundjudge.json``), or None if it has none.
+
+    Raises:
+        ConfigError: the file exists but cannot be read or is not a groundjudge model profile.
+    """
+    path = Path(model_dir) / MODEL_PROFILE_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != MODEL_PROFILE_FORMAT:
+            raise ValueError(f"format {data.get('format')!r} is not {MODEL_PROFILE_FORMAT}")
+        return {mode: LocalThresholds(**values) for mode, values in data["thresholds"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:
+        raise ConfigError(f"model thresholds {path}: {exc}") from exc
+
+
+def write_model_profile(
+    model_dir: str | Path, profile: dict[str, LocalThresholds], meta: dict[str, object] | None = None
+) -> Path:
+    """Store thresholds per mode (``nli``, ``cascade``) beside a model's weights, with how they were measured."""
+    unknown = set(profile) - {"nli", "cascade"}
+    if unknown:
+        raise ConfigError(f"model profile modes must be nli or cascade, not {sorted(unknown)}")
+    path = Path(model_dir) / MODEL_PROFILE_FILE
+    data = {
+        "format": MODEL_PROFILE_FORMAT,
+        "thresholds": {mode: t.model_dump() for mode, t in profile.items()},
+        "meta": meta or {},
+    }
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
 def profile_for(model_name: str) -> dict[str, LocalThresholds]:
-    """The measured thresholds of a model (matched by hub id or folder name), else the generic ones."""
+    """The thresholds of a model: those stored beside its weights, else the measured ones matched by hub id or folder
+    name, else the generic ones. A stored profile that lacks a mode takes that mode from the next source."""
     key = model_name.rstrip("/").split("/")[-1]
-    return PROFILES.get(model_name) or PROFILES.get(key) or GENERIC_PROFILE
+    known = PROFILES.get(model_name) or PROFILES.get(key) or GENERIC_PROFILE
+    stored = read_model_profile(model_name) if Path(model_name).is_dir() else None
+    return {**known, **stored} if stored else known
 
 
 class Config(BaseModel):

@@ -1,0 +1,51 @@
+"""Thresholds travel with the model: a profile file beside the weights decides, and a broken one is an error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from groundjudge.config import (
+    GENERIC_PROFILE,
+    MODEL_PROFILE_FILE,
+    Config,
+    LocalThresholds,
+    profile_for,
+    read_model_profile,
+    write_model_profile,
+)
+from groundjudge.errors import ConfigError
+
+
+def test_profile_beside_the_weights_decides(tmp_path: Path) -> None:
+    tuned = LocalThresholds(t_support=0.81, t_contradict=0.93, t_unsupported=0.12)
+    write_model_profile(tmp_path, {"cascade": tuned}, {"target": 0.9})
+    assert read_model_profile(tmp_path) == {"cascade": tuned}
+    profile = profile_for(str(tmp_path))
+    assert profile["cascade"] == tuned
+    assert profile["nli"] == GENERIC_PROFILE["nli"]  # a mode the file lacks comes from the next source
+    assert Config().local_thresholds("cascade", str(tmp_path)) == tuned
+    # explicit values still win over the stored ones
+    assert Config(t_support=0.7).local_thresholds("cascade", str(tmp_path)).t_support == 0.7
+
+
+def test_a_model_without_a_profile_keeps_the_known_thresholds(tmp_path: Path) -> None:
+    assert read_model_profile(tmp_path) is None
+    assert profile_for(str(tmp_path)) == GENERIC_PROFILE
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not json", json.dumps({"format": 99, "thresholds": {}}), json.dumps({"format": 1, "thresholds": {"nli": 3}})],
+)
+def test_a_broken_profile_is_an_error_not_silently_generic(tmp_path: Path, content: str) -> None:
+    (tmp_path / MODEL_PROFILE_FILE).write_text(content)
+    with pytest.raises(ConfigError, match=MODEL_PROFILE_FILE):
+        profile_for(str(tmp_path))
+
+
+def test_profile_modes_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        write_model_profile(tmp_path, {"judge": LocalThresholds(t_support=0.5, t_contradict=0.5)})
