@@ -1,7 +1,8 @@
 """A self-contained HTML review page (no network): answers with claims highlighted in place, evidence on click.
 
-The reports travel inside the page as JSON; a small script builds the page with DOM calls (``textContent``,
-never ``innerHTML`` on data), so nothing in an answer or a source can inject markup.
+The reports travel inside the page as JSON (escaped so that no text can end the script element: see
+:func:`embed_json`); a small script builds the page with DOM calls (``textContent``, never ``innerHTML`` on data),
+so nothing in an answer or a source can inject markup.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from html import escape
 from typing import Any
 
 from groundjudge.models import AnswerReport
-from groundjudge.report import summarize, summary_rows
+from groundjudge.report import finite_report, summarize, summary_rows
 
 _CSS = """
 body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f6f4}
@@ -120,12 +121,23 @@ render();
 """
 
 
+# Inside <script> the HTML parser ends the element at "</script" and enters a double-escaped state at
+# "<!--<script", whatever the JSON says; so the data carries no "<", ">" or "&" at all (JSON escapes instead),
+# and is ASCII (lone surrogates and line separators as \u escapes), so no text can end or bend the element.
+_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+
+
+def embed_json(data: Any) -> str:
+    """``data`` as JSON safe to put between ``<script type="application/json">`` tags (strict: no NaN)."""
+    return json.dumps(data, ensure_ascii=True, allow_nan=False).translate(_JSON_ESCAPES)
+
+
 def render_html(reports: Iterable[AnswerReport], title: str = "groundjudge review", only_flagged: bool = False) -> str:
     """The review page for ``reports`` as one HTML string."""
-    chosen = [r for r in reports if r.flagged or not only_flagged]
+    chosen = [finite_report(r) for r in reports if r.flagged or not only_flagged]
     summary = summarize(chosen)
     payload: dict[str, Any] = {"reports": [r.model_dump(mode="json") for r in chosen]}
-    blob = json.dumps(payload, ensure_ascii=False).replace("</", "<\\/")
+    blob = embed_json(payload)
     rows = "".join(f"<div><span>{escape(name)}:</span> {escape(value)}</div>" for name, value in summary_rows(summary))
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from groundjudge.models import AnswerReport, Usage
+from groundjudge.models import AnswerReport, Scores, Usage
 
 
 class RunSummary(BaseModel):
@@ -64,22 +65,25 @@ class Summarizer:
         self.failures: list[str] = []
 
     def add(self, r: AnswerReport) -> None:
+        """Count one report; a non-finite score is skipped and makes the row a failed one."""
         self.n += 1
         self.verdicts[r.verdict] += 1
-        if r.verdict == "ERROR" or r.errors:
+        s = r.scores
+        non_finite = [key for key in self._KEYS if not _finite(getattr(s, key))]
+        if r.verdict == "ERROR" or r.errors or non_finite:
             self.rows_failed += 1
             if len(self.failures) < 10:
-                self.failures.append(f"{r.id}: {'; '.join(r.errors) or 'no claim could be judged'}")
-        s = r.scores
+                why = list(r.errors) + [f"non-finite score {', '.join(non_finite)}"] * bool(non_finite)
+                self.failures.append(f"{r.id}: {'; '.join(why) or 'no claim could be judged'}")
         for key in self._KEYS:
             value = getattr(s, key)
-            if value is not None:
+            if value is not None and key not in non_finite:
                 self.sums[key] += value
                 self.counts[key] += 1
         if s.n_judged:
             self.scored += 1
             self.with_contradiction += s.n_contradicted > 0
-        if s.combined is not None:
+        if s.combined is not None and "combined" not in non_finite:
             self.histogram[min(self._BINS, max(0, round(s.combined * self._BINS)))] += 1
             item = (-s.combined, r.id)
             if len(self._worst) < self._worst_k:
@@ -89,7 +93,8 @@ class Summarizer:
         self.claims += s.n_claims
         self.escalated += s.n_escalated
         self.nli_pairs += r.nli_pairs
-        self.usage = self.usage + r.usage
+        if _finite(r.usage.cost_usd):
+            self.usage = self.usage + r.usage
 
     def _mean(self, key: str) -> float | None:
         return self.sums[key] / self.counts[key] if self.counts[key] else None
@@ -226,8 +231,68 @@ def claims_dataframe(reports: Iterable[AnswerReport]) -> Any:
 
 
 def dumps(report: AnswerReport) -> str:
-    """One JSONL line."""
-    return json.dumps(report.model_dump(mode="json"), ensure_ascii=False)
+    """One JSONL line; strict JSON (a NaN or Infinity raises ValueError: pass the report through
+    :func:`finite_report` first)."""
+    return json.dumps(report.model_dump(mode="json"), ensure_ascii=False, allow_nan=False)
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def _non_finite_paths(obj: Any, path: str = "") -> list[str]:
+    """Where ``obj`` (plain JSON data) holds NaN or Infinity, as dotted paths."""
+    if isinstance(obj, dict):
+        return [p for k, v in obj.items() for p in _non_finite_paths(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(obj, list):
+        return [p for i, v in enumerate(obj) for p in _non_finite_paths(v, f"{path}[{i}]")]
+    return [] if _finite(obj) else [path or "value"]
+
+
+def _scrub(obj: Any) -> Any:
+    """``obj`` with every non-finite number replaced by None."""
+    if isinstance(obj, dict):
+        return {k: _scrub(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_scrub(v) for v in obj]
+    return obj if _finite(obj) else None
+
+
+def finite_report(report: AnswerReport) -> AnswerReport:
+    """``report`` itself when it holds only finite numbers; else an ERROR report of that row that says where.
+
+    A NaN or Infinity is never written: claims whose NLI scores were not finite keep their text but lose the
+    scores and become ERROR, every other non-finite number becomes null, and the scores (not the counts) are
+    cleared.
+    """
+    data = report.model_dump(mode="json")
+    paths = _non_finite_paths(data)
+    if not paths:
+        return report
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    message = f"non-finite number (NaN or Infinity) in {shown}: the report cannot be trusted"
+    clean = _scrub(data)
+    clean.pop("nli_pairs", None)
+    for claim in clean.get("claims", []):
+        nli = claim.get("nli")
+        if isinstance(nli, dict) and any(
+            v is None for k, v in nli.items() if k in ("entailment", "contradiction", "neutral")
+        ):
+            claim.update(nli=None, label="ERROR", error="non-finite NLI score")
+    counts = {k: v for k, v in clean["scores"].items() if k.startswith("n_")}
+    clean.update(verdict="ERROR", scores={**Scores().model_dump(), **counts}, errors=[*report.errors, message])
+    try:
+        return AnswerReport.model_validate(clean)
+    except ValidationError:  # something else held the number: keep only what identifies the row
+        return AnswerReport(
+            id=report.id,
+            verdict="ERROR",
+            mode=report.mode,
+            scores=Scores(),
+            errors=[*report.errors, message],
+            row=report.row,
+            label=report.label,
+        )
 
 
 def _html_table(rows: list[tuple[str, str]]) -> str:
