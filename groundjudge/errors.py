@@ -18,7 +18,7 @@
     │   ├── LLMTimeoutError         no answer within the timeout
     │   ├── LLMConnectionError      could not reach the server
     │   ├── RefusalError            the model declined to answer
-    │   └── InvalidOutputError      no valid JSON for the schema after the re-asks (has .raw)
+    │   └── InvalidOutputError      no valid, accepted JSON after the re-asks (has .raw, .partial)
     └── NLIError                    the local NLI model could not be loaded or run
 
 Retryable errors carry ``retryable = True``; after the last attempt the same typed error is raised with
@@ -27,7 +27,7 @@ Retryable errors carry ``retryable = True``; after the last attempt the same typ
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from groundjudge.models import Usage
@@ -145,12 +145,17 @@ class RefusalError(LLMError):
 
 
 class InvalidOutputError(LLMError):
-    """The model gave no valid JSON for the schema, even after the re-asks; ``raw`` is its last text."""
+    """No acceptable answer after the re-asks: invalid JSON, a schema error, or a failed semantic check.
 
-    def __init__(self, message: str, *, raw: str, errors: list[str]) -> None:
+    ``raw`` is the last reply's text, ``errors`` the problem of each try, and ``partial`` the last reply that was
+    valid for the schema but failed the caller's check (None when no reply was schema-valid).
+    """
+
+    def __init__(self, message: str, *, raw: str, errors: list[str], partial: Any = None) -> None:
         super().__init__(message)
         self.raw = raw
         self.errors = errors
+        self.partial = partial
 
 
 class NLIError(GroundjudgeError):

@@ -348,3 +348,85 @@ def test_openai_compatible_falls_back_to_json_object(server: ScriptedLLMServer) 
     assert server.requests[0].model == "qwen2.5:7b"
     assert "max_tokens" in server.requests[0].body and "JSON Schema" in server.requests[1].messages[0]["content"]
     assert client.price is not None and client.price.cost(10**6, 10**6) == 0.0
+
+
+# -- the caller's semantic check ------------------------------------------------------------------------------
+
+
+class Item(BaseModel):
+    id: str
+    label: str
+
+
+class Items(BaseModel):
+    items: list[Item]
+
+
+WANTED = ("c1", "c2", "c3")
+ALL_IDS = {"items": [{"id": i, "label": "SUPPORTED"} for i in WANTED]}
+MISSING_C3 = {"items": [{"id": i, "label": "SUPPORTED"} for i in WANTED[:2]]}
+
+
+def every_id(value: Items) -> str | None:
+    missing = [i for i in WANTED if i not in {it.id for it in value.items}]
+    return f"you gave no verdict for claim ids {', '.join(missing)}" if missing else None
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_reply_failing_the_check_is_reasked_and_never_cached(
+    server: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    server.push(Reply.json(MISSING_C3), Reply.json(ALL_IDS))
+    client = make_test_client(server, provider, cache=Cache(tmp_path / "c"))
+    value, usage = client.complete_json(ASK, Items, prompt=PROMPT, check=every_id)
+    assert [it.id for it in value.items] == list(WANTED)
+    assert usage.calls == 2 and len(server.requests) == 2
+    first, second = server.requests
+    assert second.messages != first.messages  # the re-ask is not byte-identical: it cannot hit a poisoned entry
+    assert "claim ids c3" in second.last_user
+    # a later run, fresh client and cache handle: the good reply is served, no request made
+    server.script = lambda req: Reply.json(MISSING_C3)
+    again, usage2 = make_test_client(server, provider, cache=Cache(tmp_path / "c")).complete_json(
+        ASK, Items, prompt=PROMPT, check=every_id
+    )
+    assert again == value and usage2.cached_calls == 1 and len(server.requests) == 2
+
+
+def test_a_cached_value_failing_the_check_is_not_served(server: ScriptedLLMServer, tmp_path: Path) -> None:
+    # a cache written before the check existed (or by a caller without it) holds an incomplete reply
+    server.push(Reply.json(MISSING_C3))
+    make_test_client(server, cache=Cache(tmp_path / "c")).complete_json(ASK, Items, prompt=PROMPT)
+    assert len(server.requests) == 1
+    server.push(Reply.json(ALL_IDS))
+    checked = make_test_client(server, cache=Cache(tmp_path / "c"))
+    value, usage = checked.complete_json(ASK, Items, prompt=PROMPT, check=every_id)
+    assert every_id(value) is None and usage.calls == 1 and usage.cached_calls == 0
+    assert len(server.requests) == 2
+    # the good reply overwrote the poisoned entry
+    value3, usage3 = make_test_client(server, cache=Cache(tmp_path / "c")).complete_json(
+        ASK, Items, prompt=PROMPT, check=every_id
+    )
+    assert value3 == value and usage3.cached_calls == 1 and len(server.requests) == 2
+    # cache-only replay of an entry failing the check is a miss, not a spend
+    server.push(Reply.json(MISSING_C3))
+    make_test_client(server, cache=Cache(tmp_path / "c2")).complete_json(ASK, Items, prompt=PROMPT)
+    replay = make_test_client(server, cache=Cache(tmp_path / "c2", mode="only"))
+    with pytest.raises(errors.CacheMissError):
+        replay.complete_json(ASK, Items, prompt=PROMPT, check=every_id)
+    assert len(server.requests) == 3
+
+
+def test_check_failing_after_every_reask_raises_with_the_partial_value(server: ScriptedLLMServer, cache: Cache) -> None:
+    server.script = lambda req: Reply.json(MISSING_C3)
+    client = make_test_client(server, cache=cache, max_reasks=2)
+    with pytest.raises(errors.InvalidOutputError) as info:
+        client.complete_json(ASK, Items, prompt=PROMPT, check=every_id)
+    assert isinstance(info.value.partial, Items) and len(info.value.partial.items) == 2
+    assert info.value.usage is not None and info.value.usage.calls == 3
+    assert all("claim ids c3" in e for e in info.value.errors)
+    assert not cache.peek(client.cache_key(ASK, Items, PROMPT))
+    # without any schema-valid reply there is no partial value
+    server.script = lambda req: Reply.text("no JSON here")
+    with pytest.raises(errors.InvalidOutputError) as info2:
+        client.complete_json(ASK, Items, prompt=PromptRef(name="judge", version="2"), check=every_id)
+    assert info2.value.partial is None

@@ -153,9 +153,21 @@ class LLMClient:
     # -- the call -----------------------------------------------------------------------------------------
 
     def complete_json(
-        self, messages: Sequence[Message], schema: type[T], *, prompt: PromptRef | None = None
+        self,
+        messages: Sequence[Message],
+        schema: type[T],
+        *,
+        prompt: PromptRef | None = None,
+        check: Callable[[T], str | None] | None = None,
     ) -> tuple[T, Usage]:
-        """Ask for a JSON object valid for ``schema``; returns it and what it cost (cached: zero)."""
+        """Ask for a JSON object valid for ``schema``; returns it and what it cost (cached: zero).
+
+        ``check`` is the caller's semantic test of a schema-valid value: None accepts it, a string names what is
+        wrong ("no verdict for claim ids c2, c3"). A value that fails it is re-asked like a schema error (naming the
+        problem, so the re-ask is a different request), never cached, and a cached value that fails it is not
+        served. When the re-asks run out, :class:`InvalidOutputError` carries the last schema-valid value in
+        ``partial``.
+        """
         request = self._request(messages, schema)
         key = self._key(request, prompt)
         if self.cache is not None:
@@ -166,19 +178,27 @@ class LLMClient:
                 except (ValidationError, KeyError, TypeError):
                     log.warning("ignoring a cached entry that no longer validates: %s", key)
                 else:
-                    usage = Usage(cached_calls=1)
-                    self.ledger.record_cached(usage)
-                    return value, usage
+                    rejected = check(value) if check is not None else None
+                    if rejected is None:
+                        usage = Usage(cached_calls=1)
+                        self.ledger.record_cached(usage)
+                        return value, usage
+                    log.warning("ignoring a cached entry that fails the caller's check (%s): %s", rejected, key)
+                    if self.cache.mode == "only":
+                        raise errors.CacheMissError(
+                            f"cache-only mode: the cached entry for key {key} fails the check ({rejected})"
+                        )
 
         usage = Usage()
         problems: list[str] = []
         raw = ""
+        partial: T | None = None
         for _ in range(self.max_reasks + 1):
             try:
                 response, call_usage = self._send_with_retries(request)
             except errors.GroundjudgeError as exc:
                 if isinstance(exc, errors.LLMError):
-                    exc.usage = usage
+                    exc.usage = usage + exc.usage if exc.usage is not None else usage
                 raise
             usage = usage + call_usage
             raw = response.text
@@ -192,11 +212,15 @@ class LLMClient:
                     f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:10]
                 )
             else:
-                if self.cache is not None:
-                    self.cache.set(key, {"output": value.model_dump(mode="json"), "raw": raw})
-                return value, usage
+                rejected = check(value) if check is not None else None
+                if rejected is None:
+                    if self.cache is not None:
+                        self.cache.set(key, {"output": value.model_dump(mode="json"), "raw": raw})
+                    return value, usage
+                partial = value
+                problem = f"the answer is incomplete or inconsistent: {rejected}"
             problems.append(problem)
-            log.info("%s: invalid reply (%s); re-asking", self.model_id, problem)
+            log.info("%s: rejected reply (%s); re-asking", self.model_id, problem)
             correction = Message(
                 role="user",
                 content=f"Your reply was rejected: {problem}. Reply again with one complete JSON object "
@@ -206,9 +230,10 @@ class LLMClient:
             assistant = Message(role="assistant", content=raw or "(empty reply)")
             request = replace(request, messages=(*request.messages, assistant, correction))
         err = errors.InvalidOutputError(
-            f"{self.model_id}: no valid JSON after {self.max_reasks + 1} tries: {problems[-1]}",
+            f"{self.model_id}: no acceptable JSON after {self.max_reasks + 1} tries: {problems[-1]}",
             raw=raw,
             errors=problems,
+            partial=partial,
         )
         err.usage = usage
         raise err
