@@ -7,7 +7,10 @@ answered by the next queued :class:`Reply`, or else by the script function; repl
         server.push(Reply.error(429, retry_after=0.1), Reply.malformed_body())
         client = OpenAI(base_url=server.openai_base_url, api_key="test")
 
-Routes: ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthropic).
+Routes: ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthropic). With
+``refuse_json_schema=True`` the server behaves like an OpenAI-compatible server without structured outputs: every
+OpenAI request with ``response_format`` json_schema gets HTTP 400 (after ``refusal_delay`` seconds) and uses up no
+scripted reply. Refusals report their tokens, as real providers bill them.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ class Reply:
     kind: Literal["content", "refusal", "error", "malformed_body"] = "content"
     content: str = ""
     obj: Any = None
-    finish: Literal["stop", "length"] = "stop"
+    finish: Literal["stop", "length", "content_filter"] = "stop"
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
@@ -93,8 +96,14 @@ class Reply:
         return cls(content=content, finish="length", **kw)
 
     @classmethod
-    def refusal(cls, message: str = "I can't help with that.") -> Reply:
-        return cls(kind="refusal", content=message)
+    def refusal(cls, message: str = "I can't help with that.", **kw: Any) -> Reply:
+        """The model declines: OpenAI ``message.refusal``, Anthropic ``stop_reason: refusal`` (tokens billed)."""
+        return cls(kind="refusal", content=message, **kw)
+
+    @classmethod
+    def content_filtered(cls, content: str = "", **kw: Any) -> Reply:
+        """OpenAI ``finish_reason: content_filter`` (Anthropic: ``stop_reason: refusal``), tokens billed."""
+        return cls(content=content, finish="content_filter", **kw)
 
     @classmethod
     def error(cls, status: int, *, retry_after: float | None = None, message: str = "scripted error") -> Reply:
@@ -121,6 +130,14 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def _in_tokens(req: RecordedRequest, reply: Reply) -> int:
+    return reply.input_tokens if reply.input_tokens is not None else _tokens(req.text)
+
+
+def _out_tokens(reply: Reply) -> int:
+    return reply.output_tokens if reply.output_tokens is not None else _tokens(reply.content)
+
+
 def _error_type(status: int) -> str:
     return {
         400: "invalid_request_error",
@@ -144,22 +161,22 @@ def _openai_body(req: RecordedRequest, reply: Reply) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": content, "refusal": refusal},
-                "finish_reason": "length" if reply.finish == "length" else "stop",
+                "finish_reason": reply.finish,
                 "logprobs": None,
             }
         ],
         "usage": {
-            "prompt_tokens": reply.input_tokens or _tokens(req.text),
-            "completion_tokens": reply.output_tokens or _tokens(reply.content),
-            "total_tokens": (reply.input_tokens or _tokens(req.text)) + (reply.output_tokens or _tokens(reply.content)),
+            "prompt_tokens": _in_tokens(req, reply),
+            "completion_tokens": _out_tokens(reply),
+            "total_tokens": _in_tokens(req, reply) + _out_tokens(reply),
         },
     }
 
 
 def _anthropic_body(req: RecordedRequest, reply: Reply) -> dict[str, Any]:
     tool_choice = req.body.get("tool_choice") or {}
-    if reply.kind == "refusal":
-        content: list[dict[str, Any]] = [{"type": "text", "text": reply.content}]
+    if reply.kind == "refusal" or reply.finish == "content_filter":
+        content: list[dict[str, Any]] = [{"type": "text", "text": reply.content}] if reply.content else []
         stop = "refusal"
     elif reply.obj is not None and isinstance(reply.obj, dict) and tool_choice.get("type") == "tool":
         content = [{"type": "tool_use", "id": "toolu_scripted", "name": tool_choice["name"], "input": reply.obj}]
@@ -176,8 +193,8 @@ def _anthropic_body(req: RecordedRequest, reply: Reply) -> dict[str, Any]:
         "stop_reason": stop,
         "stop_sequence": None,
         "usage": {
-            "input_tokens": reply.input_tokens or _tokens(req.text),
-            "output_tokens": reply.output_tokens or _tokens(reply.content),
+            "input_tokens": _in_tokens(req, reply),
+            "output_tokens": _out_tokens(reply),
         },
     }
 
@@ -185,8 +202,12 @@ def _anthropic_body(req: RecordedRequest, reply: Reply) -> dict[str, Any]:
 class ScriptedLLMServer:
     """A threaded HTTP server on a random port of 127.0.0.1; use as a context manager."""
 
-    def __init__(self, script: Script | None = None) -> None:
+    def __init__(
+        self, script: Script | None = None, *, refuse_json_schema: bool = False, refusal_delay: float = 0.0
+    ) -> None:
         self.script = script
+        self.refuse_json_schema = refuse_json_schema
+        self.refusal_delay = refusal_delay
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -202,6 +223,14 @@ class ScriptedLLMServer:
             self._queue.extend(replies)
 
     def _next_reply(self, req: RecordedRequest) -> Reply:
+        fmt = req.body.get("response_format")
+        wants_schema = isinstance(fmt, dict) and fmt.get("type") == "json_schema"
+        if self.refuse_json_schema and req.api == "openai" and wants_schema:
+            with self._lock:
+                self.requests.append(req)
+            refused = Reply.error(400, message="response_format json_schema is not supported by this server")
+            refused.delay = self.refusal_delay
+            return refused
         with self._lock:
             self.requests.append(req)
             queued = self._queue.popleft() if self._queue else None

@@ -13,7 +13,7 @@ from groundjudge.cache import Cache
 from groundjudge.llm import Ledger, RetryPolicy, register_price
 from groundjudge.models import Message, PromptRef
 from groundjudge.testing import Reply, ScriptedLLMServer
-from tests.conftest import make_test_client
+from tests.conftest import FAST_RETRY, make_test_client
 
 PROVIDERS = ["openai", "anthropic"]
 ASK = [Message(role="system", content="You grade claims."), Message(role="user", content="Is the sky blue?")]
@@ -430,3 +430,26 @@ def test_check_failing_after_every_reask_raises_with_the_partial_value(server: S
     with pytest.raises(errors.InvalidOutputError) as info2:
         client.complete_json(ASK, Items, prompt=PromptRef(name="judge", version="2"), check=every_id)
     assert info2.value.partial is None
+
+
+def test_json_schema_fallback_is_race_free_at_concurrency_8(server: ScriptedLLMServer) -> None:
+    # The refusals come back slowly, so that many schema-mode requests are in flight when the first one switches.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from groundjudge.llm import LLMClient, get_provider
+
+    server.refuse_json_schema, server.refusal_delay = True, 0.1
+    server.script = lambda req: Reply.json(GOOD)
+    client = LLMClient(
+        get_provider(f"openai-compatible/qwen2.5:7b@{server.openai_base_url}"), retry=FAST_RETRY, sleep=lambda s: None
+    )
+
+    def one(i: int) -> str:
+        return client.complete_json([Message(role="user", content=f"question {i}")], Verdict)[0].label
+
+    with ThreadPoolExecutor(8) as pool:
+        labels = list(pool.map(one, range(40)))
+    assert labels == ["SUPPORTED"] * 40
+    formats = [r.body["response_format"]["type"] for r in server.requests]
+    assert formats.count("json_object") == 40
+    assert 2 <= formats.count("json_schema") <= 8  # the ones in flight before the switch; none after

@@ -44,6 +44,8 @@ class OpenAIProvider:
 
     json_mode: ``schema`` sends ``response_format=json_schema`` (strict), ``object`` sends ``json_object``,
     ``auto`` tries json_schema and falls back to json_object for good if the server rejects it with a 400.
+    The fallback is race-free: every request that was sent with json_schema and got that 400 is re-sent with
+    json_object, whichever thread switched the mode.
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class OpenAIProvider:
         self.model = model
         self.base_url = base_url
         self.json_mode: JsonMode = json_mode
+        self._schema_refused = False  # auto mode: the server refused json_schema once, so use json_object
         self.send_seed = send_seed
         self._lock = threading.Lock()
         # max_retries=0: LLMClient owns the one retry policy.
@@ -92,16 +95,24 @@ class OpenAIProvider:
             params["seed"] = request.seed
         return self._client.chat.completions.create(**params)
 
+    def _mode(self) -> str:
+        if self.json_mode == "auto":
+            with self._lock:
+                return "object" if self._schema_refused else "schema"
+        return self.json_mode
+
     def send(self, request: LLMRequest) -> LLMResponse:
-        mode = "schema" if self.json_mode == "auto" else self.json_mode
+        mode = self._mode()
         try:
             try:
                 completion = self._create(request, mode)
             except openai.BadRequestError as exc:
-                if self.json_mode != "auto" or ("response_format" not in str(exc) and "json_schema" not in str(exc)):
+                # Decided by what this request sent, not by the shared mode another thread may have switched.
+                refused = "response_format" in str(exc) or "json_schema" in str(exc)
+                if not (self.json_mode == "auto" and mode == "schema" and refused):
                     raise
                 with self._lock:
-                    self.json_mode = "object"
+                    self._schema_refused = True
                 completion = self._create(request, "object")
         except (openai.OpenAIError, json.JSONDecodeError) as exc:
             mapped = map_sdk_error(exc, openai, self.name)
