@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -76,23 +78,45 @@ def pick_device(device: str | None = None) -> str:
     return "cpu"
 
 
+# Whole-file digests of model files, remembered by (absolute path, size, mtime_ns, inode) for this process only:
+# hashing the shared 91 MB model takes about 0.2 s, so a memo on disk is not worth its staleness risks.
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+_DIGESTS_LOCK = threading.Lock()
+_RACY_NS = 2 * 10**9  # a file modified this recently may change again within the same mtime tick: never memoised
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a whole file, computed once per (path, size, mtime, inode) in this process."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _DIGESTS_LOCK:
+        hit = _DIGESTS.get(key)
+    if hit is not None:
+        return hit
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(2**20):
+            h.update(block)
+    digest = h.hexdigest()
+    if time.time_ns() - st.st_mtime_ns > _RACY_NS:
+        with _DIGESTS_LOCK:
+            _DIGESTS[key] = digest
+    return digest
+
+
 def _fingerprint_dir(path: Path) -> str:
-    """A cheap content hash of a local model: config, tokenizer files, and head/tail/size of the weights."""
+    """A content hash of a local model folder: the name and whole-content digest of every file in it."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
         if not f.is_file():
             continue
-        h.update(f.name.encode())
-        size = f.stat().st_size
-        h.update(str(size).encode())
-        with f.open("rb") as fh:
-            if size <= 4 * 2**20:
-                h.update(fh.read())
-            else:
-                h.update(fh.read(2**20))
-                fh.seek(size - 2**20)
-                h.update(fh.read())
+        h.update(f.name.encode() + b"\0" + file_digest(f).encode() + b"\0")
     return h.hexdigest()[:16]
+
+
+def _numerics(device: str, dtype: object) -> str:
+    """Device class and weight dtype, the parts of the runtime that change the numbers (cuda:1 = cuda)."""
+    return f"{device.split(':', 1)[0]}-{str(dtype).removeprefix('torch.')}"
 
 
 class NLIModel:
@@ -150,10 +174,11 @@ class NLIModel:
         self.max_length = self._max_length()
         self.special_tokens = int(self.tokenizer.num_special_tokens_to_add(pair=True))
         if is_local:
-            self.fingerprint = f"{Path(self.name).name}@{_fingerprint_dir(Path(self.name))}"
+            weights = f"{Path(self.name).name}@{_fingerprint_dir(Path(self.name))}"
         else:
-            commit = getattr(self.model.config, "_commit_hash", None) or revision or "main"
-            self.fingerprint = f"{self.name}@{commit}"
+            weights = f"{self.name}@{getattr(self.model.config, '_commit_hash', None) or revision or 'main'}"
+        # fp16 on cuda and fp32 on cpu give different numbers: they must not share cache entries
+        self.fingerprint = f"{weights}/{_numerics(self.device, next(self.model.parameters()).dtype)}"
         self.forward_passes = 0
         self.pairs_scored = 0
         self._lock = threading.Lock()
@@ -263,7 +288,11 @@ class NLIScorer:
         return make_key("nli", [self.model.fingerprint, premise, hypothesis])
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Probabilities ``(n, 3)`` for the pairs, from the cache where it has them."""
+        """Probabilities ``(n, 3)`` for the pairs, from the cache where it has them.
+
+        A row the model returned with any non-finite value (NaN, infinity) comes back as all NaN and is never
+        cached: the caller marks that claim as an error. A non-finite row found in the cache is scored again.
+        """
         out = np.zeros((len(pairs), 3), dtype=np.float32)
         todo: dict[tuple[str, str], list[int]] = {}
         for i, pair in enumerate(pairs):
@@ -271,17 +300,32 @@ class NLIScorer:
         if self.cache is not None and self.cache.reads:
             for pair in list(todo):
                 hit = self.cache.get(self._key(*pair), miss_ok=True)  # local and free: never a replay error
-                if hit is not None:
+                if hit is not None and _finite_row(hit):
                     out[todo.pop(pair)] = hit
                     self.cache_hits += 1
         if todo:
             unique = list(todo)
             # rounded as the cache stores them, so that a fresh and a cached run report the same numbers
             probs = np.round(self.model.predict(unique), 6)
+            finite = np.asarray(np.isfinite(probs).all(axis=1), dtype=bool)
+            probs[~finite] = np.nan
+            if not finite.all():
+                log.warning("NLI model %s returned non-finite scores for %d pair(s)", self.model.name, (~finite).sum())
             for pair, p in zip(unique, probs, strict=True):
                 out[todo[pair]] = p
-            if self.cache is not None and self.cache.writes:
+            if self.cache is not None and self.cache.writes and finite.any():
                 with self.cache.store.transact():
-                    for pair, p in zip(unique, probs, strict=True):
-                        self.cache.set(self._key(*pair), [round(float(x), 6) for x in p])
+                    for pair, p, ok in zip(unique, probs, finite, strict=True):
+                        if ok:
+                            self.cache.set(self._key(*pair), [round(float(x), 6) for x in p])
         return out
+
+
+def _finite_row(value: object) -> bool:
+    """Whether a cached value is three finite numbers (entries from before non-finite rows were refused are not)."""
+    if not isinstance(value, list) or len(value) != 3:
+        return False
+    try:
+        return all(math.isfinite(float(x)) for x in value)
+    except (TypeError, ValueError):
+        return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -109,6 +110,105 @@ def test_cache_hit_skips_the_model(tiny: NLIModel, tmp_path: Path) -> None:
     assert other.fingerprint != tiny.fingerprint
     NLIScorer(other, Cache(tmp_path / "c")).score(PAIRS)
     assert other.pairs_scored == len(PAIRS)
+
+
+def _save_bert(directory: Path, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A random BERT NLI model of about 8 MB (over the old fingerprint's 4 MB whole-file limit) saved to a folder;
+    ``state`` overrides its weights. Returns the weights saved."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(str(SHARED_MODEL), local_files_only=True)
+    torch.manual_seed(0)
+    config = BertConfig(  # type: ignore[call-arg]
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        initializer_range=0.5,
+        num_labels=3,
+        id2label=LABELS,
+        label2id={v: k for k, v in LABELS.items()},
+    )
+    model = BertForSequenceClassification(config).eval()
+    if state is not None:
+        model.load_state_dict(state)
+    model.save_pretrained(str(directory))
+    tokenizer.save_pretrained(str(directory))
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_a_model_retrained_into_the_same_folder_misses_the_cache(tmp_path: Path) -> None:
+    # Issue 13: the fingerprint hashed the size and the first and last MB of the weights, so a retrained model
+    # saved under the same folder read the old model's scores from the cache.
+    folder = tmp_path / "model"
+    state = _save_bert(folder)
+    weights = folder / "model.safetensors"
+    old_bytes = weights.read_bytes()
+    first = NLIModel(str(folder), device="cpu")
+    vocab = first.tokenizer.convert_ids_to_tokens(list(range(10_000, 10_400)))
+    rare = " ".join([t for t in vocab if t.isalpha()][:12])  # words whose embedding rows sit in the middle of the file
+    pairs = [(f"{rare} is what the report says.", f"The report says {rare}."), *PAIRS[:3]]
+    cache = Cache(tmp_path / "c")
+    old_scores = NLIScorer(first, cache).score(pairs)
+
+    retrained = dict(state)
+    emb = retrained["bert.embeddings.word_embeddings.weight"].clone()
+    emb[10_000:20_000] = -emb[10_000:20_000]
+    retrained["bert.embeddings.word_embeddings.weight"] = emb
+    _save_bert(folder, retrained)
+    new_bytes = weights.read_bytes()
+    mb = 2**20
+    assert len(new_bytes) == len(old_bytes) and new_bytes != old_bytes
+    assert new_bytes[:mb] == old_bytes[:mb] and new_bytes[-mb:] == old_bytes[-mb:]  # only the middle changed
+
+    second = NLIModel(str(folder), device="cpu")
+    assert second.fingerprint != first.fingerprint
+    fresh = second.predict(pairs)
+    assert not np.allclose(fresh[0], old_scores[0], atol=1e-3)  # the change really moves the scores
+    scorer = NLIScorer(second, Cache(tmp_path / "c"))
+    np.testing.assert_allclose(scorer.score(pairs), fresh, atol=1e-5)
+    assert scorer.cache_hits == 0
+    # and the same model loaded again still hits (the digest is remembered, not recomputed into something else)
+    again = NLIScorer(NLIModel(str(folder), device="cpu"), Cache(tmp_path / "c"))
+    again.score(pairs)
+    assert again.cache_hits == len(pairs)
+
+
+def test_fingerprint_names_device_class_and_dtype(tiny: NLIModel, tmp_path: Path) -> None:
+    assert tiny.fingerprint.endswith("/cpu-float32")
+    half = NLIModel(tiny.name, device="cpu", half=True)
+    assert half.fingerprint.endswith("/cpu-float16") and half.fingerprint != tiny.fingerprint
+
+
+def test_non_finite_scores_are_returned_as_nan_and_never_cached(tmp_path: Path, tiny: NLIModel) -> None:
+    # Issue 13: a model returning NaN yielded PASS and wrote NaN into the cache.
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    path = tiny_nli_model(tmp_path / "nan", SHARED_MODEL, LABELS)
+    broken = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True)
+    with torch.no_grad():
+        broken.classifier.bias.fill_(float("nan"))
+    broken.save_pretrained(str(path))
+    model = NLIModel(str(path), device="cpu")
+    cache = Cache(tmp_path / "c")
+    scorer = NLIScorer(model, cache)
+    out = scorer.score(PAIRS[:3])
+    assert out.shape == (3, 3) and np.isnan(out).all()
+    assert cache.stats()["entries"].get("nli", 0) == 0
+    again = NLIScorer(model, Cache(tmp_path / "c"))
+    assert np.isnan(again.score(PAIRS[:3])).all() and again.cache_hits == 0
+
+    # a non-finite entry already in a cache (written before this fix) is scored again, not served
+    healthy = NLIScorer(tiny, cache)
+    cache.set(healthy._key(*PAIRS[0]), [float("nan"), 0.5, 0.5])
+    row = healthy.score(PAIRS[:1])
+    assert np.isfinite(row).all() and healthy.cache_hits == 0
+    np.testing.assert_allclose(row, tiny.predict(PAIRS[:1]), atol=1e-5)
+    assert np.isfinite(cache.get(healthy._key(*PAIRS[0]))).all()  # and the good row replaced it
 
 
 # -- sentences and passages ------------------------------------------------------------------------------------
