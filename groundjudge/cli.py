@@ -6,14 +6,18 @@ Exit codes: 0 ok, 1 some rows failed, 2 usage or configuration error, 3 budget r
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from groundjudge import __version__
 from groundjudge.cache import Cache
@@ -34,12 +38,12 @@ err = Console(stderr=True)
 
 CacheDir = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs Optional at runtime on 3.10
-    typer.Option("--cache-dir", help="Cache directory [default: $GROUNDJUDGE_CACHE_DIR or ~/.cache/groundjudge]."),
+    typer.Option("--cache-dir", help="Cache directory \\[default: $GROUNDJUDGE_CACHE_DIR or ~/.cache/groundjudge]."),
 ]
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -101,57 +105,239 @@ def _print_summary(console: Console, summary: Any) -> None:
     table.add_column("", style="bold")
     table.add_column("")
     for name, value in summary_rows(summary):
-        table.add_row(name, value)
+        table.add_row(escape(name), escape(value))  # ids and reasons are data, not markup
     console.print(table)
 
 
 # -- score ------------------------------------------------------------------------------------------------------
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+class _NonFiniteNumber(ValueError):
+    pass
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFiniteNumber(f"{text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise _NonFiniteNumber(f"{name} is not a JSON number")
+
+
+def _parse_line(raw: bytes, n: int) -> Any:
+    """One input line as a row, an InputError naming the line and what is wrong with it, or None if blank."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return InputError(f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line", row=n)
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        return InputError(f"invalid JSON: {exc.msg} at column {exc.colno}", row=n)
+    except _NonFiniteNumber as exc:
+        return InputError(f"invalid JSON: {exc}", row=n)
+    except RecursionError:
+        return InputError("invalid JSON: nested too deeply", row=n)
+
+
 def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed row or an InputError) for each non-blank line, streamed."""
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield n, InputError(f"invalid JSON: {exc.msg} at column {exc.colno}", row=n)
+    """(line number, parsed row or an InputError) for each non-blank line, streamed.
+
+    Bytes are decoded line by line, so a bad byte spoils only its own line; a UTF-8 byte order mark is skipped.
+    """
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if n == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            row = _parse_line(raw, n)
+            if row is not None:
+                yield n, row
 
 
-def _done_ids(out: Path) -> set[str]:
-    """Ids already in OUT (for --resume); a torn last line from a killed run is ignored and cut off."""
-    ids: set[str] = set()
+def _input_rows(path: Path, skip: set[str]) -> Iterator[tuple[int, Any]]:
+    """Rows of ``path`` whose report id is not in ``skip``; a row that repeats an earlier row's id is an InputError.
+
+    Duplicates are decided while streaming (a set of the ids seen), over every row, skipped or not; the second
+    row's report takes the id ``row-N``, so the first keeps its own.
+    """
+    from groundjudge.pipeline import row_id
+
+    seen: dict[str, int] = {}
+    for n, row in _read_jsonl(path):
+        rid = row_id(row, n)
+        if rid in seen:
+            row = InputError(f"duplicate id {rid!r}: row {seen[rid]} has it already", row=n, field="id")
+            rid = row_id(row, n)
+        seen.setdefault(rid, n)
+        if rid not in skip:
+            yield n, row
+
+
+@dataclass
+class _OutLine:
+    """What one line of an existing OUT holds."""
+
+    rid: str | None  # None: not a report (damaged)
+    failed: bool = False  # its report is ERROR or has errors
+    complete: bool = True  # ends with a newline
+    why: str = ""
+
+
+def _classify(raw: bytes) -> _OutLine:
+    complete = raw.endswith(b"\n")
+    if not raw.strip():
+        return _OutLine(None, complete=complete, why="blank line")
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or "id" not in data or "verdict" not in data:
+            return _OutLine(None, complete=complete, why="not a report (no id and verdict)")
+        return _OutLine(str(data["id"]), data["verdict"] == "ERROR" or bool(data.get("errors")), complete)
+    except (ValueError, RecursionError) as exc:
+        return _OutLine(None, complete=complete, why=f"unreadable ({str(exc)[:80]})")
+
+
+@dataclass
+class _Existing:
+    """An existing OUT, read without changing it (for --resume)."""
+
+    ids: set[str] = field(default_factory=set)  # ids with a report
+    failed: set[str] = field(default_factory=set)  # of those, the ones whose report failed
+    damaged: list[tuple[int, str]] = field(default_factory=list)  # (line, why) of damaged lines before the last
+    torn_tail: bool = False  # the last line has no newline and is no report: a write cut short by a kill
+    open_tail: bool = False  # the last line is a report without its newline
+
+
+def _scan_out(out: Path) -> _Existing:
+    """What OUT holds; changes nothing (a dry run may call it)."""
+    found = _Existing()
     if not out.exists():
-        return ids
-    good_bytes = 0
+        return found
     with out.open("rb") as fh:
-        for raw in fh:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                ids.add(str(json.loads(raw)["id"]))
-            except (ValueError, KeyError, TypeError):
-                break
-            good_bytes += len(raw)
-    if good_bytes < out.stat().st_size:
-        with out.open("r+b") as fh:
-            fh.truncate(good_bytes)
-    return ids
+        for n, raw in enumerate(fh, start=1):
+            line = _classify(raw)
+            if line.rid is not None:
+                found.ids.add(line.rid)
+                if line.failed:
+                    found.failed.add(line.rid)
+                found.open_tail = not line.complete
+            elif not line.complete:
+                found.torn_tail = True
+            elif line.why != "blank line":
+                found.damaged.append((n, line.why))
+    return found
+
+
+def _rewrite_out(out: Path, drop_ids: set[str]) -> int:
+    """Rewrite OUT atomically (temp file + os.replace) without its damaged lines, a torn last line and the reports
+    of ``drop_ids``; damaged lines are moved to ``OUT.damaged`` rather than lost. Returns the lines moved."""
+    tmp = out.with_name(out.name + ".tmp")
+    moved: list[bytes] = []
+    with out.open("rb") as src, tmp.open("wb") as dst:
+        for raw in src:
+            line = _classify(raw)
+            if line.rid is not None:
+                if line.rid not in drop_ids:
+                    dst.write(raw if line.complete else raw + b"\n")
+            elif line.complete and line.why != "blank line":
+                moved.append(raw)
+        dst.flush()
+        os.fsync(dst.fileno())
+    if moved:
+        with out.with_name(out.name + ".damaged").open("ab") as fh:
+            fh.writelines(moved)
+    os.replace(tmp, out)
+    return len(moved)
+
+
+class _Writer:
+    """OUT, opened at the first report, so that a run which fails before its first row changes nothing.
+
+    ``fresh`` replaces OUT (--overwrite); otherwise reports are appended after OUT is repaired (damaged lines moved
+    out, a torn last line cut) and, with ``drop_ids`` (--retry-errors), the old reports of rows scored again
+    removed.
+    """
+
+    def __init__(self, out: Path, *, fresh: bool, existing: _Existing, drop_ids: set[str]) -> None:
+        self.out = out
+        self.fresh = fresh
+        self.existing = existing
+        self.drop_ids = drop_ids
+        self.rows = 0
+        self._fh: Any = None
+
+    def _open(self, drop_ids: set[str]) -> None:
+        ex = self.existing
+        if self.fresh:
+            self._fh = self.out.open("w", encoding="utf-8")
+            return
+        if ex.damaged or ex.torn_tail or ex.open_tail or drop_ids:
+            moved = _rewrite_out(self.out, drop_ids)
+            if moved:
+                err.print(
+                    escape(f"moved {moved} damaged line(s) of {self.out} to {self.out.name}.damaged"), highlight=False
+                )
+        self._fh = self.out.open("a", encoding="utf-8")
+
+    def write(self, line: str) -> None:
+        if self._fh is None:
+            self._open(self.drop_ids)
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        self.rows += 1
+
+    def close(self, finished: bool) -> None:
+        """Close OUT; a run that finished without writing a row still leaves OUT as its result (empty if fresh)."""
+        if self._fh is None and finished:
+            self._open(set())
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+# Options that 'score --config FILE' takes from the file unless they are given on the command line.
+_CONFIG_OPTIONS = {
+    "mode": "mode",
+    "llm": "llm",
+    "base_url": "base_url",
+    "nli_model": "nli_model",
+    "qa": "qa",
+    "cache_dir": "cache_dir",
+    "cache_mode": "cache_mode",
+    "budget": "budget_usd",
+    "max_calls": "max_calls",
+    "concurrency": "concurrency",
+    "preset": "preset",
+}
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (or in the environment), not left at its default."""
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
 @app.command()
 def score(
+    ctx: typer.Context,
     input: Annotated[Path, typer.Argument(help="JSONL rows: {id, contexts, answer | claim, question?, label?}.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where the reports go, one JSON object a line.")],
     mode: Annotated[
-        str | None, typer.Option(help="nli, cascade or llm [default: cascade with --llm, else nli].")
+        str | None, typer.Option(help="nli, cascade or llm \\[default: cascade with --llm, else nli].")
     ] = None,
     llm: Annotated[Optional[str], typer.Option(help="provider/model, e.g. openai/gpt-4o-mini.")] = None,  # noqa: UP045
     base_url: Annotated[Optional[str], typer.Option(help="Server for an OpenAI-compatible model.")] = None,  # noqa: UP045
     nli_model: Annotated[
-        str | None, typer.Option(help="NLI model id or path [default: $GROUNDJUDGE_NLI_MODEL or the hub default].")
+        str | None,
+        typer.Option(help="NLI model id or path \\[default: $GROUNDJUDGE_NLI_MODEL or the hub default]."),
     ] = None,
     qa: Annotated[bool, typer.Option("--qa/--no-qa", help="QA-consistency check (with an LLM).")] = True,
     cache_dir: CacheDir = None,
@@ -162,24 +348,41 @@ def score(
     batch_size: Annotated[int, typer.Option(help="Rows evaluated together (NLI batches across them).")] = 32,
     preset: Annotated[
         str | None,
-        typer.Option(help="Thresholds by use case: default, support-bot, knowledge-base, medical-legal, research."),
+        typer.Option(
+            help="Thresholds by use case: default, support-bot, knowledge-base, medical-legal, research "
+            "\\[default: default]."
+        ),
     ] = None,
-    config: Annotated[Optional[Path], typer.Option(help="JSON config (e.g. from 'groundjudge calibrate').")] = None,  # noqa: UP045
+    config: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="JSON config (e.g. from 'groundjudge calibrate'); options given here override it."),
+    ] = None,
     resume: Annotated[bool, typer.Option(help="Skip ids already in OUT and append.")] = False,
-    overwrite: Annotated[bool, typer.Option(help="Replace OUT if it exists.")] = False,
-    dry_run: Annotated[bool, typer.Option(help="Estimate calls and cost (counting the cache) and exit.")] = False,
+    retry_errors: Annotated[
+        bool, typer.Option(help="With --resume: score again the rows whose report in OUT failed, replacing it.")
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace OUT if it exists (kept until the new run has its first row).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option(help="Estimate calls and cost (counting the cache) and exit; writes nothing.")
+    ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes."""
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator, row_id
-    from groundjudge.report import Summarizer, dumps
+    from groundjudge.pipeline import Evaluator
+    from groundjudge.report import Summarizer, dumps, finite_report
 
     if not input.is_file():
         raise fail(f"no input file {input}")
+    if out.exists() and out.resolve() == input.resolve():
+        raise fail("--out is the input file")
     if out.exists() and out.stat().st_size and not (resume or overwrite or dry_run):
         raise fail(f"{out} exists: pass --resume to continue it or --overwrite to replace it")
-    overrides = {
+    if retry_errors and not resume:
+        raise fail("--retry-errors goes with --resume")
+    values = {
         "mode": mode,
         "llm": llm,
         "base_url": base_url,
@@ -187,24 +390,30 @@ def score(
         "qa": qa,
         "cache_dir": str(cache_dir) if cache_dir else None,
         "cache_mode": cache_mode,
-        "budget_usd": budget,
+        "budget": budget,
         "max_calls": max_calls,
         "concurrency": concurrency,
         "preset": preset,
     }
+    # only what was given: the CLI's own defaults must not overwrite a config file's values
+    overrides = {_CONFIG_OPTIONS[k]: v for k, v in values.items() if v is not None and _given(ctx, k)}
     try:
-        cfg = (
-            Config.load(config, **overrides)
-            if config
-            else Config.make(**{k: v for k, v in overrides.items() if v is not None})
-        )
+        cfg = Config.load(config, **overrides) if config else Config.make(**overrides)
         evaluator = Evaluator(cfg)
     except GroundjudgeError as exc:
         raise fail(str(exc)) from exc
 
-    done = _done_ids(out) if resume else set()
-    rows = ((n, row) for n, row in _read_jsonl(input) if row_id(row, n) not in done)
-    if dry_run:
+    existing = _scan_out(out) if resume else _Existing()
+    for line, why in existing.damaged:
+        err.print(
+            f"[yellow]{escape(str(out))}, line {line}:[/yellow] damaged ({escape(why)}); "
+            "its row, if any, is scored again",
+            highlight=False,
+        )
+    retry = existing.failed if retry_errors else set()
+    skip = existing.ids - retry
+    rows = _input_rows(input, skip)
+    if dry_run:  # writes nothing, ever
         estimate = evaluator.estimate(row for _, row in rows if not isinstance(row, InputError))
         typer.echo(json.dumps(estimate, indent=2))
         raise typer.Exit(EXIT_OK)
@@ -216,36 +425,39 @@ def score(
     total = None
     if progress:  # a cheap line count, no parsing
         with input.open("rb") as raw:
-            total = max(0, sum(1 for line in raw if line.strip()) - len(done))
+            total = max(0, sum(1 for line in raw if line.strip()) - len(skip))
     summary = Summarizer()
     code = EXIT_OK
     console = Console(stderr=True)
-    with (
-        out.open("w" if overwrite and not resume else "a", encoding="utf-8") as fh,
-        _progress(console, progress) as bar,
-    ):
-        task = bar.add_task("scoring", total=total, cost=0.0, cached=0)
-
-        def write(report: Any) -> None:
-            fh.write(dumps(report) + "\n")
-            fh.flush()
-            summary.add(report)
-            usage = evaluator.usage
-            bar.update(task, advance=1, cost=usage.cost_usd, cached=usage.cached_calls)
-
-        try:
-            for report in evaluator.evaluate_numbered(rows, batch_size=batch_size):
-                write(report)
-        except BudgetExceededError as exc:
-            err.print(
-                f"[yellow]budget reached:[/yellow] {exc}. Finished rows are in {out}; raise the budget and "
-                "re-run with --resume to go on.",
-                highlight=False,
-            )
-            code = EXIT_BUDGET
-        except CacheMissError as exc:
-            err.print(f"[red]cache-only run stopped:[/red] {exc}", highlight=False)
-            code = EXIT_ROWS_FAILED
+    writer = _Writer(out, fresh=overwrite and not resume, existing=existing, drop_ids=retry)
+    finished = False
+    try:
+        with _progress(console, progress) as bar:
+            task = bar.add_task("scoring", total=total, cost=0.0, cached=0)
+            try:
+                for report in evaluator.evaluate_numbered(rows, batch_size=batch_size):
+                    report = finite_report(report)  # a NaN or Infinity makes the row an ERROR, never the file
+                    writer.write(dumps(report))
+                    summary.add(report)
+                    usage = evaluator.usage
+                    bar.update(task, advance=1, cost=usage.cost_usd, cached=usage.cached_calls)
+                finished = True
+            except BudgetExceededError as exc:
+                where = f"Finished rows are in {out}" if writer.rows else f"No row finished; {out} is as it was"
+                err.print(
+                    f"[yellow]budget reached:[/yellow] {escape(str(exc))}. {escape(where)}; raise the budget and "
+                    "re-run with --resume to go on.",
+                    highlight=False,
+                )
+                code = EXIT_BUDGET
+            except CacheMissError as exc:
+                err.print(f"[red]cache-only run stopped:[/red] {escape(str(exc))}", highlight=False)
+                code = EXIT_ROWS_FAILED
+            except GroundjudgeError as exc:
+                err.print(f"[red]run stopped:[/red] {escape(str(exc))}", highlight=False)
+                code = EXIT_ROWS_FAILED
+    finally:
+        writer.close(finished)
     result = summary.summary()
     _print_summary(console, result)
     if code == EXIT_OK and result.rows_failed:
@@ -284,7 +496,7 @@ def report(
             render_html(reports, title=f"groundjudge review: {scored.name}", only_flagged=only_flagged),
             encoding="utf-8",
         )
-        err.print(f"wrote {html} ({sum(1 for r in reports if r.flagged or not only_flagged)} answers)")
+        err.print(escape(f"wrote {html} ({sum(1 for r in reports if r.flagged or not only_flagged)} answers)"))
     _print_summary(Console(), summarize(r for r in reports if r.flagged or not only_flagged))
 
 
@@ -387,7 +599,7 @@ def compare(
         )
         for row in result["most_changed"]:
             console.print(
-                f"  {row['id']}: {row['verdict']}, combined {row['combined_diff']:+.3f}, "
+                f"  {escape(row['id'])}: {row['verdict']}, combined {row['combined_diff']:+.3f}, "
                 f"{row['claim_label_changes']} claim label changes"
             )
         console.print(
