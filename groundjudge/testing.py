@@ -355,11 +355,15 @@ def prompt_name(req: RecordedRequest) -> str | None:
 
 
 def fenced_block(req: RecordedRequest, title: str) -> str:
-    """The text of a fenced block (e.g. "CLAIMS", "SOURCE 1") in the last user message."""
+    """The text of a fenced block (e.g. "CLAIMS", "SOURCE 1") in the latest user message that has one (a re-ask
+    adds a correction after the message with the data)."""
     import re
 
-    m = re.search(rf"^(#\w+#) BEGIN {re.escape(title)}\n(.*?)\n\1 END {re.escape(title)}$", req.last_user, re.S | re.M)
-    return m.group(2) if m else ""
+    pattern = re.compile(rf"^(#\w+#) BEGIN {re.escape(title)}\n(.*?)\n\1 END {re.escape(title)}$", re.S | re.M)
+    for m in reversed(req.messages):
+        if m["role"] == "user" and (found := pattern.search(m["content"])):
+            return found.group(2)
+    return ""
 
 
 def claims_in(req: RecordedRequest) -> dict[str, str]:
