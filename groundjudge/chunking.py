@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -197,23 +198,33 @@ def chunk_documents(
 _QUOTE_FOLD = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "–": "-", "—": "-", "\u00a0": " "})
 
 
+def _fold(ch: str) -> str:
+    """One character as compared ignoring case and compatibility forms: typographic quotes and dashes folded,
+    NFKD (ligatures such as U+FB01 become "fi"), case-folded ("ß" -> "ss"), combining marks dropped ("é" -> "e",
+    U+0130 -> "i"). May be empty or longer than one character: the caller maps every piece back to ``ch``."""
+    folded = unicodedata.normalize("NFKD", ch.translate(_QUOTE_FOLD)).casefold()
+    return "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
+
+
 def _normalize_with_map(text: str) -> tuple[str, list[int]]:
-    """Lower-cased text with typographic quotes folded and whitespace runs collapsed, and for each character
-    of the result its index in ``text``."""
+    """``text`` folded (:func:`_fold`) with whitespace runs collapsed, and for each character of the result the
+    index in ``text`` of the character it came from (a character that folds into several maps each piece to
+    itself, so offsets stay exact for any Unicode)."""
     out: list[str] = []
     index: list[int] = []
     prev_space = True
-    for i, ch in enumerate(text.translate(_QUOTE_FOLD)):
+    for i, ch in enumerate(text):
         if ch.isspace():
             if prev_space:
                 continue
             out.append(" ")
             index.append(i)
             prev_space = True
-        else:
-            out.append(ch.lower())
+            continue
+        for piece in _fold(ch):
+            out.append(piece)
             index.append(i)
-            prev_space = False
+        prev_space = False
     if out and out[-1] == " ":
         out.pop()
         index.pop()
@@ -221,7 +232,9 @@ def _normalize_with_map(text: str) -> tuple[str, list[int]]:
 
 
 def locate(quote: str, text: str) -> tuple[int, int, Literal["exact", "normalized"]] | None:
-    """Where ``quote`` stands in ``text``: exactly, else ignoring case, whitespace runs and typographic quotes."""
+    """Where ``quote`` stands in ``text``: exactly, else ignoring case, whitespace runs, typographic quotes and
+    Unicode compatibility forms. ``text[start:end]`` is the matched text; a match that starts or ends inside a
+    character that folds into several covers that whole character."""
     quote = quote.strip()
     if not quote:
         return None
@@ -231,4 +244,7 @@ def locate(quote: str, text: str) -> tuple[int, int, Literal["exact", "normalize
     norm_quote, _ = _normalize_with_map(quote)
     if not norm_quote or (j := norm_text.find(norm_quote)) < 0:
         return None
-    return index[j], index[j + len(norm_quote) - 1] + 1, "normalized"
+    end = index[j + len(norm_quote) - 1] + 1
+    while end < len(text) and unicodedata.combining(text[end]):
+        end += 1  # keep a combining mark with its base character
+    return index[j], end, "normalized"
