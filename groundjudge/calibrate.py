@@ -15,14 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from groundjudge.config import LocalThresholds
 from groundjudge.models import ClaimNLI
 from groundjudge.pipeline import decide_locally
 
 
 @dataclass
 class Calibration:
-    t_support: float
-    t_contradict: float
+    t_support: float | None  # None: no entailment level reaches the target; SUPPORTED is never decided locally
+    t_contradict: float | None  # None: no contradiction level does
     t_unsupported: float | None
     escalation_rate: float
     local_precision: float | None
@@ -32,6 +33,20 @@ class Calibration:
 
     def as_dict(self) -> dict[str, float | int | None]:
         return asdict(self)
+
+    def config_values(self) -> dict[str, float | str | None]:
+        """The thresholds as a config file takes them ("never" where no level reached the target)."""
+        return {
+            "t_support": "never" if self.t_support is None else self.t_support,
+            "t_contradict": "never" if self.t_contradict is None else self.t_contradict,
+            "t_unsupported": self.t_unsupported,
+        }
+
+    @property
+    def local(self) -> LocalThresholds:
+        return LocalThresholds(
+            t_support=self.t_support, t_contradict=self.t_contradict, t_unsupported=self.t_unsupported
+        )
 
 
 def _lowest(scores: Sequence[float], good: Sequence[bool], target: float, min_decided: int) -> float | None:
@@ -59,17 +74,17 @@ def fit_thresholds(
     idx = range(n)
     # Fit in the order decide_locally applies the rules, each on the claims the earlier rules left over, so that
     # every group of local verdicts, and hence all of them together, reaches the target.
-    t_s = _lowest(entailment, supported, target, min_decided)
-    t_support = min(1.0, t_s) if t_s is not None else 1.0
-    left = [i for i in idx if not (entailment[i] >= t_support and entailment[i] >= contradiction[i])]
-    t_c = _lowest([contradiction[i] for i in left], [not supported[i] for i in left], target, min_decided)
-    t_contradict = min(1.0, t_c) if t_c is not None else 1.0
-    left = [i for i in left if contradiction[i] < t_contradict]
+    t_support = _lowest(entailment, supported, target, min_decided)
+    left = [
+        i for i in idx if t_support is None or not (entailment[i] >= t_support and entailment[i] >= contradiction[i])
+    ]
+    t_contradict = _lowest([contradiction[i] for i in left], [not supported[i] for i in left], target, min_decided)
+    left = [i for i in left if t_contradict is None or contradiction[i] < t_contradict]
     t_u = None
     if unsupported and left:
         neg = _lowest([-entailment[i] for i in left], [not supported[i] for i in left], target, min_decided)
         t_u = -neg if neg is not None else None
-    if t_u is not None and t_u >= t_support:
+    if t_u is not None and t_support is not None and t_u >= t_support:
         t_u = t_support - 1e-4  # both regions are precise enough to meet: nothing in between to escalate
     decided = correct = 0
     for e, c, s in zip(entailment, contradiction, supported, strict=True):
@@ -78,8 +93,8 @@ def fit_thresholds(
             decided += 1
             correct += (local == "SUPPORTED") == s
     return Calibration(
-        t_support=round(t_support, 4),
-        t_contradict=round(t_contradict, 4),
+        t_support=None if t_support is None else round(t_support, 4),
+        t_contradict=None if t_contradict is None else round(t_contradict, 4),
         t_unsupported=None if t_u is None else round(t_u, 4),
         escalation_rate=1 - decided / n if n else 0.0,
         local_precision=correct / decided if decided else None,

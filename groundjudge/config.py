@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -12,6 +12,7 @@ from groundjudge.cache import CacheMode
 from groundjudge.errors import ConfigError
 
 Mode = Literal["nli", "cascade", "llm"]
+Probability = Annotated[float, Field(gt=0, le=1)]
 
 
 class Thresholds(BaseModel):
@@ -39,9 +40,9 @@ class LocalThresholds(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    t_support: float
-    t_contradict: float
-    t_unsupported: float | None = None
+    t_support: float | None  # None: never SUPPORTED locally (no level is precise enough)
+    t_contradict: float | None  # None: never CONTRADICTED locally (the model's contradiction head is not trusted)
+    t_unsupported: float | None = None  # None: never UNSUPPORTED locally in the cascade
 
 
 # Thresholds measured per NLI model and mode on ../shared/benchmarks (README, Accuracy, has the tables):
@@ -51,10 +52,11 @@ class LocalThresholds(BaseModel):
 PROFILES: dict[str, dict[str, LocalThresholds]] = {
     # The project's small model: best balanced accuracy at entailment 0.55 on all three dev sets; its
     # contradiction head is no better than chance on factcheckgpt-stance (8% precise, base rate 5%), so it
-    # never calls CONTRADICTED on its own; no entailment level is 90% precise for SUPPORTED (0.59 at 0.9).
+    # never calls CONTRADICTED on its own (reports say contradiction was not checked locally); no entailment level
+    # is 90% precise for SUPPORTED (0.59 at 0.9), so in the cascade only UNSUPPORTED is decided locally.
     "gj-nli-minilm-l6": {
-        "nli": LocalThresholds(t_support=0.55, t_contradict=0.9),
-        "cascade": LocalThresholds(t_support=1.0, t_contradict=1.0, t_unsupported=0.21),
+        "nli": LocalThresholds(t_support=0.55, t_contradict=None),
+        "cascade": LocalThresholds(t_support=None, t_contradict=None, t_unsupported=0.21),
     },
 }
 # Any other model until it is calibrated: argmax-like in nli mode, the usual confident cut-offs in the cascade.
@@ -135,13 +137,23 @@ class Config(BaseModel):
     passage_tokens: int = Field(128, ge=16, description="passage size in NLI-model tokens")
     passage_overlap: int = Field(32, ge=0)
     evidence_k: int | None = Field(2, ge=1, description="passages scored per claim, best BM25 first; None: all")
-    # None: the model's measured profile for the mode (PROFILES), else GENERIC_PROFILE
-    t_support: float | None = Field(None, gt=0, le=1, description="NLI entailment at or above this: SUPPORTED")
-    t_contradict: float | None = Field(None, gt=0, le=1, description="NLI contradiction at or above: CONTRADICTED")
+    # None: the model's stored or measured profile for the mode, else GENERIC_PROFILE; "never": not decided locally
+    t_support: Probability | Literal["never"] | None = Field(
+        None, description="NLI entailment at or above this: SUPPORTED ('never': always escalate)"
+    )
+    t_contradict: Probability | Literal["never"] | None = Field(
+        None, description="NLI contradiction at or above: CONTRADICTED ('never': not called locally)"
+    )
     t_unsupported: float | None = Field(
         None, ge=0, lt=1, description="NLI entailment at or below this (and no contradiction): UNSUPPORTED locally"
     )
     weak_floor: float = Field(0.5, ge=0, le=1, description="claims whose entailment is below this are flagged weak")
+    conflict_check: bool = Field(
+        True, description="flag locally decided claims whose best passage shares their terms but not their numbers"
+    )
+    escalate_conflicts: bool = Field(
+        True, description="cascade: send such claims to the judge (the local model may miss the contradiction)"
+    )
 
     # scores and verdict
     weights: dict[str, float] = Field(default_factory=lambda: {"claims": 0.4, "nli": 0.3, "qa": 0.3})
@@ -174,9 +186,13 @@ class Config(BaseModel):
         """The NLI decision thresholds in force: explicit values, else the model's profile for the mode."""
         base = profile_for(model_name).get("nli" if mode == "nli" else "cascade")
         assert base is not None
+
+        def pick(value: float | str | None, fallback: float | None) -> float | None:
+            return fallback if value is None else None if value == "never" else float(value)
+
         return LocalThresholds(
-            t_support=self.t_support if self.t_support is not None else base.t_support,
-            t_contradict=self.t_contradict if self.t_contradict is not None else base.t_contradict,
+            t_support=pick(self.t_support, base.t_support),
+            t_contradict=pick(self.t_contradict, base.t_contradict),
             t_unsupported=self.t_unsupported if "t_unsupported" in self.model_fields_set else base.t_unsupported,
         )
 

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from groundjudge.chunking import chunk_document
 from groundjudge.errors import InputError
 from groundjudge.models import ClaimNLI, Passage
@@ -38,6 +40,100 @@ def _terms(text: str) -> list[str]:
             t = t[:-1]  # crude plural folding: "wins" ~ "win"
         out.append(t)
     return out
+
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:\s?%)?")
+_MONTHS = {
+    m: i
+    for i, names in enumerate(
+        (
+            "january jan",
+            "february feb",
+            "march mar",
+            "april apr",
+            "may",
+            "june jun",
+            "july jul",
+            "august aug",
+            "september sep sept",
+            "october oct",
+            "november nov",
+            "december dec",
+        ),
+        start=1,
+    )
+    for m in names.split()
+}
+_MONTH_WORD = re.compile(r"\b(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\b\.?", re.IGNORECASE)
+
+
+def _numbers(text: str) -> set[str]:
+    """Numbers as written, thousands separators dropped and trailing zeros of decimals removed ("1,250.0" ->
+    "1250")."""
+    out = set()
+    for m in _NUMBER.finditer(text):
+        raw = m.group(0).replace(" ", "").lstrip("+")
+        pct = raw.endswith("%")
+        raw = raw.rstrip("%")
+        if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", raw):
+            raw = raw.replace(",", "")
+        raw = raw.replace(",", ".")
+        if "." in raw:
+            raw = raw.rstrip("0").rstrip(".")
+        out.add(raw + ("%" if pct else ""))
+    return out
+
+
+def _months(text: str) -> set[int]:
+    return {
+        _MONTHS[m.group(1).lower()]
+        for m in _MONTH_WORD.finditer(text)
+        if m.group(1).lower() != "may" or m.group(0)[0].isupper()
+    }
+
+
+def find_conflict(claim: str, passage: str, min_overlap: float = 0.5) -> str | None:
+    """A cheap sign that a passage speaks of the same thing as the claim but disagrees on a number or a month.
+
+    The passage must share at least ``min_overlap`` of the claim's content words (and two at least); then a number
+    or month of the claim that the passage does not contain, while the passage gives other ones, is a conflict.
+    Returns what differs ("the claim says 500; the passage says 330"), or None. The NLI model of a cascade may miss
+    such contradictions, so the pipeline escalates them to the judge rather than calling them itself.
+    """
+    claim_numbers, passage_numbers = _numbers(claim), _numbers(passage)
+    claim_months, passage_months = _months(claim), _months(passage)
+    if not ((claim_numbers and passage_numbers) or (claim_months and passage_months)):
+        return None
+    words = {t for t in _terms(_NUMBER.sub(" ", claim)) if not t.isdigit()}
+    shared = words & set(_terms(passage))
+    if len(shared) < 2 or len(shared) < min_overlap * len(words):
+        return None
+    missing = sorted(claim_numbers - passage_numbers)
+    if missing and passage_numbers:
+        others = sorted(passage_numbers - claim_numbers)[:3]
+        return f"the claim says {', '.join(missing)}; the passage says {', '.join(others) or 'other numbers'}"
+    month_missing = claim_months - passage_months
+    if month_missing and passage_months and not claim_months & passage_months:
+        names = [
+            "",
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ]
+        return (
+            f"the claim says {', '.join(names[m] for m in sorted(month_missing))}; the passage says "
+            f"{', '.join(names[m] for m in sorted(passage_months))}"
+        )
+    return None
 
 
 class BM25:
@@ -148,6 +244,15 @@ class EvidenceSelector:
                 break
             probs = self.scorer.score(pairs)
             for (st, p), row in zip(owners, probs, strict=True):
+                if st.done:
+                    continue
+                if not np.all(np.isfinite(row)):  # this claim only; never a score, never cached
+                    st.result = ClaimNLI(
+                        passages_total=st.result.passages_total,
+                        error="the NLI model returned a non-finite probability for this claim",
+                    )
+                    st.done, st.queue = True, []
+                    continue
                 r = st.result
                 r.passages_scored += 1
                 if r.entailment_passage is None or row[ENTAILMENT] > r.entailment:

@@ -1,14 +1,16 @@
 """The LLM judge: one call per answer for all its escalated claims, quotes verified against the sources.
 
 Sources and claims are fenced with a marker derived from their text, and the prompt tells the model that fenced
-text is data. Claim ids missing from a reply are asked again (only those). Every quote is located in the sources
-(exactly, then ignoring case and whitespace); a SUPPORTED verdict none of whose quotes can be found becomes
-UNSUPPORTED with the flag ``unverified_quote``.
+text is data. A reply that leaves claim ids out is re-asked naming them and never cached. Every quote is located in
+the sources (exactly, then ignoring case, whitespace and Unicode compatibility forms; a quote joined by an ellipsis
+piece by piece); a quote under the evidence floor proves nothing, and a SUPPORTED verdict none of whose quotes can
+be verified becomes UNSUPPORTED with the flag ``unverified_quote``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -16,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from groundjudge.chunking import locate
+from groundjudge.errors import InvalidOutputError
 from groundjudge.llm.client import LLMClient
 from groundjudge.models import Claim, Label, Message, Passage, Quote, Usage
 from groundjudge.prompts import fenced, load_prompt, make_fence, render
@@ -91,15 +94,55 @@ def format_sources(sources: Sequence[Source], fence: str) -> str:
     return "\n\n".join(fenced(fence, f"SOURCE {s.number}", s.text) for s in sources)
 
 
+# What counts as evidence: a quote (or each piece of one joined by an ellipsis) of at least this many words and
+# characters. "e" or "1889" alone can be found in almost any source and proves nothing.
+MIN_QUOTE_WORDS = 2
+MIN_QUOTE_CHARS = 8
+_ELLIPSIS = re.compile(r"\s*(?:\[\s*(?:\.\.\.|…)\s*\]|\.\.\.+|…)\s*")
+
+
+def _too_short(text: str) -> bool:
+    return len(re.findall(r"\w+", text)) < MIN_QUOTE_WORDS or len(re.sub(r"\s", "", text)) < MIN_QUOTE_CHARS
+
+
+def _locate_pieces(pieces: Sequence[str], text: str) -> list[tuple[int, int, str]] | None:
+    """Each piece found in ``text`` after the one before it, or None."""
+    found: list[tuple[int, int, str]] = []
+    pos = 0
+    for piece in pieces:
+        hit = locate(piece, text[pos:])
+        if hit is None:
+            return None
+        start, end, how = hit
+        found.append((pos + start, pos + end, how))
+        pos += end
+    return found
+
+
 def verify_quote(text: str, cited: int, sources: Sequence[Source]) -> Quote:
-    """Locate a quote in the cited source, else in any source; offsets are in the original document."""
+    """Locate a quote in the cited source, else in any source; offsets are in the original document.
+
+    A quote joined by an ellipsis is verified piece by piece, in order, within one source. A quote (or a piece)
+    under the evidence floor (:data:`MIN_QUOTE_WORDS` words, :data:`MIN_QUOTE_CHARS` characters) is not evidence.
+    """
+    pieces = [p for p in _ELLIPSIS.split(text.strip()) if p.strip()]
+    if not pieces or any(_too_short(p) for p in pieces):
+        return Quote(text=text, verified=False, problem="too short to count as evidence")
     ordered = sorted(sources, key=lambda s: s.number != cited)
     for src in ordered:
-        found = locate(text, src.text)
+        found = _locate_pieces(pieces, src.text)
         if found is not None:
-            start, end, how = found
-            return Quote(text=text, doc=src.doc, start=src.start + start, end=src.start + end, verified=True, match=how)
-    return Quote(text=text, verified=False)
+            how = "exact" if all(h == "exact" for _, _, h in found) else "normalized"
+            return Quote(
+                text=text,
+                doc=src.doc,
+                start=src.start + found[0][0],
+                end=src.start + found[-1][1],
+                verified=True,
+                match=how,
+                parts=[(src.start + a, src.start + b) for a, b, _ in found] if len(found) > 1 else None,
+            )
+    return Quote(text=text, verified=False, problem="not found in the sources")
 
 
 def _decide(item: JudgeItem, sources: Sequence[Source]) -> JudgedClaim:
@@ -124,29 +167,42 @@ def judge_messages(claims: Sequence[Claim], sources: Sequence[Source]) -> list[M
     )
 
 
+def _claim_id(raw: str) -> str:
+    return raw.strip().strip("[]").strip()
+
+
 def judge_claims(
-    client: LLMClient, claims: Sequence[Claim], sources: Sequence[Source], max_missing_rounds: int = 2
+    client: LLMClient, claims: Sequence[Claim], sources: Sequence[Source]
 ) -> tuple[dict[str, JudgedClaim], Usage]:
-    """Verdicts for ``claims`` by claim id; ids the judge never answers come back as ERROR."""
+    """Verdicts for ``claims`` by claim id; ids the judge never answers (after the client's re-asks, which name
+    them) come back as ERROR. A reply that leaves ids out is never cached, so a later run asks again."""
     prompt = load_prompt("judge")
+    asked = {c.id for c in claims}
+
+    def every_id_answered(reply: JudgeReply) -> str | None:
+        missing = sorted(asked - {_claim_id(item.claim_id) for item in reply.verdicts})
+        if missing:
+            return f"no verdict for claim ids {', '.join(missing)}: give exactly one verdict for every claim id"
+        return None
+
     usage = Usage()
+    try:
+        reply, usage = client.complete_json(
+            judge_messages(claims, sources), JudgeReply, prompt=prompt.ref, check=every_id_answered
+        )
+    except InvalidOutputError as exc:
+        if not isinstance(exc.partial, JudgeReply):
+            raise
+        log.info("judge left claim ids out after the re-asks; keeping the verdicts it gave")
+        reply, usage = exc.partial, exc.usage or Usage()
     out: dict[str, JudgedClaim] = {}
-    pending = list(claims)
-    for _ in range(1 + max_missing_rounds):
-        if not pending:
-            break
-        reply, call_usage = client.complete_json(judge_messages(pending, sources), JudgeReply, prompt=prompt.ref)
-        usage = usage + call_usage
-        asked = {c.id for c in pending}
-        for item in reply.verdicts:
-            cid = item.claim_id.strip().strip("[]")
-            if cid in asked and cid not in out:
-                out[cid] = _decide(item, sources)
-            elif cid not in asked:
-                log.info("judge answered an id it was not asked: %r", item.claim_id)
-        pending = [c for c in pending if c.id not in out]
-        if pending:
-            log.info("judge left out %d claim ids; asking again for those", len(pending))
-    for c in pending:
-        out[c.id] = JudgedClaim(label="ERROR", error="the judge gave no verdict for this claim")
+    for item in reply.verdicts:
+        cid = _claim_id(item.claim_id)
+        if cid in asked and cid not in out:
+            out[cid] = _decide(item, sources)
+        elif cid not in asked:
+            log.info("judge answered an id it was not asked: %r", item.claim_id)
+    for c in claims:
+        if c.id not in out:
+            out[c.id] = JudgedClaim(label="ERROR", error="the judge gave no verdict for this claim")
     return out, usage

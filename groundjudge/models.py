@@ -145,6 +145,8 @@ class Quote(BaseModel):
     end: int | None = None
     verified: bool = False
     match: Literal["exact", "normalized"] | None = None
+    parts: list[tuple[int, int]] | None = None  # a quote joined by an ellipsis: where each piece stands in ``doc``
+    problem: str | None = None  # why it does not count as evidence (not found, too short)
 
 
 class ClaimVerdict(BaseModel):
@@ -158,6 +160,11 @@ class ClaimVerdict(BaseModel):
     quotes: list[Quote] = Field(default_factory=list)
     flags: list[str] = Field(default_factory=list)
     error: str | None = None
+    contradiction_checked: bool = Field(
+        False,
+        description="whether a contradiction would have been found: judged claims, or a local model whose "
+        "contradiction threshold is in force; False for claims decided by a model that cannot call CONTRADICTED",
+    )
 
 
 class QAItem(BaseModel):
@@ -190,6 +197,7 @@ class Scores(BaseModel):
     n_errors: int = 0
     n_escalated: int = 0
     n_weak: int = 0
+    n_contradiction_unchecked: int = Field(0, description="claims decided without a check for contradiction")
 
 
 class AnswerReport(BaseModel):

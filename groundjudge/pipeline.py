@@ -8,11 +8,13 @@ after the answers already finished are handed out.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -20,8 +22,8 @@ from groundjudge.cache import Cache
 from groundjudge.chunking import chunk_documents
 from groundjudge.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.config import Config
-from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
-from groundjudge.evidence import EvidenceSelector
+from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError, NLIError
+from groundjudge.evidence import BM25, EvidenceSelector, find_conflict
 from groundjudge.judge import JudgedClaim, judge_claims, select_sources
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
 from groundjudge.models import (
@@ -29,14 +31,16 @@ from groundjudge.models import (
     Claim,
     ClaimNLI,
     ClaimVerdict,
+    Label,
     Message,
     Passage,
     QAResult,
+    Route,
     Sample,
     Scores,
     Usage,
 )
-from groundjudge.nli import NLIModel, NLIScorer, resolve_model_name
+from groundjudge.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
 from groundjudge.prompts import load_prompt
 from groundjudge.qa import qa_consistency
 from groundjudge.report import Run
@@ -49,18 +53,19 @@ RUN_STOPS = (BudgetExceededError, CacheMissError)
 
 
 def decide_locally(
-    nli: ClaimNLI, t_support: float, t_contradict: float, t_unsupported: float | None = None
-) -> str | None:
+    nli: ClaimNLI, t_support: float | None, t_contradict: float | None, t_unsupported: float | None = None
+) -> Label | None:
     """The verdict the NLI stage is confident enough to give alone, else None (escalate).
 
     SUPPORTED at entailment >= t_support, CONTRADICTED at contradiction >= t_contradict, and, when t_unsupported
-    is set, UNSUPPORTED when no scored passage entails the claim above t_unsupported.
+    is set, UNSUPPORTED when no scored passage entails the claim above t_unsupported. A threshold that is None is
+    never reached.
     """
     if not nli.passages_scored:
         return None
-    if nli.entailment >= t_support and nli.entailment >= nli.contradiction:
+    if t_support is not None and nli.entailment >= t_support and nli.entailment >= nli.contradiction:
         return "SUPPORTED"
-    if nli.contradiction >= t_contradict:
+    if t_contradict is not None and nli.contradiction >= t_contradict:
         return "CONTRADICTED"
     if t_unsupported is not None and nli.entailment <= t_unsupported:
         return "UNSUPPORTED"
@@ -72,7 +77,22 @@ def row_id(row: Any, row_number: int | None) -> str:
     rid = row.get("id") if isinstance(row, dict) else None
     if rid is None or isinstance(rid, (dict, list)) or str(rid).strip() == "":
         return f"row-{row_number}"
-    return str(rid)
+    # an id that is not valid Unicode (a lone surrogate) is written escaped, the same way every time
+    return str(rid).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _check_text(value: str | None, row: int | None, field: str) -> None:
+    """A lone surrogate (JSON allows "\\ud800") is not text: no tokenizer or file can take it."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"is not valid Unicode text: a lone surrogate U+{ord(value[exc.start]):04X} at character {exc.start}",
+            row=row,
+            field=field,
+        ) from None
 
 
 def parse_sample(row: Any, row_number: int | None = None) -> Sample:
@@ -100,10 +120,23 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
             raise InputError(f"must be a string, not {type(value).__name__}", row=row_number, field=name)
     if claim is not None and not claim.strip():
         raise InputError("is empty", row=row_number, field="claim")
+    for name, value in (("answer", answer), ("claim", claim), ("question", row.get("question"))):
+        _check_text(value, row_number, name)
+    for i, context in enumerate(contexts):
+        _check_text(context, row_number, f"contexts[{i}]")
     metadata = row.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise InputError("must be an object", row=row_number, field="metadata")
+    try:  # passed through to the report, so it must be writable: no NaN, no lone surrogate
+        json.dumps(metadata, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, TypeError, UnicodeEncodeError) as exc:
+        raise InputError(f"cannot be written back: {exc}", row=row_number, field="metadata") from None
     label = row.get("label")
+    if label is not None and (
+        not isinstance(label, (str, int, float)) or (isinstance(label, float) and not math.isfinite(label))
+    ):
+        raise InputError(f"must be a string or a number, not {label!r:.40}", row=row_number, field="label")
+    _check_text(None if label is None else str(label), row_number, "label")
     return Sample(
         id=row_id(row, row_number),
         contexts=contexts,
@@ -115,7 +148,7 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
     )
 
 
-def error_report(error: InputError, row: int | None, rid: str | None = None, mode: str = "") -> AnswerReport:
+def error_report(error: Exception | str, row: int | None, rid: str | None = None, mode: str = "") -> AnswerReport:
     """The report of a row that could not be evaluated at all."""
     return AnswerReport(
         id=rid if rid is not None else f"row-{row}",
@@ -127,6 +160,22 @@ def error_report(error: InputError, row: int | None, rid: str | None = None, mod
     )
 
 
+def describe(exc: BaseException) -> str:
+    """An error as it is recorded in a report: its type and message."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class _Decision:
+    """How the NLI stage routes one claim: decided locally (``label``) or escalated (route "judge")."""
+
+    label: Label | Literal[""]
+    route: Route
+    contradiction_checked: bool
+    flags: list[str] = field(default_factory=list)
+    note: str = ""
+
+
 @dataclass
 class _Work:
     sample: Sample
@@ -134,11 +183,17 @@ class _Work:
     claims: list[Claim] = field(default_factory=list)
     passages: list[Passage] = field(default_factory=list)
     nli: list[ClaimNLI] = field(default_factory=list)
+    decisions: list[_Decision] = field(default_factory=list)
     judged: dict[str, JudgedClaim] = field(default_factory=dict)
     qa: QAResult | None = None
     usage: Usage = field(default_factory=Usage)
     errors: list[str] = field(default_factory=list)
     stop: GroundjudgeError | None = None
+    failed: str | None = None  # an error that leaves nothing to score: the report is ERROR
+
+    @property
+    def live(self) -> bool:
+        return self.stop is None and self.failed is None
 
 
 class Evaluator:
@@ -326,6 +381,7 @@ class Evaluator:
         if batch:
             self._stage_claims(batch)
             self._stage_nli(batch)
+            self._stage_route(batch)
             self._stage_judge(batch)
             self._stage_qa(batch)
         stop: GroundjudgeError | None = None
@@ -335,22 +391,43 @@ class Evaluator:
             elif item.stop is not None:
                 stop = stop or item.stop
             else:
-                yield self._report(item)
+                try:
+                    report = self._report(item)
+                except Exception as exc:  # one answer's failure never ends the run
+                    log.exception("report of row %s failed", item.row)
+                    item.failed = item.failed or describe(exc)
+                    report = self._failed_report(item)
+                yield report
         if stop is not None:
             raise stop
+
+    def _each(self, works: list[_Work], fn: Callable[[_Work], None]) -> None:
+        """Run a local step on each live work item; an exception fails that item alone (its report is ERROR)."""
+        for w in works:
+            if not w.live:
+                continue
+            try:
+                fn(w)
+            except RUN_STOPS as exc:
+                w.stop = exc
+            except Exception as exc:  # a bug or a bad input in one row must not end the run
+                log.debug("row %s failed", w.row, exc_info=True)
+                w.failed = describe(exc)
 
     def _concurrently(self, works: list[_Work], fn: Callable[[_Work], None]) -> None:
         """Run ``fn`` on each work item, ``concurrency`` at a time; per-item errors land in the item."""
 
         def guarded(w: _Work) -> None:
-            if w.stop is not None:
+            if not w.live:
                 return
             try:
                 fn(w)
             except RUN_STOPS as exc:
                 w.stop = exc
-            except GroundjudgeError as exc:
-                w.errors.append(f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # recorded in this answer's report, never ends the run
+                if not isinstance(exc, GroundjudgeError):
+                    log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=True)
+                w.errors.append(describe(exc))
                 usage = getattr(exc, "usage", None)
                 if usage is not None:
                     w.usage = w.usage + usage
@@ -364,7 +441,8 @@ class Evaluator:
 
     def _stage_claims(self, batch: list[_Work]) -> None:
         llm = []
-        for w in batch:
+
+        def local(w: _Work) -> None:
             s = w.sample
             if s.claim is not None:
                 w.claims = claim_from_input(s.claim)
@@ -375,13 +453,15 @@ class Evaluator:
             else:
                 llm.append(w)
 
+        self._each(batch, local)
+
         def extract(w: _Work) -> None:
             assert self.client is not None
             try:
                 w.claims, usage = claims_from_llm(self.client, w.sample.answer or "", w.sample.question)
             except RUN_STOPS:
                 raise
-            except GroundjudgeError:
+            except Exception:
                 w.claims = claims_from_sentences(w.sample.answer or "")
                 raise  # recorded as an error; the sentence claims are still checked
             w.usage = w.usage + usage
@@ -390,96 +470,189 @@ class Evaluator:
 
     def _stage_nli(self, batch: list[_Work]) -> None:
         c = self.config
-        live = [w for w in batch if w.stop is None]
-        for w in live:
-            w.passages = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
-        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=self.thresholds.t_support)
-        results = selector.check([([cl.text for cl in w.claims], w.passages) for w in live])
-        for w, res in zip(live, results, strict=True):
-            w.nli = res
 
-    def _route(self, nli: ClaimNLI) -> tuple[str, str]:
-        """(label, route) decided locally, or ("", "judge") to escalate."""
-        if nli.error is not None and self.mode == "nli":
-            return "ERROR", "nli"  # NLI could not score it and there is no judge; with one, the judge may
+        def chunk(w: _Work) -> None:
+            w.passages = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
+
+        self._each(batch, chunk)
+        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=self.thresholds.t_support)
+
+        def check(works: list[_Work]) -> None:
+            results = selector.check([([cl.text for cl in w.claims], w.passages) for w in works])
+            for w, res in zip(works, results, strict=True):
+                w.nli = res
+
+        live = [w for w in batch if w.live]
+        try:
+            check(live)
+        except RUN_STOPS:
+            raise
+        except Exception:  # find the answer that broke the batch: each alone, the rest unharmed
+            log.warning("the NLI batch failed; scoring its %d answers one by one", len(live), exc_info=True)
+            self._each(live, lambda w: check([w]))
+
+    def _stage_route(self, batch: list[_Work]) -> None:
+        def route(w: _Work) -> None:
+            w.decisions = [self._route(cl, r) for cl, r in zip(w.claims, w.nli, strict=True)]
+
+        self._each(batch, route)
+
+    @property
+    def _local_contradiction(self) -> bool:
+        """Whether the NLI stage can call CONTRADICTED at all with the thresholds (and model) in force."""
+        return self.thresholds.t_contradict is not None and bool(getattr(self.nli, "has_contradiction", True))
+
+    def _route(self, claim: Claim, nli: ClaimNLI) -> _Decision:
+        """Decided locally, or escalated (route "judge"); says whether a contradiction could have been found."""
+        if self.mode == "llm":
+            return _Decision("", "judge", True)
+        if nli.error is not None:
+            if self.mode == "nli":
+                return _Decision("ERROR", "nli", False)  # NLI could not score it and there is no judge
+            return _Decision("", "judge", True)
         t = self.thresholds
-        local = decide_locally(nli, t.t_support, t.t_contradict, t.t_unsupported) if self.mode != "llm" else None
-        if local is not None:
-            return local, "nli"
-        if self.mode == "nli":
-            return "UNSUPPORTED", "nli"
-        return "", "judge"
+        local = decide_locally(nli, t.t_support, t.t_contradict, t.t_unsupported)
+        if local is None and self.mode == "nli":
+            local = "UNSUPPORTED"
+        conflict = None
+        if local in ("SUPPORTED", "UNSUPPORTED") and self.config.conflict_check:
+            passages = dict.fromkeys(p.text for p in (nli.entailment_passage, nli.contradiction_passage) if p)
+            conflict = next((x for p in passages if (x := find_conflict(claim.text, p))), None)
+        if local is None or (conflict and self.mode == "cascade" and self.config.escalate_conflicts):
+            return _Decision("", "judge", True, ["conflict"] if conflict else [], conflict or "")
+        checked = local == "CONTRADICTED" or self._local_contradiction
+        return _Decision(local, "nli", checked, ["conflict"] if conflict else [], conflict or "")
+
+    def _judge_hints(self, w: _Work, escalated: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
+        """Passages to show the judge when the contexts are too long to show whole: those the NLI stage found
+        for each claim, then, for claims it could not score, the best BM25 passages."""
+        hints = [p for _, r in escalated for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
+        unscored = [cl for cl, r in escalated if not r.passages_scored]
+        if unscored and w.passages:
+            bm25 = BM25([p.text for p in w.passages])
+            k = self.config.evidence_k or 4
+            hints += [w.passages[i] for cl in unscored for i in bm25.rank(cl.text)[:k]]
+        return hints
 
     def _stage_judge(self, batch: list[_Work]) -> None:
         if self.client is None:
             return
-        todo = [w for w in batch if w.stop is None and any(self._route(r)[1] == "judge" for r in w.nli)]
+        todo = [w for w in batch if w.live and any(d.route == "judge" for d in w.decisions)]
 
         def run(w: _Work) -> None:
             assert self.client is not None
-            pairs = [(cl, r) for cl, r in zip(w.claims, w.nli, strict=True) if self._route(r)[1] == "judge"]
+            pairs = [(cl, r) for cl, r, d in zip(w.claims, w.nli, w.decisions, strict=True) if d.route == "judge"]
             escalated = [cl for cl, _ in pairs]
-            hints = [p for _, r in pairs for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
-            sources = select_sources(w.sample.contexts, hints)
             try:
+                sources = select_sources(w.sample.contexts, self._judge_hints(w, pairs))
+                if not sources:
+                    raise InputError("no source passage could be selected for the judge", field="contexts")
                 w.judged, usage = judge_claims(self.client, escalated, sources)
             except RUN_STOPS:
                 raise
-            except GroundjudgeError as exc:
+            except Exception as exc:
                 for cl in escalated:
-                    w.judged[cl.id] = JudgedClaim(label="ERROR", error=f"{type(exc).__name__}: {exc}")
+                    w.judged.setdefault(cl.id, JudgedClaim(label="ERROR", error=describe(exc)))
                 raise
             w.usage = w.usage + usage
+            unjudged = [cid for cid, j in w.judged.items() if j.label == "ERROR"]
+            if unjudged:
+                w.errors.append(f"judge: no verdict for claim(s) {', '.join(unjudged)}")
 
         self._concurrently(todo, run)
 
+    @property
+    def _qa_expected(self) -> bool:
+        return self.client is not None and self.config.qa and self.mode != "nli"
+
     def _stage_qa(self, batch: list[_Work]) -> None:
-        if self.client is None or not self.config.qa or self.mode == "nli":
+        if not self._qa_expected:
             return
-        todo = [w for w in batch if w.stop is None and w.sample.answer and w.claims]
+        todo = [w for w in batch if w.live and w.sample.answer and w.claims]
 
         def run(w: _Work) -> None:
             assert self.client is not None
             hints = [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
-            sources = select_sources(w.sample.contexts, hints)
             try:
+                sources = select_sources(w.sample.contexts, hints)
                 w.qa, usage = qa_consistency(
-                    self.client, w.sample.answer or "", sources, w.sample.question, self.config.qa_questions
+                    self.client,
+                    w.sample.answer or "",
+                    sources,
+                    w.sample.question,
+                    self.config.qa_questions,
+                    agree=self._answers_agree,
                 )
             except RUN_STOPS:
                 raise
-            except GroundjudgeError as exc:
-                w.qa = QAResult(error=f"{type(exc).__name__}: {exc}")
+            except Exception as exc:
+                w.qa = QAResult(error=describe(exc))
                 raise
             w.usage = w.usage + usage
+            if w.qa.error:
+                w.errors.append(f"QA: {w.qa.error}")
 
         self._concurrently(todo, run)
 
+    def _answers_agree(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """Entailment both ways between statement pairs, by the local NLI model (the QA check's comparison)."""
+        both = [*pairs, *((b, a) for a, b in pairs)]
+        probs = self.scorer.score(both)
+        n = len(pairs)
+        return [float(min(probs[i][ENTAILMENT], probs[n + i][ENTAILMENT])) for i in range(n)]
+
+    def _failed_report(self, w: _Work) -> AnswerReport:
+        s = w.sample
+        return AnswerReport(
+            id=s.id,
+            verdict="ERROR",
+            mode=self.mode,
+            scores=Scores(n_claims=len(w.claims), n_errors=len(w.claims)),
+            usage=w.usage,
+            errors=[*w.errors, w.failed or "failed"],
+            question=s.question,
+            answer=s.answer if s.answer is not None else s.claim,
+            contexts=s.contexts,
+            label=s.label,
+            metadata=s.metadata,
+            row=w.row,
+        )
+
     def _report(self, w: _Work) -> AnswerReport:
+        if w.failed is not None:
+            return self._failed_report(w)
         c = self.config
+        s = w.sample
         verdicts: list[ClaimVerdict] = []
-        for claim, nli in zip(w.claims, w.nli, strict=True):
-            label, route = self._route(nli)
+        for claim, nli, d in zip(w.claims, w.nli, w.decisions, strict=True):
             judged = w.judged.get(claim.id)
-            if route == "judge" and judged is None:
+            if d.route == "judge" and judged is None:
                 judged = JudgedClaim(label="ERROR", error="not judged")
-            flags = list(judged.flags) if judged else []
+            flags = [*d.flags, *(judged.flags if judged else [])]
             if nli.passages_scored and nli.entailment < c.weak_floor and (judged is None or judged.label != "ERROR"):
                 flags.append("weak")
+            if judged is not None:
+                label, reason, quotes, error = judged.label, judged.reason, judged.quotes, judged.error
+            else:
+                label, reason, quotes, error = d.label or "ERROR", d.note, [], nli.error
             verdicts.append(
                 ClaimVerdict(
                     claim=claim,
-                    label=judged.label if judged else label,
-                    route=route,
+                    label=label,
+                    route=d.route,
                     nli=nli,
-                    reason=judged.reason if judged else "",
-                    quotes=judged.quotes if judged else [],
+                    reason=reason,
+                    quotes=quotes,
                     flags=flags,
-                    error=judged.error if judged else nli.error,
+                    error=error,
+                    contradiction_checked=d.contradiction_checked and label != "ERROR",
                 )
             )
-        scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor)
-        s = w.sample
+        qa_expected = self._qa_expected and s.answer is not None  # claim rows get no QA check
+        scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=qa_expected)
+        errors = list(w.errors)
+        if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
+            raise NLIError("a score is not a finite number")  # never written; _run_batch makes the row ERROR
         return AnswerReport(
             id=s.id,
             verdict=decide(scores, c.effective_thresholds),
@@ -488,7 +661,7 @@ class Evaluator:
             claims=verdicts,
             qa=w.qa,
             usage=w.usage,
-            errors=w.errors,
+            errors=errors,
             question=s.question,
             answer=s.answer if s.answer is not None else s.claim,
             contexts=s.contexts,

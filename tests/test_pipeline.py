@@ -170,17 +170,40 @@ def test_fabricated_quote_is_downgraded(llm_server: ScriptedLLMServer, shared_nl
 
 
 def test_missing_claim_ids_are_asked_again(llm_server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
-    calls: list[set[str]] = []
+    calls: list[tuple[set[str], str]] = []
 
     def judge(req: RecordedRequest) -> Reply:
-        ids = set(claims_in(req))
-        calls.append(ids)
+        calls.append((set(claims_in(req)), req.last_user))
         return judge_handler(req, skip={"c2"} if len(calls) == 1 else None)
 
     llm_server.script = route({**HANDLERS, "judge": judge})
     report = evaluator(llm_server, shared_nli, tmp_path, qa=False).evaluate(GOOD_ANSWER, [CONTEXT])
-    assert calls == [{"c1", "c2"}, {"c2"}]
+    # the re-ask names the missing id, so it is not the first request again (which a cache would answer)
+    assert [ids for ids, _ in calls] == [{"c1", "c2"}, {"c1", "c2"}]
+    assert "c2" in calls[1][1] and calls[1][1] != calls[0][1]
     assert [c.label for c in report.claims] == ["SUPPORTED", "SUPPORTED"]
+
+
+def test_a_reply_that_leaves_ids_out_never_poisons_the_cache(
+    llm_server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+) -> None:
+    healthy = {"on": False}
+
+    def judge(req: RecordedRequest) -> Reply:
+        return judge_handler(req, skip=None if healthy["on"] else {"c2"})
+
+    llm_server.script = route({**HANDLERS, "judge": judge})
+    first = evaluator(llm_server, shared_nli, tmp_path, qa=False).evaluate(GOOD_ANSWER, [CONTEXT])
+    assert [c.label for c in first.claims] == ["SUPPORTED", "ERROR"]  # the verdict it did give is kept
+    assert first.verdict in ("FAIL", "ERROR") and first.claims[1].error and first.errors
+    healthy["on"] = True
+    before = len(llm_server.requests)
+    again = evaluator(llm_server, shared_nli, tmp_path, qa=False).evaluate(GOOD_ANSWER, [CONTEXT])
+    assert len(llm_server.requests) > before  # asked again, not served the incomplete reply
+    assert [c.label for c in again.claims] == ["SUPPORTED", "SUPPORTED"]
+    before = len(llm_server.requests)
+    third = evaluator(llm_server, shared_nli, tmp_path, qa=False).evaluate(GOOD_ANSWER, [CONTEXT])
+    assert len(llm_server.requests) == before and third.verdict == again.verdict  # the good reply is cached
 
 
 def test_judge_failure_is_error_and_lowers_coverage(
@@ -202,7 +225,7 @@ def test_judge_failure_never_raises_the_score(llm_server: ScriptedLLMServer, sha
     honest = run(judge_handler, "honest")  # c1 SUPPORTED, c2 (the 1899 claim) CONTRADICTED
 
     def supports_everything(req: RecordedRequest) -> Reply:
-        quote = [{"source": 1, "text": "in Paris"}]
+        quote = [{"source": 1, "text": "tower in Paris"}]
         return Reply.json(
             {
                 "verdicts": [
