@@ -10,14 +10,14 @@
     ├── CacheMissError              cache-only mode and the answer is not cached
     ├── BudgetExceededError         the next call would pass the USD or call cap
     ├── LLMError                    anything from talking to a model
-    │   ├── ProviderError           the provider answered with an error (has .status, .retryable)
+    │   ├── ProviderError           the provider answered with an error (.status, .retryable, .retry_at)
     │   │   ├── RateLimitError      429
     │   │   ├── ServerError         5xx, or a body that is not what the wire format promises
     │   │   ├── AuthenticationError 401 / 403
     │   │   └── BadRequestError     400 / 404 / 422 and other 4xx
     │   ├── LLMTimeoutError         no answer within the timeout
     │   ├── LLMConnectionError      could not reach the server
-    │   ├── RefusalError            the model declined to answer
+    │   ├── RefusalError            the model declined to answer (billed, not retried, not cached)
     │   └── InvalidOutputError      no valid, accepted JSON after the re-asks (has .raw, .partial)
     └── NLIError                    the local NLI model could not be loaded or run
 
@@ -30,6 +30,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from groundjudge.models import Usage
 
 
@@ -92,7 +94,12 @@ class LLMError(GroundjudgeError):
 
 
 class ProviderError(LLMError):
-    """The provider answered with an error status."""
+    """The provider answered with an error status.
+
+    ``retry_after`` is the wait in seconds the server asked for (Retry-After), if any. ``retry_at`` is set when
+    that wait did not fit in what was left of the retry budget: the call failed at once, and the message says when
+    to try again (seconds and UTC time).
+    """
 
     def __init__(
         self,
@@ -106,6 +113,7 @@ class ProviderError(LLMError):
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        self.retry_at: datetime | None = None
 
 
 class RateLimitError(ProviderError):
@@ -137,7 +145,7 @@ class LLMConnectionError(LLMError):
 
 
 class RefusalError(LLMError):
-    """The model declined to answer."""
+    """The model declined to answer (a refusal, or a content filter); its tokens are billed and in ``usage``."""
 
     def __init__(self, message: str, *, refusal: str) -> None:
         super().__init__(message)

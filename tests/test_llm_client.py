@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -298,11 +299,12 @@ def test_usd_budget_stops_at_the_right_call(server: ScriptedLLMServer) -> None:
     # $0.01 per output token, inputs free: each reply (100 output tokens) costs exactly $1.
     register_price("openai/priced-model", input_per_mtok=0.0, output_per_mtok=10_000.0)
     server.script = lambda req: Reply.json(GOOD, output_tokens=100)
-    client = make_test_client(server, model="openai/priced-model", ledger=Ledger(budget_usd=3.5))
+    # max_tokens=100: a call can cost at most $1, which is what the budget holds while it is in flight
+    client = make_test_client(server, model="openai/priced-model", ledger=Ledger(budget_usd=3.5), max_tokens=100)
     for i in range(3):
         client.complete_json(ASK, Verdict, prompt=PromptRef(name=f"p{i}", version="1"))
     assert client.ledger.total.cost_usd == pytest.approx(3.0)
-    with pytest.raises(errors.BudgetExceededError) as info:  # $3 spent + ~$1 next > $3.5
+    with pytest.raises(errors.BudgetExceededError) as info:  # $3 spent + up to $1 next > $3.5
         client.complete_json(ASK, Verdict, prompt=PromptRef(name="p3", version="1"))
     assert info.value.spent_usd == pytest.approx(3.0)
     assert len(server.requests) == 3
@@ -453,3 +455,114 @@ def test_json_schema_fallback_is_race_free_at_concurrency_8(server: ScriptedLLMS
     formats = [r.body["response_format"]["type"] for r in server.requests]
     assert formats.count("json_object") == 40
     assert 2 <= formats.count("json_schema") <= 8  # the ones in flight before the switch; none after
+
+
+def test_usd_budget_is_never_passed_under_concurrency(server: ScriptedLLMServer) -> None:
+    # Long replies: every call uses its whole max_tokens (1000 output tokens = $1). Calls in flight must hold
+    # their worst case; holding the mean (256 tokens) let 8 threads spend $8 against a $5.5 cap.
+    from concurrent.futures import ThreadPoolExecutor
+
+    register_price("openai/long-replies", input_per_mtok=0.0, output_per_mtok=1000.0)
+    server.script = lambda req: Reply.json(GOOD, output_tokens=1000, delay=0.05)
+    ledger = Ledger(budget_usd=5.5)
+    client = make_test_client(server, model="openai/long-replies", ledger=ledger, max_tokens=1000)
+
+    def one(i: int) -> str:
+        try:
+            client.complete_json([Message(role="user", content=f"question {i}")], Verdict)
+        except errors.BudgetExceededError as exc:
+            assert "budget reached" in str(exc)
+            return "stopped"
+        return "ok"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(one, range(20)))
+    assert ledger.total.cost_usd <= 5.5
+    assert outcomes.count("ok") == 5 and outcomes.count("stopped") == 15
+    assert ledger.total.calls == len(server.requests) == 5
+    # the dry-run estimate stays realistic: the mean output seen (1000 tokens here), not a worst case
+    assert client.estimate_cost(ASK) == pytest.approx(1.0)
+
+
+def test_worst_case_reservation_covers_non_ascii_input(server: ScriptedLLMServer) -> None:
+    # A tokenizer can make a token of every byte: the reservation counts UTF-8 bytes, not characters / 4.
+    register_price("openai/input-priced", input_per_mtok=1_000_000.0, output_per_mtok=0.0)
+    cjk = [Message(role="user", content="東京" * 500)]
+    client = make_test_client(server, model="openai/input-priced", max_tokens=10)
+    request = client._request(cjk, Verdict)
+    assert client.worst_case_cost(request) >= len("東京".encode()) * 500
+    assert client.estimate_cost(cjk) < client.worst_case_cost(request) / 4
+
+
+# -- Retry-After -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_retry_after_longer_than_max_wait_is_honoured(server: ScriptedLLMServer, provider: str) -> None:
+    sleeps: list[float] = []
+    server.push(Reply.error(429, retry_after=45), Reply.json(GOOD))
+    policy = RetryPolicy(max_attempts=4, max_total_seconds=120, initial_wait=0.01, max_wait=0.05)
+    value, _ = make_test_client(server, provider, sleeps=sleeps, retry=policy).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED" and sleeps == [pytest.approx(45)] and len(server.requests) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_retry_after_past_the_retry_budget_fails_at_once_saying_when(server: ScriptedLLMServer, provider: str) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    sleeps: list[float] = []
+    server.push(Reply.error(429, retry_after=300), Reply.json(GOOD))
+    policy = RetryPolicy(max_attempts=4, max_total_seconds=120, initial_wait=0.01, max_wait=0.05)
+    before = datetime.now(timezone.utc)
+    with pytest.raises(errors.RateLimitError) as info:
+        make_test_client(server, provider, sleeps=sleeps, retry=policy).complete_json(ASK, Verdict)
+    assert sleeps == [] and len(server.requests) == 1
+    exc = info.value
+    assert exc.retry_after == pytest.approx(300) and exc.retry_at is not None
+    assert before + timedelta(seconds=299) <= exc.retry_at <= datetime.now(timezone.utc) + timedelta(seconds=301)
+    assert "300 s" in str(exc) and f"{exc.retry_at:%Y-%m-%d %H:%M:%S} UTC" in str(exc)
+    assert exc.usage is not None and exc.usage.calls == 0
+
+
+def test_retry_after_is_measured_against_what_is_left(server: ScriptedLLMServer) -> None:
+    sleeps: list[float] = []
+    server.push(*[Reply.error(503, retry_after=50)] * 3, Reply.json(GOOD))
+    policy = RetryPolicy(max_attempts=6, max_total_seconds=120, initial_wait=0.01, max_wait=0.05)
+    with pytest.raises(errors.ServerError) as info:
+        make_test_client(server, sleeps=sleeps, retry=policy).complete_json(ASK, Verdict)
+    # 50 s fits twice in 120 s; the third wait would leave only 20 s, so it fails at once
+    assert sleeps == [50, 50] and len(server.requests) == 3
+    assert info.value.retry_at is not None and info.value.attempts == 3 and "20.0 s left" in str(info.value)
+
+
+# -- refusals ----------------------------------------------------------------------------------------------------
+
+
+REFUSALS = [("openai", Reply.refusal), ("anthropic", Reply.refusal), ("openai", Reply.content_filtered)]
+
+
+@pytest.mark.parametrize("provider,refuse", REFUSALS, ids=["openai-refusal", "anthropic-refusal", "content-filter"])
+def test_refusal_is_billed_counted_and_never_cached(
+    server: ScriptedLLMServer, provider: str, refuse: Callable[..., Reply], cache: Cache
+) -> None:
+    server.push(refuse(output_tokens=7), refuse(output_tokens=7))
+    client = make_test_client(server, provider, cache=cache)
+    with pytest.raises(errors.RefusalError) as info:
+        client.complete_json(ASK, Verdict, prompt=PROMPT)
+    usage = info.value.usage
+    assert usage is not None and usage.calls == 1 and usage.output_tokens == 7 and usage.cost_usd > 0
+    assert client.ledger.total == usage
+    assert len(server.requests) == 1  # not retried
+    assert not cache.peek(client.cache_key(ASK, Verdict, PROMPT))
+    with pytest.raises(errors.RefusalError):  # a later run asks again
+        client.complete_json(ASK, Verdict, prompt=PROMPT)
+    assert len(server.requests) == 2 and client.ledger.total.calls == 2
+
+
+def test_refusal_after_a_reask_carries_the_usage_of_both(server: ScriptedLLMServer) -> None:
+    server.push(Reply.text("not JSON", output_tokens=5), Reply.refusal(output_tokens=7))
+    client = make_test_client(server)
+    with pytest.raises(errors.RefusalError) as info:
+        client.complete_json(ASK, Verdict)
+    assert info.value.usage is not None and info.value.usage.calls == 2 and info.value.usage.output_tokens == 12
+    assert client.ledger.total.calls == 2

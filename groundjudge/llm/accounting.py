@@ -78,8 +78,11 @@ def price_for(model: str) -> Price | None:
 class Ledger:
     """Thread-safe running totals and the budget cap (USD and/or billed calls).
 
-    Before each call, :meth:`reserve` checks that spending so far plus calls in flight plus this call's estimate
-    stays within the cap, and raises :class:`BudgetExceededError` instead of making the call that would pass it.
+    Before each call, :meth:`reserve` checks that spending so far plus the reservations of calls in flight plus
+    this call's reservation stays within the cap, and raises :class:`BudgetExceededError` instead of making the
+    call that could pass it. :class:`~groundjudge.llm.client.LLMClient` reserves a call's worst case (its input
+    bounded from above, and a reply of max_tokens), so that however many threads run, the cap is never passed;
+    :meth:`settle` then replaces the reservation by the real cost.
     """
 
     def __init__(self, budget_usd: float | None = None, max_calls: int | None = None) -> None:
@@ -95,6 +98,7 @@ class Ledger:
         self._lock = threading.Lock()
 
     def reserve(self, estimate_usd: float) -> None:
+        """Hold ``estimate_usd`` and one call against the caps, or raise :class:`BudgetExceededError`."""
         with self._lock:
             calls = self.total.calls + self._reserved_calls
             if self.max_calls is not None and calls + 1 > self.max_calls:
@@ -106,8 +110,9 @@ class Ledger:
             spent = self.total.cost_usd + self._reserved_usd
             if self.budget_usd is not None and spent + estimate_usd > self.budget_usd:
                 raise BudgetExceededError(
-                    f"budget reached: ${self.total.cost_usd:.4f} spent of ${self.budget_usd:.4f}; the next call "
-                    f"(about ${estimate_usd:.4f}) would pass it",
+                    f"budget reached: ${self.total.cost_usd:.4f} spent of ${self.budget_usd:.4f}"
+                    + (f", ${self._reserved_usd:.4f} held for calls in flight" if self._reserved_usd else "")
+                    + f"; the next call could cost up to ${estimate_usd:.4f} and pass it",
                     spent_usd=self.total.cost_usd,
                     calls=self.total.calls,
                 )

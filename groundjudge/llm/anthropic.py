@@ -51,9 +51,10 @@ class AnthropicProvider:
             if mapped is None:
                 raise errors.LLMError(f"{self.name}: {exc}") from exc
             raise mapped from exc
+        refusal = None
         if message.stop_reason == "refusal":
-            text = "".join(getattr(b, "text", "") for b in message.content)
-            raise errors.RefusalError(f"{self.name}: the model refused: {text}", refusal=text or "refusal")
+            said = "".join(getattr(b, "text", "") for b in message.content)
+            refusal = said or "stop_reason refusal"
         tool_inputs = [b.input for b in message.content if b.type == "tool_use"]
         if tool_inputs:
             text = json.dumps(tool_inputs[0], ensure_ascii=False)
@@ -64,4 +65,5 @@ class AnthropicProvider:
             input_tokens=int(message.usage.input_tokens or 0),
             output_tokens=int(message.usage.output_tokens or 0),
             truncated=message.stop_reason == "max_tokens",
+            refusal=refusal,
         )

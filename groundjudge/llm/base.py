@@ -32,12 +32,17 @@ class LLMRequest:
 
 @dataclass(frozen=True)
 class LLMResponse:
-    """The model's text (expected to be JSON), token counts, and whether it stopped at the token limit."""
+    """The model's text (expected to be JSON), token counts, and whether it stopped at the token limit.
+
+    ``refusal`` is set (to the model's words, or what filtered it) when the model declined: the reply is billed
+    like any other, so the adapter returns it and the client counts it before raising :class:`RefusalError`.
+    """
 
     text: str
     input_tokens: int
     output_tokens: int
     truncated: bool = False
+    refusal: str | None = None
 
 
 class Provider(Protocol):

@@ -10,9 +10,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-import tenacity
 from pydantic import BaseModel, ValidationError
 
 from groundjudge import errors
@@ -24,12 +24,20 @@ from groundjudge.models import Message, PromptRef, Usage
 T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger(__name__)
 
+# Tokens a provider adds beyond the text: per message (role, separators) and per request (tool-use system prompt).
+_MESSAGE_OVERHEAD = 8
+_REQUEST_OVERHEAD = 1024
+
 _FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with jitter for retryable errors; Retry-After wins when the server sends it."""
+    """Exponential backoff with jitter for retryable errors; Retry-After wins when the server sends it.
+
+    ``max_wait`` caps the backoff only. A Retry-After is honoured in full when it fits in what is left of
+    ``max_total_seconds`` (the whole time spent retrying one call); when it does not, the call fails at once.
+    """
 
     max_attempts: int = 6
     max_total_seconds: float = 120.0
@@ -58,8 +66,19 @@ class LLMClient:
     """``complete_json(messages, schema) -> (validated object, Usage)`` for any provider.
 
     One policy for everything that is not the wire format: a disk-cache lookup first (hits are free), the budget
-    checked before every billed call, tenacity retries on retryable errors, and up to ``max_reasks`` re-asks that
-    show the model its validation error. Temperature 0 and a fixed seed by default.
+    checked before every billed call (each call in flight holds its worst case, so the cap is never passed), retries
+    of retryable errors (429, 5xx, timeouts, connection errors; backoff or the server's Retry-After within
+    :class:`RetryPolicy`), and up to ``max_reasks`` re-asks that show the model its validation error or the
+    caller's ``check`` problem. Temperature 0 and a fixed seed by default.
+
+    What is counted and cached: every billed reply is counted in the returned or raised ``usage`` and in the
+    ledger, including replies that were re-asked and refusals. Only an accepted value is cached; an invalid,
+    truncated, check-failing or refused reply never is.
+
+    Refusals (OpenAI ``message.refusal`` or ``finish_reason: content_filter``, Anthropic ``stop_reason:
+    refusal``) raise :class:`~groundjudge.errors.RefusalError` at once and are not retried: at temperature 0 the
+    same request would most likely be refused again, and each try is billed. Since nothing is cached, a later run
+    asks again.
     """
 
     def __init__(
@@ -140,8 +159,22 @@ class LLMClient:
     def is_cached(self, messages: Sequence[Message], schema: type[BaseModel], prompt: PromptRef | None) -> bool:
         return self.cache is not None and self.cache.peek(self.cache_key(messages, schema, prompt))
 
+    def worst_case_cost(self, request: LLMRequest) -> float:
+        """USD a call can cost at most: what the budget holds while it is in flight.
+
+        Input: one token per UTF-8 byte of the messages and the schema (sent again as response format or tool),
+        plus per-message and fixed overheads; no tokenizer makes more tokens than that. Output: max_tokens.
+        """
+        if self.price is None:
+            return 0.0
+        text_bytes = sum(len(m.content.encode()) for m in request.messages)
+        schema_bytes = len(json.dumps(request.schema).encode())
+        input_tokens = text_bytes + schema_bytes + _MESSAGE_OVERHEAD * len(request.messages) + _REQUEST_OVERHEAD
+        return self.price.cost(input_tokens, request.max_tokens)
+
     def estimate_cost(self, messages: Sequence[Message]) -> float:
-        """Rough USD of one call: ~4 characters a token in, the mean output seen so far (256 before any)."""
+        """Realistic USD of one call, for dry runs: ~4 characters a token in, the mean output seen so far (256 before
+        any). The budget does not use it: calls in flight hold :meth:`worst_case_cost`."""
         if self.price is None:
             return 0.0
         input_tokens = sum(len(m.content) for m in messages) // 4 + 8 * len(messages)
@@ -238,55 +271,75 @@ class LLMClient:
         err.usage = usage
         raise err
 
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            return float(min(retry_after, self.retry.max_wait))
+    def _backoff(self, attempt: int) -> float:
         policy = self.retry
-        backoff = policy.initial_wait * 2 ** (state.attempt_number - 1)
-        return min(policy.max_wait, backoff + random.uniform(0, policy.jitter))
+        return min(policy.max_wait, policy.initial_wait * 2 ** (attempt - 1) + random.uniform(0, policy.jitter))
+
+    def _send_once(self, request: LLMRequest) -> tuple[LLMResponse, Usage]:
+        """One billed call: reserve its worst case, send, settle to the real cost; a refusal raises, counted."""
+        reserved = self.worst_case_cost(request)
+        self.ledger.reserve(reserved)  # BudgetExceededError is not retryable: it ends the loop
+        try:
+            response = self.provider.send(request)
+        except BaseException:
+            self.ledger.settle(reserved, Usage())
+            raise
+        cost = self.price.cost(response.input_tokens, response.output_tokens) if self.price else 0.0
+        usage = Usage(calls=1, input_tokens=response.input_tokens, output_tokens=response.output_tokens, cost_usd=cost)
+        if cost > reserved + 1e-12:
+            log.warning("%s: a call cost $%.6f, more than the $%.6f reserved for it", self.model_id, cost, reserved)
+        self.ledger.settle(reserved, usage)
+        with self._lock:
+            self._out_tokens_seen[0] += response.output_tokens
+            self._out_tokens_seen[1] += 1
+        if response.refusal is not None:
+            refusal = errors.RefusalError(
+                f"{self.model_id}: the model refused: {response.refusal}", refusal=response.refusal
+            )
+            refusal.usage = usage
+            raise refusal
+        return response, usage
 
     def _send_with_retries(self, request: LLMRequest) -> tuple[LLMResponse, Usage]:
-        attempts = 0
+        """Send, retrying retryable errors with backoff (or the server's Retry-After) within the policy's bounds.
 
-        def once() -> tuple[LLMResponse, Usage]:
-            nonlocal attempts
-            attempts += 1
-            estimate = self.estimate_cost(request.messages)
-            self.ledger.reserve(estimate)  # BudgetExceededError is not retryable: it ends the loop
+        Retry-After is honoured however long, as long as it fits in what is left of ``max_total_seconds``; when it
+        does not, the error is raised at once (no sleep) with ``retry_at`` and a message saying when to retry.
+        """
+        policy = self.retry
+        start = time.monotonic()
+        slept = 0.0
+        attempt = 0
+        while True:
+            attempt += 1
             try:
-                response = self.provider.send(request)
-            except BaseException:
-                self.ledger.settle(estimate, Usage())
-                raise
-            cost = self.price.cost(response.input_tokens, response.output_tokens) if self.price else 0.0
-            usage = Usage(
-                calls=1, input_tokens=response.input_tokens, output_tokens=response.output_tokens, cost_usd=cost
-            )
-            self.ledger.settle(estimate, usage)
-            with self._lock:
-                self._out_tokens_seen[0] += response.output_tokens
-                self._out_tokens_seen[1] += 1
-            return response, usage
+                return self._send_once(request)
+            except errors.GroundjudgeError as exc:
+                if isinstance(exc, errors.LLMError):
+                    exc.attempts = attempt
+                if not exc.retryable:
+                    raise
+                # Slept time counts even when the sleep function does not really sleep (tests).
+                left = policy.max_total_seconds - max(time.monotonic() - start, slept)
+                retry_after = getattr(exc, "retry_after", None)
+                if retry_after is not None and retry_after > left and isinstance(exc, errors.ProviderError):
+                    _say_when_to_retry(exc, retry_after, left, policy.max_total_seconds)
+                    raise
+                if attempt >= policy.max_attempts:
+                    raise
+                wait = float(retry_after) if retry_after is not None else self._backoff(attempt)
+                if wait > left:
+                    raise
+                log.info("%s: attempt %d failed (%s); retrying in %.2f s", self.model_id, attempt, exc, wait)
+                self._sleep(wait)
+                slept += wait
 
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(lambda e: bool(getattr(e, "retryable", False))),
-            stop=tenacity.stop_after_attempt(self.retry.max_attempts)
-            | tenacity.stop_before_delay(self.retry.max_total_seconds),
-            wait=self._wait,
-            sleep=self._sleep,
-            reraise=True,
-            before_sleep=lambda s: log.info(
-                "%s: attempt %d failed (%s); retrying",
-                self.model_id,
-                s.attempt_number,
-                s.outcome.exception() if s.outcome else None,
-            ),
-        )
-        try:
-            return retrying(once)
-        except errors.GroundjudgeError as exc:
-            if isinstance(exc, errors.LLMError):
-                exc.attempts = attempts
-            raise
+
+def _say_when_to_retry(exc: errors.ProviderError, retry_after: float, left: float, total: float) -> None:
+    """Mark an error whose Retry-After does not fit in the retry budget with when to try again."""
+    exc.retry_at = datetime.now(timezone.utc) + timedelta(seconds=retry_after)
+    exc.args = (
+        f"{exc.args[0] if exc.args else exc}; the server asks to wait {retry_after:g} s, more than the "
+        f"{max(left, 0.0):.1f} s left of the retry budget (RetryPolicy.max_total_seconds={total:g}): "
+        f"retry after {exc.retry_at:%Y-%m-%d %H:%M:%S} UTC",
+    )

@@ -126,11 +126,9 @@ class OpenAIProvider:
             raise errors.ServerError(f"{self.name}: response has no choices", retryable=True)
         choice = completion.choices[0]
         message = choice.message
-        refusal = getattr(message, "refusal", None)
-        if refusal:
-            raise errors.RefusalError(f"{self.name}: the model refused: {refusal}", refusal=refusal)
-        if choice.finish_reason == "content_filter":
-            raise errors.RefusalError(f"{self.name}: blocked by the content filter", refusal="content_filter")
+        refusal = getattr(message, "refusal", None) or None
+        if refusal is None and choice.finish_reason == "content_filter":
+            refusal = "blocked by the content filter (finish_reason content_filter)"
         usage = completion.usage
         content = message.content
         if content is None:
@@ -142,4 +140,5 @@ class OpenAIProvider:
             input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             truncated=choice.finish_reason == "length",
+            refusal=refusal,
         )
