@@ -1,0 +1,175 @@
+"""--resume, --retry-errors, --overwrite and --dry-run: nothing already written is lost, a dry run writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from groundjudge.cli import app
+from groundjudge.testing import ScriptedLLMServer, route, tiny_nli_model
+from tests.conftest import SHARED_MODEL
+from tests.test_pipeline import HANDLERS
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
+
+
+@pytest.fixture(autouse=True)
+def _tiny_env(monkeypatch: pytest.MonkeyPatch, tiny_model: Path) -> None:
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(tiny_model))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+ROWS = [
+    {"id": f"r{i}", "contexts": [f"Item {i} costs {i * 3} dollars."], "answer": f"Item {i} costs {i * 3} dollars."}
+    for i in range(6)
+]
+
+
+def write_rows(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def score(tmp_path: Path, data: Path, out: Path, *extra: str) -> Any:
+    return runner.invoke(
+        app, ["score", str(data), "--out", str(out), "--cache-dir", str(tmp_path / "c"), "--no-progress", *extra]
+    )
+
+
+def reports(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def flat(output: str) -> str:
+    """The summary table, unwrapped."""
+    return " ".join(output.replace("│", " ").split()) + " "
+
+
+def mark(line: str) -> str:
+    """A report line tagged as written by an earlier run, so a test can tell kept lines from new ones."""
+    data = json.loads(line)
+    data["metadata"] = {"earlier": True}
+    return json.dumps(data)
+
+
+@pytest.fixture
+def scored(tmp_path: Path) -> tuple[Path, Path]:
+    data = write_rows(tmp_path / "in.jsonl", ROWS)
+    out = tmp_path / "out.jsonl"
+    result = score(tmp_path, data, out)
+    assert result.exit_code == 0, result.output
+    out.write_text("".join(mark(x) + "\n" for x in out.read_text().splitlines()))
+    return data, out
+
+
+def test_a_damaged_line_in_the_middle_loses_nothing_else(tmp_path: Path, scored: tuple[Path, Path]) -> None:
+    # Issue 13: a blank or unparsable line in the middle of OUT truncated everything after it.
+    data, out = scored
+    lines = out.read_text().splitlines()
+    damaged = '{"id": "r2", "verdict": "PA'  # r2's report, cut short and followed by the rest of the file
+    out.write_text("\n".join([lines[0], "", lines[1], damaged, *lines[3:]]) + "\n")
+    result = score(tmp_path, data, out, "--resume")
+    assert result.exit_code == 0, result.output
+    assert "line 4" in result.output and "damaged" in result.output
+    after = reports(out)
+    assert sorted(r["id"] for r in after) == [f"r{i}" for i in range(6)]  # each once
+    kept = [r["id"] for r in after if r["metadata"].get("earlier")]
+    assert kept == ["r0", "r1", "r3", "r4", "r5"]  # the earlier run's reports, untouched and in order
+    assert after[-1]["id"] == "r2" and not after[-1]["metadata"]  # only the damaged row was scored again
+    assert (tmp_path / "out.jsonl.damaged").read_text() == damaged + "\n"  # moved aside, not lost
+
+
+def test_a_torn_last_line_is_cut_and_a_complete_one_kept(tmp_path: Path, scored: tuple[Path, Path]) -> None:
+    data, out = scored
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines))  # the last report lost only its newline: it is complete, so kept
+    result = score(tmp_path, data, out, "--resume")
+    assert result.exit_code == 0 and "answers 0 " in flat(result.output)  # nothing scored again
+    assert [r["id"] for r in reports(out)] == [f"r{i}" for i in range(6)]
+    out.write_text("\n".join(lines[:5]) + "\n" + lines[5][:40])  # a kill in mid-write: cut, row scored again
+    result = score(tmp_path, data, out, "--resume")
+    assert result.exit_code == 0, result.output
+    after = reports(out)
+    assert [r["id"] for r in after] == [f"r{i}" for i in range(6)] and not after[-1]["metadata"]
+
+
+def test_dry_run_writes_nothing(tmp_path: Path, scored: tuple[Path, Path]) -> None:
+    # Issue 13: --dry-run --resume truncated OUT.
+    data, out = scored
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join([lines[0], "{oops", *lines[1:5]]) + "\n" + lines[5][:30])
+    before = out.read_bytes()
+    for flags in (["--resume"], ["--resume", "--retry-errors"], ["--overwrite"], []):
+        result = score(tmp_path, data, out, "--dry-run", *flags)
+        assert result.exit_code == 0, (flags, result.output)
+        assert out.read_bytes() == before, flags
+    assert not (tmp_path / "out.jsonl.damaged").exists()
+    estimate = json.loads(score(tmp_path, data, out, "--dry-run", "--resume").stdout)
+    assert estimate["rows"] == 1  # r5, whose line is torn
+
+
+def test_a_duplicate_id_is_an_input_error_of_the_second_row(tmp_path: Path) -> None:
+    # Issue 13: two input rows with one id lost the second.
+    rows = [ROWS[0], ROWS[1], {**ROWS[2], "id": "r0"}, ROWS[3]]
+    data = write_rows(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    result = score(tmp_path, data, out)
+    assert result.exit_code == 1, result.output
+    got = reports(out)
+    assert [r["id"] for r in got] == ["r0", "r1", "row-3", "r3"]
+    assert got[0]["verdict"] != "ERROR" and got[2]["verdict"] == "ERROR"
+    assert got[2]["errors"] == ["row 3, field 'id': duplicate id 'r0': row 1 has it already"]
+    assert got[2]["row"] == 3
+    # resume recognises it: nothing is scored or written again
+    again = score(tmp_path, data, out, "--resume")
+    assert again.exit_code == 0, again.output
+    assert [r["id"] for r in reports(out)] == ["r0", "r1", "row-3", "r3"]
+
+
+def test_retry_errors_scores_failed_rows_again_and_replaces_them(tmp_path: Path, scored: tuple[Path, Path]) -> None:
+    data, out = scored
+    lines = out.read_text().splitlines()
+    failed = json.loads(lines[1])
+    failed.update(verdict="ERROR", errors=["judge: ServerError 503 after 6 attempts"])
+    warned = json.loads(lines[4])
+    warned["errors"] = ["qa: RateLimitError 429"]  # a verdict with errors counts as failed too
+    lines[1], lines[4] = json.dumps(failed), json.dumps(warned)
+    out.write_text("\n".join(lines) + "\n")
+    assert score(tmp_path, data, out, "--retry-errors").exit_code == 2  # needs --resume
+    plain = score(tmp_path, data, out, "--resume")
+    assert plain.exit_code == 0 and reports(out)[1]["verdict"] == "ERROR"  # plain resume leaves them
+    result = score(tmp_path, data, out, "--resume", "--retry-errors")
+    assert result.exit_code == 0, result.output
+    after = reports(out)
+    assert [r["id"] for r in after] == ["r0", "r2", "r3", "r5", "r1", "r4"]
+    assert all(r["metadata"].get("earlier") for r in after[:4])
+    assert all(not r["metadata"] and r["verdict"] != "ERROR" and not r["errors"] for r in after[4:])
+    assert not out.with_name("out.jsonl.tmp").exists()
+
+
+def test_overwrite_keeps_the_old_output_until_the_new_run_has_a_row(tmp_path: Path) -> None:
+    # Issue 13: --overwrite truncated OUT before anything had succeeded.
+    data = write_rows(tmp_path / "in.jsonl", [{"id": "a", "contexts": ["It opens at 9."], "claim": "It opens at 9."}])
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"id": "old", "verdict": "PASS"}\n')
+    before = out.read_bytes()
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        llm = ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--mode", "llm", "--no-qa"]
+        replay = score(tmp_path, data, out, "--overwrite", *llm, "--cache-mode", "only")  # a miss on row 1
+        assert replay.exit_code == 1 and "cache-only run stopped" in replay.output
+        assert out.read_bytes() == before
+        broke = score(tmp_path, data, out, "--overwrite", *llm, "--max-calls", "0")
+        assert broke.exit_code == 3 and "No row finished" in broke.output
+        assert out.read_bytes() == before and server.requests == []
+        done = score(tmp_path, data, out, "--overwrite", *llm)
+        assert done.exit_code == 0, done.output
+    assert [r["id"] for r in reports(out)] == ["a"]
