@@ -320,9 +320,8 @@ _CONFIG_OPTIONS = {
 
 def _given(ctx: typer.Context, name: str) -> bool:
     """Whether option ``name`` was given on the command line (or in the environment), not left at its default."""
-    from click.core import ParameterSource
-
-    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+    source = ctx.get_parameter_source(name)  # by name: typer may bring its own copy of click's enum
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 @app.command()

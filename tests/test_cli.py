@@ -44,6 +44,15 @@ def _nli_env(monkeypatch: pytest.MonkeyPatch, shared_nli: Any) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
+def strict_json(text: str) -> Any:
+    """json.loads that refuses NaN and Infinity (which json.loads accepts by default)."""
+
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"{name} in strict JSON: {text[:200]}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
 def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
@@ -55,6 +64,97 @@ def test_help_lists_the_commands() -> None:
         assert command in result.output
     module = subprocess.run([sys.executable, "-m", "groundjudge", "--help"], capture_output=True, text=True, check=True)
     assert "score" in module.stdout
+
+
+def test_score_help_shows_the_defaults() -> None:
+    # Issue 13: rich markup swallowed the "[default: ...]" written in help strings.
+    result = runner.invoke(app, ["score", "--help"], env={"COLUMNS": "250"}, terminal_width=250)
+    assert result.exit_code == 0
+    flat = " ".join(result.output.replace("│", " ").split())
+    for shown in (
+        "[default: cascade with --llm, else nli]",
+        "[default: $GROUNDJUDGE_NLI_MODEL or the hub default]",
+        "[default: $GROUNDJUDGE_CACHE_DIR or ~/.cache/groundjudge]",
+        "[default: use]",
+        "[default: 4]",
+        "[default: 32]",
+        "[default: qa]",
+        "[default: default]",
+        "--retry-errors",
+    ):
+        assert shown in flat, shown
+
+
+def test_a_config_file_is_overridden_only_by_options_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 13: the CLI's own defaults (qa, concurrency, cache_mode) overwrote the file: cache_mode only spent calls.
+    from groundjudge import pipeline
+    from tests.test_pipeline import CONTEXT, GOOD_ANSWER
+
+    configs: list[Any] = []
+
+    class Recording(pipeline.Evaluator):
+        def __init__(self, config: Any = None, **kw: Any) -> None:
+            configs.append(config)
+            super().__init__(config, **kw)
+
+    monkeypatch.setattr(pipeline, "Evaluator", Recording)
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"id": "a", "contexts": [CONTEXT], "answer": GOOD_ANSWER}) + "\n")
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps({"cache_mode": "only", "qa": False, "concurrency": 2}))
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        base = ["score", str(data), "--config", str(config), "--cache-dir", str(tmp_path / "c"), "--no-progress"]
+        base += ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url]
+        replay = runner.invoke(app, [*base, "--out", str(tmp_path / "a.jsonl")])
+        assert replay.exit_code == 1 and "cache-only run stopped" in replay.output, replay.output
+        assert server.requests == []  # the file's cache_mode only: nothing spent
+        cfg = configs[-1]
+        assert (cfg.cache_mode, cfg.qa, cfg.concurrency, cfg.llm) == ("only", False, 2, "openai/gpt-4o-mini")
+        given = runner.invoke(
+            app, [*base, "--out", str(tmp_path / "b.jsonl"), "--cache-mode", "use", "--qa", "--concurrency", "3"]
+        )
+        assert given.exit_code == 0, given.output
+        cfg = configs[-1]
+        assert (cfg.cache_mode, cfg.qa, cfg.concurrency) == ("use", True, 3)
+        assert lines(tmp_path / "b.jsonl")[0]["qa"] is not None and server.requests
+
+
+def test_a_non_finite_number_makes_its_row_an_error_never_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 13: an NLI NaN was written as the literal NaN and then the run summary died.
+    from groundjudge import pipeline
+
+    original = pipeline.Evaluator.evaluate_numbered
+
+    def poisoned(self: Any, rows: Any, batch_size: int = 32) -> Any:
+        for report in original(self, rows, batch_size=batch_size):
+            if report.id == "nan":
+                report.scores.combined = float("nan")
+                report.scores.nli = float("inf")
+                report.claims[0].nli.entailment = float("nan")  # type: ignore[union-attr]
+            yield report
+
+    monkeypatch.setattr(pipeline.Evaluator, "evaluate_numbered", poisoned)
+    data = tmp_path / "in.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": rid, "contexts": ["Paris is the capital of France."], "claim": "Paris is in France."})
+            + "\n"
+            for rid in ("ok", "nan", "ok2")
+        )
+    )
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["score", str(data), "--out", str(out), "--cache-dir", str(tmp_path / "c")])
+    assert result.exit_code == 1, result.output
+    reports = [strict_json(x) for x in out.read_text().splitlines()]
+    assert [r["id"] for r in reports] == ["ok", "nan", "ok2"]
+    bad = reports[1]
+    assert bad["verdict"] == "ERROR" and bad["scores"]["combined"] is None and bad["claims"][0]["label"] == "ERROR"
+    assert "non-finite number" in bad["errors"][0] and "scores.combined" in bad["errors"][0]
+    assert reports[0]["verdict"] != "ERROR" and reports[2]["verdict"] != "ERROR"
+    flat = " ".join(result.output.replace("│", " ").split())
+    assert "rows failed 1" in flat and "failed nan: non-finite number" in flat
 
 
 def test_score_fixtures_in_nli_mode(tmp_path: Path) -> None:
@@ -77,6 +177,21 @@ def test_score_fixtures_in_nli_mode(tmp_path: Path) -> None:
     assert [r["id"] for r in reports] == [r["id"] for r in inputs]
     assert all(r["mode"] == "nli" and r["usage"]["calls"] == 0 for r in reports)
     assert all(r["label"] == i["label"] for r, i in zip(reports, inputs, strict=True))
+    # What the shared model decides (nli mode: SUPPORTED at entailment >= 0.55, CONTRADICTED only at >= 0.9).
+    # refund-policy is a miss of the small model: its paraphrases ("no longer get a full refund") reach an
+    # entailment of only 0.35 and 0.10, so a consistent answer FAILs; the claim rows cannot be CONTRADICTED here.
+    verdicts = {r["id"]: (r["verdict"], [c["label"] for c in r["claims"]]) for r in reports}
+    assert verdicts == {
+        "eiffel-good": ("PASS", ["SUPPORTED", "SUPPORTED"]),
+        "eiffel-bad": ("FAIL", ["UNSUPPORTED", "UNSUPPORTED"]),
+        "refund-policy": ("FAIL", ["UNSUPPORTED", "UNSUPPORTED"]),
+        "refund-invented": ("FAIL", ["UNSUPPORTED", "UNSUPPORTED"]),
+        "aspirin-dose": ("PASS", ["SUPPORTED", "SUPPORTED"]),
+        "claim-supported": ("PASS", ["SUPPORTED"]),
+        "claim-contradicted": ("FAIL", ["UNSUPPORTED"]),
+        "claim-unsupported": ("FAIL", ["UNSUPPORTED"]),
+    }
+    assert all(not r["errors"] and r["scores"]["coverage"] == 1.0 for r in reports)
     assert "groundjudge summary" in result.output and "hallucination rate" in result.output
     # OUT exists now: a second run must say what to do rather than append or clobber
     again = runner.invoke(app, ["score", str(FIXTURES / "samples.jsonl"), "--out", str(out), "--no-progress"])
