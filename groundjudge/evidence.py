@@ -95,7 +95,8 @@ def _months(text: str) -> set[int]:
 def find_conflict(claim: str, passage: str, min_overlap: float = 0.5) -> str | None:
     """A cheap sign that a passage speaks of the same thing as the claim but disagrees on a number or a month.
 
-    The passage must share at least ``min_overlap`` of the claim's content words (and two at least); then a number
+    The passage must share at least ``min_overlap`` of the claim's content words (two at least, unless the claim has
+    fewer: "It was completed in 1899" has one); then a number
     or month of the claim that the passage does not contain, while the passage gives other ones, is a conflict.
     Returns what differs ("the claim says 500; the passage says 330"), or None. The NLI model of a cascade may miss
     such contradictions, so the pipeline escalates them to the judge rather than calling them itself.
@@ -106,7 +107,7 @@ def find_conflict(claim: str, passage: str, min_overlap: float = 0.5) -> str | N
         return None
     words = {t for t in _terms(_NUMBER.sub(" ", claim)) if not t.isdigit()}
     shared = words & set(_terms(passage))
-    if len(shared) < 2 or len(shared) < min_overlap * len(words):
+    if not shared or len(shared) < min(2, len(words)) or len(shared) < min_overlap * len(words):
         return None
     missing = sorted(claim_numbers - passage_numbers)
     if missing and passage_numbers:
