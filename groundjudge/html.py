@@ -127,6 +127,11 @@ render();
 _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
 
 
+def _text(value: str) -> str:
+    """``value`` as HTML text that can be written as UTF-8 (a lone surrogate shows as its escape)."""
+    return escape(value.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
 def embed_json(data: Any) -> str:
     """``data`` as JSON safe to put between ``<script type="application/json">`` tags (strict: no NaN)."""
     return json.dumps(data, ensure_ascii=True, allow_nan=False).translate(_JSON_ESCAPES)
@@ -138,12 +143,12 @@ def render_html(reports: Iterable[AnswerReport], title: str = "groundjudge revie
     summary = summarize(chosen)
     payload: dict[str, Any] = {"reports": [r.model_dump(mode="json") for r in chosen]}
     blob = embed_json(payload)
-    rows = "".join(f"<div><span>{escape(name)}:</span> {escape(value)}</div>" for name, value in summary_rows(summary))
+    rows = "".join(f"<div><span>{_text(name)}:</span> {_text(value)}</div>" for name, value in summary_rows(summary))
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<header><h1>{escape(title)}</h1><div id='summary'>{rows}</div></header>"
+        f"<title>{_text(title)}</title><style>{_CSS}</style></head><body>"
+        f"<header><h1>{_text(title)}</h1><div id='summary'>{rows}</div></header>"
         "<div id='filters'></div><main><div id='answers'></div>"
         "<aside id='detail'><p>Click a highlighted claim to see its verdict and evidence.</p></aside></main>"
         f"<script type='application/json' id='gj-data'>{blob}</script><script>{_JS}</script></body></html>"

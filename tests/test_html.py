@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
-from groundjudge.html import render_html
+from groundjudge.html import _JS, render_html
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores, Span
 from groundjudge.report import dumps
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
@@ -116,3 +119,154 @@ def test_report_command_only_flagged(browser: Any, reports: list[Any], tmp_path:
     ids = [c.get_attribute("id") for c in browser.find_elements(By.CSS_SELECTOR, ".answer")]
     assert "answer-good" not in ids and "answer-bad" in ids
     assert "http" not in page.read_text().split("<script type='application/json'")[0]  # no network resources
+
+
+# -- hostile text: nothing in a report may break the page -------------------------------------------------------
+
+HOSTILE = [
+    "</script>",
+    "<!--<script>",
+    "</SCRIPT \n>",
+    "]]>",
+    "-->",
+    "line\u2028separator\u2029paragraph",
+    'it\'s "quoted" `here`',
+    "\u202eRTL override\u202c \u200fשלום עולם\u200e",
+    "emoji 🧪👩‍🔬🇫🇷",
+    "&amp; &lt; &#60; \\u003c",
+    '<img src=x onerror="window.pwned=3">',
+    "nul\x00 bell\x07 \r\n crlf",
+]
+
+
+def hostile_reports(strings: list[str] = HOSTILE, surrogate: bool = True) -> list[AnswerReport]:
+    """Reports carrying hostile text in every field a reviewer sees: answer, contexts, claims, reasons, quotes."""
+    out = []
+    for i, bad in enumerate(strings):
+        context = f"Source {i} says: {bad} and the shop opens at {i} am."
+        answer = f"The shop opens at {i} am. It says {bad}."
+        claims = []
+        for j, text in enumerate([f"The shop opens at {i} am.", f"It says {bad}."]):
+            start = answer.index(text)
+            quote = f"{bad} and the shop"
+            q_start = context.index(quote)
+            claims.append(
+                ClaimVerdict(
+                    claim=Claim(id=f"c{j + 1}", text=text, span=Span(text=text, start=start, end=start + len(text))),
+                    label="SUPPORTED" if j == 0 else "CONTRADICTED",
+                    route="judge",
+                    nli=ClaimNLI(entailment=0.5, contradiction=0.1, passages_scored=1, passages_total=1),
+                    reason=f"because {bad}",
+                    quotes=[Quote(text=quote, doc=0, start=q_start, end=q_start + len(quote), verified=True)],
+                    flags=[f"flag {bad}"],
+                )
+            )
+        out.append(
+            AnswerReport(
+                id=f"h{i} {bad}",
+                verdict="FAIL",
+                mode="cascade",
+                scores=Scores(combined=0.5, claims=0.5, coverage=1.0, n_claims=2, n_judged=2),
+                claims=claims,
+                question=f"What does it say? {bad}",
+                answer=answer,
+                contexts=[context, f"second {bad}"],
+                errors=[f"an error naming {bad}"],
+                metadata={"note": bad},
+            )
+        )
+    # first, so that it is in the summary's list of failed rows as well as in the data: a lone surrogate
+    lone = AnswerReport(id="surrogate", verdict="ERROR", mode="nli", scores=Scores(), errors=["bad \ud800 text"])
+    return [lone, *out] if surrogate else out
+
+
+class PageParser(HTMLParser):
+    """The page as a browser's tokenizer sees it: each script element's attributes and text, and the visible text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.scripts: list[tuple[dict[str, str | None], str]] = []
+        self.text: list[str] = []
+        self._in_script: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "script":
+            self._in_script = dict(attrs)
+            self.scripts.append((self._in_script, ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script is not None:
+            attrs, text = self.scripts[-1]
+            self.scripts[-1] = (attrs, text + data)
+        else:
+            self.text.append(data)
+
+
+def parse_page(page: str) -> tuple[PageParser, dict[str, Any]]:
+    parser = PageParser()
+    parser.feed(page)
+    parser.close()
+    assert [attrs.get("id") for attrs, _ in parser.scripts] == ["gj-data", None]  # nothing split or added a script
+    attrs, blob = parser.scripts[0]
+    assert attrs["type"] == "application/json"
+    assert parser.scripts[1][1] == _JS  # the page's code arrives whole
+    return parser, json.loads(blob)
+
+
+def test_page_data_round_trips_exactly_whatever_the_text(tmp_path: Path) -> None:
+    # Issue 13: a source containing "<!--<script>" left the page blank. Checked without a browser, on every run.
+    reports = hostile_reports()
+    page = render_html(reports)
+    (tmp_path / "review.html").write_text(page, encoding="utf-8")  # writable as UTF-8 despite the surrogate
+    blob = page.split("<script type='application/json' id='gj-data'>", 1)[1].split("</script>", 1)[0]
+    # what the HTML tokenizer reacts to inside a script element, and what JavaScript once took for line breaks
+    for hazard in ("<", ">", "&", "\u2028", "\u2029"):
+        assert hazard not in blob, hazard
+    parser, data = parse_page(page)
+    assert data == {"reports": [r.model_dump(mode="json") for r in reports]}
+    back = [AnswerReport.model_validate(r) for r in data["reports"]]
+    assert back == reports  # every answer, context, claim, reason, quote and error, exactly
+    for r in back[1:]:
+        assert all(
+            r.contexts[q.doc][q.start : q.end] == q.text for c in r.claims for q in c.quotes if q.doc is not None
+        )
+    visible = "".join(parser.text)
+    assert f"answers: {len(reports)}" in visible and "bad \\ud800 text" in visible
+
+
+def test_report_command_writes_a_page_that_parses(tmp_path: Path) -> None:
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text("".join(dumps(r) + "\n" for r in hostile_reports()[1:]), encoding="utf-8")
+    page = tmp_path / "review.html"
+    result = CliRunner().invoke(app, ["report", str(scored), "--html", str(page), "--only-flagged"])
+    assert result.exit_code == 0, result.output
+    _, data = parse_page(page.read_text(encoding="utf-8"))
+    assert [r["id"] for r in data["reports"]] == [f"h{i} {bad}" for i, bad in enumerate(HOSTILE)]
+    assert [c["claim"]["text"] for r in data["reports"] for c in r["claims"]] == [
+        text for i, bad in enumerate(HOSTILE) for text in (f"The shop opens at {i} am.", f"It says {bad}.")
+    ]
+
+
+@pytest.mark.parametrize("strings", [HOSTILE, ["<!--<script>"]], ids=["all", "comment-script-alone"])
+def test_hostile_text_renders_as_text_in_a_browser(browser: Any, tmp_path: Path, strings: list[str]) -> None:
+    # "<!--<script>" with no "-->" after it is the issue's case: the old page swallowed its own code and was blank
+    from selenium.webdriver.common.by import By
+
+    reports = hostile_reports(strings, surrogate=strings is HOSTILE)
+    page = tmp_path / "hostile.html"
+    page.write_text(render_html(reports), encoding="utf-8")
+    browser.get(page.as_uri())
+    cards = browser.find_elements(By.CSS_SELECTOR, ".answer")
+    assert len(cards) == len(reports)  # not blank: every answer is on the page
+    assert browser.execute_script("return window.pwned === undefined")
+    for i, bad in enumerate(strings[:2]):
+        card = cards[i + len(reports) - len(strings)]
+        assert card.find_element(By.CSS_SELECTOR, ".claim.CONTRADICTED").text == f"It says {bad}."
+        card.find_element(By.CSS_SELECTOR, ".claim.CONTRADICTED").click()
+        detail = browser.find_element(By.ID, "detail")
+        assert f"because {bad}" in detail.text
+        assert detail.find_element(By.TAG_NAME, "mark").text == f"{bad} and the shop"
