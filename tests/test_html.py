@@ -270,3 +270,13 @@ def test_hostile_text_renders_as_text_in_a_browser(browser: Any, tmp_path: Path,
         detail = browser.find_element(By.ID, "detail")
         assert f"because {bad}" in detail.text
         assert detail.find_element(By.TAG_NAME, "mark").text == f"{bad} and the shop"
+
+
+def test_ci_sets_ci_itself_so_the_browser_tests_cannot_skip() -> None:
+    # Issue 13: the browser tests skipped unless the caller happened to set CI.
+    from tests.conftest import ROOT
+
+    script = (ROOT / ".ci" / "run").read_text().splitlines()
+    exports = [i for i, line in enumerate(script) if line.strip() == "export CI=true"]
+    runs = [i for i, line in enumerate(script) if ".venv/bin/pytest" in line]
+    assert exports and runs and exports[0] < runs[0]
