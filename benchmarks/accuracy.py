@@ -2,6 +2,7 @@
 
     python benchmarks/accuracy.py --data ../shared/benchmarks/factcheckgpt-stance.jsonl --mode nli
     python benchmarks/accuracy.py --data ../shared/benchmarks/faithbench-dev.jsonl --limit 100
+    python benchmarks/accuracy.py --mode cascade --nli-model TUNED_DIR   # a tuned model, its stored thresholds
 
 Claim rows (label SUPPORTED / UNSUPPORTED / CONTRADICTED) are scored SUPPORTED vs not; answer rows (label
 consistent / hallucinated) by the response rule: consistent when every judged claim is SUPPORTED (the default;
@@ -9,7 +10,9 @@ the score-threshold variant is printed too). The seeds' method is each answer se
 whole context, truncated at the model's limit, best entailment wins, 0.5 threshold.
 
 Without an LLM (the default here) the cascade's local share is measured: which claims NLI decides alone
-(escalation_rate is the rest) and how precise those local verdicts are. With --llm the judge runs for real.
+(escalation_rate is the rest), how precise those local verdicts are, and how precise and complete its local
+CONTRADICTED calls are; ``--mode cascade`` without an LLM runs the NLI stage alone for this. The thresholds are the
+model's own (stored beside a tuned or calibrated model's weights) unless given. With --llm the judge runs for real.
 The last line printed is one JSON object.
 """
 
@@ -81,9 +84,12 @@ def main() -> None:
     args = ap.parse_args()
 
     mode = args.mode or ("cascade" if args.llm else "nli")
+    # without an LLM a cascade cannot run: the NLI stage runs alone and the cascade's local share is measured with
+    # the cascade thresholds in force (for a tuned model, those stored beside its weights)
+    run_mode = mode if args.llm or mode == "nli" else "nli"
     rows = read_rows(args.data, args.limit)
     config = Config.make(
-        mode=mode,
+        mode=run_mode,
         llm=args.llm,
         base_url=args.base_url,
         nli_model=args.nli_model or default_nli_model(),
@@ -113,6 +119,8 @@ def main() -> None:
     out: dict[str, Any] = {
         "benchmark": Path(args.data).stem,
         "mode": mode,
+        "ran": run_mode,
+        "nli_model": ev.nli.name,
         "n": len(reports),
         "thresholds": ev.thresholds.model_dump(),
         "cascade_thresholds": cascade.model_dump(),
@@ -127,6 +135,13 @@ def main() -> None:
         correct = sum((x == "SUPPORTED") == (g == "SUPPORTED") for g, x in decided)
         out["nli_decided_precision"] = correct / len(decided) if decided else None
         out["nli_decided"] = len(decided)
+        # local contradiction calls of the cascade against the 3-way gold labels
+        called = [r["label"] for r, x in zip(rows, local, strict=True) if x == "CONTRADICTED"]
+        refuted = sum(r["label"] == "CONTRADICTED" for r in rows)
+        hits = sum(g == "CONTRADICTED" for g in called)
+        out["local_contradictions"] = len(called)
+        out["local_contradiction_precision"] = hits / len(called) if called else None
+        out["local_contradiction_recall"] = hits / refuted if refuted else None
     else:
         gold = [r["label"] for r in rows]
         variant = [
@@ -167,6 +182,7 @@ def main() -> None:
 
     print_table(["method", "balanced_accuracy", "kappa"], table)
     print(
+        f"cascade thresholds {cascade.model_dump()}: "
         f"escalation rate {escalation_rate}, NLI-decided precision {out['nli_decided_precision']}, "
         f"pairs {out['pairs_scored']}, {seconds:.1f} s"
     )

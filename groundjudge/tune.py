@@ -1,0 +1,851 @@
+"""Fine-tuning the local NLI checker on labelled claims (``groundjudge tune``): the local checker learns from the judge.
+
+Training claims come from three kinds of JSONL file, told apart row by row:
+
+- gold claim rows ``{"id", "contexts", "claim", "label"}`` (label SUPPORTED / UNSUPPORTED / CONTRADICTED);
+- ``groundjudge score`` output (AnswerReport lines): claims the judge decided, with every quote verified for
+  SUPPORTED / CONTRADICTED; the premise is the passage the quote came from, else the NLI stage's best passage;
+- human review decisions ``{"id": answer id, "claim_id", "label", "note"?}``, joined to a score output file given
+  in the same call; a review overrides the judge's verdict on its claim.
+
+Premises are what the pipeline will show the model: a short context whole, else the top-k BM25 passages (for
+SUPPORTED / CONTRADICTED the one the base model finds most entailing / contradicting, for UNSUPPORTED all of them).
+A slice disjoint by claim text is held out: the thresholds are calibrated on it (``fit_thresholds``) and the
+before/after numbers measured on it. Forgetting is held back by distillation towards the base model's predictions
+on the training pairs (and optionally L2-SP towards the base weights). Training checkpoints into ``OUT/.tune`` and
+resumes when rerun with the same arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from groundjudge.calibrate import _lowest, fit_thresholds
+from groundjudge.chunking import chunk_document, chunk_documents
+from groundjudge.config import LocalThresholds, read_model_profile, write_model_profile
+from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
+from groundjudge.evidence import BM25, EvidenceSelector
+from groundjudge.metrics import balanced_accuracy
+from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
+from groundjudge.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
+from groundjudge.pipeline import decide_locally
+
+LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
+_WHICH = {"SUPPORTED": ENTAILMENT, "UNSUPPORTED": NEUTRAL, "CONTRADICTED": CONTRADICTION}
+STATE_DIR = ".tune"
+
+
+@dataclass
+class TuneExample:
+    """One labelled claim; ``premises`` are fixed evidence passages (judge quotes), else chosen from ``contexts``."""
+
+    id: str
+    claim: str
+    contexts: list[str]
+    label: str
+    source: str  # gold, judge or review
+    premises: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TuneSettings:
+    """Hyperparameters of a tuning run (defaults: chosen by cross-validation on the train half, README)."""
+
+    epochs: int = 2
+    lr: float = 3e-5
+    batch_size: int | None = None  # 16 on CPU, 32 on a GPU
+    max_length: int = 256
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    distill: float = 0.5  # weight of KL(base || tuned) on the training pairs
+    l2sp: float = 0.0  # weight of the squared distance to the base weights
+    balance: bool = True  # inverse-frequency class weights
+    k: int = 2  # BM25 passages per claim (the pipeline's evidence_k)
+    passage_tokens: int = 128
+    passage_overlap: int = 32
+    holdout: float = 0.2
+    target: float = 0.9
+    contradiction_target: float = 0.7
+    seed: int = 0
+
+
+@dataclass
+class TrainPair:
+    premise: str
+    claim: str
+    label: str
+    base: list[float] = field(default_factory=list)  # base model probabilities, in the model's own output order
+
+
+def claim_key(text: str) -> str:
+    """What makes two claims the same claim for the held-out split."""
+    return " ".join(text.lower().split())
+
+
+def _label(value: Any, where: str) -> str:
+    label = str(value or "").strip().upper()
+    if label not in LABELS:
+        raise InputError(f"label {value!r} is not one of {', '.join(LABELS)}", row=where, field="label")
+    return label
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise InputError(f"no file {path}")
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"invalid JSON: {exc.msg}", row=f"{path.name}:{n}") from exc
+            if not isinstance(row, dict):
+                raise InputError("a row must be a JSON object", row=f"{path.name}:{n}")
+            rows.append(row)
+    return rows
+
+
+def _quote_passage(
+    report: AnswerReport, verdict: ClaimVerdict, tokenizer: Any, passage_tokens: int, overlap: int
+) -> list[str]:
+    """The pipeline-sized passages the verified quotes came from (widened from quote.start..end)."""
+    out: list[str] = []
+    for q in verdict.quotes:
+        if not q.verified or q.doc is None or q.start is None or q.end is None or q.doc >= len(report.contexts):
+            continue
+        passages = chunk_document(report.contexts[q.doc], q.doc, tokenizer, passage_tokens, overlap)
+        best = max(passages, key=lambda p: min(p.end, q.end or 0) - max(p.start, q.start or 0), default=None)
+        if best is not None and best.text not in out:
+            out.append(best.text)
+    return out
+
+
+def _from_report(
+    report: AnswerReport, verdict: ClaimVerdict, label: str, source: str, tokenizer: Any, settings: TuneSettings
+) -> TuneExample | None:
+    premises: list[str] = []
+    if label in ("SUPPORTED", "CONTRADICTED") and verdict.label == label:
+        premises = _quote_passage(report, verdict, tokenizer, settings.passage_tokens, settings.passage_overlap)
+    nli = verdict.nli
+    if not premises and nli is not None:
+        passage = nli.contradiction_passage if label == "CONTRADICTED" else nli.entailment_passage
+        if passage is not None:
+            premises = [passage.text]
+    if not premises and not report.contexts:
+        return None
+    return TuneExample(
+        id=f"{report.id}/{verdict.claim.id}",
+        claim=verdict.claim.text,
+        contexts=list(report.contexts),
+        label=label,
+        source=source,
+        premises=premises,
+    )
+
+
+def _judge_usable(v: ClaimVerdict) -> bool:
+    """A judge verdict worth learning from: decided by the judge, no unverified quote, evidence for a yes/no."""
+    if v.route != "judge" or v.label not in LABELS or "unverified_quote" in v.flags or v.error:
+        return False
+    if v.label in ("SUPPORTED", "CONTRADICTED"):
+        return bool(v.quotes) and all(q.verified for q in v.quotes)
+    return True
+
+
+def load_examples(
+    paths: Sequence[str | Path], tokenizer: Any, settings: TuneSettings | None = None
+) -> list[TuneExample]:
+    """Training claims from gold claim rows, score output files (judge verdicts) and review decisions.
+
+    Raises:
+        InputError: a row of none of the three kinds, a bad label, or a review whose claim is in no score file.
+    """
+    settings = settings or TuneSettings()
+    gold: list[TuneExample] = []
+    reports: dict[tuple[str, str], tuple[AnswerReport, ClaimVerdict]] = {}
+    reviews: list[tuple[str, dict[str, Any]]] = []
+    for path in map(Path, paths):
+        for n, row in enumerate(_read_jsonl(path), start=1):
+            where = f"{path.name}:{n}"
+            if "verdict" in row and "claims" in row:
+                try:
+                    report = AnswerReport.model_validate(row)
+                except ValueError as exc:
+                    raise InputError(f"not a groundjudge report: {exc}", row=where) from exc
+                for v in report.claims:
+                    reports[(report.id, v.claim.id)] = (report, v)
+            elif "claim_id" in row:
+                reviews.append((where, row))
+            elif "claim" in row and "contexts" in row:
+                contexts = row["contexts"]
+                if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
+                    raise InputError("contexts must be a list of strings", row=where, field="contexts")
+                gold.append(
+                    TuneExample(
+                        id=str(row.get("id", where)),
+                        claim=str(row["claim"]),
+                        contexts=contexts,
+                        label=_label(row.get("label"), where),
+                        source="gold",
+                    )
+                )
+            else:
+                raise InputError(
+                    "neither a claim row {id, contexts, claim, label}, a groundjudge score report, nor a review "
+                    "decision {id, claim_id, label}",
+                    row=where,
+                )
+    reviewed: dict[tuple[str, str], str] = {}
+    for where, row in reviews:
+        key = (str(row.get("id")), str(row.get("claim_id")))
+        if key not in reports:
+            raise InputError(
+                f"review of answer {key[0]!r} claim {key[1]!r}: no such claim in the score files given", row=where
+            )
+        reviewed[key] = _label(row.get("label"), where)
+    out = gold
+    for key, (report, v) in reports.items():
+        if key in reviewed:
+            ex = _from_report(report, v, reviewed[key], "review", tokenizer, settings)
+        elif _judge_usable(v):
+            ex = _from_report(report, v, v.label, "judge", tokenizer, settings)
+        else:
+            continue
+        if ex is not None:
+            out.append(ex)
+    return out
+
+
+def split_by_claim(
+    examples: Sequence[TuneExample], holdout: float, seed: int
+) -> tuple[list[TuneExample], list[TuneExample]]:
+    """(train, held out), disjoint by claim text, stratified by each claim's first label, seeded."""
+    groups: dict[str, list[str]] = {}
+    first_label: dict[str, str] = {}
+    for ex in examples:
+        k = claim_key(ex.claim)
+        if k not in first_label:
+            first_label[k] = ex.label
+            groups.setdefault(ex.label, []).append(k)
+    rng = random.Random(seed)
+    held: set[str] = set()
+    for label in sorted(groups):
+        keys = sorted(groups[label])
+        rng.shuffle(keys)
+        held.update(keys[: round(holdout * len(keys))])
+    train = [ex for ex in examples if claim_key(ex.claim) not in held]
+    test = [ex for ex in examples if claim_key(ex.claim) in held]
+    return train, test
+
+
+# -- premises ----------------------------------------------------------------------------------------------------
+
+
+def build_pairs(
+    examples: Sequence[TuneExample], base: NLIModel, scorer: NLIScorer, settings: TuneSettings
+) -> list[TrainPair]:
+    """(premise, claim, label) training pairs, as the pipeline would show them to the model."""
+    tok = base.tokenizer
+    claim_tokens = base.count_tokens([ex.claim for ex in examples])
+    room = min(settings.max_length, base.max_length) - base.special_tokens
+    pairs: list[TrainPair] = []
+    pick: list[tuple[TuneExample, list[str]]] = []  # SUPPORTED/CONTRADICTED among top-k: the base model chooses
+    for ex, n_claim in zip(examples, claim_tokens, strict=True):
+        if ex.premises:
+            pairs.extend(TrainPair(p, ex.claim, ex.label) for p in ex.premises)
+            continue
+        whole = "\n\n".join(ex.contexts)
+        if sum(base.count_tokens([whole])) + n_claim <= room:
+            pairs.append(TrainPair(whole, ex.claim, ex.label))
+            continue
+        passages = chunk_documents(ex.contexts, tok, settings.passage_tokens, settings.passage_overlap)
+        if not passages:
+            continue
+        ranked = BM25([p.text for p in passages]).rank(ex.claim)[: settings.k]
+        texts = [
+            passages[i].text for i in ranked if passages[i].n_tokens + n_claim + base.special_tokens <= base.max_length
+        ]
+        if not texts:
+            continue
+        if ex.label == "UNSUPPORTED":
+            pairs.extend(TrainPair(t, ex.claim, ex.label) for t in texts)
+        else:
+            pick.append((ex, texts))
+    if pick:
+        probs = scorer.score([(t, ex.claim) for ex, texts in pick for t in texts])
+        i = 0
+        for ex, texts in pick:
+            which = _WHICH[ex.label]
+            block = probs[i : i + len(texts)]
+            i += len(texts)
+            best = int(block[:, which].argmax())
+            pairs.append(TrainPair(texts[best], ex.claim, ex.label))
+    return pairs
+
+
+# -- training ----------------------------------------------------------------------------------------------------
+
+
+def _encode(tokenizer: Any, pairs: Sequence[TrainPair], max_length: int) -> list[dict[str, list[int]]]:
+    enc = tokenizer(
+        [p.premise for p in pairs],
+        [p.claim for p in pairs],
+        truncation="only_first",
+        max_length=max_length,
+        padding=False,
+        verbose=False,
+    )
+    keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
+    return [{k: enc[k][i] for k in keys} for i in range(len(pairs))]
+
+
+def _collate(items: Sequence[dict[str, list[int]]], pad_id: int, device: str) -> dict[str, Any]:
+    import torch
+
+    width = max(len(x["input_ids"]) for x in items)
+    out: dict[str, Any] = {}
+    for key in items[0]:
+        fill = pad_id if key == "input_ids" else 0
+        out[key] = torch.tensor([x[key] + [fill] * (width - len(x[key])) for x in items], device=device)
+    return out
+
+
+def _autocast(device: str) -> tuple[Any, Any]:
+    """(autocast context factory, grad scaler or None): bf16 (or fp16 with a scaler) on CUDA, plain fp32 elsewhere."""
+    import contextlib
+
+    import torch
+
+    if device.startswith("cuda"):
+        if torch.cuda.is_bf16_supported():
+            return (lambda: torch.autocast("cuda", dtype=torch.bfloat16)), None
+        return (lambda: torch.autocast("cuda", dtype=torch.float16)), torch.amp.GradScaler("cuda")
+    return contextlib.nullcontext, None
+
+
+def base_probabilities(
+    model: Any, encoded: Sequence[dict[str, list[int]]], pad_id: int, device: str, batch: int
+) -> list[list[float]]:
+    """The base model's softmax on each training pair (raw output order), for distillation."""
+    import torch
+
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]["input_ids"]))
+    out: list[list[float]] = [[] for _ in encoded]
+    cast, _ = _autocast(device)
+    model.eval()
+    with torch.inference_mode():
+        for s in range(0, len(order), batch):
+            idx = order[s : s + batch]
+            with cast():
+                logits = model(**_collate([encoded[i] for i in idx], pad_id, device)).logits
+            probs = torch.softmax(logits.float(), -1).cpu().tolist()
+            for i, p in zip(idx, probs, strict=True):
+                out[i] = [round(x, 6) for x in p]
+    return out
+
+
+def _batches(lengths: Sequence[int], batch: int, seed: int) -> list[list[int]]:
+    """One epoch's batches: shuffled, then sorted by length within pools of 20 batches (less padding)."""
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    out: list[list[int]] = []
+    pool = batch * 20
+    for s in range(0, len(order), pool):
+        chunk = sorted(order[s : s + pool], key=lambda i: lengths[i])
+        out.extend(chunk[j : j + batch] for j in range(0, len(chunk), batch))
+    rng.shuffle(out)
+    return out
+
+
+ProgressFn = Callable[[int, int, float], None]
+
+
+def train(
+    base: str,
+    pairs: Sequence[TrainPair],
+    out: Path,
+    settings: TuneSettings,
+    *,
+    device: str | None = None,
+    run_key: str = "",
+    checkpoint_every: int = 50,
+    progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Fine-tune ``base`` on the pairs and save the model (weights, tokenizer, config) to ``out``.
+
+    A checkpoint in ``out/.tune`` is written every ``checkpoint_every`` steps, at each epoch's end and on an
+    interrupt; a later call with the same ``run_key`` resumes from it.
+    """
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from groundjudge.nli import label_columns
+
+    device = pick_device(device)
+    state_dir = out / STATE_DIR
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=Path(base).is_dir())
+    model = AutoModelForSequenceClassification.from_pretrained(base, local_files_only=Path(base).is_dir())
+    columns = label_columns(model.config.id2label)
+    target_col = {
+        label: columns[which] if columns[which] is not None else columns[NEUTRAL] for label, which in _WHICH.items()
+    }
+    if any(c is None for c in target_col.values()):
+        raise NLIError(f"{base}: no output for one of the labels {columns}")
+    max_length = min(settings.max_length, int(getattr(tokenizer, "model_max_length", 512) or 512))
+    max_length = min(max_length, int(getattr(model.config, "max_position_embeddings", max_length)))
+    encoded = _encode(tokenizer, pairs, max_length)
+    lengths = [len(e["input_ids"]) for e in encoded]
+    labels = [int(target_col[p.label] or 0) for p in pairs]
+    n_out = int(model.config.num_labels)
+    counts = Counter(labels)
+    weights = torch.ones(n_out)
+    if settings.balance:
+        for c, n in counts.items():
+            weights[c] = len(labels) / (len(counts) * n)
+    model.to(device)
+    batch = settings.batch_size or (32 if device != "cpu" else 16)
+    steps_per_epoch = math.ceil(len(pairs) / batch)
+    total = steps_per_epoch * settings.epochs
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    params = [
+        {
+            "params": [p for n, p in model.named_parameters() if not any(x in n for x in no_decay)],
+            "weight_decay": settings.weight_decay,
+        },
+        {"params": [p for n, p in model.named_parameters() if any(x in n for x in no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(params, lr=settings.lr)
+    warm = max(1, int(settings.warmup * total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: s / warm if s < warm else max(0.0, (total - s) / max(1, total - warm))
+    )
+    anchor = [p.detach().clone() for p in model.parameters()] if settings.l2sp > 0 else []
+    cast, scaler = _autocast(device)
+    base_probs = torch.tensor([p.base for p in pairs]) if settings.distill > 0 else None
+    pad_id = tokenizer.pad_token_id or 0
+
+    ckpt = state_dir / "checkpoint.pt"
+    epoch, step_in_epoch, step, losses = 0, 0, 0, []
+    if ckpt.is_file():
+        saved = torch.load(ckpt, map_location=device, weights_only=False)
+        if saved.get("run_key") == run_key:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            scheduler.load_state_dict(saved["scheduler"])
+            torch.set_rng_state(saved["rng"])
+            epoch, step_in_epoch, step, losses = saved["epoch"], saved["step_in_epoch"], saved["step"], saved["losses"]
+
+    def save() -> None:
+        tmp = ckpt.with_suffix(".tmp")
+        torch.save(
+            {
+                "run_key": run_key,
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": torch.get_rng_state(),
+                "epoch": epoch,
+                "step_in_epoch": step_in_epoch,
+                "step": step,
+                "losses": losses,
+            },
+            tmp,
+        )
+        tmp.replace(ckpt)
+
+    start = time.perf_counter()
+    model.train()
+    try:
+        while epoch < settings.epochs:
+            plan = _batches(lengths, batch, settings.seed * 1000 + epoch)
+            while step_in_epoch < len(plan):
+                idx = plan[step_in_epoch]
+                inputs = _collate([encoded[i] for i in idx], pad_id, device)
+                y = torch.tensor([labels[i] for i in idx], device=device)
+                with cast():
+                    logits = model(**inputs).logits.float()
+                loss = F.cross_entropy(logits, y, weight=weights.to(device))
+                if base_probs is not None:
+                    teacher = base_probs[idx].to(device)
+                    loss = loss + settings.distill * F.kl_div(
+                        F.log_softmax(logits, -1), teacher.clamp_min(1e-8), reduction="batchmean"
+                    )
+                if anchor:
+                    loss = loss + settings.l2sp * sum(
+                        ((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchor, strict=True)
+                    )
+                optimizer.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                scheduler.step()
+                step_in_epoch += 1
+                step += 1
+                losses.append(round(float(loss.detach()), 5))
+                if progress is not None:
+                    progress(step, total, sum(losses[-20:]) / len(losses[-20:]))
+                if checkpoint_every and step % checkpoint_every == 0:
+                    save()
+            epoch, step_in_epoch = epoch + 1, 0
+            save()
+    except KeyboardInterrupt:
+        save()
+        raise
+    model.eval()
+    model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    return {
+        "steps": step,
+        "pairs": len(pairs),
+        "seconds": round(time.perf_counter() - start, 1),
+        "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
+        "device": device,
+        "batch_size": batch,
+    }
+
+
+# -- held-out measurement ----------------------------------------------------------------------------------------
+
+
+def score_claims(
+    model: NLIModel, examples: Sequence[TuneExample], settings: TuneSettings, cache: Any = None
+) -> list[ClaimNLI]:
+    """Each claim's NLI result as the pipeline computes it: passages, BM25 top-k, best entailment/contradiction."""
+    selector = EvidenceSelector(NLIScorer(model, cache), k=settings.k, early_exit=None)
+    items = [
+        ([ex.claim], chunk_documents(ex.contexts, model.tokenizer, settings.passage_tokens, settings.passage_overlap))
+        for ex in examples
+    ]
+    return [res[0] for res in selector.check(items)]
+
+
+def _nli_prediction(nli: ClaimNLI, t: LocalThresholds) -> str:
+    if nli.error is not None:
+        return "ERROR"
+    return decide_locally(nli, t.t_support, t.t_contradict, None) or "UNSUPPORTED"
+
+
+def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, LocalThresholds]) -> dict[str, Any]:
+    """NLI-only balanced accuracy (SUPPORTED vs not), the cascade's escalation rate, local precision and local
+    contradiction precision/recall, with the given thresholds."""
+    gold = ["SUPPORTED" if g == "SUPPORTED" else "NOT" for g in labels]
+    t_nli = profile["nli"]
+    pred = ["SUPPORTED" if _nli_prediction(x, t_nli) == "SUPPORTED" else "NOT" for x in nli]
+    t = profile["cascade"]
+    local = [decide_locally(x, t.t_support, t.t_contradict, t.t_unsupported) if x.error is None else None for x in nli]
+    decided = [(g, x) for g, x in zip(labels, local, strict=True) if x is not None]
+    correct = sum((x == "SUPPORTED") == (g == "SUPPORTED") for g, x in decided)
+    called = [g for g, x in decided if x == "CONTRADICTED"]
+    n_contra = sum(g == "CONTRADICTED" for g in labels)
+    hits = sum(g == "CONTRADICTED" for g in called)
+    return {
+        "n": len(labels),
+        "nli_balanced_accuracy": round(100 * balanced_accuracy(gold, pred, ["SUPPORTED", "NOT"]), 2),
+        "escalation_rate": round(1 - len(decided) / len(labels), 4) if labels else None,
+        "local_precision": round(correct / len(decided), 4) if decided else None,
+        "local_decided": len(decided),
+        "contradiction_precision": round(hits / len(called), 4) if called else None,
+        "contradiction_recall": round(hits / n_contra, 4) if n_contra else None,
+        "contradictions_called": len(called),
+    }
+
+
+def fit_profile(
+    nli: Sequence[ClaimNLI], labels: Sequence[str], target: float = 0.9, contradiction_target: float = 0.7
+) -> dict[str, LocalThresholds]:
+    """Thresholds for both modes from held-out claims.
+
+    cascade: ``fit_thresholds`` at ``target``; CONTRADICTED additionally needs ``contradiction_target`` precision
+    as a contradiction (not only as "not supported"), else it is never called locally. nli: the entailment cut-off
+    with the best balanced accuracy, and the same contradiction cut-off.
+    """
+    ok = [(x, g) for x, g in zip(nli, labels, strict=True) if x.error is None]
+    ent = [x.entailment for x, _ in ok]
+    con = [x.contradiction for x, _ in ok]
+    sup = [g == "SUPPORTED" for _, g in ok]
+    cal = fit_thresholds(ent, con, sup, target=target)
+    # among claims not called SUPPORTED, the lowest contradiction level that is a real contradiction often enough
+    t_s = cal.t_support
+    rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and ent[i] >= con[i])]
+    t_contra = _lowest([con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], contradiction_target, 5)
+    both = None if t_contra is None or cal.t_contradict is None else max(cal.t_contradict, t_contra)
+    cascade = LocalThresholds(t_support=t_s, t_contradict=both, t_unsupported=cal.t_unsupported)
+    gold = ["SUPPORTED" if s else "NOT" for s in sup]
+    cands = sorted({round(e, 4) for e in ent} | {x / 20 for x in range(1, 20)})
+    bas = [
+        balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in ent], ["SUPPORTED", "NOT"]) for c in cands
+    ]
+    ties = [c for c, ba in zip(cands, bas, strict=True) if ba >= max(bas) - 1e-9]
+    best_t = ties[len(ties) // 2]  # the middle of the best range, not its permissive end
+    nli_mode = LocalThresholds(t_support=max(1e-4, min(1.0, best_t)), t_contradict=t_contra)
+    return {"nli": nli_mode, "cascade": cascade}
+
+
+# -- the whole run ------------------------------------------------------------------------------------------------
+
+
+def _run_key(paths: Sequence[Path], base: str, settings: TuneSettings) -> str:
+    h = hashlib.sha256(json.dumps([base, asdict(settings)], sort_keys=True).encode())
+    for p in paths:
+        h.update(p.name.encode())
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()[:20]
+
+
+def _prepare_out(out: Path, key: str, overwrite: bool) -> None:
+    """An empty or resumable OUT; a folder holding something else is refused unless ``overwrite``."""
+    state = out / STATE_DIR / "run.json"
+    if out.exists() and any(out.iterdir()):
+        same = state.is_file() and json.loads(state.read_text()).get("run_key") == key
+        if not same:
+            ours = (out / STATE_DIR).is_dir() or (out / "config.json").is_file()
+            if not overwrite:
+                raise ConfigError(
+                    f"{out} is not empty and holds no checkpoint of this run (same data, base and settings): "
+                    "rerun with the same arguments to resume, choose another --out, or pass --overwrite"
+                )
+            if not ours:
+                raise ConfigError(f"{out} does not look like a groundjudge tune output; refusing to empty it")
+            shutil.rmtree(out)
+    (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
+    if not state.is_file():
+        state.write_text(json.dumps({"run_key": key}) + "\n")
+
+
+def tune(
+    data: Sequence[str | Path],
+    base: str,
+    out: str | Path,
+    settings: TuneSettings | None = None,
+    *,
+    device: str | None = None,
+    cache: Any = None,
+    overwrite: bool = False,
+    checkpoint_every: int = 50,
+    progress: ProgressFn | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Fine-tune ``base`` on the labelled claims in ``data``, calibrate on a claim-disjoint held-out slice, and write
+    ``out`` as a loadable model with its thresholds. Returns the before/after numbers and what was written."""
+    settings = settings or TuneSettings()
+    paths = [Path(p) for p in data]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise InputError(f"no file {', '.join(missing)}")
+    out = Path(out)
+    key = _run_key(paths, base, settings)
+    _prepare_out(out, key, overwrite)
+    state_file = out / STATE_DIR / "run.json"
+    state = json.loads(state_file.read_text())
+    start = time.perf_counter()
+    base_model = NLIModel(base, device=device)
+    examples = load_examples(paths, base_model.tokenizer, settings)
+    if not examples:
+        raise InputError("no usable labelled claims in the data files")
+    train_ex, held = split_by_claim(examples, settings.holdout, settings.seed)
+    if not train_ex or not held:
+        raise InputError(f"{len(examples)} claims are too few to hold out a slice and still train")
+    log(
+        f"{len(examples)} claims ({dict(Counter(ex.source for ex in examples))}); "
+        f"train {len(train_ex)}, held out {len(held)} (disjoint by claim text)"
+    )
+    pairs_file = out / STATE_DIR / "pairs.json"
+    if pairs_file.is_file():
+        pairs = [TrainPair(**p) for p in json.loads(pairs_file.read_text())]
+    else:
+        pairs = build_pairs(train_ex, base_model, NLIScorer(base_model, cache), settings)
+        if settings.distill > 0:
+            tok = base_model.tokenizer
+            enc = _encode(tok, pairs, min(settings.max_length, base_model.max_length))
+            probs = base_probabilities(base_model.model, enc, tok.pad_token_id or 0, base_model.device, 32)
+            for p, pr in zip(pairs, probs, strict=True):
+                p.base = pr
+        pairs_file.write_text(json.dumps([asdict(p) for p in pairs]))
+    log(f"{len(pairs)} training pairs ({dict(Counter(p.label for p in pairs))})")
+    held_labels = [ex.label for ex in held]
+    before_nli = score_claims(base_model, held, settings, cache)
+    before_profile = fit_profile(before_nli, held_labels, settings.target, settings.contradiction_target)
+    before = measure(before_nli, held_labels, before_profile)
+
+    if state.get("trained"):
+        training = state["training"]
+    else:
+        training = train(
+            base,
+            pairs,
+            out,
+            settings,
+            device=device,
+            run_key=key,
+            checkpoint_every=checkpoint_every,
+            progress=progress,
+        )
+        state.update(trained=True, training=training)
+        state_file.write_text(json.dumps(state) + "\n")
+        (out / STATE_DIR / "checkpoint.pt").unlink(missing_ok=True)
+    tuned = NLIModel(str(out), device=device)
+    after_nli = score_claims(tuned, held, settings, cache)
+    profile = fit_profile(after_nli, held_labels, settings.target, settings.contradiction_target)
+    after = measure(after_nli, held_labels, profile)
+    meta = {
+        "tool": "groundjudge tune",
+        "base_model": base,
+        "data": [str(p) for p in paths],
+        "n_claims": len(examples),
+        "n_train_claims": len(train_ex),
+        "n_train_pairs": len(pairs),
+        "n_held_out": len(held),
+        "target": settings.target,
+        "contradiction_target": settings.contradiction_target,
+        "seed": settings.seed,
+        "settings": asdict(settings),
+        "held_out_before": before,
+        "held_out_after": after,
+    }
+    write_model_profile(out, profile, meta)
+    return {
+        "out": str(out),
+        "before": before,
+        "after": after,
+        "before_thresholds": {m: t.model_dump() for m, t in before_profile.items()},
+        "thresholds": {m: t.model_dump() for m, t in profile.items()},
+        "training": training,
+        "n_claims": len(examples),
+        "n_held_out": len(held),
+        "n_train_pairs": len(pairs),
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+# -- the command ------------------------------------------------------------------------------------------------
+
+
+def tune_command(
+    data: Annotated[list[Path], typer.Argument(help="JSONL: gold claim rows, 'score' output, review decisions.")],
+    base: Annotated[str, typer.Option(help="The NLI model to start from (hub id or path).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the tuned model and its thresholds.")],
+    epochs: Annotated[int, typer.Option(min=1)] = TuneSettings.epochs,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, linear warmup and decay).")] = TuneSettings.lr,
+    batch_size: Annotated[Optional[int], typer.Option(help="[default: 16 on CPU, 32 on a GPU]")] = None,  # noqa: UP045
+    max_length: Annotated[int, typer.Option(help="Tokens per training pair.")] = TuneSettings.max_length,
+    distill: Annotated[
+        float, typer.Option(help="Weight of the pull towards the base model's predictions (against forgetting).")
+    ] = TuneSettings.distill,
+    l2sp: Annotated[float, typer.Option(help="Weight of the pull towards the base weights (L2-SP).")] = 0.0,
+    holdout: Annotated[float, typer.Option(help="Share of claims held out for calibration and the report.")] = 0.2,
+    target: Annotated[float, typer.Option(help="Precision the cascade's local verdicts must reach.")] = 0.9,
+    seed: Annotated[int, typer.Option()] = 0,
+    device: Annotated[Optional[str], typer.Option(help="cuda, mps or cpu [default: best available].")] = None,  # noqa: UP045
+    cache_dir: Annotated[Optional[Path], typer.Option(help="NLI score cache [default: the user cache].")] = None,  # noqa: UP045
+    overwrite: Annotated[bool, typer.Option(help="Replace OUT if it holds another run.")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+) -> None:
+    """Fine-tune the local NLI checker on labelled claims (gold, judge verdicts, reviews); rerun to resume."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.table import Table
+
+    from groundjudge.cache import Cache
+
+    err = Console(stderr=True)
+    settings = TuneSettings(
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        max_length=max_length,
+        distill=distill,
+        l2sp=l2sp,
+        holdout=holdout,
+        target=target,
+        seed=seed,
+    )
+    if not 0 < holdout < 1 or not 0 < target <= 1:
+        err.print("[red]error:[/red] --holdout must be in (0, 1) and --target in (0, 1]")
+        raise typer.Exit(2)
+    columns = [
+        TextColumn("tuning"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
+    try:
+        with Progress(*columns, console=err, disable=not progress) as bar:
+            task = bar.add_task("tuning", total=None, loss=0.0)
+
+            def advance(step: int, total: int, loss: float) -> None:
+                bar.update(task, completed=step, total=total, loss=loss)
+
+            result = tune(
+                data,
+                base,
+                out,
+                settings,
+                device=device,
+                cache=Cache(cache_dir),
+                overwrite=overwrite,
+                progress=advance,
+                log=lambda m: err.print(m, highlight=False),
+            )
+    except KeyboardInterrupt:
+        err.print(
+            f"[yellow]interrupted:[/yellow] checkpoint kept in {out / STATE_DIR}; rerun the same command to resume"
+        )
+        raise typer.Exit(130) from None
+    except GroundjudgeError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    table = Table(title=f"held-out slice: {result['n_held_out']} claims never trained on")
+    for col in ("", "NLI-only bal. acc.", f"escalation @{target:.0%}", "local precision", "contra P", "contra R"):
+        table.add_column(col)
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    for name, m in (("before", result["before"]), ("after", result["after"])):
+        table.add_row(
+            name,
+            f"{m['nli_balanced_accuracy']:.1f}",
+            pct(m["escalation_rate"]),
+            pct(m["local_precision"]),
+            pct(m["contradiction_precision"]),
+            pct(m["contradiction_recall"]),
+        )
+    Console().print(table)
+    stored = read_model_profile(out)
+    err.print(
+        f"wrote {out} with thresholds { ({m: t.model_dump() for m, t in (stored or {}).items()}) }", highlight=False
+    )
+    typer.echo(json.dumps(result))

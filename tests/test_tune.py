@@ -1,0 +1,218 @@
+"""groundjudge tune: training data from gold rows, judge verdicts and reviews; a claim-disjoint held-out slice; a
+loadable model with its thresholds; interrupt and resume. A tiny random model keeps every test fast."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from groundjudge.config import MODEL_PROFILE_FILE, profile_for, read_model_profile
+from groundjudge.errors import ConfigError, InputError
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores
+from groundjudge.nli import NLIModel
+from groundjudge.testing import tiny_nli_model
+from groundjudge.tune import (
+    STATE_DIR,
+    TuneSettings,
+    fit_profile,
+    load_examples,
+    split_by_claim,
+    tune,
+    tune_command,
+)
+from tests.conftest import SHARED_MODEL
+
+FAST = TuneSettings(epochs=2, batch_size=4, max_length=64, holdout=0.25, distill=0.5, l2sp=0.01)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tiny_nli_model(tmp_path_factory.mktemp("tiny"), SHARED_MODEL))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny: str) -> Any:
+    return NLIModel(tiny, device="cpu").tokenizer
+
+
+def gold_rows(n: int = 16) -> list[dict[str, Any]]:
+    labels = ["SUPPORTED", "UNSUPPORTED", "UNSUPPORTED", "CONTRADICTED"]
+    rows = []
+    for i in range(n):
+        city = f"city number {i}"
+        rows.append(
+            {
+                "id": f"g{i}",
+                "contexts": [f"The museum of {city} opened in {1900 + i}. It has {i + 3} rooms."],
+                "claim": f"The museum of {city} opened in {1900 + i + (i % 4 == 3)}.",
+                "label": labels[i % 4],
+                "source_label": "x",
+            }
+        )
+    # Factcheck-GPT style: the same claim against a second snippet
+    rows += [{**r, "id": r["id"] + "b", "contexts": [r["contexts"][0] + " Tickets are cheap."]} for r in rows[:4]]
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+LONG = " ".join(f"Sentence {i} talks about the weather in town {i} at length today." for i in range(30))
+QUOTE = "Sentence 17 talks about the weather in town 17"
+
+
+def scored_report() -> AnswerReport:
+    start = LONG.index(QUOTE)
+
+    def verdict(cid: str, text: str, label: str, route: str, quotes: list[Quote], flags: list[str] | None = None):  # type: ignore[no-untyped-def]
+        return ClaimVerdict(claim=Claim(id=cid, text=text), label=label, route=route, quotes=quotes, flags=flags or [])
+
+    good = Quote(text=QUOTE, doc=0, start=start, end=start + len(QUOTE), verified=True)
+    claims = [
+        verdict("c1", "Town 17 has weather.", "SUPPORTED", "judge", [good]),
+        verdict("c2", "Town 99 is sunny.", "UNSUPPORTED", "judge", []),
+        verdict("c3", "Town 3 is cold.", "SUPPORTED", "judge", [Quote(text="nowhere", verified=False)]),
+        verdict("c4", "Town 4 is warm.", "SUPPORTED", "nli", []),
+        verdict("c5", "Town 5 is wet.", "UNSUPPORTED", "judge", [], ["unverified_quote"]),
+        verdict("c6", "Town 6 is dry.", "SUPPORTED", "nli", []),
+    ]
+    return AnswerReport(id="a1", verdict="WARN", mode="cascade", scores=Scores(), claims=claims, contexts=[LONG])
+
+
+def test_training_claims_from_gold_judge_and_review(tmp_path: Path, tokenizer: Any) -> None:
+    gold = write_jsonl(tmp_path / "gold.jsonl", gold_rows()[:2])
+    scored = write_jsonl(tmp_path / "scored.jsonl", [scored_report().model_dump_json()])
+    review = write_jsonl(tmp_path / "review.jsonl", [{"id": "a1", "claim_id": "c6", "label": "contradicted"}])
+    settings = TuneSettings(passage_tokens=32, passage_overlap=8)
+    examples = {ex.id: ex for ex in load_examples([gold, scored, review], tokenizer, settings)}
+    # gold rows as they are; judged claims with verified evidence; a reviewed claim; nothing the NLI decided, no
+    # SUPPORTED without a verified quote, nothing flagged unverified
+    assert set(examples) == {"g0", "g1", "a1/c1", "a1/c2", "a1/c6"}
+    assert examples["a1/c6"].label == "CONTRADICTED" and examples["a1/c6"].source == "review"
+    assert examples["a1/c1"].source == "judge" and examples["a1/c2"].label == "UNSUPPORTED"
+    # the premise of a judged claim is the pipeline-sized passage its quote came from, not the whole page
+    (premise,) = examples["a1/c1"].premises
+    assert QUOTE in premise and len(premise) < len(LONG) / 3
+
+
+@pytest.mark.parametrize(
+    "row,match",
+    [
+        ({"id": "x", "claim_id": "c9", "label": "SUPPORTED"}, "no such claim"),
+        ({"id": "x", "contexts": ["a"], "claim": "b", "label": "maybe"}, "label"),
+        ({"id": "x", "answer": "an answer", "contexts": ["a"]}, "neither a claim row"),
+    ],
+)
+def test_bad_rows_are_input_errors(tmp_path: Path, tokenizer: Any, row: dict[str, Any], match: str) -> None:
+    path = write_jsonl(tmp_path / "bad.jsonl", [row])
+    with pytest.raises(InputError, match=match):
+        load_examples([path], tokenizer)
+
+
+def test_held_out_slice_is_disjoint_by_claim_text(tmp_path: Path, tokenizer: Any) -> None:
+    examples = load_examples([write_jsonl(tmp_path / "g.jsonl", gold_rows())], tokenizer)
+    for seed in range(5):
+        train, held = split_by_claim(examples, 0.25, seed)
+        assert {e.claim for e in train}.isdisjoint({e.claim for e in held})
+        assert len(train) + len(held) == len(examples) and held
+        assert {e.label for e in held} == {"SUPPORTED", "UNSUPPORTED", "CONTRADICTED"}  # stratified
+
+
+def nli(e: float, c: float) -> ClaimNLI:
+    return ClaimNLI(entailment=e, contradiction=c, passages_scored=1)
+
+
+def test_contradiction_is_called_only_where_it_is_a_real_contradiction() -> None:
+    # high contradiction on claims that are merely unsupported: "not SUPPORTED" is precise, CONTRADICTED is not
+    scores = [nli(0.9 + i / 1000, 0.0) for i in range(20)] + [nli(0.01, 0.95) for _ in range(20)]
+    labels = ["SUPPORTED"] * 20 + ["UNSUPPORTED"] * 20
+    assert fit_profile(scores, labels)["cascade"].t_contradict is None
+    assert fit_profile(scores, labels)["nli"].t_contradict is None
+    labels = ["SUPPORTED"] * 20 + ["CONTRADICTED"] * 20
+    profile = fit_profile(scores, labels)
+    assert profile["cascade"].t_contradict == pytest.approx(0.95) and profile["nli"].t_contradict == pytest.approx(0.95)
+    assert 0.01 < profile["nli"].t_support <= 0.9  # any cut between the groups is best
+
+
+def test_tune_writes_a_loadable_model_with_its_thresholds(tmp_path: Path, tiny: str) -> None:
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    result = tune([data], tiny, out, FAST, device="cpu")
+    model = NLIModel(str(out), device="cpu")
+    assert model.predict([("a b c", "a b")]).shape == (1, 3)
+    stored = read_model_profile(out)
+    assert stored is not None and set(stored) == {"nli", "cascade"}
+    assert profile_for(str(out)) == stored  # the evaluator reads them with no flags
+    meta = json.loads((out / MODEL_PROFILE_FILE).read_text())["meta"]
+    assert meta["base_model"] == tiny and meta["data"] == [str(data)] and meta["target"] == 0.9
+    assert meta["held_out_after"] == result["after"] and meta["n_held_out"] == result["n_held_out"] > 0
+    for key in ("nli_balanced_accuracy", "escalation_rate", "local_precision", "contradiction_precision"):
+        assert key in result["before"] and key in result["after"]
+    assert not (out / STATE_DIR / "checkpoint.pt").exists()  # the big checkpoint goes once the model is written
+    before = NLIModel(tiny, device="cpu").model.state_dict()
+    after = model.model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_interrupt_and_resume_gives_the_same_model(tmp_path: Path, tiny: str) -> None:
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    straight = tmp_path / "straight"
+    tune([data], tiny, straight, FAST, device="cpu")
+
+    resumed = tmp_path / "resumed"
+    seen: list[int] = []
+
+    def stop_at_3(step: int, total: int, loss: float) -> None:
+        seen.append(step)
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tune([data], tiny, resumed, FAST, device="cpu", checkpoint_every=2, progress=stop_at_3)
+    assert (resumed / STATE_DIR / "checkpoint.pt").is_file()
+    seen.clear()
+    tune([data], tiny, resumed, FAST, device="cpu", progress=lambda s, t, loss: seen.append(s))
+    assert seen[0] == 4  # went on from the checkpoint written at the interrupt
+    a = NLIModel(str(straight), device="cpu").model.state_dict()
+    b = NLIModel(str(resumed), device="cpu").model.state_dict()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-3)  # CPU kernels sum in varying order
+
+
+def test_another_run_into_the_same_folder_is_refused_unless_overwritten(tmp_path: Path, tiny: str) -> None:
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    tune([data], tiny, out, FAST, device="cpu")
+    other = TuneSettings(**{**FAST.__dict__, "epochs": 1})
+    with pytest.raises(ConfigError, match="--overwrite"):
+        tune([data], tiny, out, other, device="cpu")
+    tune([data], tiny, out, other, device="cpu", overwrite=True)
+    assert json.loads((out / MODEL_PROFILE_FILE).read_text())["meta"]["settings"]["epochs"] == 1
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="refusing"):
+        tune([data], tiny, stranger, FAST, device="cpu", overwrite=True)
+
+
+def test_command_prints_before_and_after(tmp_path: Path, tiny: str) -> None:
+    app = typer.Typer()
+    app.command()(tune_command)
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    args = [str(data), "--base", tiny, "--out", str(out), "--epochs", "1", "--batch-size", "4", "--max-length", "64"]
+    result = CliRunner().invoke(app, [*args, "--device", "cpu", "--no-progress", "--cache-dir", str(tmp_path / "c")])
+    assert result.exit_code == 0, result.output
+    last = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "before" in last and "after" in last and (out / MODEL_PROFILE_FILE).is_file()
+    assert "held-out slice" in result.stdout
+    bad = CliRunner().invoke(app, [str(tmp_path / "missing.jsonl"), "--base", tiny, "--out", str(tmp_path / "o2")])
+    assert bad.exit_code == 2
