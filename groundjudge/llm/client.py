@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
+import tenacity
 from pydantic import BaseModel, ValidationError
 
 from groundjudge import errors
@@ -271,10 +272,6 @@ class LLMClient:
         err.usage = usage
         raise err
 
-    def _backoff(self, attempt: int) -> float:
-        policy = self.retry
-        return min(policy.max_wait, policy.initial_wait * 2 ** (attempt - 1) + random.uniform(0, policy.jitter))
-
     def _send_once(self, request: LLMRequest) -> tuple[LLMResponse, Usage]:
         """One billed call: reserve its worst case, send, settle to the real cost; a refusal raises, counted."""
         reserved = self.worst_case_cost(request)
@@ -307,32 +304,47 @@ class LLMClient:
         does not, the error is raised at once (no sleep) with ``retry_at`` and a message saying when to retry.
         """
         policy = self.retry
-        start = time.monotonic()
-        slept = 0.0
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return self._send_once(request)
-            except errors.GroundjudgeError as exc:
-                if isinstance(exc, errors.LLMError):
-                    exc.attempts = attempt
-                if not exc.retryable:
-                    raise
-                # Slept time counts even when the sleep function does not really sleep (tests).
-                left = policy.max_total_seconds - max(time.monotonic() - start, slept)
-                retry_after = getattr(exc, "retry_after", None)
-                if retry_after is not None and retry_after > left and isinstance(exc, errors.ProviderError):
-                    _say_when_to_retry(exc, retry_after, left, policy.max_total_seconds)
-                    raise
-                if attempt >= policy.max_attempts:
-                    raise
-                wait = float(retry_after) if retry_after is not None else self._backoff(attempt)
-                if wait > left:
-                    raise
-                log.info("%s: attempt %d failed (%s); retrying in %.2f s", self.model_id, attempt, exc, wait)
-                self._sleep(wait)
-                slept += wait
+
+        def left(state: tenacity.RetryCallState) -> float:
+            # Slept time counts even when the sleep function does not really sleep (tests).
+            return policy.max_total_seconds - max(state.seconds_since_start or 0.0, state.idle_for)
+
+        def retry(state: tenacity.RetryCallState) -> bool:
+            exc = state.outcome.exception() if state.outcome else None
+            if not isinstance(exc, errors.GroundjudgeError):
+                return False
+            if isinstance(exc, errors.LLMError):
+                exc.attempts = state.attempt_number
+            if not exc.retryable:
+                return False
+            retry_after, budget = getattr(exc, "retry_after", None), left(state)
+            if retry_after is not None and retry_after > budget and isinstance(exc, errors.ProviderError):
+                _say_when_to_retry(exc, retry_after, budget, policy.max_total_seconds)
+                return False  # fail at once: the server's wait does not fit in what is left
+            return True
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            retry_after = getattr(state.outcome.exception() if state.outcome else None, "retry_after", None)
+            if retry_after is not None:
+                return float(retry_after)
+            backoff = policy.initial_wait * 2 ** (state.attempt_number - 1)
+            return min(policy.max_wait, backoff + random.uniform(0, policy.jitter))
+
+        retrying = tenacity.Retrying(
+            retry=retry,
+            wait=wait,
+            stop=lambda s: s.attempt_number >= policy.max_attempts or s.upcoming_sleep > left(s),
+            sleep=self._sleep,
+            reraise=True,
+            before_sleep=lambda s: log.info(
+                "%s: attempt %d failed (%s); retrying in %.2f s",
+                self.model_id,
+                s.attempt_number,
+                s.outcome.exception() if s.outcome else None,
+                s.upcoming_sleep,
+            ),
+        )
+        return retrying(self._send_once, request)
 
 
 def _say_when_to_retry(exc: errors.ProviderError, retry_after: float, left: float, total: float) -> None:
