@@ -136,6 +136,25 @@ def test_compare_finds_a_planted_regression_and_not_noise() -> None:
     assert same["verdict_flips"] == {} and same["most_changed"] == []
 
 
+@pytest.mark.parametrize("seed", [7, 10])
+def test_compare_does_not_call_noise_a_regression(seed: int) -> None:
+    # Issue 13: "not noise" only compared a run with itself. Here B is A plus small random changes both ways
+    # (seeded): 7 loses one PASS and gains none, 10 drifts down (-0.005, p 0.08) with flips both ways.
+    rng = random.Random(seed)
+    base = [rng.uniform(0.6, 1.0) for _ in range(40)]
+    a = _run(base, ["PASS" if s >= 0.7 else "FAIL" for s in base])
+    noisy = [min(1.0, max(0.0, s + rng.uniform(-0.03, 0.03))) for s in base]
+    b = _run(noisy, ["PASS" if s >= 0.7 else "FAIL" for s in noisy])
+    result = compare_runs(a, b)
+    combined = result["metrics"]["combined"]
+    assert combined["diff"] != 0 and any(d > 0 for d in (y - x for x, y in zip(base, noisy, strict=True)))
+    assert combined["p_value"] > 0.05 and combined["ci95"][0] < 0 < combined["ci95"][1]
+    assert not combined["significant"] and not combined["b_worse"]
+    assert result["verdict_flips"] and result["mcnemar"]["pass_lost"] >= 1 and result["mcnemar"]["p_value"] == 1.0
+    assert not result["b_significantly_worse"]
+    assert result["most_changed"]  # the noise is still listed, just not called significant
+
+
 def test_paired_tests_by_hand() -> None:
     assert permutation_p([1.0, 1.0, 1.0]) == pytest.approx(2 / 8)  # exact: only all-plus and all-minus as extreme
     assert mcnemar_p(0, 5) == pytest.approx(2 / 32)
@@ -225,8 +244,9 @@ def test_calibrate_command_writes_a_config_score_takes(
     )
     assert scored.exit_code == 0, scored.output
     used = {json.loads(x)["versions"]["thresholds"] for x in out.read_text().splitlines()}
+    shown = {k: "never" if fit[k] is None else fit[k] for k in ("t_support", "t_contradict", "t_unsupported")}
     assert used == {
-        f"support>={fit['t_support']} contradict>={fit['t_contradict']} unsupported<={fit['t_unsupported']}"
+        f"support>={shown['t_support']} contradict>={shown['t_contradict']} unsupported<={shown['t_unsupported']}"
     }
 
 
@@ -244,3 +264,87 @@ def test_summarizer_is_exact_in_constant_memory() -> None:
     assert summary.p10_faithfulness == pytest.approx(ordered[50], abs=1e-9)
     assert [score for _, score in summary.worst] == pytest.approx(ordered[:3])
     assert summary.hallucination_rate == pytest.approx(51 / 501)
+
+
+def test_summarizer_skips_non_finite_scores_and_counts_the_row_failed() -> None:
+    # Issue 13: the run summary died on a NaN score.
+    from groundjudge.report import Summarizer, finite_report
+
+    s = Summarizer()
+    s.add(_report("ok", None, combined=0.8))
+    poisoned = _report("nan", None, combined=0.9)
+    poisoned.scores.combined = float("nan")
+    poisoned.scores.nli = float("inf")
+    s.add(poisoned)
+    summary = s.summary()
+    assert summary.n == 2 and summary.rows_failed == 1
+    assert summary.mean_faithfulness == pytest.approx(0.8) and summary.p10_faithfulness == pytest.approx(0.8)
+    assert summary.worst == [("ok", 0.8)] and summary.failures[0].startswith("nan: non-finite score")
+    # the writer's guard: the same report becomes an ERROR of its row, in strict JSON
+    fixed = finite_report(poisoned)
+    assert fixed.verdict == "ERROR" and fixed.scores.combined is None and fixed.scores.n_claims == 1
+    assert "scores.nli, scores.combined" in fixed.errors[0]
+    assert json.loads(dumps(fixed))["id"] == "nan"
+    with pytest.raises(ValueError):
+        dumps(poisoned)
+    assert finite_report(_report("fine", None)) == _report("fine", None)
+
+
+# -- presets ---------------------------------------------------------------------------------------------------
+
+
+def sentences_are_claims(req: Any) -> Any:
+    from groundjudge.testing import Reply
+
+    answer = req.last_user.split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]
+    parts = [p.strip() + "." for p in answer.split(".") if p.strip()]
+    return Reply.json({"claims": [{"text": p, "source": p} for p in parts]})
+
+
+def judge_by_the_source(req: Any) -> Any:
+    from groundjudge.testing import Reply, claims_in
+
+    verdicts = []
+    for cid, text in claims_in(req).items():
+        if "moon" in text:
+            verdicts.append({"claim_id": cid, "verdict": "UNSUPPORTED", "reason": "Not in the source.", "quotes": []})
+        else:
+            quote = [{"source": 1, "text": text}]
+            verdicts.append({"claim_id": cid, "verdict": "SUPPORTED", "reason": "Stated.", "quotes": quote})
+    return Reply.json({"verdicts": verdicts})
+
+
+def test_a_preset_changes_the_verdict_of_the_same_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_nli: Any
+) -> None:
+    # Issue 13: no test used a preset. Four of five claims supported, none contradicted: grounded share 0.8 is a
+    # WARN by default (fail below 0.7, warn below 0.85) and a FAIL for medical-legal (fail below 0.9).
+    from groundjudge.testing import ScriptedLLMServer, route
+    from tests.conftest import SHARED_MODEL
+
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    facts = ["The shop opens at 9 am.", "It closes at 5 pm.", "It sells bread.", "It sells milk."]
+    row = {"id": "shop", "contexts": [" ".join(facts)], "answer": " ".join([*facts, "It delivers to the moon."])}
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps(row) + "\n")
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps({"weights": {"claims": 1.0, "nli": 0.0, "qa": 0.0}}))
+    verdicts = {}
+    with ScriptedLLMServer(route({"claims": sentences_are_claims, "judge": judge_by_the_source})) as server:
+        for preset in ("default", "medical-legal", "research"):
+            out = tmp_path / f"{preset}.jsonl"
+            result = runner.invoke(
+                app,
+                [
+                    "score", str(data), "--out", str(out), "--config", str(config), "--preset", preset,
+                    "--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--mode", "llm",
+                    "--no-qa", "--cache-dir", str(tmp_path / "c"), "--no-progress",
+                ],
+            )  # fmt: skip
+            assert result.exit_code == 0, result.output
+            report = json.loads(out.read_text())
+            assert report["scores"]["combined"] == pytest.approx(0.8)
+            assert [c["label"] for c in report["claims"]].count("SUPPORTED") == 4
+            verdicts[preset] = report["verdict"]
+        assert len(server.requests) == 2  # one claims call and one judge call: the other runs replay the cache
+    assert verdicts == {"default": "WARN", "medical-legal": "FAIL", "research": "PASS"}
