@@ -73,3 +73,50 @@ def test_nli_throughput(tmp_path: Path) -> None:
     ):
         assert out[key] is not None, key
     assert out["pairs_groundjudge"] <= out["pairs_naive"]
+
+
+def test_tune_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
+    from groundjudge.testing import tiny_nli_model
+
+    tiny = tiny_nli_model(tmp_path / "tiny", SHARED_MODEL)
+    out = run(
+        "tune.py",
+        *("--limit", "30", "--epochs", "1", "--base", str(tiny), "--variants", "gold,noisy"),
+        *("--work", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")),
+        cache=tmp_path,
+    )
+    assert out["benchmark"] == "tune" and set(out["eval_rows"]) == {"factcheckgpt-stance", "wice-dev"}
+    for part in ("before", "gold", "noisy"):
+        for name in ("factcheckgpt-stance", "wice-dev"):
+            m = out[part][name]
+            for key in ("nli_balanced_accuracy", "escalation_rate", "local_precision", "contradiction_recall"):
+                assert key in m, (part, name, key)
+        assert out[part]["seconds"] >= 0
+
+
+def test_accuracy_measures_a_tuned_models_cascade_with_its_stored_thresholds(tmp_path: Path) -> None:
+    from groundjudge.config import LocalThresholds, write_model_profile
+    from groundjudge.testing import tiny_nli_model
+
+    tuned = tiny_nli_model(tmp_path / "tuned", SHARED_MODEL)
+    stored = LocalThresholds(t_support=0.77, t_contradict=0.66, t_unsupported=0.11)
+    write_model_profile(tuned, {"cascade": stored, "nli": LocalThresholds(t_support=0.5, t_contradict=None)})
+    data = DATA / "factcheckgpt-stance.jsonl"
+    out = run(
+        "accuracy.py",
+        "--data",
+        str(data),
+        "--limit",
+        "10",
+        "--mode",
+        "cascade",
+        "--nli-model",
+        str(tuned),
+        "--no-seed",
+        cache=tmp_path,
+    )
+    assert out["mode"] == "cascade" and out["ran"] == "nli"  # no LLM: the NLI stage alone, the cascade's share
+    assert out["cascade_thresholds"] == stored.model_dump()
+    assert (
+        0 <= out["escalation_rate"] <= 1 and "local_contradiction_precision" in out and "nli_decided_precision" in out
+    )
