@@ -160,6 +160,10 @@ def error_report(error: Exception | str, row: int | None, rid: str | None = None
     )
 
 
+def _never(threshold: float | None) -> str:
+    return "never" if threshold is None else str(threshold)
+
+
 def describe(exc: BaseException) -> str:
     """An error as it is recorded in a report: its type and message."""
     return f"{type(exc).__name__}: {exc}"
@@ -247,7 +251,15 @@ class Evaluator:
         """The NLI model, loaded on first use."""
         if self._nli is None:
             c = self.config
-            self._nli = NLIModel.shared(c.nli_model, device=c.device, batch_size=c.batch_size)
+            self._nli = NLIModel.shared(
+                c.nli_model,
+                device=c.device,
+                batch_size=c.batch_size,
+                kind=c.nli_kind,
+                supported_label=c.nli_supported_label,
+                trust_remote_code=c.nli_trust_remote_code,
+                max_length=c.nli_max_length,
+            )
         return self._nli
 
     @property
@@ -267,7 +279,8 @@ class Evaluator:
             t = self.thresholds
             out = {
                 "nli_model": self.nli.fingerprint,
-                "thresholds": f"support>={t.t_support} contradict>={t.t_contradict} unsupported<={t.t_unsupported}",
+                "thresholds": f"support>={_never(t.t_support)} contradict>={_never(t.t_contradict)} "
+                f"unsupported<={_never(t.t_unsupported)}",
             }
             if self.client is not None:
                 out["llm"] = self.client.model_id
