@@ -16,6 +16,9 @@ class Message(BaseModel):
 
     role: Role
     content: str
+    # The first ``cache_upto`` characters of ``content`` are the same across many calls (instructions, or sources
+    # shared by several answers): a provider may cache them (Anthropic cache_control; OpenAI caches prefixes itself).
+    cache_upto: int | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class Usage(BaseModel):
