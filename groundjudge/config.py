@@ -137,6 +137,16 @@ class Config(BaseModel):
     passage_tokens: int = Field(128, ge=16, description="passage size in NLI-model tokens")
     passage_overlap: int = Field(32, ge=0)
     evidence_k: int | None = Field(2, ge=1, description="passages scored per claim, best BM25 first; None: all")
+    nli_kind: Literal["auto", "nli", "binary", "seq2seq"] = Field(
+        "auto", description="local checker kind; auto: from the model's config or its groundjudge.json"
+    )
+    nli_supported_label: int | None = Field(
+        None, ge=0, le=1, description="binary checkers: the output index meaning supported (1 for MiniCheck, HHEM)"
+    )
+    nli_trust_remote_code: bool = Field(False, description="run a checker's own code (HHEM-2.1-open); opt-in")
+    nli_max_length: int | None = Field(
+        None, ge=16, description="tokens per NLI pair; default the model's own limit (long-context checkers: more)"
+    )
     # None: the model's stored or measured profile for the mode, else GENERIC_PROFILE; "never": not decided locally
     t_support: Probability | Literal["never"] | None = Field(
         None, description="NLI entailment at or above this: SUPPORTED ('never': always escalate)"

@@ -1,26 +1,31 @@
-"""The local NLI cross-encoder: loading, device choice, batched scoring, and its disk cache.
+"""The local checker: loading, device choice, batched scoring, and its disk cache.
 
-Any Hugging Face sequence-classification NLI model works: the label order comes from its config's ``id2label``.
-Pairs are tokenized once, sorted by length, batched with dynamic padding, and returned in the caller's order as
-probabilities ``[entailment, neutral, contradiction]``. Nothing is truncated: a pair longer than the model's limit
-is an error (the evidence stage cuts passages so that this never happens).
+Three kinds of Hugging Face model work (see :class:`NLIModel`): 3-way NLI cross-encoders (label order from the
+config's ``id2label``), binary grounding classifiers (MiniCheck-RoBERTa/DeBERTa, HHEM-2.1-open with
+``trust_remote_code``) and seq2seq checkers (MiniCheck-Flan-T5). Pairs are tokenized once, sorted by length, batched
+with dynamic padding, and returned in the caller's order as probabilities ``[entailment, neutral, contradiction]``.
+Nothing is truncated: a pair longer than the model's limit is an error (the evidence stage cuts passages so that this
+never happens).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from groundjudge.cache import Cache, make_key
+from groundjudge.config import MODEL_PROFILE_FILE
 from groundjudge.errors import NLIError
 
 log = logging.getLogger(__name__)
@@ -119,17 +124,167 @@ def _numerics(device: str, dtype: object) -> str:
     return f"{device.split(':', 1)[0]}-{str(dtype).removeprefix('torch.')}"
 
 
+Kind = Literal["auto", "nli", "binary", "seq2seq"]
+KINDS: tuple[str, ...] = ("auto", "nli", "binary", "seq2seq")
+
+# MiniCheck-Flan-T5's input (Tang et al. 2024, minicheck/inference.py): "predict: " + document + eos + claim, read
+# at the first decoder step as the "1" (supported) against the "0" (unsupported) token.
+SEQ2SEQ_TEMPLATE = "predict: {premise}{eos}{hypothesis}"
+SEQ2SEQ_LABEL_WORDS = ("0", "1")  # unsupported, supported
+
+# Two-label checkers whose config names its labels (checked in this order; "unsupported" before "supported").
+_UNSUPPORTED_WORDS = (
+    "unsupport",
+    "not_support",
+    "not support",
+    "not_entail",
+    "not entail",
+    "non_entail",
+    "non-entail",
+    "inconsistent",
+    "hallucinat",
+    "unfaithful",
+    "ungrounded",
+    "contradict",
+    "refute",
+    "false",
+    "no",
+)
+_SUPPORTED_WORDS = ("support", "entail", "consistent", "faithful", "grounded", "factual", "true", "yes")
+_SLOT = re.compile(r"\{(premise|hypothesis|text1|text2|eos)\}")
+
+
+def supported_label_from_names(id2label: dict[int, str] | dict[str, str]) -> int | None:
+    """The output index that a two-label checker's ``id2label`` names as supported, or None if the names do not say
+    (LABEL_0 / LABEL_1)."""
+    supported, unsupported = [], []
+    for raw_index, raw_name in id2label.items():
+        name = str(raw_name).strip().lower()
+        if name.startswith(_UNSUPPORTED_WORDS):
+            unsupported.append(int(raw_index))
+        elif name.startswith(_SUPPORTED_WORDS):
+            supported.append(int(raw_index))
+    return supported[0] if len(id2label) == 2 and len(supported) == 1 else None
+
+
+def fill_template(template: str, premise: str, hypothesis: str, eos: str = "") -> str:
+    """The model input for one pair: ``{premise}`` / ``{text1}``, ``{hypothesis}`` / ``{text2}`` and ``{eos}``
+    replaced in one pass (braces inside the texts are never read as slots)."""
+    values = {"premise": premise, "text1": premise, "hypothesis": hypothesis, "text2": hypothesis, "eos": eos}
+    return _SLOT.sub(lambda m: values[m.group(1)], template)
+
+
+def read_checker_profile(model_dir: str | Path) -> dict[str, Any]:
+    """What a model folder's ``groundjudge.json`` says about how to run it: ``kind``, ``supported_label`` and
+    ``template`` (absent keys are left out). The thresholds in the same file are read by ``config``.
+
+    Raises:
+        NLIError: the file cannot be read or a value is of the wrong type.
+    """
+    path = Path(model_dir) / MODEL_PROFILE_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NLIError(f"{path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise NLIError(f"{path}: not a JSON object")
+    out: dict[str, Any] = {}
+    if (kind := data.get("kind")) is not None:
+        if kind not in KINDS:
+            raise NLIError(f"{path}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        out["kind"] = kind
+    if (label := data.get("supported_label")) is not None:
+        if isinstance(label, bool) or not isinstance(label, int):
+            raise NLIError(f"{path}: supported_label must be an output index (0 or 1), not {label!r}")
+        out["supported_label"] = label
+    if (template := data.get("template")) is not None:
+        if not isinstance(template, str):
+            raise NLIError(f"{path}: template must be a string")
+        out["template"] = template
+    return out
+
+
+def detect_kind(config: Any) -> str:
+    """The checker kind a model config implies: encoder-decoder -> seq2seq, two labels -> binary, three -> nli."""
+    architectures = getattr(config, "architectures", None) or []
+    if getattr(config, "is_encoder_decoder", False) or any(
+        str(a).endswith("ForConditionalGeneration") for a in architectures
+    ):
+        return "seq2seq"
+    n = len(getattr(config, "id2label", None) or {})
+    if n == 2:
+        return "binary"
+    if n == 3:
+        return "nli"
+    raise NLIError(f"cannot tell the checker kind of a model with {n} labels: pass kind (nli, binary or seq2seq)")
+
+
+def _remote_code_error(name: str) -> NLIError:
+    return NLIError(
+        f"NLI model {name!r} runs its own Python code (auto_map in its config.json); groundjudge runs it only when "
+        "you opt in: pass trust_remote_code=True (Config.nli_trust_remote_code) after reading that code"
+    )
+
+
+_OWN_CODE_CLASSES = ("AutoConfig", "AutoModelForSequenceClassification", "AutoModelForSeq2SeqLM")
+
+
+def _needs_remote_code(name: str, hub: dict[str, Any]) -> bool:
+    """Whether a model's config.json maps the classes groundjudge loads to the model's own code (``auto_map``).
+
+    Read from the raw file before transformers sees the config: on a terminal transformers would otherwise stop
+    to ask whether to run the code.
+    """
+    path: str | Path | None = Path(name) / "config.json"
+    if not Path(name).is_dir():
+        try:
+            from transformers.utils import cached_file
+
+            path = cached_file(name, "config.json", revision=hub["revision"], local_files_only=hub["local_files_only"])
+        except (OSError, ValueError, ImportError):
+            path = None  # loading the config reports why
+    if path is None:
+        return False
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    auto_map = raw.get("auto_map") if isinstance(raw, dict) else None
+    return isinstance(auto_map, dict) and any(k in auto_map for k in _OWN_CODE_CLASSES)
+
+
 class NLIModel:
-    """A Hugging Face NLI cross-encoder, ready for batched scoring.
+    """A local checker, ready for batched scoring: a 3-way NLI cross-encoder, a binary grounding classifier or a
+    seq2seq checker, all returning ``(n, 3)`` probabilities ``[entailment, neutral, contradiction]``.
+
+    Kinds (``kind``, default ``"auto"``: from the config; a model folder's ``groundjudge.json`` may declare it):
+
+    - ``nli``: three labels named in ``id2label`` (or entailment / not-entailment).
+    - ``binary``: two labels (MiniCheck-RoBERTa/DeBERTa, HHEM-2.1-open); column 0 is P(supported), column 1 is
+      1 - P(supported), column 2 is 0. Which output means supported comes from ``supported_label``, else
+      ``groundjudge.json``, else the label names; placeholder names (LABEL_0 / LABEL_1) without it are refused.
+    - ``seq2seq``: MiniCheck-Flan-T5 shape: P("1") against P("0") at the first decoder step for
+      ``predict: {premise}{eos}{hypothesis}``; columns as for ``binary``.
+
+    ``has_contradiction`` says whether the model can call a contradiction at all (only ``nli`` models with a
+    contradiction label). A template (``groundjudge.json`` ``template``, or a config ``prompt`` with ``{text1}`` and
+    ``{text2}``, HHEM's convention) turns each pair into one text; otherwise pairs are encoded as tokenizer pairs.
 
     Args:
         model: hub id or local path; default $GROUNDJUDGE_NLI_MODEL or cross-encoder/nli-deberta-v3-base.
         device: "cuda", "mps", "cpu" (default: best available).
-        half: float16 weights; default on for cuda.
+        half: 16-bit weights (float16; bfloat16 for seq2seq); default on for cuda.
         batch_size: pairs per forward pass (default 64 on GPU, 16 on CPU); halves itself on GPU out-of-memory.
         threads: torch CPU threads (default: torch's choice).
         revision: hub revision.
         local_files_only: default true for local paths and when $HF_HUB_OFFLINE is set.
+        kind: "auto", "nli", "binary" or "seq2seq".
+        supported_label: for binary checkers, the output index that means supported.
+        trust_remote_code: run the model's own code (models with ``auto_map``, e.g. HHEM-2.1-open); off by default.
+        max_length: tokens per pair; default the tokenizer's and position table's limit (512 if neither says).
+            Relative-position models (T5, DeBERTa-v3) take more; absolute-position ones are refused past their table.
     """
 
     def __init__(
@@ -142,9 +297,12 @@ class NLIModel:
         threads: int | None = None,
         revision: str | None = None,
         local_files_only: bool | None = None,
+        kind: str | None = "auto",
+        supported_label: int | None = None,
+        trust_remote_code: bool = False,
+        max_length: int | None = None,
     ) -> None:
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.name = resolve_model_name(model)
         is_local = Path(self.name).is_dir()
@@ -152,61 +310,244 @@ class NLIModel:
             local_files_only = is_local or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
         if threads:
             torch.set_num_threads(threads)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(
-                self.name, revision=revision, local_files_only=local_files_only
-            )
-            self.model = AutoModelForSequenceClassification.from_pretrained(
-                self.name, revision=revision, local_files_only=local_files_only
-            )
-        except (OSError, ValueError) as exc:
-            raise NLIError(f"could not load NLI model {self.name!r}: {exc}") from exc
+        profile = read_checker_profile(self.name) if is_local else {}
+        kind = kind if kind not in (None, "auto") else profile.get("kind", "auto")
+        if kind not in KINDS:
+            raise NLIError(f"NLI model kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        if supported_label is None:
+            supported_label = profile.get("supported_label")
+        hub = {"revision": revision, "local_files_only": local_files_only, "trust_remote_code": trust_remote_code}
+        if not trust_remote_code and _needs_remote_code(self.name, hub):
+            raise _remote_code_error(self.name)
+        config = self._load_config(hub)
+        self.kind: str = detect_kind(config) if kind == "auto" else str(kind)
+        self.tokenizer = self._load_tokenizer(config, hub)
         if not getattr(self.tokenizer, "is_fast", False):
             raise NLIError(f"{self.name}: a fast (Rust) tokenizer is needed for character offsets")
-        self.columns = label_columns(self.model.config.id2label)
+        self.model = self._load_weights(config, hub)
+        self._map_labels(supported_label)
+        self.template: str | None = self._template(profile.get("template"), config)
         self.device = pick_device(device)
         self.half = (self.device == "cuda") if half is None else half
         self.model.to(self.device)
         if self.half:
-            self.model.half()
+            # T5-family weights overflow in float16; bfloat16 keeps their range
+            self.model.to(torch.bfloat16 if self.kind == "seq2seq" else torch.float16)
         self.model.eval()
         self.batch_size = batch_size or (64 if self.device != "cpu" else 16)
-        self.max_length = self._max_length()
-        self.special_tokens = int(self.tokenizer.num_special_tokens_to_add(pair=True))
+        self.max_length = self._max_length(max_length)
+        self.special_tokens = self._overhead()
         if is_local:
             weights = f"{Path(self.name).name}@{_fingerprint_dir(Path(self.name))}"
         else:
             weights = f"{self.name}@{getattr(self.model.config, '_commit_hash', None) or revision or 'main'}"
-        # fp16 on cuda and fp32 on cpu give different numbers: they must not share cache entries
-        self.fingerprint = f"{weights}/{_numerics(self.device, next(self.model.parameters()).dtype)}"
+        # fp16 on cuda and fp32 on cpu give different numbers: they must not share cache entries; nor may one
+        # model read as another kind, label or prompt
+        self.fingerprint = f"{weights}/{self._kind_tag()}/{_numerics(self.device, next(self.model.parameters()).dtype)}"
         self.forward_passes = 0
         self.pairs_scored = 0
         self._lock = threading.Lock()
 
-    _loaded: ClassVar[dict[tuple[str, str | None, int | None], NLIModel]] = {}
+    # -- loading ---------------------------------------------------------------------------------------------------
+
+    def _load_config(self, hub: dict[str, Any]) -> Any:
+        from transformers import AutoConfig
+
+        try:
+            config = AutoConfig.from_pretrained(self.name, **hub)
+        except (OSError, ValueError, KeyError) as exc:
+            if "trust_remote_code" in str(exc):
+                raise _remote_code_error(self.name) from exc
+            raise NLIError(f"could not load NLI model {self.name!r}: {exc}") from exc
+        auto_map = getattr(config, "auto_map", None)
+        if not hub["trust_remote_code"] and isinstance(auto_map, dict) and set(auto_map) & set(_OWN_CODE_CLASSES):
+            raise _remote_code_error(self.name)
+        return config
+
+    def _load_tokenizer(self, config: Any, hub: dict[str, Any]) -> Any:
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(self.name, **hub)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            # HHEM-2.1-open ships no tokenizer: its config names the model whose tokenizer it uses ("foundation")
+            foundation = getattr(config, "foundation", None)
+            if not isinstance(foundation, str) or not foundation:
+                raise NLIError(f"could not load the tokenizer of NLI model {self.name!r}: {exc}") from exc
+        try:
+            return AutoTokenizer.from_pretrained(
+                foundation, local_files_only=hub["local_files_only"] or Path(foundation).is_dir()
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise NLIError(
+                f"NLI model {self.name!r} has no tokenizer of its own and its config's foundation {foundation!r} "
+                f"could not be loaded ({exc}); put the tokenizer files beside the weights"
+            ) from exc
+
+    def _load_weights(self, config: Any, hub: dict[str, Any]) -> Any:
+        from transformers import AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
+
+        auto = AutoModelForSeq2SeqLM if self.kind == "seq2seq" else AutoModelForSequenceClassification
+        try:
+            return auto.from_pretrained(self.name, config=config, **hub)
+        except (OSError, ValueError, KeyError, TypeError, ImportError, AttributeError, RuntimeError) as exc:
+            raise NLIError(f"could not load NLI model {self.name!r} as a {self.kind} checker: {exc}") from exc
+
+    def _map_labels(self, supported_label: int | None) -> None:
+        """Set ``columns``, ``supported_label``, ``label_token_ids`` and ``has_contradiction`` for the kind."""
+        id2label = getattr(self.model.config, "id2label", None) or {}
+        self.label_token_ids: tuple[int, int] | None = None
+        self.supported_label: int | None = None
+        if self.kind != "binary" and supported_label is not None:
+            raise NLIError(
+                f"supported_label is for binary checkers; {self.name!r} runs as a {self.kind} model (kind={self.kind})"
+            )
+        if self.kind == "nli":
+            self.columns = label_columns(id2label)
+        elif self.kind == "binary":
+            if len(id2label) != 2:
+                raise NLIError(f"a binary checker has two labels; {self.name!r} has {len(id2label)}: {id2label}")
+            named = supported_label_from_names(id2label)
+            if supported_label is None and named is None:
+                raise NLIError(
+                    f"the labels of {self.name!r} ({dict(id2label)}) do not say which one means supported: pass "
+                    'supported_label (Config.nli_supported_label; 1 for MiniCheck and HHEM) or put "supported_label" '
+                    "in the model folder's groundjudge.json"
+                )
+            if supported_label is not None and named is not None and supported_label != named:
+                raise NLIError(
+                    f"supported_label={supported_label} but the config of {self.name!r} names label {named} "
+                    f"({dict(id2label).get(named)!r}) as supported"
+                )
+            label = named if supported_label is None else supported_label
+            if label not in (0, 1):
+                raise NLIError(f"supported_label must be 0 or 1 for a two-label checker, not {label}")
+            self.supported_label = label
+            self.columns = [label, 1 - label, None]
+        else:
+            ids = [self.tokenizer(w, add_special_tokens=False)["input_ids"] for w in SEQ2SEQ_LABEL_WORDS]
+            if not all(ids) or ids[0][0] == ids[1][0]:
+                raise NLIError(
+                    f"the tokenizer of {self.name!r} does not give '0' and '1' distinct first tokens ({ids}): "
+                    "it cannot be read as a seq2seq checker"
+                )
+            self.label_token_ids = (int(ids[0][0]), int(ids[1][0]))
+            self.columns = [1, 0, None]  # P("1") and P("0") of the two label tokens
+        self.has_contradiction = self.kind == "nli" and self.columns[CONTRADICTION] is not None
+
+    def _template(self, declared: str | None, config: Any) -> str | None:
+        template = declared
+        if template is None:
+            prompt = getattr(config, "prompt", None)  # HHEM-2.1's convention: the config carries its prompt
+            if isinstance(prompt, str) and "{text1}" in prompt and "{text2}" in prompt:
+                template = prompt
+        if template is None and self.kind == "seq2seq":
+            template = SEQ2SEQ_TEMPLATE
+        if template is None:
+            return None
+        slots = set(_SLOT.findall(template))
+        if not ({"premise", "text1"} & slots and {"hypothesis", "text2"} & slots):
+            raise NLIError(f"template {template!r} needs a {{premise}} and a {{hypothesis}} slot")
+        if "eos" in slots and not self._eos:
+            raise NLIError(f"template {template!r} uses {{eos}} but the tokenizer of {self.name!r} has none")
+        return template
+
+    @property
+    def _eos(self) -> str:
+        return str(getattr(self.tokenizer, "eos_token", None) or getattr(self.tokenizer, "sep_token", None) or "")
+
+    def _kind_tag(self) -> str:
+        if self.kind == "binary":
+            tag = f"binary:{self.supported_label}"
+        elif self.kind == "seq2seq":
+            assert self.label_token_ids is not None
+            tag = f"seq2seq:{self.label_token_ids[0]},{self.label_token_ids[1]}"
+        else:
+            tag = "nli"
+        if self.template is not None:
+            tag += "+" + hashlib.sha256(self.template.encode()).hexdigest()[:8]
+        return tag
+
+    _loaded: ClassVar[dict[tuple[Any, ...], NLIModel]] = {}
     _loaded_lock: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
-    def shared(cls, model: str | None = None, *, device: str | None = None, batch_size: int | None = None) -> NLIModel:
-        """One loaded instance per (model, device, batch size) in this process: notebooks and CLI runs that build
-        several evaluators load the weights once."""
-        key = (resolve_model_name(model), device, batch_size)
+    def shared(
+        cls,
+        model: str | None = None,
+        *,
+        device: str | None = None,
+        batch_size: int | None = None,
+        kind: str | None = "auto",
+        supported_label: int | None = None,
+        trust_remote_code: bool = False,
+        max_length: int | None = None,
+    ) -> NLIModel:
+        """One loaded instance per (model, device, batch size, checker options) in this process: notebooks and CLI
+        runs that build several evaluators load the weights once."""
+        options = {
+            "kind": kind,
+            "supported_label": supported_label,
+            "trust_remote_code": trust_remote_code,
+            "max_length": max_length,
+        }
+        key = (resolve_model_name(model), device, batch_size, *options.values())
         with cls._loaded_lock:
             if key not in cls._loaded:
-                cls._loaded[key] = cls(model, device=device, batch_size=batch_size)
+                cls._loaded[key] = cls(model, device=device, batch_size=batch_size, **options)  # type: ignore[arg-type]
             return cls._loaded[key]
 
-    def _max_length(self) -> int:
-        limits = []
+    def _position_limit(self) -> int | None:
+        """The most tokens the model's position table takes; None for relative-position models (T5, DeBERTa-v3)."""
+        config = self.model.config
+        model_type = getattr(config, "model_type", "")
+        if model_type in ("deberta", "deberta-v2") and not getattr(config, "position_biased_input", True):
+            return None
+        pos = getattr(config, "max_position_embeddings", None)
+        if not isinstance(pos, int) or pos <= 0:
+            return None
+        # RoBERTa-family position ids start after the padding index
+        return pos - (2 if model_type in ("roberta", "xlm-roberta", "camembert", "longformer") else 0)
+
+    def _max_length(self, requested: int | None = None) -> int:
+        hard = self._position_limit()
+        if requested is not None:
+            if requested < 16:
+                raise NLIError(f"max_length {requested} is too small for any premise")
+            if hard is not None and requested > hard:
+                raise NLIError(f"max_length {requested} is over the {hard} positions of {self.name!r}")
+            return requested
+        limits = [hard] if hard is not None else []
         tok_max = getattr(self.tokenizer, "model_max_length", None)
-        if isinstance(tok_max, int) and 0 < tok_max < 100_000:
+        if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
             limits.append(tok_max)
-        pos = getattr(self.model.config, "max_position_embeddings", None)
-        if isinstance(pos, int) and pos > 0:
-            # RoBERTa-family position ids start after the padding index
-            offset = 2 if self.model.config.model_type in ("roberta", "xlm-roberta", "camembert", "longformer") else 0
-            limits.append(pos - offset)
         return min(limits) if limits else 512
+
+    def _overhead(self) -> int:
+        """Tokens a pair adds beyond its premise's and hypothesis's own (special tokens, the template's words)."""
+        if self.template is None:
+            return int(self.tokenizer.num_special_tokens_to_add(pair=True))
+        # +1: where the template meets the texts a word may split into one more piece than either alone
+        return len(self._encode([("", "")])[0][0]) + 1
+
+    def _encode(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]] | None]:
+        """Token ids (and token types, for tokenizer pairs) of each pair, with the model's special tokens."""
+        if self.template is None:
+            enc = self.tokenizer(
+                [p for p, _ in pairs], [h for _, h in pairs], truncation=False, padding=False, verbose=False
+            )
+            return enc["input_ids"], enc.get("token_type_ids")
+        eos = self._eos
+        texts = [fill_template(self.template, p, h, eos) for p, h in pairs]
+        return self.tokenizer(texts, truncation=False, padding=False, verbose=False)["input_ids"], None
+
+    def _decoder_start(self) -> int:
+        for source in (self.model.config, getattr(self.model, "generation_config", None)):
+            value = getattr(source, "decoder_start_token_id", None) if source is not None else None
+            if isinstance(value, int):
+                return value
+        pad = getattr(self.model.config, "pad_token_id", None)
+        return pad if isinstance(pad, int) else 0
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text without special tokens."""
@@ -222,11 +563,7 @@ class NLIModel:
         out = np.zeros((len(pairs), 3), dtype=np.float32)
         if not pairs:
             return out
-        enc = self.tokenizer(
-            [p for p, _ in pairs], [h for _, h in pairs], truncation=False, padding=False, verbose=False
-        )
-        ids: list[list[int]] = enc["input_ids"]
-        types: list[list[int]] | None = enc.get("token_type_ids")
+        ids, types = self._encode(pairs)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         too_long = np.flatnonzero(lengths > self.max_length)
         if too_long.size:
@@ -257,7 +594,7 @@ class NLIModel:
                 if token_types is not None:
                     inputs["token_type_ids"] = token_types.to(self.device)
                 try:
-                    logits = self.model(**inputs).logits
+                    probs = self._forward(inputs)
                 except torch.cuda.OutOfMemoryError:
                     if self.batch_size == 1:
                         raise
@@ -265,15 +602,38 @@ class NLIModel:
                     torch.cuda.empty_cache()
                     log.warning("NLI out of GPU memory; batch size now %d", self.batch_size)
                     continue
-                probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
-                for which, col in enumerate(self.columns):
-                    if col is not None:
-                        out[batch, which] = probs[:, col]
+                out[batch] = probs
                 with self._lock:
                     self.forward_passes += 1
                     self.pairs_scored += len(batch)
                 start += len(batch)
         return out
+
+    def _forward(self, inputs: dict[str, Any]) -> np.ndarray:
+        """One batch through the model: ``(b, 3)`` entailment / neutral / contradiction (binary and seq2seq kinds:
+        P(supported), 1 - P(supported), 0)."""
+        import torch
+
+        if self.kind == "seq2seq":
+            assert self.label_token_ids is not None
+            start = torch.full((inputs["input_ids"].shape[0], 1), self._decoder_start(), dtype=torch.long)
+            logits = self.model(**inputs, decoder_input_ids=start.to(self.device)).logits[:, 0, :]
+            logits = logits[:, list(self.label_token_ids)]  # ["0", "1"]
+        else:
+            logits = self.model(**inputs).logits
+        if logits.ndim != 2 or logits.shape[1] != (2 if self.kind != "nli" else len(self.model.config.id2label)):
+            raise NLIError(f"NLI model {self.name!r} returned logits of shape {tuple(logits.shape)}")
+        probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+        rows = np.zeros((probs.shape[0], 3), dtype=np.float32)
+        if self.kind == "nli":
+            for which, col in enumerate(self.columns):
+                if col is not None:
+                    rows[:, which] = probs[:, col]
+            return rows
+        supported = probs[:, 1] if self.kind == "seq2seq" else probs[:, self.supported_label]
+        rows[:, ENTAILMENT] = supported
+        rows[:, NEUTRAL] = 1.0 - supported
+        return rows
 
 
 class NLIScorer:
