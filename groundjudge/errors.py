@@ -9,6 +9,8 @@
     ├── PromptError                 unknown prompt, missing or extra variables
     ├── CacheMissError              cache-only mode and the answer is not cached
     ├── BudgetExceededError         the next call would pass the USD or call cap
+    ├── DeferredCallError           a cache miss recorded for a batch instead of sent (LLMClient.deferring)
+    ├── BatchPendingError           a batch did not end within the wait allowed; a rerun resumes it
     ├── LLMError                    anything from talking to a model
     │   ├── ProviderError           the provider answered with an error (.status, .retryable, .retry_at)
     │   │   ├── RateLimitError      429
@@ -84,6 +86,30 @@ class BudgetExceededError(GroundjudgeError):
         super().__init__(message)
         self.spent_usd = spent_usd
         self.calls = calls
+
+
+class DeferredCallError(GroundjudgeError):
+    """Inside ``LLMClient.deferring()``, a call that missed the cache was recorded for a batch, not sent.
+
+    Not an LLM failure and not retryable: the batch runner answers the call into the cache, and the caller runs
+    the stage again (or calls directly) to read it. ``key`` is the cache key of the deferred call.
+    """
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class BatchPendingError(GroundjudgeError):
+    """A provider batch did not end within the wait allowed; it keeps running and a rerun collects it.
+
+    ``batch_ids`` are the live batches and ``state_path`` the file that lets the next run resume them.
+    """
+
+    def __init__(self, message: str, *, batch_ids: list[str], state_path: str) -> None:
+        super().__init__(message)
+        self.batch_ids = batch_ids
+        self.state_path = state_path
 
 
 class LLMError(GroundjudgeError):

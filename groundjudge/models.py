@@ -22,13 +22,20 @@ class Message(BaseModel):
 
 
 class Usage(BaseModel):
-    """What calls cost: billed calls, tokens and USD, plus the calls answered from the cache."""
+    """What calls cost: billed calls, tokens and USD, plus the calls answered from the cache.
+
+    ``input_tokens`` is every input token billed, whatever its rate; ``cached_input_tokens`` of them were read
+    from the provider's prompt cache (billed at the cached rate) and ``cache_write_tokens`` were written to it
+    (Anthropic cache creation, billed at the cache-write rate).
+    """
 
     calls: int = 0
     cached_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -37,6 +44,8 @@ class Usage(BaseModel):
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def __sub__(self, other: Usage) -> Usage:
@@ -46,6 +55,8 @@ class Usage(BaseModel):
             input_tokens=self.input_tokens - other.input_tokens,
             output_tokens=self.output_tokens - other.output_tokens,
             cost_usd=self.cost_usd - other.cost_usd,
+            cached_input_tokens=self.cached_input_tokens - other.cached_input_tokens,
+            cache_write_tokens=self.cache_write_tokens - other.cache_write_tokens,
         )
 
 

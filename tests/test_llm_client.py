@@ -47,7 +47,8 @@ def test_both_providers_parse_the_same_schema(server: ScriptedLLMServer, provide
         assert req.body["tool_choice"] == {"type": "tool", "name": "Verdict"}
         assert req.body["tools"][0]["input_schema"]["required"] == ["label", "quotes"]
         assert "temperature" not in req.body
-        assert req.body["system"].startswith("You grade claims.")
+        (system,) = req.body["system"]  # one text block, marked for the provider's prompt cache
+        assert system["text"].startswith("You grade claims.") and system["cache_control"] == {"type": "ephemeral"}
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -13,44 +13,89 @@ import anthropic
 
 from groundjudge import errors
 from groundjudge.llm.base import LLMRequest, LLMResponse, map_sdk_error
+from groundjudge.models import Message
+
+# Anthropic takes at most 4 cache_control breakpoints per request.
+_MAX_BREAKPOINTS = 4
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def _content(message: Message, breakpoints_left: int) -> tuple[str | list[dict[str, Any]], bool]:
+    """A message's content: plain text, or two text blocks split at ``cache_upto``, the first marked for caching.
+
+    Returns the content and whether it used a breakpoint. Anthropic rejects empty or whitespace-only text blocks, so
+    a split that would make one falls back to caching the whole text or not caching.
+    """
+    text, upto = message.content, message.cache_upto
+    if not upto or upto <= 0 or breakpoints_left <= 0 or not text[:upto].strip():
+        return text, False
+    head, tail = text[:upto], text[upto:]
+    if not tail.strip():
+        return [{"type": "text", "text": text, "cache_control": dict(_EPHEMERAL)}], True
+    return [{"type": "text", "text": head, "cache_control": dict(_EPHEMERAL)}, {"type": "text", "text": tail}], True
 
 
 class AnthropicProvider:
-    """Adapter for ``anthropic/<model>``."""
+    """Adapter for ``anthropic/<model>``.
+
+    Prompt caching: the system prompt (instructions and the JSON schema, the same for every call of a stage) is
+    one text block with ``cache_control``, and a message with ``cache_upto`` is sent as two text blocks, the first
+    (its stable prefix) with ``cache_control``; at most 4 breakpoints, the first ones kept.
+    """
+
+    batch_api = "anthropic"
 
     def __init__(self, model: str, *, api_key: str, base_url: str | None = None, timeout: float = 60.0) -> None:
         self.name = "anthropic"
         self.model = model
         self.base_url = base_url
         # max_retries=0: LLMClient owns the one retry policy.
-        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self.sdk = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
     def identity(self) -> dict[str, Any]:
         return {"provider": self.name, "model": self.model, "base_url": self.base_url}
 
-    def send(self, request: LLMRequest) -> LLMResponse:
+    def build_params(self, request: LLMRequest) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in request.messages if m.role == "system")
-        messages = [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"]
+        left = _MAX_BREAKPOINTS - (1 if system.strip() else 0)
+        messages: list[dict[str, Any]] = []
+        for m in request.messages:
+            if m.role == "system":
+                continue
+            content, used = _content(m, left)
+            left -= used
+            messages.append({"role": m.role, "content": content})
         tool = {
             "name": request.schema_name,
             "description": "Record the answer. Its input is the complete answer.",
             "input_schema": request.schema,
         }
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "messages": messages,
+            "tools": [tool],
+            "tool_choice": {"type": "tool", "name": request.schema_name},
+        }
+        if system.strip():
+            # The tools and the system prompt are the cached prefix (Anthropic orders tools, system, messages).
+            params["system"] = [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}]
+        return params
+
+    def send(self, request: LLMRequest) -> LLMResponse:
         try:
-            params: dict[str, Any] = {
-                "model": self.model,
-                "max_tokens": request.max_tokens,
-                "system": system,
-                "messages": messages,
-                "tools": [tool],
-                "tool_choice": {"type": "tool", "name": request.schema_name},
-            }
-            message = self._client.messages.create(**params)
+            message = self.sdk.messages.create(**self.build_params(request))
         except (anthropic.AnthropicError, json.JSONDecodeError) as exc:
             mapped = map_sdk_error(exc, anthropic, self.name)
             if mapped is None:
                 raise errors.LLMError(f"{self.name}: {exc}") from exc
             raise mapped from exc
+        return self.parse_response(message)
+
+    def parse_response(self, response: Any) -> LLMResponse:
+        message = response
+        if isinstance(message, dict):
+            message = anthropic.types.Message.model_validate(message)
         refusal = None
         if message.stop_reason == "refusal":
             said = "".join(getattr(b, "text", "") for b in message.content)
@@ -60,10 +105,17 @@ class AnthropicProvider:
             text = json.dumps(tool_inputs[0], ensure_ascii=False)
         else:
             text = "".join(getattr(b, "text", "") for b in message.content if b.type == "text")
+        usage = message.usage
+        read = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+        written = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
         return LLMResponse(
             text=text,
-            input_tokens=int(message.usage.input_tokens or 0),
-            output_tokens=int(message.usage.output_tokens or 0),
+            # Anthropic reports the uncached input, the cache reads and the cache writes apart; input_tokens is
+            # their sum, so that it means all the input on every provider.
+            input_tokens=int(usage.input_tokens or 0) + read + written,
+            output_tokens=int(usage.output_tokens or 0),
             truncated=message.stop_reason == "max_tokens",
             refusal=refusal,
+            cached_input_tokens=read,
+            cache_write_tokens=written,
         )

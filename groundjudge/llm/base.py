@@ -36,6 +36,8 @@ class LLMResponse:
 
     ``refusal`` is set (to the model's words, or what filtered it) when the model declined: the reply is billed
     like any other, so the adapter returns it and the client counts it before raising :class:`RefusalError`.
+    ``input_tokens`` is all the input billed; ``cached_input_tokens`` of it were read from the provider's prompt
+    cache and ``cache_write_tokens`` written to it.
     """
 
     text: str
@@ -43,6 +45,8 @@ class LLMResponse:
     output_tokens: int
     truncated: bool = False
     refusal: str | None = None
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class Provider(Protocol):
@@ -58,6 +62,25 @@ class Provider(Protocol):
 
     def identity(self) -> dict[str, Any]:
         """Everything about this provider that changes outputs (goes into cache keys); never secrets."""
+        ...
+
+
+class BatchCapable(Provider, Protocol):
+    """An adapter whose request building and response parsing are apart from sending, for the batch APIs.
+
+    ``batch_api`` names the wire format of the provider's batch API ("openai" or "anthropic"); ``sdk`` is the
+    SDK client (retries off) that :mod:`groundjudge.llm.batch` drives.
+    """
+
+    batch_api: str
+    sdk: Any
+
+    def build_params(self, request: LLMRequest) -> dict[str, Any]:
+        """The request body :meth:`send` would send for ``request``."""
+        ...
+
+    def parse_response(self, response: Any) -> LLMResponse:
+        """A response (the SDK's object, or a JSON body from a batch result) as an :class:`LLMResponse`."""
         ...
 
 

@@ -8,7 +8,8 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
@@ -45,6 +46,21 @@ class RetryPolicy:
     initial_wait: float = 1.0
     max_wait: float = 30.0
     jitter: float = 1.0
+
+
+@dataclass(frozen=True)
+class DeferredCall:
+    """A cache miss recorded inside :meth:`LLMClient.deferring` instead of sent: what a batch needs to make it.
+
+    ``key`` is the cache key the answer will be stored under, ``request`` the exact request the direct path would
+    send, ``schema`` and ``check`` what the answer must pass before it is cached.
+    """
+
+    key: str
+    request: LLMRequest
+    schema: type[BaseModel]
+    prompt: PromptRef | None = None
+    check: Callable[[Any], str | None] | None = None
 
 
 def json_instruction(schema: dict[str, Any]) -> str:
@@ -112,6 +128,8 @@ class LLMClient:
             )
         self._out_tokens_seen = [0, 0]  # total output tokens, billed calls
         self._lock = threading.Lock()
+        self._deferred: list[DeferredCall] | None = None
+        self._deferred_keys: set[str] = set()
 
     @property
     def model_id(self) -> str:
@@ -160,29 +178,126 @@ class LLMClient:
     def is_cached(self, messages: Sequence[Message], schema: type[BaseModel], prompt: PromptRef | None) -> bool:
         return self.cache is not None and self.cache.peek(self.cache_key(messages, schema, prompt))
 
-    def worst_case_cost(self, request: LLMRequest) -> float:
+    def worst_case_cost(self, request: LLMRequest, *, batch: bool = False) -> float:
         """USD a call can cost at most: what the budget holds while it is in flight.
 
         Input: one token per UTF-8 byte of the messages and the schema (sent again as response format or tool),
-        plus per-message and fixed overheads; no tokenizer makes more tokens than that. Output: max_tokens.
+        plus per-message and fixed overheads; no tokenizer makes more tokens than that. Each input token at the
+        dearest input rate (an Anthropic cache write costs more than plain input). Output: max_tokens. ``batch``:
+        at the batch price.
         """
         if self.price is None:
             return 0.0
         text_bytes = sum(len(m.content.encode()) for m in request.messages)
         schema_bytes = len(json.dumps(request.schema).encode())
         input_tokens = text_bytes + schema_bytes + _MESSAGE_OVERHEAD * len(request.messages) + _REQUEST_OVERHEAD
-        return self.price.cost(input_tokens, request.max_tokens)
+        usd = (input_tokens * self.price.max_input_rate + request.max_tokens * self.price.output_per_mtok) / 1e6
+        return usd * self.price.batch_factor if batch else usd
 
-    def estimate_cost(self, messages: Sequence[Message]) -> float:
+    def estimate_cost(self, messages: Sequence[Message], *, batch: bool = False) -> float:
         """Realistic USD of one call, for dry runs: ~4 characters a token in, the mean output seen so far (256 before
-        any). The budget does not use it: calls in flight hold :meth:`worst_case_cost`."""
+        any); ``batch=True`` at the batch API's price. The budget does not use it: calls in flight hold
+        :meth:`worst_case_cost`."""
         if self.price is None:
             return 0.0
         input_tokens = sum(len(m.content) for m in messages) // 4 + 8 * len(messages)
         with self._lock:
             out_total, n = self._out_tokens_seen
         output_tokens = min(self.max_tokens, out_total // n if n else 256)
-        return self.price.cost(input_tokens, output_tokens)
+        return self.price.cost(input_tokens, output_tokens, batch=batch)
+
+    def usage_of(self, response: LLMResponse, *, batch: bool = False) -> Usage:
+        """What one billed response cost: its tokens, cached and written ones at their rates, at the batch price
+        when it came through a batch API."""
+        cost = 0.0
+        if self.price is not None:
+            cost = self.price.cost(
+                response.input_tokens,
+                response.output_tokens,
+                cached_input_tokens=response.cached_input_tokens,
+                cache_write_tokens=response.cache_write_tokens,
+                batch=batch,
+            )
+        return Usage(
+            calls=1,
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            cost_usd=cost,
+            cached_input_tokens=response.cached_input_tokens,
+            cache_write_tokens=response.cache_write_tokens,
+        )
+
+    # -- deferring cache misses to a batch -------------------------------------------------------------------
+
+    @contextmanager
+    def deferring(self) -> Iterator[list[DeferredCall]]:
+        """Inside, a :meth:`complete_json` call that misses the cache is not sent: it is recorded in the yielded
+        list (once per key) and raises :class:`~groundjudge.errors.DeferredCallError`. Thread-safe: calls from
+        every thread are recorded while the block runs. Hand the list to
+        :class:`groundjudge.llm.batch.BatchRunner`, which answers them into the cache.
+        """
+        with self._lock:
+            if self._deferred is not None:
+                raise errors.ConfigError("LLMClient.deferring() is already active on this client")
+            deferred: list[DeferredCall] = []
+            self._deferred, self._deferred_keys = deferred, set()
+        try:
+            yield deferred
+        finally:
+            with self._lock:
+                self._deferred, self._deferred_keys = None, set()
+
+    def _defer(self, call: DeferredCall) -> bool:
+        """Record ``call`` if deferring (once per key); False when not deferring."""
+        with self._lock:
+            if self._deferred is None:
+                return False
+            if call.key not in self._deferred_keys:
+                self._deferred_keys.add(call.key)
+                self._deferred.append(call)
+            return True
+
+    def accept_batch_result(self, call: DeferredCall, response: LLMResponse, *, resumed: bool = False) -> str | None:
+        """Take one batch result: count it in the ledger at the batch price (unless the batch runner settles it),
+        validate it with the call's schema and check, and cache it under the call's key exactly as the direct path
+        would. Returns None when cached, else the problem (refusal, invalid JSON, schema error, failed check).
+
+        ``resumed``: the result of a batch submitted by an earlier run, which held no reservation in this ledger.
+        """
+        usage = self.usage_of(response, batch=True)
+        if resumed:
+            self.ledger.record(usage)
+        with self._lock:
+            self._out_tokens_seen[0] += response.output_tokens
+            self._out_tokens_seen[1] += 1
+        if response.refusal is not None:
+            return f"the model refused: {response.refusal}"
+        value, problem, _ = self._judge_reply(response, call.schema, call.check)
+        if value is None:
+            return problem
+        if self.cache is not None:
+            self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": response.text})
+        return None
+
+    @staticmethod
+    def _judge_reply(
+        response: LLMResponse, schema: type[T], check: Callable[[T], str | None] | None
+    ) -> tuple[T | None, str, T | None]:
+        """(accepted value, "", None), or (None, the problem, the schema-valid value that failed the check if any)."""
+        try:
+            value = schema.model_validate(parse_json_reply(response.text))
+        except json.JSONDecodeError as exc:
+            why = "the reply was cut off at the token limit" if response.truncated else "not valid JSON"
+            return None, f"{why}: {exc}", None
+        except ValidationError as exc:
+            problem = "JSON does not match the schema: " + "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:10]
+            )
+            return None, problem, None
+        rejected = check(value) if check is not None else None
+        if rejected is None:
+            return value, "", None
+        return None, f"the answer is incomplete or inconsistent: {rejected}", value
 
     # -- the call -----------------------------------------------------------------------------------------
 
@@ -223,6 +338,9 @@ class LLMClient:
                             f"cache-only mode: the cached entry for key {key} fails the check ({rejected})"
                         )
 
+        if self._defer(DeferredCall(key, request, schema, prompt, check)):
+            raise errors.DeferredCallError(f"{self.model_id}: deferred to a batch (cache key {key})", key=key)
+
         usage = Usage()
         problems: list[str] = []
         raw = ""
@@ -236,23 +354,13 @@ class LLMClient:
                 raise
             usage = usage + call_usage
             raw = response.text
-            try:
-                value = schema.model_validate(parse_json_reply(raw))
-            except json.JSONDecodeError as exc:
-                why = "the reply was cut off at the token limit" if response.truncated else "not valid JSON"
-                problem = f"{why}: {exc}"
-            except ValidationError as exc:
-                problem = "JSON does not match the schema: " + "; ".join(
-                    f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:10]
-                )
-            else:
-                rejected = check(value) if check is not None else None
-                if rejected is None:
-                    if self.cache is not None:
-                        self.cache.set(key, {"output": value.model_dump(mode="json"), "raw": raw})
-                    return value, usage
-                partial = value
-                problem = f"the answer is incomplete or inconsistent: {rejected}"
+            accepted, problem, rejected_value = self._judge_reply(response, schema, check)
+            if accepted is not None:
+                if self.cache is not None:
+                    self.cache.set(key, {"output": accepted.model_dump(mode="json"), "raw": raw})
+                return accepted, usage
+            if rejected_value is not None:
+                partial = rejected_value
             problems.append(problem)
             log.info("%s: rejected reply (%s); re-asking", self.model_id, problem)
             correction = Message(
@@ -281,10 +389,11 @@ class LLMClient:
         except BaseException:
             self.ledger.settle(reserved, Usage())
             raise
-        cost = self.price.cost(response.input_tokens, response.output_tokens) if self.price else 0.0
-        usage = Usage(calls=1, input_tokens=response.input_tokens, output_tokens=response.output_tokens, cost_usd=cost)
-        if cost > reserved + 1e-12:
-            log.warning("%s: a call cost $%.6f, more than the $%.6f reserved for it", self.model_id, cost, reserved)
+        usage = self.usage_of(response)
+        if usage.cost_usd > reserved + 1e-12:
+            log.warning(
+                "%s: a call cost $%.6f, more than the $%.6f reserved for it", self.model_id, usage.cost_usd, reserved
+            )
         self.ledger.settle(reserved, usage)
         with self._lock:
             self._out_tokens_seen[0] += response.output_tokens

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import threading
 from typing import Any, Literal
@@ -60,6 +61,8 @@ class OpenAIProvider:
         send_seed: bool = True,
     ) -> None:
         self.name = name
+        # The OpenAI Batch API; OpenAI-compatible servers have none.
+        self.batch_api = "openai" if name == "openai" else ""
         self.model = model
         self.base_url = base_url
         self.json_mode: JsonMode = json_mode
@@ -67,7 +70,7 @@ class OpenAIProvider:
         self.send_seed = send_seed
         self._lock = threading.Lock()
         # max_retries=0: LLMClient owns the one retry policy.
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self.sdk = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
     def identity(self) -> dict[str, Any]:
         return {"provider": self.name, "model": self.model, "base_url": self.base_url}
@@ -80,7 +83,14 @@ class OpenAIProvider:
             "json_schema": {"name": request.schema_name, "schema": strict_schema(request.schema), "strict": True},
         }
 
-    def _create(self, request: LLMRequest, mode: str) -> Any:
+    def build_params(self, request: LLMRequest, mode: str | None = None) -> dict[str, Any]:
+        """The chat-completions body for ``request`` (``mode``: the JSON mode, by default the current one).
+
+        OpenAI caches prompt prefixes by itself: nothing marks the stable part. ``prompt_cache_key`` (OpenAI only,
+        from the system prompt, which is the same for every call of a stage) routes calls that share that prefix
+        to the same cache; it changes no output, so it is not part of the cache key.
+        """
+        mode = mode or self._mode()
         params: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -93,7 +103,13 @@ class OpenAIProvider:
             params["max_tokens"] = request.max_tokens
         if request.seed is not None and self.send_seed:
             params["seed"] = request.seed
-        return self._client.chat.completions.create(**params)
+        if self.name == "openai" and request.messages and request.messages[0].role == "system":
+            digest = hashlib.sha256(request.messages[0].content.encode()).hexdigest()[:32]
+            params["prompt_cache_key"] = f"gj-{digest}"
+        return params
+
+    def _create(self, request: LLMRequest, mode: str) -> Any:
+        return self.sdk.chat.completions.create(**self.build_params(request, mode))
 
     def _mode(self) -> str:
         if self.json_mode == "auto":
@@ -119,9 +135,12 @@ class OpenAIProvider:
             if mapped is None:
                 raise errors.LLMError(f"{self.name}: {exc}") from exc
             raise mapped from exc
-        return self._parse(completion)
+        return self.parse_response(completion)
 
-    def _parse(self, completion: Any) -> LLMResponse:
+    def parse_response(self, response: Any) -> LLMResponse:
+        completion = response
+        if isinstance(completion, dict):
+            completion = openai.types.chat.ChatCompletion.model_validate(completion)
         if not getattr(completion, "choices", None):
             raise errors.ServerError(f"{self.name}: response has no choices", retryable=True)
         choice = completion.choices[0]
@@ -135,10 +154,12 @@ class OpenAIProvider:
             content = ""
         elif not isinstance(content, str):
             content = json.dumps(content)
+        details = getattr(usage, "prompt_tokens_details", None)
         return LLMResponse(
             text=content,
-            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),  # cached tokens included
             output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             truncated=choice.finish_reason == "length",
             refusal=refusal,
+            cached_input_tokens=int(getattr(details, "cached_tokens", 0) or 0),
         )
