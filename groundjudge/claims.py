@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from groundjudge.chunking import claim_sentences, locate
 from groundjudge.llm.client import LLMClient
-from groundjudge.models import Claim, Message, Span, Usage
+from groundjudge.models import Claim, Message, QAItem, Span, Usage
 from groundjudge.prompts import load_prompt, render
 
 
@@ -19,6 +19,16 @@ class ExtractedClaim(BaseModel):
 
 class ExtractedClaims(BaseModel):
     claims: list[ExtractedClaim]
+
+
+class ExtractedQuestion(BaseModel):
+    question: str = Field(description="a short question about one fact the answer states; it does not reveal it")
+    answer_from_answer: str = Field(description="the answer's own reply, in a few words")
+
+
+class ClaimsAndQuestions(BaseModel):
+    claims: list[ExtractedClaim]
+    questions: list[ExtractedQuestion]  # no maxItems: not every strict-schema server takes it; extras are dropped
 
 
 def _norm(text: str) -> str:
@@ -33,14 +43,22 @@ def claims_from_sentences(answer: str) -> list[Claim]:
     ]
 
 
-def claims_messages(answer: str, question: str | None = None) -> list[Message]:
+def claims_messages(answer: str, question: str | None = None, n_questions: int = 0) -> list[Message]:
+    """The extraction prompt: claims only, or claims and ``n_questions`` verification questions in one call."""
+    if n_questions:
+        return render(load_prompt("claims_qa"), question=question or "(none given)", answer=answer, n=str(n_questions))
     return render(load_prompt("claims"), question=question or "(none given)", answer=answer)
 
 
-def claims_from_llm(client: LLMClient, answer: str, question: str | None = None) -> tuple[list[Claim], Usage]:
-    """Atomic claims by the LLM; duplicates merged, each located in the answer where its source excerpt is."""
-    messages = claims_messages(answer, question)
-    reply, usage = client.complete_json(messages, ExtractedClaims, prompt=load_prompt("claims").ref)
+def claims_from_llm(
+    client: LLMClient, answer: str, question: str | None = None, n_questions: int = 0
+) -> tuple[list[Claim], list[QAItem], Usage]:
+    """Atomic claims by the LLM (duplicates merged, each located in the answer where its source excerpt is) and, when
+    ``n_questions`` > 0, verification questions with the answer's own replies, from the same call."""
+    messages = claims_messages(answer, question, n_questions)
+    prompt = load_prompt("claims_qa" if n_questions else "claims")
+    schema: type[ExtractedClaims] | type[ClaimsAndQuestions] = ClaimsAndQuestions if n_questions else ExtractedClaims
+    reply, usage = client.complete_json(messages, schema, prompt=prompt.ref)
     claims: list[Claim] = []
     seen: set[str] = set()
     for item in reply.claims:
@@ -52,7 +70,12 @@ def claims_from_llm(client: LLMClient, answer: str, question: str | None = None)
         found = locate(item.source, answer) if item.source else None
         span = Span(start=found[0], end=found[1], text=answer[found[0] : found[1]]) if found else None
         claims.append(Claim(id=f"c{len(claims) + 1}", text=text, span=span, origin="llm"))
-    return claims, usage
+    questions = [
+        QAItem(question=q.question.strip(), answer_from_answer=q.answer_from_answer.strip())
+        for q in getattr(reply, "questions", [])
+        if q.question.strip()
+    ][:n_questions]
+    return claims, questions, usage
 
 
 def claim_from_input(claim: str) -> list[Claim]:

@@ -9,6 +9,7 @@ be verified becomes UNSUPPORTED with the flag ``unverified_quote``.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from pydantic import BaseModel, Field, field_validator
 from groundjudge.chunking import locate
 from groundjudge.errors import InvalidOutputError
 from groundjudge.llm.client import LLMClient
-from groundjudge.models import Claim, Label, Message, Passage, Quote, Usage
+from groundjudge.models import Claim, Label, Message, Passage, QAItem, Quote, Usage
 from groundjudge.prompts import fenced, load_prompt, make_fence, render
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,19 @@ class JudgeItem(BaseModel):
 
 
 class JudgeReply(BaseModel):
+    verdicts: list[JudgeItem]
+
+
+class SourceAnswer(BaseModel):
+    id: str
+    context_answer: str = Field(description="the answer from the passages alone, or NOT_FOUND")
+
+
+class VerifyReply(BaseModel):
+    """The one sources-side call of an answer: QA answers first (blind to the claims' wording as far as a prompt can
+    ask), then verdicts on the escalated claims."""
+
+    answers: list[SourceAnswer]
     verdicts: list[JudgeItem]
 
 
@@ -155,16 +169,46 @@ def _decide(item: JudgeItem, sources: Sequence[Source]) -> JudgedClaim:
     return JudgedClaim(label=label, reason=item.reason.strip(), quotes=quotes, flags=flags)
 
 
-def judge_messages(claims: Sequence[Claim], sources: Sequence[Source]) -> list[Message]:
-    """The judge prompt for these claims and sources, fenced."""
-    claims_text = "\n".join(f"[{c.id}] {c.text}" for c in claims)
-    fence = make_fence(claims_text, *(s.text for s in sources))
-    return render(
-        load_prompt("judge"),
+def question_listing(questions: Sequence[QAItem]) -> str:
+    """The questions as the sources-side sees them: ids and questions, never the answer's replies (blind)."""
+    return json.dumps(
+        [{"id": f"q{i}", "question": q.question} for i, q in enumerate(questions, 1)], ensure_ascii=False, indent=1
+    )
+
+
+def with_stable_prefix(messages: list[Message], per_call: str) -> list[Message]:
+    """Mark the last message's content before ``per_call`` as the stable prefix providers may cache (instructions and
+    sources come first; several answers about the same sources share it)."""
+    last = messages[-1]
+    at = last.content.find(per_call)
+    if at > 0:
+        messages[-1] = last.model_copy(update={"cache_upto": at})
+    return messages
+
+
+def judge_messages(
+    claims: Sequence[Claim], sources: Sequence[Source], questions: Sequence[QAItem] = ()
+) -> list[Message]:
+    """The judge prompt for these claims and sources (with the QA questions, the combined ``verify`` prompt), fenced;
+    instructions and sources first, the per-answer part last."""
+    claims_text = "\n".join(f"[{c.id}] {c.text}" for c in claims) or "(none)"
+    listing = question_listing(questions) if questions else ""
+    fence = make_fence(claims_text, listing, *(s.text for s in sources))
+    claims_block = fenced(fence, "CLAIMS", claims_text)
+    if not questions:
+        messages = render(
+            load_prompt("judge"), sources=format_sources(sources, fence), claims=claims_block, fence=fence
+        )
+        return with_stable_prefix(messages, claims_block)
+    questions_block = fenced(fence, "QUESTIONS", listing)
+    messages = render(
+        load_prompt("verify"),
         sources=format_sources(sources, fence),
-        claims=fenced(fence, "CLAIMS", claims_text),
+        questions=questions_block,
+        claims=claims_block,
         fence=fence,
     )
+    return with_stable_prefix(messages, questions_block)
 
 
 def _claim_id(raw: str) -> str:
@@ -172,28 +216,33 @@ def _claim_id(raw: str) -> str:
 
 
 def judge_claims(
-    client: LLMClient, claims: Sequence[Claim], sources: Sequence[Source]
-) -> tuple[dict[str, JudgedClaim], Usage]:
-    """Verdicts for ``claims`` by claim id; ids the judge never answers (after the client's re-asks, which name
-    them) come back as ERROR. A reply that leaves ids out is never cached, so a later run asks again."""
-    prompt = load_prompt("judge")
+    client: LLMClient, claims: Sequence[Claim], sources: Sequence[Source], questions: Sequence[QAItem] = ()
+) -> tuple[dict[str, JudgedClaim], dict[str, str], Usage]:
+    """Verdicts for ``claims`` by claim id and, in the same call, the sources' answers to ``questions`` by question
+    id (q1, q2, ...). Ids the judge never answers (after the client's re-asks, which name them) come back as ERROR
+    verdicts and missing answers. A reply that leaves ids out is never cached, so a later run asks again."""
+    prompt = load_prompt("verify" if questions else "judge")
+    schema: type[JudgeReply] | type[VerifyReply] = VerifyReply if questions else JudgeReply
     asked = {c.id for c in claims}
+    asked_q = {f"q{i}" for i in range(1, len(questions) + 1)}
 
-    def every_id_answered(reply: JudgeReply) -> str | None:
+    def every_id_answered(reply: JudgeReply | VerifyReply) -> str | None:
         missing = sorted(asked - {_claim_id(item.claim_id) for item in reply.verdicts})
-        if missing:
-            return f"no verdict for claim ids {', '.join(missing)}: give exactly one verdict for every claim id"
+        missing_q = sorted(asked_q - {a.id.strip() for a in getattr(reply, "answers", [])})
+        if missing or missing_q:
+            ids = ", ".join(missing + missing_q)
+            return f"no reply for ids {ids}: give exactly one reply for every claim id and question id"
         return None
 
     usage = Usage()
     try:
         reply, usage = client.complete_json(
-            judge_messages(claims, sources), JudgeReply, prompt=prompt.ref, check=every_id_answered
+            judge_messages(claims, sources, questions), schema, prompt=prompt.ref, check=every_id_answered
         )
     except InvalidOutputError as exc:
-        if not isinstance(exc.partial, JudgeReply):
+        if not isinstance(exc.partial, (JudgeReply, VerifyReply)):
             raise
-        log.info("judge left claim ids out after the re-asks; keeping the verdicts it gave")
+        log.info("judge left ids out after the re-asks; keeping the replies it gave")
         reply, usage = exc.partial, exc.usage or Usage()
     out: dict[str, JudgedClaim] = {}
     for item in reply.verdicts:
@@ -205,4 +254,5 @@ def judge_claims(
     for c in claims:
         if c.id not in out:
             out[c.id] = JudgedClaim(label="ERROR", error="the judge gave no verdict for this claim")
-    return out, usage
+    answers = {a.id.strip(): a.context_answer.strip() for a in getattr(reply, "answers", []) if a.id.strip() in asked_q}
+    return out, answers, usage

@@ -34,6 +34,7 @@ from groundjudge.models import (
     Label,
     Message,
     Passage,
+    QAItem,
     QAResult,
     Route,
     Sample,
@@ -42,7 +43,7 @@ from groundjudge.models import (
 )
 from groundjudge.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
 from groundjudge.prompts import load_prompt
-from groundjudge.qa import qa_consistency
+from groundjudge.qa import score_qa
 from groundjudge.report import Run
 from groundjudge.score import compute_scores, decide
 
@@ -188,6 +189,7 @@ class _Work:
     passages: list[Passage] = field(default_factory=list)
     nli: list[ClaimNLI] = field(default_factory=list)
     decisions: list[_Decision] = field(default_factory=list)
+    questions: list[QAItem] = field(default_factory=list)  # QA: from the claim-extraction call
     judged: dict[str, JudgedClaim] = field(default_factory=dict)
     qa: QAResult | None = None
     usage: Usage = field(default_factory=Usage)
@@ -284,7 +286,7 @@ class Evaluator:
             }
             if self.client is not None:
                 out["llm"] = self.client.model_id
-                names = ["claims", "judge"] + (["qa_questions", "qa_check"] if self.config.qa else [])
+                names = ["claims_qa", "verify"] if self._qa_expected else ["claims", "judge"]
                 out.update({f"prompt.{n}": load_prompt(n).version for n in names})
             self._versions = out
         return dict(self._versions)
@@ -349,14 +351,17 @@ class Evaluator:
     def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
         """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost.
 
-        Exact for claim extraction and for judging single-claim rows; for answer rows the judge and QA calls are
-        counted as if every answer escalated (an upper bound: the cascade decides some claims locally).
+        Exact for claim extraction and for judging single-claim rows; for answer rows the sources-side call is counted
+        as if every answer escalated (an upper bound: the cascade decides some claims locally). At most two calls per
+        answer: one reads the answer (claims and QA questions), one reads the sources (verdicts and QA answers).
         """
-        from groundjudge.claims import ExtractedClaims, claims_messages
-        from groundjudge.judge import JudgeReply, judge_messages
+        from groundjudge.claims import ClaimsAndQuestions, ExtractedClaims, claims_messages
+        from groundjudge.judge import JudgeReply, VerifyReply, judge_messages
 
         out = {"rows": 0, "bad_rows": 0, "llm_calls_upper_bound": 0, "cached_calls": 0, "estimated_cost_usd": 0.0}
         client = self.client
+        qa = self._qa_expected
+        n_questions = self.config.qa_questions if qa else 0
         for n, row in enumerate(rows, start=1):
             try:
                 s = parse_sample(row, n)
@@ -367,19 +372,18 @@ class Evaluator:
             if client is None or self.mode == "nli":
                 continue
             sources = select_sources(s.contexts, [])
-            calls: list[tuple[list[Message], type[BaseModel], str]]
+            calls: list[tuple[list[Message], type[BaseModel], str, bool]]
             if s.claim is not None:
-                calls = [(judge_messages(claim_from_input(s.claim), sources), JudgeReply, "judge")]
+                calls = [(judge_messages(claim_from_input(s.claim), sources), JudgeReply, "judge", True)]
             else:
                 stand_in = [Claim(id="c1", text=s.answer or "")]
+                questions = [QAItem(question=s.answer or "", answer_from_answer="")] if qa else []
+                extract = claims_messages(s.answer or "", s.question, n_questions)
                 calls = [
-                    (claims_messages(s.answer or "", s.question), ExtractedClaims, "claims"),
-                    (judge_messages(stand_in, sources), JudgeReply, "judge"),
+                    (extract, ClaimsAndQuestions if qa else ExtractedClaims, "claims_qa" if qa else "claims", True),
+                    (judge_messages(stand_in, sources, questions), VerifyReply if qa else JudgeReply, "", False),
                 ]
-                if self.config.qa:  # two QA calls, each about the size of a judge call over the same sources
-                    calls += [(judge_messages(stand_in, sources), JudgeReply, "qa_check")] * 2
-            for messages, schema, name in calls:
-                exact = name == "claims" or s.claim is not None
+            for messages, schema, name, exact in calls:
                 if exact and client.is_cached(messages, schema, load_prompt(name).ref):
                     out["cached_calls"] += 1
                 else:
@@ -395,8 +399,7 @@ class Evaluator:
             self._stage_claims(batch)
             self._stage_nli(batch)
             self._stage_route(batch)
-            self._stage_judge(batch)
-            self._stage_qa(batch)
+            self._stage_verify(batch)
         stop: GroundjudgeError | None = None
         for item in order:
             if isinstance(item, AnswerReport):
@@ -468,10 +471,14 @@ class Evaluator:
 
         self._each(batch, local)
 
+        n_questions = self.config.qa_questions if self._qa_expected else 0
+
         def extract(w: _Work) -> None:
             assert self.client is not None
             try:
-                w.claims, usage = claims_from_llm(self.client, w.sample.answer or "", w.sample.question)
+                w.claims, w.questions, usage = claims_from_llm(
+                    self.client, w.sample.answer or "", w.sample.question, n_questions
+                )
             except RUN_STOPS:
                 raise
             except Exception:
@@ -547,30 +554,46 @@ class Evaluator:
             hints += [w.passages[i] for cl in unscored for i in bm25.rank(cl.text)[:k]]
         return hints
 
-    def _stage_judge(self, batch: list[_Work]) -> None:
+    def _stage_verify(self, batch: list[_Work]) -> None:
+        """The one sources-side call of each answer: verdicts on its escalated claims and, with QA on, the sources'
+        answers to its verification questions (blind: never the answer's replies); none when there is neither."""
         if self.client is None:
             return
-        todo = [w for w in batch if w.live and any(d.route == "judge" for d in w.decisions)]
+        todo = [
+            w for w in batch if w.live and (any(d.route == "judge" for d in w.decisions) or self._qa_expected_for(w))
+        ]
 
         def run(w: _Work) -> None:
             assert self.client is not None
             pairs = [(cl, r) for cl, r, d in zip(w.claims, w.nli, w.decisions, strict=True) if d.route == "judge"]
             escalated = [cl for cl, _ in pairs]
+            qa = self._qa_expected_for(w)
+            answers: dict[str, str] = {}
             try:
-                sources = select_sources(w.sample.contexts, self._judge_hints(w, pairs))
-                if not sources:
-                    raise InputError("no source passage could be selected for the judge", field="contexts")
-                w.judged, usage = judge_claims(self.client, escalated, sources)
+                if escalated or (qa and w.questions):
+                    hints = self._judge_hints(w, pairs)
+                    if qa:  # the questions may be about any claim: the evidence of every claim
+                        hints += [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p]
+                    sources = select_sources(w.sample.contexts, hints)
+                    if not sources:
+                        raise InputError("no source passage could be selected for the judge", field="contexts")
+                    w.judged, answers, usage = judge_claims(self.client, escalated, sources, w.questions if qa else ())
+                    w.usage = w.usage + usage
             except RUN_STOPS:
                 raise
             except Exception as exc:
                 for cl in escalated:
                     w.judged.setdefault(cl.id, JudgedClaim(label="ERROR", error=describe(exc)))
+                if qa:
+                    w.qa = QAResult(items=list(w.questions), error=describe(exc))
                 raise
-            w.usage = w.usage + usage
             unjudged = [cid for cid, j in w.judged.items() if j.label == "ERROR"]
             if unjudged:
                 w.errors.append(f"judge: no verdict for claim(s) {', '.join(unjudged)}")
+            if qa:
+                w.qa = score_qa(w.questions, answers, self._answers_agree)
+                if w.qa.error:
+                    w.errors.append(f"QA: {w.qa.error}")
 
         self._concurrently(todo, run)
 
@@ -578,34 +601,9 @@ class Evaluator:
     def _qa_expected(self) -> bool:
         return self.client is not None and self.config.qa and self.mode != "nli"
 
-    def _stage_qa(self, batch: list[_Work]) -> None:
-        if not self._qa_expected:
-            return
-        todo = [w for w in batch if w.live and w.sample.answer and w.claims]
-
-        def run(w: _Work) -> None:
-            assert self.client is not None
-            hints = [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
-            try:
-                sources = select_sources(w.sample.contexts, hints)
-                w.qa, usage = qa_consistency(
-                    self.client,
-                    w.sample.answer or "",
-                    sources,
-                    w.sample.question,
-                    self.config.qa_questions,
-                    agree=self._answers_agree,
-                )
-            except RUN_STOPS:
-                raise
-            except Exception as exc:
-                w.qa = QAResult(error=describe(exc))
-                raise
-            w.usage = w.usage + usage
-            if w.qa.error:
-                w.errors.append(f"QA: {w.qa.error}")
-
-        self._concurrently(todo, run)
+    def _qa_expected_for(self, w: _Work) -> bool:
+        """QA runs on answers (not on claim rows) that have claims, with an LLM and QA on."""
+        return self._qa_expected and w.sample.answer is not None and bool(w.claims)
 
     def _answers_agree(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """Entailment both ways between statement pairs, by the local NLI model (the QA check's comparison)."""
@@ -661,8 +659,7 @@ class Evaluator:
                     contradiction_checked=d.contradiction_checked and label != "ERROR",
                 )
             )
-        qa_expected = self._qa_expected and s.answer is not None  # claim rows get no QA check
-        scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=qa_expected)
+        scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=self._qa_expected_for(w))
         errors = list(w.errors)
         if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
             raise NLIError("a score is not a finite number")  # never written; _run_batch makes the row ERROR

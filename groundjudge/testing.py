@@ -347,7 +347,7 @@ def prompt_name(req: RecordedRequest) -> str | None:
     from groundjudge.prompts import load_prompt
 
     system = req.messages[0]["content"] if req.messages and req.messages[0]["role"] == "system" else ""
-    for name in ("claims", "judge", "qa_questions", "qa_check"):
+    for name in ("claims", "claims_qa", "judge", "verify"):
         first_line = load_prompt(name).system.strip().splitlines()[0]
         if system.startswith(first_line):
             return name
@@ -374,7 +374,7 @@ def claims_in(req: RecordedRequest) -> dict[str, str]:
 
 
 def route(handlers: dict[str, Callable[[RecordedRequest], Reply]]) -> Script:
-    """A script that dispatches on the prompt name (claims, judge, qa_questions, qa_check)."""
+    """A script that dispatches on the prompt name (claims, claims_qa, judge, verify)."""
 
     def script(req: RecordedRequest) -> Reply:
         name = prompt_name(req)

@@ -22,7 +22,15 @@ from groundjudge.pipeline import Evaluator
 from groundjudge.qa import replies_agree
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import make_test_client
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, judge_handler
+from tests.test_pipeline import (
+    BAD_ANSWER,
+    CONTEXT,
+    GOOD_ANSWER,
+    HANDLERS,
+    claims_handler,
+    judge_handler,
+    source_answers,
+)
 
 # -- Unicode ---------------------------------------------------------------------------------------------------
 
@@ -163,48 +171,55 @@ def test_an_nli_model_that_returns_nan_gives_errors_not_a_pass(tmp_path: Path) -
 # -- failures never raise a score ------------------------------------------------------------------------------
 
 
-def _qa_script(check: Any, questions: Any = None) -> Any:
-    handlers = dict(HANDLERS)
-    handlers["qa_check"] = check
-    if questions is not None:
-        handlers["qa_questions"] = questions
-    return route(handlers)
-
-
 def test_a_failed_or_empty_qa_check_counts_as_its_worst_value(shared_nli: Any, tmp_path: Path) -> None:
-    def answers(found: list[str]) -> Any:
-        return lambda req: Reply.json(
-            {"answers": [{"id": f"q{i}", "context_answer": a} for i, a in enumerate(found, 1)]}
-        )
+    def verify(found: dict[str, str] | None, answers: bool = True) -> Any:
+        def handler(req: RecordedRequest) -> Reply:
+            reply = json.loads(judge_handler(req).content)
+            reply["answers"] = source_answers(req, found) if answers else []
+            return Reply.json(reply)
 
-    results = {}
+        return handler
+
+    no_questions = lambda req: Reply.json({**json.loads(claims_handler(req).content), "questions": []})  # noqa: E731
     cases = {
-        "honest-inconsistent": _qa_script(answers(["1901", "NOT_FOUND"])),
-        "refused": _qa_script(lambda req: Reply.refusal()),
-        "no-questions": _qa_script(answers([]), questions=lambda req: Reply.json({"questions": []})),
-        "consistent": _qa_script(answers(["1889", "Paris, France"])),
+        "honest-inconsistent": {"verify": verify({"When was it completed?": "1901"})},  # 1901; Paris NOT_FOUND
+        "no-questions": {"claims_qa": no_questions},
+        "answers-left-out": {"verify": verify(None, answers=False)},  # re-asked, then still missing
+        "consistent": {"verify": verify({"When was it completed?": "in 1889", "Where is it?": "Paris, France"})},
     }
-    for name, script in cases.items():
-        with ScriptedLLMServer(script) as server:
+    results = {}
+    for name, handlers in cases.items():
+        with ScriptedLLMServer(route({**HANDLERS, **handlers})) as server:
             results[name] = _ev(server, shared_nli, tmp_path / name).evaluate(GOOD_ANSWER, [CONTEXT])
+            assert len(server.requests) <= 2 or name == "answers-left-out", (
+                name
+            )  # one call reads the answer, one the sources
     honest = results["honest-inconsistent"]
     assert honest.qa is not None and honest.scores.qa == 0.0  # 1901 != 1889, NOT_FOUND never agrees
     assert results["consistent"].scores.qa == 1.0
-    for name in ("refused", "no-questions"):
+    for name in ("no-questions", "answers-left-out"):
         r = results[name]
         assert r.scores.qa == 0.0, name
         assert r.scores.combined == pytest.approx(honest.scores.combined), name  # no better than a failed check
-        assert r.errors and any("QA" in e or "Refusal" in e for e in r.errors), name
+        assert r.errors and any("QA" in e for e in r.errors), name
     assert results["consistent"].scores.combined > honest.scores.combined  # type: ignore[operator]
+
+
+def test_a_refused_sources_call_fails_claims_and_qa_alike(shared_nli: Any, tmp_path: Path) -> None:
+    with ScriptedLLMServer(route({**HANDLERS, "verify": lambda req: Reply.refusal()})) as server:
+        report = _ev(server, shared_nli, tmp_path).evaluate(GOOD_ANSWER, [CONTEXT])
+    assert report.verdict == "ERROR" and report.scores.qa == 0.0
+    assert report.qa is not None and report.qa.error and "RefusalError" in report.qa.error
+    assert all(c.label == "ERROR" for c in report.claims if c.route == "judge")
 
 
 def test_the_qa_checker_is_blind(shared_nli: Any, tmp_path: Path) -> None:
     with ScriptedLLMServer(route(HANDLERS)) as server:
         _ev(server, shared_nli, tmp_path).evaluate(GOOD_ANSWER, [CONTEXT])
-        (check,) = [r for r in server.requests if "QUESTIONS" in r.last_user]
+        (check,) = [r for r in server.requests if fenced_block(r, "QUESTIONS")]
     listing = fenced_block(check, "QUESTIONS")
     assert "When was it completed?" in listing
-    assert "1889" not in listing and "expected" not in check.text  # the answer's replies are never shown
+    assert "1889" not in listing and "answer_from_answer" not in check.text  # the answer's replies are never shown
     assert GOOD_ANSWER not in check.text
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,15 @@ from groundjudge.llm import Ledger
 from groundjudge.models import Claim, ClaimNLI, ClaimVerdict, QAResult
 from groundjudge.pipeline import Evaluator
 from groundjudge.score import compute_scores, decide
-from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
+from groundjudge.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedLLMServer,
+    claims_in,
+    fenced_block,
+    prompt_name,
+    route,
+)
 from tests.conftest import make_test_client
 
 CONTEXT = (
@@ -36,11 +45,26 @@ CLAIMS = {
 }
 
 
+QUESTIONS = [
+    {"question": "When was it completed?", "answer_from_answer": "1889"},
+    {"question": "Where is it?", "answer_from_answer": "Paris"},
+]
+
+
 def claims_handler(req: RecordedRequest) -> Reply:
+    """Claims, and QA questions with the answer's replies when the prompt asks for them (claims_qa)."""
+    extra = {"questions": QUESTIONS} if prompt_name(req) == "claims_qa" else {}
     for answer, claims in CLAIMS.items():
         if answer in req.last_user:
-            return Reply.json({"claims": [{"text": t, "source": s} for t, s in claims]})
-    return Reply.json({"claims": []})
+            return Reply.json({"claims": [{"text": t, "source": s} for t, s in claims], **extra})
+    return Reply.json({"claims": [], **extra})
+
+
+def source_answers(req: RecordedRequest, found: dict[str, str] | None = None) -> list[dict[str, str]]:
+    """The sources' replies to the QA questions of a verify request (default: what CONTEXT says)."""
+    found = found or {"When was it completed?": "1889", "Where is it?": "Paris"}
+    listing = json.loads(fenced_block(req, "QUESTIONS") or "[]")
+    return [{"id": q["id"], "context_answer": found.get(q["question"], "NOT_FOUND")} for q in listing]
 
 
 def judge_handler(req: RecordedRequest, fake_quote: bool = False, skip: set[str] | None = None) -> Reply:
@@ -82,36 +106,15 @@ def judge_handler(req: RecordedRequest, fake_quote: bool = False, skip: set[str]
                     "quotes": [{"source": 1, "text": "completed in 1889"}],
                 }
             )
-    return Reply.json({"verdicts": verdicts})
-
-
-def qa_questions(req: RecordedRequest) -> Reply:
-    return Reply.json(
-        {
-            "questions": [
-                {"question": "When was it completed?", "answer_from_answer": "1889"},
-                {"question": "Where is it?", "answer_from_answer": "Paris"},
-            ]
-        }
-    )
-
-
-def qa_check(req: RecordedRequest) -> Reply:
-    return Reply.json(
-        {
-            "answers": [
-                {"id": "q1", "context_answer": "1889", "consistent": True},
-                {"id": "q2", "context_answer": "Paris", "consistent": True},
-            ]
-        }
-    )
+    extra = {"answers": source_answers(req)} if prompt_name(req) == "verify" else {}
+    return Reply.json({**extra, "verdicts": verdicts})
 
 
 HANDLERS: dict[str, Any] = {
     "claims": claims_handler,
+    "claims_qa": claims_handler,
     "judge": judge_handler,
-    "qa_questions": qa_questions,
-    "qa_check": qa_check,
+    "verify": judge_handler,
 }
 
 
@@ -146,8 +149,10 @@ def test_grounded_answer_passes_with_verified_quotes(
     span = report.claims[1].claim.span
     assert span is not None and GOOD_ANSWER[span.start : span.end] == "It was completed in 1889."
     assert report.scores.claims == 1.0 and report.scores.qa == 1.0 and report.scores.coverage == 1.0
-    assert report.usage.calls == 4  # claims, judge, 2 x QA
-    assert report.versions["prompt.judge"].startswith("1+")
+    # two calls with every check on: claims + QA questions from the answer; verdicts + QA answers from the sources
+    assert report.usage.calls == 2 and len(llm_server.requests) == 2
+    assert [prompt_name(r) for r in llm_server.requests] == ["claims_qa", "verify"]
+    assert report.versions["prompt.verify"].startswith("1+")
     assert report.model_dump() == type(report).model_validate_json(report.model_dump_json()).model_dump()
 
 
