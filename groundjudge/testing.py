@@ -7,15 +7,28 @@ answered by the next queued :class:`Reply`, or else by the script function; repl
         server.push(Reply.error(429, retry_after=0.1), Reply.malformed_body())
         client = OpenAI(base_url=server.openai_base_url, api_key="test")
 
-Routes: ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthropic). With
+Routes: ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthropic), and the batch APIs of both
+(OpenAI: ``POST /v1/files``, ``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches/{id}``;
+Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}`` and its ``results_url``), whose
+requests are answered by the same queue and script when the batch ends (see :class:`ScriptedLLMServer`). With
 ``refuse_json_schema=True`` the server behaves like an OpenAI-compatible server without structured outputs: every
 OpenAI request with ``response_format`` json_schema gets HTTP 400 (after ``refusal_delay`` seconds) and uses up no
 scripted reply. Refusals report their tokens, as real providers bill them.
+
+Prompt caching is emulated deterministically (~4 characters a token): OpenAI reports
+``usage.prompt_tokens_details.cached_tokens``, the longest prefix of the prompt an earlier request sent, from
+``min_cached_prefix_tokens`` on in 128-token steps; Anthropic reports ``cache_read_input_tokens`` for the longest
+``cache_control`` prefix sent before and ``cache_creation_input_tokens`` for the rest up to the last breakpoint
+(prefixes shorter than ``anthropic_min_cache_tokens`` are not cached), with ``input_tokens`` the remainder.
 """
 
 from __future__ import annotations
 
+import email.parser
+import hashlib
+import itertools
 import json
+import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -35,6 +48,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    batch_id: str | None = None  # set when the request came in a batch
 
     @property
     def model(self) -> str:
@@ -149,7 +163,13 @@ def _error_type(status: int) -> str:
     }.get(status, "api_error")
 
 
-def _openai_body(req: RecordedRequest, reply: Reply) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _CacheUsage:
+    read: int = 0
+    written: int = 0
+
+
+def _openai_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _CacheUsage()) -> dict[str, Any]:
     refusal = reply.content if reply.kind == "refusal" else None
     content = None if refusal else reply.content
     return {
@@ -169,11 +189,12 @@ def _openai_body(req: RecordedRequest, reply: Reply) -> dict[str, Any]:
             "prompt_tokens": _in_tokens(req, reply),
             "completion_tokens": _out_tokens(reply),
             "total_tokens": _in_tokens(req, reply) + _out_tokens(reply),
+            "prompt_tokens_details": {"cached_tokens": min(cache.read, _in_tokens(req, reply))},
         },
     }
 
 
-def _anthropic_body(req: RecordedRequest, reply: Reply) -> dict[str, Any]:
+def _anthropic_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _CacheUsage()) -> dict[str, Any]:
     tool_choice = req.body.get("tool_choice") or {}
     if reply.kind == "refusal" or reply.finish == "content_filter":
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.content}] if reply.content else []
@@ -192,15 +213,72 @@ def _anthropic_body(req: RecordedRequest, reply: Reply) -> dict[str, Any]:
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
+        # Anthropic reports the uncached input apart from the cache reads and writes.
         "usage": {
-            "input_tokens": _in_tokens(req, reply),
+            "input_tokens": max(0, _in_tokens(req, reply) - cache.read - cache.written),
+            "cache_read_input_tokens": cache.read,
+            "cache_creation_input_tokens": cache.written,
             "output_tokens": _out_tokens(reply),
         },
     }
 
 
+def _anthropic_breakpoints(body: dict[str, Any]) -> list[str]:
+    """The prompt text (as :attr:`RecordedRequest.text` joins it) up to the end of each ``cache_control`` block."""
+    parts: list[list[tuple[str, bool]]] = []
+    system = body.get("system")
+    if system:
+        if isinstance(system, str):
+            parts.append([(system, False)])
+        else:
+            parts.append([(b.get("text", ""), bool(b.get("cache_control"))) for b in system])
+    for m in body.get("messages", []):
+        content = m.get("content", "")
+        if isinstance(content, str):
+            parts.append([(content, False)])
+        else:
+            parts.append([(b.get("text", ""), bool(b.get("cache_control"))) for b in content if isinstance(b, dict)])
+    text, out = "", []
+    for i, blocks in enumerate(parts):
+        if i:
+            text += "\n"
+        for piece, breakpoint in blocks:
+            text += piece
+            if breakpoint:
+                out.append(text)
+    return out
+
+
+_ANTHROPIC_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@dataclass
+class ScriptedBatch:
+    """One batch the server holds: its requests ``(custom_id, body)``, polls so far, and results once ended."""
+
+    id: str
+    api: Api
+    requests: list[tuple[str, dict[str, Any]]]
+    input_file_id: str | None = None
+    polls: int = 0
+    ended: bool = False
+    expired: bool = False
+    # OpenAI: output and error file lines; Anthropic: result lines.
+    output_lines: list[dict[str, Any]] = field(default_factory=list)
+    error_lines: list[dict[str, Any]] = field(default_factory=list)
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+
+
 class ScriptedLLMServer:
-    """A threaded HTTP server on a random port of 127.0.0.1; use as a context manager."""
+    """A threaded HTTP server on a random port of 127.0.0.1; use as a context manager.
+
+    Prompt-cache emulation: ``min_cached_prefix_tokens`` (OpenAI, default 1024) and ``anthropic_min_cache_tokens``
+    (default 1024) are settable. Batch controls: ``batch_polls`` status reads answer "in progress" before a batch
+    ends (default 1); ``batch_expire_after`` = N makes the next batches expire with only their first N requests
+    answered; per-request errors come from the queue or script (:meth:`Reply.error`) like direct ones. Batches are
+    in :attr:`batches`, their requests in :attr:`requests` with ``batch_id`` set.
+    """
 
     def __init__(
         self, script: Script | None = None, *, refuse_json_schema: bool = False, refusal_delay: float = 0.0
@@ -209,6 +287,15 @@ class ScriptedLLMServer:
         self.refuse_json_schema = refuse_json_schema
         self.refusal_delay = refusal_delay
         self.requests: list[RecordedRequest] = []
+        self.min_cached_prefix_tokens = 1024
+        self.anthropic_min_cache_tokens = 1024
+        self.batch_polls = 1
+        self.batch_expire_after: int | None = None
+        self.batches: dict[str, ScriptedBatch] = {}
+        self.files: dict[str, bytes] = {}
+        self._ids = itertools.count(1)
+        self._prefixes: set[str] = set()
+        self._batch_lock = threading.RLock()  # batch state: one batch route at a time
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -243,6 +330,233 @@ class ScriptedLLMServer:
     def requests_for(self, api: Api) -> list[RecordedRequest]:
         return [r for r in self.requests if r.api == api]
 
+    # -- prompt-cache emulation --------------------------------------------------------------------------
+
+    def _cache_usage(self, req: RecordedRequest, reply: Reply) -> _CacheUsage:
+        """What the provider's prompt cache would report for this request; remembers its prefixes."""
+        total = _in_tokens(req, reply)
+        if req.api == "openai":
+            text = req.text
+            namespace = json.dumps(["openai", req.model, req.body.get("response_format"), req.body.get("tools")])
+            h = hashlib.sha256(namespace.encode())
+            steps, done = [], 0
+            tokens = self.min_cached_prefix_tokens
+            while tokens * 4 <= len(text) and tokens > 0:
+                h.update(text[done : tokens * 4].encode())
+                done = tokens * 4
+                steps.append((tokens, h.copy().hexdigest()))
+                tokens += 128
+            read = 0
+            with self._lock:
+                for tokens, digest in steps:
+                    if digest not in self._prefixes:
+                        break
+                    read = tokens
+                self._prefixes.update(d for _, d in steps)
+            return _CacheUsage(read=min(read, total))
+        namespace = json.dumps(["anthropic", req.model, req.body.get("tools")])
+        prefixes = [
+            (_tokens(p), hashlib.sha256((namespace + p).encode()).hexdigest())
+            for p in _anthropic_breakpoints(req.body)
+            if len(p) // 4 >= self.anthropic_min_cache_tokens
+        ]
+        if not prefixes:
+            return _CacheUsage()
+        with self._lock:
+            read = max((t for t, d in prefixes if d in self._prefixes), default=0)
+            self._prefixes.update(d for _, d in prefixes)
+        last = max(t for t, _ in prefixes)
+        read = min(read, total)
+        return _CacheUsage(read=read, written=min(max(0, last - read), total - read))
+
+    def _answer(self, req: RecordedRequest, reply: Reply) -> dict[str, Any]:
+        cache = self._cache_usage(req, reply)
+        return _openai_body(req, reply, cache) if req.api == "openai" else _anthropic_body(req, reply, cache)
+
+    # -- batch emulation ---------------------------------------------------------------------------------
+
+    def _new_id(self, prefix: str) -> str:
+        with self._lock:
+            return f"{prefix}{next(self._ids):06d}"
+
+    def _end_batch(self, batch: ScriptedBatch) -> None:
+        """Answer a batch's requests with the queue and script, as direct requests are answered."""
+        expire_after = self.batch_expire_after
+        path = "/v1/chat/completions" if batch.api == "openai" else "/v1/messages"
+        for i, (custom_id, body) in enumerate(batch.requests):
+            line_id = f"batch_req_{batch.id}_{i}"
+            if expire_after is not None and i >= expire_after:
+                batch.expired = True
+                if batch.api == "openai":
+                    error = {
+                        "code": "batch_expired",
+                        "message": "This request could not be executed before the completion window expired.",
+                    }
+                    batch.error_lines.append({"id": line_id, "custom_id": custom_id, "response": None, "error": error})
+                else:
+                    batch.output_lines.append({"custom_id": custom_id, "result": {"type": "expired"}})
+                continue
+            req = RecordedRequest(api=batch.api, path=path, headers={}, body=body, batch_id=batch.id)
+            reply = self._next_reply(req)
+            if reply.kind in ("error", "malformed_body"):
+                status = reply.status if reply.kind == "error" else 500
+                if batch.api == "openai":
+                    err = {"error": {"message": reply.content, "type": _error_type(status), "code": None}}
+                    response = {"status_code": status, "request_id": line_id, "body": err}
+                    batch.error_lines.append(
+                        {"id": line_id, "custom_id": custom_id, "response": response, "error": None}
+                    )
+                else:
+                    errored = {"type": "error", "error": {"type": _error_type(status), "message": reply.content}}
+                    batch.output_lines.append({"custom_id": custom_id, "result": {"type": "errored", "error": errored}})
+                continue
+            answer = self._answer(req, reply)
+            if batch.api == "openai":
+                response = {"status_code": 200, "request_id": line_id, "body": answer}
+                batch.output_lines.append({"id": line_id, "custom_id": custom_id, "response": response, "error": None})
+            else:
+                batch.output_lines.append({"custom_id": custom_id, "result": {"type": "succeeded", "message": answer}})
+        if batch.api == "openai":
+            for lines, attr in ((batch.output_lines, "output_file_id"), (batch.error_lines, "error_file_id")):
+                if lines:
+                    file_id = self._new_id("file-out")
+                    self.files[file_id] = "".join(json.dumps(x) + "\n" for x in lines).encode()
+                    setattr(batch, attr, file_id)
+        batch.ended = True
+
+    def _poll(self, batch: ScriptedBatch) -> None:
+        batch.polls += 1
+        if not batch.ended and batch.polls > self.batch_polls:
+            self._end_batch(batch)
+
+    def _openai_batch_object(self, batch: ScriptedBatch) -> dict[str, Any]:
+        done = len(batch.output_lines) if batch.ended else 0
+        failed = len(batch.error_lines) if batch.ended else 0
+        status = "in_progress" if not batch.ended else ("expired" if batch.expired else "completed")
+        return {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": "/v1/chat/completions",
+            "errors": None,
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "created_at": 1_700_000_000,
+            "in_progress_at": 1_700_000_001,
+            "expires_at": 1_700_086_400,
+            "completed_at": 1_700_000_100 if batch.ended and not batch.expired else None,
+            "expired_at": 1_700_086_400 if batch.expired else None,
+            "request_counts": {"total": len(batch.requests), "completed": done, "failed": failed},
+            "metadata": None,
+        }
+
+    def _anthropic_batch_object(self, batch: ScriptedBatch) -> dict[str, Any]:
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        if batch.ended:
+            for line in batch.output_lines:
+                counts[line["result"]["type"]] += 1
+        else:
+            counts["processing"] = len(batch.requests)
+        return {
+            "id": batch.id,
+            "type": "message_batch",
+            "processing_status": "ended" if batch.ended else "in_progress",
+            "request_counts": counts,
+            "created_at": "2024-01-01T00:00:00Z",
+            "expires_at": "2024-01-02T00:00:00Z",
+            "ended_at": "2024-01-01T01:00:00Z" if batch.ended else None,
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if batch.ended else None,
+        }
+
+    def _batch_post(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, Any]:
+        """POST /v1/files, /v1/batches, /v1/messages/batches; None when the path is not a batch route."""
+        if path.endswith("/v1/files"):
+            message = email.parser.BytesParser().parsebytes(
+                b"content-type: " + headers.get("content-type", "").encode() + b"\r\n\r\n" + raw
+            )
+            fields: dict[str, tuple[str | None, bytes]] = {}
+            for part in message.walk() if message.is_multipart() else []:
+                name = part.get_param("name", header="content-disposition")
+                if name:
+                    payload = part.get_payload(decode=True)
+                    fields[str(name)] = (part.get_filename(), payload if isinstance(payload, bytes) else b"")
+            if "file" not in fields:
+                return 400, {"error": {"message": "no file in the upload", "type": "invalid_request_error"}}
+            purpose = fields.get("purpose", (None, b""))[1].decode()
+            file_id = self._new_id("file-")
+            self.files[file_id] = fields["file"][1]
+            return 200, {
+                "id": file_id,
+                "object": "file",
+                "bytes": len(fields["file"][1]),
+                "created_at": 1_700_000_000,
+                "filename": fields["file"][0] or "upload.jsonl",
+                "purpose": purpose,
+                "status": "processed",
+            }
+        body = json.loads(raw or b"{}")
+        if path.endswith("/v1/batches"):
+            content = self.files.get(str(body.get("input_file_id")))
+            if content is None:
+                return 404, {"error": {"message": "no such file", "type": "invalid_request_error"}}
+            lines = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
+            ids = [line["custom_id"] for line in lines]
+            if len(set(ids)) != len(ids) or body.get("endpoint") != "/v1/chat/completions":
+                return 400, {
+                    "error": {"message": "duplicate custom_id or wrong endpoint", "type": "invalid_request_error"}
+                }
+            batch = ScriptedBatch(
+                id=self._new_id("batch_"),
+                api="openai",
+                requests=[(line["custom_id"], line["body"]) for line in lines],
+                input_file_id=body["input_file_id"],
+            )
+            self.batches[batch.id] = batch
+            return 200, self._openai_batch_object(batch)
+        # Anthropic
+        requests = body.get("requests") or []
+        ids = [r.get("custom_id", "") for r in requests]
+        if not requests or len(set(ids)) != len(ids) or not all(_ANTHROPIC_CUSTOM_ID.match(i) for i in ids):
+            error = {
+                "type": "invalid_request_error",
+                "message": "custom_id must be unique and match ^[a-zA-Z0-9_-]{1,64}$",
+            }
+            return 400, {"type": "error", "error": error}
+        batch = ScriptedBatch(
+            id=self._new_id("msgbatch_"), api="anthropic", requests=[(r["custom_id"], r["params"]) for r in requests]
+        )
+        self.batches[batch.id] = batch
+        return 200, self._anthropic_batch_object(batch)
+
+    def _batch_get(self, path: str) -> tuple[int, Any, str]:
+        """GET routes of the batch APIs: (status, payload (bytes for files and results), content type)."""
+        not_found = (404, {"error": {"message": f"no route {path}", "type": "not_found_error"}}, "application/json")
+        if m := re.fullmatch(r"/v1/files/([^/]+)/content", path):
+            data = self.files.get(m.group(1))
+            return (200, data, "application/octet-stream") if data is not None else not_found
+        if m := re.fullmatch(r"/v1/batches/([^/]+)", path):
+            batch = self.batches.get(m.group(1))
+            if batch is None or batch.api != "openai":
+                return not_found
+            self._poll(batch)
+            return 200, self._openai_batch_object(batch), "application/json"
+        if m := re.fullmatch(r"/v1/messages/batches/([^/]+)/results", path):
+            batch = self.batches.get(m.group(1))
+            if batch is None or not batch.ended:
+                return not_found
+            return 200, "".join(json.dumps(x) + "\n" for x in batch.output_lines).encode(), "application/binary"
+        if m := re.fullmatch(r"/v1/messages/batches/([^/]+)", path):
+            batch = self.batches.get(m.group(1))
+            if batch is None or batch.api != "anthropic":
+                return not_found
+            self._poll(batch)
+            return 200, self._anthropic_batch_object(batch), "application/json"
+        return not_found
+
     # -- lifecycle ---------------------------------------------------------------------------------------
 
     @property
@@ -268,15 +582,30 @@ class ScriptedLLMServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                with server._batch_lock:
+                    status, payload, ctype = server._batch_get(path)
+                if isinstance(payload, bytes):
+                    self._send_raw(status, payload, ctype)
+                else:
+                    self._send(status, payload)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
+                path = self.path.split("?", 1)[0]
+                if path.endswith(("/v1/files", "/v1/batches", "/v1/messages/batches")):
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    with server._batch_lock:
+                        batch_status, batch_payload = server._batch_post(path, headers, raw)
+                    self._send(batch_status, batch_payload)
+                    return
                 try:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "request body is not JSON"}})
                     return
-                path = self.path.split("?", 1)[0]
                 api: Api
                 if path.endswith("/chat/completions"):
                     api = "openai"
@@ -300,8 +629,7 @@ class ScriptedLLMServer:
                 elif reply.kind == "malformed_body":
                     self._send_raw(200, reply.content.encode(), "application/json")
                 else:
-                    body_out = _openai_body(req, reply) if api == "openai" else _anthropic_body(req, reply)
-                    self._send(200, body_out, reply.headers)
+                    self._send(200, server._answer(req, reply), reply.headers)
 
             def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
                 self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
