@@ -130,14 +130,17 @@ def _no_constant(name: str) -> Any:
     raise _NonFiniteNumber(f"{name} is not a JSON number")
 
 
+_BLANK = object()
+
+
 def _parse_line(raw: bytes, n: int) -> Any:
-    """One input line as a row, an InputError naming the line and what is wrong with it, or None if blank."""
+    """One input line as a row, an InputError naming the line and what is wrong with it, or _BLANK."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return InputError(f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line", row=n)
     if not text.strip():
-        return None
+        return _BLANK
     try:
         return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
@@ -158,7 +161,7 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             if n == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM) :]
             row = _parse_line(raw, n)
-            if row is not None:
+            if row is not _BLANK:  # a JSON null is a (bad) row, not a blank line
                 yield n, row
 
 
@@ -648,11 +651,7 @@ def calibrate(
     if not gold:
         raise fail("no claim rows with a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED)")
     fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
-    written: dict[str, Any] = {
-        "t_support": fit.t_support,
-        "t_contradict": fit.t_contradict,
-        "t_unsupported": fit.t_unsupported,
-    }
+    written: dict[str, Any] = dict(fit.config_values())  # "never" where no level reached the target
     if nli_model:
         written["nli_model"] = nli_model
     out.write_text(json.dumps(written, indent=2) + "\n")

@@ -232,8 +232,12 @@ def claims_dataframe(reports: Iterable[AnswerReport]) -> Any:
 
 def dumps(report: AnswerReport) -> str:
     """One JSONL line; strict JSON (a NaN or Infinity raises ValueError: pass the report through
-    :func:`finite_report` first)."""
-    return json.dumps(report.model_dump(mode="json"), ensure_ascii=False, allow_nan=False)
+    :func:`finite_report` first). Characters that ``str.splitlines`` takes for line ends are escaped."""
+    return json.dumps(report.model_dump(mode="json"), ensure_ascii=False, allow_nan=False).translate(_LINE_ENDS)
+
+
+# JSON escapes control characters itself; these three are not control characters but splitlines() splits on them
+_LINE_ENDS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 def _finite(value: Any) -> bool:

@@ -304,7 +304,7 @@ def sentences_are_claims(req: Any) -> Any:
 def judge_by_the_source(req: Any) -> Any:
     from groundjudge.testing import Reply, claims_in
 
-    verdicts = []
+    verdicts: list[dict[str, Any]] = []
     for cid, text in claims_in(req).items():
         if "moon" in text:
             verdicts.append({"claim_id": cid, "verdict": "UNSUPPORTED", "reason": "Not in the source.", "quotes": []})
