@@ -37,6 +37,7 @@ from groundjudge.tune import (
     LABELS,
     TuneExample,
     TuneSettings,
+    attach_base_probabilities,
     build_pairs,
     claim_key,
     fit_profile,
@@ -119,14 +120,7 @@ def cross_validate(
             val = [e for e in exs if fold_of[claim_key(e.claim)] == f]
             pairs = build_pairs(fit, base_model, scorer, s)
             if s.distill > 0:
-                from groundjudge.tune import _encode, base_probabilities
-
-                tok = base_model.tokenizer
-                enc = _encode(tok, pairs, min(s.max_length, base_model.max_length))
-                for p, pr in zip(
-                    pairs, base_probabilities(base_model.model, enc, tok.pad_token_id or 0, "cpu", 32), strict=True
-                ):
-                    p.base = pr
+                attach_base_probabilities(pairs, base_model, s)
             out = work / f"cv-{g}-{f}"
             train(base, pairs, out, s, checkpoint_every=0)
             nli = score_claims(NLIModel(str(out)), val, s, cache)

@@ -358,6 +358,15 @@ def base_probabilities(
     return out
 
 
+def attach_base_probabilities(pairs: Sequence[TrainPair], base: NLIModel, settings: TuneSettings) -> None:
+    """Set each pair's ``base``: the base model's probabilities on it, the distillation target."""
+    tok = base.tokenizer
+    enc = _encode(tok, pairs, min(settings.max_length, base.max_length))
+    probs = base_probabilities(base.model, enc, tok.pad_token_id or 0, base.device, 32)
+    for p, pr in zip(pairs, probs, strict=True):
+        p.base = pr
+
+
 def _batches(lengths: Sequence[int], batch: int, seed: int) -> list[list[int]]:
     """One epoch's batches: shuffled, then sorted by length within pools of 20 batches (less padding)."""
     rng = random.Random(seed)
@@ -679,11 +688,7 @@ def tune(
     else:
         pairs = build_pairs(train_ex, base_model, NLIScorer(base_model, cache), settings)
         if settings.distill > 0:
-            tok = base_model.tokenizer
-            enc = _encode(tok, pairs, min(settings.max_length, base_model.max_length))
-            probs = base_probabilities(base_model.model, enc, tok.pad_token_id or 0, base_model.device, 32)
-            for p, pr in zip(pairs, probs, strict=True):
-                p.base = pr
+            attach_base_probabilities(pairs, base_model, settings)
         pairs_file.write_text(json.dumps([asdict(p) for p in pairs]))
     log(f"{len(pairs)} training pairs ({dict(Counter(p.label for p in pairs))})")
     held_labels = [ex.label for ex in held]
