@@ -52,6 +52,11 @@ def mcnemar_p(b: int, c: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def _finite(value: float | None) -> bool:
+    """A score that can be compared: not missing, NaN or infinite (such a pair is left out of that metric)."""
+    return value is not None and math.isfinite(value)
+
+
 def compare_runs(
     a: Sequence[AnswerReport], b: Sequence[AnswerReport], alpha: float = 0.05, top: int = 10
 ) -> dict[str, Any]:
@@ -63,7 +68,7 @@ def compare_runs(
         vals = [
             (getattr(x.scores, metric), getattr(y.scores, metric))
             for x, y in pairs
-            if getattr(x.scores, metric) is not None and getattr(y.scores, metric) is not None
+            if _finite(getattr(x.scores, metric)) and _finite(getattr(y.scores, metric))
         ]
         if not vals:
             continue
@@ -92,7 +97,10 @@ def compare_runs(
         before = Counter(c.label for c in x.claims)
         after = Counter(c.label for c in y.claims)
         label_moves = sum(((before - after) + (after - before)).values())
-        delta = (y.scores.combined or 0.0) - (x.scores.combined or 0.0)
+        xc, yc = x.scores.combined, y.scores.combined
+        delta = (yc if yc is not None and math.isfinite(yc) else 0.0) - (
+            xc if xc is not None and math.isfinite(xc) else 0.0
+        )
         return delta, label_moves
 
     ranked = sorted(pairs, key=lambda p: (-abs(changed(*p)[0]), -changed(*p)[1]))

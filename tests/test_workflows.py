@@ -348,3 +348,19 @@ def test_a_preset_changes_the_verdict_of_the_same_report(
             verdicts[preset] = report["verdict"]
         assert len(server.requests) == 2  # one claims call and one judge call: the other runs replay the cache
     assert verdicts == {"default": "WARN", "medical-legal": "FAIL", "research": "PASS"}
+
+
+def test_compare_leaves_non_finite_scores_out() -> None:
+    # A NaN score (a report written before the writer refused them) must not turn every statistic into NaN.
+    import math
+
+    base = [0.9, 0.8, 0.85, 0.95, 0.7, 0.75]
+    a = _run(base, ["PASS"] * 6)
+    b = _run([s - 0.01 for s in base], ["PASS"] * 6)
+    b[2].scores.combined = float("nan")
+    a[4].scores.combined = float("inf")
+    result = compare_runs(a, b)
+    combined = result["metrics"]["combined"]
+    assert combined["n"] == 4 and combined["diff"] == pytest.approx(-0.01)
+    assert all(math.isfinite(x) for x in (combined["p_value"], *combined["ci95"], combined["mean_a"]))
+    assert all(math.isfinite(row["combined_diff"]) for row in result["most_changed"])
