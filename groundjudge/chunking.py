@@ -133,8 +133,10 @@ def claim_sentences(text: str) -> list[Span]:
 
 
 def _token_offsets(tokenizer: Any, text: str) -> list[tuple[int, int]]:
+    """Character offsets of every token, zero-width ones too (a lone SentencePiece "▁" takes a place in the model's
+    window like any other token, so a passage's token count must include it)."""
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
-    return [(a, b) for a, b in enc["offset_mapping"] if b > a]
+    return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
 
 
 def chunk_document(text: str, doc: int, tokenizer: Any, max_tokens: int, overlap_tokens: int = 0) -> list[Passage]:
@@ -147,23 +149,30 @@ def chunk_document(text: str, doc: int, tokenizer: Any, max_tokens: int, overlap
     if not offsets:
         return []
     starts = [a for a, _ in offsets]
+    ends = [b for _, b in offsets]
 
     def tok_range(span: Span) -> tuple[int, int]:
-        return bisect.bisect_left(starts, span.start), bisect.bisect_left(starts, span.end)
+        # a token belongs to the sentence it ends in: SentencePiece offsets include the space before a word ("▁S")
+        return bisect.bisect_right(ends, span.start), bisect.bisect_left(starts, span.end)
 
     # units: (first token, end token) of each sentence, long sentences pre-cut into windows
     units: list[tuple[int, int]] = []
+    cut: set[int] = set()  # token windows of an overlong sentence: they start or end inside a word
+    # A window that starts inside a word may take a token more or two when its text is tokenized alone (a
+    # SentencePiece "▁" or a word-piece split differently): such windows leave that room and are counted again.
+    window = max(1, max_tokens - 2)
     for sent in split_sentences(text):
         a, b = tok_range(sent)
         if b <= a:
             continue
-        step = max_tokens - overlap_tokens
         if b - a <= max_tokens:
             units.append((a, b))
         else:
+            step = max(1, window - overlap_tokens)
             for w in range(a, b, step):
-                units.append((w, min(b, w + max_tokens)))
-                if w + max_tokens >= b:
+                cut.add(len(units))
+                units.append((w, min(b, w + window)))
+                if w + window >= b:
                     break
     passages: list[Passage] = []
     i = 0
@@ -173,8 +182,13 @@ def chunk_document(text: str, doc: int, tokenizer: Any, max_tokens: int, overlap
             j += 1
         j = max(j, i + 1)
         a, b = units[first][0], units[j - 1][1]
-        start, end = offsets[a][0], offsets[b - 1][1]
-        passages.append(Passage(doc=doc, start=start, end=end, text=text[start:end], n_tokens=b - a))
+        start, end = offsets[a][0], max(offsets[b - 1][1], offsets[a][0])
+        while start < end and text[start].isspace():
+            start += 1
+        n_tokens = b - a
+        if cut.intersection(range(first, j)):
+            n_tokens = len(tokenizer(text[start:end], add_special_tokens=False, verbose=False)["input_ids"])
+        passages.append(Passage(doc=doc, start=start, end=end, text=text[start:end], n_tokens=n_tokens))
         if j >= len(units):
             break
         # next passage starts with the trailing sentences that fit in the overlap
