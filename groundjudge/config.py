@@ -85,7 +85,8 @@ def read_model_profile(model_dir: str | Path) -> dict[str, LocalThresholds] | No
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("format") != MODEL_PROFILE_FORMAT:
             raise ValueError(f"format {data.get('format')!r} is not {MODEL_PROFILE_FORMAT}")
-        return {mode: LocalThresholds(**values) for mode, values in data["thresholds"].items()}
+        # a file may only declare how to run the model (kind, supported_label: see groundjudge.nli), no thresholds
+        return {mode: LocalThresholds(**values) for mode, values in data.get("thresholds", {}).items()} or None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:
         raise ConfigError(f"model thresholds {path}: {exc}") from exc
 
@@ -98,7 +99,12 @@ def write_model_profile(
     if unknown:
         raise ConfigError(f"model profile modes must be nli or cascade, not {sorted(unknown)}")
     path = Path(model_dir) / MODEL_PROFILE_FILE
+    try:  # what the file declares besides thresholds (kind, supported_label, template) is kept
+        kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        kept = {}
     data = {
+        **(kept if isinstance(kept, dict) else {}),
         "format": MODEL_PROFILE_FORMAT,
         "thresholds": {mode: t.model_dump() for mode, t in profile.items()},
         "meta": meta or {},

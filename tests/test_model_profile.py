@@ -49,3 +49,12 @@ def test_a_broken_profile_is_an_error_not_silently_generic(tmp_path: Path, conte
 def test_profile_modes_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         write_model_profile(tmp_path, {"judge": LocalThresholds(t_support=0.5, t_contradict=0.5)})
+
+
+def test_writing_thresholds_keeps_how_the_model_is_run(tmp_path: Path) -> None:
+    (tmp_path / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "kind": "binary", "supported_label": 1}))
+    assert read_model_profile(tmp_path) is None  # a file that only says how to run the model has no thresholds
+    write_model_profile(tmp_path, {"nli": LocalThresholds(t_support=0.6, t_contradict=None)})
+    data = json.loads((tmp_path / MODEL_PROFILE_FILE).read_text())
+    assert data["kind"] == "binary" and data["supported_label"] == 1
+    assert read_model_profile(tmp_path) == {"nli": LocalThresholds(t_support=0.6, t_contradict=None)}
