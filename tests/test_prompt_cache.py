@@ -94,7 +94,7 @@ def test_anthropic_cold_call_writes_and_warm_call_reads_priced_apart(server: Scr
     assert cold.cache_write_tokens == system_tokens and cold.cached_input_tokens == 0
     assert warm.cached_input_tokens == system_tokens and warm.cache_write_tokens == 0
     # input_tokens is all the input (Anthropic reports the uncached part apart from reads and writes).
-    for req, usage in zip(server.requests, (cold, warm)):
+    for req, usage in zip(server.requests, (cold, warm), strict=True):
         assert usage.input_tokens == len(req.text) // 4
     price = price_for("anthropic/claude-haiku-4-5")
     assert price is not None

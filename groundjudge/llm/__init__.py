@@ -5,10 +5,14 @@ from __future__ import annotations
 from groundjudge.cache import Cache
 from groundjudge.llm.accounting import Ledger, Price, load_prices, price_for, register_price
 from groundjudge.llm.base import LLMRequest, LLMResponse, Provider
-from groundjudge.llm.client import LLMClient, RetryPolicy
+from groundjudge.llm.batch import BatchOutcome, BatchRunner
+from groundjudge.llm.client import DeferredCall, LLMClient, RetryPolicy
 from groundjudge.llm.registry import ModelSpec, get_provider, parse_model, register_provider
 
 __all__ = [
+    "BatchOutcome",
+    "BatchRunner",
+    "DeferredCall",
     "LLMClient",
     "LLMRequest",
     "LLMResponse",

@@ -257,27 +257,25 @@ class LLMClient:
                 self._deferred.append(call)
             return True
 
-    def accept_batch_result(self, call: DeferredCall, response: LLMResponse, *, resumed: bool = False) -> str | None:
-        """Take one batch result: count it in the ledger at the batch price (unless the batch runner settles it),
-        validate it with the call's schema and check, and cache it under the call's key exactly as the direct path
-        would. Returns None when cached, else the problem (refusal, invalid JSON, schema error, failed check).
+    def accept_batch_result(self, call: DeferredCall, response: LLMResponse) -> tuple[Usage, str | None]:
+        """Take one batch result: what it cost at the batch price, and None when it was accepted and cached under
+        the call's key exactly as the direct path would cache it, else the problem (refusal, invalid JSON, schema
+        error, failed check), in which case nothing is cached.
 
-        ``resumed``: the result of a batch submitted by an earlier run, which held no reservation in this ledger.
+        The ledger is left to the caller (:class:`~groundjudge.llm.batch.BatchRunner` settles its reservation).
         """
         usage = self.usage_of(response, batch=True)
-        if resumed:
-            self.ledger.record(usage)
         with self._lock:
             self._out_tokens_seen[0] += response.output_tokens
             self._out_tokens_seen[1] += 1
         if response.refusal is not None:
-            return f"the model refused: {response.refusal}"
+            return usage, f"the model refused: {response.refusal}"
         value, problem, _ = self._judge_reply(response, call.schema, call.check)
         if value is None:
-            return problem
+            return usage, problem
         if self.cache is not None:
             self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": response.text})
-        return None
+        return usage, None
 
     @staticmethod
     def _judge_reply(

@@ -1,0 +1,261 @@
+"""The batch APIs for offline runs, through the real SDKs against the scripted server's batch endpoints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from groundjudge import errors
+from groundjudge.cache import Cache
+from groundjudge.llm import BatchRunner, DeferredCall, Ledger, LLMClient
+from groundjudge.models import Message, PromptRef
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer
+from tests.conftest import make_test_client
+
+PROVIDERS = ["openai", "anthropic"]
+PROMPT = PromptRef(name="judge", version="1")
+
+
+class Verdict(BaseModel):
+    label: str
+    claim: str
+
+
+def asks(n: int) -> list[list[Message]]:
+    return [
+        [Message(role="system", content="You grade claims."), Message(role="user", content=f"Claim number {i}.")]
+        for i in range(n)
+    ]
+
+
+def answer(req: RecordedRequest) -> Reply:
+    return Reply.json({"label": "SUPPORTED", "claim": req.last_user})
+
+
+def defer_all(client: LLMClient, n: int = 3) -> list[DeferredCall]:
+    with client.deferring() as deferred:
+        for messages in asks(n):
+            with pytest.raises(errors.DeferredCallError):
+                client.complete_json(messages, Verdict, prompt=PROMPT)
+    return deferred
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer(answer) as s:
+        yield s
+
+
+def runner(client: LLMClient, tmp_path: Path, **kw: object) -> BatchRunner:
+    kw.setdefault("sleep", lambda s: None)
+    return BatchRunner(client, tmp_path / "out.jsonl.batches.json", poll_seconds=1.0, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_batch_fills_the_cache_and_a_cache_only_run_hits_every_entry(
+    scripted: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    cache = Cache(tmp_path / "cache")
+    client = make_test_client(scripted, provider, cache=cache)
+    deferred = defer_all(client)
+    assert len(deferred) == 3 and scripted.requests == []  # nothing sent while deferring
+    seen: list[tuple[int, int]] = []
+    outcome = runner(client, tmp_path, progress=lambda d, t: seen.append((d, t))).run(deferred)
+    assert (outcome.submitted, outcome.succeeded, outcome.failed, outcome.expired) == (3, 3, 0, 0)
+    assert len(scripted.batches) == 1 and seen[-1] == (3, 3) and seen[0] == (0, 3)
+    assert all(r.batch_id for r in scripted.requests)
+    cache.close()
+
+    replay = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache", mode="only"))
+    before = len(scripted.requests)
+    for messages in asks(3):
+        value, usage = replay.complete_json(messages, Verdict, prompt=PROMPT)
+        assert usage.cached_calls == 1 and usage.calls == 0
+        assert value.claim == messages[-1].content
+    assert len(scripted.requests) == before
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_batched_body_is_the_direct_body(scripted: ScriptedLLMServer, provider: str, tmp_path: Path) -> None:
+    client = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    runner(client, tmp_path).run(defer_all(client, 1))
+    direct = make_test_client(scripted, provider)
+    direct.complete_json(asks(1)[0], Verdict, prompt=PROMPT)
+    batched, sent = scripted.requests
+    assert batched.batch_id and not sent.batch_id
+    assert batched.body == sent.body
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_batch_results_cost_half_the_direct_price(scripted: ScriptedLLMServer, provider: str, tmp_path: Path) -> None:
+    direct = make_test_client(scripted, provider)
+    for messages in asks(3):
+        direct.complete_json(messages, Verdict, prompt=PROMPT)
+    client = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    outcome = runner(client, tmp_path).run(defer_all(client))
+    assert outcome.usage.calls == 3
+    assert outcome.usage.input_tokens == direct.ledger.total.input_tokens
+    assert outcome.usage.output_tokens == direct.ledger.total.output_tokens
+    assert client.ledger.total.cost_usd == pytest.approx(outcome.usage.cost_usd)
+    assert client.ledger.total.cost_usd / direct.ledger.total.cost_usd == pytest.approx(0.5)
+
+
+class Killed(Exception):
+    pass
+
+
+def kill(seconds: float) -> None:
+    raise Killed("the laptop was closed")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_killed_run_resumes_the_same_batch(scripted: ScriptedLLMServer, provider: str, tmp_path: Path) -> None:
+    client = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    deferred = defer_all(client)
+    with pytest.raises(Killed):
+        runner(client, tmp_path, sleep=kill).run(deferred)
+    assert len(scripted.batches) == 1
+    state = json.loads((tmp_path / "out.jsonl.batches.json").read_text())
+    (entry,) = state["batches"]
+    assert entry["id"] in scripted.batches and sorted(entry["custom_ids"].values()) == sorted(c.key for c in deferred)
+    assert client.ledger._reserved_calls == 0 and client.ledger._reserved_usd == 0  # the reservation is released
+
+    again = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    outcome = runner(again, tmp_path).run(defer_all(again))
+    assert len(scripted.batches) == 1  # not submitted (and paid for) twice
+    assert (outcome.submitted, outcome.resumed, outcome.succeeded) == (0, 3, 3)
+    assert again.ledger.total.calls == 3 and again.ledger.total.cost_usd > 0
+    # A third run finds everything cached and sends nothing.
+    third = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    outcome = runner(third, tmp_path).run(deferred)
+    assert (outcome.already_cached, outcome.submitted, outcome.resumed) == (3, 0, 0)
+    assert len(scripted.batches) == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_expired_batch_reports_its_unfinished_requests(
+    scripted: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    scripted.batch_expire_after = 1
+    cache = Cache(tmp_path / "cache")
+    client = make_test_client(scripted, provider, cache=cache)
+    deferred = defer_all(client)
+    outcome = runner(client, tmp_path).run(deferred)
+    assert (outcome.succeeded, outcome.expired, outcome.failed) == (1, 2, 0)
+    assert set(outcome.failures) == {c.key for c in deferred[1:]}
+    assert all("expired" in why for why in outcome.failures.values())
+    assert cache.peek(deferred[0].key) and not any(cache.peek(c.key) for c in deferred[1:])
+    assert client.ledger.total.calls == 1
+    # The caller asks the expired ones directly.
+    before = len(scripted.requests)
+    for messages in asks(3):
+        client.complete_json(messages, Verdict, prompt=PROMPT)
+    assert len(scripted.requests) == before + 2
+    # A rerun does not submit the keys a finished batch covered; it reports them as failed in that batch.
+    outcome = runner(client, tmp_path).run(deferred)
+    assert outcome.already_cached == 3 and len(scripted.batches) == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_invalid_json_and_errored_results_are_not_cached(
+    scripted: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    scripted.push(Reply.text('{"label": "SUPPORTED", '), Reply.error(500, message="boom"))
+    cache = Cache(tmp_path / "cache")
+    client = make_test_client(scripted, provider, cache=cache)
+    deferred = defer_all(client)
+    outcome = runner(client, tmp_path).run(deferred)
+    assert (outcome.succeeded, outcome.failed, outcome.expired) == (1, 2, 0)
+    assert "not valid JSON" in outcome.failures[deferred[0].key]
+    assert "boom" in outcome.failures[deferred[1].key] or "500" in outcome.failures[deferred[1].key]
+    assert not cache.peek(deferred[0].key) and not cache.peek(deferred[1].key) and cache.peek(deferred[2].key)
+    assert outcome.usage.calls == 2  # the invalid reply was billed; the errored request was not
+    # A rerun with the same calls does not resubmit them: a finished batch covered them; still reported.
+    again = runner(client, tmp_path).run(deferred)
+    assert len(scripted.batches) == 1 and again.resumed == 2 and set(again.failures) == set(list(outcome.failures))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_result_failing_the_check_is_not_cached(scripted: ScriptedLLMServer, provider: str, tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "cache")
+    client = make_test_client(scripted, provider, cache=cache)
+    with client.deferring() as deferred, pytest.raises(errors.DeferredCallError):
+        client.complete_json(asks(1)[0], Verdict, check=lambda v: "no verdict for c2")
+    outcome = runner(client, tmp_path).run(deferred)
+    assert outcome.failed == 1 and "no verdict for c2" in outcome.failures[deferred[0].key]
+    assert not cache.peek(deferred[0].key)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_budget_holds_the_whole_batch_before_submitting(
+    scripted: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    probe = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    deferred = defer_all(probe)
+    one = probe.worst_case_cost(deferred[0].request, batch=True)
+    assert one == pytest.approx(probe.worst_case_cost(deferred[0].request) / 2)
+    client = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"), ledger=Ledger(budget_usd=one * 2.5))
+    with pytest.raises(errors.BudgetExceededError):
+        runner(client, tmp_path).run(deferred)
+    assert scripted.batches == {} and scripted.files == {}
+    capped = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"), ledger=Ledger(max_calls=2))
+    with pytest.raises(errors.BudgetExceededError):
+        runner(capped, tmp_path).run(deferred)
+    assert scripted.batches == {}
+
+
+def test_a_batch_still_running_after_the_wait_raises_pending_and_resumes(
+    scripted: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    scripted.batch_polls = 5
+    client = make_test_client(scripted, "openai", cache=Cache(tmp_path / "cache"))
+    deferred = defer_all(client)
+    with pytest.raises(errors.BatchPendingError) as info:
+        runner(client, tmp_path, max_wait_seconds=2.0).run(deferred)
+    assert info.value.batch_ids == list(scripted.batches)
+    outcome = runner(client, tmp_path).run(deferred)
+    assert outcome.resumed == 3 and outcome.succeeded == 3 and len(scripted.batches) == 1
+
+
+def test_deferring_is_thread_safe_and_records_each_key_once(scripted: ScriptedLLMServer, tmp_path: Path) -> None:
+    client = make_test_client(scripted, "openai", cache=Cache(tmp_path / "cache"))
+    work = asks(20) * 3
+
+    def call(messages: list[Message]) -> str:
+        try:
+            client.complete_json(messages, Verdict, prompt=PROMPT)
+        except errors.DeferredCallError as exc:
+            assert not isinstance(exc, errors.LLMError) and not exc.retryable
+            return exc.key
+        return ""
+
+    with client.deferring() as deferred, ThreadPoolExecutor(8) as pool:
+        keys = list(pool.map(call, work))
+    assert len(deferred) == 20 and {c.key for c in deferred} == set(keys)
+    assert scripted.requests == []
+    # Outside the block, calls are sent again.
+    client.complete_json(asks(1)[0], Verdict, prompt=PROMPT)
+    assert len(scripted.requests) == 1
+
+
+def test_batch_needs_a_batch_api_and_a_writable_cache(scripted: ScriptedLLMServer, tmp_path: Path) -> None:
+    compatible = make_test_client(
+        scripted, "openai", model=f"openai-compatible/qwen@{scripted.openai_base_url}", cache=Cache(tmp_path / "c")
+    )
+    with pytest.raises(errors.ConfigError, match="no batch API"):
+        BatchRunner(compatible, tmp_path / "state.json")
+    with pytest.raises(errors.ConfigError, match="cache"):
+        BatchRunner(make_test_client(scripted, "openai"), tmp_path / "state.json")
+
+
+def test_a_damaged_state_file_stops_the_run(scripted: ScriptedLLMServer, tmp_path: Path) -> None:
+    client = make_test_client(scripted, "openai", cache=Cache(tmp_path / "cache"))
+    (tmp_path / "out.jsonl.batches.json").write_text('{"batches": [')
+    with pytest.raises(errors.ConfigError, match="already paid for"):
+        runner(client, tmp_path).run(defer_all(client))
+    assert scripted.batches == {}
