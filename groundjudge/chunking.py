@@ -31,10 +31,13 @@ _STARTERS = frozenset(
     by his her their our some many most one two then thus so yet""".split()
 )
 
-# A sentence ends at . ! ? (or …) plus any closing quotes/brackets, before whitespace.
-_END = re.compile(r"""([.!?…]+)(["'”’)\]]*)(?=\s)""")
+# A sentence ends at . ! ? … (Arabic ؟, Devanagari ।) plus any closing quotes/brackets, before whitespace; or at the
+# full-width marks of scripts written without spaces (。！？), before anything.
+_END = re.compile(r"""([.!?…؟।]+)(["'”’)\]」』]*)(?=\s)|([。！？]+)(["'”’)\]」』]*)""")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•▪‣◦]|\d{1,3}[.)]|[a-zA-Z][.)])\s+")
-_WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
+_WORD = re.compile(r"[^\W_][\w'’-]*")  # any script's letters and digits
+# Scripts written without spaces between words (CJK, kana, Hangul syllables used this way, Thai, Lao, Khmer, Myanmar)
+_UNSPACED = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _FILLER = re.compile(
     r"^(?:sure|certainly|of course|absolutely|great question|good question|hope (?:this|that) helps|"
     r"i hope (?:this|that) helps|let me know|feel free|thanks|thank you|happy to help|in (?:summary|short|conclusion)"
@@ -52,9 +55,11 @@ def _abbreviation_before(text: str, dot: int) -> str:
 
 
 def _ends_sentence(text: str, m: re.Match[str]) -> bool:
+    if m.group(3):
+        return True  # 。！？
     rest = text[m.end() :].lstrip()
-    if rest and not (rest[0].isupper() or rest[0].isdigit() or rest[0] in "\"'“‘(["):
-        return False  # "... 3.5 m. wide", "e.g. cats"
+    if rest and rest[0].islower():
+        return False  # "... 3.5 m. wide", "e.g. cats" (a script without case, Hebrew or Arabic, never is lower)
     if m.group(1) != ".":
         return True
     line_start = text.rfind("\n", 0, m.start()) + 1
@@ -122,8 +127,11 @@ def split_sentences(text: str) -> list[Span]:
 def is_claim(sentence: str) -> bool:
     """Whether a sentence carries something checkable: enough words, not a question, filler or a heading."""
     s = sentence.strip()
-    if len(_WORD.findall(s)) < 3 or s.endswith(("?", ":")):
+    if s.endswith(("?", ":", "؟", "？", "：")):
         return False
+    words = _WORD.findall(s)
+    if len(words) < 3 and not (_UNSPACED.search(s) and len(re.findall(r"[^\W_]", s)) >= 5):
+        return False  # too short; in a script written without spaces, 5 letters or digits carry a statement
     return not _FILLER.match(s)
 
 

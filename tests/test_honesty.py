@@ -332,3 +332,24 @@ def test_calibrate_can_say_never() -> None:
     assert fit.t_support is None and fit.config_values()["t_support"] == "never"
     cfg = Config(**{k: v for k, v in fit.config_values().items() if k != "t_unsupported"})
     assert cfg.local_thresholds("cascade", "any-model").t_support is None  # "never", not the profile's value
+
+
+@pytest.mark.parametrize(
+    ("answer", "claims"),
+    [
+        ("מגדל אייפל נמצא בפריז. הוא נבנה בשנת 1889.", ["מגדל אייפל נמצא בפריז.", "הוא נבנה בשנת 1889."]),
+        ("برج إيفل في باريس. تم بناؤه عام 1889. هل هو طويل؟", ["برج إيفل في باريس.", "تم بناؤه عام 1889."]),
+        ("埃菲尔铁塔位于巴黎。它建于1889年。好的。", ["埃菲尔铁塔位于巴黎。", "它建于1889年。"]),
+        (
+            "Эйфелева башня находится в Париже. Она построена в 1889 году.",
+            ["Эйфелева башня находится в Париже.", "Она построена в 1889 году."],
+        ),
+        ("It is 3.5 m. wide and e.g. cats. Dr. Smith came.", ["It is 3.5 m. wide and e.g. cats.", "Dr. Smith came."]),
+    ],
+)
+def test_sentence_claims_in_any_script(answer: str, claims: list[str]) -> None:
+    from groundjudge.chunking import claim_sentences
+
+    found = claim_sentences(answer)
+    assert [s.text for s in found] == claims  # an answer in another script is checked, not NO_CLAIMS
+    assert all(answer[s.start : s.end] == s.text for s in found)
