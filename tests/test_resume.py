@@ -79,7 +79,7 @@ def test_a_damaged_line_in_the_middle_loses_nothing_else(tmp_path: Path, scored:
     out.write_text("\n".join([lines[0], "", lines[1], damaged, *lines[3:]]) + "\n")
     result = score(tmp_path, data, out, "--resume")
     assert result.exit_code == 0, result.output
-    assert "line 4" in result.output and "damaged" in result.output
+    assert "out.jsonl, line 4: damaged" in flat(result.output)  # said on stderr, with where
     after = reports(out)
     assert sorted(r["id"] for r in after) == [f"r{i}" for i in range(6)]  # each once
     kept = [r["id"] for r in after if r["metadata"].get("earlier")]
