@@ -164,10 +164,10 @@ def test_budget_holds_cache_writes_at_their_dearer_rate(server: ScriptedLLMServe
     # Cache writes cost 100x plain input here: a reservation at the plain input rate would let this call through
     # and the cache write would pass the cap.
     register_price("anthropic/dear-writes", 1.0, 0.0, cached_input_per_mtok=0.1, cache_write_per_mtok=100.0)
+    register_price("anthropic/plain-writes", 1.0, 0.0)
     server.push(Reply.json(OK))
-    probe = make_test_client(server, "anthropic", model="anthropic/dear-writes")
-    request = probe._request(ask("claim"), Answer)
-    input_bound = (probe.worst_case_cost(request)) / 100.0  # the bound, were it priced at the plain rate
+    plain = make_test_client(server, "anthropic", model="anthropic/plain-writes")
+    input_bound = plain.worst_case_cost(plain._request(ask("claim"), Answer))  # all input at the plain rate
     budget = input_bound * 3  # fits the plain-rate bound, not the cache-write bound
     client = make_test_client(server, "anthropic", model="anthropic/dear-writes", ledger=Ledger(budget_usd=budget))
     with pytest.raises(errors.BudgetExceededError):
