@@ -276,7 +276,8 @@ class ScriptedLLMServer:
     Prompt-cache emulation: ``min_cached_prefix_tokens`` (OpenAI, default 1024) and ``anthropic_min_cache_tokens``
     (default 1024) are settable. Batch controls: ``batch_polls`` status reads answer "in progress" before a batch
     ends (default 1); ``batch_expire_after`` = N makes the next batches expire with only their first N requests
-    answered; per-request errors come from the queue or script (:meth:`Reply.error`) like direct ones. Batches are
+    answered; ``batch_status_errors`` = N makes the next N status reads answer 503; per-request errors come from the
+    queue or script (:meth:`Reply.error`) like direct ones. Batches are
     in :attr:`batches`, their requests in :attr:`requests` with ``batch_id`` set.
     """
 
@@ -291,6 +292,7 @@ class ScriptedLLMServer:
         self.anthropic_min_cache_tokens = 1024
         self.batch_polls = 1
         self.batch_expire_after: int | None = None
+        self.batch_status_errors = 0  # the next status reads answer 503 (a transient fault while polling)
         self.batches: dict[str, ScriptedBatch] = {}
         self.files: dict[str, bytes] = {}
         self._ids = itertools.count(1)
@@ -538,6 +540,9 @@ class ScriptedLLMServer:
         if m := re.fullmatch(r"/v1/files/([^/]+)/content", path):
             data = self.files.get(m.group(1))
             return (200, data, "application/octet-stream") if data is not None else not_found
+        if self.batch_status_errors > 0 and re.fullmatch(r"/v1/(messages/)?batches/[^/]+", path):
+            self.batch_status_errors -= 1
+            return 503, {"error": {"message": "scripted status fault", "type": "api_error"}}, "application/json"
         if m := re.fullmatch(r"/v1/batches/([^/]+)", path):
             batch = self.batches.get(m.group(1))
             if batch is None or batch.api != "openai":

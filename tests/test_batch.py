@@ -259,3 +259,23 @@ def test_a_damaged_state_file_stops_the_run(scripted: ScriptedLLMServer, tmp_pat
     with pytest.raises(errors.ConfigError, match="already paid for"):
         runner(client, tmp_path).run(defer_all(client))
     assert scripted.batches == {}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_transient_status_fault_keeps_polling(scripted: ScriptedLLMServer, provider: str, tmp_path: Path) -> None:
+    scripted.batch_status_errors = 2
+    sleeps: list[float] = []
+    client = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    outcome = runner(client, tmp_path, sleep=sleeps.append).run(defer_all(client))
+    assert outcome.succeeded == 3 and scripted.batch_status_errors == 0
+    assert sleeps == [1.0, 1.0, 1.0]  # two faulty reads and one "in progress", each followed by a poll interval
+
+
+def test_a_failed_submit_raises_typed_and_releases_the_reservation(tmp_path: Path) -> None:
+    with ScriptedLLMServer(answer) as server:
+        client = make_test_client(server, "openai", cache=Cache(tmp_path / "cache"), ledger=Ledger(budget_usd=10.0))
+        deferred = defer_all(client)
+    with pytest.raises(errors.LLMConnectionError):
+        runner(client, tmp_path).run(deferred)
+    assert client.ledger._reserved_usd == 0 and client.ledger._reserved_calls == 0
+    assert not (tmp_path / "out.jsonl.batches.json").exists()
