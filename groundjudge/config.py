@@ -184,6 +184,14 @@ class Config(BaseModel):
     budget_usd: float | None = Field(None, ge=0)
     max_calls: int | None = Field(None, ge=0)
 
+    # provider batch APIs (offline runs at half price; see groundjudge.llm.batch)
+    batch_api: bool = Field(False, description="send each stage's LLM calls through the provider's batch API")
+    batch_state: str | None = Field(
+        None, description="file that records submitted batches, so that a rerun resumes them [default: in the cache]"
+    )
+    batch_poll_seconds: float = Field(30.0, ge=0, description="seconds between batch status reads")
+    batch_max_wait_hours: float = Field(24.0, gt=0, description="stop waiting (the batch goes on; a rerun collects)")
+
     # cache
     cache_dir: str | None = None
     cache_mode: CacheMode = "use"
@@ -196,6 +204,8 @@ class Config(BaseModel):
             raise ValueError("weights take the keys claims, nli, qa with values >= 0")
         if self.passage_overlap >= self.passage_tokens:
             raise ValueError("passage_overlap must be smaller than passage_tokens")
+        if self.batch_api and self.cache_mode != "use":
+            raise ValueError("batch_api answers calls into the cache and reads them back: it needs cache_mode 'use'")
         return self
 
     def local_thresholds(self, mode: str, model_name: str) -> LocalThresholds:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -22,10 +23,20 @@ from groundjudge.cache import Cache
 from groundjudge.chunking import chunk_documents
 from groundjudge.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.config import Config
-from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError, NLIError
+from groundjudge.errors import (
+    BatchPendingError,
+    BudgetExceededError,
+    CacheMissError,
+    ConfigError,
+    DeferredCallError,
+    GroundjudgeError,
+    InputError,
+    NLIError,
+)
 from groundjudge.evidence import BM25, EvidenceSelector, find_conflict
 from groundjudge.judge import JudgedClaim, judge_claims, select_sources
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
+from groundjudge.llm.batch import BatchOutcome, BatchRunner
 from groundjudge.models import (
     AnswerReport,
     Claim,
@@ -50,7 +61,7 @@ from groundjudge.score import compute_scores, decide
 log = logging.getLogger(__name__)
 
 # Conditions of the whole run, not of one answer: they end evaluate_many after the finished answers.
-RUN_STOPS = (BudgetExceededError, CacheMissError)
+RUN_STOPS = (BudgetExceededError, CacheMissError, BatchPendingError)
 
 
 def decide_locally(
@@ -196,6 +207,7 @@ class _Work:
     errors: list[str] = field(default_factory=list)
     stop: GroundjudgeError | None = None
     failed: str | None = None  # an error that leaves nothing to score: the report is ERROR
+    deferred: bool = False  # batch mode: its LLM call waits for the provider batch
 
     @property
     def live(self) -> bool:
@@ -241,6 +253,8 @@ class Evaluator:
             raise ConfigError(f"mode {self.mode!r} needs an LLM: pass llm='provider/model' or a client")
         self._nli = nli
         self._scorer: NLIScorer | None = None
+        self.batch_outcomes: list[BatchOutcome] = []  # batch mode: what each provider batch did
+        self.batch_progress: Callable[[int, int], None] | None = None  # batch mode: (answered, total) while waiting
         self._versions: dict[str, str] | None = None
         self.thresholds = c.local_thresholds(
             self.mode, nli.name if nli is not None else resolve_model_name(c.nli_model)
@@ -396,10 +410,10 @@ class Evaluator:
 
     def _run_batch(self, batch: list[_Work], order: list[_Work | AnswerReport]) -> Iterator[AnswerReport]:
         if batch:
-            self._stage_claims(batch)
+            self._llm_stage(self._stage_claims, batch)
             self._stage_nli(batch)
             self._stage_route(batch)
-            self._stage_verify(batch)
+            self._llm_stage(self._stage_verify, batch)
         stop: GroundjudgeError | None = None
         for item in order:
             if isinstance(item, AnswerReport):
@@ -416,6 +430,44 @@ class Evaluator:
                 yield report
         if stop is not None:
             raise stop
+
+    def _llm_stage(self, stage: Callable[[list[_Work]], None], batch: list[_Work]) -> None:
+        """Run a stage that calls the LLM; in batch mode, first collect the calls the cache cannot answer, send them
+        through the provider's batch API (half price; they land in the cache), then run the stage for the answers
+        that waited: it reads the cache, and calls that failed in the batch are made directly (with re-asks)."""
+        if not self.config.batch_api or self.client is None:
+            stage(batch)
+            return
+        with self.client.deferring() as deferred:
+            stage(batch)
+        waiting = [w for w in batch if w.deferred]
+        for w in waiting:
+            w.deferred = False
+        if deferred:
+            try:
+                outcome = self._batch_runner().run(deferred)
+            except RUN_STOPS as exc:
+                for w in waiting:
+                    w.stop = exc
+                return
+            self.batch_outcomes.append(outcome)
+            if outcome.failures:
+                log.info("%d batch request(s) failed; calling them directly", len(outcome.failures))
+        stage(waiting)
+
+    def _batch_runner(self) -> BatchRunner:
+        from groundjudge.cache import default_cache_dir
+
+        assert self.client is not None
+        c = self.config
+        state = c.batch_state or str(Path(c.cache_dir or default_cache_dir()) / "batches.json")
+        return BatchRunner(
+            self.client,
+            state,
+            poll_seconds=c.batch_poll_seconds,
+            progress=self.batch_progress,
+            max_wait_seconds=c.batch_max_wait_hours * 3600,
+        )
 
     def _each(self, works: list[_Work], fn: Callable[[_Work], None]) -> None:
         """Run a local step on each live work item; an exception fails that item alone (its report is ERROR)."""
@@ -440,6 +492,8 @@ class Evaluator:
                 fn(w)
             except RUN_STOPS as exc:
                 w.stop = exc
+            except DeferredCallError:
+                w.deferred = True  # batch mode: answered by the provider batch, then this stage runs again
             except Exception as exc:  # recorded in this answer's report, never ends the run
                 if not isinstance(exc, GroundjudgeError):
                     log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=True)
@@ -479,7 +533,7 @@ class Evaluator:
                 w.claims, w.questions, usage = claims_from_llm(
                     self.client, w.sample.answer or "", w.sample.question, n_questions
                 )
-            except RUN_STOPS:
+            except (*RUN_STOPS, DeferredCallError):
                 raise
             except Exception:
                 w.claims = claims_from_sentences(w.sample.answer or "")
@@ -579,7 +633,7 @@ class Evaluator:
                         raise InputError("no source passage could be selected for the judge", field="contexts")
                     w.judged, answers, usage = judge_claims(self.client, escalated, sources, w.questions if qa else ())
                     w.usage = w.usage + usage
-            except RUN_STOPS:
+            except (*RUN_STOPS, DeferredCallError):
                 raise
             except Exception as exc:
                 for cl in escalated:
