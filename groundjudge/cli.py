@@ -1,6 +1,7 @@
 """The command line. Library errors become exit codes here and nowhere else.
 
-Exit codes: 0 ok, 1 some rows failed, 2 usage or configuration error, 3 budget reached.
+Exit codes: 0 ok, 1 some rows failed, 2 usage or configuration error, 3 budget reached, 4 a provider batch is
+still running (re-run to collect it).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from rich.markup import escape
 
 from groundjudge import __version__
 from groundjudge.cache import Cache
-from groundjudge.errors import BudgetExceededError, CacheMissError, GroundjudgeError, InputError
+from groundjudge.errors import BatchPendingError, BudgetExceededError, CacheMissError, GroundjudgeError, InputError
 
-EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_BUDGET = 0, 1, 2, 3
+EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_PENDING = 0, 1, 2, 3, 4
 
 app = typer.Typer(
     name="groundjudge",
@@ -318,7 +319,16 @@ _CONFIG_OPTIONS = {
     "max_calls": "max_calls",
     "concurrency": "concurrency",
     "preset": "preset",
+    "batch_api": "batch_api",
+    "nli_kind": "nli_kind",
+    "nli_supported_label": "nli_supported_label",
+    "nli_trust_remote_code": "nli_trust_remote_code",
+    "nli_max_length": "nli_max_length",
 }
+
+
+def _batch_state_path(out: Path) -> Path:
+    return out.with_name(out.name + ".batches.json")
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
@@ -370,6 +380,28 @@ def score(
         bool, typer.Option(help="Estimate calls and cost (counting the cache) and exit; writes nothing.")
     ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    batch_api: Annotated[
+        bool,
+        typer.Option(
+            help="Send each stage's LLM calls through the provider's batch API (half price, results within a day; "
+            "the batch ids are kept beside OUT, so a rerun resumes them)."
+        ),
+    ] = False,
+    nli_kind: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Local checker kind: auto, nli, binary, seq2seq \\[default: auto, from the model's config]."),
+    ] = None,
+    nli_supported_label: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="Binary checkers whose labels are LABEL_0/LABEL_1: the index that means supported."),
+    ] = None,
+    nli_trust_remote_code: Annotated[
+        bool, typer.Option(help="Allow a local checker that runs its own code (e.g. HHEM-2.1-open).")
+    ] = False,
+    nli_max_length: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="Tokens per (passage, claim) pair \\[default: the model's own limit]."),
+    ] = None,
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes."""
     from groundjudge.config import Config
@@ -396,11 +428,18 @@ def score(
         "max_calls": max_calls,
         "concurrency": concurrency,
         "preset": preset,
+        "batch_api": batch_api,
+        "nli_kind": nli_kind,
+        "nli_supported_label": nli_supported_label,
+        "nli_trust_remote_code": nli_trust_remote_code,
+        "nli_max_length": nli_max_length,
     }
     # only what was given: the CLI's own defaults must not overwrite a config file's values
     overrides = {_CONFIG_OPTIONS[k]: v for k, v in values.items() if v is not None and _given(ctx, k)}
     try:
         cfg = Config.load(config, **overrides) if config else Config.make(**overrides)
+        if cfg.batch_api and cfg.batch_state is None:  # beside OUT: a rerun of this command resumes the batches
+            cfg = Config.make(**cfg.model_dump(exclude_unset=True), batch_state=str(_batch_state_path(out)))
         evaluator = Evaluator(cfg)
     except GroundjudgeError as exc:
         raise fail(str(exc)) from exc
@@ -436,6 +475,14 @@ def score(
     try:
         with _progress(console, progress) as bar:
             task = bar.add_task("scoring", total=total, cost=0.0, cached=0)
+            batch_task: list[Any] = []
+
+            def on_batch(done: int, requests: int) -> None:
+                if not batch_task:
+                    batch_task.append(bar.add_task("provider batch", total=requests, cost=0.0, cached=0))
+                bar.update(batch_task[0], completed=done, total=requests, cost=evaluator.usage.cost_usd)
+
+            evaluator.batch_progress = on_batch
             try:
                 for report in evaluator.evaluate_numbered(rows, batch_size=batch_size):
                     report = finite_report(report)  # a NaN or Infinity makes the row an ERROR, never the file
@@ -455,6 +502,14 @@ def score(
             except CacheMissError as exc:
                 err.print(f"[red]cache-only run stopped:[/red] {escape(str(exc))}", highlight=False)
                 code = EXIT_ROWS_FAILED
+            except BatchPendingError as exc:
+                err.print(
+                    f"[yellow]provider batch still running:[/yellow] {escape(str(exc))}. Finished rows are in "
+                    f"{escape(str(out))}; re-run the same command with --resume later to collect the batch "
+                    "(it is not paid twice).",
+                    highlight=False,
+                )
+                code = EXIT_PENDING
             except GroundjudgeError as exc:
                 err.print(f"[red]run stopped:[/red] {escape(str(exc))}", highlight=False)
                 code = EXIT_ROWS_FAILED

@@ -372,7 +372,13 @@ class Evaluator:
         from groundjudge.claims import ClaimsAndQuestions, ExtractedClaims, claims_messages
         from groundjudge.judge import JudgeReply, VerifyReply, judge_messages
 
-        out = {"rows": 0, "bad_rows": 0, "llm_calls_upper_bound": 0, "cached_calls": 0, "estimated_cost_usd": 0.0}
+        out: dict[str, Any] = {
+            "rows": 0,
+            "bad_rows": 0,
+            "llm_calls_upper_bound": 0,
+            "cached_calls": 0,
+            "estimated_cost_usd": 0.0,
+        }
         client = self.client
         qa = self._qa_expected
         n_questions = self.config.qa_questions if qa else 0
@@ -402,8 +408,10 @@ class Evaluator:
                     out["cached_calls"] += 1
                 else:
                     out["llm_calls_upper_bound"] += 1
-                    out["estimated_cost_usd"] += client.estimate_cost(messages)
+                    out["estimated_cost_usd"] += client.estimate_cost(messages, batch=self.config.batch_api)
         out["estimated_cost_usd"] = round(float(out["estimated_cost_usd"]), 6)
+        if self.config.batch_api:
+            out["priced_as"] = "provider batch API"
         return out
 
     # -- stages ---------------------------------------------------------------------------------------------

@@ -96,3 +96,45 @@ def test_batch_mode_needs_a_writable_cache() -> None:
 
     with pytest.raises(ConfigError, match="cache_mode"):
         Config.make(batch_api=True, cache_mode="refresh")  # it would pay twice: the second pass never reads
+
+
+def test_score_batch_api_from_the_command_line(
+    shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+    from tests.conftest import SHARED_MODEL
+
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    out = tmp_path / "out.jsonl"
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        base = [
+            "score",
+            str(src),
+            "--out",
+            str(out),
+            "--llm",
+            "openai/gpt-4o-mini",
+            "--base-url",
+            server.openai_base_url,
+        ]
+        common = ["--cache-dir", str(tmp_path / "c"), "--no-progress", "--batch-api"]
+        dry = CliRunner().invoke(app, [*base, *common, "--dry-run"])
+        assert dry.exit_code == 0 and json.loads(dry.output)["priced_as"] == "provider batch API"
+        assert not out.exists() and server.requests == []
+        result = CliRunner().invoke(app, [*base, *common, "--config", str(_poll_now(tmp_path))])
+        assert result.exit_code == 0, result.output
+        assert direct(server) == [] and server.requests  # all through the batch endpoints
+    assert (tmp_path / "out.jsonl.batches.json").is_file()  # beside OUT: a rerun resumes the same batches
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["good", "bad", "claim"]
+
+
+def _poll_now(tmp_path: Path) -> Path:
+    config = tmp_path / "config.json"
+    config.write_text('{"batch_poll_seconds": 0}')
+    return config
