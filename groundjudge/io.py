@@ -1,0 +1,373 @@
+"""Any table in: JSONL, CSV, Parquet, a pandas DataFrame or a Hugging Face ``datasets.Dataset``, with column mapping.
+
+Columns are mapped to groundjudge's fields (``id``, ``answer``, ``claim``, ``contexts``, ``question``, ``label``,
+``reference``, ``metadata``) by an explicit mapping (``{"answer": "response"}``, on the command line
+``--map answer=response,contexts=retrieved_contexts``), else by name: groundjudge's own names first, then the usual
+names of RAGAS (``user_input``, ``response``, ``retrieved_contexts``, ``reference``; older ``question``, ``answer``,
+``contexts``, ``ground_truth``) and DeepEval (``input``, ``actual_output``, ``retrieval_context``,
+``expected_output``, ``context``) datasets. A reference answer is kept as ``metadata["reference"]`` (what
+:mod:`groundjudge.diagnose` measures context recall with).
+
+Rows are numbered from 1 in table order (the header of a CSV is not a row; a JSONL row is its line number). A bad
+row is an :class:`InputError` naming that row and the field by the column name the table uses.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from groundjudge.errors import ConfigError, InputError
+
+FIELDS = ("id", "answer", "claim", "contexts", "question", "label", "reference", "metadata")
+
+# Column names recognised for each field, in order of preference (the first one a row has wins).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "id": ("id", "sample_id", "row_id"),
+    "answer": ("answer", "response", "actual_output"),
+    "claim": ("claim",),
+    "contexts": ("contexts", "retrieved_contexts", "retrieval_context", "context"),
+    "question": ("question", "user_input", "input", "query"),
+    "label": ("label",),
+    "reference": ("reference", "ground_truth", "ground_truths", "expected_output", "reference_answer"),
+    "metadata": ("metadata",),
+}
+
+TABLE_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+
+
+def parse_mapping(text: str | None) -> dict[str, str]:
+    """``"answer=response,contexts=retrieved_contexts"`` as ``{"answer": "response", ...}``.
+
+    Raises:
+        ConfigError: an item is not ``field=column`` or names a field groundjudge does not have.
+    """
+    mapping: dict[str, str] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        target, sep, column = item.partition("=")
+        target, column = target.strip(), column.strip()
+        if not sep or not target or not column:
+            raise ConfigError(f"--map item {item.strip()!r} is not field=column")
+        if target not in FIELDS:
+            raise ConfigError(f"--map: unknown field {target!r}; fields are {', '.join(FIELDS)}")
+        mapping[target] = column
+    return mapping
+
+
+def _check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
+    mapping = dict(mapping or {})
+    if unknown := set(mapping) - set(FIELDS):
+        raise ConfigError(f"unknown field(s) in the column mapping: {sorted(unknown)}; fields are {', '.join(FIELDS)}")
+    return mapping
+
+
+def _missing(value: Any) -> bool:
+    """None, NaN (pandas' empty cell) or pandas.NA."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _plain(value: Any) -> Any:
+    """A cell as plain Python: numpy arrays and scalars become lists and numbers, missing cells None."""
+    if _missing(value):
+        return None
+    if isinstance(value, (str, bool, int, float, dict)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    tolist = getattr(value, "tolist", None)  # numpy arrays (Parquet list columns in pandas) and numpy scalars
+    if callable(tolist):
+        return _plain(tolist())
+    return value
+
+
+def _decode_list(value: Any) -> Any:
+    """A JSON-encoded list of strings (how a CSV cell holds contexts) as the list; anything else as it is."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(decoded, list) and all(isinstance(x, str) for x in decoded):
+            return decoded
+    return value
+
+
+def _decode_object(value: Any) -> Any:
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(decoded, dict):
+            return decoded
+    return value
+
+
+class ColumnMap:
+    """Maps one table's columns to groundjudge fields; remembers which column each field came from."""
+
+    def __init__(self, mapping: Mapping[str, str] | None = None, *, decode_strings: bool = False) -> None:
+        self.mapping = _check_mapping(mapping)
+        self.decode_strings = decode_strings
+
+    def source(self, row: Mapping[str, Any], target: str) -> str | None:
+        """The column of ``row`` that feeds ``target``, if any."""
+        if target in self.mapping:
+            return self.mapping[target]
+        return next((name for name in ALIASES[target] if not _missing(row.get(name))), None)
+
+    def normalize(self, row: Any) -> tuple[Any, dict[str, str]]:
+        """``row`` in groundjudge's names, and {field: column} for the fields that came from another column.
+
+        A row that is not a mapping is returned as it is (the pipeline says why it is bad).
+        """
+        if not isinstance(row, Mapping):
+            return row, {}
+        out: dict[str, Any] = {}
+        renamed: dict[str, str] = {}
+        for target in FIELDS:
+            column = self.source(row, target)
+            if column is None or column not in row:
+                continue
+            value = _plain(row[column])
+            if value is None and target != "id":
+                continue
+            if column != target:
+                renamed[target] = column
+            out[target] = value
+        if self.decode_strings:
+            if "contexts" in out:
+                out["contexts"] = _decode_list(out["contexts"])
+            if "reference" in out:
+                out["reference"] = _decode_list(out["reference"])
+            if "metadata" in out:
+                out["metadata"] = _decode_object(out["metadata"])
+        reference = out.pop("reference", None)
+        if reference is not None:
+            if isinstance(reference, list) and all(isinstance(x, str) for x in reference):
+                reference = " ".join(reference)  # RAGAS' old ground_truths: a list of reference answers
+            metadata = out.get("metadata")
+            if metadata is None:
+                out["metadata"] = {"reference": reference}
+            elif isinstance(metadata, dict):
+                out["metadata"] = {**metadata, "reference": reference}
+        return out, renamed
+
+    def rows(self, numbered: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+        """(row number, row in groundjudge's names or an :class:`InputError` naming the table's column)."""
+        from groundjudge.pipeline import parse_sample
+
+        for n, raw in numbered:
+            if isinstance(raw, InputError):
+                yield n, raw
+                continue
+            row, renamed = self.normalize(raw)
+            if renamed:  # validate here, so that an error names the column the table has, not groundjudge's field
+                try:
+                    parse_sample(row, n)
+                except InputError as exc:
+                    error = InputError(exc.reason, row=exc.row, field=_column_of(exc.field, renamed))
+                    yield n, InvalidRow(row.get("id"), error)
+                    continue
+            yield n, row
+
+
+class InvalidRow(dict):
+    """A row already known to be bad: it keeps its id (so its ERROR report, duplicates and --resume see the row's
+    own id) and raises its :class:`InputError`, which names the table's column, when anything else is read."""
+
+    def __init__(self, rid: Any, error: InputError) -> None:
+        super().__init__({} if rid is None else {"id": rid})
+        self.error = error
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key == "id":
+            return super().get(key, default)
+        raise self.error
+
+
+def _column_of(field: str | None, renamed: dict[str, str]) -> str | None:
+    """``contexts[2]`` as ``retrieved_contexts[2]`` when contexts came from that column."""
+    if field is None:
+        return None
+    base, bracket, rest = field.partition("[")
+    column = renamed.get(base)
+    return field if column is None else column + bracket + rest
+
+
+# -- readers ----------------------------------------------------------------------------------------------------
+
+
+def table_format(path: str | Path) -> str:
+    """``jsonl``, ``csv`` or ``parquet``, from the file name (``.jsonl.gz`` is not supported)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise ConfigError(
+            f"{path}: cannot tell the format from {suffix or 'no suffix'!r}; use .jsonl, .csv or .parquet"
+        )
+    return TABLE_SUFFIXES[suffix]
+
+
+def _need(module: str, extra: str, what: str) -> Any:
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError:
+        raise ConfigError(f"{what} needs {module.split('.')[0]}: pip install 'groundjudge[{extra}]'") from None
+
+
+def read_csv(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(row number, row) for each data row of a CSV file with a header; empty cells are left out."""
+    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**31 - 1)
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        for n, record in enumerate(reader, start=1):
+            extra = record.pop(None, None)
+            if extra:
+                yield n, InputError(f"{len(extra)} more cell(s) than the header has columns", row=n)
+                continue
+            yield n, {k: v for k, v in record.items() if k is not None and v not in (None, "")}
+
+
+def read_parquet(path: str | Path, batch_rows: int = 1024) -> Iterator[tuple[int, Any]]:
+    """(row number, row) for each row of a Parquet file, streamed a row group batch at a time (needs pyarrow)."""
+    pq = _need("pyarrow.parquet", "parquet", "reading Parquet")
+    n = 0
+    for batch in pq.ParquetFile(str(path)).iter_batches(batch_size=batch_rows):
+        for row in batch.to_pylist():
+            n += 1
+            yield n, row
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, row or InputError) for each non-blank line (the CLI's strict JSONL reader)."""
+    from groundjudge.cli import _read_jsonl
+
+    return _read_jsonl(Path(path))
+
+
+def is_table(obj: Any) -> bool:
+    """Whether ``obj`` is a pandas DataFrame or a ``datasets.Dataset`` (checked without importing either)."""
+    cls = type(obj)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if name.startswith("pandas.") and cls.__name__ == "DataFrame":
+        return True
+    return cls.__module__.startswith("datasets.") and cls.__name__ in ("Dataset", "IterableDataset")
+
+
+def table_rows(table: Any) -> Iterator[tuple[int, Any]]:
+    """(row number from 1, row dict) of a pandas DataFrame or a ``datasets.Dataset``."""
+    if type(table).__name__ == "DataFrame":
+        columns = [str(c) for c in table.columns]
+        for n, values in enumerate(table.itertuples(index=False, name=None), start=1):
+            yield n, dict(zip(columns, values, strict=True))
+    else:
+        for n, row in enumerate(table, start=1):
+            yield n, dict(row)
+
+
+def read_rows(
+    source: str | Path | Any, mapping: Mapping[str, str] | None = None, *, fmt: str | None = None
+) -> Iterator[tuple[int, Any]]:
+    """(row number, row in groundjudge's names or an InputError) from a file (JSONL, CSV, Parquet), a pandas
+    DataFrame, a ``datasets.Dataset``, or an iterable of dicts.
+
+    Raises:
+        ConfigError: an unknown format, or a reader whose package is missing (the message names the extra).
+    """
+    if isinstance(source, (str, Path)):
+        kind = fmt or table_format(source)
+        if kind == "csv":
+            numbered: Iterable[tuple[int, Any]] = read_csv(source)
+        elif kind == "parquet":
+            _need("pyarrow.parquet", "parquet", "reading Parquet")
+            numbered = read_parquet(source)
+        else:
+            numbered = read_jsonl(source)
+        return ColumnMap(mapping, decode_strings=kind != "jsonl").rows(numbered)
+    if is_table(source):
+        return ColumnMap(mapping, decode_strings=True).rows(table_rows(source))
+    return ColumnMap(mapping).rows(enumerate(source, start=1))
+
+
+def as_rows(rows: Any, mapping: Mapping[str, str] | None = None) -> Iterable[Any]:
+    """Rows for :meth:`Evaluator.evaluate_many`: a DataFrame or Dataset as mapped dicts (bad rows as
+    InputErrors), anything else unchanged."""
+    if is_table(rows) or mapping:
+        return (row for _, row in read_rows(rows, mapping))
+    return rows
+
+
+# -- writers ----------------------------------------------------------------------------------------------------
+
+
+def write_parquet(jsonl: str | Path, out: str | Path) -> int:
+    """Convert a reports JSONL file (``groundjudge score`` output) into Parquet; returns the rows written.
+
+    One row per answer: id, row, verdict, mode, the scores, usage, errors and label as columns, and the whole
+    report as JSON in ``report`` (``AnswerReport.model_validate_json`` reads it back).
+    """
+    pa = _need("pyarrow", "parquet", "writing Parquet")
+    pq = _need("pyarrow.parquet", "parquet", "writing Parquet")
+    from groundjudge.models import Scores
+    from groundjudge.report import dumps, read_reports
+
+    score_fields = list(Scores.model_fields)
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("row", pa.int64()),
+            ("verdict", pa.string()),
+            ("mode", pa.string()),
+            *[(k, pa.int64() if k.startswith("n_") else pa.float64()) for k in score_fields],
+            ("calls", pa.int64()),
+            ("cached_calls", pa.int64()),
+            ("input_tokens", pa.int64()),
+            ("output_tokens", pa.int64()),
+            ("cost_usd", pa.float64()),
+            ("errors", pa.string()),
+            ("label", pa.string()),
+            ("report", pa.string()),
+        ]
+    )
+    tmp = Path(str(out) + ".tmp")
+    written = 0
+    with pq.ParquetWriter(str(tmp), schema) as writer:
+        batch: list[dict[str, Any]] = []
+        for r in read_reports(jsonl):
+            batch.append(
+                {
+                    "id": r.id,
+                    "row": r.row,
+                    "verdict": r.verdict,
+                    "mode": r.mode,
+                    **r.scores.model_dump(),
+                    "calls": r.usage.calls,
+                    "cached_calls": r.usage.cached_calls,
+                    "input_tokens": r.usage.input_tokens,
+                    "output_tokens": r.usage.output_tokens,
+                    "cost_usd": r.usage.cost_usd,
+                    "errors": "; ".join(r.errors),
+                    "label": r.label,
+                    "report": dumps(r),
+                }
+            )
+            if len(batch) >= 1024:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                written += len(batch)
+                batch = []
+        if batch or not written:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            written += len(batch)
+    tmp.replace(out)
+    return written
