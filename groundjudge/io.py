@@ -139,6 +139,10 @@ class ColumnMap:
         for target in FIELDS:
             column = self.source(row, target)
             if column is None or column not in row:
+                # an empty cell: a bad row's error still names the column the table has for this field
+                empty = self.mapping.get(target) or next((name for name in ALIASES[target] if name in row), None)
+                if empty is not None and empty != target:
+                    renamed[target] = empty
                 continue
             value = _plain(row[column])
             if value is None and target != "id":
@@ -227,7 +231,7 @@ def _need(module: str, extra: str, what: str) -> Any:
 
 
 def read_csv(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """(row number, row) for each data row of a CSV file with a header; empty cells are left out."""
+    """(row number, row) for each data row of a CSV file with a header; an empty cell is None (no value)."""
     csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**31 - 1)
     with open(path, encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
@@ -236,7 +240,7 @@ def read_csv(path: str | Path) -> Iterator[tuple[int, Any]]:
             if extra:
                 yield n, InputError(f"{len(extra)} more cell(s) than the header has columns", row=n)
                 continue
-            yield n, {k: v for k, v in record.items() if k is not None and v not in (None, "")}
+            yield n, {k: None if v == "" else v for k, v in record.items() if k is not None}
 
 
 def read_parquet(path: str | Path, batch_rows: int = 1024) -> Iterator[tuple[int, Any]]:

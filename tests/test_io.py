@@ -1,0 +1,212 @@
+"""Any table in: JSONL, CSV, Parquet, a DataFrame or a datasets.Dataset; RAGAS / DeepEval names; --map; Parquet out."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from groundjudge.cache import Cache
+from groundjudge.cli import app
+from groundjudge.config import Config
+from groundjudge.errors import ConfigError, InputError
+from groundjudge.io import ColumnMap, parse_mapping, read_rows
+from groundjudge.models import AnswerReport
+from groundjudge.nli import NLIModel
+from groundjudge.pipeline import Evaluator
+from groundjudge.testing import tiny_nli_model
+from tests.conftest import SHARED_MODEL
+
+runner = CliRunner()
+
+P = "The library opens at 9 am. It has 40000 books. Members can borrow five books at a time."
+
+RAGAS = [
+    {"user_input": "When does it open?", "response": "The library opens at 9 am.", "retrieved_contexts": [P],
+     "reference": "It opens at 9 am."},
+    {"user_input": "How many books?", "response": "It has 40000 books.", "retrieved_contexts": [P, "Other."],
+     "reference": "40000 books."},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
+
+
+def nli_evaluator(tiny: Path, tmp_path: Path) -> Evaluator:
+    return Evaluator(Config(mode="nli"), nli=NLIModel.shared(str(tiny)), cache=Cache(tmp_path / "cache"))
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+# -- mapping ----------------------------------------------------------------------------------------------------
+
+
+def test_ragas_and_deepeval_names_are_recognised_and_the_reference_is_kept() -> None:
+    row, renamed = ColumnMap().normalize(RAGAS[0])
+    assert row == {
+        "answer": "The library opens at 9 am.",
+        "contexts": [P],
+        "question": "When does it open?",
+        "metadata": {"reference": "It opens at 9 am."},
+    }
+    assert renamed == {"answer": "response", "contexts": "retrieved_contexts", "question": "user_input"}
+    deepeval = {
+        "input": "q?",
+        "actual_output": "a.",
+        "retrieval_context": ["retrieved"],
+        "context": ["ideal"],  # DeepEval's ground-truth context: the retrieved one is what the answer saw
+        "expected_output": "ref.",
+    }
+    row, _ = ColumnMap().normalize(deepeval)
+    assert row["contexts"] == ["retrieved"] and row["question"] == "q?" and row["answer"] == "a."
+    assert row["metadata"] == {"reference": "ref."}
+    # groundjudge's own names win over aliases, and a row in them is unchanged
+    own = {"id": "x", "answer": "a", "response": "b", "contexts": ["c"], "metadata": {"k": 1}, "reference": "r"}
+    row, _ = ColumnMap().normalize(own)
+    assert row == {"id": "x", "answer": "a", "contexts": ["c"], "metadata": {"k": 1, "reference": "r"}}
+    # old RAGAS: ground_truths is a list
+    row, _ = ColumnMap().normalize({"answer": "a", "contexts": ["c"], "ground_truths": ["one.", "two."]})
+    assert row["metadata"] == {"reference": "one. two."}
+
+
+def test_an_explicit_map_wins_and_bad_items_are_usage_errors() -> None:
+    mapping = parse_mapping("answer=gen, contexts=docs,id=key")
+    assert mapping == {"answer": "gen", "contexts": "docs", "id": "key"}
+    row, _ = ColumnMap(mapping).normalize({"key": 7, "gen": "g", "answer": "not this", "docs": ["d"]})
+    assert row == {"id": 7, "answer": "g", "contexts": ["d"]}
+    with pytest.raises(ConfigError, match="not field=column"):
+        parse_mapping("answer")
+    with pytest.raises(ConfigError, match="unknown field 'anser'"):
+        parse_mapping("anser=response")
+
+
+def test_a_bad_row_names_the_tables_column_and_keeps_its_id() -> None:
+    rows = [
+        {"id": "ok", "response": "fine.", "retrieved_contexts": ["c"]},
+        {"id": "bad", "response": 3, "retrieved_contexts": ["c"]},
+        {"id": "bad-ctx", "response": "x.", "retrieved_contexts": ["c", 5]},
+    ]
+    out = list(read_rows(rows))
+    assert [n for n, _ in out] == [1, 2, 3]
+    assert out[0][1]["answer"] == "fine."
+    with pytest.raises(InputError) as exc:
+        out[1][1].get("answer")
+    assert str(exc.value) == "row 2, field 'response': must be a string, not int"
+    assert out[1][1].get("id") == "bad"
+    with pytest.raises(InputError, match="row 3, field 'retrieved_contexts'"):
+        out[2][1].get("contexts")
+
+
+# -- files through 'groundjudge score' --------------------------------------------------------------------------
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()})
+
+
+def score(tiny: Path, tmp_path: Path, *args: str) -> Any:
+    return runner.invoke(
+        app,
+        ["score", *args, "--nli-model", str(tiny), "--cache-dir", str(tmp_path / "c"), "--no-progress"],
+    )
+
+
+def test_csv_with_ragas_columns_and_json_list_contexts_to_parquet_and_resume(tiny: Path, tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    data = tmp_path / "in.csv"
+    rows = [{"id": f"r{i}", **row} for i, row in enumerate(RAGAS)]
+    rows.append({"id": "bad", "user_input": "q", "response": "", "retrieved_contexts": "not a list", "reference": ""})
+    write_csv(data, rows)
+    out = tmp_path / "scored.parquet"
+    result = score(tiny, tmp_path, str(data), "--out", str(out))
+    assert result.exit_code == 1, result.output  # one bad row
+    reports = lines(tmp_path / "scored.parquet.jsonl")
+    assert [r["id"] for r in reports] == ["r0", "r1", "bad"]
+    assert reports[0]["contexts"] == [P] and reports[1]["contexts"] == [P, "Other."]  # decoded from JSON text
+    assert reports[0]["question"] == "When does it open?" and reports[0]["metadata"] == {
+        "reference": "It opens at 9 am."
+    }
+    # the empty answer cell is no answer at all; the row is row 3 of the table and the field is the CSV's column
+    assert reports[2]["verdict"] == "ERROR" and reports[2]["errors"] == [
+        "row 3, field 'response': a row needs an 'answer' or a 'claim'"
+    ]
+    table = pq.read_table(out).to_pylist()
+    assert [t["id"] for t in table] == ["r0", "r1", "bad"] and [t["row"] for t in table] == [1, 2, 3]
+    assert table[2]["verdict"] == "ERROR" and table[0]["n_claims"] == 1
+    assert AnswerReport.model_validate_json(table[1]["report"]).contexts == [P, "Other."]
+    # resume goes on from the JSONL beside it and rewrites the Parquet file; nothing twice
+    more = tmp_path / "more.csv"
+    write_csv(more, [*rows, {"id": "r9", **RAGAS[0]}])
+    again = score(tiny, tmp_path, str(more), "--out", str(out), "--resume")
+    assert again.exit_code == 0, again.output
+    assert [t["id"] for t in pq.read_table(out).to_pylist()] == ["r0", "r1", "bad", "r9"]
+    # without --resume or --overwrite an existing Parquet OUT is kept
+    refused = score(tiny, tmp_path, str(more), "--out", str(out))
+    assert refused.exit_code == 2 and "--resume" in refused.output
+
+
+def test_parquet_in_with_a_map(tiny: Path, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    data = tmp_path / "in.parquet"
+    rows = [{"key": f"k{i}", "gen": r["response"], "docs": r["retrieved_contexts"]} for i, r in enumerate(RAGAS)]
+    pq.write_table(pa.Table.from_pylist(rows), data)
+    out = tmp_path / "out.jsonl"
+    result = score(tiny, tmp_path, str(data), "--out", str(out), "--map", "id=key,answer=gen,contexts=docs")
+    assert result.exit_code == 0, result.output
+    reports = lines(out)
+    assert [r["id"] for r in reports] == ["k0", "k1"] and reports[1]["contexts"] == [P, "Other."]
+    bad = score(tiny, tmp_path, str(data), "--out", str(tmp_path / "x.jsonl"), "--map", "answer")
+    assert bad.exit_code == 2 and "not field=column" in bad.output
+
+
+def test_a_missing_pyarrow_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # import fails as if it were not installed
+    with pytest.raises(ConfigError, match=r"pip install 'groundjudge\[parquet\]'"):
+        list(read_rows(tmp_path / "x.parquet"))
+
+
+# -- Evaluator.run with a DataFrame or a Dataset ----------------------------------------------------------------
+
+
+def test_run_takes_a_dataframe_and_a_dataset_like_dicts(tiny: Path, tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    ev = nli_evaluator(tiny, tmp_path)
+    as_dicts = ev.run([{"id": str(i), **r} for i, r in enumerate(RAGAS)])
+    frame = pd.DataFrame([{"id": str(i), **r} for i, r in enumerate(RAGAS)])
+    from_frame = ev.run(frame)
+    assert [r.model_dump(exclude={"versions"}) for r in from_frame] == [
+        r.model_dump(exclude={"versions"}) for r in as_dicts
+    ]
+    assert from_frame[0].metadata == {"reference": "It opens at 9 am."} and from_frame[0].verdict != "ERROR"
+    # a CSV read by pandas: contexts are JSON text, missing cells NaN
+    loaded = pd.DataFrame({"response": ["It has 40000 books.", None], "contexts": [json.dumps([P]), json.dumps([P])]})
+    run = ev.run(loaded)
+    assert run[0].contexts == [P] and run[0].verdict != "ERROR"
+    assert run[1].verdict == "ERROR" and run[1].errors == [
+        "row 2, field 'response': a row needs an 'answer' or a 'claim'"
+    ]
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_list([{"id": str(i), **r} for i, r in enumerate(RAGAS)])
+    from_ds = ev.run(ds)
+    assert [r.model_dump(exclude={"versions"}) for r in from_ds] == [
+        r.model_dump(exclude={"versions"}) for r in as_dicts
+    ]
+    columns = {"answer": "out", "contexts": "ctx"}
+    mapped = ev.run(pd.DataFrame({"out": ["It has 40000 books."], "ctx": [[P]]}), columns=columns)
+    assert mapped[0].verdict != "ERROR" and mapped[0].id == "row-1"
+    bad = ev.run(pd.DataFrame({"id": ["b"], "out": [5], "ctx": [[P]]}), columns={"answer": "out", "contexts": "ctx"})
+    assert bad[0].id == "b" and bad[0].errors == ["row 1, field 'out': must be a string, not int"]
