@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from groundjudge.config import LocalThresholds
 from groundjudge.models import ClaimNLI
 from groundjudge.pipeline import decide_locally
+from groundjudge.plots import ReliabilityBin
 
 
 @dataclass
@@ -102,3 +103,42 @@ def fit_thresholds(
         n=n,
         target=target,
     )
+
+
+def reliability_bins(predicted: Sequence[float], supported: Sequence[bool], n_bins: int = 10) -> list[ReliabilityBin]:
+    """Equal-width bins of the predicted probability over [0, 1]: count, mean prediction, observed share SUPPORTED.
+
+    A prediction of exactly 1.0 falls in the last bin; non-finite or out-of-range predictions are left out.
+    """
+    if n_bins < 1:
+        raise ValueError("n_bins must be at least 1")
+    if len(predicted) != len(supported):
+        raise ValueError("predicted and supported differ in length")
+    sums = [0.0] * n_bins
+    hits = [0] * n_bins
+    counts = [0] * n_bins
+    for p, s in zip(predicted, supported, strict=True):
+        if not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):  # also False for NaN
+            continue
+        k = min(n_bins - 1, int(p * n_bins))
+        counts[k] += 1
+        sums[k] += p
+        hits[k] += bool(s)
+    return [
+        ReliabilityBin(
+            lo=k / n_bins,
+            hi=(k + 1) / n_bins,
+            count=counts[k],
+            mean_predicted=sums[k] / counts[k] if counts[k] else None,
+            observed=hits[k] / counts[k] if counts[k] else None,
+        )
+        for k in range(n_bins)
+    ]
+
+
+def expected_calibration_error(bins: Sequence[ReliabilityBin]) -> float | None:
+    """Count-weighted mean gap between mean prediction and observed share (None without data)."""
+    n = sum(b.count for b in bins)
+    if not n:
+        return None
+    return sum(b.count * abs((b.mean_predicted or 0.0) - (b.observed or 0.0)) for b in bins if b.count) / n

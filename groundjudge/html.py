@@ -1,18 +1,26 @@
-"""A self-contained HTML review page (no network): answers with claims highlighted in place, evidence on click.
+"""Self-contained HTML pages (no network): the review queue, and the comparison of two runs.
+
+The review page is a place to work: answers riskiest first (:func:`risk_key`), claims highlighted in place,
+evidence on click, and for each claim a reviewer's decision (accept, or SUPPORTED / CONTRADICTED / UNSUPPORTED
+with a note) made with the mouse or the keyboard, kept in the browser's localStorage under the run's identity
+(:func:`run_identity`) and exported as JSONL (``groundjudge metrics --reviews``, ``groundjudge calibrate --reviews``).
 
 The reports travel inside the page as JSON (escaped so that no text can end the script element: see
 :func:`embed_json`); a small script builds the page with DOM calls (``textContent``, never ``innerHTML`` on data),
-so nothing in an answer or a source can inject markup.
+so nothing in an answer or a source can inject markup. Plots are inline SVG from :mod:`groundjudge.plots`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
 from groundjudge.models import AnswerReport
+from groundjudge.plots import histogram_svg
 from groundjudge.report import finite_report, summarize, summary_rows
 
 _CSS = """
@@ -20,8 +28,20 @@ body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;c
 header{background:#20242b;color:#fff;padding:16px 24px}header h1{margin:0 0 8px;font-size:20px}
 #summary{display:grid;grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:4px 24px;font-size:13px}
 #summary div span{opacity:.7}
-#filters{padding:10px 24px;background:#fff;border-bottom:1px solid #ddd;position:sticky;top:0;z-index:2}
+#headgrid{display:flex;flex-wrap:wrap;gap:16px 32px;align-items:flex-start}#summary{flex:1 1 480px}
+#distribution svg{border-radius:6px;display:block}
+#bar{padding:8px 24px;background:#fff;border-bottom:1px solid #ddd;position:sticky;top:0;z-index:2;font-size:13px}
+#queuebar{display:flex;flex-wrap:wrap;gap:6px 18px;align-items:center}#progress{font-weight:600}
+#storage.warn{color:#c62828;font-weight:600}#help{color:#555;margin:4px 0}kbd{border:1px solid #bbb;
+border-radius:3px;padding:0 4px;background:#f4f4f4;font-size:12px}
 #filters label{margin-right:14px;cursor:pointer}
+.risk{font-size:12px;color:#8a1c1c;background:#fdecea;border-radius:4px;padding:0 6px}
+.claim.decided{text-decoration:underline 3px #1565c0;text-underline-offset:3px}
+.claim.overridden{text-decoration-color:#6a1b9a}
+#decide{border:1px solid #cfd8e3;background:#f3f7fb;border-radius:6px;padding:8px;margin-bottom:10px}
+#decide button{margin:2px 4px 2px 0;font-size:13px;cursor:pointer}#decide button.on{outline:2px solid #1565c0}
+#decide textarea{width:100%;box-sizing:border-box;min-height:48px;margin-top:6px;font:inherit;font-size:13px}
+#decision-state{font-size:13px;margin-bottom:4px}
 main{display:grid;grid-template-columns:minmax(0,3fr) minmax(320px,2fr);gap:20px;padding:20px 24px}
 .answer{background:#fff;border:1px solid #ddd;border-radius:8px;padding:14px 16px;margin-bottom:16px}
 .answer h2{font-size:15px;margin:0 0 6px;display:flex;gap:10px;align-items:center}
@@ -32,8 +52,8 @@ main{display:grid;grid-template-columns:minmax(0,3fr) minmax(320px,2fr);gap:20px
 .claim.SUPPORTED{background:#e3f3e4;border-color:#2e7d32}.claim.CONTRADICTED{background:#fde2e2;border-color:#c62828}
 .claim.UNSUPPORTED{background:#fff1d6;border-color:#b26a00}.claim.ERROR{background:#eee;border-color:#666}
 .claim.selected{outline:2px solid #1565c0}.extra{margin-top:6px;font-size:13px}
-#detail{position:sticky;top:60px;align-self:start;background:#fff;border:1px solid #ddd;border-radius:8px;
-padding:14px 16px;max-height:calc(100vh - 90px);overflow:auto}
+#detail{position:sticky;top:110px;align-self:start;background:#fff;border:1px solid #ddd;border-radius:8px;
+padding:14px 16px;max-height:calc(100vh - 130px);overflow:auto}
 #detail h3{margin:0 0 8px;font-size:15px}#detail dl{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0}
 #detail dt{color:#666}.passage{white-space:pre-wrap;background:#fafafa;border:1px solid #eee;padding:8px;
 font-size:13px;margin-top:6px}mark{background:#ffe066}.flag{color:#c62828;font-weight:600}
@@ -45,16 +65,78 @@ const data = JSON.parse(document.getElementById('gj-data').textContent);
 const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls;
   if (text !== undefined && text !== null) e.textContent = String(text); return e; };
 const fmt = x => (x === null || x === undefined) ? '-' : Number(x).toFixed(3);
+const LABELS = ['SUPPORTED', 'CONTRADICTED', 'UNSUPPORTED'];
+const STORE = 'groundjudge-review:' + data.run;
+const items = [];  // every claim on the page, in page order: {rep, cv, node, key}
+let current = -1; let decisions = {}; let storageOk = true;
+try { decisions = JSON.parse(localStorage.getItem(STORE) || '{}') || {}; } catch (e) { storageOk = false; }
+let reviewer = '';
+try { reviewer = localStorage.getItem('groundjudge-reviewer') || ''; } catch (e) { storageOk = false; }
+function save() {
+  try { localStorage.setItem(STORE, JSON.stringify(decisions)); } catch (e) { storageOk = false; }
+  progress();
+}
+function progress() {
+  const decided = items.filter(it => decisions[it.key] && decisions[it.key].label).length;
+  document.getElementById('progress').textContent = decided + ' of ' + items.length + ' claims decided';
+  const st = document.getElementById('storage');
+  st.textContent = storageOk ? 'decisions are kept in this browser (run ' + data.run + ')'
+    : 'this browser will not keep decisions: export before closing';
+  st.className = storageOk ? '' : 'warn';
+}
+function mark(it) {
+  const d = decisions[it.key]; const on = !!(d && d.label);
+  it.node.classList.toggle('decided', on); it.node.classList.toggle('overridden', on && d.label !== it.cv.label);
+  if (on) it.node.dataset.review = d.label; else delete it.node.dataset.review;
+}
+function decide(label) {
+  if (current < 0) return; const it = items[current];
+  const d = decisions[it.key] || {note: ''};
+  d.label = label; d.decided_at = new Date().toISOString(); if (reviewer) d.reviewer = reviewer; else delete d.reviewer;
+  decisions[it.key] = d; save(); mark(it); decisionPanel(it);
+}
+function accept() { if (current >= 0 && LABELS.includes(items[current].cv.label)) decide(items[current].cv.label); }
+function clearDecision() {
+  if (current < 0) return; const it = items[current]; const d = decisions[it.key];
+  if (d) { delete d.label; delete d.decided_at; if (!d.note) delete decisions[it.key]; }
+  save(); mark(it); decisionPanel(it);
+}
+function decisionPanel(it) {
+  const box = document.getElementById('decide'); if (!box) return; box.replaceChildren();
+  const d = decisions[it.key] || {};
+  const state = el('div', null, d.label ? 'Your verdict: ' + d.label + (d.label === it.cv.label ? ' (agrees)' : ' (groundjudge: ' + it.cv.label + ')')
+    : 'Not decided yet (groundjudge: ' + it.cv.label + ')'); state.id = 'decision-state'; box.append(state);
+  const acc = el('button', 'accept', 'Accept ' + it.cv.label + ' (a)'); acc.dataset.action = 'accept';
+  acc.disabled = !LABELS.includes(it.cv.label); acc.onclick = accept; box.append(acc);
+  LABELS.forEach((lab, i) => { const b = el('button', d.label === lab ? 'on' : null, (i + 1) + ' ' + lab);
+    b.dataset.label = lab; b.onclick = () => decide(lab); box.append(b); });
+  const clr = el('button', null, 'Clear'); clr.dataset.action = 'clear'; clr.onclick = clearDecision; box.append(clr);
+  const note = el('textarea'); note.id = 'note'; note.placeholder = 'Note (n to type here, Esc to leave)';
+  note.value = d.note || '';
+  note.oninput = () => { const r = decisions[it.key] || {}; r.note = note.value; decisions[it.key] = r; save(); };
+  box.append(note);
+}
+function select(i) {
+  if (i < 0 || i >= items.length) return; current = i; const it = items[i];
+  showClaim(it.rep, it.cv, it.node); it.node.scrollIntoView({block: 'nearest'});
+}
+function visible(i) { return !items[i].node.closest('.answer').classList.contains('hidden'); }
+function move(step) {
+  for (let i = current + step; i >= 0 && i < items.length; i += step) if (visible(i)) { select(i); return; }
+}
 function showClaim(rep, cv, node) {
   document.querySelectorAll('.claim.selected').forEach(n => n.classList.remove('selected'));
-  if (node) node.classList.add('selected');
+  if (node) { node.classList.add('selected'); current = Number(node.dataset.idx); }
   const d = document.getElementById('detail'); d.replaceChildren();
   d.append(el('h3', null, cv.claim.text));
+  const box = el('div'); box.id = 'decide'; d.append(box);
+  if (current >= 0) decisionPanel(items[current]);
   const dl = el('dl');
   const row = (k, v, cls) => { dl.append(el('dt', null, k)); dl.append(el('dd', cls, v)); };
   row('answer', rep.id); row('verdict', cv.label, 'verdict ' + cv.label); row('route', cv.route);
   if (cv.nli) { row('entailment', fmt(cv.nli.entailment)); row('contradiction', fmt(cv.nli.contradiction));
     row('passages scored', cv.nli.passages_scored + ' of ' + cv.nli.passages_total); }
+  row('contradiction checked', cv.contradiction_checked ? 'yes' : 'no', cv.contradiction_checked ? null : 'flag');
   row('reason', cv.reason || '-'); row('flags', (cv.flags || []).join(', ') || '-', cv.flags.length ? 'flag' : null);
   if (cv.error) row('error', cv.error, 'flag');
   d.append(dl);
@@ -79,30 +161,33 @@ function passage(rep, doc, from, to, ms, me) {
   box.append(document.createTextNode(text.slice(me, to) + (to < text.length ? '…' : '')));
   return box;
 }
+function claimNode(rep, cv, text) {
+  const n = el('span', 'claim ' + cv.label, text); n.dataset.label = cv.label; n.dataset.claim = cv.claim.id;
+  n.title = cv.label + ': ' + cv.claim.text; n.dataset.idx = String(items.length);
+  const it = {rep: rep, cv: cv, node: n, key: JSON.stringify([rep.id, cv.claim.id])}; items.push(it);
+  n.onclick = () => select(Number(n.dataset.idx)); mark(it); return n;
+}
 function render() {
   const list = document.getElementById('answers');
-  data.reports.forEach(rep => {
+  data.reports.forEach((rep, ri) => {
     const card = el('section', 'answer'); card.dataset.verdict = rep.verdict; card.id = 'answer-' + rep.id;
     const h = el('h2'); h.append(el('span', 'badge ' + rep.verdict, rep.verdict)); h.append(el('span', null, rep.id));
     const s = rep.scores;
     h.append(el('span', 'scores', 'combined ' + fmt(s.combined) + ' · claims ' + fmt(s.claims) + ' · coverage ' + fmt(s.coverage)));
+    (data.risk[ri] || []).forEach(r => h.append(el('span', 'risk', r)));
     card.append(h);
     if (rep.question) card.append(el('div', 'q', rep.question));
     const text = rep.answer || ''; const body = el('div', 'text');
     const spans = rep.claims.filter(c => c.claim.span).sort((a, b) => a.claim.span.start - b.claim.span.start);
-    let pos = 0;
+    const placed = new Set(); let pos = 0;
     spans.forEach(cv => { const sp = cv.claim.span; if (sp.start < pos) return;
       body.append(document.createTextNode(text.slice(pos, sp.start)));
-      const n = el('span', 'claim ' + cv.label, text.slice(sp.start, sp.end)); n.dataset.label = cv.label;
-      n.title = cv.label + ': ' + cv.claim.text; n.onclick = () => showClaim(rep, cv, n); body.append(n); pos = sp.end; });
+      body.append(claimNode(rep, cv, text.slice(sp.start, sp.end))); placed.add(cv); pos = sp.end; });
     body.append(document.createTextNode(text.slice(pos)));
     card.append(body);
-    const placed = new Set(); let last = -1;
-    spans.forEach(cv => { if (cv.claim.span.start >= last) { placed.add(cv.claim.id); last = cv.claim.span.end; } });
-    const rest = rep.claims.filter(c => !placed.has(c.claim.id));
+    const rest = rep.claims.filter(c => !placed.has(c));
     if (rest.length) { const extra = el('div', 'extra', 'Claims: ');
-      rest.forEach(cv => { const n = el('span', 'claim ' + cv.label, cv.claim.text); n.dataset.label = cv.label;
-        n.onclick = () => showClaim(rep, cv, n); extra.append(n); extra.append(document.createTextNode(' ')); });
+      rest.forEach(cv => { extra.append(claimNode(rep, cv, cv.claim.text)); extra.append(document.createTextNode(' ')); });
       card.append(extra); }
     (rep.errors || []).forEach(e => card.append(el('div', 'flag', e)));
     list.append(card);
@@ -112,12 +197,51 @@ function render() {
   verdicts.forEach(v => { const lab = el('label'); const box = el('input'); box.type = 'checkbox'; box.checked = true;
     box.value = v; box.onchange = applyFilters; lab.append(box); lab.append(document.createTextNode(' ' + v + ' (' +
     data.reports.filter(r => r.verdict === v).length + ')')); f.append(lab); });
+  const who = document.getElementById('reviewer'); who.value = reviewer;
+  who.oninput = () => { reviewer = who.value.trim(); try { localStorage.setItem('groundjudge-reviewer', reviewer); }
+    catch (e) { storageOk = false; progress(); } };
+  document.getElementById('export').onclick = download;
+  progress();
 }
 function applyFilters() {
   const on = new Set([...document.querySelectorAll('#filters input:checked')].map(b => b.value));
   document.querySelectorAll('.answer').forEach(c => c.classList.toggle('hidden', !on.has(c.dataset.verdict)));
 }
+function exportJsonl() {
+  return items.filter(it => decisions[it.key] && decisions[it.key].label).map(it => {
+    const d = decisions[it.key];
+    const line = {id: it.rep.id, claim_id: it.cv.claim.id, claim: it.cv.claim.text, label: d.label,
+      groundjudge_label: it.cv.label, route: it.cv.route, note: d.note || ''};
+    if (d.reviewer) line.reviewer = d.reviewer;
+    line.decided_at = d.decided_at; line.run = data.run;
+    return JSON.stringify(line) + '\n';
+  }).join('');
+}
+function download() {
+  const blob = new Blob([exportJsonl()], {type: 'application/x-ndjson'});
+  const url = URL.createObjectURL(blob); const a = el('a'); a.href = url;
+  a.download = 'groundjudge-reviews-' + data.run + '.jsonl'; document.body.append(a); a.click(); a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+document.addEventListener('keydown', ev => {
+  const t = ev.target;
+  if (t && (t.tagName === 'TEXTAREA' || (t.tagName === 'INPUT' && t.type === 'text'))) {
+    if (ev.key === 'Escape') t.blur(); return; }
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const k = ev.key;
+  if (k === 'j' || k === 'ArrowDown' || k === 'ArrowRight') move(1);
+  else if (k === 'k' || k === 'ArrowUp' || k === 'ArrowLeft') move(-1);
+  else if (k === '1' || k === '2' || k === '3') decide(LABELS[Number(k) - 1]);
+  else if (k === 'a') accept();
+  else if (k === 'n') { const n = document.getElementById('note'); if (n) n.focus(); }
+  else return;
+  ev.preventDefault();
+});
 render();
+window.groundjudgeReview = {run: data.run, exportJsonl: exportJsonl, download: download,
+  current: () => current < 0 ? null : {id: items[current].rep.id, claim_id: items[current].cv.claim.id}};
+const firstOpen = items.findIndex(it => !(decisions[it.key] && decisions[it.key].label));
+if (items.length) select(firstOpen < 0 ? 0 : firstOpen);
 """
 
 
@@ -137,19 +261,102 @@ def embed_json(data: Any) -> str:
     return json.dumps(data, ensure_ascii=True, allow_nan=False).translate(_JSON_ESCAPES)
 
 
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def risk_counts(r: AnswerReport) -> dict[str, int]:
+    """What makes an answer worth a look: contradicted claims, unverified quotes, unchecked and conflicting claims."""
+    return {
+        "contradicted": sum(c.label == "CONTRADICTED" for c in r.claims),
+        "unverified_quote": sum("unverified_quote" in c.flags for c in r.claims),
+        "contradiction_unchecked": sum(not c.contradiction_checked for c in r.claims),
+        "conflict": sum("conflict" in c.flags for c in r.claims),
+        "error_claims": sum(c.label == "ERROR" for c in r.claims),
+    }
+
+
+def risk_key(r: AnswerReport) -> tuple[int, int, int, float, int, int]:
+    """Sort key, riskiest first: flagged before clean; ERROR/FAIL; a contradicted claim; lowest combined score;
+    then most unverified quotes; then most claims whose contradiction was not checked or that carry ``conflict``."""
+    n = risk_counts(r)
+    combined = r.scores.combined
+    return (
+        0 if r.flagged else 1,
+        0 if r.verdict in ("ERROR", "FAIL") else 1,
+        0 if n["contradicted"] else 1,
+        combined if combined is not None and math.isfinite(combined) else -1.0,
+        -n["unverified_quote"],
+        -(n["contradiction_unchecked"] + n["conflict"]),
+    )
+
+
+def risk_reasons(r: AnswerReport) -> list[str]:
+    """Why an answer is where it is in the queue, in words (shown on its card)."""
+    n = risk_counts(r)
+    out: list[str] = []
+    if r.verdict in ("ERROR", "FAIL"):
+        out.append(r.verdict)
+    words = {
+        "contradicted": "contradicted",
+        "error_claims": "claim errors",
+        "unverified_quote": "unverified quotes",
+        "contradiction_unchecked": "contradiction not checked",
+        "conflict": "conflict",
+    }
+    out.extend(f"{n[k]} {w}" for k, w in words.items() if n[k])
+    if _finite(r.scores.combined) and r.scores.combined is not None and r.scores.combined < 0.5:
+        out.append(f"combined {r.scores.combined:.2f}")
+    return out
+
+
+def run_identity(reports: Sequence[AnswerReport]) -> str:
+    """A short hash of the answer ids, claim ids and texts, and versions: the key reviews are stored under."""
+    h = hashlib.sha256()
+    for r in reports:
+        item = [r.id, sorted(r.versions.items()), [(c.claim.id, c.claim.text) for c in r.claims]]
+        h.update(json.dumps(item, ensure_ascii=True).encode("ascii") + b"\n")
+    return h.hexdigest()[:16]
+
+
+def score_histogram(reports: Sequence[AnswerReport]) -> str:
+    """Inline SVG: the combined scores of ``reports``, stacked by verdict."""
+    groups: dict[str, list[float | None]] = {}
+    for v in ("PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR"):
+        groups[v] = [r.scores.combined for r in reports if r.verdict == v]
+    return histogram_svg(groups, title="combined score by verdict")
+
+
+_HELP = (
+    "<kbd>j</kbd>/<kbd>k</kbd> or arrows: next / previous claim · <kbd>1</kbd> SUPPORTED · <kbd>2</kbd> CONTRADICTED"
+    " · <kbd>3</kbd> UNSUPPORTED · <kbd>a</kbd> accept groundjudge's verdict · <kbd>n</kbd> note (<kbd>Esc</kbd> to"
+    " leave it) · decisions are saved in this browser; export them as JSONL for <code>groundjudge metrics --reviews"
+    "</code>"
+)
+
+
 def render_html(reports: Iterable[AnswerReport], title: str = "groundjudge review", only_flagged: bool = False) -> str:
-    """The review page for ``reports`` as one HTML string."""
+    """The review page for ``reports`` as one HTML string: a queue, riskiest first (see :func:`risk_key`)."""
     chosen = [finite_report(r) for r in reports if r.flagged or not only_flagged]
-    summary = summarize(chosen)
-    payload: dict[str, Any] = {"reports": [r.model_dump(mode="json") for r in chosen]}
+    summary = summarize(chosen)  # in file order: "the first failed rows" are the file's
+    chosen.sort(key=risk_key)  # stable: equally risky answers keep their file order
+    payload: dict[str, Any] = {
+        "reports": [r.model_dump(mode="json") for r in chosen],
+        "risk": [risk_reasons(r) for r in chosen],
+        "run": run_identity(chosen),
+    }
     blob = embed_json(payload)
     rows = "".join(f"<div><span>{_text(name)}:</span> {_text(value)}</div>" for name, value in summary_rows(summary))
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         f"<title>{_text(title)}</title><style>{_CSS}</style></head><body>"
-        f"<header><h1>{_text(title)}</h1><div id='summary'>{rows}</div></header>"
-        "<div id='filters'></div><main><div id='answers'></div>"
+        f"<header><h1>{_text(title)}</h1><div id='headgrid'><div id='summary'>{rows}</div>"
+        f"<div id='distribution'>{score_histogram(chosen)}</div></div></header>"
+        "<div id='bar'><div id='queuebar'><span id='progress'></span><span id='storage'></span>"
+        "<label>reviewer <input id='reviewer' type='text' size='14' autocomplete='off'></label>"
+        "<button id='export' type='button'>Export decisions (JSONL)</button></div>"
+        f"<div id='help'>{_HELP}</div><div id='filters'></div></div><main><div id='answers'></div>"
         "<aside id='detail'><p>Click a highlighted claim to see its verdict and evidence.</p></aside></main>"
         f"<script type='application/json' id='gj-data'>{blob}</script><script>{_JS}</script></body></html>"
     )

@@ -1,9 +1,18 @@
-"""Agreement with gold labels: confusion matrix, balanced accuracy, per-label P/R/F1, Cohen's kappa."""
+"""Agreement with gold labels: confusion matrix, balanced accuracy, per-label P/R/F1, Cohen's kappa.
+
+Also agreement with reviewers: the JSONL of decisions the review page exports (:func:`read_reviews`), joined to
+the scored file they were made on (:func:`join_reviews`), scored by :func:`review_metrics`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from groundjudge.errors import InputError
 
 
 def confusion(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> list[list[int]]:
@@ -123,4 +132,144 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     result["cost_usd"] = sum(r.usage.cost_usd for r in rows)
     result["calls"] = sum(r.usage.calls for r in rows)
     result["unlabelled"] = len(reports) - len(rows)
+    return result
+
+
+# -- reviewer decisions -----------------------------------------------------------------------------------------
+
+REVIEW_LABELS = ("SUPPORTED", "CONTRADICTED", "UNSUPPORTED")
+
+
+@dataclass(frozen=True)
+class Review:
+    """One reviewer decision on one claim, as the review page exports it (one JSON object a line)."""
+
+    id: str
+    claim_id: str
+    claim: str
+    label: str
+    groundjudge_label: str | None = None
+    route: str | None = None
+    note: str = ""
+    reviewer: str | None = None
+    decided_at: str | None = None
+    line: int = 0
+
+
+def _review(obj: Any, line: int) -> Review:
+    if not isinstance(obj, dict):
+        raise InputError("a review line must be a JSON object", row=line)
+    for name in ("id", "claim_id", "claim", "label"):
+        if not isinstance(obj.get(name), str):
+            raise InputError("missing or not a string", row=line, field=name)
+    label = obj["label"].upper()
+    if label not in REVIEW_LABELS:
+        raise InputError(f"{obj['label']!r} is not one of {', '.join(REVIEW_LABELS)}", row=line, field="label")
+    for name in ("groundjudge_label", "route", "note", "reviewer", "decided_at"):
+        if obj.get(name) is not None and not isinstance(obj[name], str):
+            raise InputError("not a string", row=line, field=name)
+    return Review(
+        id=obj["id"],
+        claim_id=obj["claim_id"],
+        claim=obj["claim"],
+        label=label,
+        groundjudge_label=obj.get("groundjudge_label"),
+        route=obj.get("route"),
+        note=obj.get("note") or "",
+        reviewer=obj.get("reviewer"),
+        decided_at=obj.get("decided_at"),
+        line=line,
+    )
+
+
+def parse_reviews(lines: Iterable[str]) -> list[Review]:
+    """Reviews from JSONL text lines; a later decision on the same (id, claim_id) replaces an earlier one."""
+    latest: dict[tuple[str, str], Review] = {}
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            raise InputError(f"not JSON: {exc}", row=n) from exc
+        r = _review(obj, n)
+        latest.pop((r.id, r.claim_id), None)
+        latest[(r.id, r.claim_id)] = r
+    return list(latest.values())
+
+
+def read_reviews(path: str | Path) -> list[Review]:
+    """Reviews from a JSONL file exported by the review page (see :func:`parse_reviews`)."""
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            return parse_reviews(fh)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read reviews {path}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class ReviewedClaim:
+    """A reviewer's decision next to the claim verdict it was made on."""
+
+    review: Review
+    report: Any  # AnswerReport
+    verdict: Any  # ClaimVerdict
+
+
+@dataclass
+class ReviewJoin:
+    """Reviews matched to a scored file, and what could not be matched."""
+
+    matched: list[ReviewedClaim]
+    unmatched: list[Review]  # no such answer or claim id, or the claim's text differs (a different run)
+    changed_since_review: int  # matched, but groundjudge's label now differs from the one the reviewer saw
+
+
+def join_reviews(reports: Sequence[Any], reviews: Sequence[Review]) -> ReviewJoin:
+    """Match each review to its claim by answer id and claim id; the claim text must be the same too."""
+    claims = {(r.id, c.claim.id): (r, c) for r in reports for c in r.claims}
+    matched, unmatched, changed = [], [], 0
+    for rev in reviews:
+        hit = claims.get((rev.id, rev.claim_id))
+        if hit is None or hit[1].claim.text != rev.claim:
+            unmatched.append(rev)
+            continue
+        matched.append(ReviewedClaim(rev, hit[0], hit[1]))
+        changed += rev.groundjudge_label is not None and rev.groundjudge_label != hit[1].label
+    return ReviewJoin(matched, unmatched, changed)
+
+
+def review_metrics(reports: Sequence[Any], reviews: Sequence[Review]) -> dict[str, Any]:
+    """Agreement of groundjudge's claim verdicts (predicted) with reviewer labels (gold), overall and by route.
+
+    The headline is 3-way (SUPPORTED / CONTRADICTED / UNSUPPORTED; an ERROR verdict shows as its own column);
+    ``binary`` is SUPPORTED vs not, as the benchmarks score claims. Raises ``ValueError`` when no review matches.
+    """
+    join = join_reviews(reports, reviews)
+    if not join.matched:
+        raise ValueError(
+            f"none of the {len(reviews)} reviews matches a claim of this file (same answer id, claim id and text)"
+        )
+
+    def binary(label: str) -> str:
+        return label if label in ("SUPPORTED", "ERROR") else "NOT_SUPPORTED"
+
+    def evaluate(subset: Sequence[ReviewedClaim]) -> dict[str, Any]:
+        gold = [m.review.label for m in subset]
+        pred = [m.verdict.label for m in subset]
+        out = _block(gold, pred, CLAIM_LABELS)
+        out["agreement"] = sum(g == p for g, p in zip(gold, pred, strict=True)) / len(gold)
+        out["binary"] = _block([binary(g) for g in gold], [binary(p) for p in pred], ["SUPPORTED", "NOT_SUPPORTED"])
+        return out
+
+    result: dict[str, Any] = {"level": "review", **evaluate(join.matched)}
+    routes: dict[str, list[ReviewedClaim]] = {"nli": [], "judge": []}
+    for m in join.matched:
+        routes.setdefault(m.verdict.route, []).append(m)
+    result["by_route"] = {k: evaluate(v) for k, v in routes.items() if v}
+    result["n_reviews"] = len(reviews)
+    result["unmatched"] = len(join.unmatched)
+    result["changed_since_review"] = join.changed_since_review
+    result["reviewers"] = sorted({m.review.reviewer for m in join.matched if m.review.reviewer})
+    result["with_note"] = sum(bool(m.review.note.strip()) for m in join.matched)
     return result

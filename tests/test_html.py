@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
-from groundjudge.html import _JS, render_html
+from groundjudge.html import _JS, render_html, risk_key
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores, Span
 from groundjudge.report import dumps
 from groundjudge.testing import ScriptedLLMServer, route
@@ -81,7 +81,8 @@ def test_reviewer_sees_highlighted_claims_and_evidence(browser: Any, reports: li
     body = browser.find_element(By.TAG_NAME, "body").text
     assert "answers: 3" in body and "verdicts:" in body
     cards = browser.find_elements(By.CSS_SELECTOR, ".answer")
-    assert [c.get_attribute("id") for c in cards] == ["answer-good", "answer-bad", "answer-hostile"]
+    # a queue, riskiest first: the FAIL with a contradicted claim, then the other flagged one, the clean PASS last
+    assert [c.get_attribute("id") for c in cards] == ["answer-bad", "answer-hostile", "answer-good"]
     bad = browser.find_element(By.ID, "answer-bad")
     assert bad.find_element(By.CSS_SELECTOR, ".badge").text == "FAIL"
     # claims are highlighted in place, coloured by verdict
@@ -227,10 +228,12 @@ def test_page_data_round_trips_exactly_whatever_the_text(tmp_path: Path) -> None
     for hazard in ("<", ">", "&", "\u2028", "\u2029"):
         assert hazard not in blob, hazard
     parser, data = parse_page(page)
-    assert data == {"reports": [r.model_dump(mode="json") for r in reports]}
+    queue = sorted(reports, key=risk_key)  # the FAILs with a contradicted claim first, the ERROR without claims last
+    assert [r["id"] for r in data["reports"]] == [r.id for r in queue] and queue[-1].id == "surrogate"
+    assert data["reports"] == [r.model_dump(mode="json") for r in queue]
     back = [AnswerReport.model_validate(r) for r in data["reports"]]
-    assert back == reports  # every answer, context, claim, reason, quote and error, exactly
-    for r in back[1:]:
+    assert back == queue  # every answer, context, claim, reason, quote and error, exactly
+    for r in back[:-1]:
         assert all(
             r.contexts[q.doc][q.start : q.end] == q.text for c in r.claims for q in c.quotes if q.doc is not None
         )
@@ -263,8 +266,9 @@ def test_hostile_text_renders_as_text_in_a_browser(browser: Any, tmp_path: Path,
     cards = browser.find_elements(By.CSS_SELECTOR, ".answer")
     assert len(cards) == len(reports)  # not blank: every answer is on the page
     assert browser.execute_script("return window.pwned === undefined")
+    by_id = {c.get_attribute("id"): c for c in cards}
     for i, bad in enumerate(strings[:2]):
-        card = cards[i + len(reports) - len(strings)]
+        card = by_id[f"answer-h{i} {bad}"]
         assert card.find_element(By.CSS_SELECTOR, ".claim.CONTRADICTED").text == f"It says {bad}."
         card.find_element(By.CSS_SELECTOR, ".claim.CONTRADICTED").click()
         detail = browser.find_element(By.ID, "detail")
