@@ -318,12 +318,15 @@ class Evaluator:
         """Evaluate one claim (no extraction) against its sources."""
         return next(self.evaluate_many([{"id": id, "claim": claim, "contexts": contexts}]))
 
-    def run(self, rows: Iterable[Sample | dict[str, Any]], batch_size: int = 32) -> Run:
-        """Evaluate every row and keep the reports: for notebooks (shows as a table; says what was cached)."""
+    def run(self, rows: Iterable[Sample | dict[str, Any]] | Any, batch_size: int = 32, *, columns: Any = None) -> Run:
+        """Evaluate every row and keep the reports: for notebooks (shows as a table; says what was cached).
+
+        ``rows`` as for :meth:`evaluate_many` (dicts, a pandas DataFrame or a ``datasets.Dataset``).
+        """
         llm_before = self.usage
         scorer = self.scorer
         computed_before, cached_before = scorer.model.pairs_scored, scorer.cache_hits
-        reports = list(self.evaluate_many(rows, batch_size))
+        reports = list(self.evaluate_many(rows, batch_size, columns=columns))
         run = Run(
             reports,
             self.usage - llm_before,
@@ -333,13 +336,20 @@ class Evaluator:
         log.info("%s", run.cache_note)
         return run
 
-    def evaluate_many(self, rows: Iterable[Sample | dict[str, Any]], batch_size: int = 32) -> Iterator[AnswerReport]:
+    def evaluate_many(
+        self, rows: Iterable[Sample | dict[str, Any]] | Any, batch_size: int = 32, *, columns: Any = None
+    ) -> Iterator[AnswerReport]:
         """Reports in input order, a batch at a time; bad rows come back as ERROR reports naming row and field.
+
+        ``rows``: dicts or samples, a pandas DataFrame or a ``datasets.Dataset``; RAGAS and DeepEval column names
+        are recognised and ``columns`` maps others (``{"answer": "response"}``): see :mod:`groundjudge.io`.
 
         Raises:
             BudgetExceededError, CacheMissError: after yielding every answer finished before the stop.
         """
-        return self.evaluate_numbered(enumerate(rows, start=1), batch_size)
+        from groundjudge.io import read_rows
+
+        return self.evaluate_numbered(read_rows(rows, columns), batch_size)
 
     def evaluate_numbered(
         self, rows: Iterable[tuple[int, Sample | dict[str, Any] | InputError]], batch_size: int = 32
