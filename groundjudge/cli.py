@@ -166,16 +166,18 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 yield n, row
 
 
-def _input_rows(path: Path, skip: set[str]) -> Iterator[tuple[int, Any]]:
-    """Rows of ``path`` whose report id is not in ``skip``; a row that repeats an earlier row's id is an InputError.
+def _input_rows(path: Path, skip: set[str], columns: dict[str, str] | None = None) -> Iterator[tuple[int, Any]]:
+    """Rows of ``path`` (JSONL, CSV or Parquet, columns mapped by :mod:`groundjudge.io`) whose report id is not in
+    ``skip``; a row that repeats an earlier row's id is an InputError.
 
     Duplicates are decided while streaming (a set of the ids seen), over every row, skipped or not; the second
     row's report takes the id ``row-N``, so the first keeps its own.
     """
+    from groundjudge.io import read_rows
     from groundjudge.pipeline import row_id
 
     seen: dict[str, int] = {}
-    for n, row in _read_jsonl(path):
+    for n, row in read_rows(path, columns):
         rid = row_id(row, n)
         if rid in seen:
             row = InputError(f"duplicate id {rid!r}: row {seen[rid]} has it already", row=n, field="id")
@@ -183,6 +185,20 @@ def _input_rows(path: Path, skip: set[str]) -> Iterator[tuple[int, Any]]:
         seen.setdefault(rid, n)
         if rid not in skip:
             yield n, row
+
+
+def _count_rows(path: Path, fmt: str) -> int | None:
+    """Rows in an input file, cheaply (no parsing): non-blank lines, CSV records, or Parquet metadata."""
+    if fmt == "parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(str(path)).metadata.num_rows)
+        except Exception:  # the reader says what is wrong when it reads
+            return None
+    with path.open("rb") as raw:
+        lines = sum(1 for line in raw if line.strip())
+    return max(0, lines - 1) if fmt == "csv" else lines
 
 
 @dataclass
@@ -340,8 +356,28 @@ def _given(ctx: typer.Context, name: str) -> bool:
 @app.command()
 def score(
     ctx: typer.Context,
-    input: Annotated[Path, typer.Argument(help="JSONL rows: {id, contexts, answer | claim, question?, label?}.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where the reports go, one JSON object a line.")],
+    input: Annotated[
+        Path,
+        typer.Argument(
+            help="Rows {id, contexts, answer | claim, question?, label?, reference?}: .jsonl, .csv or .parquet; "
+            "RAGAS and DeepEval column names are recognised."
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where the reports go, one JSON object a line; a .parquet OUT is written from OUT.jsonl (kept, "
+            "for --resume) at the end.",
+        ),
+    ],
+    columns: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--map", help="Column mapping field=column,...: e.g. answer=response,contexts=retrieved_contexts."
+        ),
+    ] = None,
     mode: Annotated[
         str | None, typer.Option(help="nli, cascade or llm \\[default: cascade with --llm, else nli].")
     ] = None,
@@ -405,11 +441,23 @@ def score(
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes."""
     from groundjudge.config import Config
+    from groundjudge.io import parse_mapping, table_format
     from groundjudge.pipeline import Evaluator
     from groundjudge.report import Summarizer, dumps, finite_report
 
     if not input.is_file():
         raise fail(f"no input file {input}")
+    parquet_out: Path | None = None
+    try:
+        mapping = parse_mapping(columns)
+        input_format = table_format(input) if input.suffix.lower() in (".csv", ".parquet") else "jsonl"
+        if out.suffix.lower() == ".parquet":  # reports go to OUT.jsonl (resumable), converted at the end
+            parquet_out, out = out, out.with_name(out.name + ".jsonl")
+            if parquet_out.exists() and parquet_out.stat().st_size and not (resume or overwrite or dry_run):
+                raise fail(f"{parquet_out} exists: pass --resume to continue it or --overwrite to replace it")
+            table_format(parquet_out)
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
     if out.exists() and out.resolve() == input.resolve():
         raise fail("--out is the input file")
     if out.exists() and out.stat().st_size and not (resume or overwrite or dry_run):
@@ -453,7 +501,7 @@ def score(
         )
     retry = existing.failed if retry_errors else set()
     skip = existing.ids - retry
-    rows = _input_rows(input, skip)
+    rows = _input_rows(input, skip, mapping)
     if dry_run:  # writes nothing, ever
         estimate = evaluator.estimate(row for _, row in rows if not isinstance(row, InputError))
         typer.echo(json.dumps(estimate, indent=2))
@@ -465,8 +513,8 @@ def score(
         raise fail(str(exc)) from exc
     total = None
     if progress:  # a cheap line count, no parsing
-        with input.open("rb") as raw:
-            total = max(0, sum(1 for line in raw if line.strip()) - len(skip))
+        total = _count_rows(input, input_format)
+        total = None if total is None else max(0, total - len(skip))
     summary = Summarizer()
     code = EXIT_OK
     console = Console(stderr=True)
@@ -515,6 +563,15 @@ def score(
                 code = EXIT_ROWS_FAILED
     finally:
         writer.close(finished)
+        if parquet_out is not None and out.exists():
+            from groundjudge.io import write_parquet
+
+            try:
+                written = write_parquet(out, parquet_out)
+                err.print(escape(f"wrote {parquet_out} ({written} reports; resumable JSONL in {out})"))
+            except (GroundjudgeError, ValueError, OSError) as exc:
+                err.print(f"[red]could not write {escape(str(parquet_out))}:[/red] {escape(str(exc))}")
+                code = code or EXIT_ROWS_FAILED
     result = summary.summary()
     _print_summary(console, result)
     if code == EXIT_OK and result.rows_failed:
