@@ -49,6 +49,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any]
     batch_id: str | None = None  # set when the request came in a batch
+    reply_usage: dict[str, Any] | None = None  # the usage block the server answered with (tokens, cached tokens)
 
     @property
     def model(self) -> str:
@@ -373,7 +374,9 @@ class ScriptedLLMServer:
 
     def _answer(self, req: RecordedRequest, reply: Reply) -> dict[str, Any]:
         cache = self._cache_usage(req, reply)
-        return _openai_body(req, reply, cache) if req.api == "openai" else _anthropic_body(req, reply, cache)
+        body = _openai_body(req, reply, cache) if req.api == "openai" else _anthropic_body(req, reply, cache)
+        req.reply_usage = body.get("usage")
+        return body
 
     # -- batch emulation ---------------------------------------------------------------------------------
 

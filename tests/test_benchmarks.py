@@ -120,3 +120,9 @@ def test_accuracy_measures_a_tuned_models_cascade_with_its_stored_thresholds(tmp
     assert (
         0 <= out["escalation_rate"] <= 1 and "local_contradiction_precision" in out and "nli_decided_precision" in out
     )
+
+
+def test_cost_benchmark_measures_calls_cache_and_batch(tmp_path: Path) -> None:
+    out = run("cost.py", "--limit", "12", cache=tmp_path)
+    assert out["requests_per_answer"] <= 2.0 and out["replay_requests"] == 0
+    assert 0 < out["batch_cost_ratio"] <= 0.55 and 0 <= out["cached_input_share"] <= 1
