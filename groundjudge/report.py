@@ -22,6 +22,11 @@ class RunSummary(BaseModel):
     verdicts: dict[str, int] = Field(default_factory=dict)
     rows_failed: int = 0
     hallucination_rate: float | None = Field(None, description="share of answers with a CONTRADICTED claim")
+    score_threshold: float = Field(0.8, description="the combined score below which an answer counts as hallucinated")
+    below_threshold_rate: float | None = Field(
+        None, description="share of scored answers whose combined score is below score_threshold (the dataset rate)"
+    )
+    answers_scored: int = Field(0, description="answers with a finite combined score")
     mean_hallucination_ratio: float | None = None
     mean_faithfulness: float | None = Field(None, description="mean combined score")
     p10_faithfulness: float | None = None
@@ -32,6 +37,7 @@ class RunSummary(BaseModel):
     claims: int = 0
     escalation_rate: float | None = Field(None, description="share of claims sent to the LLM judge")
     nli_pairs: int = 0
+    contradiction_unchecked: int = Field(0, description="claims decided without a check for contradiction")
     usage: Usage = Field(default_factory=Usage)
     worst: list[tuple[str, float]] = Field(default_factory=list, description="lowest combined scores (id, score)")
     failures: list[str] = Field(default_factory=list, description="the first failed rows and why (at most 10)")
@@ -47,8 +53,11 @@ class Summarizer:
     _KEYS = ("combined", "claims", "nli", "qa", "coverage", "hallucination_ratio")
     _BINS = 1000
 
-    def __init__(self, worst: int = 5) -> None:
+    def __init__(self, worst: int = 5, threshold: float = 0.8) -> None:
         self._worst_k = worst
+        self.threshold = threshold
+        self.below_threshold = 0
+        self.contradiction_unchecked = 0
         self._worst: list[tuple[float, str]] = []  # heap of (-score, id): the lowest scores
         self.n = 0
         self.verdicts: Counter[str] = Counter()
@@ -85,6 +94,7 @@ class Summarizer:
             self.with_contradiction += s.n_contradicted > 0
         if s.combined is not None and "combined" not in non_finite:
             self.histogram[min(self._BINS, max(0, round(s.combined * self._BINS)))] += 1
+            self.below_threshold += s.combined < self.threshold
             item = (-s.combined, r.id)
             if len(self._worst) < self._worst_k:
                 heapq.heappush(self._worst, item)
@@ -92,6 +102,7 @@ class Summarizer:
                 heapq.heappushpop(self._worst, item)
         self.claims += s.n_claims
         self.escalated += s.n_escalated
+        self.contradiction_unchecked += s.n_contradiction_unchecked
         self.nli_pairs += r.nli_pairs
         if _finite(r.usage.cost_usd):
             self.usage = self.usage + r.usage
@@ -116,6 +127,9 @@ class Summarizer:
             verdicts=dict(self.verdicts),
             rows_failed=self.rows_failed,
             hallucination_rate=self.with_contradiction / self.scored if self.scored else None,
+            score_threshold=self.threshold,
+            below_threshold_rate=self.below_threshold / self.counts["combined"] if self.counts["combined"] else None,
+            answers_scored=self.counts["combined"],
             mean_hallucination_ratio=self._mean("hallucination_ratio"),
             mean_faithfulness=self._mean("combined"),
             p10_faithfulness=self._quantile(0.1),
@@ -126,14 +140,17 @@ class Summarizer:
             claims=self.claims,
             escalation_rate=self.escalated / self.claims if self.claims else None,
             nli_pairs=self.nli_pairs,
+            contradiction_unchecked=self.contradiction_unchecked,
             usage=self.usage,
             worst=[(rid, -neg) for neg, rid in sorted(self._worst, reverse=True)],
             failures=list(self.failures),
         )
 
 
-def summarize(reports: Iterable[AnswerReport], worst: int = 5) -> RunSummary:
-    s = Summarizer(worst)
+def summarize(reports: Iterable[AnswerReport], worst: int = 5, threshold: float = 0.8) -> RunSummary:
+    """The :class:`RunSummary` of ``reports``; ``threshold``: the combined score below which an answer counts as
+    hallucinated in ``below_threshold_rate``."""
+    s = Summarizer(worst, threshold)
     for r in reports:
         s.add(r)
     return s.summary()
@@ -163,11 +180,31 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         return "-" if x is None else f"{x:.3f}"
 
     verdicts = ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items()))
+    u, n = s.usage, s.n
+    per_answer = (
+        f"{u.calls / n:.2f} billed + {u.cached_calls / n:.2f} from the cache; tokens in {u.input_tokens / n:.0f} "
+        f"/ out {u.output_tokens / n:.0f}"
+        if n
+        else "-"
+    )
+    cached_share = (
+        f"{pct(u.cached_input_tokens / u.input_tokens)} ({u.cached_input_tokens} of {u.input_tokens})"
+        if u.input_tokens
+        else "-"
+    )
+    unchecked = f"{s.contradiction_unchecked} of {s.claims} claims" if s.claims else "-"
+    if s.contradiction_unchecked:
+        unchecked += " (decided locally by a model with no calibrated contradiction head)"
     return [
         ("answers", str(s.n)),
         ("verdicts", verdicts or "-"),
         ("rows failed", str(s.rows_failed)),
-        ("hallucination rate (answers with a contradiction)", pct(s.hallucination_rate)),
+        (
+            f"hallucination rate (answers scoring below {s.score_threshold:g})",
+            f"{pct(s.below_threshold_rate)} of {s.answers_scored} scored" if s.answers_scored else "-",
+        ),
+        ("answers with a contradicted claim", pct(s.hallucination_rate)),
+        ("contradiction not checked", unchecked),
         ("mean faithfulness (combined) / p10", f"{num(s.mean_faithfulness)} / {num(s.p10_faithfulness)}"),
         (
             "mean claim / NLI / QA score",
@@ -178,6 +215,8 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("NLI pairs scored", str(s.nli_pairs)),
         ("LLM calls (cached)", f"{s.usage.calls} ({s.usage.cached_calls})"),
         ("tokens in / out", f"{s.usage.input_tokens} / {s.usage.output_tokens}"),
+        ("LLM requests per answer", per_answer),
+        ("input tokens from the provider's prompt cache", cached_share),
         ("cost", f"${s.usage.cost_usd:.4f}"),
         ("worst", ", ".join(f"{rid} ({score:.2f})" for rid, score in s.worst) or "-"),
         *(("failed", failure) for failure in s.failures),

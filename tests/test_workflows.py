@@ -290,6 +290,42 @@ def test_summarizer_skips_non_finite_scores_and_counts_the_row_failed() -> None:
     assert finite_report(_report("fine", None)) == _report("fine", None)
 
 
+def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer() -> None:
+    # Issue 12.5: the hallucination rate users ask for (combined score below 0.8) beside the share of answers with
+    # a contradicted claim; the claims nobody checked for a contradiction; requests and tokens per answer.
+    from groundjudge.models import Usage
+    from groundjudge.report import Summarizer, summarize, summary_rows
+
+    reports = [
+        _report("a", None, combined=0.9),
+        _report("b", None, combined=0.79),  # below 0.8: counts, though nothing is contradicted
+        _report("c", None, claim_label="CONTRADICTED", combined=0.5, verdict="FAIL"),
+        _report("d", None, combined=0.8),  # at the threshold: not below
+    ]
+    for r in reports:
+        r.scores.n_contradiction_unchecked = r.scores.n_supported
+        r.usage = Usage(calls=2, cached_calls=1, input_tokens=1000, output_tokens=100, cached_input_tokens=250)
+    s = summarize(reports)
+    assert s.below_threshold_rate == pytest.approx(2 / 4) and s.answers_scored == 4 and s.score_threshold == 0.8
+    assert s.hallucination_rate == pytest.approx(1 / 4)
+    assert s.contradiction_unchecked == 3 and s.claims == 4
+    rows = dict(summary_rows(s))
+    assert rows["hallucination rate (answers scoring below 0.8)"] == "50.0% of 4 scored"
+    assert rows["answers with a contradicted claim"] == "25.0%"
+    assert rows["contradiction not checked"] == (
+        "3 of 4 claims (decided locally by a model with no calibrated contradiction head)"
+    )
+    assert rows["LLM requests per answer"] == "2.00 billed + 1.00 from the cache; tokens in 1000 / out 100"
+    assert rows["input tokens from the provider's prompt cache"] == "25.0% (1000 of 4000)"
+    # another threshold; an answer without a combined score (NO_CLAIMS) is not in the denominator
+    strict = Summarizer(threshold=0.85)
+    for r in [*reports, AnswerReport(id="e", verdict="NO_CLAIMS", mode="nli", scores=Scores())]:
+        strict.add(r)
+    t = strict.summary()
+    assert t.below_threshold_rate == pytest.approx(3 / 4) and t.answers_scored == 4 and t.n == 5
+    assert "hallucination rate (answers scoring below 0.85)" in dict(summary_rows(t))
+
+
 # -- presets ---------------------------------------------------------------------------------------------------
 
 
