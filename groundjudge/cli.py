@@ -782,3 +782,55 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+# -- diagnose ---------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def diagnose(
+    scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score'.")],
+    id: Annotated[Optional[str], typer.Option("--id", help="Only this answer (default: every failed one).")] = None,  # noqa: UP045
+    nli_model: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="NLI model for context recall \\[default: $GROUNDJUDGE_NLI_MODEL or the hub default]."),
+    ] = None,
+    cache_dir: CacheDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON diagnosis a line.")] = False,
+) -> None:
+    """For failed answers: is retrieval or generation to blame? Context precision, context recall (rows with a
+    reference answer), the cause, and the claims and passages behind it."""
+    from groundjudge.diagnose import diagnose as run_diagnosis
+    from groundjudge.diagnose import diagnosis_lines, reference_of
+
+    reports = _load_reports(scored)
+    if id is not None:
+        reports = [r for r in reports if r.id == id]
+        if not reports:
+            raise fail(f"no answer with id {id!r} in {scored}")
+    else:
+        reports = [r for r in reports if r.verdict != "PASS" or any(c.label != "SUPPORTED" for c in r.claims)]
+    evaluator = None
+    if any(reference_of(r) for r in reports):
+        from groundjudge.config import Config
+        from groundjudge.pipeline import Evaluator
+
+        try:
+            evaluator = Evaluator(
+                Config.make(mode="nli", nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None)
+            )
+        except GroundjudgeError as exc:
+            raise fail(str(exc)) from exc
+    console = Console()
+    try:
+        for r in reports:
+            d = run_diagnosis(r, evaluator)
+            if as_json:
+                typer.echo(d.model_dump_json())
+            else:
+                for line in diagnosis_lines(d):
+                    console.print(escape(line), highlight=False, soft_wrap=True)
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
+    if not reports:
+        err.print("no failed answers to diagnose")
