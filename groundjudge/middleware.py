@@ -1,12 +1,17 @@
-"""Guards for generation code: check an answer before it reaches a user, or regenerate until it is grounded."""
+"""Guards for generation code: check an answer before it reaches a user, or regenerate until it is grounded.
+
+:class:`RAGGuard` wraps a whole retrieval-augmented step: ``retrieve -> generate -> verify -> return, reject or
+regenerate``, with the user's retriever and generator and the grounded-answer prompt (``prompts/grounded_answer.md``).
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
-from groundjudge.models import AnswerReport
+from groundjudge.models import AnswerReport, Message
 from groundjudge.pipeline import Evaluator
 
 GenerateFn = Callable[..., str]
@@ -90,3 +95,109 @@ def generate_with_validation(
             return ValidatedAnswer(answer, report, True, attempts)
         feedback = feedback_for(report)
     return ValidatedAnswer(attempts[-1].answer, attempts[-1].report, False, attempts)
+
+
+# -- the RAG guard ----------------------------------------------------------------------------------------------
+
+Retriever = Callable[[str], Sequence[str]]
+Generator = Callable[[list[dict[str, str]]], str]
+FEEDBACK_INTRO = "Your previous answer was checked against the sources."
+
+
+def grounded_messages(question: str, contexts: Sequence[str], feedback: str | None = None) -> list[Message]:
+    """The grounded-answer prompt (``prompts/grounded_answer.md``) for ``question`` over ``contexts``, the sources
+    fenced as data; with ``feedback`` (the claims a previous answer got wrong), one more user message naming them."""
+    from groundjudge.prompts import fenced, load_prompt, make_fence, render
+
+    fence = make_fence(question, *contexts, feedback or "")
+    sources = "\n\n".join(fenced(fence, f"SOURCE {i}", text) for i, text in enumerate(contexts, start=1))
+    messages = render(load_prompt("grounded_answer"), sources=sources, question=question, fence=fence)
+    if feedback:
+        messages.append(Message(role="user", content=f"{FEEDBACK_INTRO} {feedback}\nAnswer again from the sources."))
+    return messages
+
+
+@dataclass
+class GuardedAnswer:
+    """What :class:`RAGGuard` returns: the text for the user and how it was decided.
+
+    ``status``: ``passed`` (the first answer was grounded), ``regenerated`` (a later one was), ``rejected`` (none
+    was, or nothing was retrieved: ``answer`` is the fallback).
+    """
+
+    answer: str
+    status: Literal["passed", "regenerated", "rejected"]
+    question: str
+    contexts: list[str]
+    report: AnswerReport | None
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "rejected"
+
+
+class RAGGuard:
+    """``retrieve -> generate -> verify -> return, reject or regenerate`` around a RAG step.
+
+    Args:
+        evaluator: checks each answer against the retrieved contexts.
+        retrieve: ``retrieve(question) -> list of context strings`` (the user's retriever).
+        generate: ``generate(messages) -> answer``, ``messages`` as ``[{"role": ..., "content": ...}]`` (ready for
+            any chat SDK): the grounded-answer system prompt, the fenced sources and the question, and on a retry
+            one more user message naming the claims that were not grounded.
+        fallback: what the user gets when no answer is grounded (or nothing was retrieved).
+        max_retries: regenerations after the first answer. With 0 the answer is returned or rejected by
+            :func:`verify_or_reject` (a PASS, or a WARN with ``allow_warn``); otherwise :func:`generate_with_validation`
+            regenerates until the combined score reaches ``threshold`` with no claim contradicted or in error.
+        threshold: the combined score an answer needs when regenerating.
+        allow_warn: with ``max_retries=0``, let a WARN through.
+
+    Example::
+
+        guard = RAGGuard(Evaluator(llm="openai/gpt-4o-mini"), retrieve=my_search, generate=my_chat)
+        result = guard("When was the Eiffel Tower completed?")
+        result.answer, result.status, result.report.scores.combined
+    """
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        retrieve: Retriever,
+        generate: Generator,
+        *,
+        fallback: str = "I could not find an answer to that in the sources.",
+        max_retries: int = 1,
+        threshold: float = 0.8,
+        allow_warn: bool = False,
+    ) -> None:
+        self.evaluator = evaluator
+        self.retrieve = retrieve
+        self.generate = generate
+        self.fallback = fallback
+        self.max_retries = max_retries
+        self.threshold = threshold
+        self.allow_warn = allow_warn
+
+    def _generate(self, question: str, contexts: Sequence[str], feedback: str | None = None) -> str:
+        messages = [m.model_dump(include={"role", "content"}) for m in grounded_messages(question, contexts, feedback)]
+        return self.generate(messages)
+
+    def __call__(self, question: str) -> GuardedAnswer:
+        contexts = [c for c in self.retrieve(question) if isinstance(c, str) and c.strip()]
+        if not contexts:  # nothing to ground an answer in: no generation, no check
+            return GuardedAnswer(self.fallback, "rejected", question, [], None)
+        if self.max_retries <= 0:
+            answer = self._generate(question, contexts)
+            shown, report = verify_or_reject(
+                self.evaluator, answer, contexts, self.fallback, question, allow_warn=self.allow_warn
+            )
+            status: Literal["passed", "rejected"] = "passed" if shown == answer else "rejected"
+            return GuardedAnswer(shown, status, question, contexts, report, [Attempt(answer, report)])
+        result = generate_with_validation(
+            self.evaluator, self._generate, question, contexts, threshold=self.threshold, max_retries=self.max_retries
+        )
+        if not result.passed:
+            return GuardedAnswer(self.fallback, "rejected", question, contexts, result.report, result.attempts)
+        status2: Literal["passed", "regenerated"] = "passed" if len(result.attempts) == 1 else "regenerated"
+        return GuardedAnswer(result.answer, status2, question, contexts, result.report, result.attempts)

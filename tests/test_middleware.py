@@ -48,3 +48,62 @@ def test_generate_with_validation_gives_up_after_max_retries(shared_nli: Any, tm
         result = generate_with_validation(ev, stubborn, "q", [CONTEXT], max_retries=2)
     assert not result.passed and len(calls) == 3 and result.report.verdict == "FAIL"
     assert feedback_for(result.report).startswith("These statements are not backed")
+
+
+# -- the RAG guard: retrieve -> generate -> verify -> return, reject or regenerate --------------------------------
+
+
+def test_rag_guard_regenerates_with_the_grounded_prompt_and_the_flagged_claims(shared_nli: Any, tmp_path: Path) -> None:
+    from groundjudge.middleware import RAGGuard
+    from groundjudge.prompts import load_prompt
+
+    seen: list[list[dict[str, str]]] = []
+    retrieved: list[str] = []
+
+    def retrieve(question: str) -> list[str]:
+        retrieved.append(question)
+        return [CONTEXT]
+
+    def generate(messages: list[dict[str, str]]) -> str:
+        seen.append(messages)
+        return BAD_ANSWER if len(seen) == 1 else GOOD_ANSWER
+
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        guard = RAGGuard(evaluator(server, shared_nli, tmp_path, qa=False), retrieve, generate, threshold=0.7)
+        result = guard("When was it completed?")
+    assert result.status == "regenerated" and result.ok and result.answer == GOOD_ANSWER
+    assert retrieved == ["When was it completed?"] and result.contexts == [CONTEXT]
+    assert [a.report.verdict for a in result.attempts] == ["FAIL", "PASS"]
+    first = seen[0]
+    assert [m["role"] for m in first] == ["system", "user"]
+    assert first[0]["content"] == load_prompt("grounded_answer").system.replace("{{fence}}", "#GJDATA#")
+    assert "BEGIN SOURCE 1\n" + CONTEXT in first[1]["content"] and "When was it completed?" in first[1]["content"]
+    retry = seen[1]
+    assert retry[:2] == first and retry[2]["role"] == "user"
+    assert "The Eiffel Tower was completed in 1899." in retry[2]["content"] and "contradicted" in retry[2]["content"]
+
+
+def test_rag_guard_rejects_with_the_fallback(shared_nli: Any, tmp_path: Path) -> None:
+    from groundjudge.middleware import RAGGuard
+
+    calls: list[Any] = []
+
+    def generate(messages: list[dict[str, str]]) -> str:
+        calls.append(messages)
+        return BAD_ANSWER
+
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        ev = evaluator(server, shared_nli, tmp_path, qa=False)
+        stubborn = RAGGuard(ev, lambda q: [CONTEXT], generate, fallback="Not sure.", max_retries=2)("q")
+        assert stubborn.status == "rejected" and stubborn.answer == "Not sure." and len(calls) == 3
+        assert stubborn.report is not None and stubborn.report.verdict == "FAIL"
+        # no retries: verify_or_reject decides, a PASS is returned as it is
+        once = RAGGuard(ev, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, max_retries=0)("q")
+        assert once.status == "passed" and once.answer == GOOD_ANSWER and len(once.attempts) == 1
+        rejected = RAGGuard(ev, lambda q: [CONTEXT], lambda m: BAD_ANSWER, fallback="no", max_retries=0)("q")
+        assert rejected.status == "rejected" and rejected.answer == "no" and not rejected.ok
+        requests = len(server.requests)
+        # nothing retrieved: nothing is generated or checked
+        empty = RAGGuard(ev, lambda q: ["  "], generate, fallback="Nothing found.")("q")
+        assert empty.status == "rejected" and empty.answer == "Nothing found." and empty.report is None
+        assert len(calls) == 3 and len(server.requests) == requests
