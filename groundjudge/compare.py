@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from groundjudge.models import AnswerReport
+from groundjudge.models import AnswerReport, ClaimVerdict
 
 METRICS = ("combined", "claims", "nli", "qa", "hallucination_ratio", "coverage")
 # For these a rise is bad.
@@ -122,3 +122,79 @@ def compare_runs(
         or (out["mcnemar"]["p_value"] < alpha and lost > gained)
     )
     return out
+
+
+VERDICTS = ("PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR")
+
+
+def _pairs(a: Sequence[AnswerReport], b: Sequence[AnswerReport]) -> list[tuple[AnswerReport, AnswerReport]]:
+    by_id = {r.id: r for r in a}
+    return [(by_id[r.id], r) for r in b if r.id in by_id]
+
+
+def verdict_table(a: Sequence[AnswerReport], b: Sequence[AnswerReport]) -> dict[str, Any]:
+    """Every paired answer's verdict in A (rows) against B (columns), including the unchanged diagonal."""
+    pairs = _pairs(a, b)
+    seen = {x.verdict for x, _ in pairs} | {y.verdict for _, y in pairs}
+    labels = [v for v in VERDICTS if v in seen] + sorted(seen - set(VERDICTS))
+    index = {v: i for i, v in enumerate(labels)}
+    counts = [[0] * len(labels) for _ in labels]
+    for x, y in pairs:
+        counts[index[x.verdict]][index[y.verdict]] += 1
+    return {"labels": labels, "counts": counts, "paired": len(pairs)}
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split()).rstrip(".!?;: ")
+
+
+def align_claims(x: AnswerReport, y: AnswerReport) -> list[tuple[ClaimVerdict | None, ClaimVerdict | None]]:
+    """A's and B's claims side by side: the same text (case and spacing aside) first, the rest in answer order."""
+    free_b = list(y.claims)
+    rows: list[tuple[ClaimVerdict | None, ClaimVerdict | None]] = []
+    left: list[ClaimVerdict] = []
+    for c in x.claims:
+        hit = next((d for d in free_b if _norm(d.claim.text) == _norm(c.claim.text)), None)
+        if hit is None:
+            left.append(c)
+        else:
+            free_b.remove(hit)
+            rows.append((c, hit))
+    for i in range(max(len(left), len(free_b))):
+        rows.append((left[i] if i < len(left) else None, free_b[i] if i < len(free_b) else None))
+    return rows
+
+
+def changed_claims(a: Sequence[AnswerReport], b: Sequence[AnswerReport], top: int = 20) -> list[dict[str, Any]]:
+    """The paired answers whose verdict or claims changed, largest change of combined score first, each with its
+    claims aligned (:func:`align_claims`) and every row marked ``changed`` when its text or label differs."""
+    out: list[dict[str, Any]] = []
+    for x, y in _pairs(a, b):
+        rows = []
+        for c, d in align_claims(x, y):
+            same = c is not None and d is not None and _norm(c.claim.text) == _norm(d.claim.text)
+            rows.append(
+                {
+                    "a": None if c is None else {"text": c.claim.text, "label": c.label, "route": c.route},
+                    "b": None if d is None else {"text": d.claim.text, "label": d.label, "route": d.route},
+                    "changed": not (same and c is not None and d is not None and c.label == d.label),
+                }
+            )
+        if x.verdict == y.verdict and not any(r["changed"] for r in rows):
+            continue
+        xc = x.scores.combined if _finite(x.scores.combined) else None
+        yc = y.scores.combined if _finite(y.scores.combined) else None
+        diff = yc - xc if xc is not None and yc is not None else None
+        out.append(
+            {
+                "id": y.id,
+                "verdict_a": x.verdict,
+                "verdict_b": y.verdict,
+                "combined_a": xc,
+                "combined_b": yc,
+                "combined_diff": diff,
+                "claims": rows,
+            }
+        )
+    out.sort(key=lambda r: (-(abs(r["combined_diff"]) if r["combined_diff"] is not None else 1.0), r["id"]))
+    return out[:top]

@@ -44,11 +44,11 @@ border-radius:3px;padding:0 4px;background:#f4f4f4;font-size:12px}
 #decision-state{font-size:13px;margin-bottom:4px}
 main{display:grid;grid-template-columns:minmax(0,3fr) minmax(320px,2fr);gap:20px;padding:20px 24px}
 .answer{background:#fff;border:1px solid #ddd;border-radius:8px;padding:14px 16px;margin-bottom:16px}
-.answer h2{font-size:15px;margin:0 0 6px;display:flex;gap:10px;align-items:center}
+.answer h2{font-size:15px;margin:0 0 6px;display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center}
 .badge{font-size:12px;font-weight:600;border-radius:4px;padding:1px 7px;color:#fff}
 .PASS{background:#2e7d32}.WARN{background:#b26a00}.FAIL{background:#c62828}.NO_CLAIMS,.ERROR{background:#666}
 .q{color:#555;font-style:italic;margin:4px 0}.text{white-space:pre-wrap}
-.claim{cursor:pointer;border-radius:3px;padding:0 1px;border-bottom:2px solid}
+.claim{cursor:pointer;border-radius:3px;padding:0 1px;border-bottom:2px solid;scroll-margin:150px 0 40px}
 .claim.SUPPORTED{background:#e3f3e4;border-color:#2e7d32}.claim.CONTRADICTED{background:#fde2e2;border-color:#c62828}
 .claim.UNSUPPORTED{background:#fff1d6;border-color:#b26a00}.claim.ERROR{background:#eee;border-color:#666}
 .claim.selected{outline:2px solid #1565c0}.extra{margin-top:6px;font-size:13px}
@@ -360,3 +360,145 @@ def render_html(reports: Iterable[AnswerReport], title: str = "groundjudge revie
         "<aside id='detail'><p>Click a highlighted claim to see its verdict and evidence.</p></aside></main>"
         f"<script type='application/json' id='gj-data'>{blob}</script><script>{_JS}</script></body></html>"
     )
+
+
+# -- static pages: comparison of two runs, reliability diagram --------------------------------------------------
+
+_STATIC_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f6f4}
+header{background:#20242b;color:#fff;padding:14px 24px}header h1{margin:0 0 4px;font-size:19px}
+header p{margin:0;opacity:.8;font-size:13px}section{background:#fff;border:1px solid #ddd;border-radius:8px;
+margin:16px 24px;padding:12px 16px}h2{font-size:15px;margin:0 0 8px}table{border-collapse:collapse;font-size:13px}
+th,td{border:1px solid #e2e2e2;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f3f3f1}
+td.num{text-align:right;font-variant-numeric:tabular-nums}.worse{color:#c62828;font-weight:600}
+.diag{color:#888}.flip{font-weight:600;background:#fff4e5}.lab{font-size:12px;font-weight:600;border-radius:4px;
+padding:0 6px;color:#fff}.SUPPORTED{background:#2e7d32}.CONTRADICTED{background:#c62828}
+.UNSUPPORTED{background:#b26a00}.ERROR{background:#666}.changed td{background:#fffbe6}.none{color:#999}
+.answer h3{font-size:14px;margin:12px 0 4px}.side td{width:50%}.verdict{font-weight:600}
+"""
+
+
+def _static_page(title: str, subtitle: str, body: str) -> str:
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<title>{_text(title)}</title><style>{_STATIC_CSS}</style></head><body>"
+        f"<header><h1>{_text(title)}</h1><p>{_text(subtitle)}</p></header>{body}</body></html>"
+    )
+
+
+def _f(x: float | None, fmt: str = ".3f") -> str:
+    return "-" if x is None or not math.isfinite(x) else format(x, fmt)
+
+
+def render_compare_html(
+    a: Sequence[AnswerReport],
+    b: Sequence[AnswerReport],
+    result: dict[str, Any],
+    title: str = "groundjudge compare",
+    names: tuple[str, str] = ("A", "B"),
+    top: int = 30,
+) -> str:
+    """The comparison of run B with run A as one static HTML page (no script): paired differences with their
+    bootstrap intervals (inline SVG and a table), the verdict flip table, and the claims that changed, side by side.
+
+    ``result`` is :func:`groundjudge.compare.compare_runs` on the same runs.
+    """
+    from groundjudge.compare import LOWER_IS_BETTER, changed_claims, verdict_table
+    from groundjudge.plots import Interval, interval_svg
+
+    na, nb = (_text(n) for n in names)
+    intervals = [
+        Interval(
+            name=name + (" (lower is better)" if name in LOWER_IS_BETTER else ""),
+            estimate=m["diff"],
+            lo=m["ci95"][0],
+            hi=m["ci95"][1],
+            bad=bool(m["b_worse"]),
+            note="B worse" if m["b_worse"] else ("significant" if m["significant"] else ""),
+        )
+        for name, m in result["metrics"].items()
+    ]
+    rows = "".join(
+        f"<tr><td>{_text(name)}</td><td class='num'>{m['n']}</td><td class='num'>{_f(m['mean_a'])}</td>"
+        f"<td class='num'>{_f(m['mean_b'])}</td><td class='num'>{_f(m['diff'], '+.3f')}</td>"
+        f"<td class='num'>[{_f(m['ci95'][0], '+.3f')}, {_f(m['ci95'][1], '+.3f')}]</td>"
+        f"<td class='num'>{_f(m['p_value'], '.4f')}</td>"
+        f"<td class='{'worse' if m['b_worse'] else ''}'>"
+        f"{'B worse' if m['b_worse'] else ('significant' if m['significant'] else '')}</td></tr>"
+        for name, m in result["metrics"].items()
+    )
+    metrics = (
+        f"<section id='differences'><h2>Paired differences, B - A ({result['paired']} paired answers; "
+        f"A={na}, B={nb})</h2>{interval_svg(intervals)}<table id='metrics-table'><tr><th>metric</th><th>n</th>"
+        f"<th>mean A</th><th>mean B</th><th>diff</th><th>95% bootstrap CI</th><th>permutation p</th><th></th></tr>"
+        f"{rows}</table></section>"
+    )
+    vt = verdict_table(a, b)
+    head = "".join(f"<th>{_text(v)}</th>" for v in vt["labels"])
+    body_rows = "".join(
+        f"<tr><th>{_text(va)}</th>"
+        + "".join(
+            f"<td class='num {'diag' if i == j else ('flip' if n else '')}' data-a='{_text(va)}' "
+            f"data-b='{_text(vb)}'>{n}</td>"
+            for j, (vb, n) in enumerate(zip(vt["labels"], vt["counts"][i], strict=True))
+        )
+        + "</tr>"
+        for i, va in enumerate(vt["labels"])
+    )
+    mc = result["mcnemar"]
+    flips = (
+        f"<section id='flips'><h2>Verdict flips (rows: A, columns: B)</h2><table id='flip-table'><tr><th>A \\ B</th>"
+        f"{head}</tr>{body_rows}</table><p>PASS lost {mc['pass_lost']}, gained {mc['pass_gained']} "
+        f"(exact McNemar p={_f(mc['p_value'], '.4f')}). "
+        f"{'B is significantly worse than A.' if result['b_significantly_worse'] else 'B is not significantly worse than A.'}"
+        "</p></section>"
+    )
+
+    def cell(side: dict[str, Any] | None) -> str:
+        if side is None:
+            return "<td class='none'>(no such claim)</td>"
+        return (
+            f"<td><span class='lab {_text(side['label'])}'>{_text(side['label'])}</span> "
+            f"<small>{_text(side['route'])}</small> {_text(side['text'])}</td>"
+        )
+
+    answers = []
+    for ch in changed_claims(a, b, top=top):
+        claim_rows = "".join(
+            f"<tr class='{'changed' if r['changed'] else 'same'}'>{cell(r['a'])}{cell(r['b'])}</tr>"
+            for r in ch["claims"]
+        )
+        answers.append(
+            f"<div class='answer' data-id='{_text(ch['id'])}'><h3>{_text(ch['id'])}: "
+            f"<span class='verdict'>{_text(ch['verdict_a'])} → {_text(ch['verdict_b'])}</span>, combined "
+            f"{_f(ch['combined_a'])} → {_f(ch['combined_b'])}</h3><table class='side'><tr><th>A: {na}</th>"
+            f"<th>B: {nb}</th></tr>{claim_rows}</table></div>"
+        )
+    changed = (
+        f"<section id='changed'><h2>Claims that changed, side by side (largest change first, at most {top})</h2>"
+        + ("".join(answers) or "<p>No answer's verdict or claims changed.</p>")
+        + "</section>"
+    )
+    subtitle = f"A: {names[0]} ({result['n_a']} answers) · B: {names[1]} ({result['n_b']} answers)"
+    return _static_page(title, subtitle, metrics + flips + changed)
+
+
+def render_reliability_html(
+    bins: Sequence[Any], title: str = "groundjudge reliability", subtitle: str = "", ece: float | None = None
+) -> str:
+    """A reliability diagram page: the SVG (:func:`groundjudge.plots.reliability_svg`) and its numbers per bin."""
+    from groundjudge.plots import reliability_svg
+
+    rows = "".join(
+        f"<tr><td>[{b.lo:.2f}, {b.hi:.2f}{']' if b.hi >= 1 else ')'}</td><td class='num'>{b.count}</td>"
+        f"<td class='num'>{_f(b.mean_predicted)}</td><td class='num'>{_f(b.observed)}</td></tr>"
+        for b in bins
+    )
+    body = (
+        f"<section id='reliability'><h2>Predicted entailment vs observed share SUPPORTED"
+        f"{'' if ece is None else f' (expected calibration error {ece:.3f})'}</h2>{reliability_svg(bins)}"
+        "<table id='bins'><tr><th>predicted</th><th>claims</th><th>mean predicted</th><th>observed SUPPORTED</th></tr>"
+        f"{rows}</table></section>"
+    )
+    return _static_page(title, subtitle, body)

@@ -150,7 +150,14 @@ def interval_svg(
     Each row is a ``<g class='interval'>`` with ``data-name``; rows with a non-finite number are left out.
     """
     kept = [r for r in rows if _finite(r.estimate) and _finite(r.lo) and _finite(r.hi)]
-    row_h, top, bottom, left, right = 26, 24, 26, 150, 90
+
+    def label(r: Interval) -> str:
+        return f"{r.estimate:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]" + (f" {r.note}" if r.note else "")
+
+    row_h, top, bottom = 26, 24, 26
+    left = max(60, int(6.2 * max((len(r.name) for r in kept), default=0)) + 14)  # room for the longest name
+    right = max(90, int(6.2 * max((len(label(r)) for r in kept), default=0)) + 12)
+    width = max(width, left + right + 240)
     height = top + bottom + row_h * max(1, len(kept))
     pw = width - left - right
     span = max([abs(v) for r in kept for v in (r.lo, r.hi, r.estimate)] + [0.05]) * 1.1
@@ -176,8 +183,7 @@ def interval_svg(
             f"<line x1='{_n(x(r.lo))}' y1='{_n(y)}' x2='{_n(x(r.hi))}' y2='{_n(y)}' stroke='{color}' stroke-width='3'/>"
         )
         out.append(f"<circle cx='{_n(x(r.estimate))}' cy='{_n(y)}' r='4.5' fill='{color}'/>")
-        label = f"{r.estimate:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}]" + (f" {r.note}" if r.note else "")
-        out.append(f"<text x='{width - right + 6}' y='{_n(y + 4)}' {_FONT}>{_t(label)}</text></g>")
+        out.append(f"<text x='{width - right + 8}' y='{_n(y + 4)}' {_FONT}>{_t(label(r))}</text></g>")
     if not kept:
         out.append(
             f"<text class='empty' x='{left + pw / 2}' y='{top + 16}' {_FONT} text-anchor='middle'>no data</text>"
@@ -200,9 +206,9 @@ class ReliabilityBin:
 def reliability_svg(
     bins: Sequence[ReliabilityBin],
     *,
-    title: str = "reliability: predicted entailment vs observed share SUPPORTED",
-    width: int = 420,
-    height: int = 420,
+    title: str = "reliability of the entailment score",
+    width: int = 440,
+    height: int = 440,
 ) -> str:
     """Reliability diagram: the diagonal, one bar per bin at the observed share, a dot at the mean prediction.
 
@@ -241,9 +247,11 @@ def reliability_svg(
             f"fill-opacity='0.55'><title>[{b.lo:.2f}, {b.hi:.2f}): {b.count} claims, "
             f"{100 * b.observed:.0f}% SUPPORTED</title></rect>"
         )
+        inside = h > ph - 14  # no room above a full bar: the count goes inside it
+        fill = "#ffffff" if inside else "#1d1d1f"
         out.append(
-            f"<text class='count' x='{_n((x0 + x1) / 2)}' y='{_n(top + ph - h - 3)}' {_FONT} "
-            f"text-anchor='middle'>{b.count}</text>"
+            f"<text class='count' x='{_n((x0 + x1) / 2)}' y='{_n(top + ph - h + (12 if inside else -3))}' {_FONT} "
+            f"text-anchor='middle' fill='{fill}'>{b.count}</text>"
         )
         if _finite(b.mean_predicted):
             assert b.mean_predicted is not None
