@@ -617,10 +617,18 @@ def report(
 @app.command()
 def metrics(
     scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score' on rows that carried gold labels.")],
+    reviews: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Reviewer decisions exported by the review page (JSONL): agreement with them instead."),
+    ] = None,
 ) -> None:
-    """Agreement with gold labels: balanced accuracy, P/R/F1, confusion, kappa, by route; last line JSON."""
+    """Agreement with gold labels (or with reviewers): balanced accuracy, P/R/F1, confusion, kappa, by route;
+    last line JSON."""
     from groundjudge.metrics import label_metrics
 
+    if reviews is not None:
+        _review_metrics(scored, reviews)
+        return
     try:
         m = label_metrics(_load_reports(scored))
     except ValueError as exc:
@@ -648,6 +656,53 @@ def metrics(
     if "three_way" in m:
         summary["balanced_accuracy_3way"] = m["three_way"]["balanced_accuracy"]
     typer.echo(json.dumps(summary))
+
+
+def _review_metrics(scored: Path, reviews: Path) -> None:
+    """``metrics --reviews``: groundjudge's claim verdicts against reviewer labels; last line JSON."""
+    from groundjudge.metrics import read_reviews, review_metrics
+
+    if not reviews.is_file():
+        raise fail(f"no file {reviews}")
+    try:
+        m = review_metrics(_load_reports(scored), read_reviews(reviews))
+    except (ValueError, InputError) as exc:
+        raise fail(f"{reviews}: {exc}") from exc
+    console = Console()
+    console.print(
+        f"[bold]reviewer labels[/bold] (rows) against groundjudge (columns): n={m['n']} of {m['n_reviews']} "
+        f"reviews, unmatched={m['unmatched']}, changed since review={m['changed_since_review']}, "
+        f"agreement {100 * m['agreement']:.1f}%"
+    )
+    _print_block(console, "all", m)
+    for route, block in m["by_route"].items():
+        _print_block(console, f"decided by {route}", block)
+    if m["unmatched"]:
+        err.print(
+            f"{m['unmatched']} reviews match no claim of {escape(str(scored))} (answer id, claim id and claim text)",
+            highlight=False,
+        )
+    typer.echo(
+        json.dumps(
+            {
+                "level": "review",
+                "n": m["n"],
+                "agreement": m["agreement"],
+                "kappa": m["kappa"],
+                "balanced_accuracy": m["balanced_accuracy"],
+                "confusion": m["confusion"],
+                "labels": m["labels"],
+                "binary": {"kappa": m["binary"]["kappa"], "balanced_accuracy": m["binary"]["balanced_accuracy"]},
+                "by_route": {
+                    k: {"n": v["n"], "agreement": v["agreement"], "kappa": v["kappa"], "confusion": v["confusion"]}
+                    for k, v in m["by_route"].items()
+                },
+                "unmatched": m["unmatched"],
+                "changed_since_review": m["changed_since_review"],
+                "reviewers": m["reviewers"],
+            }
+        )
+    )
 
 
 def _print_block(console: Console, title: str, block: dict[str, Any]) -> None:
@@ -678,13 +733,26 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
     fail_if_worse: Annotated[bool, typer.Option(help="Exit 1 when B is significantly worse than A.")] = False,
     alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
+    html: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Also write a self-contained HTML page: intervals, verdict flips, changed claims."),
+    ] = None,
 ) -> None:
     """Paired comparison of two runs: mean differences with bootstrap CIs, paired tests, verdict flips."""
     from groundjudge.compare import compare_runs
 
-    result = compare_runs(_load_reports(a), _load_reports(b), alpha=alpha)
+    runs = _load_reports(a), _load_reports(b)
+    result = compare_runs(*runs, alpha=alpha)
     if result["paired"] == 0:
         raise fail("the two runs share no sample ids")
+    if html is not None:
+        from groundjudge.html import render_compare_html
+
+        page = render_compare_html(
+            *runs, result, title=f"groundjudge compare: {b.name} vs {a.name}", names=(a.name, b.name)
+        )
+        html.write_text(page, encoding="utf-8")
+        err.print(escape(f"wrote {html}"), highlight=False)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:
@@ -736,6 +804,15 @@ def calibrate(
     unsupported: Annotated[bool, typer.Option("--unsupported/--no-unsupported", help="Also fit t_unsupported.")] = True,
     nli_model: Annotated[Optional[str], typer.Option(help="NLI model id or path.")] = None,  # noqa: UP045
     cache_dir: CacheDir = None,
+    reviews: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Reviewer decisions (JSONL from the review page) on the claims of LABELED, a 'score' OUT."),
+    ] = None,
+    reliability: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Write a reliability diagram of the NLI entailment (.html or .svg)."),
+    ] = None,
+    bins: Annotated[int, typer.Option(help="Bins of the reliability diagram.", min=2, max=50)] = 10,
 ) -> None:
     """Fit t_support / t_contradict (and t_unsupported) to a precision target; write a config 'score' takes."""
     from groundjudge.calibrate import fit_thresholds
@@ -744,24 +821,62 @@ def calibrate(
 
     if not labeled.is_file():
         raise fail(f"no file {labeled}")
+    if reliability is not None and reliability.suffix.lower() not in (".html", ".htm", ".svg"):
+        raise fail(f"--reliability {reliability}: write .html or .svg")
     first: dict[str, Any] = next((json.loads(x) for x in labeled.open() if x.strip()), {})
     try:
         cfg = Config.make(nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli")
         if "verdict" in first and "claims" in first:
             reports = _load_reports(labeled)
+        elif reviews is not None:
+            raise fail(f"--reviews needs the 'groundjudge score' OUT the reviews were made on; {labeled} is not one")
         else:
             rows = (json.loads(x) for x in labeled.open() if x.strip())
             reports = list(Evaluator(cfg).evaluate_many(rows, batch_size=64))
     except GroundjudgeError as exc:
         raise fail(str(exc)) from exc
     ent, con, gold = [], [], []
-    for r in reports:
+    if reviews is not None:
+        from groundjudge.metrics import join_reviews, read_reviews
+
+        if not reviews.is_file():
+            raise fail(f"no file {reviews}")
+        try:
+            joined = join_reviews(reports, read_reviews(reviews))
+        except InputError as exc:
+            raise fail(f"{reviews}: {exc}") from exc
+        for m in joined.matched:
+            if m.verdict.nli is not None and m.verdict.nli.error is None:
+                ent.append(m.verdict.nli.entailment)
+                con.append(m.verdict.nli.contradiction)
+                gold.append(m.review.label == "SUPPORTED")
+        if joined.unmatched:
+            err.print(f"{len(joined.unmatched)} reviews match no claim of {escape(str(labeled))}", highlight=False)
+        if not gold:
+            raise fail(f"no review in {reviews} matches a claim of {labeled} with NLI scores")
+    for r in reports if reviews is None else []:
         if r.label and r.label.upper() in ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED") and r.claims and r.claims[0].nli:
             ent.append(r.claims[0].nli.entailment)
             con.append(r.claims[0].nli.contradiction)
             gold.append(r.label.upper() == "SUPPORTED")
     if not gold:
         raise fail("no claim rows with a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED)")
+    if reliability is not None:
+        from groundjudge.calibrate import expected_calibration_error, reliability_bins
+        from groundjudge.html import render_reliability_html
+        from groundjudge.plots import reliability_svg, standalone
+
+        diagram = reliability_bins(ent, gold, n_bins=bins)
+        ece = expected_calibration_error(diagram)
+        source = f"{labeled.name}" + (f" + reviews {reviews.name}" if reviews is not None else "")
+        if reliability.suffix.lower() == ".svg":
+            reliability.write_text(standalone(reliability_svg(diagram)), encoding="utf-8")
+        else:
+            page = render_reliability_html(diagram, subtitle=f"{len(gold)} claims from {source}", ece=ece)
+            reliability.write_text(page, encoding="utf-8")
+        err.print(
+            escape(f"wrote {reliability} ({len(gold)} claims, expected calibration error {ece:.3f})"), highlight=False
+        )
     fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
     written: dict[str, Any] = dict(fit.config_values())  # "never" where no level reached the target
     if nli_model:
