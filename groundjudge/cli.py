@@ -813,6 +813,13 @@ def calibrate(
         typer.Option(help="Write a reliability diagram of the NLI entailment (.html or .svg)."),
     ] = None,
     bins: Annotated[int, typer.Option(help="Bins of the reliability diagram.", min=2, max=50)] = 10,
+    save_to_model: Annotated[
+        bool,
+        typer.Option(
+            help="Also store the cascade thresholds beside the local model's weights (groundjudge.json), so that "
+            "every later run with that model uses them with no flags."
+        ),
+    ] = False,
 ) -> None:
     """Fit t_support / t_contradict (and t_unsupported) to a precision target; write a config 'score' takes."""
     from groundjudge.calibrate import fit_thresholds
@@ -882,6 +889,26 @@ def calibrate(
     if nli_model:
         written["nli_model"] = nli_model
     out.write_text(json.dumps(written, indent=2) + "\n")
+    if save_to_model:
+        from groundjudge.config import write_model_profile
+        from groundjudge.nli import resolve_model_name
+
+        model_dir = Path(resolve_model_name(nli_model))
+        if not model_dir.is_dir():
+            raise fail(f"--save-to-model needs a local model folder; {model_dir} is not one (pass --nli-model PATH)")
+        meta = {
+            "source": str(labeled),
+            "target": target,
+            "n": fit.n,
+            "local_precision": fit.local_precision,
+            "escalation_rate": fit.escalation_rate,
+            "reviews": str(reviews) if reviews else None,
+        }
+        try:
+            saved = write_model_profile(model_dir, {"cascade": fit.local}, meta)
+        except (GroundjudgeError, OSError) as exc:
+            raise fail(f"could not store the thresholds beside {model_dir}: {exc}") from exc
+        err.print(escape(f"stored the cascade thresholds in {saved}"), highlight=False)
     typer.echo(json.dumps({**fit.as_dict(), "config": str(out)}))
     err.print(
         f"NLI decides {fit.decided} of {fit.n} claims locally "

@@ -58,3 +58,32 @@ def test_writing_thresholds_keeps_how_the_model_is_run(tmp_path: Path) -> None:
     data = json.loads((tmp_path / MODEL_PROFILE_FILE).read_text())
     assert data["kind"] == "binary" and data["supported_label"] == 1
     assert read_model_profile(tmp_path) == {"nli": LocalThresholds(t_support=0.6, t_contradict=None)}
+
+
+def test_calibrate_can_store_its_thresholds_beside_the_model(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+    from groundjudge.testing import tiny_nli_model
+    from tests.conftest import FIXTURES, SHARED_MODEL
+
+    model = tiny_nli_model(tmp_path / "model", SHARED_MODEL)
+    rows = [json.loads(x) for x in (FIXTURES / "samples.jsonl").read_text().splitlines() if x.strip()]
+    claims = [r for r in rows if "claim" in r] * 5
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{i}"}) + "\n" for i, r in enumerate(claims)))
+    args = ["calibrate", str(data), "--out", str(tmp_path / "cfg.json"), "--target", "0.6", "--min-decided", "2"]
+    args += ["--nli-model", str(model), "--cache-dir", str(tmp_path / "c"), "--save-to-model"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    fit = json.loads(next(x for x in result.output.splitlines() if x.startswith("{")))
+    stored = profile_for(str(model))["cascade"]  # what every later run with this model uses, with no flags
+    assert (stored.t_support, stored.t_contradict, stored.t_unsupported) == (
+        fit["t_support"],
+        fit["t_contradict"],
+        fit["t_unsupported"],
+    )
+    meta = json.loads((model / MODEL_PROFILE_FILE).read_text())["meta"]
+    assert meta["n"] == 15 and meta["target"] == 0.6
+    missing = CliRunner().invoke(app, [*args[:-4], "--nli-model", "no/such-hub-model", "--save-to-model"])
+    assert missing.exit_code == 2
