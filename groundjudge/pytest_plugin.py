@@ -1,0 +1,107 @@
+"""A pytest plugin (entry point ``pytest11``): grounding checks as tests, for gating prompt changes in CI.
+
+Fixtures: ``groundjudge_evaluator`` (one :class:`~groundjudge.pipeline.Evaluator` per session, also the default of
+:func:`groundjudge.testing.assert_grounded` and :func:`~groundjudge.testing.assert_file_grounded`) and
+``groundjudge_baseline`` (the stored run to compare against, or None).
+
+Options (command line, or the ini keys in brackets, e.g. in ``[tool.pytest.ini_options]``):
+
+- ``--groundjudge-llm provider/model`` (``groundjudge_llm``): the LLM judge; without it, nli mode (no LLM).
+- ``--groundjudge-base-url URL`` (``groundjudge_base_url``): an OpenAI-compatible or proxy server.
+- ``--groundjudge-cache-only`` (``groundjudge_cache_only``): replay from the cache; a call that is not cached fails
+  the test instead of spending. No API key is needed (a placeholder stands in; nothing is sent).
+- ``--groundjudge-cache-dir DIR`` (``groundjudge_cache_dir``): the cache to replay (commit it, or restore it in CI).
+- ``--groundjudge-nli-model ID_OR_PATH`` (``groundjudge_nli_model``).
+- ``--groundjudge-baseline FILE`` (``groundjudge_baseline``): a stored ``groundjudge score`` output; with it,
+  ``assert_file_grounded`` fails only on a significant regression against it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+_OPTIONS = {
+    "llm": "provider/model of the LLM judge (default: nli mode, no LLM)",
+    "base_url": "server of an OpenAI-compatible model, or a proxy",
+    "cache_dir": "groundjudge cache directory (what --groundjudge-cache-only replays)",
+    "nli_model": "NLI model id or path",
+    "baseline": "stored 'groundjudge score' output; assert_file_grounded fails only on a significant regression",
+}
+_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("groundjudge", "groundjudge grounding checks")
+    for name, help_text in _OPTIONS.items():
+        group.addoption(f"--groundjudge-{name.replace('_', '-')}", dest=f"groundjudge_{name}", help=help_text)
+        parser.addini(f"groundjudge_{name}", help_text, default=None)
+    group.addoption(
+        "--groundjudge-cache-only",
+        dest="groundjudge_cache_only",
+        action="store_true",
+        default=None,
+        help="replay LLM answers from the cache; an uncached call fails the test (no keys, no spend)",
+    )
+    parser.addini("groundjudge_cache_only", "replay LLM answers from the cache only", type="bool", default=False)
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    """A command-line option, else its ini value, else None."""
+    value = config.getoption(f"groundjudge_{name}", default=None)
+    if value is None:
+        value = config.getini(f"groundjudge_{name}")
+    return value if value not in ("", []) else None
+
+
+@pytest.fixture(scope="session")
+def groundjudge_evaluator(pytestconfig: pytest.Config) -> Iterator[Any]:
+    """The session's :class:`~groundjudge.pipeline.Evaluator`, configured by the ``--groundjudge-*`` options."""
+    from groundjudge import testing
+    from groundjudge.config import Config
+    from groundjudge.pipeline import Evaluator
+
+    llm = _option(pytestconfig, "llm")
+    cache_only = bool(_option(pytestconfig, "cache_only"))
+    placeholder = None
+    if cache_only and llm:
+        variable = _KEY_VARIABLES.get(str(llm).split("/", 1)[0])
+        if variable and not os.environ.get(variable):
+            placeholder = variable  # replay needs no key: nothing is sent (keys are not part of cache keys)
+            os.environ[variable] = "groundjudge-cache-only-replay"
+    values = {
+        "llm": llm,
+        "base_url": _option(pytestconfig, "base_url"),
+        "cache_dir": _option(pytestconfig, "cache_dir"),
+        "nli_model": _option(pytestconfig, "nli_model"),
+        "cache_mode": "only" if cache_only else None,
+    }
+    try:
+        evaluator = Evaluator(Config.make(**{k: v for k, v in values.items() if v is not None}))
+        testing.set_default_evaluator(evaluator)
+        testing._DEFAULTS["baseline"] = _option(pytestconfig, "baseline")
+        yield evaluator
+    finally:
+        testing._DEFAULTS.clear()
+        if placeholder is not None:
+            os.environ.pop(placeholder, None)
+
+
+@pytest.fixture(scope="session")
+def groundjudge_baseline(pytestconfig: pytest.Config) -> str | None:
+    """The ``--groundjudge-baseline`` file, or None."""
+    value = _option(pytestconfig, "baseline")
+    return None if value is None else str(value)
+
+
+@pytest.fixture(autouse=True)
+def _groundjudge_defaults(request: pytest.FixtureRequest) -> None:
+    """Make the plugin's evaluator the default of ``assert_grounded`` in tests that use a groundjudge option."""
+    if "groundjudge_evaluator" in request.fixturenames:
+        return
+    config = request.config
+    if any(_option(config, name) is not None for name in (*_OPTIONS, "cache_only")):
+        request.getfixturevalue("groundjudge_evaluator")
