@@ -142,8 +142,8 @@ def _nli_evaluator(evaluator: Evaluator) -> Evaluator:
 
     # the model and how passages are cut carry over; the thresholds are the model's own for nli mode (a cascade's
     # thresholds only decide what to escalate)
-    keep = ("nli_model", "device", "batch_size", "passage_tokens", "passage_overlap", "evidence_k", "nli_kind")
-    keep += ("nli_supported_label", "nli_trust_remote_code", "nli_max_length", "cache_dir", "cache_mode")
+    keep: tuple[str, ...] = ("nli_model", "device", "batch_size", "passage_tokens", "passage_overlap", "evidence_k")
+    keep += ("nli_kind", "nli_supported_label", "nli_trust_remote_code", "nli_max_length", "cache_dir", "cache_mode")
     base = {k: v for k, v in evaluator.config.model_dump(exclude_unset=True).items() if k in keep}
     return Evaluator(Config.make(**base, mode="nli"), nli=evaluator.nli, cache=evaluator.cache)
 
