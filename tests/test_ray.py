@@ -1,0 +1,251 @@
+"""The Ray engine: the same reports as the local engine, resume, bad rows, the cluster budget and the shared cache.
+
+A local Ray (``ray.init(num_cpus=2)``) for the whole module; LLM stages against the scripted server through the
+real OpenAI SDK (the workers reach it over HTTP on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groundjudge.config import Config
+from groundjudge.errors import BudgetExceededError, CacheMissError
+from groundjudge.models import AnswerReport
+from groundjudge.pipeline import Evaluator
+from groundjudge.report import Summarizer, dumps, finite_report
+from groundjudge.testing import ScriptedLLMServer, route
+from tests.conftest import FIXTURES, SHARED, SHARED_MODEL
+from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+
+ray = pytest.importorskip("ray")
+gj_ray = pytest.importorskip("groundjudge.ray")
+
+pytestmark = pytest.mark.ray
+
+OPENAI_KEY = "sk-test-SECRET-openai-0123456789"  # the conftest's key; the workers get it through runtime_env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    env = {
+        "OPENAI_API_KEY": OPENAI_KEY,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "GROUNDJUDGE_CACHE_DIR": str(tmp_path_factory.mktemp("worker-default-cache")),
+    }
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=300 * 2**20,
+        log_to_driver=False,
+        runtime_env={"env_vars": env},
+    )
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # its per-operator stats would drown a failure
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def llm_server() -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer(route(HANDLERS)) as s:
+        yield s
+
+
+def nli_config(cache: Path, **kw: Any) -> Config:
+    return Config(nli_model=str(SHARED_MODEL), cache_dir=str(cache), **kw)
+
+
+def llm_config(server: ScriptedLLMServer, cache: Path, **kw: Any) -> Config:
+    return Config(
+        llm="openai/gpt-4o-mini",
+        base_url=server.openai_base_url,
+        nli_model=str(SHARED_MODEL),
+        cache_dir=str(cache),
+        max_attempts=2,
+        **kw,
+    )
+
+
+def local_lines(path: Path, config: Config) -> list[str]:
+    """What the local engine writes for ``path`` (the CLI's reader, evaluate_numbered, finite_report, dumps)."""
+    from groundjudge.cli import _input_rows
+
+    ev = Evaluator(config)
+    return [dumps(finite_report(r)) for r in ev.evaluate_numbered(_input_rows(path, set()), batch_size=4)]
+
+
+def reports(lines: list[str]) -> list[AnswerReport]:
+    return [AnswerReport.model_validate_json(x) for x in lines]
+
+
+def without_usage(lines: list[str]) -> list[dict[str, Any]]:
+    return [r.model_dump(exclude={"usage"}) for r in reports(lines)]
+
+
+def write_rows(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+# -- the same reports ---------------------------------------------------------------------------------------------
+
+
+def test_fixtures_and_bad_rows_give_the_local_reports_line_for_line(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    bad = [
+        b"not json\n",
+        b'{"id": "latin", "contexts": ["caf\xe9"], "answer": "x"}\n',  # not UTF-8
+        b"\n",  # blank: no row, but it counts as a line
+        b"null\n",
+        b'{"id": "eiffel-good", "contexts": ["a"], "answer": "dup"}\n',  # an id seen before
+        b'{"id": "no-answer", "contexts": ["a"]}\n',
+        b'{"id": "nan", "contexts": ["a"], "answer": "x", "label": NaN}\n',
+    ]
+    src.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "samples.jsonl").read_bytes() + b"".join(bad))
+    out = tmp_path / "out.jsonl"
+    seen: list[int] = []
+    summary = gj_ray.score_file(
+        str(src), out, nli_config(tmp_path / "c1"), actors=2, batch_size=3, progress=seen.append
+    )
+    local = local_lines(src, nli_config(tmp_path / "c2"))
+    assert out.read_text(encoding="utf-8").splitlines() == local  # usage too: nli mode spends nothing
+    assert seen == list(range(1, len(local) + 1))
+    errors = [r for r in reports(local) if r.verdict == "ERROR"]
+    assert [r.row for r in errors] == [9, 10, 12, 13, 14, 15]
+    assert errors[3].id == "row-13" and "duplicate id" in errors[3].errors[0]
+    expected = Summarizer()
+    for r in reports(local):
+        expected.add(r)
+    assert summary == expected.summary()
+
+
+def test_score_dataset_on_a_wice_slice_equals_the_local_engine(tmp_path: Path) -> None:
+    with (SHARED / "benchmarks" / "wice-dev.jsonl").open(encoding="utf-8") as fh:
+        rows = [json.loads(next(fh)) for _ in range(30)]
+    result = gj_ray.score_dataset(
+        ray.data.from_items(rows, override_num_blocks=4), nli_config(tmp_path / "c1"), batch_size=8, actors=2
+    )
+    got = sorted(result.take_all(), key=lambda r: r["row"])
+    assert [r["row"] for r in got] == list(range(1, 31)) and not any(r["stop"] for r in got)
+    local = [dumps(finite_report(r)) for r in Evaluator(nli_config(tmp_path / "c2")).evaluate_many(rows, 8)]
+    assert [r["report"] for r in got] == local
+    assert [r["id"] for r in got] == [row["id"] for row in rows]
+
+
+def test_cascade_against_the_scripted_judge_equals_the_local_engine(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    rows = [
+        {"id": "good", "contexts": [CONTEXT], "answer": GOOD_ANSWER, "question": "When?"},
+        {"id": "bad", "contexts": [CONTEXT], "answer": BAD_ANSWER},
+        {"id": "claim", "contexts": [CONTEXT], "claim": "The Eiffel Tower is in Paris."},
+        {"id": "broken", "contexts": [], "answer": GOOD_ANSWER},
+    ]
+    src = write_rows(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    gj_ray.score_file(str(src), out, llm_config(llm_server, tmp_path / "c1"), actors=2, batch_size=2)
+    ray_calls = len(llm_server.requests)
+    local = local_lines(src, llm_config(llm_server, tmp_path / "c2"))
+    got = out.read_text(encoding="utf-8").splitlines()
+    assert without_usage(got) == without_usage(local)
+    assert [r.usage.calls for r in reports(got)] == [r.usage.calls for r in reports(local)] == [2, 2, 1, 0]
+    assert ray_calls == len(llm_server.requests) - ray_calls == 5
+    assert [r.verdict for r in reports(got)] == ["PASS", "FAIL", "PASS", "ERROR"]
+
+
+# -- resume --------------------------------------------------------------------------------------------------------
+
+
+class Killed(Exception):
+    pass
+
+
+def test_resume_after_a_killed_run_gives_the_file_of_one_run(tmp_path: Path) -> None:
+    src = FIXTURES / "samples.jsonl"
+    cfg = nli_config(tmp_path / "cache")
+    whole = tmp_path / "whole.jsonl"
+    gj_ray.score_file(str(src), whole, cfg, batch_size=2)
+
+    def kill_after(n: int) -> Any:
+        def progress(done: int) -> None:
+            if done == n:
+                raise Killed
+
+        return progress
+
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(Killed):
+        gj_ray.score_file(str(src), out, cfg, batch_size=2, progress=kill_after(3))
+    assert len(out.read_text().splitlines()) == 3
+    with out.open("a") as fh:
+        fh.write('{"id": "refund-invented", "verdict": "PA')  # killed in the middle of the 4th line
+    summary = gj_ray.score_file(str(src), out, cfg, batch_size=2, resume=True)
+    assert summary.n == 5
+    assert out.read_text() == whole.read_text()  # no duplicates, nothing lost, input order
+
+    # a damaged line in the middle is moved aside; only its row is scored again, the rest is kept
+    lines = out.read_text().splitlines(keepends=True)
+    out.write_text("".join([*lines[:2], "garbage\n", *lines[3:]]))
+    summary = gj_ray.score_file(str(src), out, cfg, batch_size=2, resume=True)
+    assert summary.n == 1
+    ids = [json.loads(x)["id"] for x in out.read_text().splitlines()]
+    assert sorted(ids) == sorted(json.loads(x)["id"] for x in lines) and len(set(ids)) == len(ids)
+    assert (tmp_path / "out.jsonl.damaged").read_text() == "garbage\n"
+
+
+# -- the cluster's budget and cache -----------------------------------------------------------------------------------
+
+
+def answer_rows(n: int) -> list[dict[str, Any]]:
+    # distinct answers, so that no call is answered by the cache
+    return [{"id": f"a{i}", "contexts": [f"{CONTEXT} Row {i}."], "answer": f"{GOOD_ANSWER} Row {i}."} for i in range(n)]
+
+
+def test_the_call_budget_holds_across_actors_and_resume_finishes(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
+    src = write_rows(tmp_path / "in.jsonl", answer_rows(8))
+    out = tmp_path / "out.jsonl"
+    cfg = llm_config(llm_server, tmp_path / "cache", max_calls=5, qa=False)
+    with pytest.raises(BudgetExceededError) as info:
+        gj_ray.score_file(str(src), out, cfg, actors=2, batch_size=1)
+    assert len(llm_server.requests) <= 5  # the cap of the cluster, not of each actor
+    written = reports(out.read_text().splitlines())
+    # only finished rows are written
+    assert all(r.verdict != "ERROR" and r.usage.calls == 2 for r in written)
+    assert info.value.summary.n == len(written) <= 2  # type: ignore[attr-defined]
+
+    gj_ray.score_file(str(src), out, llm_config(llm_server, tmp_path / "cache", qa=False), actors=2, resume=True)
+    ids = [r.id for r in reports(out.read_text().splitlines())]
+    assert sorted(ids) == sorted(f"a{i}" for i in range(8)) and len(set(ids)) == 8
+
+
+def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    src = write_rows(tmp_path / "in.jsonl", answer_rows(4))
+    cache = tmp_path / "shared-cache"
+    first = tmp_path / "first.jsonl"
+    gj_ray.score_file(str(src), first, llm_config(llm_server, cache), actors=2, batch_size=1)
+    calls = len(llm_server.requests)
+    assert calls == 8
+    second = tmp_path / "second.jsonl"
+    summary = gj_ray.score_file(
+        str(src), second, llm_config(llm_server, cache, cache_mode="only"), actors=2, batch_size=1
+    )
+    assert len(llm_server.requests) == calls  # every call answered by the cache the other actors wrote
+    assert summary.usage.cached_calls == 8
+    assert without_usage(second.read_text().splitlines()) == without_usage(first.read_text().splitlines())
+    # the same cache serves the local engine: the key is the same
+    assert local_lines(src, llm_config(llm_server, cache, cache_mode="only")) == second.read_text().splitlines()
+
+    more = write_rows(tmp_path / "more.jsonl", answer_rows(6))
+    with pytest.raises(CacheMissError):
+        gj_ray.score_file(
+            str(more), tmp_path / "third.jsonl", llm_config(llm_server, cache, cache_mode="only"), batch_size=1
+        )
+    assert len(llm_server.requests) == calls
