@@ -44,7 +44,7 @@ from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
 from groundjudge.llm import Ledger, RetryPolicy, make_client
 from groundjudge.models import Usage
-from groundjudge.pipeline import RUN_STOPS, Evaluator, describe, error_report, row_id
+from groundjudge.pipeline import RUN_STOPS, Evaluator, describe, error_report, parse_sample, row_id
 from groundjudge.report import RunSummary, Summarizer, dumps, finite_report
 
 try:
@@ -59,6 +59,8 @@ __all__ = ["LedgerProxy", "score_dataset", "score_file"]
 
 # The columns of the rows the driver ships to the workers: row number, the row as JSON, or an input error.
 _ROW, _JSON, _ERROR, _FIELD = "_gj_row", "_gj_json", "_gj_error", "_gj_field"
+# score_file ships the local engine's batches whole: one row per batch, its wire rows as a JSON list
+_GROUP = "_gj_group"
 # The columns of the result: one report a row; a row with ``stop`` set is no report: the run stopped there.
 RESULT_COLUMNS = ("row", "id", "verdict", "report", "stop")
 _WINDOW = 20_000  # rows shipped to Ray at a time by score_file (bounds the driver's memory)
@@ -181,8 +183,18 @@ class _Scorer:
         _ = self.evaluator.nli  # the model is loaded once, here
 
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
-        items = [_from_wire(r) for r in batch.to_pylist()]
+        rows = batch.to_pylist()
         out: dict[str, list[Any]] = {k: [] for k in RESULT_COLUMNS}
+        if rows and _GROUP in rows[0]:  # score_file: each row is one batch of the local engine
+            for r in rows:
+                if not self._score([_from_wire(w) for w in json.loads(r[_GROUP])], out):
+                    break
+        else:
+            self._score([_from_wire(r) for r in rows], out)
+        return out
+
+    def _score(self, items: list[tuple[int, Any]], out: dict[str, list[Any]]) -> bool:
+        """Reports of ``items`` into ``out``; False when the run must stop (a stop row is in ``out``)."""
         done: set[int] = set()
 
         def emit(report: Any) -> None:
@@ -205,10 +217,10 @@ class _Scorer:
         try:
             for report in ev.evaluate_numbered(items, batch_size=max(self.batch_size, len(items))):
                 emit(report)
-            return out
+            return True
         except RUN_STOPS as exc:
             stop(exc, min((n for n, _ in items if n not in done), default=-1))
-            return out
+            return False
         except Exception:  # the batch broke outside any one row: each row alone, a failure is that row's ERROR
             log.warning("a batch failed; scoring its rows one by one", exc_info=True)
         for n, row in items:
@@ -219,10 +231,10 @@ class _Scorer:
                     emit(report)
             except RUN_STOPS as exc:
                 stop(exc, n)
-                return out
+                return False
             except Exception as exc:  # this row's failure alone
                 emit(error_report(describe(exc), n, row_id(row, n), ev.mode))
-        return out
+        return True
 
 
 def _to_wire(n: int, row: Any) -> dict[str, Any]:
@@ -292,6 +304,7 @@ def _score_wire(
     actors: int | None,
     num_gpus: float | None,
     ledger: Any,
+    udf_batch_size: int | None = None,
 ) -> Any:
     n_actors, per_cpu, per_gpu, threads = _plan(actors, num_gpus)
     cfg = _resolved(config)
@@ -301,7 +314,7 @@ def _score_wire(
         proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls)
     return wire.map_batches(
         _Scorer,
-        batch_size=batch_size,
+        batch_size=udf_batch_size or batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=n_actors),
         fn_constructor_kwargs={"config": cfg, "ledger": proxy, "threads": threads, "batch_size": batch_size},
@@ -428,8 +441,30 @@ def _input_rows(uri: str, skip: set[str]) -> Iterator[tuple[int, Any]]:
     return _without(_read_jsonl(source), skip)
 
 
-def _windows(rows: Iterable[tuple[int, Any]], size: int) -> Iterator[list[tuple[int, Any]]]:
-    window: list[tuple[int, Any]] = []
+def _local_batches(items: Iterable[tuple[int, Any]], batch_size: int) -> Iterator[list[tuple[int, Any]]]:
+    """``items`` cut where :meth:`Evaluator.evaluate_numbered` cuts its batches (after ``batch_size`` rows that
+    parse; a bad row rides with the batch it falls in), so that each actor call scores exactly a batch of the local
+    engine: the NLI stage batches across a batch's rows, and its numbers could differ in the last digits were
+    the batches cut elsewhere."""
+    batch: list[tuple[int, Any]] = []
+    valid = 0
+    for n, row in items:
+        batch.append((n, row))
+        if not isinstance(row, InputError):
+            try:
+                parse_sample(row, n)
+                valid += 1
+            except InputError:
+                pass
+        if valid >= batch_size:
+            yield batch
+            batch, valid = [], 0
+    if batch:
+        yield batch
+
+
+def _windows(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    window: list[Any] = []
     for item in rows:
         window.append(item)
         if len(window) >= size:
@@ -518,12 +553,14 @@ def score_file(
     bars = ctx.enable_progress_bars
     ctx.enable_progress_bars = False  # the caller's ``progress`` shows progress; Ray's bars would interleave
     try:
-        for items in _windows(rows, window):
-            wire = [_to_wire(n, row) for n, row in items]
-            blocks = max(1, min(math.ceil(len(wire) / batch_size), 4 * n_actors))
-            ds = ray.data.from_items(wire, override_num_blocks=blocks)
-            result = _score_wire(ds, cfg, batch_size=batch_size, actors=actors, num_gpus=num_gpus, ledger=handle)
-            order = [n for n, _ in items]
+        # whole local batches, about ``window`` rows at a time (a window never cuts a batch)
+        for batches in _windows(_local_batches(rows, batch_size), max(1, window // batch_size)):
+            groups = [{_GROUP: json.dumps([_to_wire(n, row) for n, row in b])} for b in batches]
+            ds = ray.data.from_items(groups, override_num_blocks=max(1, min(len(groups), 4 * n_actors)))
+            result = _score_wire(
+                ds, cfg, batch_size=batch_size, udf_batch_size=1, actors=actors, num_gpus=num_gpus, ledger=handle
+            )
+            order = [n for b in batches for n, _ in b]
             pending: dict[int, str] = {}
             nxt = 0
             stopped: GroundjudgeError | None = None

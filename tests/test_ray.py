@@ -256,3 +256,15 @@ def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
             str(more), tmp_path / "third.jsonl", llm_config(llm_server, cache, cache_mode="only"), batch_size=1
         )
     assert len(llm_server.requests) == calls
+
+
+def test_actor_calls_score_the_local_engines_batches() -> None:
+    """score_file cuts rows where evaluate_numbered cuts its batches (after batch_size rows that parse; bad rows
+    ride along): the NLI stage batches across a batch's rows, so other cuts can change scores in the last digits
+    (seen on 200 wice-dev rows with Ray's own batching)."""
+    from groundjudge.errors import InputError
+
+    good = {"contexts": ["c"], "answer": "a"}
+    rows = [(1, good), (2, InputError("bad", row=2)), (3, good), (4, {"contexts": ["c"]}), (5, good), (6, good)]
+    cuts = [[n for n, _ in b] for b in gj_ray._local_batches([*rows, (7, good)], 2)]
+    assert cuts == [[1, 2, 3], [4, 5, 6], [7]]
