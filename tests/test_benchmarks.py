@@ -126,3 +126,12 @@ def test_cost_benchmark_measures_calls_cache_and_batch(tmp_path: Path) -> None:
     out = run("cost.py", "--limit", "12", cache=tmp_path)
     assert out["requests_per_answer"] <= 2.0 and out["replay_requests"] == 0
     assert 0 < out["batch_cost_ratio"] <= 0.55 and 0 <= out["cached_input_share"] <= 1
+
+
+@pytest.mark.ray
+def test_ray_engine_benchmark_compares_both_engines(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    out = run("ray_engine.py", "--limit", "4", "--batch-size", "2", "--cpus", "2", cache=tmp_path)
+    assert out["benchmark"] == "ray_engine" and out["rows"] == 4 and out["identical_reports"] is True
+    for key in ("local_rows_per_s", "ray_rows_per_s", "ray_overhead_seconds", "ray_first_report_seconds", "actors"):
+        assert out[key] is not None, key
