@@ -414,7 +414,7 @@ def _parquet_rows(uri: str) -> Iterator[tuple[int, Any]]:
             for batch in pq.ParquetFile(fh).iter_batches(batch_size=1024):
                 for row in batch.to_pylist():
                     n += 1
-                    yield n, row
+                    yield n, {k: v for k, v in row.items() if v is not None}  # None: a column this row lacks
 
 
 def _without(rows: Iterable[tuple[int, Any]], skip: set[str]) -> Iterator[tuple[int, Any]]:

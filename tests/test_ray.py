@@ -268,3 +268,16 @@ def test_actor_calls_score_the_local_engines_batches() -> None:
     rows = [(1, good), (2, InputError("bad", row=2)), (3, good), (4, {"contexts": ["c"]}), (5, good), (6, good)]
     cuts = [[n for n, _ in b] for b in gj_ray._local_batches([*rows, (7, good)], 2)]
     assert cuts == [[1, 2, 3], [4, 5, 6], [7]]
+
+
+def test_parquet_input_gives_the_reports_of_the_same_rows_as_jsonl(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [json.loads(x) for x in (FIXTURES / "samples.jsonl").read_text().splitlines()]
+    keys = list(dict.fromkeys(k for r in rows for k in r))  # every column (from_pylist reads the first row's)
+    pq.write_table(pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in rows]), tmp_path / "in.parquet")
+    out = tmp_path / "out.jsonl"
+    gj_ray.score_file(str(tmp_path / "in.parquet"), out, nli_config(tmp_path / "c1"), batch_size=3)
+    local = [dumps(finite_report(r)) for r in Evaluator(nli_config(tmp_path / "c2")).evaluate_many(rows, 3)]
+    assert out.read_text(encoding="utf-8").splitlines() == local
