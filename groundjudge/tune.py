@@ -61,7 +61,8 @@ class TuneExample:
 
 @dataclass
 class TuneSettings:
-    """Hyperparameters of a tuning run (defaults: chosen by cross-validation on the train half, README)."""
+    """Hyperparameters of a tuning run. The defaults are common fine-tuning settings sized for 2 CPU cores; they
+    were not chosen by cross-validation (``benchmarks/tune.py --cv`` does that, README)."""
 
     epochs: int = 2
     lr: float = 3e-5
