@@ -50,7 +50,7 @@ class Calibration:
         )
 
 
-def _lowest(scores: Sequence[float], good: Sequence[bool], target: float, min_decided: int) -> float | None:
+def lowest_threshold(scores: Sequence[float], good: Sequence[bool], target: float, min_decided: int) -> float | None:
     """Lowest threshold t with precision(score >= t) >= target over >= min_decided items."""
     order = sorted(range(len(scores)), key=lambda i: -scores[i])
     best, hits = None, 0
@@ -75,15 +75,17 @@ def fit_thresholds(
     idx = range(n)
     # Fit in the order decide_locally applies the rules, each on the claims the earlier rules left over, so that
     # every group of local verdicts, and hence all of them together, reaches the target.
-    t_support = _lowest(entailment, supported, target, min_decided)
+    t_support = lowest_threshold(entailment, supported, target, min_decided)
     left = [
         i for i in idx if t_support is None or not (entailment[i] >= t_support and entailment[i] >= contradiction[i])
     ]
-    t_contradict = _lowest([contradiction[i] for i in left], [not supported[i] for i in left], target, min_decided)
+    t_contradict = lowest_threshold(
+        [contradiction[i] for i in left], [not supported[i] for i in left], target, min_decided
+    )
     left = [i for i in left if t_contradict is None or contradiction[i] < t_contradict]
     t_u = None
     if unsupported and left:
-        neg = _lowest([-entailment[i] for i in left], [not supported[i] for i in left], target, min_decided)
+        neg = lowest_threshold([-entailment[i] for i in left], [not supported[i] for i in left], target, min_decided)
         t_u = -neg if neg is not None else None
     if t_u is not None and t_support is not None and t_u >= t_support:
         t_u = t_support - 1e-4  # both regions are precise enough to meet: nothing in between to escalate

@@ -438,6 +438,15 @@ def score(
         Optional[int],  # noqa: UP045
         typer.Option(help="Tokens per (passage, claim) pair \\[default: the model's own limit]."),
     ] = None,
+    engine: Annotated[
+        str, typer.Option(help="local, or ray: score on a Ray cluster (pip install 'groundjudge[ray]').")
+    ] = "local",
+    address: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help="With --engine ray: the cluster (ray://HOST:10001, auto) \\[default: $RAY_ADDRESS or local]."
+        ),
+    ] = None,
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes."""
     from groundjudge.config import Config
@@ -492,6 +501,17 @@ def score(
     except GroundjudgeError as exc:
         raise fail(str(exc)) from exc
 
+    if engine not in ("local", "ray"):
+        raise fail(f"--engine {engine!r}: local or ray")
+    if engine == "ray" and not dry_run:
+        if retry_errors or cfg.batch_api or mapping or input_format == "csv":
+            raise fail(
+                "--engine ray takes JSONL or Parquet with groundjudge's field names; no --retry-errors, "
+                "--batch-api or --map yet (run those with the local engine)"
+            )
+        raise typer.Exit(
+            _score_on_ray(input, out, cfg, address=address, resume=resume, batch_size=batch_size, progress=progress)
+        )
     existing = _scan_out(out) if resume else _Existing()
     for line, why in existing.damaged:
         err.print(
@@ -577,6 +597,44 @@ def score(
     if code == EXIT_OK and result.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
+
+
+def _score_on_ray(
+    input: Path, out: Path, cfg: Any, *, address: str | None, resume: bool, batch_size: int, progress: bool
+) -> int:
+    """``score --engine ray``: the same reports, resume, summary and exit codes, computed on a Ray cluster."""
+    try:
+        from groundjudge.ray import score_file
+    except ImportError as exc:
+        raise fail(f"--engine ray needs Ray: pip install 'groundjudge[ray]' ({exc})") from exc
+    console = Console(stderr=True)
+    code = EXIT_OK
+    summary: Any = None
+    with _progress(console, progress) as bar:
+        task = bar.add_task("scoring on ray", total=None, cost=0.0, cached=0)
+        try:
+            summary = score_file(
+                str(input),
+                out,
+                cfg,
+                address=address,
+                resume=resume,
+                batch_size=batch_size,
+                progress=lambda n: bar.update(task, completed=n),
+            )
+        except BudgetExceededError as exc:
+            err.print(f"[yellow]budget reached:[/yellow] {escape(str(exc))}; re-run with --resume", highlight=False)
+            summary, code = getattr(exc, "summary", None), EXIT_BUDGET
+        except CacheMissError as exc:
+            err.print(f"[red]cache-only run stopped:[/red] {escape(str(exc))}", highlight=False)
+            summary, code = getattr(exc, "summary", None), EXIT_ROWS_FAILED
+        except GroundjudgeError as exc:
+            raise fail(str(exc)) from exc
+    if summary is not None:
+        _print_summary(console, summary)
+        if code == EXIT_OK and summary.rows_failed:
+            code = EXIT_ROWS_FAILED
+    return code
 
 
 # -- metrics, compare, calibrate -------------------------------------------------------------------------------
@@ -916,6 +974,17 @@ def calibrate(
         f"escalation rate {100 * fit.escalation_rate:.1f}%. Wrote {out}.",
         highlight=False,
     )
+
+
+def _register_tune() -> None:
+    from groundjudge.tune import tune_command
+
+    app.command("tune", help="Fine-tune the local checker on gold labels, judge verdicts and review decisions.")(
+        tune_command
+    )
+
+
+_register_tune()
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from groundjudge.calibrate import _lowest, fit_thresholds
+from groundjudge.calibrate import fit_thresholds, lowest_threshold
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.config import LocalThresholds, read_model_profile, write_model_profile
 from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
@@ -601,7 +601,9 @@ def fit_profile(
     # among claims not called SUPPORTED, the lowest contradiction level that is a real contradiction often enough
     t_s = cal.t_support
     rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and ent[i] >= con[i])]
-    t_contra = _lowest([con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], contradiction_target, 5)
+    t_contra = lowest_threshold(
+        [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], contradiction_target, 5
+    )
     both = None if t_contra is None or cal.t_contradict is None else max(cal.t_contradict, t_contra)
     cascade = LocalThresholds(t_support=t_s, t_contradict=both, t_unsupported=cal.t_unsupported)
     gold = ["SUPPORTED" if s else "NOT" for s in sup]

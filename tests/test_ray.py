@@ -281,3 +281,34 @@ def test_parquet_input_gives_the_reports_of_the_same_rows_as_jsonl(tmp_path: Pat
     gj_ray.score_file(str(tmp_path / "in.parquet"), out, nli_config(tmp_path / "c1"), batch_size=3)
     local = [dumps(finite_report(r)) for r in Evaluator(nli_config(tmp_path / "c2")).evaluate_many(rows, 3)]
     assert out.read_text(encoding="utf-8").splitlines() == local
+
+
+def test_score_engine_ray_on_the_command_line_writes_the_local_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+
+    out_ray, out_local = tmp_path / "ray.jsonl", tmp_path / "local.jsonl"
+    common = ["--no-progress", "--nli-model", str(SHARED_MODEL), "--cache-mode", "off"]
+    ray_run = CliRunner().invoke(
+        app, ["score", str(FIXTURES / "samples.jsonl"), "--out", str(out_ray), "--engine", "ray", *common]
+    )
+    assert ray_run.exit_code == 0, ray_run.output
+    local = CliRunner().invoke(app, ["score", str(FIXTURES / "samples.jsonl"), "--out", str(out_local), *common])
+    assert local.exit_code == 0, local.output
+    assert out_ray.read_text().splitlines() == out_local.read_text().splitlines()
+    refused = CliRunner().invoke(
+        app,
+        [
+            "score",
+            str(FIXTURES / "samples.jsonl"),
+            "--out",
+            str(tmp_path / "x.jsonl"),
+            "--engine",
+            "ray",
+            "--map",
+            "answer=response",
+            *common,
+        ],
+    )
+    assert refused.exit_code == 2

@@ -204,10 +204,14 @@ def test_another_run_into_the_same_folder_is_refused_unless_overwritten(tmp_path
 
 
 def test_command_prints_before_and_after(tmp_path: Path, tiny: str) -> None:
+    from groundjudge.cli import app as groundjudge_app
+
     app = typer.Typer()
     app.command()(tune_command)
     data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
     out = tmp_path / "tuned"
+    helped = CliRunner().invoke(groundjudge_app, ["tune", "--help"])  # registered as 'groundjudge tune'
+    assert helped.exit_code == 0 and "--base" in helped.output
     args = [str(data), "--base", tiny, "--out", str(out), "--epochs", "1", "--batch-size", "4", "--max-length", "64"]
     result = CliRunner().invoke(app, [*args, "--device", "cpu", "--no-progress", "--cache-dir", str(tmp_path / "c")])
     assert result.exit_code == 0, result.output
