@@ -10,7 +10,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,10 +174,17 @@ def _input_rows(path: Path, skip: set[str], columns: dict[str, str] | None = Non
     row's report takes the id ``row-N``, so the first keeps its own.
     """
     from groundjudge.io import read_rows
+
+    return _unique_rows(read_rows(path, columns), skip)
+
+
+def _unique_rows(rows: Iterable[tuple[int, Any]], skip: set[str]) -> Iterator[tuple[int, Any]]:
+    """The rule for ids, shared by both engines: a row that repeats an earlier row's id is an InputError (its report
+    id ``row-N``), decided over every row, skipped or not; rows whose id is in ``skip`` are left out."""
     from groundjudge.pipeline import row_id
 
     seen: dict[str, int] = {}
-    for n, row in read_rows(path, columns):
+    for n, row in rows:
         rid = row_id(row, n)
         if rid in seen:
             row = InputError(f"duplicate id {rid!r}: row {seen[rid]} has it already", row=n, field="id")

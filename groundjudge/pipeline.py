@@ -684,28 +684,34 @@ class Evaluator:
         n = len(pairs)
         return [float(min(probs[i][ENTAILMENT], probs[n + i][ENTAILMENT])) for i in range(n)]
 
-    def _failed_report(self, w: _Work) -> AnswerReport:
+    def _answer_report(self, w: _Work, **fields: Any) -> AnswerReport:
+        """A report carrying the sample and what this answer cost; ``fields`` are the verdict, scores, claims ..."""
         s = w.sample
         return AnswerReport(
             id=s.id,
-            verdict="ERROR",
             mode=self.mode,
-            scores=Scores(n_claims=len(w.claims), n_errors=len(w.claims)),
             usage=w.usage,
-            errors=[*w.errors, w.failed or "failed"],
             question=s.question,
             answer=s.answer if s.answer is not None else s.claim,
             contexts=s.contexts,
             label=s.label,
             metadata=s.metadata,
             row=w.row,
+            **fields,
+        )
+
+    def _failed_report(self, w: _Work) -> AnswerReport:
+        return self._answer_report(
+            w,
+            verdict="ERROR",
+            scores=Scores(n_claims=len(w.claims), n_errors=len(w.claims)),
+            errors=[*w.errors, w.failed or "failed"],
         )
 
     def _report(self, w: _Work) -> AnswerReport:
         if w.failed is not None:
             return self._failed_report(w)
         c = self.config
-        s = w.sample
         verdicts: list[ClaimVerdict] = []
         for claim, nli, d in zip(w.claims, w.nli, w.decisions, strict=True):
             judged = w.judged.get(claim.id)
@@ -732,23 +738,14 @@ class Evaluator:
                 )
             )
         scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=self._qa_expected_for(w))
-        errors = list(w.errors)
         if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
             raise NLIError("a score is not a finite number")  # never written; _run_batch makes the row ERROR
-        return AnswerReport(
-            id=s.id,
+        return self._answer_report(
+            w,
             verdict=decide(scores, c.effective_thresholds),
-            mode=self.mode,
             scores=scores,
             claims=verdicts,
             qa=w.qa,
-            usage=w.usage,
-            errors=errors,
-            question=s.question,
-            answer=s.answer if s.answer is not None else s.claim,
-            contexts=s.contexts,
-            label=s.label,
-            metadata=s.metadata,
-            row=w.row,
+            errors=list(w.errors),
             versions=self.versions(),
         )

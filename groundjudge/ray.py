@@ -417,28 +417,14 @@ def _parquet_rows(uri: str) -> Iterator[tuple[int, Any]]:
                     yield n, {k: v for k, v in row.items() if v is not None}  # None: a column this row lacks
 
 
-def _without(rows: Iterable[tuple[int, Any]], skip: set[str]) -> Iterator[tuple[int, Any]]:
-    """The CLI's rule for ids: a row that repeats an earlier row's id is an InputError (its report id ``row-N``),
-    decided over every row, skipped or not; rows whose id is in ``skip`` are left out."""
-    seen: dict[str, int] = {}
-    for n, row in rows:
-        rid = row_id(row, n)
-        if rid in seen:
-            row = InputError(f"duplicate id {rid!r}: row {seen[rid]} has it already", row=n, field="id")
-            rid = row_id(row, n)
-        seen.setdefault(rid, n)
-        if rid not in skip:
-            yield n, row
-
-
 def _input_rows(uri: str, skip: set[str]) -> Iterator[tuple[int, Any]]:
     """Numbered rows of the input (JSONL: line numbers; Parquet: row numbers), as ``groundjudge score`` reads them."""
-    from groundjudge.cli import _read_jsonl
+    from groundjudge.cli import _read_jsonl, _unique_rows
 
     if _is_parquet(uri):
-        return _without(_parquet_rows(uri), skip)
+        return _unique_rows(_parquet_rows(uri), skip)
     source: Any = _local_path(uri) if _is_local(uri) else _RemoteLines(uri)
-    return _without(_read_jsonl(source), skip)
+    return _unique_rows(_read_jsonl(source), skip)
 
 
 def _local_batches(items: Iterable[tuple[int, Any]], batch_size: int) -> Iterator[list[tuple[int, Any]]]:
