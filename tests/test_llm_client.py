@@ -268,6 +268,21 @@ def test_cache_only_mode_fails_clearly_on_a_miss(server: ScriptedLLMServer, tmp_
     assert len(server.requests) == 1
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cache_only_mode_never_sends_for_a_corrupt_cached_entry(
+    server: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    server.script = lambda req: Reply.json(GOOD)
+    writer = make_test_client(server, provider, cache=Cache(tmp_path / "c"))
+    key = writer.cache_key(ASK, Verdict, PROMPT)
+    assert writer.cache is not None
+    writer.cache.set(key, {"output": {"label": "MAYBE"}, "raw": "corrupt"})  # fails Verdict's validation
+    replay = make_test_client(server, provider, cache=Cache(tmp_path / "c", mode="only"))
+    with pytest.raises(errors.CacheMissError, match="no longer validates"):
+        replay.complete_json(ASK, Verdict, prompt=PROMPT)
+    assert server.requests == [] and replay.ledger.total.calls == 0
+
+
 def test_cache_off_and_refresh_modes(server: ScriptedLLMServer, tmp_path: Path) -> None:
     server.script = lambda req: Reply.json(GOOD)
     off = make_test_client(server, cache=Cache(tmp_path / "c", mode="off"))

@@ -322,8 +322,13 @@ class LLMClient:
             if cached is not None:
                 try:
                     value = schema.model_validate(cached["output"])
-                except (ValidationError, KeyError, TypeError):
+                except (ValidationError, KeyError, TypeError) as exc:
                     log.warning("ignoring a cached entry that no longer validates: %s", key)
+                    if self.cache.mode == "only":
+                        raise errors.CacheMissError(
+                            f"cache-only mode: the cached entry for key {key} no longer validates "
+                            f"({type(exc).__name__})"
+                        ) from exc
                 else:
                     rejected = check(value) if check is not None else None
                     if rejected is None:
