@@ -34,8 +34,12 @@ def verify_or_reject(
 ) -> tuple[str, AnswerReport]:
     """``answer`` if it passes (or warns, with ``allow_warn``), else ``fallback``; and the report either way."""
     report = evaluator.evaluate(answer, sources, question)
-    ok = report.verdict == "PASS" or (allow_warn and report.verdict == "WARN")
-    return (answer if ok else fallback), report
+    return (answer if accepted(report, allow_warn) else fallback), report
+
+
+def accepted(report: AnswerReport, allow_warn: bool = False) -> bool:
+    """Whether :func:`verify_or_reject` lets the answer of ``report`` through: a PASS, or a WARN with ``allow_warn``."""
+    return report.verdict == "PASS" or (allow_warn and report.verdict == "WARN")
 
 
 @dataclass
@@ -192,7 +196,8 @@ class RAGGuard:
             shown, report = verify_or_reject(
                 self.evaluator, answer, contexts, self.fallback, question, allow_warn=self.allow_warn
             )
-            status: Literal["passed", "rejected"] = "passed" if shown == answer else "rejected"
+            # by the decision, not by the text: an answer that happens to equal the fallback may still be rejected
+            status: Literal["passed", "rejected"] = "passed" if accepted(report, self.allow_warn) else "rejected"
             return GuardedAnswer(shown, status, question, contexts, report, [Attempt(answer, report)])
         result = generate_with_validation(
             self.evaluator, self._generate, question, contexts, threshold=self.threshold, max_retries=self.max_retries

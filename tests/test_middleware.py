@@ -107,3 +107,16 @@ def test_rag_guard_rejects_with_the_fallback(shared_nli: Any, tmp_path: Path) ->
         empty = RAGGuard(ev, lambda q: ["  "], generate, fallback="Nothing found.")("q")
         assert empty.status == "rejected" and empty.answer == "Nothing found." and empty.report is None
         assert len(calls) == 3 and len(server.requests) == requests
+
+
+def test_rag_guard_rejects_an_answer_that_equals_the_fallback(shared_nli: Any, tmp_path: Path) -> None:
+    # the status comes from the check, not from comparing the text shown with the text generated
+    from groundjudge.middleware import RAGGuard
+
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        ev = evaluator(server, shared_nli, tmp_path, qa=False)
+        same = RAGGuard(ev, lambda q: [CONTEXT], lambda m: BAD_ANSWER, fallback=BAD_ANSWER, max_retries=0)("q")
+        assert same.report is not None and same.report.verdict == "FAIL"
+        assert same.status == "rejected" and not same.ok and same.answer == BAD_ANSWER
+        good = RAGGuard(ev, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, fallback=GOOD_ANSWER, max_retries=0)("q")
+        assert good.status == "passed" and good.ok
