@@ -240,6 +240,7 @@ class _Existing:
     damaged: list[tuple[int, str]] = field(default_factory=list)  # (line, why) of damaged lines before the last
     torn_tail: bool = False  # the last line has no newline and is no report: a write cut short by a kill
     open_tail: bool = False  # the last line is a report without its newline
+    repeated: bool = False  # an id has more than one report (a --retry-errors run killed before it compacted OUT)
 
 
 def _scan_out(out: Path) -> _Existing:
@@ -251,9 +252,13 @@ def _scan_out(out: Path) -> _Existing:
         for n, raw in enumerate(fh, start=1):
             line = _classify(raw)
             if line.rid is not None:
+                if line.rid in found.ids:
+                    found.repeated = True
                 found.ids.add(line.rid)
-                if line.failed:
+                if line.failed:  # the last report of an id is the one that counts
                     found.failed.add(line.rid)
+                else:
+                    found.failed.discard(line.rid)
                 found.open_tail = not line.complete
             elif not line.complete:
                 found.torn_tail = True
@@ -262,16 +267,23 @@ def _scan_out(out: Path) -> _Existing:
     return found
 
 
-def _rewrite_out(out: Path, drop_ids: set[str]) -> int:
-    """Rewrite OUT atomically (temp file + os.replace) without its damaged lines, a torn last line and the reports
-    of ``drop_ids``; damaged lines are moved to ``OUT.damaged`` rather than lost. Returns the lines moved."""
+def _rewrite_out(out: Path) -> int:
+    """Rewrite OUT atomically (temp file + os.replace) without its damaged lines, a torn last line and all but the
+    last report of each id (a --retry-errors run appends the new report after the old one); damaged lines are moved
+    to ``OUT.damaged`` rather than lost. Returns the lines moved."""
+    last: dict[str, int] = {}
+    with out.open("rb") as src:
+        for n, raw in enumerate(src):
+            line = _classify(raw)
+            if line.rid is not None:
+                last[line.rid] = n
     tmp = out.with_name(out.name + ".tmp")
     moved: list[bytes] = []
     with out.open("rb") as src, tmp.open("wb") as dst:
-        for raw in src:
+        for n, raw in enumerate(src):
             line = _classify(raw)
             if line.rid is not None:
-                if line.rid not in drop_ids:
+                if last[line.rid] == n:
                     dst.write(raw if line.complete else raw + b"\n")
             elif line.complete and line.why != "blank line":
                 moved.append(raw)
@@ -288,8 +300,9 @@ class _Writer:
     """OUT, opened at the first report, so that a run which fails before its first row changes nothing.
 
     ``fresh`` replaces OUT (--overwrite); otherwise reports are appended after OUT is repaired (damaged lines moved
-    out, a torn last line cut) and, with ``drop_ids`` (--retry-errors), the old reports of rows scored again
-    removed.
+    out, a torn last line cut, repeated ids cut to their last report). With ``drop_ids`` (--retry-errors, the ids
+    whose old report failed) the new report of such a row is appended after its old one, and close() keeps only
+    the last: a run stopped or killed early still holds one report per id, old for the rows it did not reach.
     """
 
     def __init__(self, out: Path, *, fresh: bool, existing: _Existing, drop_ids: set[str]) -> None:
@@ -297,16 +310,17 @@ class _Writer:
         self.fresh = fresh
         self.existing = existing
         self.drop_ids = drop_ids
+        self.replaced = 0  # reports written for an id of drop_ids: old reports to cut at close()
         self.rows = 0
         self._fh: Any = None
 
-    def _open(self, drop_ids: set[str]) -> None:
+    def _open(self) -> None:
         ex = self.existing
         if self.fresh:
             self._fh = self.out.open("w", encoding="utf-8")
             return
-        if ex.damaged or ex.torn_tail or ex.open_tail or drop_ids:
-            moved = _rewrite_out(self.out, drop_ids)
+        if ex.damaged or ex.torn_tail or ex.open_tail or ex.repeated:
+            moved = _rewrite_out(self.out)
             if moved:
                 err.print(
                     escape(f"moved {moved} damaged line(s) of {self.out} to {self.out.name}.damaged"), highlight=False
@@ -315,18 +329,24 @@ class _Writer:
 
     def write(self, line: str) -> None:
         if self._fh is None:
-            self._open(self.drop_ids)
+            self._open()
         self._fh.write(line + "\n")
         self._fh.flush()
         self.rows += 1
+        if self.drop_ids and _classify(line.encode()).rid in self.drop_ids:
+            self.replaced += 1
 
     def close(self, finished: bool) -> None:
-        """Close OUT; a run that finished without writing a row still leaves OUT as its result (empty if fresh)."""
+        """Close OUT, then cut the old reports of the rows scored again; a run that finished without writing a row
+        still leaves OUT as its result (empty if fresh)."""
         if self._fh is None and finished:
-            self._open(set())
+            self._open()
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+        if self.replaced:
+            _rewrite_out(self.out)
+            self.replaced = 0
 
 
 # Options that 'score --config FILE' takes from the file unless they are given on the command line.

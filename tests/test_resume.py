@@ -173,3 +173,51 @@ def test_overwrite_keeps_the_old_output_until_the_new_run_has_a_row(tmp_path: Pa
         done = score(tmp_path, data, out, "--overwrite", *llm)
         assert done.exit_code == 0, done.output
     assert [r["id"] for r in reports(out)] == ["a"]
+
+
+def _fail(line: str) -> str:
+    data = json.loads(line)
+    data.update(verdict="ERROR", errors=["judge: ServerError 503 after 6 attempts"])
+    return json.dumps(data)
+
+
+def test_retry_errors_stopped_early_keeps_the_old_reports_of_the_rows_it_did_not_reach(
+    tmp_path: Path, scored: tuple[Path, Path]
+) -> None:
+    # --retry-errors dropped every old ERROR report at its first write: a budget stop left those rows with none,
+    # and a failed id no longer in the input vanished.
+    data, out = scored
+    lines = out.read_text().splitlines()
+    gone = json.loads(_fail(lines[0]))
+    gone["id"] = "gone"  # failed in an earlier run, no longer in the input
+    for i in (1, 3, 4):
+        lines[i] = _fail(lines[i])
+    out.write_text("\n".join([*lines, json.dumps(gone)]) + "\n")
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        llm = ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--mode", "llm", "--no-qa"]
+        result = score(tmp_path, data, out, "--resume", "--retry-errors", *llm, "--batch-size", "1", "--max-calls", "1")
+        calls = len(server.requests)
+    assert result.exit_code == 3, result.output  # the budget stops it after the first row scored again
+    assert calls == 1  # one call a row here (the extraction)
+    after = reports(out)
+    assert sorted(r["id"] for r in after) == sorted([f"r{i}" for i in range(6)] + ["gone"])  # each once
+    by_id = {r["id"]: r for r in after}
+    assert by_id["r1"]["verdict"] != "ERROR" and not by_id["r1"]["metadata"]  # scored again, replaced
+    for rid in ("r3", "r4", "gone"):  # not reached, or not in the input: the old report stays
+        assert by_id[rid]["verdict"] == "ERROR" and by_id[rid]["metadata"] == {"earlier": True}
+    assert [r["id"] for r in after][-1] == "r1" and not out.with_name("out.jsonl.tmp").exists()
+
+
+def test_a_killed_retry_leaves_two_reports_of_an_id_and_the_last_one_counts(
+    tmp_path: Path, scored: tuple[Path, Path]
+) -> None:
+    # A --retry-errors run killed after a new report, before close() cut the old one: OUT holds both.
+    data, out = scored
+    lines = out.read_text().splitlines()
+    old = _fail(lines[2])
+    out.write_text("\n".join([*lines[:2], old, *lines[3:], lines[2]]) + "\n")  # r2: old ERROR, then a new PASS
+    result = score(tmp_path, data, out, "--resume", "--retry-errors")
+    assert result.exit_code == 0 and "answers 0 " in flat(result.output)  # r2's last report is fine: not redone
+    after = reports(out)
+    assert [r["id"] for r in after] == ["r0", "r1", "r3", "r4", "r5", "r2"]  # each once, the last kept
+    assert after[-1]["verdict"] != "ERROR"
