@@ -211,6 +211,9 @@ def judge_messages(
     return with_stable_prefix(messages, questions_block)
 
 
+_SEVERITY = {"SUPPORTED": 0, "UNSUPPORTED": 1, "CONTRADICTED": 2, "ERROR": 3}
+
+
 def _claim_id(raw: str) -> str:
     return raw.strip().strip("[]").strip()
 
@@ -247,10 +250,13 @@ def judge_claims(
     out: dict[str, JudgedClaim] = {}
     for item in reply.verdicts:
         cid = _claim_id(item.claim_id)
-        if cid in asked and cid not in out:
-            out[cid] = _decide(item, sources)
-        elif cid not in asked:
+        if cid not in asked:
             log.info("judge answered an id it was not asked: %r", item.claim_id)
+            continue
+        judged = _decide(item, sources)
+        # two verdicts for one claim: the one that flatters least stands
+        if cid not in out or _SEVERITY[judged.label] > _SEVERITY[out[cid].label]:
+            out[cid] = judged
     for c in claims:
         if c.id not in out:
             out[c.id] = JudgedClaim(label="ERROR", error="the judge gave no verdict for this claim")

@@ -110,10 +110,15 @@ def file_digest(path: Path) -> str:
 
 
 def _fingerprint_dir(path: Path) -> str:
-    """A content hash of a local model folder: the name and whole-content digest of every file in it."""
+    """A content hash of a local model folder: the name and whole-content digest of every file in it, but the
+    groundjudge.json beside the weights: its thresholds change no probability (what it says about how to run the
+    model, kind, label and template, is in the fingerprint apart), and calibrate or tune rewriting it must not void
+    the NLI cache."""
+    from groundjudge.config import MODEL_PROFILE_FILE
+
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
-        if not f.is_file():
+        if not f.is_file() or f.name == MODEL_PROFILE_FILE:
             continue
         h.update(f.name.encode() + b"\0" + file_digest(f).encode() + b"\0")
     return h.hexdigest()[:16]
@@ -643,6 +648,7 @@ class NLIScorer:
         self.model = model
         self.cache = cache
         self.cache_hits = 0
+        self._hits_lock = threading.Lock()  # the QA comparison scores from several threads
 
     def _key(self, premise: str, hypothesis: str) -> str:
         return make_key("nli", [self.model.fingerprint, premise, hypothesis])
@@ -662,7 +668,8 @@ class NLIScorer:
                 hit = self.cache.get(self._key(*pair), miss_ok=True)  # local and free: never a replay error
                 if hit is not None and _finite_row(hit):
                     out[todo.pop(pair)] = hit
-                    self.cache_hits += 1
+                    with self._hits_lock:
+                        self.cache_hits += 1
         if todo:
             unique = list(todo)
             # rounded as the cache stores them, so that a fresh and a cached run report the same numbers

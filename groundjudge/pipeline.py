@@ -34,7 +34,7 @@ from groundjudge.errors import (
     NLIError,
 )
 from groundjudge.evidence import BM25, EvidenceSelector, find_conflict
-from groundjudge.judge import JudgedClaim, judge_claims, select_sources
+from groundjudge.judge import JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
 from groundjudge.models import (
@@ -300,7 +300,8 @@ class Evaluator:
             }
             if self.client is not None:
                 out["llm"] = self.client.model_id
-                names = ["claims_qa", "verify"] if self._qa_expected else ["claims", "judge"]
+                # every prompt a row of this evaluator may use (claim rows and answers without questions: judge)
+                names = ["claims_qa", "verify", "judge"] if self._qa_expected else ["claims", "judge"]
                 out.update({f"prompt.{n}": load_prompt(n).version for n in names})
             self._versions = out
         return dict(self._versions)
@@ -401,7 +402,8 @@ class Evaluator:
             out["rows"] += 1
             if client is None or self.mode == "nli":
                 continue
-            sources = select_sources(s.contexts, [])
+            # an upper bound: the whole contexts up to the judge's character budget (what the judge may be shown)
+            sources = select_sources(s.contexts, []) or [Source(1, 0, 0, "\n\n".join(s.contexts)[:24_000])]
             calls: list[tuple[list[Message], type[BaseModel], str, bool]]
             if s.claim is not None:
                 calls = [(judge_messages(claim_from_input(s.claim), sources), JudgeReply, "judge", True)]
@@ -467,6 +469,11 @@ class Evaluator:
             except RUN_STOPS as exc:
                 for w in waiting:
                     w.stop = exc
+                return
+            except Exception as exc:  # the batch failed as a whole: these answers fail, the run goes on
+                log.warning("the provider batch failed: %s", describe(exc), exc_info=True)
+                for w in waiting:
+                    w.failed = f"provider batch: {describe(exc)}"
                 return
             self.batch_outcomes.append(outcome)
             if outcome.failures:
@@ -567,7 +574,10 @@ class Evaluator:
             w.passages = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
 
         self._each(batch, chunk)
-        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=self.thresholds.t_support)
+        # Stopping at the first passage that entails a claim is safe only when no later passage could make it
+        # CONTRADICTED: with a contradiction threshold in force, every selected passage is scored.
+        early_exit = None if self._local_contradiction else self.thresholds.t_support
+        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=early_exit)
 
         def check(works: list[_Work]) -> None:
             results = selector.check([([cl.text for cl in w.claims], w.passages) for w in works])

@@ -26,9 +26,19 @@ _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _NUM = re.compile(r"\d+(?:[.,]\d+)*")
 
 
+# Words that turn a reply around or make it partial: a lexical shortcut never accepts a pair they tell apart.
+_NEGATIONS = frozenset(
+    "not no never none nothing nobody nowhere neither nor without except cannot unknown false".split()
+)
+_HEDGES = frozenset("or either maybe possibly perhaps about approximately around".split())
+# Words a reply may add without adding a fact ("in 1889" says what "1889" says).
+_FILLER = frozenset("of in on at to for by from and is was are were be been it its s that this with as".split())
+
+
 def _words(text: str) -> list[str]:
     folded = unicodedata.normalize("NFKD", text).casefold()
     folded = "".join(c for c in folded if not unicodedata.combining(c))
+    folded = re.sub(r"n['’]t\b", " not", folded)  # "isn't" -> "is not"
     return re.findall(r"\w+", _ARTICLES.sub(" ", folded))
 
 
@@ -39,18 +49,22 @@ def _numbers(text: str) -> set[str]:
 def replies_agree(question: str, expected: str, found: str, agree: Agree | None) -> bool:
     """Whether the sources' reply ``found`` says what the answer's reply ``expected`` says.
 
-    NOT_FOUND never agrees; different numbers never agree; the same words (ignoring case, accents, articles and
-    punctuation), or one reply's words all inside the other's, agree; otherwise the local model decides on the two
-    statements "question reply" both ways (without a model: they do not agree).
+    NOT_FOUND never agrees; different numbers never agree. The sources' reply agrees at once when it says everything
+    the answer's reply says (its words, ignoring case, accents, articles and filler words, are all there: "1889" and
+    "in 1889", "Paris" and "Paris, France"), unless the two differ in a negation or a hedge ("open" and "not open",
+    "red" and "red or blue"). A reply that says more than the sources' ("Eiffel and Koechlin" against "Eiffel") or
+    any other pair goes to the local model: the two statements "question reply", entailment both ways (without a
+    model: they do not agree).
     """
     if not found.strip() or found.strip().upper().strip(".") == NOT_FOUND:
         return False
-    a, b = _words(expected), _words(found)
+    a, b = set(_words(expected)), set(_words(found))
     if not a or not b:
         return False
     if _numbers(expected) != _numbers(found) and _numbers(expected) and _numbers(found):
         return False
-    if a == b or set(a) <= set(b) or set(b) <= set(a):
+    turned = (a & _NEGATIONS) != (b & _NEGATIONS) or bool((a ^ b) & _HEDGES)
+    if not turned and not (a - b - _FILLER):
         return True
     if agree is None:
         return False

@@ -228,6 +228,13 @@ def test_replies_are_compared_locally() -> None:
     assert not replies_agree("When?", "1889", "1899", None)
     assert not replies_agree("When?", "1889", "NOT_FOUND", None)
     assert replies_agree("Where?", "Paris", "Paris, France", None)
+    # a lexical shortcut never accepts a negated, hedged or partial reply: those go to the model (here: none)
+    assert not replies_agree("Is it open?", "open", "It is not open", None)
+    assert not replies_agree("Is it open?", "open", "it isn't open", None)
+    assert not replies_agree("Did sales rise?", "increased", "not increased", None)
+    assert not replies_agree("Which colour?", "red", "red or blue", None)
+    assert not replies_agree("Who built it?", "Gustave Eiffel and Koechlin", "Eiffel", None)  # the answer says more
+    assert replies_agree("Who built it?", "Gustave Eiffel and Koechlin", "Eiffel", lambda pairs: [0.8])
     assert not replies_agree("Who?", "Gustave Eiffel", "a bridge company", lambda pairs: [0.1])
     assert replies_agree("Who?", "the engineer Eiffel", "Gustave Eiffel's firm", lambda pairs: [0.9])
 
@@ -309,10 +316,10 @@ def test_a_number_conflict_is_escalated_in_the_cascade(shared_nli: Any, tmp_path
     assert tall_on.route == "judge" and tall_on.label == "CONTRADICTED" and "conflict" in tall_on.flags
     assert tall_on.contradiction_checked and on.scores.hallucination_ratio == pytest.approx(0.5)
     # without escalation the report says plainly that nobody looked for the contradiction
-    if tall_off.route == "nli":
-        assert tall_off.label == "UNSUPPORTED" and not tall_off.contradiction_checked
-        assert "conflict" in tall_off.flags and "500" in tall_off.reason
-        assert off.scores.n_contradiction_unchecked >= 1
+    assert tall_off.route == "nli"
+    assert tall_off.label == "UNSUPPORTED" and not tall_off.contradiction_checked
+    assert "conflict" in tall_off.flags and "500" in tall_off.reason
+    assert off.scores.n_contradiction_unchecked >= 1
 
 
 def test_nli_mode_says_contradiction_was_not_checked(shared_nli: Any, tmp_path: Path) -> None:
@@ -353,3 +360,60 @@ def test_sentence_claims_in_any_script(answer: str, claims: list[str]) -> None:
     found = claim_sentences(answer)
     assert [s.text for s in found] == claims  # an answer in another script is checked, not NO_CLAIMS
     assert all(answer[s.start : s.end] == s.text for s in found)
+
+
+# -- review findings ------------------------------------------------------------------------------------------
+
+
+def test_early_exit_never_skips_a_passage_that_could_contradict(shared_nli: Any, tmp_path: Path) -> None:
+    claim = "The Eiffel Tower is a wrought-iron lattice tower in Paris, France."
+    contexts = [CONTEXT, "A different source. The Eiffel Tower is a steel tower in Lyon, not in Paris."]
+    no_contradiction = _ev(None, shared_nli, tmp_path / "a").evaluate_claim(claim, contexts)
+    assert no_contradiction.claims[0].nli is not None and no_contradiction.claims[0].nli.passages_scored == 1
+    # once CONTRADICTED can be called locally, the passage after the entailing one must be scored too
+    with_contradiction = _ev(None, shared_nli, tmp_path / "b", t_contradict=0.5).evaluate_claim(claim, contexts)
+    assert with_contradiction.claims[0].nli is not None and with_contradiction.claims[0].nli.passages_scored == 2
+
+
+def test_two_verdicts_for_one_claim_keep_the_one_that_flatters_least(tmp_path: Path) -> None:
+    from groundjudge.judge import judge_claims
+    from groundjudge.models import Claim
+    from tests.conftest import make_test_client
+
+    quote = [{"source": 1, "text": "completed in 1889"}]
+    reply = {
+        "verdicts": [
+            {"claim_id": "c1", "verdict": "SUPPORTED", "reason": "", "quotes": quote},
+            {"claim_id": "c1", "verdict": "CONTRADICTED", "reason": "", "quotes": quote},
+        ]
+    }
+    with ScriptedLLMServer(lambda req: Reply.json(reply)) as server:
+        client = make_test_client(server)
+        sources = [Source(number=1, doc=0, start=0, text=CONTEXT)]
+        judged, _, _ = judge_claims(client, [Claim(id="c1", text="It was completed in 1899.")], sources)
+    assert judged["c1"].label == "CONTRADICTED"
+
+
+def test_a_failed_provider_batch_fails_its_rows_not_the_run(shared_nli: Any, tmp_path: Path) -> None:
+    state = tmp_path / "batches.json"
+    state.write_text("{ damaged")  # the runner refuses it: a whole-batch failure
+    rows: list[Any] = [
+        {"id": "a", "answer": GOOD_ANSWER, "contexts": [CONTEXT]},
+        {"id": "bad", "answer": GOOD_ANSWER},
+    ]
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        ev = _ev(server, shared_nli, tmp_path, batch_api=True, batch_state=str(state), batch_poll_seconds=0)
+        reports = list(ev.evaluate_many(rows))
+    assert [r.id for r in reports] == ["a", "bad"]  # nothing lost, the bad row's report too
+    assert reports[0].verdict == "ERROR" and "provider batch" in reports[0].errors[-1]
+    assert reports[1].verdict == "ERROR" and "contexts" in reports[1].errors[0]
+
+
+def test_dry_run_prices_long_contexts_and_names_every_prompt(shared_nli: Any, tmp_path: Path) -> None:
+    long_context = CONTEXT + " " + "Filler about other things entirely. " * 1000  # > 24k characters
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        ev = _ev(server, shared_nli, tmp_path)
+        short = ev.estimate([{"id": "s", "answer": GOOD_ANSWER, "contexts": [CONTEXT]}])
+        long = ev.estimate([{"id": "l", "answer": GOOD_ANSWER, "contexts": [long_context]}])
+        assert long["estimated_cost_usd"] > short["estimated_cost_usd"] * 2  # the sources are in the bound
+        assert {"prompt.claims_qa", "prompt.verify", "prompt.judge"} <= set(ev.versions())

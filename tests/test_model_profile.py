@@ -87,3 +87,14 @@ def test_calibrate_can_store_its_thresholds_beside_the_model(tmp_path: Path) -> 
     assert meta["n"] == 15 and meta["target"] == 0.6
     missing = CliRunner().invoke(app, [*args[:-4], "--nli-model", "no/such-hub-model", "--save-to-model"])
     assert missing.exit_code == 2
+
+
+def test_storing_thresholds_keeps_the_nli_cache(tmp_path: Path) -> None:
+    from groundjudge.nli import NLIModel
+    from groundjudge.testing import tiny_nli_model
+    from tests.conftest import SHARED_MODEL
+
+    model = tiny_nli_model(tmp_path / "model", SHARED_MODEL)
+    before = NLIModel(str(model)).fingerprint
+    write_model_profile(model, {"cascade": LocalThresholds(t_support=0.9, t_contradict=None)})
+    assert NLIModel(str(model)).fingerprint == before  # thresholds change no probability: the cache stays valid
