@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from groundjudge import errors
 from groundjudge.cache import Cache
 from groundjudge.llm import BatchRunner, DeferredCall, Ledger, LLMClient
-from groundjudge.models import Message, PromptRef
+from groundjudge.models import Message, PromptRef, Usage
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer
 from tests.conftest import make_test_client
 
@@ -97,12 +97,24 @@ def test_batch_results_cost_half_the_direct_price(scripted: ScriptedLLMServer, p
     for messages in asks(3):
         direct.complete_json(messages, Verdict, prompt=PROMPT)
     client = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
-    outcome = runner(client, tmp_path).run(defer_all(client))
+    deferred = defer_all(client)
+    outcome = runner(client, tmp_path).run(deferred)
     assert outcome.usage.calls == 3
     assert outcome.usage.input_tokens == direct.ledger.total.input_tokens
     assert outcome.usage.output_tokens == direct.ledger.total.output_tokens
     assert client.ledger.total.cost_usd == pytest.approx(outcome.usage.cost_usd)
     assert client.ledger.total.cost_usd / direct.ledger.total.cost_usd == pytest.approx(0.5)
+    # Per key: each answer's own usage at the batch price, and together the whole.
+    assert set(outcome.usage_by_key) == {c.key for c in deferred}
+    total = sum(outcome.usage_by_key.values(), Usage())
+    assert (total.calls, total.input_tokens, total.output_tokens) == (
+        3,
+        outcome.usage.input_tokens,
+        outcome.usage.output_tokens,
+    )
+    assert total.cost_usd == pytest.approx(outcome.usage.cost_usd) and all(
+        u.calls == 1 for u in outcome.usage_by_key.values()
+    )
 
 
 class Killed(Exception):
@@ -135,6 +147,52 @@ def test_a_killed_run_resumes_the_same_batch(scripted: ScriptedLLMServer, provid
     outcome = runner(third, tmp_path).run(deferred)
     assert (outcome.already_cached, outcome.submitted, outcome.resumed) == (3, 0, 0)
     assert len(scripted.batches) == 1
+
+
+def defer_some(client: LLMClient, indices: list[int]) -> list[DeferredCall]:
+    every = asks(3)
+    with client.deferring() as deferred:
+        for i in indices:
+            with pytest.raises(errors.DeferredCallError):
+                client.complete_json(every[i], Verdict, prompt=PROMPT)
+    return deferred
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_resumed_batch_keeps_results_this_run_did_not_ask_for(
+    scripted: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    first = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    a, b, c = defer_some(first, [0, 1, 2])
+    with pytest.raises(Killed):
+        runner(first, tmp_path, sleep=kill).run([a, b, c])
+    assert len(scripted.batches) == 1
+
+    # Run 2 asks for A and B only: it collects the batch, caches A and B, and keeps C's result aside.
+    second = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    outcome = runner(second, tmp_path).run(defer_some(second, [0, 1]))
+    assert (outcome.resumed, outcome.succeeded, outcome.failed, outcome.submitted) == (2, 2, 0, 0)
+    assert set(outcome.usage_by_key) == {a.key, b.key}
+    cache = second.cache
+    assert cache is not None and cache.peek(a.key) and cache.peek(b.key) and not cache.peek(c.key)
+    kept = tmp_path / "out.jsonl.batches.results.jsonl"
+    assert [json.loads(line)["key"] for line in kept.read_text().splitlines()] == [c.key]
+    (entry,) = json.loads((tmp_path / "out.jsonl.batches.json").read_text())["batches"]
+    assert entry["collected"] and entry["kept"] == [c.key] and entry["failures"] == {}
+
+    # Run 3 asks for C: answered from the kept result, no new batch and no direct request.
+    third = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
+    outcome = runner(third, tmp_path).run(defer_some(third, [2]))
+    assert (outcome.resumed, outcome.succeeded, outcome.failed, outcome.submitted) == (1, 1, 0, 0)
+    assert outcome.usage.calls == 1 and outcome.usage_by_key == {c.key: outcome.usage}
+    value, usage = third.complete_json(asks(3)[2], Verdict, prompt=PROMPT)
+    assert usage.cached_calls == 1 and value.claim == "Claim number 2."
+    assert len(scripted.batches) == 1 and len(scripted.requests) == 3 and all(r.batch_id for r in scripted.requests)
+    billed = [client.ledger.total for client in (first, second, third)]
+    assert sum(u.calls for u in billed) == 3  # each request billed (and counted) once
+    assert not kept.exists()  # nothing left kept
+    (entry,) = json.loads((tmp_path / "out.jsonl.batches.json").read_text())["batches"]
+    assert entry["kept"] == []
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -175,6 +233,8 @@ def test_invalid_json_and_errored_results_are_not_cached(
     assert "boom" in outcome.failures[deferred[1].key] or "500" in outcome.failures[deferred[1].key]
     assert not cache.peek(deferred[0].key) and not cache.peek(deferred[1].key) and cache.peek(deferred[2].key)
     assert outcome.usage.calls == 2  # the invalid reply was billed; the errored request was not
+    assert set(outcome.usage_by_key) == {deferred[0].key, deferred[2].key}
+    assert sum(outcome.usage_by_key.values(), Usage()).cost_usd == pytest.approx(outcome.usage.cost_usd)
     # A rerun with the same calls does not resubmit them: a finished batch covered them; still reported.
     again = runner(client, tmp_path).run(deferred)
     assert len(scripted.batches) == 1 and again.resumed == 2 and set(again.failures) == set(list(outcome.failures))

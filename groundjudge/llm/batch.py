@@ -12,6 +12,12 @@ submitting (and paying for) the same requests again. Each result is parsed like 
 the call's schema and check, and cached under the call's key exactly as the direct path would; its usage is
 counted in the client's ledger at the batch price. Failures (errored, expired, canceled, refused, invalid JSON,
 failed check) are not cached; they are in :attr:`BatchOutcome.failures` for the caller to call directly.
+
+A resumed batch may hold results for keys this run did not defer (an earlier run deferred more). Their schema and
+check are unknown here, so they are not cached: their raw response bodies are kept in a side file beside the state
+file (``<state>.results.jsonl``, rewritten atomically), and the state entry lists them under ``kept``. A later run
+that defers one of those keys takes its result from there (validated, cached, counted in the ledger) instead of
+asking (and paying) again.
 """
 
 from __future__ import annotations
@@ -47,7 +53,9 @@ class BatchOutcome:
     ``submitted``: sent in new batches by this run; ``resumed``: covered by batches an earlier run submitted;
     ``already_cached``: in the cache before the run, not sent. Of the rest, ``succeeded`` were cached, ``failed``
     errored, were canceled, refused or invalid, and ``expired`` were not answered before the batch expired; every
-    key not cached is in ``failures`` with the reason. ``usage`` is what the results cost, at the batch price.
+    key not cached is in ``failures`` with the reason. ``usage`` is what the results cost, at the batch price;
+    ``usage_by_key`` is the same split by cache key (each accepted or failed result that was billed), so that a
+    caller can charge each answer its share.
     """
 
     submitted: int = 0
@@ -57,6 +65,7 @@ class BatchOutcome:
     resumed: int = 0
     already_cached: int = 0
     usage: Usage = field(default_factory=Usage)
+    usage_by_key: dict[str, Usage] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     batch_ids: list[str] = field(default_factory=list)
 
@@ -88,6 +97,8 @@ class BatchRunner:
     ) -> None:
         self.client = client
         self.state_path = Path(state_path)
+        self.results_path = self.state_path.with_suffix(".results.jsonl")
+        self._kept: dict[str, dict[str, Any]] = {}
         self.poll_seconds = poll_seconds
         self.sleep = sleep
         self.progress = progress
@@ -118,17 +129,35 @@ class BatchRunner:
     def _save(self, state: dict[str, Any]) -> None:
         """Write the state atomically: a temporary file beside it, flushed, then renamed over it."""
         state = {**state, "batches": [{k: v for k, v in e.items() if k != "fresh"} for e in state["batches"]]}
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=self.state_path.name + ".", suffix=".tmp", dir=self.state_path.parent)
+        _write_atomically(self.state_path, json.dumps(state, indent=1))
+
+    def _load_kept(self) -> dict[str, dict[str, Any]]:
+        """The kept results by cache key: ``{"batch", "custom_id", "key", "body"}`` per line of the side file."""
+        if not self.results_path.exists():
+            return {}
         try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(state, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.state_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            text = self.results_path.read_text()
+        except OSError as exc:
+            raise errors.ConfigError(
+                f"batch results file {self.results_path} is unreadable ({exc}); it holds results already paid for: "
+                "fix or move it before running again"
+            ) from exc
+        kept: dict[str, dict[str, Any]] = {}
+        for raw in text.splitlines():
+            try:
+                line = json.loads(raw)
+                kept[str(line["key"])] = line
+            except (ValueError, KeyError, TypeError):
+                log.warning("%s: a kept result line is unreadable, skipped: %.200s", self.results_path, raw)
+        return kept
+
+    def _save_kept(self) -> None:
+        """Rewrite the side file atomically with the results still kept (removed when none are)."""
+        if not self._kept:
+            self.results_path.unlink(missing_ok=True)
+            return
+        lines = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in self._kept.values())
+        _write_atomically(self.results_path, lines)
 
     # -- the run --------------------------------------------------------------------------------------------
 
@@ -146,9 +175,11 @@ class BatchRunner:
                 continue
             pending[call.key] = call
         state = self._load()
+        self._kept = self._load_kept()
         identity = client.provider.identity()
         live: list[dict[str, Any]] = []
         covered: set[str] = set()
+        kept_taken = False
         for entry in state["batches"]:
             if entry.get("identity") != identity:
                 continue
@@ -159,11 +190,27 @@ class BatchRunner:
             outcome.resumed += len(keys)
             outcome.batch_ids.append(entry["id"])
             if entry.get("collected"):
-                for key in keys:  # answered or failed in an earlier run; not cached now, so failed then
+                for key in sorted(keys):
+                    line = self._kept.get(key)
+                    if key in entry.get("kept", ()) and line is not None and line.get("batch") == entry["id"]:
+                        # answered for an earlier run that did not ask for it: take it now, already paid for
+                        usage = self._take(entry, key, pending[key], line.get("body"), outcome)
+                        self.client.ledger.record(usage)
+                        outcome.usage = outcome.usage + usage
+                        del self._kept[key]
+                        entry["kept"] = [k for k in entry["kept"] if k != key]
+                        kept_taken = True
+                        continue
+                    # answered or failed in an earlier run; not cached now, so failed then
                     why = entry.get("failures", {}).get(key, f"batch {entry['id']} answered it, but it is not cached")
+                    if key in entry.get("kept", ()):
+                        why = f"batch {entry['id']} answered it, but its kept result is not in {self.results_path}"
                     self._fail(outcome, key, why)
             else:
                 live.append(entry)
+        if kept_taken:
+            self._save(state)  # cached first, then the state, then the side file: a crash never loses a result
+            self._save_kept()
         new = [call for key, call in pending.items() if key not in covered]
         reserved = sum(client.worst_case_cost(call.request, batch=True) for call in new)
         if new:
@@ -349,40 +396,51 @@ class BatchRunner:
         """Read an ended batch's results into the cache; record failures in the outcome and in ``entry``."""
         usage = Usage()
         seen: set[str] = set()
+        entry.setdefault("failures", {})
+        kept: list[str] = []
 
         def fail(key: str, why: str, expired: bool = False) -> None:
             entry["failures"][key] = why
-            self._fail(outcome, key, why, expired=expired)
-
-        def take(key: str, response: Any) -> None:
-            nonlocal usage
-            try:
-                parsed: LLMResponse = self.client.provider.parse_response(response)  # type: ignore[attr-defined]
-            except (errors.GroundjudgeError, ValidationError) as exc:
-                fail(key, f"the result is not a valid response: {exc}")
-                return
-            call_usage, problem = self.client.accept_batch_result(pending[key], parsed)
-            usage = usage + call_usage
-            if problem is None:
-                outcome.succeeded += 1
-            else:
-                fail(key, problem)
+            if key in pending:  # a key not asked for is only noted, for the run that asks for it
+                self._fail(outcome, key, why, expired=expired)
 
         for custom_id, kind, payload in self._results(entry, batch):
             key = entry["custom_ids"].get(custom_id)
             if key is None or key in seen:
                 continue
             seen.add(key)
-            if key not in pending:  # covered by this batch but not asked for in this run
-                continue
-            if kind == "succeeded":
-                take(key, payload)
-            else:
+            if kind != "succeeded":
                 fail(key, str(payload), expired=kind == "expired")
+            elif key in pending:
+                usage = usage + self._take(entry, key, pending[key], payload, outcome)
+            else:  # covered by this batch but not asked for in this run: keep the body for the run that asks
+                body = payload.model_dump(mode="json") if hasattr(payload, "model_dump") else payload
+                self._kept[key] = {"batch": entry["id"], "custom_id": custom_id, "key": key, "body": body}
+                kept.append(key)
         status = getattr(batch, "status", None) or getattr(batch, "processing_status", "")
         for key in set(entry["custom_ids"].values()) - seen:
-            if key in pending:
-                fail(key, f"batch {entry['id']} ended ({status}) without a result for it", expired=status == "expired")
+            fail(key, f"batch {entry['id']} ended ({status}) without a result for it", expired=status == "expired")
+        if kept:
+            entry["kept"] = sorted(kept)
+            self._save_kept()  # before the state marks the batch collected
+        return usage
+
+    def _take(self, entry: dict[str, Any], key: str, call: DeferredCall, body: Any, outcome: BatchOutcome) -> Usage:
+        """Parse, validate, check and cache one result for ``call``; what it cost (also in ``usage_by_key``)."""
+        try:
+            parsed: LLMResponse = self.client.provider.parse_response(body)  # type: ignore[attr-defined]
+        except (errors.GroundjudgeError, ValidationError) as exc:
+            why = f"the result is not a valid response: {exc}"
+            entry.setdefault("failures", {})[key] = why
+            self._fail(outcome, key, why)
+            return Usage()
+        usage, problem = self.client.accept_batch_result(call, parsed)
+        outcome.usage_by_key[key] = outcome.usage_by_key.get(key, Usage()) + usage
+        if problem is None:
+            outcome.succeeded += 1
+        else:
+            entry.setdefault("failures", {})[key] = problem
+            self._fail(outcome, key, problem)
         return usage
 
     def _results(self, entry: dict[str, Any], batch: Any) -> Iterator[tuple[str, str, Any]]:
@@ -429,6 +487,21 @@ class BatchRunner:
                     yield custom_id, "errored", f"HTTP {response.get('status_code')}: {message}"
                 else:
                     yield custom_id, "succeeded", response.get("body")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file beside it, flushed, then renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _file_text(sdk: Any, file_id: str) -> Callable[[], str]:
