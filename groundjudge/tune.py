@@ -584,6 +584,43 @@ def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, L
     }
 
 
+def crossfit_measure(
+    nli: Sequence[ClaimNLI], examples: Sequence[TuneExample], settings: TuneSettings
+) -> dict[str, Any]:
+    """:func:`measure` with thresholds that never saw the rows they are measured on: the held-out slice is cut in two
+    halves by claim text, thresholds fitted on each half are measured on the other, and the two are pooled (rates
+    weighted by size). The stored thresholds are fitted on the whole slice; these are the numbers to expect of them
+    on new rows, not the optimistic in-sample ones."""
+    first, _ = split_by_claim(examples, 0.5, settings.seed + 1)
+    in_first = {id(ex) for ex in first}
+    halves = [[i for i, ex in enumerate(examples) if (id(ex) in in_first) == side] for side in (True, False)]
+    if not all(halves):
+        return measure(nli, [ex.label for ex in examples], fit_profile(nli, [ex.label for ex in examples]))
+    results = []
+    for fit_on, measure_on in (halves, halves[::-1]):
+        profile = fit_profile(
+            [nli[i] for i in fit_on],
+            [examples[i].label for i in fit_on],
+            settings.target,
+            settings.contradiction_target,
+        )
+        results.append(measure([nli[i] for i in measure_on], [examples[i].label for i in measure_on], profile))
+    n = sum(r["n"] for r in results)
+    pooled: dict[str, Any] = {"n": n, "crossfit": True}
+    for key in (
+        "nli_balanced_accuracy",
+        "escalation_rate",
+        "local_precision",
+        "contradiction_precision",
+        "contradiction_recall",
+    ):
+        values = [(r[key], r["n"]) for r in results if r[key] is not None]
+        pooled[key] = round(sum(v * m for v, m in values) / sum(m for _, m in values), 4) if values else None
+    pooled["local_decided"] = sum(r["local_decided"] for r in results)
+    pooled["contradictions_called"] = sum(r["contradictions_called"] for r in results)
+    return pooled
+
+
 def fit_profile(
     nli: Sequence[ClaimNLI], labels: Sequence[str], target: float = 0.9, contradiction_target: float = 0.7
 ) -> dict[str, LocalThresholds]:
@@ -697,7 +734,7 @@ def tune(
     held_labels = [ex.label for ex in held]
     before_nli = score_claims(base_model, held, settings, cache)
     before_profile = fit_profile(before_nli, held_labels, settings.target, settings.contradiction_target)
-    before = measure(before_nli, held_labels, before_profile)
+    before = crossfit_measure(before_nli, held, settings)
 
     if state.get("trained"):
         training = state["training"]
@@ -718,7 +755,7 @@ def tune(
     tuned = NLIModel(str(out), device=device)
     after_nli = score_claims(tuned, held, settings, cache)
     profile = fit_profile(after_nli, held_labels, settings.target, settings.contradiction_target)
-    after = measure(after_nli, held_labels, profile)
+    after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
     meta = {
         "tool": "groundjudge tune",
         "base_model": base,
