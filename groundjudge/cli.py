@@ -370,6 +370,10 @@ _CONFIG_OPTIONS = {
 }
 
 
+# --batch-api without --batch-size: rows evaluated together, so that each stage sends one provider batch.
+_BATCH_API_ROWS = 5000
+
+
 def _batch_state_path(out: Path) -> Path:
     return out.with_name(out.name + ".batches.json")
 
@@ -420,7 +424,14 @@ def score(
     budget: Annotated[Optional[float], typer.Option(help="Stop before spending more than this many USD.")] = None,  # noqa: UP045
     max_calls: Annotated[Optional[int], typer.Option(help="Stop before more than this many LLM calls.")] = None,  # noqa: UP045
     concurrency: Annotated[int, typer.Option(help="LLM calls in flight at once.")] = 4,
-    batch_size: Annotated[int, typer.Option(help="Rows evaluated together (NLI batches across them).")] = 32,
+    batch_size: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(
+            help="Rows evaluated together (NLI batches across them); with --batch-api, unless given here, "
+            f"{_BATCH_API_ROWS}, so that each stage sends one provider batch \\[default: 32].",
+            min=1,
+        ),
+    ] = None,
     preset: Annotated[
         str | None,
         typer.Option(
@@ -447,7 +458,9 @@ def score(
         bool,
         typer.Option(
             help="Send each stage's LLM calls through the provider's batch API (half price, results within a day; "
-            "the batch ids are kept beside OUT, so a rerun resumes them)."
+            "the batch ids are kept beside OUT, so a rerun resumes them). Rows go "
+            f"{_BATCH_API_ROWS} at a time unless --batch-size is given: one provider batch per stage for the whole "
+            "input, not one per 32 rows, each awaited in turn."
         ),
     ] = False,
     nli_kind: Annotated[
@@ -528,6 +541,8 @@ def score(
     except GroundjudgeError as exc:
         raise fail(str(exc)) from exc
 
+    if batch_size is None:  # one provider batch per stage, not one per 32 rows awaited in turn (up to a day each)
+        batch_size = _BATCH_API_ROWS if cfg.batch_api else 32
     if engine not in ("local", "ray"):
         raise fail(f"--engine {engine!r}: local or ray")
     if engine == "ray" and not dry_run:
@@ -536,9 +551,15 @@ def score(
                 "--engine ray takes JSONL or Parquet with groundjudge's field names; no --retry-errors, "
                 "--batch-api or --map yet (run those with the local engine)"
             )
-        raise typer.Exit(
-            _score_on_ray(input, out, cfg, address=address, resume=resume, batch_size=batch_size, progress=progress)
-        )
+        code = EXIT_USAGE
+        try:
+            code = _score_on_ray(
+                input, out, cfg, address=address, resume=resume, batch_size=batch_size, progress=progress
+            )
+        finally:
+            if parquet_out is not None and out.exists():  # as the local engine does
+                code = _write_parquet_out(out, parquet_out, code)
+        raise typer.Exit(code)
     existing = _scan_out(out) if resume else _Existing()
     for line, why in existing.damaged:
         err.print(
@@ -611,19 +632,25 @@ def score(
     finally:
         writer.close(finished)
         if parquet_out is not None and out.exists():
-            from groundjudge.io import write_parquet
-
-            try:
-                written = write_parquet(out, parquet_out)
-                err.print(escape(f"wrote {parquet_out} ({written} reports; resumable JSONL in {out})"))
-            except (GroundjudgeError, ValueError, OSError) as exc:
-                err.print(f"[red]could not write {escape(str(parquet_out))}:[/red] {escape(str(exc))}")
-                code = code or EXIT_ROWS_FAILED
+            code = _write_parquet_out(out, parquet_out, code)
     result = summary.summary()
     _print_summary(console, result)
     if code == EXIT_OK and result.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
+
+
+def _write_parquet_out(out: Path, parquet_out: Path, code: int) -> int:
+    """Convert the run's JSONL ``out`` to the ``--out *.parquet`` the user asked for; returns the exit code."""
+    from groundjudge.io import write_parquet
+
+    try:
+        written = write_parquet(out, parquet_out)
+        err.print(escape(f"wrote {parquet_out} ({written} reports; resumable JSONL in {out})"))
+    except (GroundjudgeError, ValueError, OSError) as exc:
+        err.print(f"[red]could not write {escape(str(parquet_out))}:[/red] {escape(str(exc))}")
+        return code or EXIT_ROWS_FAILED
+    return code
 
 
 def _score_on_ray(

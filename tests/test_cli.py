@@ -276,7 +276,7 @@ def test_resume_after_a_kill_loses_and_duplicates_nothing(tmp_path: Path) -> Non
     result = subprocess.run([*cmd, "--resume"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     ids = [r["id"] for r in lines(out)]
-    assert sorted(ids) == sorted(r["id"] for r in rows) and len(ids) == len(set(ids))
+    assert sorted(ids) == sorted(str(r["id"]) for r in rows) and len(ids) == len(set(ids))
 
 
 def test_budget_stop_exits_3_with_a_valid_partial_output(tmp_path: Path) -> None:
@@ -383,3 +383,63 @@ def test_cache_commands(tmp_path: Path) -> None:
     assert stats["entries"]["nli"] > 0
     cleared = runner.invoke(app, ["cache", "clear", "--cache-dir", str(tmp_path / "c"), "--kind", "nli"])
     assert f"removed {stats['entries']['nli']} entries" in cleared.output
+
+
+def test_engine_ray_writes_a_parquet_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --engine ray --out X.parquet exited before the Parquet conversion the local engine does: no X.parquet.
+    import types
+
+    from groundjudge.models import AnswerReport
+    from groundjudge.report import Summarizer
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "contexts": ["It opens at 9."], "claim": "It opens at 9."}) + "\n")
+    local = tmp_path / "local.jsonl"
+    done = runner.invoke(app, ["score", str(src), "--out", str(local), "--no-progress"])
+    assert done.exit_code == 0, done.output
+    calls: list[Path] = []
+
+    def score_file(input: str, out: Path, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
+        calls.append(out)
+        out.write_text(local.read_text())
+        summary = Summarizer()
+        for line in local.read_text().splitlines():
+            summary.add(AnswerReport.model_validate_json(line))
+        return summary.summary()
+
+    monkeypatch.setitem(sys.modules, "groundjudge.ray", types.SimpleNamespace(score_file=score_file))
+    target = tmp_path / "out.parquet"
+    result = runner.invoke(app, ["score", str(src), "--out", str(target), "--engine", "ray", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert calls == [tmp_path / "out.parquet.jsonl"]  # the resumable JSONL beside it, as with the local engine
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(target).column("id").to_pylist() == ["a"]
+
+
+def test_batch_api_sends_one_provider_batch_per_stage_for_the_whole_input(tmp_path: Path) -> None:
+    # --batch-api went --batch-size (32) rows at a time: one provider batch per 32 rows and stage, awaited in turn.
+    rows = [
+        {"id": f"r{i}", "contexts": [f"Item {i} costs {i * 3} dollars."], "answer": f"Item {i} costs {i * 3} dollars."}
+        for i in range(33)
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = tmp_path / "config.json"
+    config.write_text('{"batch_poll_seconds": 0}')
+
+    def batches(server: ScriptedLLMServer, name: str, *extra: str) -> int:
+        server.requests.clear()
+        out = tmp_path / f"{name}.jsonl"
+        cmd = ["score", str(src), "--out", str(out), "--llm", "openai/gpt-4o-mini", "--base-url"]
+        cmd += [server.openai_base_url, "--mode", "llm", "--no-qa", "--batch-api", "--config", str(config)]
+        result = runner.invoke(app, [*cmd, "--cache-dir", str(tmp_path / name), "--no-progress", *extra])
+        assert result.exit_code == 0, result.output
+        assert len(lines(out)) == 33 and all(r.batch_id for r in server.requests)
+        return len({r.batch_id for r in server.requests})
+
+    with ScriptedLLMServer(ONE_CLAIM) as server:
+        assert batches(server, "whole") == 2  # the extractions, then the judge calls: one batch each
+        assert batches(server, "given", "--batch-size", "32") == 4  # an explicit --batch-size is kept
+    help_text = " ".join(runner.invoke(app, ["score", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert "5000 at a time unless --batch-size is given" in help_text.replace("│", "").replace("  ", " ")
