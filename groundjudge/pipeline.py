@@ -207,7 +207,7 @@ class _Work:
     errors: list[str] = field(default_factory=list)
     stop: GroundjudgeError | None = None
     failed: str | None = None  # an error that leaves nothing to score: the report is ERROR
-    deferred: bool = False  # batch mode: its LLM call waits for the provider batch
+    deferred: list[str] = field(default_factory=list)  # batch mode: cache keys of its calls waiting for the batch
 
     @property
     def live(self) -> bool:
@@ -461,8 +461,6 @@ class Evaluator:
         with self.client.deferring() as deferred:
             stage(batch)
         waiting = [w for w in batch if w.deferred]
-        for w in waiting:
-            w.deferred = False
         if deferred:
             try:
                 outcome = self._batch_runner().run(deferred)
@@ -476,8 +474,16 @@ class Evaluator:
                     w.failed = f"provider batch: {describe(exc)}"
                 return
             self.batch_outcomes.append(outcome)
+            charged: set[str] = set()
+            for w in waiting:  # what the batch cost, to the answers it answered (a shared request to the first)
+                for key in w.deferred:
+                    if key in outcome.usage_by_key and key not in charged:
+                        charged.add(key)
+                        w.usage = w.usage + outcome.usage_by_key[key]
             if outcome.failures:
                 log.info("%d batch request(s) failed; calling them directly", len(outcome.failures))
+        for w in waiting:
+            w.deferred = []
         stage(waiting)
 
     def _batch_runner(self) -> BatchRunner:
@@ -517,8 +523,8 @@ class Evaluator:
                 fn(w)
             except RUN_STOPS as exc:
                 w.stop = exc
-            except DeferredCallError:
-                w.deferred = True  # batch mode: answered by the provider batch, then this stage runs again
+            except DeferredCallError as exc:
+                w.deferred.append(exc.key)  # batch mode: answered by the provider batch, then this stage runs again
             except Exception as exc:  # recorded in this answer's report, never ends the run
                 if not isinstance(exc, GroundjudgeError):
                     log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=True)

@@ -64,6 +64,8 @@ def test_prompts_put_the_stable_part_first(shared_nli: Any, tmp_path: Path) -> N
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_batch_mode_answers_every_call_through_the_batch_api(shared_nli: Any, tmp_path: Path, provider: str) -> None:
     with ScriptedLLMServer(route(HANDLERS)) as server:
+        # no provider prefix cache, so that the two runs differ by the batch discount alone
+        server.min_cached_prefix_tokens = server.anthropic_min_cache_tokens = 10**9
         direct_reports = list(_ev(server, shared_nli, tmp_path / "direct", provider).evaluate_many(ROWS))
         server.requests.clear()
         ev = _ev(server, shared_nli, tmp_path / "batch", provider, batch_api=True)
@@ -74,6 +76,9 @@ def test_batch_mode_answers_every_call_through_the_batch_api(shared_nli: Any, tm
         ]
         cost_direct = sum(r.usage.cost_usd for r in direct_reports)
         assert ev.usage.cost_usd == pytest.approx(cost_direct / 2, rel=0.05)  # half price
+        # and each answer's report carries what its calls cost in the batch, as direct reports do
+        assert sum(r.usage.cost_usd for r in batched) == pytest.approx(ev.usage.cost_usd)
+        assert [r.usage.calls for r in batched] == [r.usage.calls for r in direct_reports]
         assert sum(o.submitted for o in ev.batch_outcomes) == 5  # 2 extractions, then 3 sources-side calls
         server.requests.clear()
         replay = list(_ev(server, shared_nli, tmp_path / "batch", provider, cache_mode="only").evaluate_many(ROWS))
