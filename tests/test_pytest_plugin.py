@@ -12,7 +12,17 @@ from typing import Any
 
 import pytest
 
-from groundjudge.testing import GroundingAssertionError, ScriptedLLMServer, assert_grounded, route
+from groundjudge.models import AnswerReport, AnswerVerdict, Scores, Usage
+from groundjudge.report import Run
+from groundjudge.testing import (
+    GroundingAssertionError,
+    Reply,
+    ScriptedLLMServer,
+    assert_file_grounded,
+    assert_grounded,
+    grounding_problems,
+    route,
+)
 from tests.conftest import ROOT, SHARED_MODEL
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
@@ -157,3 +167,109 @@ def test_regressed():
     strict.assert_outcomes(failed=3)
     out = strict.stdout.str()
     assert "1 of 8 answers not grounded" in out and "2 of 8 answers" in out and "8 of 8 answers" in out
+
+
+# -- the gate's decision: what must fail (each guards a mutation of grounding_problems that no other test caught) --
+
+
+def report(
+    verdict: AnswerVerdict, combined: float | None, contradicted: int = 0, errors: list[str] | None = None
+) -> AnswerReport:
+    """A report built by hand: 10 claims (none for NO_CLAIMS), ``contradicted`` of them contradicted."""
+    n = 0 if verdict == "NO_CLAIMS" else 10
+    scores = Scores(
+        combined=combined, n_claims=n, n_judged=n, n_supported=n - contradicted, n_contradicted=contradicted
+    )
+    return AnswerReport(id="a", verdict=verdict, mode="cascade", scores=scores, errors=errors or [])
+
+
+class Fixed:
+    """An evaluator that returns the reports it was given (to test the assertions' decisions alone)."""
+
+    def __init__(self, *reports: Any) -> None:
+        self.reports = list(reports)
+
+    def evaluate(self, answer: str, sources: Any, question: str | None = None) -> Any:
+        (only,) = self.reports
+        return only
+
+    def run(self, rows: Any, columns: Any = None) -> Run:
+        return Run(self.reports, Usage(), 0, 0)
+
+
+def test_a_contradicted_claim_fails_whatever_the_score() -> None:
+    contradicted = report("WARN", 0.95, contradicted=1)
+    assert grounding_problems(contradicted, min_score=0.0) == ["1 contradicted claim(s)"]
+    assert grounding_problems(contradicted, min_score=0.0, allow_contradicted=True) == []
+    with pytest.raises(GroundingAssertionError, match=r"1 contradicted claim\(s\) \(verdict WARN\)"):
+        assert_grounded("x", ["y"], min_score=0.0, evaluator=Fixed(contradicted))
+    assert assert_grounded("x", ["y"], 0.0, Fixed(contradicted), allow_contradicted=True) is contradicted
+    with pytest.raises(GroundingAssertionError, match="1 of 1 answers not grounded"):
+        assert_file_grounded([], min_score=0.0, evaluator=Fixed(contradicted))
+
+
+def test_min_score_is_the_bar() -> None:
+    middling = report("WARN", 0.6)
+    assert grounding_problems(middling) == ["combined score 0.600 < 0.8"]  # the default bar is 0.8
+    assert grounding_problems(middling, min_score=0.5) == []
+    assert grounding_problems(middling, min_score=0.61) == ["combined score 0.600 < 0.61"]
+    with pytest.raises(GroundingAssertionError, match=r"combined score 0.600 < 0.8 \(verdict WARN\)"):
+        assert_grounded("x", ["y"], evaluator=Fixed(middling))
+    assert assert_grounded("x", ["y"], min_score=0.5, evaluator=Fixed(middling)) is middling
+    with pytest.raises(GroundingAssertionError, match=r"1 of 2 answers not grounded \(min_score 0.8\)"):
+        assert_file_grounded([], evaluator=Fixed(report("PASS", 0.9), middling))
+    assert_file_grounded([], min_score=0.5, evaluator=Fixed(report("PASS", 0.9), middling))
+
+
+@pytest.mark.parametrize("combined", [None, 0.95])
+def test_an_answer_that_was_not_evaluated_fails(combined: float | None) -> None:
+    # an ERROR can carry a score (some claims judged, the rest could flip the verdict); it still is no pass
+    error = report("ERROR", combined, errors=["ServerError: HTTP 500"])
+    assert grounding_problems(error, min_score=0.0) == ["the answer could not be evaluated: ServerError: HTTP 500"]
+    assert grounding_problems(error, min_score=0.0, allow_contradicted=True) != []
+    with pytest.raises(GroundingAssertionError, match="could not be evaluated"):
+        assert_grounded("x", ["y"], min_score=0.0, evaluator=Fixed(error))
+    with pytest.raises(GroundingAssertionError, match="1 of 2 answers not grounded"):
+        assert_file_grounded([], min_score=0.0, evaluator=Fixed(report("PASS", 1.0), error))
+    no_claims = report("NO_CLAIMS", combined)
+    assert grounding_problems(no_claims, min_score=0.0) == ["no claim could be checked (NO_CLAIMS)"]
+    with pytest.raises(GroundingAssertionError, match=r"no claim could be checked \(NO_CLAIMS\)"):
+        assert_grounded("x", ["y"], min_score=0.0, evaluator=Fixed(no_claims))
+
+
+def test_a_judge_outage_fails_the_gate(shared_nli: Any, tmp_path: Path) -> None:
+    from groundjudge.cache import Cache
+    from groundjudge.config import Config
+    from groundjudge.pipeline import Evaluator
+    from tests.conftest import make_test_client
+
+    with ScriptedLLMServer(lambda req: Reply.error(500, message="the judge is down")) as server:
+        cache = Cache(tmp_path / "c")
+        ev = Evaluator(Config(), nli=shared_nli, client=make_test_client(server, cache=cache), cache=cache)
+        with pytest.raises(GroundingAssertionError) as exc:
+            assert_grounded(GOOD_ANSWER, [CONTEXT], min_score=0.0, evaluator=ev, allow_contradicted=True)
+        assert server.requests  # it was asked, and failed
+    message = str(exc.value)
+    assert message.startswith("answer not grounded: the answer could not be evaluated: ServerError")
+    assert "the judge is down" in message and "(verdict ERROR)" in message
+
+
+def test_nli_mode_errors_and_empty_answers_fail(shared_nli: Any, tmp_path: Path) -> None:
+    from groundjudge.cache import Cache
+    from groundjudge.config import Config
+    from groundjudge.pipeline import Evaluator
+
+    ev = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "c"))
+    too_long = "The Eiffel Tower " + "is very tall and " * 300 + "stands in Paris."  # past the NLI window
+    with pytest.raises(GroundingAssertionError, match=r"could not be evaluated: ERROR \(verdict ERROR\)"):
+        assert_grounded(too_long, [CONTEXT], min_score=0.0, evaluator=ev)
+    with pytest.raises(GroundingAssertionError, match=r"no claim could be checked \(NO_CLAIMS\)"):
+        assert_grounded("Thanks for asking.", [CONTEXT], min_score=0.0, evaluator=ev)
+    rows = [
+        {"id": "good", "answer": GOOD_ANSWER, "contexts": [CONTEXT]},
+        {"id": "long", "answer": too_long, "contexts": [CONTEXT]},
+    ]
+    assert assert_file_grounded(rows[:1], evaluator=ev).reports[0].verdict == "PASS"
+    with pytest.raises(GroundingAssertionError) as exc:
+        assert_file_grounded(rows, min_score=0.0, evaluator=ev, baseline=None)
+    assert str(exc.value).startswith("1 of 2 answers not grounded (min_score 0.0):\nlong: the answer could not be")
