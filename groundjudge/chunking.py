@@ -58,8 +58,9 @@ def _ends_sentence(text: str, m: re.Match[str]) -> bool:
     if m.group(3):
         return True  # 。！？
     rest = text[m.end() :].lstrip()
-    if rest and rest[0].islower():
-        return False  # "... 3.5 m. wide", "e.g. cats" (a script without case, Hebrew or Arabic, never is lower)
+    uncased_letter = rest[:1].isalpha() and not rest[:1].islower() and not rest[:1].isupper()  # Hebrew, Arabic ...
+    if rest and not (rest[0].isupper() or rest[0].isdigit() or rest[0] in "\"'“‘([" or uncased_letter):
+        return False  # "... 3.5 m. wide", "e.g. cats", "... etc. - the list"
     if m.group(1) != ".":
         return True
     line_start = text.rfind("\n", 0, m.start()) + 1
@@ -166,9 +167,10 @@ def chunk_document(text: str, doc: int, tokenizer: Any, max_tokens: int, overlap
     # units: (first token, end token) of each sentence, long sentences pre-cut into windows
     units: list[tuple[int, int]] = []
     cut: set[int] = set()  # token windows of an overlong sentence: they start or end inside a word
-    # A window that starts inside a word may take a token more or two when its text is tokenized alone (a
-    # SentencePiece "▁" or a word-piece split differently): such windows leave that room and are counted again.
-    window = max(1, max_tokens - 2)
+    # A window that starts or ends inside a word may take a token more or two when its text is tokenized alone (a
+    # SentencePiece "▁" or a word-piece split differently): passages holding one are counted again, and trimmed
+    # at the end if they overflow.
+    window = max_tokens
     for sent in split_sentences(text):
         a, b = tok_range(sent)
         if b <= a:
@@ -194,8 +196,12 @@ def chunk_document(text: str, doc: int, tokenizer: Any, max_tokens: int, overlap
         while start < end and text[start].isspace():
             start += 1
         n_tokens = b - a
-        if cut.intersection(range(first, j)):
+        while cut.intersection(range(first, j)):
             n_tokens = len(tokenizer(text[start:end], add_special_tokens=False, verbose=False)["input_ids"])
+            if n_tokens <= max_tokens or b - a <= 1:
+                break
+            b = max(a + 1, b - (n_tokens - max_tokens))
+            end = max(offsets[b - 1][1], offsets[a][0])
         passages.append(Passage(doc=doc, start=start, end=end, text=text[start:end], n_tokens=n_tokens))
         if j >= len(units):
             break
