@@ -38,26 +38,10 @@ class Usage(BaseModel):
     cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            calls=self.calls + other.calls,
-            cached_calls=self.cached_calls + other.cached_calls,
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cost_usd=self.cost_usd + other.cost_usd,
-            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-        )
+        return Usage(**{f: getattr(self, f) + getattr(other, f) for f in Usage.model_fields})
 
     def __sub__(self, other: Usage) -> Usage:
-        return Usage(
-            calls=self.calls - other.calls,
-            cached_calls=self.cached_calls - other.cached_calls,
-            input_tokens=self.input_tokens - other.input_tokens,
-            output_tokens=self.output_tokens - other.output_tokens,
-            cost_usd=self.cost_usd - other.cost_usd,
-            cached_input_tokens=self.cached_input_tokens - other.cached_input_tokens,
-            cache_write_tokens=self.cache_write_tokens - other.cache_write_tokens,
-        )
+        return Usage(**{f: getattr(self, f) - getattr(other, f) for f in Usage.model_fields})
 
 
 class PromptRef(BaseModel):
