@@ -97,12 +97,30 @@ def parse_prompt(text: str, path: Path) -> Prompt:
     )
 
 
+_INCLUDE = re.compile(r"^\{\{>\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\n?", re.MULTILINE)
+
+
+def _expand_includes(text: str, directory: Path, path: Path) -> str:
+    """Replace each line ``{{> part}}`` by the text of ``part.txt`` beside the prompt: text several prompts share
+    (the judge's rules) lives once. The prompt's version hash is taken after this, so editing a part re-versions
+    every prompt that includes it."""
+
+    def part(m: re.Match[str]) -> str:
+        file = directory / f"{m.group(1)}.txt"
+        if not file.is_file():
+            raise PromptError(f"{path}: includes {m.group(1)!r}, but there is no {file}")
+        body = file.read_text(encoding="utf-8")
+        return body if body.endswith("\n") else body + "\n"
+
+    return _INCLUDE.sub(part, text)
+
+
 @lru_cache(maxsize=64)
 def _load(name: str, dirs: tuple[Path, ...]) -> Prompt:
     for d in dirs:
         path = d / f"{name}.md"
         if path.is_file():
-            prompt = parse_prompt(path.read_text(encoding="utf-8"), path)
+            prompt = parse_prompt(_expand_includes(path.read_text(encoding="utf-8"), d, path), path)
             if prompt.name != name:
                 raise PromptError(f"{path}: front matter name {prompt.name!r} differs from the file name")
             return prompt

@@ -72,6 +72,25 @@ def test_prompts_dir_from_environment(tmp_path: Path, monkeypatch: pytest.Monkey
         load_prompt("nope")
 
 
+def test_shared_prompt_text_lives_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    head = "---\nname: {n}\nversion: 1\nvariables: []\n---\n# system\nIntro.\n{{{{> rules}}}}\nEnd.\n# user\nGo.\n"
+    for name in ("one", "two"):
+        (tmp_path / f"{name}.md").write_text(head.format(n=name))
+    (tmp_path / "rules.txt").write_text("Rule A.\nRule B.\n")
+    monkeypatch.setenv("GROUNDJUDGE_PROMPTS_DIR", str(tmp_path))
+    one, two = load_prompt("one"), load_prompt("two")
+    assert one.system == two.system == "Intro.\nRule A.\nRule B.\nEnd."
+    (tmp_path / "rules.txt").write_text("Rule A.\nRule C.\n")
+    (tmp_path / "three.md").write_text(head.format(n="three"))
+    assert load_prompt("three").version != one.version  # editing the part re-versions what includes it
+    (tmp_path / "four.md").write_text(head.format(n="four").replace("rules", "missing"))
+    with pytest.raises(errors.PromptError, match="includes 'missing'"):
+        load_prompt("four")
+    shipped = ROOT / "prompts"
+    judge, verify = (shipped / "judge.md").read_text(), (shipped / "verify.md").read_text()
+    assert "{{> judge_rules}}" in judge and "{{> judge_rules}}" in verify  # the judge's rules, written once
+
+
 def test_every_shipped_prompt_loads() -> None:
     shipped = sorted((ROOT / "prompts").glob("*.md"))
     for path in shipped:
@@ -89,7 +108,7 @@ def test_wheel_ships_the_prompts(tmp_path: Path) -> None:
     )
     (wheel,) = tmp_path.glob("groundjudge-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    shipped = {f"groundjudge/prompts/{p.name}" for p in (ROOT / "prompts").glob("*.md")}
+    shipped = {f"groundjudge/prompts/{p.name}" for p in (ROOT / "prompts").glob("*") if p.suffix in (".md", ".txt")}
     assert shipped and shipped <= set(names)
     assert "groundjudge/testing.py" in names
 
