@@ -46,16 +46,8 @@ def _numbers(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUM.findall(text)}
 
 
-def replies_agree(question: str, expected: str, found: str, agree: Agree | None) -> bool:
-    """Whether the sources' reply ``found`` says what the answer's reply ``expected`` says.
-
-    NOT_FOUND never agrees; different numbers never agree. The sources' reply agrees at once when it says everything
-    the answer's reply says (its words, ignoring case, accents, articles and filler words, are all there: "1889" and
-    "in 1889", "Paris" and "Paris, France"), unless the two differ in a negation or a hedge ("open" and "not open",
-    "red" and "red or blue"). A reply that says more than the sources' ("Eiffel and Koechlin" against "Eiffel") or
-    any other pair goes to the local model: the two statements "question reply", entailment both ways (without a
-    model: they do not agree).
-    """
+def _lexical_verdict(expected: str, found: str) -> bool | None:
+    """What the words alone settle: False, True, or None when only a model can tell (see :func:`replies_agree`)."""
     if not found.strip() or found.strip().upper().strip(".") == NOT_FOUND:
         return False
     a, b = set(_words(expected)), set(_words(found))
@@ -66,24 +58,50 @@ def replies_agree(question: str, expected: str, found: str, agree: Agree | None)
     turned = (a & _NEGATIONS) != (b & _NEGATIONS) or bool((a ^ b) & _HEDGES)
     if not turned and not (a - b - _FILLER):
         return True
-    if agree is None:
-        return False
-    score = agree([(f"{question} {expected}", f"{question} {found}")])[0]
-    return score >= AGREE_AT
+    return None
+
+
+def _statements(question: str, expected: str, found: str) -> tuple[str, str]:
+    return f"{question} {expected}", f"{question} {found}"
+
+
+def replies_agree(question: str, expected: str, found: str, agree: Agree | None) -> bool:
+    """Whether the sources' reply ``found`` says what the answer's reply ``expected`` says.
+
+    NOT_FOUND never agrees; different numbers never agree. The sources' reply agrees at once when it says everything
+    the answer's reply says (its words, ignoring case, accents, articles and filler words, are all there: "1889" and
+    "in 1889", "Paris" and "Paris, France"), unless the two differ in a negation or a hedge ("open" and "not open",
+    "red" and "red or blue"). A reply that says more than the sources' ("Eiffel and Koechlin" against "Eiffel") or
+    any other pair goes to the local model: the two statements "question reply", entailment both ways (without a
+    model: they do not agree).
+    """
+    settled = _lexical_verdict(expected, found)
+    if settled is not None:
+        return settled
+    return agree is not None and agree([_statements(question, expected, found)])[0] >= AGREE_AT
 
 
 def score_qa(items: Sequence[QAItem], answers: dict[str, str], agree: Agree | None = None) -> QAResult:
     """Compare each question's two replies: the answer's own (``answer_from_answer``) and the sources' (``answers``
-    by id q1, q2, ...). score = consistent / asked; a question the sources side never answered counts against and is
-    named in ``error``. No questions: no score, and ``error`` says so (the pipeline counts it as failed)."""
+    by id q1, q2, ...), as :func:`replies_agree` does, the pairs the words cannot settle in one call of the model.
+    score = consistent / asked; a question the sources side never answered counts against and is named in
+    ``error``. No questions: no score, and ``error`` says so (the pipeline counts it as failed)."""
     if not items:
         return QAResult(items=[], score=None, error="no verification questions could be asked")
     out = [it.model_copy() for it in items]
+    undecided: list[QAItem] = []
     for i, it in enumerate(out, 1):
         found = answers.get(f"q{i}")
         if found is not None:
             it.context_answer = found
-            it.consistent = replies_agree(it.question, it.answer_from_answer, found, agree)
+            it.consistent = _lexical_verdict(it.answer_from_answer, found)
+            if it.consistent is None:
+                it.consistent = False  # without a model, or until it says otherwise
+                undecided.append(it)
+    if undecided and agree is not None:
+        scores = agree([_statements(it.question, it.answer_from_answer, it.context_answer or "") for it in undecided])
+        for it, score in zip(undecided, scores, strict=True):
+            it.consistent = score >= AGREE_AT
     consistent = sum(1 for it in out if it.consistent)
     missing = sum(1 for it in out if it.consistent is None)
     return QAResult(

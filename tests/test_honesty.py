@@ -213,7 +213,7 @@ def test_a_refused_sources_call_fails_claims_and_qa_alike(shared_nli: Any, tmp_p
     assert all(c.label == "ERROR" for c in report.claims if c.route == "judge")
 
 
-def test_the_qa_checker_is_blind(shared_nli: Any, tmp_path: Path) -> None:
+def test_the_qa_checker_never_sees_the_answers_replies(shared_nli: Any, tmp_path: Path) -> None:
     with ScriptedLLMServer(route(HANDLERS)) as server:
         _ev(server, shared_nli, tmp_path).evaluate(GOOD_ANSWER, [CONTEXT])
         (check,) = [r for r in server.requests if fenced_block(r, "QUESTIONS")]
@@ -417,3 +417,31 @@ def test_dry_run_prices_long_contexts_and_names_every_prompt(shared_nli: Any, tm
         long = ev.estimate([{"id": "l", "answer": GOOD_ANSWER, "contexts": [long_context]}])
         assert long["estimated_cost_usd"] > short["estimated_cost_usd"] * 2  # the sources are in the bound
         assert {"prompt.claims_qa", "prompt.verify", "prompt.judge"} <= set(ev.versions())
+
+
+def test_qa_asks_the_model_once_for_the_pairs_words_cannot_settle() -> None:
+    from groundjudge.models import QAItem
+    from groundjudge.qa import score_qa
+
+    items = [
+        QAItem(question="When?", answer_from_answer="1889"),  # settled by the words: agrees
+        QAItem(question="Who?", answer_from_answer="the engineer Eiffel"),  # the model decides
+        QAItem(question="Where?", answer_from_answer="Paris"),  # NOT_FOUND: disagrees, no model
+        QAItem(question="What?", answer_from_answer="a lattice tower"),  # the model decides
+    ]
+    calls: list[list[tuple[str, str]]] = []
+
+    def agree(pairs: Any) -> list[float]:
+        calls.append(list(pairs))
+        return [0.9, 0.1]
+
+    found = {"q1": "in 1889", "q2": "Gustave Eiffel's firm", "q3": "NOT_FOUND", "q4": "an iron structure"}
+    result = score_qa(items, found, agree)
+    assert calls == [
+        [
+            ("Who? the engineer Eiffel", "Who? Gustave Eiffel's firm"),
+            ("What? a lattice tower", "What? an iron structure"),
+        ]
+    ]
+    assert [it.consistent for it in result.items] == [True, True, False, False] and result.score == 0.5
+    assert score_qa(items, found, None).score == 0.25  # without a model the undecided pairs do not agree
