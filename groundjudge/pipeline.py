@@ -576,8 +576,13 @@ class Evaluator:
     def _stage_nli(self, batch: list[_Work]) -> None:
         c = self.config
 
+        cut: dict[tuple[str, ...], list[Passage]] = {}  # answers about the same sources are cut once
+
         def chunk(w: _Work) -> None:
-            w.passages = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
+            key = tuple(w.sample.contexts)
+            if key not in cut:
+                cut[key] = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
+            w.passages = cut[key]
 
         self._each(batch, chunk)
         # Stopping at the first passage that entails a claim is safe only when no later passage could make it

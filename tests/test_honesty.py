@@ -445,3 +445,22 @@ def test_qa_asks_the_model_once_for_the_pairs_words_cannot_settle() -> None:
     ]
     assert [it.consistent for it in result.items] == [True, True, False, False] and result.score == 0.5
     assert score_qa(items, found, None).score == 0.25  # without a model the undecided pairs do not agree
+
+
+def test_answers_about_the_same_sources_are_cut_once(
+    shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import groundjudge.pipeline as pipeline
+
+    real, calls = pipeline.chunk_documents, []
+
+    def counted(documents: Any, *args: Any) -> Any:
+        calls.append(tuple(documents))
+        return real(documents, *args)
+
+    monkeypatch.setattr(pipeline, "chunk_documents", counted)
+    rows = [{"id": str(i), "answer": a, "contexts": [CONTEXT]} for i, a in enumerate([GOOD_ANSWER, BAD_ANSWER] * 3)]
+    rows.append({"id": "other", "answer": GOOD_ANSWER, "contexts": [CONTEXT + " More."]})
+    reports = list(_ev(None, shared_nli, tmp_path).evaluate_many(rows))
+    assert len(calls) == 2 and len(reports) == 7
+    assert reports[0].model_dump() == reports[2].model_dump() | {"id": "0", "row": 1}
