@@ -161,7 +161,11 @@ class Config(BaseModel):
         None, description="NLI contradiction at or above: CONTRADICTED ('never': not called locally)"
     )
     t_unsupported: float | None = Field(
-        None, ge=0, lt=1, description="NLI entailment at or below this (and no contradiction): UNSUPPORTED locally"
+        None,
+        ge=0,
+        lt=1,
+        description="NLI entailment at or below this: UNSUPPORTED locally (contradiction is not looked at: such "
+        "claims say contradiction_checked false, and the conflict check escalates number/month mismatches)",
     )
     weak_floor: float = Field(0.5, ge=0, le=1, description="claims whose entailment is below this are flagged weak")
     conflict_check: bool = Field(
@@ -202,6 +206,8 @@ class Config(BaseModel):
             raise ValueError(f"preset must be one of {', '.join(PRESETS)}")
         if set(self.weights) - {"claims", "nli", "qa"} or any(w < 0 for w in self.weights.values()):
             raise ValueError("weights take the keys claims, nli, qa with values >= 0")
+        if not any(w > 0 for w in self.weights.values()):
+            raise ValueError("weights: at least one of claims, nli, qa must be above 0 (else no answer has a score)")
         if self.passage_overlap >= self.passage_tokens:
             raise ValueError("passage_overlap must be smaller than passage_tokens")
         if self.batch_api and self.cache_mode != "use":
@@ -230,9 +236,11 @@ class Config(BaseModel):
     def load(cls, path: str | Path, **overrides: object) -> Config:
         """Read a JSON config file (as ``groundjudge calibrate`` writes), then apply overrides that are not None."""
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ConfigError(f"config file {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path}: a JSON object of settings, not {type(data).__name__}")
         data.update({k: v for k, v in overrides.items() if v is not None})
         return cls.make(**data)
 

@@ -98,3 +98,12 @@ def test_storing_thresholds_keeps_the_nli_cache(tmp_path: Path) -> None:
     before = NLIModel(str(model)).fingerprint
     write_model_profile(model, {"cascade": LocalThresholds(t_support=0.9, t_contradict=None)})
     assert NLIModel(str(model)).fingerprint == before  # thresholds change no probability: the cache stays valid
+
+
+def test_configs_that_could_score_nothing_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="weights"):
+        Config.make(weights={"claims": 0, "nli": 0, "qa": 0})  # every answer would be ERROR, silently
+    listed = tmp_path / "cfg.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="JSON object"):
+        Config.load(listed)
