@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -115,6 +115,46 @@ def write_model_profile(
     return path
 
 
+def read_model_head(model_dir: str | Path) -> dict[str, Any] | None:
+    """The verdict head stored beside a local model's weights (``groundjudge.json``, key ``head``), or None.
+
+    Raises:
+        ConfigError: the file cannot be read, or its head is not a valid one.
+    """
+    path = Path(model_dir) / MODEL_PROFILE_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        head = data.get("head") if isinstance(data, dict) else None
+        if head is None:
+            return None
+        from groundjudge.head import VerdictHead
+
+        VerdictHead(**head)
+        return dict(head)
+    except (OSError, ValueError, TypeError, ValidationError) as exc:
+        raise ConfigError(f"verdict head in {path}: {exc}") from exc
+
+
+def write_model_head(model_dir: str | Path, head: dict[str, Any] | None) -> Path:
+    """Store (or, with None, remove) the verdict head beside a model's weights, keeping the rest of the file."""
+    path = Path(model_dir) / MODEL_PROFILE_FILE
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        kept = {}
+    data = {**(kept if isinstance(kept, dict) else {}), "format": MODEL_PROFILE_FORMAT}
+    if head is None:
+        data.pop("head", None)
+    else:
+        data["head"] = head
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
 def profile_for(model_name: str) -> dict[str, LocalThresholds]:
     """The thresholds of a model: those stored beside its weights, else the measured ones matched by hub id or folder
     name, else the generic ones. A stored profile that lacks a mode takes that mode from the next source."""
@@ -167,7 +207,15 @@ class Config(BaseModel):
         description="NLI entailment at or below this: UNSUPPORTED locally (contradiction is not looked at: such "
         "claims say contradiction_checked false, and the conflict check escalates number/month mismatches)",
     )
-    weak_floor: float = Field(0.5, ge=0, le=1, description="claims whose entailment is below this are flagged weak")
+    head: dict[str, Any] | None = Field(
+        None,
+        description="a verdict head (groundjudge.head, as 'calibrate' writes it) with its thresholds; default: the "
+        "one stored beside the model's weights, if any",
+    )
+    use_head: bool = Field(True, description="apply the verdict head (given or stored with the model); false: raw NLI")
+    weak_floor: float = Field(
+        0.5, ge=0, le=1, description="claims whose support score (the head's, else entailment) is below this are weak"
+    )
     conflict_check: bool = Field(
         True, description="flag locally decided claims whose best passage shares their terms but not their numbers"
     )
@@ -210,13 +258,20 @@ class Config(BaseModel):
             raise ValueError("weights: at least one of claims, nli, qa must be above 0 (else no answer has a score)")
         if self.passage_overlap >= self.passage_tokens:
             raise ValueError("passage_overlap must be smaller than passage_tokens")
+        if self.head is not None:
+            from groundjudge.head import VerdictHead
+
+            VerdictHead(**self.head)  # a malformed head is a config error now, not a crash mid-run
         if self.batch_api and self.cache_mode != "use":
             raise ValueError("batch_api answers calls into the cache and reads them back: it needs cache_mode 'use'")
         return self
 
-    def local_thresholds(self, mode: str, model_name: str) -> LocalThresholds:
-        """The NLI decision thresholds in force: explicit values, else the model's profile for the mode."""
-        base = profile_for(model_name).get("nli" if mode == "nli" else "cascade")
+    def local_thresholds(
+        self, mode: str, model_name: str, head: dict[str, LocalThresholds] | None = None
+    ) -> LocalThresholds:
+        """The NLI decision thresholds in force: explicit values, else the verdict head's (``head``: its thresholds,
+        fitted on its own probabilities), else the model's profile for the mode."""
+        base = (head or profile_for(model_name)).get("nli" if mode == "nli" else "cascade")
         assert base is not None
 
         def pick(value: float | str | None, fallback: float | None) -> float | None:

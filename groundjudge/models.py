@@ -104,6 +104,14 @@ class ClaimNLI(BaseModel):
     passages_total: int = 0
     early_exit: bool = False
     error: str | None = None  # the claim could not be scored (too long for the model's window)
+    # P(SUPPORTED) from the verdict head (groundjudge.head) when one is in force; the SUPPORTED / UNSUPPORTED
+    # thresholds then apply to it instead of the entailment
+    supported: float | None = None
+
+    @property
+    def support(self) -> float:
+        """What the SUPPORTED / UNSUPPORTED thresholds apply to: the verdict head's probability, else the entailment."""
+        return self.supported if self.supported is not None else self.entailment
 
 
 Label = Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "ERROR"]

@@ -343,9 +343,13 @@ class NLIModel:
         self.max_length = self._max_length(max_length)
         self.special_tokens = self._overhead()
         if is_local:
-            weights = f"{Path(self.name).name}@{_fingerprint_dir(Path(self.name))}"
+            digest = _fingerprint_dir(Path(self.name))
+            weights = f"{Path(self.name).name}@{digest}"
         else:
-            weights = f"{self.name}@{getattr(self.model.config, '_commit_hash', None) or revision or 'main'}"
+            digest = weights = f"{self.name}@{getattr(self.model.config, '_commit_hash', None) or revision or 'main'}"
+        # what a verdict head fitted on this model's scores is tied to: the weights and how they are read, not the
+        # folder's name (a copied model keeps its head), nor the device and dtype
+        self.identity = f"{digest}/{self._kind_tag()}"
         # fp16 on cuda and fp32 on cpu give different numbers: they must not share cache entries; nor may one
         # model read as another kind, label or prompt
         self.fingerprint = f"{weights}/{self._kind_tag()}/{_numerics(self.device, next(self.model.parameters()).dtype)}"

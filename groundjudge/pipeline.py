@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from groundjudge.cache import Cache
 from groundjudge.chunking import chunk_documents
 from groundjudge.claims import claim_from_input, claims_from_llm, claims_from_sentences
-from groundjudge.config import Config
+from groundjudge.config import Config, read_model_head
 from groundjudge.errors import (
     BatchPendingError,
     BudgetExceededError,
@@ -34,6 +34,7 @@ from groundjudge.errors import (
     NLIError,
 )
 from groundjudge.evidence import BM25, EvidenceSelector, find_conflict
+from groundjudge.head import Sources, VerdictHead
 from groundjudge.judge import JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
@@ -69,17 +70,19 @@ def decide_locally(
 ) -> Label | None:
     """The verdict the NLI stage is confident enough to give alone, else None (escalate).
 
-    SUPPORTED at entailment >= t_support, CONTRADICTED at contradiction >= t_contradict, and, when t_unsupported
-    is set, UNSUPPORTED when no scored passage entails the claim above t_unsupported. A threshold that is None is
-    never reached.
+    SUPPORTED at a support score >= t_support (and not below the contradiction), CONTRADICTED at contradiction >=
+    t_contradict, and, when t_unsupported is set, UNSUPPORTED at a support score <= t_unsupported. The support
+    score is the verdict head's probability when a head is in force, else the best entailment. A threshold that
+    is None is never reached.
     """
     if not nli.passages_scored:
         return None
-    if t_support is not None and nli.entailment >= t_support and nli.entailment >= nli.contradiction:
+    s = nli.support
+    if t_support is not None and s >= t_support and s >= nli.contradiction:
         return "SUPPORTED"
     if t_contradict is not None and nli.contradiction >= t_contradict:
         return "CONTRADICTED"
-    if t_unsupported is not None and nli.entailment <= t_unsupported:
+    if t_unsupported is not None and s <= t_unsupported:
         return "UNSUPPORTED"
     return None
 
@@ -256,9 +259,29 @@ class Evaluator:
         self.batch_outcomes: list[BatchOutcome] = []  # batch mode: what each provider batch did
         self.batch_progress: Callable[[int, int], None] | None = None  # batch mode: (answered, total) while waiting
         self._versions: dict[str, str] | None = None
+        model_name = nli.name if nli is not None else resolve_model_name(c.nli_model)
+        self.head = self._find_head(model_name)
         self.thresholds = c.local_thresholds(
-            self.mode, nli.name if nli is not None else resolve_model_name(c.nli_model)
+            self.mode, model_name, self.head.thresholds if self.head is not None else None
         )
+        if nli is not None:
+            self._check_head(nli)
+
+    def _find_head(self, model_name: str) -> VerdictHead | None:
+        """The verdict head in force: the config's, else the one stored beside the model's weights (unless
+        ``use_head`` is off). Not used in llm mode, where nothing is decided locally."""
+        c = self.config
+        if not c.use_head or self.mode == "llm":
+            return None
+        data = c.head
+        if data is None and Path(model_name).is_dir():
+            data = read_model_head(model_name)
+        return VerdictHead(**data) if data is not None else None
+
+    def _check_head(self, model: NLIModel) -> None:
+        if self.head is not None:
+            where = "config 'head'" if self.config.head is not None else f"{model.name}/groundjudge.json"
+            self.head.check_model(model.identity, where)
 
     # -- parts ----------------------------------------------------------------------------------------------
 
@@ -276,6 +299,7 @@ class Evaluator:
                 trust_remote_code=c.nli_trust_remote_code,
                 max_length=c.nli_max_length,
             )
+            self._check_head(self._nli)
         return self._nli
 
     @property
@@ -298,6 +322,8 @@ class Evaluator:
                 "thresholds": f"support>={_never(t.t_support)} contradict>={_never(t.t_contradict)} "
                 f"unsupported<={_never(t.t_unsupported)}",
             }
+            if self.head is not None:  # the thresholds above apply to its probability, not the entailment
+                out["head"] = self.head.digest
             if self.client is not None:
                 out["llm"] = self.client.model_id
                 # every prompt a row of this evaluator may use (claim rows and answers without questions: judge)
@@ -356,6 +382,8 @@ class Evaluator:
         self, rows: Iterable[tuple[int, Sample | dict[str, Any] | InputError]], batch_size: int = 32
     ) -> Iterator[AnswerReport]:
         """As :meth:`evaluate_many`, for rows that carry their own row numbers (a row may be an InputError)."""
+        if self.head is not None and self.mode != "llm":
+            _ = self.nli  # a head fitted for another model stops the run before any row, not row by row
         batch: list[_Work] = []
         order: list[_Work | AnswerReport] = []
         for n, row in rows:
@@ -587,12 +615,20 @@ class Evaluator:
         self._each(batch, chunk)
         # Stopping at the first passage that entails a claim is safe only when no later passage could make it
         # CONTRADICTED: with a contradiction threshold in force, every selected passage is scored.
-        early_exit = None if self._local_contradiction else self.thresholds.t_support
+        # With a verdict head, t_support is on the head's scale, not the entailment's: every selected passage is
+        # scored too.
+        early_exit = None if self._local_contradiction or self.head is not None else self.thresholds.t_support
         selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=early_exit)
+        sources: dict[tuple[str, ...], Sources] = {}
 
         def check(works: list[_Work]) -> None:
             results = selector.check([([cl.text for cl in w.claims], w.passages) for w in works])
             for w, res in zip(works, results, strict=True):
+                if self.head is not None:
+                    key = tuple(w.sample.contexts)
+                    if key not in sources:
+                        sources[key] = Sources.of(w.sample.contexts)
+                    self.head.apply([cl.text for cl in w.claims], res, sources[key])
                 w.nli = res
 
         live = [w for w in batch if w.live]
@@ -739,7 +775,8 @@ class Evaluator:
             if d.route == "judge" and judged is None:
                 judged = JudgedClaim(label="ERROR", error="not judged")
             flags = [*d.flags, *(judged.flags if judged else [])]
-            if nli.passages_scored and nli.entailment < c.weak_floor and (judged is None or judged.label != "ERROR"):
+            weak = nli.passages_scored and nli.support < c.weak_floor
+            if weak and (judged is None or judged.label != "ERROR"):
                 flags.append("weak")
             if judged is not None:
                 label, reason, quotes, error = judged.label, judged.reason, judged.quotes, judged.error

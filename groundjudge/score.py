@@ -35,12 +35,13 @@ def compute_scores(
     qa_expected: bool = False,
 ) -> Scores:
     """Scores of one answer. Every part that was meant to run and could not counts as its worst value: a claim the
-    NLI stage could not score counts 0 entailment, a failed or empty QA check (``qa_expected``) counts 0."""
+    NLI stage could not score counts 0, a failed or empty QA check (``qa_expected``) counts 0. The NLI part is the
+    mean support score: the verdict head's probability where a head is in force, else the entailment."""
     judged = [c for c in claims if c.label != "ERROR"]
     n = len(claims)
     supported = sum(c.label == "SUPPORTED" for c in judged)
     contradicted = sum(c.label == "CONTRADICTED" for c in judged)
-    entailments = [c.nli.entailment if c.nli is not None and c.nli.passages_scored else 0.0 for c in claims]
+    entailments = [c.nli.support if c.nli is not None and c.nli.passages_scored else 0.0 for c in claims]
     claim_score = supported / len(judged) if judged else None
     nli_score = sum(entailments) / n if n and any(c.nli is not None for c in claims) else None
     qa_score = qa.score if qa is not None else None

@@ -594,17 +594,39 @@ def crossfit_measure(
     first, _ = split_by_claim(examples, 0.5, settings.seed + 1)
     in_first = {id(ex) for ex in first}
     halves = [[i for i, ex in enumerate(examples) if (id(ex) in in_first) == side] for side in (True, False)]
+    labels = [ex.label for ex in examples]
+    return _pooled(nli, labels, halves, settings.target, settings.contradiction_target)
+
+
+def crossfit_measure_scores(
+    nli: Sequence[ClaimNLI],
+    labels: Sequence[str],
+    groups: Sequence[str],
+    target: float = 0.9,
+    contradiction_target: float = 0.7,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """:func:`crossfit_measure` for scored claims with their labels and groups (claim text), halves by group."""
+    from groundjudge.head import claim_folds
+
+    fold = claim_folds(groups, 2, seed + 1)
+    halves = [[i for i, f in enumerate(fold) if f == side] for side in (0, 1)]
+    return _pooled(nli, labels, halves, target, contradiction_target)
+
+
+def _pooled(
+    nli: Sequence[ClaimNLI],
+    labels: Sequence[str],
+    halves: Sequence[Sequence[int]],
+    target: float,
+    contradiction_target: float,
+) -> dict[str, Any]:
     if not all(halves):
-        return measure(nli, [ex.label for ex in examples], fit_profile(nli, [ex.label for ex in examples]))
+        return measure(nli, labels, fit_profile(nli, labels, target, contradiction_target))
     results = []
     for fit_on, measure_on in (halves, halves[::-1]):
-        profile = fit_profile(
-            [nli[i] for i in fit_on],
-            [examples[i].label for i in fit_on],
-            settings.target,
-            settings.contradiction_target,
-        )
-        results.append(measure([nli[i] for i in measure_on], [examples[i].label for i in measure_on], profile))
+        profile = fit_profile([nli[i] for i in fit_on], [labels[i] for i in fit_on], target, contradiction_target)
+        results.append(measure([nli[i] for i in measure_on], [labels[i] for i in measure_on], profile))
     n = sum(r["n"] for r in results)
     pooled: dict[str, Any] = {"n": n, "crossfit": True}
     for key in (
@@ -631,7 +653,7 @@ def fit_profile(
     with the best balanced accuracy, and the same contradiction cut-off.
     """
     ok = [(x, g) for x, g in zip(nli, labels, strict=True) if x.error is None]
-    ent = [x.entailment for x, _ in ok]
+    ent = [x.support for x, _ in ok]
     con = [x.contradiction for x, _ in ok]
     sup = [g == "SUPPORTED" for _, g in ok]
     cal = fit_thresholds(ent, con, sup, target=target)

@@ -1,0 +1,363 @@
+"""The verdict head: a small logistic model over the NLI scores and cheap text signals, learnt from labelled claims.
+
+A cross-encoder's entailment is one signal of whether a claim is grounded; others cost nothing once the pipeline has
+the claim, its best passage and the sources: how many of the claim's words, word pairs, numbers and names the
+sources contain, whether the best passage disagrees on a number or a month, whether one side is negated. The head
+combines them into the probability that the claim is SUPPORTED, fitted on claims someone already decided (gold
+rows, the judge's verdicts, reviewers' decisions: ``groundjudge calibrate``, ``groundjudge tune``), so that every
+judged claim teaches the local stage. The cascade's SUPPORTED / UNSUPPORTED thresholds then apply to that
+probability; CONTRADICTED stays on the model's contradiction score.
+
+A head belongs to one NLI model (its features are that model's scores): it records the model's identity and
+carries the thresholds fitted on its own out-of-fold probabilities, so neither can be paired with the wrong model
+or the wrong scale by accident. Fitting chooses the L2 strength by cross-validation over folds disjoint by claim
+text; the thresholds are fitted on out-of-fold probabilities (never on rows the head was fitted on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from groundjudge.config import LocalThresholds
+from groundjudge.errors import ConfigError
+from groundjudge.evidence import _numbers, _terms, find_conflict
+from groundjudge.models import ClaimNLI
+
+HEAD_FORMAT = 1
+FEATURES: tuple[str, ...] = (
+    "entailment",  # logits of the NLI probabilities of the claim's best passage
+    "contradiction",
+    "neutral",
+    "passage_coverage",  # share of the claim's content words in the best passage
+    "source_coverage",  # ... anywhere in the sources
+    "bigram_coverage",  # share of the claim's adjacent content-word pairs in the sources
+    "numbers_missing",  # share of the claim's numbers the sources do not contain
+    "conflict",  # the best passage shares the claim's words but gives other numbers or months
+    "name_coverage",  # share of the claim's capitalised words (not sentence-initial) in the sources
+    "negation_mismatch",  # one of claim and best passage is negated, the other not
+    "claim_terms",  # log(1 + content words of the claim)
+    "source_terms",  # log(1 + content words of the sources)
+)
+LAMBDAS: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0)
+MIN_CLAIMS = 60  # fewer labelled claims than this (or 15 of either class) is too few to fit a head
+MIN_CLASS = 15
+
+_NEGATION = frozenset("not no never none nobody nothing neither nor without cannot n't".split())
+_WORD = re.compile(r"[a-z']+")
+_NAME = re.compile(r"(?<=[\s,;:(\"'])[A-Z][\w-]+")
+
+
+def _logit(p: float) -> float:
+    p = min(max(float(p), 1e-4), 1 - 1e-4)
+    return math.log(p / (1 - p))
+
+
+def _negated(text: str) -> bool:
+    words = set(_WORD.findall(text.lower()))
+    return bool(words & _NEGATION) or any(w.endswith("n't") for w in words)
+
+
+@dataclass
+class Sources:
+    """What the features need from one sample's sources, computed once for all its claims."""
+
+    text: str
+    lower: str
+    terms: frozenset[str]
+    bigrams: frozenset[tuple[str, str]]
+    numbers: frozenset[str]
+    n_terms: int
+
+    @classmethod
+    def of(cls, contexts: Sequence[str]) -> Sources:
+        text = "\n\n".join(contexts)
+        terms = _terms(text)
+        return cls(
+            text=text,
+            lower=text.lower(),
+            terms=frozenset(terms),
+            bigrams=frozenset(itertools.pairwise(terms)),
+            numbers=frozenset(_numbers(text)),
+            n_terms=len(terms),
+        )
+
+
+def claim_features(claim: str, nli: ClaimNLI, sources: Sources) -> list[float]:
+    """The head's inputs for one scored claim, in :data:`FEATURES` order."""
+    passage = nli.entailment_passage.text if nli.entailment_passage is not None else sources.text
+    terms = _terms(claim)
+    words = set(terms)
+    passage_words = set(_terms(passage))
+    bigrams = set(itertools.pairwise(terms))
+    numbers = _numbers(claim)
+    names = {m.group(0).lower() for m in _NAME.finditer(" " + claim)} - set(_NEGATION)
+    conflict = any(
+        find_conflict(claim, p.text) for p in (nli.entailment_passage, nli.contradiction_passage) if p is not None
+    )
+    return [
+        _logit(nli.entailment),
+        _logit(nli.contradiction),
+        _logit(nli.neutral),
+        len(words & passage_words) / len(words) if words else 0.0,
+        len(words & sources.terms) / len(words) if words else 0.0,
+        len(bigrams & sources.bigrams) / len(bigrams) if bigrams else 0.0,
+        len(numbers - sources.numbers) / len(numbers) if numbers else 0.0,
+        1.0 if conflict else 0.0,
+        sum(n in sources.lower for n in names) / len(names) if names else 1.0,
+        1.0 if _negated(claim) != _negated(passage) else 0.0,
+        math.log1p(len(terms)),
+        math.log1p(sources.n_terms),
+    ]
+
+
+class VerdictHead(BaseModel):
+    """A fitted head: standardisation, weights, the model it belongs to and the thresholds fitted on its output."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: int = HEAD_FORMAT
+    features: list[str] = Field(default_factory=lambda: list(FEATURES))
+    mean: list[float]
+    scale: list[float]
+    coef: list[float]
+    intercept: float
+    l2: float
+    model: str = ""  # the NLI model's identity (weights and kind; not its folder name, device or dtype)
+    thresholds: dict[str, LocalThresholds]  # "nli" and "cascade", on the head's probability
+    meta: dict[str, Any] = Field(default_factory=dict)  # how it was fitted and what it measured out of fold
+
+    @model_validator(mode="after")
+    def _check(self) -> VerdictHead:
+        if self.format != HEAD_FORMAT:
+            raise ValueError(f"verdict head format {self.format} is not {HEAD_FORMAT}")
+        if self.features != list(FEATURES):
+            raise ValueError(f"verdict head features {self.features} are not this version's {list(FEATURES)}")
+        n = len(self.features)
+        if not (len(self.mean) == len(self.scale) == len(self.coef) == n):
+            raise ValueError("verdict head: mean, scale and coef need one value per feature")
+        values = [*self.mean, *self.scale, *self.coef, self.intercept]
+        if not all(math.isfinite(v) for v in values) or any(s <= 0 for s in self.scale):
+            raise ValueError("verdict head: weights must be finite and scales above 0")
+        if set(self.thresholds) != {"nli", "cascade"}:
+            raise ValueError("verdict head: thresholds for both modes, nli and cascade")
+        return self
+
+    @property
+    def digest(self) -> str:
+        """A short content hash (reports record it beside the thresholds it brought)."""
+        payload = json.dumps(self.model_dump(exclude={"meta"}), sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+    def probabilities(self, rows: np.ndarray) -> np.ndarray:
+        """P(SUPPORTED) for rows of features."""
+        z = (np.asarray(rows, dtype=np.float64) - np.asarray(self.mean)) / np.asarray(self.scale)
+        return _sigmoid(z @ np.asarray(self.coef) + self.intercept)
+
+    def apply(self, claims: Sequence[str], results: Sequence[ClaimNLI], sources: Sources) -> None:
+        """Set ``supported`` on each scored claim's NLI result (errored or unscored ones are left alone)."""
+        live = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
+        if not live:
+            return
+        probs = self.probabilities(np.array([claim_features(claims[i], results[i], sources) for i in live]))
+        for i, p in zip(live, probs, strict=True):
+            results[i].supported = float(p)
+
+    def check_model(self, identity: str, where: str) -> None:
+        """Refuse a head fitted on another model's scores."""
+        if self.model and identity and self.model != identity:
+            raise ConfigError(
+                f"{where}: the verdict head was fitted on the scores of NLI model {self.model}, not {identity}; "
+                "refit it for this model (groundjudge calibrate) or use the model it was fitted for"
+            )
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+
+
+def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0  # a constant feature (a binary checker's contradiction) stays inert
+    return mean, scale
+
+
+def _fit_logistic(z: np.ndarray, y: np.ndarray, l2: float, weights: np.ndarray) -> tuple[np.ndarray, float]:
+    """L2-penalised logistic regression by Newton's method on standardised features (intercept not penalised)."""
+    a = np.c_[np.ones(len(z)), z]
+    b = np.zeros(a.shape[1])
+    penalty = np.r_[0.0, np.full(z.shape[1], l2)]
+    for _ in range(100):
+        p = _sigmoid(a @ b)
+        grad = a.T @ (weights * (p - y)) + penalty * b
+        hess = (a * (weights * p * (1 - p))[:, None]).T @ a + np.diag(penalty + 1e-9)
+        step = np.linalg.solve(hess, grad)
+        b -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return b[1:], float(b[0])
+
+
+def _balanced_weights(y: np.ndarray) -> np.ndarray:
+    """Each class weighs the same in total: the head's 0.5 then means 'as likely one as the other' on balanced
+    accuracy's terms, whatever the share of SUPPORTED claims in the labelled set."""
+    pos = y.sum()
+    neg = len(y) - pos
+    return np.where(y == 1, len(y) / (2 * pos), len(y) / (2 * neg))
+
+
+def _fit(x: np.ndarray, y: np.ndarray, l2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    mean, scale = _standardise(x)
+    coef, intercept = _fit_logistic((x - mean) / scale, y, l2, _balanced_weights(y))
+    return mean, scale, coef, intercept
+
+
+def _predict(fitted: tuple[np.ndarray, np.ndarray, np.ndarray, float], x: np.ndarray) -> np.ndarray:
+    mean, scale, coef, intercept = fitted
+    return _sigmoid(((x - mean) / scale) @ coef + intercept)
+
+
+def claim_folds(groups: Sequence[str], k: int, seed: int) -> list[int]:
+    """A fold number per row; rows of one group (claim text) always share a fold."""
+    keys = sorted(set(groups))
+    random.Random(seed).shuffle(keys)
+    fold = {key: i % k for i, key in enumerate(keys)}
+    return [fold[g] for g in groups]
+
+
+@dataclass
+class HeadFit:
+    """A fitted head's parameters, with the out-of-fold probabilities its thresholds are fitted on."""
+
+    mean: list[float]
+    scale: list[float]
+    coef: list[float]
+    intercept: float
+    l2: float
+    out_of_fold: list[float]  # each row's probability from a head that never saw its claim
+    cv_log_loss: dict[str, float]  # per L2 strength tried
+
+
+def fit_head(
+    features: Sequence[Sequence[float]],
+    supported: Sequence[bool],
+    groups: Sequence[str],
+    folds: int = 5,
+    lambdas: Sequence[float] = LAMBDAS,
+    seed: int = 0,
+) -> HeadFit:
+    """Fit the head on labelled claims: the L2 strength with the lowest cross-validated (balanced) log-loss over
+    ``folds`` folds disjoint by ``groups`` (claim text), then the final weights on every row.
+
+    Raises:
+        ValueError: too few claims, or too few of either class, to fit and validate a head.
+    """
+    x = np.asarray(features, dtype=np.float64)
+    y = np.asarray(supported, dtype=np.float64)
+    pos = int(y.sum())
+    if len(y) < MIN_CLAIMS or min(pos, len(y) - pos) < MIN_CLASS:
+        raise ValueError(
+            f"a verdict head needs at least {MIN_CLAIMS} labelled claims with {MIN_CLASS} of each kind (SUPPORTED "
+            f"and not); got {len(y)} claims, {pos} SUPPORTED"
+        )
+    if x.ndim != 2 or x.shape[0] != len(y) or not np.isfinite(x).all():
+        raise ValueError("features must be one finite row per label")
+    k = max(2, min(folds, len(set(groups))))
+    fold = np.asarray(claim_folds(groups, k, seed))
+    losses: dict[str, float] = {}
+    oof_by_l2: dict[float, np.ndarray] = {}
+    for l2 in lambdas:
+        oof = np.zeros(len(y))
+        for f in range(k):
+            train, test = fold != f, fold == f
+            if len(set(y[train])) < 2:
+                oof[test] = y[train].mean()
+                continue
+            oof[test] = _predict(_fit(x[train], y[train], l2), x[test])
+        p = np.clip(oof, 1e-6, 1 - 1e-6)
+        w = _balanced_weights(y)
+        losses[str(l2)] = float(-(w * (y * np.log(p) + (1 - y) * np.log(1 - p))).sum() / w.sum())
+        oof_by_l2[l2] = oof
+    best = min(lambdas, key=lambda v: (losses[str(v)], -v))  # ties: the stronger penalty
+    mean, scale, coef, intercept = _fit(x, y, best)
+    return HeadFit(
+        mean=mean.tolist(),
+        scale=scale.tolist(),
+        coef=coef.tolist(),
+        intercept=intercept,
+        l2=best,
+        out_of_fold=oof_by_l2[best].tolist(),
+        cv_log_loss=losses,
+    )
+
+
+def head_scored(results: Sequence[ClaimNLI], probabilities: Sequence[float]) -> list[ClaimNLI]:
+    """Copies of NLI results carrying the head's probabilities (for fitting and measuring thresholds)."""
+    return [r.model_copy(update={"supported": float(p)}) for r, p in zip(results, probabilities, strict=True)]
+
+
+def build_head(
+    claims: Sequence[str],
+    contexts: Sequence[Sequence[str]],
+    results: Sequence[ClaimNLI],
+    labels: Sequence[str],
+    model_identity: str,
+    target: float = 0.9,
+    contradiction_target: float = 0.7,
+    folds: int = 5,
+    seed: int = 0,
+    meta: dict[str, Any] | None = None,
+) -> VerdictHead:
+    """Fit a head and its thresholds on labelled claims (SUPPORTED / UNSUPPORTED / CONTRADICTED) scored by the model.
+
+    Claims the NLI stage could not score are left out. The thresholds of both modes are fitted on the out-of-fold
+    probabilities (``tune.fit_profile``: the cascade's at ``target`` precision; CONTRADICTED, on the model's own
+    contradiction score, only where ``contradiction_target`` of its calls are real contradictions).
+    """
+    from groundjudge.tune import crossfit_measure_scores, fit_profile
+
+    ok = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
+    cache: dict[tuple[str, ...], Sources] = {}
+
+    def sources(ctx: Sequence[str]) -> Sources:
+        key = tuple(ctx)
+        if key not in cache:
+            cache[key] = Sources.of(ctx)
+        return cache[key]
+
+    x = [claim_features(claims[i], results[i], sources(contexts[i])) for i in ok]
+    gold = [labels[i] for i in ok]
+    groups = [" ".join(claims[i].lower().split()) for i in ok]
+    fit = fit_head(x, [g == "SUPPORTED" for g in gold], groups, folds=folds, seed=seed)
+    scored = head_scored([results[i] for i in ok], fit.out_of_fold)
+    profile = fit_profile(scored, gold, target, contradiction_target)
+    measured = crossfit_measure_scores(scored, gold, groups, target, contradiction_target, seed)
+    return VerdictHead(
+        mean=fit.mean,
+        scale=fit.scale,
+        coef=fit.coef,
+        intercept=fit.intercept,
+        l2=fit.l2,
+        model=model_identity,
+        thresholds=profile,
+        meta={
+            **(meta or {}),
+            "claims": len(ok),
+            "supported": sum(g == "SUPPORTED" for g in gold),
+            "folds": folds,
+            "cv_log_loss": fit.cv_log_loss,
+            "target": target,
+            "out_of_fold": measured,
+        },
+    )
