@@ -10,11 +10,11 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -23,6 +23,11 @@ from rich.markup import escape
 from groundjudge import __version__
 from groundjudge.cache import Cache
 from groundjudge.errors import BatchPendingError, BudgetExceededError, CacheMissError, GroundjudgeError, InputError
+
+if TYPE_CHECKING:  # heavy imports (numpy, torch): only where a command needs them
+    from groundjudge.head import VerdictHead
+    from groundjudge.models import ClaimNLI
+    from groundjudge.nli import NLIModel
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_PENDING = 0, 1, 2, 3, 4
 
@@ -367,6 +372,7 @@ _CONFIG_OPTIONS = {
     "nli_supported_label": "nli_supported_label",
     "nli_trust_remote_code": "nli_trust_remote_code",
     "nli_max_length": "nli_max_length",
+    "head": "use_head",
 }
 
 
@@ -478,6 +484,15 @@ def score(
         Optional[int],  # noqa: UP045
         typer.Option(help="Tokens per (passage, claim) pair \\[default: the model's own limit]."),
     ] = None,
+    head: Annotated[
+        bool,
+        typer.Option(
+            "--head/--no-head",
+            help="Apply the verdict head of the config or the one stored beside the model's weights; --no-head: "
+            "raw NLI scores \\[default: a head if the config or the model has one].",
+            show_default=False,
+        ),
+    ] = True,
     engine: Annotated[
         str, typer.Option(help="local, or ray: score on a Ray cluster (pip install 'groundjudge[ray]').")
     ] = "local",
@@ -530,6 +545,7 @@ def score(
         "nli_supported_label": nli_supported_label,
         "nli_trust_remote_code": nli_trust_remote_code,
         "nli_max_length": nli_max_length,
+        "head": head,
     }
     # only what was given: the CLI's own defaults must not overwrite a config file's values
     overrides = {_CONFIG_OPTIONS[k]: v for k, v in values.items() if v is not None and _given(ctx, k)}
@@ -905,6 +921,9 @@ def compare(
         raise typer.Exit(EXIT_ROWS_FAILED)
 
 
+_HEAD_MIN_CLAIMS, _HEAD_MIN_CLASS = 60, 15  # groundjudge.head.MIN_CLAIMS / MIN_CLASS, without importing numpy here
+
+
 @app.command()
 def calibrate(
     labeled: Annotated[Path, typer.Argument(help="Claim rows with gold labels, or 'score' output on such rows.")],
@@ -928,12 +947,23 @@ def calibrate(
     save_to_model: Annotated[
         bool,
         typer.Option(
-            help="Also store the cascade thresholds beside the local model's weights (groundjudge.json), so that "
-            "every later run with that model uses them with no flags."
+            help="Also store the cascade thresholds (and the verdict head, if one was fitted) beside the local "
+            "model's weights (groundjudge.json), so that every later run with that model uses them with no flags; "
+            "without a head, a head stored there before is removed."
         ),
     ] = False,
+    head: Annotated[
+        bool,
+        typer.Option(
+            "--head/--no-head",
+            help="Also fit a verdict head (a logistic model over the NLI scores and text signals, with its own "
+            f"thresholds) on the same claims; it needs {_HEAD_MIN_CLAIMS}+ claims, {_HEAD_MIN_CLASS}+ SUPPORTED "
+            "and not. The config then carries the head instead of the raw thresholds.",
+        ),
+    ] = True,
 ) -> None:
-    """Fit t_support / t_contradict (and t_unsupported) to a precision target; write a config 'score' takes."""
+    """Fit t_support / t_contradict (and t_unsupported) to a precision target, and a verdict head on the same claims;
+    write a config 'score' takes."""
     from groundjudge.calibrate import fit_thresholds
     from groundjudge.config import Config
     from groundjudge.pipeline import Evaluator
@@ -943,18 +973,30 @@ def calibrate(
     if reliability is not None and reliability.suffix.lower() not in (".html", ".htm", ".svg"):
         raise fail(f"--reliability {reliability}: write .html or .svg")
     first: dict[str, Any] = next((json.loads(x) for x in labeled.open() if x.strip()), {})
+    from_out = "verdict" in first and "claims" in first  # a 'score' OUT: the claims are scored already
+    evaluator: Any = None
     try:
-        cfg = Config.make(nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli")
-        if "verdict" in first and "claims" in first:
+        # raw scores: a head stored beside the model must neither change them nor stop the run (it may be stale)
+        cfg = Config.make(
+            nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli", use_head=False
+        )
+        if from_out:
             reports = _load_reports(labeled)
         elif reviews is not None:
             raise fail(f"--reviews needs the 'groundjudge score' OUT the reviews were made on; {labeled} is not one")
         else:
             rows = (json.loads(x) for x in labeled.open() if x.strip())
-            reports = list(Evaluator(cfg).evaluate_many(rows, batch_size=64))
+            evaluator = Evaluator(cfg)
+            reports = list(evaluator.evaluate_many(rows, batch_size=64))
     except GroundjudgeError as exc:
         raise fail(str(exc)) from exc
     ent, con, gold = [], [], []
+    # what a verdict head is fitted on: the claim, its answer's sources, its NLI result and its 3-way label
+    texts: list[str] = []
+    sources: list[list[str]] = []
+    results: list[ClaimNLI] = []
+    labels: list[str] = []
+    fingerprints: set[str] = set()  # the NLI models that scored the claims of a 'score' OUT
     if reviews is not None:
         from groundjudge.metrics import join_reviews, read_reviews
 
@@ -969,6 +1011,11 @@ def calibrate(
                 ent.append(m.verdict.nli.entailment)
                 con.append(m.verdict.nli.contradiction)
                 gold.append(m.review.label == "SUPPORTED")
+                texts.append(m.verdict.claim.text)
+                sources.append(list(m.report.contexts))
+                results.append(m.verdict.nli)
+                labels.append(m.review.label)
+                fingerprints.add(m.report.versions.get("nli_model", ""))
         if joined.unmatched:
             err.print(f"{len(joined.unmatched)} reviews match no claim of {escape(str(labeled))}", highlight=False)
         if not gold:
@@ -978,6 +1025,11 @@ def calibrate(
             ent.append(r.claims[0].nli.entailment)
             con.append(r.claims[0].nli.contradiction)
             gold.append(r.label.upper() == "SUPPORTED")
+            texts.append(r.claims[0].claim.text)
+            sources.append(list(r.contexts))
+            results.append(r.claims[0].nli)
+            labels.append(r.label.upper())
+            fingerprints.add(r.versions.get("nli_model", "") if from_out else "")
     if not gold:
         raise fail("no claim rows with a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED)")
     if reliability is not None:
@@ -997,12 +1049,35 @@ def calibrate(
             escape(f"wrote {reliability} ({len(gold)} claims, expected calibration error {ece:.3f})"), highlight=False
         )
     fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
-    written: dict[str, Any] = dict(fit.config_values())  # "never" where no level reached the target
+    fitted: VerdictHead | None = None
+    if head:
+        try:
+            fitted, why_not = _calibration_head(
+                texts,
+                sources,
+                results,
+                labels,
+                lambda: (evaluator or Evaluator(cfg)).nli,
+                fingerprints - {""},
+                target=target,
+                meta={"source": str(labeled), "reviews": str(reviews) if reviews else None},
+            )
+        except GroundjudgeError as exc:
+            raise fail(
+                f"{exc} (the verdict head needs the NLI model that scored the claims; or pass --no-head)"
+            ) from exc
+        if why_not:
+            err.print(
+                f"[yellow]no verdict head:[/yellow] {escape(why_not)}; the config has the thresholds only.",
+                highlight=False,
+            )
+    # "never" where no level reached the target; with a head, its own thresholds (on its probability) are in force
+    written: dict[str, Any] = {"head": fitted.model_dump()} if fitted else dict(fit.config_values())
     if nli_model:
         written["nli_model"] = nli_model
     out.write_text(json.dumps(written, indent=2) + "\n")
     if save_to_model:
-        from groundjudge.config import write_model_profile
+        from groundjudge.config import read_model_head, write_model_head, write_model_profile
         from groundjudge.nli import resolve_model_name
 
         model_dir = Path(resolve_model_name(nli_model))
@@ -1018,16 +1093,94 @@ def calibrate(
         }
         try:
             saved = write_model_profile(model_dir, {"cascade": fit.local}, meta)
+            # without a new head, an older one stored there would override the thresholds just stored: removed
+            stale = fitted is None and read_model_head(model_dir) is not None
+            if fitted is not None or stale:
+                write_model_head(model_dir, fitted.model_dump() if fitted else None)
         except (GroundjudgeError, OSError) as exc:
             raise fail(f"could not store the thresholds beside {model_dir}: {exc}") from exc
-        err.print(escape(f"stored the cascade thresholds in {saved}"), highlight=False)
-    typer.echo(json.dumps({**fit.as_dict(), "config": str(out)}))
+        if fitted is not None:
+            said = f"stored the cascade thresholds and the verdict head in {saved} (the head's thresholds are in force)"
+        else:
+            said = f"stored the cascade thresholds in {saved}" + (
+                "; removed the verdict head stored there (it would have overridden them)" if stale else ""
+            )
+        err.print(escape(said), highlight=False)
+    head_json = None
+    if fitted is not None:
+        head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
+    typer.echo(json.dumps({**fit.as_dict(), "config": str(out), "head": head_json}))
     err.print(
-        f"NLI decides {fit.decided} of {fit.n} claims locally "
-        f"(precision {'-' if fit.local_precision is None else f'{fit.local_precision:.3f}'}); "
-        f"escalation rate {100 * fit.escalation_rate:.1f}%. Wrote {out}.",
+        f"Raw thresholds: NLI decides {fit.decided} of {fit.n} claims locally "
+        f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%."
+        + ("" if head_json is None else " " + _head_line(head_json))
+        + f" Wrote {out}"
+        + (" (with the head and its thresholds)." if fitted else "."),
         highlight=False,
     )
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _head_line(head: dict[str, Any]) -> str:
+    """What the verdict head does out of fold, in one sentence."""
+    oof = head["out_of_fold"]
+    accuracy = oof.get("nli_balanced_accuracy")
+    escalation = oof.get("escalation_rate")
+    return (
+        f"Verdict head ({head['claims']} claims, L2 {head['l2']:g}), out of fold: balanced accuracy "
+        f"{'-' if accuracy is None else f'{accuracy:.1f}%'} in nli mode; in the cascade, escalation "
+        f"{'-' if escalation is None else f'{100 * escalation:.1f}%'} at local precision "
+        f"{_num(oof.get('local_precision'))}."
+    )
+
+
+def _calibration_head(
+    claims: list[str],
+    contexts: list[list[str]],
+    results: list[ClaimNLI],
+    labels: list[str],
+    load_model: Callable[[], NLIModel],
+    fingerprints: set[str],
+    target: float,
+    meta: dict[str, Any],
+) -> tuple[VerdictHead | None, str | None]:
+    """Fit a verdict head on calibrate's labelled claims: ``(head, None)``, or ``(None, why not)``.
+
+    ``load_model`` gives the NLI model the head is tied to (loaded only when a head can be fitted);
+    ``fingerprints`` are those of the models that scored a 'score' OUT's claims (empty: scored here).
+
+    Raises:
+        GroundjudgeError: the NLI model cannot be loaded.
+    """
+    from groundjudge.head import MIN_CLAIMS, MIN_CLASS, build_head
+
+    scored = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
+    supported = sum(labels[i] == "SUPPORTED" for i in scored)
+    if len(scored) < MIN_CLAIMS or min(supported, len(scored) - supported) < MIN_CLASS:
+        return None, (
+            f"it needs at least {MIN_CLAIMS} scored claims with {MIN_CLASS} SUPPORTED and {MIN_CLASS} not; "
+            f"got {len(scored)}, {supported} SUPPORTED"
+        )
+    model = load_model()
+    other = sorted(fp for fp in fingerprints if not _same_weights(fp, model.identity))
+    if other:  # a head is tied to the model whose scores it reads: fitted on another's, it would mislead
+        return None, (
+            f"the claims were scored by NLI model {other[0]}, not the one loaded here ({model.identity}); "
+            "pass that model as --nli-model"
+        )
+    try:
+        return build_head(claims, contexts, results, labels, model.identity, target=target, meta=meta), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def _same_weights(fingerprint: str, identity: str) -> bool:
+    """Whether a report's ``nli_model`` fingerprint (``weights/kind/numerics``) is of the model with ``identity``
+    (``digest/kind``): a local model's weights are ``folder@digest``, a hub model's ``id@revision`` (= its digest)."""
+    return fingerprint.startswith(identity + "/") or f"@{identity}/" in fingerprint
 
 
 def _register_tune() -> None:

@@ -1,0 +1,240 @@
+"""The verdict head from the command line: 'calibrate' fits it (gold rows or reviews), 'score' applies or skips it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from groundjudge.cli import app
+from groundjudge.config import MODEL_PROFILE_FILE, read_model_head, read_model_profile, write_model_head
+from tests.conftest import SHARED_MODEL
+
+runner = CliRunner()
+
+CITIES = ["Lyon", "Porto", "Gdansk", "Bergen", "Turin", "Ghent", "Krakow", "Seville", "Tallinn", "Utrecht", "Basel"]
+CITIES += ["Bilbao", "Graz", "Aarhus", "Split", "Riga", "Bruges", "Malmo", "Cork", "Lille", "Verona", "Brno"]
+CITIES += ["Zagreb", "Vilnius"]
+# claims that share no word with any context: not grounded
+STRAYS = [
+    "Volunteers painted the harbour crane bright green last spring.",
+    "A famous chef opened a noodle bar beside the railway depot.",
+    "Local farmers grow saffron on terraces above the valley.",
+    "Seventeen cyclists crossed the frozen lake before dawn.",
+    "The orchestra recorded a jazz album inside an old mine.",
+    "Children fed carrots to wild ponies on the marsh.",
+]
+
+
+def labelled_rows(n_places: int = 24) -> list[dict[str, Any]]:
+    """Three claims a place: one copied from its context (SUPPORTED), one with another year (CONTRADICTED), one that
+    shares no word with it (UNSUPPORTED). The random model's scores are noise; the head's word coverage is not."""
+    rows = []
+    for i, city in enumerate(CITIES[:n_places]):
+        year, rooms = 1850 + 3 * i, 20 + i
+        context = (
+            f"The {city} municipal museum opened in {year} beside the cathedral square. "
+            f"It shows {rooms} rooms of regional paintings and sculpture."
+        )
+        claims = [
+            (f"The {city} municipal museum opened in {year}.", "SUPPORTED"),
+            (f"The {city} municipal museum opened in {year + 40}.", "CONTRADICTED"),
+            (f"{STRAYS[i % len(STRAYS)][:-1]} near {city} in year {i}.", "UNSUPPORTED"),
+        ]
+        for j, (claim, label) in enumerate(claims):
+            rows.append({"id": f"{city}-{j}", "contexts": [context], "claim": claim, "label": label})
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def stdout_json(result: Any) -> dict[str, Any]:
+    return json.loads(next(x for x in result.stdout.splitlines() if x.startswith("{")))
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())  # rich wraps long lines
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", "no/such-hub-model")  # every test names its model
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from groundjudge.testing import tiny_nli_model
+
+    return tiny_nli_model(tmp_path_factory.mktemp("tiny") / "model", SHARED_MODEL)
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_jsonl(tmp_path_factory.mktemp("rows") / "labelled.jsonl", labelled_rows())
+
+
+def calibrate(*args: str | Path) -> Any:
+    result = runner.invoke(app, ["calibrate", *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_the_help_states_the_head_minimum() -> None:
+    from groundjudge import cli, head
+
+    assert (cli._HEAD_MIN_CLAIMS, cli._HEAD_MIN_CLASS) == (head.MIN_CLAIMS, head.MIN_CLASS)
+
+
+def test_calibrate_writes_a_head_and_score_applies_it_unless_told_not_to(
+    tmp_path: Path, tiny: Path, rows: Path
+) -> None:
+    config = tmp_path / "cfg.json"
+    cache = tmp_path / "c"
+    result = calibrate(rows, "--out", config, "--target", "0.9", "--nli-model", tiny, "--cache-dir", cache)
+    written = json.loads(config.read_text())
+    # the head's own thresholds are in force: explicit ones in the config would override them
+    assert set(written) == {"head", "nli_model"} and written["nli_model"] == str(tiny)
+    head = written["head"]
+    assert set(head["thresholds"]) == {"nli", "cascade"} and head["meta"]["claims"] == 72
+    assert head["meta"]["source"] == str(rows) and head["meta"]["target"] == 0.9
+    from groundjudge.nli import NLIModel
+
+    assert head["model"] == NLIModel(str(tiny)).identity
+    fit = stdout_json(result)
+    # today's keys stay (the raw thresholds' fit), the head is summed up beside them
+    assert {"t_support", "t_contradict", "t_unsupported", "n", "escalation_rate", "config"} <= set(fit)
+    assert fit["n"] == 72 and fit["config"] == str(config)
+    assert set(fit["head"]) == {"l2", "claims", "out_of_fold"} and fit["head"]["claims"] == 72
+    oof = fit["head"]["out_of_fold"]
+    assert oof["nli_balanced_accuracy"] > 90  # word coverage tells the claims apart; the random model cannot
+    said = flat(result.stderr)
+    assert "Raw thresholds:" in said and "Verdict head (72 claims" in said
+    assert f"balanced accuracy {oof['nli_balanced_accuracy']:.1f}%" in said and "local precision" in said
+
+    data = write_jsonl(tmp_path / "in.jsonl", labelled_rows(6))
+    base = ["score", str(data), "--config", str(config), "--cache-dir", str(cache), "--no-progress"]
+    with_head = tmp_path / "with.jsonl"
+    assert runner.invoke(app, [*base, "--out", str(with_head)]).exit_code in (0, 1)
+    reports = lines(with_head)
+    assert len(reports) == 18 and all(r["versions"].get("head") for r in reports)
+    assert all(r["claims"][0]["nli"]["supported"] is not None for r in reports)
+    without = tmp_path / "without.jsonl"
+    assert runner.invoke(app, [*base, "--out", str(without), "--no-head"]).exit_code in (0, 1)
+    reports = lines(without)
+    assert len(reports) == 18 and not any("head" in r["versions"] for r in reports)
+    assert all(r["claims"][0]["nli"]["supported"] is None for r in reports)
+
+    # a config's use_head false stands unless --head is given (the CLI's default must not override the file)
+    off = tmp_path / "off.json"
+    off.write_text(json.dumps({**written, "use_head": False}))
+    base[3] = str(off)
+    assert runner.invoke(app, [*base, "--out", str(tmp_path / "off.jsonl")]).exit_code in (0, 1)
+    assert not any("head" in r["versions"] for r in lines(tmp_path / "off.jsonl"))
+    assert runner.invoke(app, [*base, "--out", str(tmp_path / "on.jsonl"), "--head"]).exit_code in (0, 1)
+    assert all(r["versions"].get("head") for r in lines(tmp_path / "on.jsonl"))
+
+
+def test_too_few_claims_or_no_head_write_the_thresholds_only(tmp_path: Path, tiny: Path, rows: Path) -> None:
+    few = write_jsonl(tmp_path / "few.jsonl", labelled_rows(10))  # 30 claims, 10 SUPPORTED
+    config = tmp_path / "few.json"
+    args: list[str | Path] = ["--out", config, "--nli-model", tiny, "--cache-dir", tmp_path / "c"]
+    result = calibrate(few, *args)
+    assert "no verdict head: it needs at least 60 scored claims" in flat(result.stderr)
+    assert "got 30, 10 SUPPORTED" in flat(result.stderr)
+    written = json.loads(config.read_text())
+    assert "head" not in written and {"t_support", "t_contradict", "t_unsupported"} <= set(written)
+    assert stdout_json(result)["head"] is None
+
+    config = tmp_path / "plain.json"
+    result = calibrate(rows, *args[2:], "--out", config, "--no-head")
+    written = json.loads(config.read_text())
+    assert "head" not in written and {"t_support", "t_contradict", "t_unsupported"} <= set(written)
+    fit = stdout_json(result)
+    assert fit["head"] is None and fit["n"] == 72 and written["t_unsupported"] == fit["t_unsupported"]
+    assert "no verdict head" not in result.stderr and "Verdict head" not in result.stderr
+
+
+def test_save_to_model_stores_the_head_and_no_head_removes_it(tmp_path: Path, tiny: Path, rows: Path) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(tiny, model)
+    # a stale head stored with the model (fitted on another model's scores) neither stops calibrate nor is used
+    stale = json.loads(json.dumps(_a_head(tmp_path, tiny, rows)))
+    write_model_head(model, {**stale, "model": "some-other-model@0123/nli"})
+    args: list[str | Path] = [rows, "--out", tmp_path / "cfg.json", "--nli-model", model, "--cache-dir", tmp_path / "c"]
+    result = calibrate(*args, "--save-to-model")
+    stored = read_model_head(model)
+    assert stored is not None and stored == json.loads((tmp_path / "cfg.json").read_text())["head"]
+    assert read_model_profile(model) is not None  # the raw thresholds too, as before
+    assert "stored the cascade thresholds and the verdict head" in flat(result.stderr)
+    # the stored head is the one in force for this model with no flags
+    data = write_jsonl(tmp_path / "in.jsonl", labelled_rows(2))
+    score = ["score", str(data), "--nli-model", str(model), "--cache-dir", str(tmp_path / "c"), "--no-progress"]
+    assert runner.invoke(app, [*score, "--out", str(tmp_path / "a.jsonl")]).exit_code in (0, 1)
+    assert all(r["versions"].get("head") for r in lines(tmp_path / "a.jsonl"))
+
+    result = calibrate(*args, "--save-to-model", "--no-head")
+    assert read_model_head(model) is None  # else it would override the thresholds just stored
+    file = json.loads((model / MODEL_PROFILE_FILE).read_text())
+    assert "head" not in file and file["thresholds"]["cascade"]["t_support"] == stdout_json(result)["t_support"]
+    assert "removed the verdict head stored there" in flat(result.stderr)
+    assert runner.invoke(app, [*score, "--out", str(tmp_path / "b.jsonl")]).exit_code in (0, 1)
+    assert not any("head" in r["versions"] for r in lines(tmp_path / "b.jsonl"))
+
+
+def _a_head(tmp_path: Path, tiny: Path, rows: Path) -> dict[str, Any]:
+    config = tmp_path / "first.json"
+    calibrate(rows, "--out", config, "--nli-model", tiny, "--cache-dir", tmp_path / "c")
+    head: dict[str, Any] = json.loads(config.read_text())["head"]
+    return head
+
+
+def test_reviews_teach_the_head(tmp_path: Path, tiny: Path) -> None:
+    gold = labelled_rows()
+    unlabelled = write_jsonl(tmp_path / "in.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in gold])
+    out = tmp_path / "out.jsonl"
+    cache = tmp_path / "c"
+    score = ["score", str(unlabelled), "--out", str(out), "--nli-model", str(tiny), "--cache-dir", str(cache)]
+    scored = runner.invoke(app, [*score, "--no-progress"])
+    assert scored.exit_code in (0, 1), scored.output
+    label = {r["id"]: r["label"] for r in gold}
+    reviews = tmp_path / "reviews.jsonl"
+    write_jsonl(
+        reviews,
+        [
+            {
+                "id": r["id"],
+                "claim_id": r["claims"][0]["claim"]["id"],
+                "claim": r["claims"][0]["claim"]["text"],
+                "label": label[r["id"]],
+                "groundjudge_label": r["claims"][0]["label"],
+            }
+            for r in lines(out)
+        ],
+    )
+    config = tmp_path / "cfg.json"
+    args: list[str | Path] = [out, "--reviews", reviews, "--out", config, "--cache-dir", cache]
+    result = calibrate(*args, "--nli-model", tiny)
+    head = json.loads(config.read_text())["head"]
+    assert head["meta"]["claims"] == 72 and head["meta"]["supported"] == 24  # the reviewers' labels
+    assert head["meta"]["reviews"] == str(reviews)
+    assert stdout_json(result)["head"]["out_of_fold"]["nli_balanced_accuracy"] > 90
+
+    # scores from one model, a head tied to another: refused with a note, the thresholds still fitted
+    from groundjudge.testing import tiny_nli_model
+
+    other = tiny_nli_model(tmp_path / "other", SHARED_MODEL, seed=1)
+    result = calibrate(*args, "--nli-model", other)
+    assert "no verdict head: the claims were scored by NLI model" in flat(result.stderr)
+    assert "head" not in json.loads(config.read_text()) and stdout_json(result)["n"] == 72
