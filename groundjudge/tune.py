@@ -14,6 +14,12 @@ A slice disjoint by claim text is held out: the thresholds are calibrated on it 
 before/after numbers measured on it. Forgetting is held back by distillation towards the base model's predictions
 on the training pairs (and optionally L2-SP towards the base weights). Training checkpoints into ``OUT/.tune`` and
 resumes when rerun with the same arguments.
+
+A verdict head (:mod:`groundjudge.head`) is then fitted on the tuned model's scores of the held-out slice, never on
+the training rows (the tuned model is overconfident on what it was trained on), and stored beside the weights with
+its own thresholds, so that the pipeline applies it with no flags. A slice too small to fit one leaves none (the
+result says why); ``head=False`` (``--no-head``) stores none. The head changes no weight: it is not part of the run
+key, and a rerun that resumes a finished run fits (or removes) it again.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ import typer
 
 from groundjudge.calibrate import fit_thresholds, lowest_threshold
 from groundjudge.chunking import chunk_document, chunk_documents
-from groundjudge.config import LocalThresholds, read_model_profile, write_model_profile
+from groundjudge.config import LocalThresholds, read_model_profile, write_model_head, write_model_profile
 from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
 from groundjudge.evidence import BM25, EvidenceSelector
+from groundjudge.head import VerdictHead, build_head
 from groundjudge.metrics import balanced_accuracy
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
 from groundjudge.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
@@ -80,6 +87,11 @@ class TuneSettings:
     target: float = 0.9
     contradiction_target: float = 0.7
     seed: int = 0
+    head: bool = True  # fit a verdict head (groundjudge.head) on the tuned model's held-out scores; no weight changes
+
+
+# settings that change nothing the training writes: left out of the run key, so a rerun that changes them resumes
+_NOT_IN_RUN_KEY = ("head",)
 
 
 @dataclass
@@ -676,11 +688,45 @@ def fit_profile(
     return {"nli": nli_mode, "cascade": cascade}
 
 
+def fit_held_out_head(
+    model: NLIModel, held: Sequence[TuneExample], nli: Sequence[ClaimNLI], settings: TuneSettings
+) -> tuple[VerdictHead | None, dict[str, Any]]:
+    """A verdict head fitted on ``model``'s scores ``nli`` of the held-out claims, with a summary for the result.
+
+    Returns (None, summary with the reason) when ``settings.head`` is off or the slice is too small for a head.
+    """
+    if not settings.head:
+        return None, {"fitted": False, "reason": "not asked for (--no-head)"}
+    try:
+        head = build_head(
+            [ex.claim for ex in held],
+            [ex.contexts for ex in held],
+            nli,
+            [ex.label for ex in held],
+            model.identity,
+            target=settings.target,
+            contradiction_target=settings.contradiction_target,
+            seed=settings.seed,
+            meta={"tool": "groundjudge tune", "fitted_on": "held-out slice"},
+        )
+    except ValueError as exc:
+        return None, {"fitted": False, "reason": f"held-out slice too small: {exc}"}
+    return head, {
+        "fitted": True,
+        "digest": head.digest,
+        "claims": head.meta["claims"],
+        "l2": head.l2,
+        "thresholds": {m: t.model_dump() for m, t in head.thresholds.items()},
+        "out_of_fold": head.meta["out_of_fold"],
+    }
+
+
 # -- the whole run ------------------------------------------------------------------------------------------------
 
 
 def _run_key(paths: Sequence[Path], base: str, settings: TuneSettings) -> str:
-    h = hashlib.sha256(json.dumps([base, asdict(settings)], sort_keys=True).encode())
+    weights = {k: v for k, v in asdict(settings).items() if k not in _NOT_IN_RUN_KEY}
+    h = hashlib.sha256(json.dumps([base, weights], sort_keys=True).encode())
     for p in paths:
         h.update(p.name.encode())
         h.update(hashlib.sha256(p.read_bytes()).digest())
@@ -778,6 +824,13 @@ def tune(
     after_nli = score_claims(tuned, held, settings, cache)
     profile = fit_profile(after_nli, held_labels, settings.target, settings.contradiction_target)
     after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
+    # the head learns from the held-out scores only: on its training rows the tuned model is overconfident
+    head, head_info = fit_held_out_head(tuned, held, after_nli, settings)
+    log(
+        f"verdict head fitted on {head_info['claims']} held-out claims"
+        if head is not None
+        else f"no verdict head stored: {head_info['reason']}"
+    )
     meta = {
         "tool": "groundjudge tune",
         "base_model": base,
@@ -792,8 +845,10 @@ def tune(
         "settings": asdict(settings),
         "held_out_before": before,
         "held_out_after": after,
+        "head": {k: v for k, v in head_info.items() if k != "thresholds"},
     }
     write_model_profile(out, profile, meta)
+    write_model_head(out, head.model_dump() if head is not None else None)  # None: a head of an earlier run goes
     return {
         "out": str(out),
         "before": before,
@@ -801,6 +856,7 @@ def tune(
         "before_thresholds": {m: t.model_dump() for m, t in before_profile.items()},
         "thresholds": {m: t.model_dump() for m, t in profile.items()},
         "training": training,
+        "head": head_info,
         "n_claims": len(examples),
         "n_held_out": len(held),
         "n_train_pairs": len(pairs),
@@ -829,6 +885,9 @@ def tune_command(
     device: Annotated[Optional[str], typer.Option(help="cuda, mps or cpu [default: best available].")] = None,  # noqa: UP045
     cache_dir: Annotated[Optional[Path], typer.Option(help="NLI score cache [default: the user cache].")] = None,  # noqa: UP045
     overwrite: Annotated[bool, typer.Option(help="Replace OUT if it holds another run.")] = False,
+    head: Annotated[
+        bool, typer.Option("--head/--no-head", help="Fit a verdict head on the held-out slice and store it.")
+    ] = TuneSettings.head,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
 ) -> None:
     """Fine-tune the local NLI checker on labelled claims (gold, judge verdicts, reviews); rerun to resume."""
@@ -856,6 +915,7 @@ def tune_command(
         holdout=holdout,
         target=target,
         seed=seed,
+        head=head,
     )
     if not 0 < holdout < 1 or not 0 < target <= 1:
         err.print("[red]error:[/red] --holdout must be in (0, 1) and --target in (0, 1]")
@@ -901,7 +961,10 @@ def tune_command(
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f}%"
 
-    for name, m in (("before", result["before"]), ("after", result["after"])):
+    rows = [("before", result["before"]), ("after", result["after"])]
+    if result["head"]["fitted"]:
+        rows.append(("after + head", result["head"]["out_of_fold"]))
+    for name, m in rows:
         table.add_row(
             name,
             f"{m['nli_balanced_accuracy']:.1f}",
@@ -911,8 +974,16 @@ def tune_command(
             pct(m["contradiction_recall"]),
         )
     Console().print(table)
+    if not result["head"]["fitted"]:
+        err.print(f"no verdict head stored: {result['head']['reason']}", highlight=False)
     stored = read_model_profile(out)
     err.print(
         f"wrote {out} with thresholds { ({m: t.model_dump() for m, t in (stored or {}).items()}) }", highlight=False
     )
+    if result["head"]["fitted"]:
+        err.print(
+            f"and a verdict head ({result['head']['digest']}, fitted on {result['head']['claims']} held-out claims) "
+            f"with its own thresholds {result['head']['thresholds']}; the pipeline applies it beside the weights",
+            highlight=False,
+        )
     typer.echo(json.dumps(result))

@@ -12,10 +12,13 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from groundjudge.config import MODEL_PROFILE_FILE, profile_for, read_model_profile
+from groundjudge.cache import Cache
+from groundjudge.config import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
 from groundjudge.errors import ConfigError, InputError
+from groundjudge.head import VerdictHead
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores
 from groundjudge.nli import NLIModel
+from groundjudge.pipeline import Evaluator
 from groundjudge.testing import tiny_nli_model
 from groundjudge.tune import (
     STATE_DIR,
@@ -157,9 +160,57 @@ def test_tune_writes_a_loadable_model_with_its_thresholds(tmp_path: Path, tiny: 
     for key in ("nli_balanced_accuracy", "escalation_rate", "local_precision", "contradiction_precision"):
         assert key in result["before"] and key in result["after"]
     assert not (out / STATE_DIR / "checkpoint.pt").exists()  # the big checkpoint goes once the model is written
+    # 5 held-out claims are far too few for a verdict head: none is stored, and the result says why
+    assert result["head"]["fitted"] is False and "too small" in result["head"]["reason"]
+    assert read_model_head(out) is None and meta["head"]["fitted"] is False
     before = NLIModel(tiny, device="cpu").model.state_dict()
     after = model.model.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+# enough claims that the held-out slice (70%) can fit a verdict head: >= 60 claims, >= 15 SUPPORTED and 15 not
+HEADED = TuneSettings(epochs=1, batch_size=8, max_length=64, holdout=0.7, distill=0.0)
+
+
+def test_tune_stores_a_head_fitted_on_the_held_out_slice_and_the_pipeline_applies_it(
+    tmp_path: Path, tiny: str, tokenizer: Any
+) -> None:
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows(100))
+    out = tmp_path / "tuned"
+    result = tune([data], tiny, out, HEADED, device="cpu", cache=Cache(tmp_path / "cache"))
+    train, held = split_by_claim(load_examples([data], tokenizer), HEADED.holdout, HEADED.seed)
+    stored = read_model_head(out)
+    assert stored is not None and result["head"]["fitted"] is True
+    head = VerdictHead(**stored)
+    # fitted on the held-out claims, every one of them, and nothing else (the training claims are another count)
+    assert head.meta["claims"] == len(held) == result["n_held_out"] != len(train)
+    assert head.meta["supported"] == sum(ex.label == "SUPPORTED" for ex in held)
+    tuned = NLIModel(str(out), device="cpu")
+    assert head.model == tuned.identity and head.digest == result["head"]["digest"]
+    assert (
+        result["head"]["out_of_fold"] == head.meta["out_of_fold"]
+        and "nli_balanced_accuracy" in head.meta["out_of_fold"]
+    )
+    meta = json.loads((out / MODEL_PROFILE_FILE).read_text())["meta"]
+    assert meta["head"]["claims"] == len(held) and meta["head"]["out_of_fold"] == head.meta["out_of_fold"]
+    assert read_model_profile(out) is not None  # the raw model's thresholds stay beside the head's
+    ev = Evaluator(nli=tuned, cache=Cache(tmp_path / "cache"))
+    report = ev.evaluate_claim("The museum of city number 3 opened in 1903.", ["The museum opened in 1903."])
+    assert report.versions["head"] == head.digest
+    assert report.claims[0].nli is not None and report.claims[0].nli.supported is not None
+
+    # the head is no part of the run key: --no-head on the same run resumes (no training step) and removes it
+    steps: list[int] = []
+    no_head = TuneSettings(**{**HEADED.__dict__, "head": False})
+    again = tune([data], tiny, out, no_head, device="cpu", progress=lambda s, t, loss: steps.append(s))
+    assert steps == [] and again["head"] == {"fitted": False, "reason": "not asked for (--no-head)"}
+    assert (
+        read_model_head(out) is None and "head" not in Evaluator(nli=tuned, cache=Cache(tmp_path / "cache")).versions()
+    )
+    # ... and asking again fits it again on the same held-out scores
+    tune([data], tiny, out, HEADED, device="cpu", progress=lambda s, t, loss: steps.append(s))
+    restored = read_model_head(out)
+    assert steps == [] and restored is not None and VerdictHead(**restored).digest == head.digest
 
 
 def test_interrupt_and_resume_gives_the_same_model(tmp_path: Path, tiny: str) -> None:
@@ -218,5 +269,16 @@ def test_command_prints_before_and_after(tmp_path: Path, tiny: str) -> None:
     last = json.loads(result.stdout.strip().splitlines()[-1])
     assert "before" in last and "after" in last and (out / MODEL_PROFILE_FILE).is_file()
     assert "held-out slice" in result.stdout
+    assert last["head"]["fitted"] is False and "no verdict head stored" in result.stderr
+    big = write_jsonl(tmp_path / "big.jsonl", gold_rows(100))
+    more = [*("--out", str(tmp_path / "h"), "--epochs", "1", "--batch-size", "8", "--max-length", "64")]
+    more += [*("--holdout", "0.7", "--device", "cpu", "--no-progress", "--cache-dir", str(tmp_path / "c"))]
+    headed = CliRunner().invoke(app, [str(big), "--base", tiny, *more], env={"COLUMNS": "200"})  # rows unwrapped
+    assert headed.exit_code == 0, headed.output
+    assert "after + head" in headed.stdout and read_model_head(tmp_path / "h") is not None
+    assert json.loads(headed.stdout.strip().splitlines()[-1])["head"]["fitted"] is True
+    skipped = CliRunner().invoke(app, [str(big), "--base", tiny, *more, "--no-head"], env={"COLUMNS": "200"})
+    assert skipped.exit_code == 0, skipped.output  # resumed: --no-head is not another run
+    assert "after + head" not in skipped.stdout and read_model_head(tmp_path / "h") is None
     bad = CliRunner().invoke(app, [str(tmp_path / "missing.jsonl"), "--base", tiny, "--out", str(tmp_path / "o2")])
     assert bad.exit_code == 2
