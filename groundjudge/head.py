@@ -101,7 +101,7 @@ def claim_features(claim: str, nli: ClaimNLI, sources: Sources) -> list[float]:
     passage_words = set(_terms(passage))
     bigrams = set(itertools.pairwise(terms))
     numbers = _numbers(claim)
-    names = {m.group(0).lower() for m in _NAME.finditer(" " + claim)} - set(_NEGATION)
+    names = {m.group(0).lower() for m in _NAME.finditer(claim)}
     conflict = any(
         find_conflict(claim, p.text) for p in (nli.entailment_passage, nli.contradiction_passage) if p is not None
     )

@@ -1,0 +1,251 @@
+"""The verdict head: its features, its fitting, and how the pipeline applies it (groundjudge/head.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from groundjudge.config import Config, LocalThresholds, read_model_head, write_model_head
+from groundjudge.errors import ConfigError
+from groundjudge.head import (
+    FEATURES,
+    MIN_CLAIMS,
+    Sources,
+    VerdictHead,
+    build_head,
+    claim_features,
+    claim_folds,
+    fit_head,
+)
+from groundjudge.models import ClaimNLI, Passage
+from groundjudge.pipeline import Evaluator, decide_locally
+from tests.conftest import SHARED_MODEL
+
+F = {name: i for i, name in enumerate(FEATURES)}
+
+
+def _nli(passage: str, ent: float = 0.5, con: float = 0.1) -> ClaimNLI:
+    p = Passage(doc=0, start=0, end=len(passage), text=passage)
+    return ClaimNLI(
+        entailment=ent,
+        contradiction=con,
+        neutral=1 - ent - con,
+        entailment_passage=p,
+        contradiction_passage=p,
+        passages_scored=1,
+        passages_total=1,
+    )
+
+
+def test_features_measure_what_they_say() -> None:
+    source = "The Eiffel Tower in Paris was completed in 1889. It is 330 metres tall."
+    src = Sources.of([source, "Gustave Eiffel's company built it."])
+    grounded = claim_features("The tower in Paris was completed in 1889.", _nli(source, 0.9, 0.05), src)
+    assert grounded[F["entailment"]] == pytest.approx(math.log(0.9 / 0.1))
+    assert grounded[F["passage_coverage"]] == 1.0 and grounded[F["source_coverage"]] == 1.0
+    assert grounded[F["numbers_missing"]] == 0.0 and grounded[F["conflict"]] == 0.0
+    assert grounded[F["name_coverage"]] == 1.0 and grounded[F["negation_mismatch"]] == 0.0
+
+    wrong = claim_features("The tower in Paris was completed in 1901 by Napoleon.", _nli(source), src)
+    assert wrong[F["numbers_missing"]] == 1.0  # 1901 is nowhere in the sources
+    assert wrong[F["conflict"]] == 1.0  # same words, another year
+    assert wrong[F["name_coverage"]] == pytest.approx(0.5)  # Paris yes, Napoleon no
+    assert wrong[F["source_coverage"]] < 1.0 and wrong[F["bigram_coverage"]] < grounded[F["bigram_coverage"]]
+
+    negated = claim_features("The tower was not completed in 1889.", _nli(source), src)
+    assert negated[F["negation_mismatch"]] == 1.0
+    assert len(grounded) == len(FEATURES) and all(math.isfinite(v) for v in grounded + wrong + negated)
+
+
+def test_claim_folds_keep_a_claims_rows_together() -> None:
+    groups = [f"claim {i % 37}" for i in range(400)]  # 37 claims, each with several rows (Factcheck-GPT's shape)
+    folds = claim_folds(groups, 5, seed=3)
+    by_group: dict[str, set[int]] = {}
+    for g, f in zip(groups, folds, strict=True):
+        by_group.setdefault(g, set()).add(f)
+    assert all(len(f) == 1 for f in by_group.values())
+    assert set(folds) == set(range(5))
+
+
+def _synthetic(n: int, seed: int, signal: float = 3.0) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, len(FEATURES)))
+    y = (signal * x[:, F["source_coverage"]] + rng.normal(size=n) > 0).astype(float)
+    return x, y, [f"c{i // 3}" for i in range(n)]
+
+
+def test_fit_head_learns_the_signal_and_its_out_of_fold_probabilities_are_honest() -> None:
+    x, y, groups = _synthetic(600, 0)
+    fit = fit_head(x, y.astype(bool), groups)
+    coef = np.abs(fit.coef)
+    others = np.delete(coef, F["source_coverage"])
+    assert coef.argmax() == F["source_coverage"] and coef[F["source_coverage"]] > 3 * others.max()
+    oof = np.asarray(fit.out_of_fold)
+    assert ((oof > 0.5) == (y == 1)).mean() > 0.8
+    assert set(fit.cv_log_loss) == {"0.1", "1.0", "10.0", "100.0"}
+
+    # Pure noise: a head fitted on the rows themselves looks better than chance; out of fold it must not.
+    noise_x, _, noise_groups = _synthetic(300, 1)
+    noise_y = np.random.default_rng(2).random(300) > 0.5
+    noise = fit_head(noise_x, noise_y, noise_groups)
+    assert noise.l2 == 100.0  # nothing to learn: the strongest penalty wins the cross-validation
+    honest = ((np.asarray(noise.out_of_fold) > 0.5) == noise_y).mean()
+    assert honest < 0.58
+
+
+def test_fit_head_refuses_too_few_claims() -> None:
+    x, y, groups = _synthetic(MIN_CLAIMS - 1, 0)
+    with pytest.raises(ValueError, match="at least"):
+        fit_head(x, y.astype(bool), groups)
+    x, _, groups = _synthetic(200, 0)
+    with pytest.raises(ValueError, match="of each kind"):
+        fit_head(x, [True] * 190 + [False] * 10, groups)
+
+
+def _head(intercept: float, model: str = "", t_support: float = 0.5, **kw: Any) -> VerdictHead:
+    n = len(FEATURES)
+    return VerdictHead(
+        mean=[0.0] * n,
+        scale=[1.0] * n,
+        coef=kw.pop("coef", [0.0] * n),
+        intercept=intercept,
+        l2=1.0,
+        model=model,
+        thresholds={
+            "nli": LocalThresholds(t_support=t_support, t_contradict=None),
+            "cascade": LocalThresholds(t_support=0.9, t_contradict=None, t_unsupported=0.1),
+        },
+        **kw,
+    )
+
+
+def test_a_malformed_head_is_a_config_error() -> None:
+    good = _head(0.0).model_dump()
+    assert Config.make(head=good).head == good
+    for bad in (
+        {**good, "coef": good["coef"][:-1]},
+        {**good, "features": ["entailment"]},
+        {**good, "intercept": math.inf},
+        {**good, "scale": [0.0] * len(FEATURES)},
+        {**good, "thresholds": {"nli": good["thresholds"]["nli"]}},
+        {**good, "format": 99},
+    ):
+        with pytest.raises(ConfigError, match="head"):
+            Config.make(head=bad)
+
+
+def test_decisions_use_the_heads_probability() -> None:
+    nli = _nli("x", ent=0.2, con=0.05)
+    assert decide_locally(nli, 0.5, None, 0.1) is None
+    assert decide_locally(nli.model_copy(update={"supported": 0.8}), 0.5, None, 0.1) == "SUPPORTED"
+    assert decide_locally(nli.model_copy(update={"supported": 0.05}), 0.5, None, 0.1) == "UNSUPPORTED"
+    assert nli.model_copy(update={"supported": 0.8}).support == 0.8 and nli.support == 0.2
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from groundjudge.testing import tiny_nli_model
+
+    return tiny_nli_model(tmp_path_factory.mktemp("tiny") / "model", SHARED_MODEL)
+
+
+ROWS = [
+    {"id": "a", "claim": "The Eiffel Tower is in Paris.", "contexts": ["The Eiffel Tower stands in Paris, France."]},
+    {"id": "b", "claim": "Water boils at 50 degrees.", "contexts": ["At sea level water boils at 100 degrees."]},
+]
+
+
+def _copy(model: Path, to: Path) -> Path:
+    shutil.copytree(model, to)
+    return to
+
+
+def test_the_pipeline_applies_a_configured_head(tiny: Path, tmp_path: Path) -> None:
+    from groundjudge.nli import NLIModel
+
+    identity = NLIModel.shared(str(tiny)).identity
+    common = {"nli_model": str(tiny), "mode": "nli", "cache_dir": str(tmp_path / "c")}
+    raw = list(Evaluator(Config.make(**common)).evaluate_many(ROWS))
+    for intercept, label in ((6.0, "SUPPORTED"), (-6.0, "UNSUPPORTED")):
+        head = _head(intercept, identity)
+        reports = list(Evaluator(Config.make(**common, head=head.model_dump())).evaluate_many(ROWS))
+        for r, before in zip(reports, raw, strict=True):
+            c = r.claims[0]
+            assert c.label == label and c.nli is not None and c.nli.supported is not None
+            assert c.nli.entailment == before.claims[0].nli.entailment  # the model's own scores are kept
+            assert r.scores.nli == pytest.approx(c.nli.supported)  # the NLI part is the head's probability
+            assert r.versions["head"] == head.digest
+            assert r.versions["thresholds"].startswith("support>=0.5 ")  # the head's own thresholds
+    off_config = Config.make(**common, head=_head(6.0, identity).model_dump(), use_head=False)
+    off = list(Evaluator(off_config).evaluate_many(ROWS))
+    assert [r.model_dump(exclude={"usage"}) for r in off] == [r.model_dump(exclude={"usage"}) for r in raw]
+    assert "head" not in off[0].versions
+
+
+def test_a_head_scores_every_selected_passage(tiny: Path, tmp_path: Path) -> None:
+    """Early exit compares entailment with t_support; with a head t_support is on another scale, so no early exit."""
+    from groundjudge.nli import NLIModel
+
+    identity = NLIModel.shared(str(tiny)).identity
+    long_source = " ".join(f"Sentence {i} says the tower in Paris is made of iron and stands tall." for i in range(60))
+    row = {"id": "x", "claim": "The tower in Paris is made of iron.", "contexts": [long_source]}
+    common = {"nli_model": str(tiny), "mode": "nli", "cache_dir": str(tmp_path / "c"), "t_contradict": "never"}
+
+    def scored(**kw: Any) -> int:
+        nli = next(Evaluator(Config.make(**common, **kw)).evaluate_many([row])).claims[0].nli
+        assert nli is not None
+        return nli.passages_scored
+
+    every = scored(t_support="never")
+    assert scored(t_support=0.0001) < every  # the plain pipeline stops at the first passage past t_support
+    assert scored(head=_head(0.0, identity, t_support=0.0001).model_dump()) == every
+
+
+def test_a_head_stored_with_the_model_rides_along_and_belongs_to_it(tiny: Path, tmp_path: Path) -> None:
+    from groundjudge.nli import NLIModel
+
+    model = _copy(tiny, tmp_path / "tuned")
+    identity = NLIModel(str(model)).identity
+    assert identity == NLIModel(str(tiny)).identity  # a copy under another name is the same model
+    head = _head(6.0, identity)
+    write_model_head(model, head.model_dump())
+    assert read_model_head(model) == json.loads(json.dumps(head.model_dump()))
+    common = {"nli_model": str(model), "mode": "nli", "cache_dir": str(tmp_path / "c")}
+    report = next(Evaluator(Config.make(**common)).evaluate_many(ROWS))
+    assert report.versions["head"] == head.digest and report.claims[0].label == "SUPPORTED"
+
+    # another model's head: refused before any row is scored, naming the file
+    write_model_head(model, _head(6.0, "someone-else@abc/nli").model_dump())
+    with pytest.raises(ConfigError, match=r"groundjudge\.json"):
+        next(Evaluator(Config.make(**common)).evaluate_many(ROWS))
+    write_model_head(model, None)
+    assert read_model_head(model) is None
+    (model / "groundjudge.json").write_text(json.dumps({"format": 1, "head": {"coef": [1]}}))
+    with pytest.raises(ConfigError, match="verdict head"):
+        Evaluator(Config.make(**common))
+
+
+def test_build_head_on_the_shared_model_beats_entailment_out_of_fold(shared_nli: Any) -> None:
+    """On Factcheck-GPT claims (read in place), the head's out-of-fold balanced accuracy beats the entailment's."""
+    from benchmarks._common import SHARED, read_rows
+    from groundjudge.tune import TuneExample, TuneSettings, crossfit_measure_scores, score_claims
+
+    rows = read_rows(SHARED / "benchmarks" / "factcheckgpt-stance.jsonl")
+    rows = random.Random(0).sample(rows, 500)
+    examples = [TuneExample(str(r["id"]), r["claim"], r["contexts"], r["label"], "gold") for r in rows]
+    results = score_claims(shared_nli, examples, TuneSettings())
+    labels = [r["label"] for r in rows]
+    head = build_head([r["claim"] for r in rows], [r["contexts"] for r in rows], results, labels, shared_nli.identity)
+    groups = [" ".join(r["claim"].lower().split()) for r in rows]
+    raw = crossfit_measure_scores(results, labels, groups)
+    assert head.meta["claims"] == 500 and head.model == shared_nli.identity
+    assert head.meta["out_of_fold"]["nli_balanced_accuracy"] > raw["nli_balanced_accuracy"] + 1
+    oof = head.meta["out_of_fold"]
+    assert oof["escalation_rate"] < raw["escalation_rate"] - 0.05 and oof["local_precision"] >= raw["local_precision"]
