@@ -135,6 +135,7 @@ function showClaim(rep, cv, node) {
   const row = (k, v, cls) => { dl.append(el('dt', null, k)); dl.append(el('dd', cls, v)); };
   row('answer', rep.id); row('verdict', cv.label, 'verdict ' + cv.label); row('route', cv.route);
   if (cv.nli) { row('entailment', fmt(cv.nli.entailment)); row('contradiction', fmt(cv.nli.contradiction));
+    if (cv.nli.supported != null) row('P(supported), verdict head', fmt(cv.nli.supported));
     row('passages scored', cv.nli.passages_scored + ' of ' + cv.nli.passages_total); }
   row('contradiction checked', cv.contradiction_checked ? 'yes' : 'no', cv.contradiction_checked ? null : 'flag');
   row('reason', cv.reason || '-'); row('flags', (cv.flags || []).join(', ') || '-', cv.flags.length ? 'flag' : null);

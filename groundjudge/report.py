@@ -260,6 +260,7 @@ def claims_dataframe(reports: Iterable[AnswerReport]) -> Any:
                     "route": c.route,
                     "entailment": c.nli.entailment if c.nli else None,
                     "contradiction": c.nli.contradiction if c.nli else None,
+                    "supported": c.nli.supported if c.nli else None,  # the verdict head's probability, if any
                     "reason": c.reason,
                     "quotes": " | ".join(q.text for q in c.quotes),
                     "flags": ",".join(c.flags),

@@ -26,6 +26,7 @@ from groundjudge.head import (
 )
 from groundjudge.models import ClaimNLI, Passage
 from groundjudge.pipeline import Evaluator, decide_locally
+from groundjudge.report import claims_dataframe
 from tests.conftest import SHARED_MODEL
 
 F = {name: i for i, name in enumerate(FEATURES)}
@@ -183,6 +184,8 @@ def test_the_pipeline_applies_a_configured_head(tiny: Path, tmp_path: Path) -> N
             assert r.scores.nli == pytest.approx(c.nli.supported)  # the NLI part is the head's probability
             assert r.versions["head"] == head.digest
             assert r.versions["thresholds"].startswith("support>=0.5 ")  # the head's own thresholds
+        frame = claims_dataframe(reports)  # what a notebook user sees beside the entailment
+        assert list(frame["supported"]) == [r.claims[0].nli.supported for r in reports]  # type: ignore[union-attr]
     off_config = Config.make(**common, head=_head(6.0, identity).model_dump(), use_head=False)
     off = list(Evaluator(off_config).evaluate_many(ROWS))
     assert [r.model_dump(exclude={"usage"}) for r in off] == [r.model_dump(exclude={"usage"}) for r in raw]
