@@ -230,6 +230,12 @@ def test_reviews_teach_the_head(tmp_path: Path, tiny: Path) -> None:
     assert head["meta"]["claims"] == 72 and head["meta"]["supported"] == 24  # the reviewers' labels
     assert head["meta"]["reviews"] == str(reviews)
     assert stdout_json(result)["head"]["out_of_fold"]["nli_balanced_accuracy"] > 90
+    # the same claims with the same labels, scored here from gold rows: the same head (same sources, same features)
+    rows = write_jsonl(tmp_path / "gold.jsonl", gold)
+    calibrate(rows, "--out", tmp_path / "gold.json", "--nli-model", tiny, "--cache-dir", cache)
+    from_gold = json.loads((tmp_path / "gold.json").read_text())["head"]
+    assert head["coef"] == pytest.approx(from_gold["coef"], rel=1e-6, abs=1e-9)
+    assert head["mean"] == pytest.approx(from_gold["mean"]) and head["thresholds"] == from_gold["thresholds"]
 
     # scores from one model, a head tied to another: refused with a note, the thresholds still fitted
     from groundjudge.testing import tiny_nli_model
@@ -238,3 +244,7 @@ def test_reviews_teach_the_head(tmp_path: Path, tiny: Path) -> None:
     result = calibrate(*args, "--nli-model", other)
     assert "no verdict head: the claims were scored by NLI model" in flat(result.stderr)
     assert "head" not in json.loads(config.read_text()) and stdout_json(result)["n"] == 72
+    # the head needs the model that scored the claims: one that cannot be loaded is a usage error, not a silent skip
+    missing = runner.invoke(app, ["calibrate", *map(str, args), "--nli-model", "no/such-hub-model"])
+    assert missing.exit_code == 2 and "--no-head" in flat(missing.stderr), missing.output
+    assert stdout_json(calibrate(*args, "--nli-model", "no/such-hub-model", "--no-head"))["n"] == 72
