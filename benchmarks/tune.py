@@ -1,6 +1,7 @@
 """What `groundjudge tune` buys: the shared model tuned on half the dev claims, measured on the other half.
 
     python benchmarks/tune.py                       # factcheckgpt-stance + wice-dev, gold and 10%-flipped labels
+    python benchmarks/tune.py --skip-tune           # the shared model with and without a verdict head (seconds)
     python benchmarks/tune.py --cv 3 --grid '[{"lr": 3e-5}, {"lr": 5e-5, "distill": 0}]'   # choose settings
 
 Each dev file is split into a train and an eval half BY CLAIM TEXT (seeded), so that no claim is on both sides.
@@ -11,7 +12,18 @@ model with its shipped thresholds) and after (the tuned model with its stored th
 accuracy, cascade escalation rate and local precision, local contradiction precision and recall, seconds. "oracle"
 columns refit the thresholds on the eval half itself (the best the scores allow at the target; not a fair number).
 
+Verdict head rows (``groundjudge.head``), measured the same way on each eval half: "shared model + head" (JSON
+``before_head``) is a head fitted on the base model's scores of the POOLED train halves of all datasets, with the
+thresholds it carries; "tuned + head" (``gold_head``, ``noisy_head``) applies the head ``groundjudge tune`` stored
+beside the tuned model (fitted on its held-out slice of the train half). ``--skip-tune`` runs only the base model's
+rows, with and without the head: no training, seconds to minutes.
+
 ``--cv K`` instead cross-validates the settings in ``--grid`` over K claim-disjoint folds of the train half only.
+Within a fold the oracle numbers (thresholds fitted on the validation fold itself) are what they were; beside them,
+the same fold without and with a head, both honest: without, thresholds cross-fitted over two halves of the fold
+(``crossfit_*``); with, a head fitted on the fold's validation claims as ``tune`` fits one on its held-out slice,
+measured on its out-of-fold probabilities with cross-fitted thresholds (``head_*``, ``build_head``'s
+``out_of_fold``). A fold too small for a head counts in ``head_folds`` as missing, not as zero.
 The last line printed is one JSON object.
 """
 
@@ -31,7 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
 from groundjudge.cache import Cache
-from groundjudge.config import profile_for
+from groundjudge.config import LocalThresholds, profile_for, read_model_head
+from groundjudge.head import Sources, VerdictHead, build_head
+from groundjudge.models import ClaimNLI
 from groundjudge.nli import NLIModel, NLIScorer
 from groundjudge.tune import (
     LABELS,
@@ -40,6 +54,7 @@ from groundjudge.tune import (
     attach_base_probabilities,
     build_pairs,
     claim_key,
+    crossfit_measure_scores,
     fit_profile,
     measure,
     score_claims,
@@ -79,20 +94,77 @@ def write(rows: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def evaluate(model: NLIModel, evals: dict[str, list[TuneExample]], settings: TuneSettings, cache: Cache) -> dict:
-    """Per dataset: metrics with the model's own thresholds (stored or shipped), and with thresholds refit there."""
-    out = {}
-    profile = profile_for(model.name)
+Scores = dict[str, list[ClaimNLI]]
+
+
+def score(model: NLIModel, evals: dict[str, list[TuneExample]], settings: TuneSettings, cache: Cache) -> Scores:
+    """Each eval half's claims scored by the model, as the pipeline scores them."""
+    return {name: score_claims(model, exs, settings, cache) for name, exs in evals.items()}
+
+
+def headed(head: VerdictHead, scored: Scores, evals: dict[str, list[TuneExample]]) -> Scores:
+    """Copies of the scores with the head's probability set (what the pipeline's NLI stage does with a head)."""
+    out: Scores = {}
     for name, exs in evals.items():
-        nli = score_claims(model, exs, settings, cache)
+        copies = [r.model_copy() for r in scored[name]]
+        sources: dict[tuple[str, ...], Sources] = {}
+        for e, r in zip(exs, copies, strict=True):
+            key = tuple(e.contexts)
+            if key not in sources:
+                sources[key] = Sources.of(e.contexts)
+            head.apply([e.claim], [r], sources[key])
+        out[name] = copies
+    return out
+
+
+def metrics(
+    scored: Scores, evals: dict[str, list[TuneExample]], profile: dict[str, LocalThresholds], settings: TuneSettings
+) -> dict[str, Any]:
+    """Per dataset: metrics with the given thresholds (stored, shipped or a head's), and with thresholds refit there."""
+    out: dict[str, Any] = {}
+    for name, exs in evals.items():
+        nli = scored[name]
         labels = [e.label for e in exs]
         m = measure(nli, labels, profile)
         oracle = measure(nli, labels, fit_profile(nli, labels, settings.target, settings.contradiction_target))
         m["oracle_escalation_rate"] = oracle["escalation_rate"]
         m["oracle_local_precision"] = oracle["local_precision"]
         m["oracle_nli_balanced_accuracy"] = oracle["nli_balanced_accuracy"]
+        m["head_scored"] = sum(x.supported is not None for x in nli)  # claims the head's probability decided
         out[name] = m
     return out
+
+
+def head_summary(head: VerdictHead) -> dict[str, Any]:
+    """What the JSON says about a head: how many claims it learnt from, its L2, thresholds and out-of-fold numbers."""
+    return {
+        "digest": head.digest,
+        "claims": head.meta.get("claims"),
+        "l2": head.l2,
+        "thresholds": {m: t.model_dump() for m, t in head.thresholds.items()},
+        "out_of_fold": head.meta.get("out_of_fold"),
+    }
+
+
+def fit_base_head(
+    model: NLIModel, train_exs: list[TuneExample], settings: TuneSettings, cache: Cache
+) -> VerdictHead | str:
+    """A head fitted on the model's scores of the pooled train halves, or why none could be (too few claims)."""
+    nli = score_claims(model, train_exs, settings, cache)
+    try:
+        return build_head(
+            [e.claim for e in train_exs],
+            [e.contexts for e in train_exs],
+            nli,
+            [e.label for e in train_exs],
+            model.identity,
+            target=settings.target,
+            contradiction_target=settings.contradiction_target,
+            seed=settings.seed,
+            meta={"tool": "benchmarks/tune.py", "fitted_on": "pooled train halves"},
+        )
+    except ValueError as exc:
+        return str(exc)
 
 
 def cross_validate(
@@ -127,8 +199,37 @@ def cross_validate(
             labels = [e.label for e in val]
             # within a fold, thresholds fit on its own validation claims (the held-out slice's role in tune)
             m = measure(nli, labels, fit_profile(nli, labels, s.target, s.contradiction_target))
+            groups = [claim_key(e.claim) for e in val]
+            honest = crossfit_measure_scores(nli, labels, groups, s.target, s.contradiction_target, s.seed)
+            m.update({f"crossfit_{k}": honest[k] for k in ("nli_balanced_accuracy", "escalation_rate")})
+            try:  # the head tune would fit on this fold's scores, and what it measured out of fold
+                oof = build_head(
+                    [e.claim for e in val],
+                    [e.contexts for e in val],
+                    nli,
+                    labels,
+                    "",
+                    target=s.target,
+                    contradiction_target=s.contradiction_target,
+                    seed=s.seed,
+                ).meta["out_of_fold"]
+                m.update({f"head_{k}": oof[k] for k in ("nli_balanced_accuracy", "escalation_rate")})
+            except ValueError:
+                pass
             scores.append(m)
-        mean = {k: sum(m[k] or 0 for m in scores) / folds for k in ("nli_balanced_accuracy", "escalation_rate")}
+        mean: dict[str, Any] = {
+            k: sum(m[k] or 0 for m in scores) / folds
+            for k in (
+                "nli_balanced_accuracy",
+                "escalation_rate",
+                "crossfit_nli_balanced_accuracy",
+                "crossfit_escalation_rate",
+            )
+        }
+        with_head = [m for m in scores if "head_nli_balanced_accuracy" in m]
+        for k in ("head_nli_balanced_accuracy", "head_escalation_rate"):
+            mean[k] = sum(m[k] or 0 for m in with_head) / len(with_head) if with_head else None
+        mean["head_folds"] = len(with_head)
         results.append({"settings": values, **mean})
         print(f"cv {values}: {mean}", flush=True)
     return results
@@ -147,6 +248,10 @@ def main() -> None:
     ap.add_argument("--distill", type=float, default=TuneSettings.distill)
     ap.add_argument("--l2sp", type=float, default=TuneSettings.l2sp)
     ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument(
+        "--holdout", type=float, default=TuneSettings.holdout, help="share tune holds out (and fits its head on)"
+    )
+    ap.add_argument("--skip-tune", action="store_true", help="only the base model's rows, with and without a head")
     ap.add_argument("--cv", type=int, default=0, help="cross-validate --grid over K folds of the train half")
     ap.add_argument("--grid", default='[{"distill": 0.5}, {"distill": 0.0}]', help="JSON list of setting overrides")
     ap.add_argument("--work", default=None, help="where models go [default: a temporary folder]")
@@ -155,7 +260,13 @@ def main() -> None:
 
     base = args.base or default_nli_model()
     settings = TuneSettings(
-        epochs=args.epochs, lr=args.lr, distill=args.distill, l2sp=args.l2sp, batch_size=args.batch_size, seed=args.seed
+        epochs=args.epochs,
+        lr=args.lr,
+        distill=args.distill,
+        l2sp=args.l2sp,
+        batch_size=args.batch_size,
+        holdout=args.holdout,
+        seed=args.seed,
     )
     cache = Cache(args.cache_dir)
     tmp = tempfile.TemporaryDirectory(prefix="gj-tune-") if args.work is None else None
@@ -183,10 +294,24 @@ def main() -> None:
 
     start = time.perf_counter()
     base_model = NLIModel(base)
-    out["before"] = evaluate(base_model, evals, settings, cache)
+    base_scores = score(base_model, evals, settings, cache)
+    out["before"] = metrics(base_scores, evals, profile_for(base_model.name), settings)
     out["before"]["seconds"] = round(time.perf_counter() - start, 1)
-    table = [["before", name, *_cells(m)] for name, m in out["before"].items() if name != "seconds"]
-    for variant in args.variants.split(","):
+    table = [["before", name, *_cells(m)] for name, m in out["before"].items() if name in evals]
+
+    start = time.perf_counter()
+    pooled = [e for rows in train_rows.values() for e in examples(rows)]
+    head = fit_base_head(base_model, pooled, settings, cache)
+    if isinstance(head, str):
+        out["before_head"] = {"error": head}
+        print(f"shared model + head: no head ({head})", flush=True)
+    else:
+        out["before_head"] = metrics(headed(head, base_scores, evals), evals, head.thresholds, settings)
+        out["before_head"]["head"] = head_summary(head)
+        table += [["shared + head", name, *_cells(m)] for name, m in out["before_head"].items() if name in evals]
+    out["before_head"]["seconds"] = round(time.perf_counter() - start, 1)  # scoring the train halves + fitting
+
+    for variant in [] if args.skip_tune else args.variants.split(","):
         files = []
         for name, rows in train_rows.items():
             rows = flip(rows, args.flip, args.seed) if variant == "noisy" else rows
@@ -202,14 +327,27 @@ def main() -> None:
             log=lambda m: print(m, flush=True),
         )
         tuned = NLIModel(str(work / f"model-{variant}"))
-        metrics = evaluate(tuned, evals, settings, cache)
-        metrics["seconds"] = round(time.perf_counter() - start, 1)
-        metrics["tune_seconds"] = result["seconds"]
-        metrics["train_seconds"] = result["training"]["seconds"]
-        metrics["thresholds"] = result["thresholds"]
-        metrics["held_out"] = {"before": result["before"], "after": result["after"], "n": result["n_held_out"]}
-        out[variant] = metrics
-        table += [[variant, name, *_cells(m)] for name, m in metrics.items() if name in evals]
+        tuned_scores = score(tuned, evals, settings, cache)
+        m = metrics(tuned_scores, evals, profile_for(tuned.name), settings)
+        m["seconds"] = round(time.perf_counter() - start, 1)
+        m["tune_seconds"] = result["seconds"]
+        m["train_seconds"] = result["training"]["seconds"]
+        m["thresholds"] = result["thresholds"]
+        m["held_out"] = {"before": result["before"], "after": result["after"], "n": result["n_held_out"]}
+        out[variant] = m
+        table += [[variant, name, *_cells(x)] for name, x in m.items() if name in evals]
+        start = time.perf_counter()
+        stored = read_model_head(tuned.name)  # the head tune stored beside the weights, as the pipeline finds it
+        if stored is None:
+            out[f"{variant}_head"] = {"error": f"tune stored no head: {result['head'].get('reason')}"}
+        else:
+            tuned_head = VerdictHead(**stored)
+            tuned_head.check_model(tuned.identity, tuned.name)
+            mh = metrics(headed(tuned_head, tuned_scores, evals), evals, tuned_head.thresholds, settings)
+            mh["head"] = head_summary(tuned_head)
+            out[f"{variant}_head"] = mh
+            table += [[f"{variant} + head", name, *_cells(x)] for name, x in mh.items() if name in evals]
+        out[f"{variant}_head"]["seconds"] = round(time.perf_counter() - start, 1)  # applying the head and measuring
     print_table(
         [
             "model",

@@ -75,13 +75,24 @@ def test_nli_throughput(tmp_path: Path) -> None:
     assert out["pairs_groundjudge"] <= out["pairs_naive"]
 
 
+HEAD_KEYS = (
+    "nli_balanced_accuracy",
+    "escalation_rate",
+    "local_precision",
+    "oracle_escalation_rate",
+    "oracle_local_precision",
+    "contradiction_precision",
+    "contradiction_recall",
+)
+
+
 def test_tune_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
     from groundjudge.testing import tiny_nli_model
 
     tiny = tiny_nli_model(tmp_path / "tiny", SHARED_MODEL)
     out = run(
         "tune.py",
-        *("--limit", "30", "--epochs", "1", "--base", str(tiny), "--variants", "gold,noisy"),
+        *("--limit", "150", "--epochs", "1", "--base", str(tiny), "--variants", "gold,noisy", "--holdout", "0.7"),
         *("--work", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")),
         cache=tmp_path,
     )
@@ -92,6 +103,52 @@ def test_tune_benchmark_runs_on_a_slice(tmp_path: Path) -> None:
             for key in ("nli_balanced_accuracy", "escalation_rate", "local_precision", "contradiction_recall"):
                 assert key in m, (part, name, key)
         assert out[part]["seconds"] >= 0
+    # the shared model's head learnt from the pooled train halves; each tuned model's from its held-out slice
+    assert out["before_head"]["head"]["claims"] == sum(out["train_rows"].values())
+    for variant in ("gold", "noisy"):
+        part = out[f"{variant}_head"]
+        assert part["head"]["claims"] == out[variant]["held_out"]["n"] and part["seconds"] >= 0
+        assert part["head"]["digest"] != out["before_head"]["head"]["digest"]  # tune's own head, not the base's
+        for name in ("factcheckgpt-stance", "wice-dev"):
+            assert all(k in part[name] for k in HEAD_KEYS) and part[name]["head_scored"] > 0, (variant, name)
+
+
+def test_tune_benchmark_skip_tune_measures_the_shared_model_with_and_without_a_head(tmp_path: Path) -> None:
+    from groundjudge.testing import tiny_nli_model
+
+    tiny = tiny_nli_model(tmp_path / "tiny", SHARED_MODEL)
+    out = run(
+        "tune.py",
+        *("--limit", "150", "--base", str(tiny), "--skip-tune", "--cache-dir", str(tmp_path / "cache")),
+        cache=tmp_path,
+    )
+    assert "gold" not in out and "noisy" not in out  # nothing trained
+    head = out["before_head"]["head"]
+    # fitted on the pooled train halves of both files, never on an eval half
+    assert head["claims"] == sum(out["train_rows"].values()) != sum(out["eval_rows"].values())
+    assert set(head["thresholds"]) == {"nli", "cascade"} and "nli_balanced_accuracy" in head["out_of_fold"]
+    for part in ("before", "before_head"):
+        for name in ("factcheckgpt-stance", "wice-dev"):
+            m = out[part][name]
+            assert m["n"] == out["eval_rows"][name] and all(k in m for k in HEAD_KEYS), (part, name)
+            assert m["head_scored"] == (m["n"] if part == "before_head" else 0), (part, name)
+        assert out[part]["seconds"] >= 0
+
+
+def test_tune_benchmark_cv_compares_with_and_without_a_head(tmp_path: Path) -> None:
+    from groundjudge.testing import tiny_nli_model
+
+    tiny = tiny_nli_model(tmp_path / "tiny", SHARED_MODEL)
+    out = run(
+        "tune.py",
+        *("--limit", "150", "--base", str(tiny), "--cv", "2", "--epochs", "1", "--grid", '[{"distill": 0.0}]'),
+        *("--work", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")),
+        cache=tmp_path,
+    )
+    (row,) = out["cv"]
+    assert row["head_folds"] == 2  # each validation fold (~75 claims) is enough for a head
+    for key in ("crossfit_nli_balanced_accuracy", "crossfit_escalation_rate", "head_nli_balanced_accuracy"):
+        assert row[key] is not None and row[key] >= 0, key
 
 
 def test_accuracy_measures_a_tuned_models_cascade_with_its_stored_thresholds(tmp_path: Path) -> None:
