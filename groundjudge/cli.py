@@ -10,7 +10,8 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -922,6 +923,16 @@ def compare(
 
 
 _HEAD_MIN_CLAIMS, _HEAD_MIN_CLASS = 60, 15  # groundjudge.head.MIN_CLAIMS / MIN_CLASS, without importing numpy here
+_LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
+# why a claim of a 'score' OUT did not teach calibrate, in the order they are told
+_LEFT_OUT = {
+    "local": "decided locally (never judged)",
+    "error": "judge errors",
+    "unverified": "with an unverified quote",
+    "no_quote": "SUPPORTED / CONTRADICTED without a quote",
+    "no_nli": "without NLI scores",
+    "failed": "answer(s) that failed whole (their claims are not in the file)",
+}
 
 
 @app.command()
@@ -990,13 +1001,24 @@ def calibrate(
             reports = list(evaluator.evaluate_many(rows, batch_size=64))
     except GroundjudgeError as exc:
         raise fail(str(exc)) from exc
-    ent, con, gold = [], [], []
-    # what a verdict head is fitted on: the claim, its answer's sources, its NLI result and its 3-way label
+    # what the raw thresholds and a verdict head are fitted on: the claim, its answer's sources, its NLI result and
+    # its 3-way label
     texts: list[str] = []
     sources: list[list[str]] = []
     results: list[ClaimNLI] = []
     labels: list[str] = []
     fingerprints: set[str] = set()  # the NLI models that scored the claims of a 'score' OUT
+    taught: dict[str, int] = {}  # where the labels came from: gold, reviews, judge
+
+    def add(report: Any, verdict: Any, label: str, origin: str) -> None:
+        texts.append(verdict.claim.text)
+        sources.append(list(report.contexts))
+        results.append(verdict.nli)
+        labels.append(label)
+        fingerprints.add(report.versions.get("nli_model", "") if from_out else "")
+        taught[origin] = taught.get(origin, 0) + 1
+
+    reviewed: set[tuple[str, str]] = set()  # (answer id, claim id) a reviewer decided: the judge's verdict yields
     if reviews is not None:
         from groundjudge.metrics import join_reviews, read_reviews
 
@@ -1007,31 +1029,41 @@ def calibrate(
         except InputError as exc:
             raise fail(f"{reviews}: {exc}") from exc
         for m in joined.matched:
+            reviewed.add((m.report.id, m.verdict.claim.id))
             if m.verdict.nli is not None and m.verdict.nli.error is None:
-                ent.append(m.verdict.nli.entailment)
-                con.append(m.verdict.nli.contradiction)
-                gold.append(m.review.label == "SUPPORTED")
-                texts.append(m.verdict.claim.text)
-                sources.append(list(m.report.contexts))
-                results.append(m.verdict.nli)
-                labels.append(m.review.label)
-                fingerprints.add(m.report.versions.get("nli_model", ""))
+                add(m.report, m.verdict, m.review.label, "reviews")
         if joined.unmatched:
             err.print(f"{len(joined.unmatched)} reviews match no claim of {escape(str(labeled))}", highlight=False)
-        if not gold:
+        if not labels:
             raise fail(f"no review in {reviews} matches a claim of {labeled} with NLI scores")
-    for r in reports if reviews is None else []:
-        if r.label and r.label.upper() in ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED") and r.claims and r.claims[0].nli:
-            ent.append(r.claims[0].nli.entailment)
-            con.append(r.claims[0].nli.contradiction)
-            gold.append(r.label.upper() == "SUPPORTED")
-            texts.append(r.claims[0].claim.text)
-            sources.append(list(r.contexts))
-            results.append(r.claims[0].nli)
-            labels.append(r.label.upper())
-            fingerprints.add(r.versions.get("nli_model", "") if from_out else "")
-    if not gold:
+    gold_labelled = any(r.label and r.label.upper() in _LABELS for r in reports)
+    if gold_labelled and reviews is None:
+        for r in reports:
+            if r.label and r.label.upper() in _LABELS and r.claims and r.claims[0].nli:
+                add(r, r.claims[0], r.label.upper(), "gold")
+    elif from_out and not gold_labelled:  # no gold label: the judge's own verdicts teach (reviews win on theirs)
+        usable, left_out = _judge_labelled(reports, reviewed)
+        for r, v in usable:
+            add(r, v, v.label, "judge")
+        if usable or reviews is None:  # with reviews and no judge verdict to add, they teach alone, as they did
+            err.print(escape(_judge_said(len(usable), left_out, reviewed=bool(reviewed))), highlight=False)
+        if usable and any(r.mode == "cascade" for r in reports):
+            err.print(
+                "[yellow]note:[/yellow] these answers were scored in cascade mode: only the escalated claims were "
+                "judged, so the sample leans to the claims the local checker found hard; for calibration, score a "
+                "sample with --mode llm (the judge sees every claim).",
+                highlight=False,
+            )
+        if not labels:
+            raise fail(
+                f"no labels in {labeled}: no answer carries a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED), "
+                "and no claim was decided by the judge with verified quotes, no error and NLI scores"
+            )
+    if not labels:
         raise fail("no claim rows with a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED)")
+    ent = [r.entailment for r in results]
+    con = [r.contradiction for r in results]
+    gold = [label == "SUPPORTED" for label in labels]
     if reliability is not None:
         from groundjudge.calibrate import expected_calibration_error, reliability_bins
         from groundjudge.html import render_reliability_html
@@ -1060,7 +1092,7 @@ def calibrate(
                 lambda: (evaluator or Evaluator(cfg)).nli,
                 fingerprints - {""},
                 target=target,
-                meta={"source": str(labeled), "reviews": str(reviews) if reviews else None},
+                meta={"source": str(labeled), "reviews": str(reviews) if reviews else None, "labels": taught},
             )
         except GroundjudgeError as exc:
             raise fail(
@@ -1090,6 +1122,7 @@ def calibrate(
             "local_precision": fit.local_precision,
             "escalation_rate": fit.escalation_rate,
             "reviews": str(reviews) if reviews else None,
+            "labels": taught,
         }
         try:
             saved = write_model_profile(model_dir, {"cascade": fit.local}, meta)
@@ -1109,7 +1142,7 @@ def calibrate(
     head_json = None
     if fitted is not None:
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
-    typer.echo(json.dumps({**fit.as_dict(), "config": str(out), "head": head_json}))
+    typer.echo(json.dumps({**fit.as_dict(), "config": str(out), "head": head_json, "labels": taught}))
     err.print(
         f"Raw thresholds: NLI decides {fit.decided} of {fit.n} claims locally "
         f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%."
@@ -1117,6 +1150,51 @@ def calibrate(
         + f" Wrote {out}"
         + (" (with the head and its thresholds)." if fitted else "."),
         highlight=False,
+    )
+
+
+def _judge_labelled(
+    reports: Sequence[Any], reviewed: set[tuple[str, str]]
+) -> tuple[list[tuple[Any, Any]], Counter[str]]:
+    """The claims of a 'score' OUT the judge decided well enough to learn from, as ``(report, verdict)``, and how many
+    were left out by reason (keys of :data:`_LEFT_OUT`); claims a reviewer decided are neither.
+
+    Usable: ``tune._judge_usable`` (judge route, a real label, every quote verified for SUPPORTED / CONTRADICTED, no
+    unverified_quote flag, no error) and NLI scores (no NLI error, passages scored).
+    """
+    from groundjudge.tune import _judge_usable
+
+    usable: list[tuple[Any, Any]] = []
+    left_out: Counter[str] = Counter()
+    for r in reports:
+        if r.verdict == "ERROR" and not r.claims:
+            left_out["failed"] += 1
+        for v in r.claims:
+            if (r.id, v.claim.id) in reviewed:
+                continue
+            scored = v.nli is not None and v.nli.error is None and v.nli.passages_scored > 0
+            if _judge_usable(v) and scored:
+                usable.append((r, v))
+            elif v.route != "judge":
+                left_out["local"] += 1
+            elif v.error or v.label == "ERROR":
+                left_out["error"] += 1
+            elif "unverified_quote" in v.flags or any(not q.verified for q in v.quotes):
+                left_out["unverified"] += 1
+            elif not _judge_usable(v):
+                left_out["no_quote"] += 1
+            else:
+                left_out["no_nli"] += 1
+    return usable, left_out
+
+
+def _judge_said(used: int, left_out: Counter[str], reviewed: bool) -> str:
+    """One line: how many judge verdicts taught calibrate and why the others did not."""
+    why = ", ".join(f"{left_out[k]} {said}" for k, said in _LEFT_OUT.items() if left_out[k])
+    return (
+        f"No gold labels: {used} judge verdicts used as labels"
+        + (" (for the claims no reviewer decided)" if reviewed else "")
+        + f"; left out: {why or 'none'}."
     )
 
 

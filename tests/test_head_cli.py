@@ -1,4 +1,5 @@
-"""The verdict head from the command line: 'calibrate' fits it (gold rows or reviews), 'score' applies or skips it."""
+"""The verdict head from the command line: 'calibrate' fits it (gold rows, reviews or the judge's verdicts), 'score'
+applies or skips it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from groundjudge.cli import app
 from groundjudge.config import MODEL_PROFILE_FILE, read_model_head, read_model_profile, write_model_head
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import SHARED_MODEL
 
 runner = CliRunner()
@@ -248,3 +250,162 @@ def test_reviews_teach_the_head(tmp_path: Path, tiny: Path) -> None:
     missing = runner.invoke(app, ["calibrate", *map(str, args), "--nli-model", "no/such-hub-model"])
     assert missing.exit_code == 2 and "--no-head" in flat(missing.stderr), missing.output
     assert stdout_json(calibrate(*args, "--nli-model", "no/such-hub-model", "--no-head"))["n"] == 72
+
+
+# -- the judge's verdicts teach calibrate (no gold label, no review) ------------------------------------------------
+
+
+class Judge:
+    """A scripted judge that answers each claim from its gold label, quoting the source's first statement for
+    SUPPORTED / CONTRADICTED; ``fake`` claims get a SUPPORTED with a quote found nowhere (downgraded, flagged
+    unverified_quote), ``skip`` claims no verdict (ERROR after the re-asks), ``bare`` claims a CONTRADICTED without a
+    quote."""
+
+    def __init__(
+        self,
+        gold: dict[str, str],
+        fake: frozenset[str] = frozenset(),
+        skip: frozenset[str] = frozenset(),
+        bare: frozenset[str] = frozenset(),
+    ) -> None:
+        self.gold, self.fake, self.skip, self.bare = gold, fake, skip, bare
+
+    def __call__(self, req: RecordedRequest) -> Reply:
+        evidence = fenced_block(req, "SOURCE 1").split(" beside")[0]  # "The X municipal museum opened in YEAR"
+        verdicts = []
+        for cid, text in claims_in(req).items():
+            label = self.gold[text]
+            quotes = [{"source": 1, "text": evidence}] if label != "UNSUPPORTED" else []
+            if text in self.skip:
+                continue
+            if text in self.fake:
+                label, quotes = "SUPPORTED", [{"source": 1, "text": "the museum was carried across the river"}]
+            if text in self.bare:
+                label, quotes = "CONTRADICTED", []
+            verdicts.append({"claim_id": cid, "verdict": label, "reason": "scripted", "quotes": quotes})
+        return Reply.json({"verdicts": verdicts})
+
+
+def answer_rows(gold: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """One unlabelled answer a place (its three claims in a row) and the claims an extractor finds in each answer."""
+    by_place: dict[str, list[dict[str, Any]]] = {}
+    for r in gold:
+        by_place.setdefault(r["id"].rsplit("-", 1)[0], []).append(r)
+    rows, claims = [], {}
+    for place, group in by_place.items():
+        answer = " ".join(r["claim"] for r in group)
+        rows.append({"id": place, "contexts": group[0]["contexts"], "answer": answer})
+        claims[answer] = [r["claim"] for r in group]
+    return rows, claims
+
+
+def extractor(claims: dict[str, list[str]]) -> Any:
+    def extract(req: RecordedRequest) -> Reply:
+        answer = req.last_user.split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]
+        return Reply.json({"claims": [{"text": c, "source": c} for c in claims[answer]]})
+
+    return extract
+
+
+def score_with_judge(
+    rows: list[dict[str, Any]], out: Path, tiny: Path, cache: Path, script: Any, *extra: str
+) -> ScriptedLLMServer:
+    src = write_jsonl(out.with_suffix(".in.jsonl"), rows)
+    with ScriptedLLMServer(script) as server:
+        args = ["score", str(src), "--out", str(out), "--nli-model", str(tiny), "--cache-dir", str(cache)]
+        args += ["--no-progress", "--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--no-qa"]
+        result = runner.invoke(app, [*args, *extra])
+    assert result.exit_code in (0, 1), result.output
+    return server
+
+
+def test_judge_verdicts_teach_calibrate_when_there_is_no_gold_label(tmp_path: Path, tiny: Path) -> None:
+    gold = labelled_rows()  # 72 claims, 24 a label
+    label = {r["claim"]: r["label"] for r in gold}
+    texts = [r["claim"] for r in gold]
+    fake = frozenset(t for t in texts[:9] if label[t] == "SUPPORTED")  # 3 SUPPORTED claims quote nothing real
+    skip = frozenset(t for t in texts[9:18] if label[t] == "UNSUPPORTED")  # 3 claims the judge never decides
+    bare = frozenset(t for t in texts[18:21] if label[t] == "CONTRADICTED")  # 1 CONTRADICTED with no quote
+    rows, claims = answer_rows(gold)
+    out, cache = tmp_path / "llm.jsonl", tmp_path / "c"
+    judge = Judge(label, fake, skip, bare)
+    score_with_judge(rows, out, tiny, cache, route({"claims": extractor(claims), "judge": judge}), "--mode", "llm")
+    scored = lines(out)
+    assert len(scored) == 24 and all(r["mode"] == "llm" and len(r["claims"]) == 3 for r in scored)
+    assert all(c["route"] == "judge" and c["nli"]["passages_scored"] for r in scored for c in r["claims"])
+    assert sum(c["label"] == "ERROR" for r in scored for c in r["claims"]) == 3
+
+    config = tmp_path / "cfg.json"
+    result = calibrate(out, "--out", config, "--nli-model", tiny, "--cache-dir", cache)
+    used = [t for t in texts if t not in fake | skip | bare]  # 65 claims, 21 SUPPORTED
+    head = json.loads(config.read_text())["head"]
+    assert head["meta"]["claims"] == len(used) == 65 and head["meta"]["supported"] == 21
+    assert head["meta"]["labels"] == {"judge": 65} and head["meta"]["source"] == str(out)
+    fit = stdout_json(result)
+    assert fit["n"] == 65 and fit["labels"] == {"judge": 65} and fit["head"]["claims"] == 65
+    said = flat(result.stderr)
+    assert (
+        "No gold labels: 65 judge verdicts used as labels; left out: 3 judge errors, 3 with an unverified quote, 1 "
+        in said
+    )
+    assert "SUPPORTED / CONTRADICTED without a quote." in said and "decided locally" not in said
+    assert "cascade mode" not in said  # --mode llm: the judge saw every claim
+    # the same claims with the judge's labels (here, the gold ones) and their answers' sources, from claim rows:
+    # the same head, so every claim of every answer was read with its own label and sources
+    same = write_jsonl(tmp_path / "gold.jsonl", [r for r in gold if r["claim"] in used])
+    calibrate(same, "--out", tmp_path / "gold.json", "--nli-model", tiny, "--cache-dir", cache)
+    from_gold = json.loads((tmp_path / "gold.json").read_text())["head"]
+    assert head["coef"] == pytest.approx(from_gold["coef"], rel=1e-6, abs=1e-9)
+    assert head["thresholds"] == from_gold["thresholds"]
+
+    # reviews win on their claims, the judge's verdicts teach the rest: a reviewed claim the judge left undecided
+    # is used, a judged one the reviewer overrules takes the reviewer's label
+    by_text = {c["claim"]["text"]: (r, c) for r in scored for c in r["claims"]}
+    overruled = next(t for t in used if label[t] == "SUPPORTED")
+    decisions = [(sorted(skip)[0], "UNSUPPORTED"), (overruled, "UNSUPPORTED")]
+    reviews = write_jsonl(
+        tmp_path / "reviews.jsonl",
+        [
+            {"id": by_text[t][0]["id"], "claim_id": by_text[t][1]["claim"]["id"], "claim": t, "label": lab}
+            for t, lab in decisions
+        ],
+    )
+    result = calibrate(out, "--reviews", reviews, "--out", config, "--nli-model", tiny, "--cache-dir", cache)
+    head = json.loads(config.read_text())["head"]
+    assert head["meta"]["labels"] == {"reviews": 2, "judge": 64} and head["meta"]["claims"] == 66
+    assert head["meta"]["supported"] == 20
+    assert "64 judge verdicts used as labels (for the claims no reviewer decided); left out: 2 judge errors" in flat(
+        result.stderr
+    )
+
+
+def test_cascade_verdicts_teach_with_a_note_and_nothing_judged_is_a_clear_failure(tmp_path: Path, tiny: Path) -> None:
+    gold = labelled_rows()
+    label = {r["claim"]: r["label"] for r in gold}
+    unlabelled = [{k: v for k, v in r.items() if k != "label"} for r in gold]  # 72 claim rows
+    out, cache = tmp_path / "cascade.jsonl", tmp_path / "c"
+    # a cascade that escalates what the random model does not find entailed past 0.5 (and decides the rest)
+    thresholds = write_jsonl(tmp_path / "t.json", [{"t_support": 0.5, "t_contradict": None, "t_unsupported": 0.01}])
+    server = score_with_judge(
+        unlabelled, out, tiny, cache, route({"judge": Judge(label)}), "--mode", "cascade", "--config", str(thresholds)
+    )
+    scored = lines(out)
+    judged = [c for r in scored for c in r["claims"] if c["route"] == "judge"]
+    local = sum(c["route"] == "nli" for r in scored for c in r["claims"])
+    assert judged and local and len(judged) + local == 72 and len(server.requests) == len(judged)
+    result = calibrate(out, "--out", tmp_path / "cfg.json", "--nli-model", tiny, "--cache-dir", cache, "--no-head")
+    said = flat(result.stderr)
+    assert f"No gold labels: {len(judged)} judge verdicts used as labels; left out: {local} decided locally" in said
+    assert "scored in cascade mode: only the escalated claims were judged" in said and "--mode llm" in said
+    assert stdout_json(result)["labels"] == {"judge": len(judged)} and stdout_json(result)["n"] == len(judged)
+
+    # no gold label, no review, nothing the judge decided (nli mode): the clear failure, saying what was looked for
+    nli_out = tmp_path / "nli.jsonl"
+    src = write_jsonl(tmp_path / "nli.in.jsonl", unlabelled[:6])
+    score = ["score", str(src), "--out", str(nli_out), "--nli-model", str(tiny), "--cache-dir", str(cache)]
+    assert runner.invoke(app, [*score, "--no-progress"]).exit_code in (0, 1)
+    failed = runner.invoke(app, ["calibrate", str(nli_out), "--nli-model", str(tiny), "--out", str(tmp_path / "x")])
+    assert failed.exit_code == 2, failed.output
+    said = flat(failed.stderr)
+    assert "left out: 6 decided locally" in said and "no answer carries a gold label" in said
+    assert "decided by the judge with verified quotes" in said and "cascade mode" not in said
