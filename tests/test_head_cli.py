@@ -327,13 +327,19 @@ def test_judge_verdicts_teach_calibrate_when_there_is_no_gold_label(tmp_path: Pa
     skip = frozenset(t for t in texts[9:18] if label[t] == "UNSUPPORTED")  # 3 claims the judge never decides
     bare = frozenset(t for t in texts[18:21] if label[t] == "CONTRADICTED")  # 1 CONTRADICTED with no quote
     rows, claims = answer_rows(gold)
+    # and a claim too long for the model: judged, but with no NLI scores for the head to read
+    rambling = "The museum " + "and its many lovely old halls " * 30 + "is open."
+    rows.append({"id": "rambling", "contexts": gold[0]["contexts"], "answer": rambling})
+    claims[rambling], label[rambling] = [rambling], "UNSUPPORTED"
     out, cache = tmp_path / "llm.jsonl", tmp_path / "c"
     judge = Judge(label, fake, skip, bare)
     score_with_judge(rows, out, tiny, cache, route({"claims": extractor(claims), "judge": judge}), "--mode", "llm")
     scored = lines(out)
-    assert len(scored) == 24 and all(r["mode"] == "llm" and len(r["claims"]) == 3 for r in scored)
-    assert all(c["route"] == "judge" and c["nli"]["passages_scored"] for r in scored for c in r["claims"])
+    assert len(scored) == 25 and all(r["mode"] == "llm" and len(r["claims"]) == 3 for r in scored[:24])
+    assert all(c["route"] == "judge" and c["nli"]["passages_scored"] for r in scored[:24] for c in r["claims"])
     assert sum(c["label"] == "ERROR" for r in scored for c in r["claims"]) == 3
+    too_long = scored[24]["claims"][0]
+    assert too_long["label"] == "UNSUPPORTED" and too_long["route"] == "judge" and too_long["nli"]["error"]
 
     config = tmp_path / "cfg.json"
     result = calibrate(out, "--out", config, "--nli-model", tiny, "--cache-dir", cache)
@@ -343,12 +349,13 @@ def test_judge_verdicts_teach_calibrate_when_there_is_no_gold_label(tmp_path: Pa
     assert head["meta"]["labels"] == {"judge": 65} and head["meta"]["source"] == str(out)
     fit = stdout_json(result)
     assert fit["n"] == 65 and fit["labels"] == {"judge": 65} and fit["head"]["claims"] == 65
+    assert fit["head"]["out_of_fold"]["nli_balanced_accuracy"] > 90  # each claim read against its own answer's sources
     said = flat(result.stderr)
     assert (
         "No gold labels: 65 judge verdicts used as labels; left out: 3 judge errors, 3 with an unverified quote, 1 "
         in said
     )
-    assert "SUPPORTED / CONTRADICTED without a quote." in said and "decided locally" not in said
+    assert "SUPPORTED / CONTRADICTED without a quote, 1 without NLI scores." in said and "decided locally" not in said
     assert "cascade mode" not in said  # --mode llm: the judge saw every claim
     # the same claims with the judge's labels (here, the gold ones) and their answers' sources, from claim rows:
     # the same head, so every claim of every answer was read with its own label and sources
