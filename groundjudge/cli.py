@@ -937,7 +937,13 @@ _LEFT_OUT = {
 
 @app.command()
 def calibrate(
-    labeled: Annotated[Path, typer.Argument(help="Claim rows with gold labels, or 'score' output on such rows.")],
+    labeled: Annotated[
+        Path,
+        typer.Argument(
+            help="Claim rows with gold labels, or 'score' output: on such rows (gold labels), with --reviews, or else "
+            "the judge's own verdicts (best: a sample scored with --mode llm)."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Config file to write (JSON, for 'score --config').")] = Path(
         "groundjudge-config.json"
     ),
@@ -948,7 +954,10 @@ def calibrate(
     cache_dir: CacheDir = None,
     reviews: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option(help="Reviewer decisions (JSONL from the review page) on the claims of LABELED, a 'score' OUT."),
+        typer.Option(
+            help="Reviewer decisions (JSONL from the review page) on the claims of LABELED, a 'score' OUT; without "
+            "gold labels there, the judge's verdicts teach on the claims no reviewer decided."
+        ),
     ] = None,
     reliability: Annotated[
         Optional[Path],  # noqa: UP045
@@ -974,7 +983,8 @@ def calibrate(
     ] = True,
 ) -> None:
     """Fit t_support / t_contradict (and t_unsupported) to a precision target, and a verdict head on the same claims;
-    write a config 'score' takes."""
+    write a config 'score' takes. Labels: gold if LABELED has them, else the reviews (if given) and the judge's
+    verdicts with verified quotes on the other claims."""
     from groundjudge.calibrate import fit_thresholds
     from groundjudge.config import Config
     from groundjudge.pipeline import Evaluator
