@@ -43,8 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
 from groundjudge.cache import Cache
+from groundjudge.calibrate import build_head, crossfit_measure_scores, fit_profile, measure
 from groundjudge.config import LocalThresholds, profile_for, read_model_head
-from groundjudge.head import Sources, VerdictHead, build_head
+from groundjudge.head import Sources, VerdictHead
 from groundjudge.models import ClaimNLI
 from groundjudge.nli import NLIModel, NLIScorer
 from groundjudge.tune import (
@@ -54,9 +55,6 @@ from groundjudge.tune import (
     attach_base_probabilities,
     build_pairs,
     claim_key,
-    crossfit_measure_scores,
-    fit_profile,
-    measure,
     score_claims,
     train,
     tune,

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from groundjudge.config import LocalThresholds
+from groundjudge.head import Sources, VerdictHead, claim_features, claim_folds, fit_head
+from groundjudge.metrics import balanced_accuracy
 from groundjudge.models import ClaimNLI
 from groundjudge.pipeline import decide_locally
 from groundjudge.plots import ReliabilityBin
@@ -144,3 +147,175 @@ def expected_calibration_error(bins: Sequence[ReliabilityBin]) -> float | None:
     if not n:
         return None
     return sum(b.count * abs((b.mean_predicted or 0.0) - (b.observed or 0.0)) for b in bins if b.count) / n
+
+
+# -- both modes' thresholds, measured honestly; the verdict head --------------------------------------------------
+
+
+def _nli_prediction(nli: ClaimNLI, t: LocalThresholds) -> str:
+    if nli.error is not None:
+        return "ERROR"
+    return decide_locally(nli, t.t_support, t.t_contradict, None) or "UNSUPPORTED"
+
+
+def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, LocalThresholds]) -> dict[str, Any]:
+    """NLI-only balanced accuracy (SUPPORTED vs not), the cascade's escalation rate, local precision and local
+    contradiction precision/recall, with the given thresholds."""
+    gold = ["SUPPORTED" if g == "SUPPORTED" else "NOT" for g in labels]
+    t_nli = profile["nli"]
+    pred = ["SUPPORTED" if _nli_prediction(x, t_nli) == "SUPPORTED" else "NOT" for x in nli]
+    t = profile["cascade"]
+    local = [decide_locally(x, t.t_support, t.t_contradict, t.t_unsupported) if x.error is None else None for x in nli]
+    decided = [(g, x) for g, x in zip(labels, local, strict=True) if x is not None]
+    correct = sum((x == "SUPPORTED") == (g == "SUPPORTED") for g, x in decided)
+    called = [g for g, x in decided if x == "CONTRADICTED"]
+    n_contra = sum(g == "CONTRADICTED" for g in labels)
+    hits = sum(g == "CONTRADICTED" for g in called)
+    return {
+        "n": len(labels),
+        "nli_balanced_accuracy": round(100 * balanced_accuracy(gold, pred, ["SUPPORTED", "NOT"]), 2),
+        "escalation_rate": round(1 - len(decided) / len(labels), 4) if labels else None,
+        "local_precision": round(correct / len(decided), 4) if decided else None,
+        "local_decided": len(decided),
+        "contradiction_precision": round(hits / len(called), 4) if called else None,
+        "contradiction_recall": round(hits / n_contra, 4) if n_contra else None,
+        "contradictions_called": len(called),
+    }
+
+
+def fit_profile(
+    nli: Sequence[ClaimNLI], labels: Sequence[str], target: float = 0.9, contradiction_target: float = 0.7
+) -> dict[str, LocalThresholds]:
+    """Thresholds for both modes from held-out claims.
+
+    cascade: ``fit_thresholds`` at ``target``; CONTRADICTED additionally needs ``contradiction_target`` precision
+    as a contradiction (not only as "not supported"), else it is never called locally. nli: the entailment cut-off
+    with the best balanced accuracy, and the same contradiction cut-off.
+    """
+    ok = [(x, g) for x, g in zip(nli, labels, strict=True) if x.error is None]
+    ent = [x.support for x, _ in ok]
+    con = [x.contradiction for x, _ in ok]
+    sup = [g == "SUPPORTED" for _, g in ok]
+    cal = fit_thresholds(ent, con, sup, target=target)
+    # among claims not called SUPPORTED, the lowest contradiction level that is a real contradiction often enough
+    t_s = cal.t_support
+    rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and ent[i] >= con[i])]
+    t_contra = lowest_threshold(
+        [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], contradiction_target, 5
+    )
+    both = None if t_contra is None or cal.t_contradict is None else max(cal.t_contradict, t_contra)
+    cascade = LocalThresholds(t_support=t_s, t_contradict=both, t_unsupported=cal.t_unsupported)
+    gold = ["SUPPORTED" if s else "NOT" for s in sup]
+    cands = sorted({round(e, 4) for e in ent} | {x / 20 for x in range(1, 20)})
+    bas = [
+        balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in ent], ["SUPPORTED", "NOT"]) for c in cands
+    ]
+    ties = [c for c, ba in zip(cands, bas, strict=True) if ba >= max(bas) - 1e-9]
+    best_t = ties[len(ties) // 2]  # the middle of the best range, not its permissive end
+    nli_mode = LocalThresholds(t_support=max(1e-4, min(1.0, best_t)), t_contradict=t_contra)
+    return {"nli": nli_mode, "cascade": cascade}
+
+
+def crossfit_measure_scores(
+    nli: Sequence[ClaimNLI],
+    labels: Sequence[str],
+    groups: Sequence[str],
+    target: float = 0.9,
+    contradiction_target: float = 0.7,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """:func:`measure` with thresholds that never saw the rows they are measured on: the claims are cut in two
+    halves by ``groups`` (claim text), thresholds fitted on each half are measured on the other, and the two are
+    pooled (rates weighted by size). These are the numbers to expect of thresholds on new rows."""
+    fold = claim_folds(groups, 2, seed + 1)
+    halves = [[i for i, f in enumerate(fold) if f == side] for side in (0, 1)]
+    return pooled_measure(nli, labels, halves, target, contradiction_target)
+
+
+def pooled_measure(
+    nli: Sequence[ClaimNLI],
+    labels: Sequence[str],
+    halves: Sequence[Sequence[int]],
+    target: float,
+    contradiction_target: float,
+) -> dict[str, Any]:
+    """Thresholds fitted on each of two halves (row indices), measured on the other, pooled by size."""
+    if not all(halves):
+        return measure(nli, labels, fit_profile(nli, labels, target, contradiction_target))
+    results = []
+    for fit_on, measure_on in (halves, halves[::-1]):
+        profile = fit_profile([nli[i] for i in fit_on], [labels[i] for i in fit_on], target, contradiction_target)
+        results.append(measure([nli[i] for i in measure_on], [labels[i] for i in measure_on], profile))
+    n = sum(r["n"] for r in results)
+    pooled: dict[str, Any] = {"n": n, "crossfit": True}
+    for key in (
+        "nli_balanced_accuracy",
+        "escalation_rate",
+        "local_precision",
+        "contradiction_precision",
+        "contradiction_recall",
+    ):
+        values = [(r[key], r["n"]) for r in results if r[key] is not None]
+        pooled[key] = round(sum(v * m for v, m in values) / sum(m for _, m in values), 4) if values else None
+    pooled["local_decided"] = sum(r["local_decided"] for r in results)
+    pooled["contradictions_called"] = sum(r["contradictions_called"] for r in results)
+    return pooled
+
+
+def head_scored(results: Sequence[ClaimNLI], probabilities: Sequence[float]) -> list[ClaimNLI]:
+    """Copies of NLI results carrying the head's probabilities (for fitting and measuring thresholds)."""
+    return [r.model_copy(update={"supported": float(p)}) for r, p in zip(results, probabilities, strict=True)]
+
+
+def build_head(
+    claims: Sequence[str],
+    contexts: Sequence[Sequence[str]],
+    results: Sequence[ClaimNLI],
+    labels: Sequence[str],
+    model_identity: str,
+    target: float = 0.9,
+    contradiction_target: float = 0.7,
+    folds: int = 5,
+    seed: int = 0,
+    meta: dict[str, Any] | None = None,
+) -> VerdictHead:
+    """Fit a head and its thresholds on labelled claims (SUPPORTED / UNSUPPORTED / CONTRADICTED) scored by the model.
+
+    Claims the NLI stage could not score are left out. The thresholds of both modes are fitted on the out-of-fold
+    probabilities (:func:`fit_profile`: the cascade's at ``target`` precision; CONTRADICTED, on the model's own
+    contradiction score, only where ``contradiction_target`` of its calls are real contradictions).
+    """
+    ok = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
+    cache: dict[tuple[str, ...], Sources] = {}
+
+    def sources(ctx: Sequence[str]) -> Sources:
+        key = tuple(ctx)
+        if key not in cache:
+            cache[key] = Sources.of(ctx)
+        return cache[key]
+
+    x = [claim_features(claims[i], results[i], sources(contexts[i])) for i in ok]
+    gold = [labels[i] for i in ok]
+    groups = [" ".join(claims[i].lower().split()) for i in ok]
+    fit = fit_head(x, [g == "SUPPORTED" for g in gold], groups, folds=folds, seed=seed)
+    scored = head_scored([results[i] for i in ok], fit.out_of_fold)
+    profile = fit_profile(scored, gold, target, contradiction_target)
+    measured = crossfit_measure_scores(scored, gold, groups, target, contradiction_target, seed)
+    return VerdictHead(
+        mean=fit.mean,
+        scale=fit.scale,
+        coef=fit.coef,
+        intercept=fit.intercept,
+        l2=fit.l2,
+        model=model_identity,
+        thresholds=profile,
+        meta={
+            **(meta or {}),
+            "claims": len(ok),
+            "supported": sum(g == "SUPPORTED" for g in gold),
+            "folds": folds,
+            "cv_log_loss": fit.cv_log_loss,
+            "target": target,
+            "out_of_fold": measured,
+        },
+    )

@@ -1169,10 +1169,10 @@ def _judge_labelled(
     """The claims of a 'score' OUT the judge decided well enough to learn from, as ``(report, verdict)``, and how many
     were left out by reason (keys of :data:`_LEFT_OUT`); claims a reviewer decided are neither.
 
-    Usable: ``tune._judge_usable`` (judge route, a real label, every quote verified for SUPPORTED / CONTRADICTED, no
+    Usable: ``tune.judge_usable`` (judge route, a real label, every quote verified for SUPPORTED / CONTRADICTED, no
     unverified_quote flag, no error) and NLI scores (no NLI error, passages scored).
     """
-    from groundjudge.tune import _judge_usable
+    from groundjudge.tune import judge_usable
 
     usable: list[tuple[Any, Any]] = []
     left_out: Counter[str] = Counter()
@@ -1183,7 +1183,7 @@ def _judge_labelled(
             if (r.id, v.claim.id) in reviewed:
                 continue
             scored = v.nli is not None and v.nli.error is None and v.nli.passages_scored > 0
-            if _judge_usable(v) and scored:
+            if judge_usable(v) and scored:
                 usable.append((r, v))
             elif v.route != "judge":
                 left_out["local"] += 1
@@ -1191,7 +1191,7 @@ def _judge_labelled(
                 left_out["error"] += 1
             elif "unverified_quote" in v.flags or any(not q.verified for q in v.quotes):
                 left_out["unverified"] += 1
-            elif not _judge_usable(v):
+            elif not judge_usable(v):
                 left_out["no_quote"] += 1
             else:
                 left_out["no_nli"] += 1
@@ -1243,7 +1243,8 @@ def _calibration_head(
     Raises:
         GroundjudgeError: the NLI model cannot be loaded.
     """
-    from groundjudge.head import MIN_CLAIMS, MIN_CLASS, build_head
+    from groundjudge.calibrate import build_head
+    from groundjudge.head import MIN_CLAIMS, MIN_CLASS
 
     scored = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
     supported = sum(labels[i] == "SUPPORTED" for i in scored)

@@ -38,16 +38,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from groundjudge.calibrate import fit_thresholds, lowest_threshold
+from groundjudge.calibrate import build_head, fit_profile, pooled_measure
 from groundjudge.chunking import chunk_document, chunk_documents
-from groundjudge.config import LocalThresholds, read_model_profile, write_model_head, write_model_profile
+from groundjudge.config import read_model_profile, write_model_head, write_model_profile
 from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
 from groundjudge.evidence import BM25, EvidenceSelector
-from groundjudge.head import VerdictHead, build_head
-from groundjudge.metrics import balanced_accuracy
+from groundjudge.head import VerdictHead
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
 from groundjudge.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
-from groundjudge.pipeline import decide_locally
 
 LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
 _WHICH = {"SUPPORTED": ENTAILMENT, "UNSUPPORTED": NEUTRAL, "CONTRADICTED": CONTRADICTION}
@@ -170,7 +168,7 @@ def _from_report(
     )
 
 
-def _judge_usable(v: ClaimVerdict) -> bool:
+def judge_usable(v: ClaimVerdict) -> bool:
     """A judge verdict worth learning from: decided by the judge, no unverified quote, evidence for a yes/no."""
     if v.route != "judge" or v.label not in LABELS or "unverified_quote" in v.flags or v.error:
         return False
@@ -234,7 +232,7 @@ def load_examples(
     for key, (report, v) in reports.items():
         if key in reviewed:
             ex = _from_report(report, v, reviewed[key], "review", tokenizer, settings)
-        elif _judge_usable(v):
+        elif judge_usable(v):
             ex = _from_report(report, v, v.label, "judge", tokenizer, settings)
         else:
             continue
@@ -565,37 +563,6 @@ def score_claims(
     return [res[0] for res in selector.check(items)]
 
 
-def _nli_prediction(nli: ClaimNLI, t: LocalThresholds) -> str:
-    if nli.error is not None:
-        return "ERROR"
-    return decide_locally(nli, t.t_support, t.t_contradict, None) or "UNSUPPORTED"
-
-
-def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, LocalThresholds]) -> dict[str, Any]:
-    """NLI-only balanced accuracy (SUPPORTED vs not), the cascade's escalation rate, local precision and local
-    contradiction precision/recall, with the given thresholds."""
-    gold = ["SUPPORTED" if g == "SUPPORTED" else "NOT" for g in labels]
-    t_nli = profile["nli"]
-    pred = ["SUPPORTED" if _nli_prediction(x, t_nli) == "SUPPORTED" else "NOT" for x in nli]
-    t = profile["cascade"]
-    local = [decide_locally(x, t.t_support, t.t_contradict, t.t_unsupported) if x.error is None else None for x in nli]
-    decided = [(g, x) for g, x in zip(labels, local, strict=True) if x is not None]
-    correct = sum((x == "SUPPORTED") == (g == "SUPPORTED") for g, x in decided)
-    called = [g for g, x in decided if x == "CONTRADICTED"]
-    n_contra = sum(g == "CONTRADICTED" for g in labels)
-    hits = sum(g == "CONTRADICTED" for g in called)
-    return {
-        "n": len(labels),
-        "nli_balanced_accuracy": round(100 * balanced_accuracy(gold, pred, ["SUPPORTED", "NOT"]), 2),
-        "escalation_rate": round(1 - len(decided) / len(labels), 4) if labels else None,
-        "local_precision": round(correct / len(decided), 4) if decided else None,
-        "local_decided": len(decided),
-        "contradiction_precision": round(hits / len(called), 4) if called else None,
-        "contradiction_recall": round(hits / n_contra, 4) if n_contra else None,
-        "contradictions_called": len(called),
-    }
-
-
 def crossfit_measure(
     nli: Sequence[ClaimNLI], examples: Sequence[TuneExample], settings: TuneSettings
 ) -> dict[str, Any]:
@@ -607,85 +574,7 @@ def crossfit_measure(
     in_first = {id(ex) for ex in first}
     halves = [[i for i, ex in enumerate(examples) if (id(ex) in in_first) == side] for side in (True, False)]
     labels = [ex.label for ex in examples]
-    return _pooled(nli, labels, halves, settings.target, settings.contradiction_target)
-
-
-def crossfit_measure_scores(
-    nli: Sequence[ClaimNLI],
-    labels: Sequence[str],
-    groups: Sequence[str],
-    target: float = 0.9,
-    contradiction_target: float = 0.7,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """:func:`crossfit_measure` for scored claims with their labels and groups (claim text), halves by group."""
-    from groundjudge.head import claim_folds
-
-    fold = claim_folds(groups, 2, seed + 1)
-    halves = [[i for i, f in enumerate(fold) if f == side] for side in (0, 1)]
-    return _pooled(nli, labels, halves, target, contradiction_target)
-
-
-def _pooled(
-    nli: Sequence[ClaimNLI],
-    labels: Sequence[str],
-    halves: Sequence[Sequence[int]],
-    target: float,
-    contradiction_target: float,
-) -> dict[str, Any]:
-    if not all(halves):
-        return measure(nli, labels, fit_profile(nli, labels, target, contradiction_target))
-    results = []
-    for fit_on, measure_on in (halves, halves[::-1]):
-        profile = fit_profile([nli[i] for i in fit_on], [labels[i] for i in fit_on], target, contradiction_target)
-        results.append(measure([nli[i] for i in measure_on], [labels[i] for i in measure_on], profile))
-    n = sum(r["n"] for r in results)
-    pooled: dict[str, Any] = {"n": n, "crossfit": True}
-    for key in (
-        "nli_balanced_accuracy",
-        "escalation_rate",
-        "local_precision",
-        "contradiction_precision",
-        "contradiction_recall",
-    ):
-        values = [(r[key], r["n"]) for r in results if r[key] is not None]
-        pooled[key] = round(sum(v * m for v, m in values) / sum(m for _, m in values), 4) if values else None
-    pooled["local_decided"] = sum(r["local_decided"] for r in results)
-    pooled["contradictions_called"] = sum(r["contradictions_called"] for r in results)
-    return pooled
-
-
-def fit_profile(
-    nli: Sequence[ClaimNLI], labels: Sequence[str], target: float = 0.9, contradiction_target: float = 0.7
-) -> dict[str, LocalThresholds]:
-    """Thresholds for both modes from held-out claims.
-
-    cascade: ``fit_thresholds`` at ``target``; CONTRADICTED additionally needs ``contradiction_target`` precision
-    as a contradiction (not only as "not supported"), else it is never called locally. nli: the entailment cut-off
-    with the best balanced accuracy, and the same contradiction cut-off.
-    """
-    ok = [(x, g) for x, g in zip(nli, labels, strict=True) if x.error is None]
-    ent = [x.support for x, _ in ok]
-    con = [x.contradiction for x, _ in ok]
-    sup = [g == "SUPPORTED" for _, g in ok]
-    cal = fit_thresholds(ent, con, sup, target=target)
-    # among claims not called SUPPORTED, the lowest contradiction level that is a real contradiction often enough
-    t_s = cal.t_support
-    rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and ent[i] >= con[i])]
-    t_contra = lowest_threshold(
-        [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], contradiction_target, 5
-    )
-    both = None if t_contra is None or cal.t_contradict is None else max(cal.t_contradict, t_contra)
-    cascade = LocalThresholds(t_support=t_s, t_contradict=both, t_unsupported=cal.t_unsupported)
-    gold = ["SUPPORTED" if s else "NOT" for s in sup]
-    cands = sorted({round(e, 4) for e in ent} | {x / 20 for x in range(1, 20)})
-    bas = [
-        balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in ent], ["SUPPORTED", "NOT"]) for c in cands
-    ]
-    ties = [c for c, ba in zip(cands, bas, strict=True) if ba >= max(bas) - 1e-9]
-    best_t = ties[len(ties) // 2]  # the middle of the best range, not its permissive end
-    nli_mode = LocalThresholds(t_support=max(1e-4, min(1.0, best_t)), t_contradict=t_contra)
-    return {"nli": nli_mode, "cascade": cascade}
+    return pooled_measure(nli, labels, halves, settings.target, settings.contradiction_target)
 
 
 def fit_held_out_head(

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from groundjudge.calibrate import build_head
 from groundjudge.config import Config, LocalThresholds, read_model_head, write_model_head
 from groundjudge.errors import ConfigError
 from groundjudge.head import (
@@ -19,7 +20,6 @@ from groundjudge.head import (
     MIN_CLAIMS,
     Sources,
     VerdictHead,
-    build_head,
     claim_features,
     claim_folds,
     fit_head,
@@ -238,7 +238,8 @@ def test_a_head_stored_with_the_model_rides_along_and_belongs_to_it(tiny: Path, 
 def test_build_head_on_the_shared_model_beats_entailment_out_of_fold(shared_nli: Any) -> None:
     """On Factcheck-GPT claims (read in place), the head's out-of-fold balanced accuracy beats the entailment's."""
     from benchmarks._common import SHARED, read_rows
-    from groundjudge.tune import TuneExample, TuneSettings, crossfit_measure_scores, score_claims
+    from groundjudge.calibrate import crossfit_measure_scores
+    from groundjudge.tune import TuneExample, TuneSettings, score_claims
 
     rows = read_rows(SHARED / "benchmarks" / "factcheckgpt-stance.jsonl")
     rows = random.Random(0).sample(rows, 500)

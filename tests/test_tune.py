@@ -13,6 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from groundjudge.cache import Cache
+from groundjudge.calibrate import fit_profile
 from groundjudge.config import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.head import VerdictHead
@@ -23,7 +24,6 @@ from groundjudge.testing import tiny_nli_model
 from groundjudge.tune import (
     STATE_DIR,
     TuneSettings,
-    fit_profile,
     load_examples,
     split_by_claim,
     tune,

@@ -224,7 +224,7 @@ def test_calibrate_command_writes_a_config_score_takes(
         ],
     )
     assert result.exit_code == 0, result.output
-    fit = json.loads(result.output.strip().splitlines()[0])
+    fit = json.loads(next(x for x in result.output.splitlines() if x.startswith("{")))  # stderr notes are mixed in
     written = json.loads(config.read_text())
     assert written["t_support"] == fit["t_support"] and fit["n"] == 15
     out = tmp_path / "out.jsonl"
