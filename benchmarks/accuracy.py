@@ -108,8 +108,8 @@ def main() -> None:
 
     claim_level = "claim" in rows[0]
     claims = [c for r in reports for c in r.claims]
-    # what the cascade would decide locally (its thresholds, whatever mode ran)
-    cascade = config.local_thresholds("cascade", ev.nli.name)
+    # what the cascade would decide locally (its thresholds, whatever mode ran; a verdict head's, on its probability)
+    cascade = ev.local_thresholds("cascade")
     local = [
         decide_locally(c.nli, cascade.t_support, cascade.t_contradict, cascade.t_unsupported) if c.nli else None
         for c in claims

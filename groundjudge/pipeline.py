@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from groundjudge.cache import Cache
 from groundjudge.chunking import chunk_documents
 from groundjudge.claims import claim_from_input, claims_from_llm, claims_from_sentences
-from groundjudge.config import Config, read_model_head
+from groundjudge.config import Config, LocalThresholds, read_model_head
 from groundjudge.errors import (
     BatchPendingError,
     BudgetExceededError,
@@ -259,13 +259,17 @@ class Evaluator:
         self.batch_outcomes: list[BatchOutcome] = []  # batch mode: what each provider batch did
         self.batch_progress: Callable[[int, int], None] | None = None  # batch mode: (answered, total) while waiting
         self._versions: dict[str, str] | None = None
-        model_name = nli.name if nli is not None else resolve_model_name(c.nli_model)
-        self.head = self._find_head(model_name)
-        self.thresholds = c.local_thresholds(
-            self.mode, model_name, self.head.thresholds if self.head is not None else None
-        )
+        self._model_name = nli.name if nli is not None else resolve_model_name(c.nli_model)
+        self.head = self._find_head(self._model_name)
+        self.thresholds = self.local_thresholds(self.mode)
         if nli is not None:
             self._check_head(nli)
+
+    def local_thresholds(self, mode: str) -> LocalThresholds:
+        """The NLI decision thresholds for ``mode`` (nli, cascade): the config's explicit values, else the verdict
+        head's (on its probability), else the model's profile (on the entailment)."""
+        head = self.head.thresholds if self.head is not None else None
+        return self.config.local_thresholds(mode, self._model_name, head)
 
     def _find_head(self, model_name: str) -> VerdictHead | None:
         """The verdict head in force: the config's, else the one stored beside the model's weights (unless

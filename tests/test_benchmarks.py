@@ -192,3 +192,32 @@ def test_ray_engine_benchmark_compares_both_engines(tmp_path: Path) -> None:
     assert out["benchmark"] == "ray_engine" and out["rows"] == 4 and out["identical_reports"] is True
     for key in ("local_rows_per_s", "ray_rows_per_s", "ray_overhead_seconds", "ray_first_report_seconds", "actors"):
         assert out[key] is not None, key
+
+
+def test_accuracy_measures_a_tuned_models_cascade_with_its_heads_thresholds(tmp_path: Path) -> None:
+    """With a head stored beside the weights, the local share is decided on the head's probability with the head's
+    own thresholds, never the raw entailment thresholds stored beside them."""
+    from groundjudge.config import LocalThresholds, write_model_head, write_model_profile
+    from groundjudge.head import FEATURES, VerdictHead
+    from groundjudge.nli import NLIModel
+    from groundjudge.testing import tiny_nli_model
+
+    tuned = tiny_nli_model(tmp_path / "tuned", SHARED_MODEL)
+    raw = LocalThresholds(t_support=None, t_contradict=None, t_unsupported=0.0001)  # on the entailment: decides nothing
+    write_model_profile(tuned, {"cascade": raw, "nli": LocalThresholds(t_support=0.5, t_contradict=None)})
+    mine = LocalThresholds(t_support=0.9, t_contradict=None, t_unsupported=0.1)  # on the head's probability
+    n = len(FEATURES)
+    head = VerdictHead(
+        mean=[0.0] * n,
+        scale=[1.0] * n,
+        coef=[0.0] * n,
+        intercept=-6.0,  # every claim: P(SUPPORTED) 0.0025
+        l2=1.0,
+        model=NLIModel(str(tuned)).identity,
+        thresholds={"nli": LocalThresholds(t_support=0.5, t_contradict=None), "cascade": mine},
+    )
+    write_model_head(tuned, head.model_dump())
+    args = ["--data", str(DATA / "factcheckgpt-stance.jsonl"), "--limit", "10", "--mode", "cascade", "--no-seed"]
+    out = run("accuracy.py", *args, "--nli-model", str(tuned), cache=tmp_path)
+    assert out["cascade_thresholds"] == mine.model_dump()
+    assert out["escalation_rate"] == 0.0  # all UNSUPPORTED locally on the head's scale
