@@ -55,6 +55,7 @@ from groundjudge.tune import (
     attach_base_probabilities,
     build_pairs,
     claim_key,
+    examples_head,
     score_claims,
     train,
     tune,
@@ -107,10 +108,7 @@ def headed(head: VerdictHead, scored: Scores, evals: dict[str, list[TuneExample]
         copies = [r.model_copy() for r in scored[name]]
         sources: dict[tuple[str, ...], Sources] = {}
         for e, r in zip(exs, copies, strict=True):
-            key = tuple(e.contexts)
-            if key not in sources:
-                sources[key] = Sources.of(e.contexts)
-            head.apply([e.claim], [r], sources[key])
+            head.apply([e.claim], [r], Sources.memo(sources, e.contexts))
         out[name] = copies
     return out
 
@@ -150,17 +148,8 @@ def fit_base_head(
     """A head fitted on the model's scores of the pooled train halves, or why none could be (too few claims)."""
     nli = score_claims(model, train_exs, settings, cache)
     try:
-        return build_head(
-            [e.claim for e in train_exs],
-            [e.contexts for e in train_exs],
-            nli,
-            [e.label for e in train_exs],
-            model.identity,
-            target=settings.target,
-            contradiction_target=settings.contradiction_target,
-            seed=settings.seed,
-            meta={"tool": "benchmarks/tune.py", "fitted_on": "pooled train halves"},
-        )
+        meta = {"tool": "benchmarks/tune.py", "fitted_on": "pooled train halves"}
+        return examples_head(train_exs, nli, model.identity, settings, meta)
     except ValueError as exc:
         return str(exc)
 

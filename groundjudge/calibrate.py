@@ -223,6 +223,8 @@ def fit_profile(
     target: float = 0.9,
     contradiction_target: float = 0.7,
     expected: bool = False,
+    min_decided: int = 10,
+    unsupported: bool = True,
 ) -> dict[str, LocalThresholds]:
     """Thresholds for both modes from held-out claims.
 
@@ -235,12 +237,14 @@ def fit_profile(
     ent = [x.support for x, _ in ok]
     con = [x.contradiction for x, _ in ok]
     sup = [g == "SUPPORTED" for _, g in ok]
-    cal = fit_thresholds(ent, con, sup, target=target)
+    cal = fit_thresholds(ent, con, sup, target=target, min_decided=min_decided, unsupported=unsupported)
     t_s, t_u = cal.t_support, cal.t_unsupported
     if expected and ok:
-        t_s, t_u = expected_cutoffs(ent, sum(sup) / len(sup), target)
+        t_s, t_u = expected_cutoffs(ent, sum(sup) / len(sup), target, min_decided)
+        t_u = t_u if unsupported else None
     # among claims not called SUPPORTED, the lowest contradiction level that is a real contradiction often enough
-    rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and ent[i] >= con[i])]
+    headed = [x.supported is not None for x, _ in ok]  # decide_locally's SUPPORTED rule, with a head or without
+    rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and (headed[i] or ent[i] >= con[i]))]
     t_contra = lowest_threshold(
         [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], contradiction_target, 5
     )
@@ -265,13 +269,15 @@ def crossfit_measure_scores(
     contradiction_target: float = 0.7,
     seed: int = 0,
     expected: bool = False,
+    min_decided: int = 10,
+    unsupported: bool = True,
 ) -> dict[str, Any]:
     """:func:`measure` with thresholds that never saw the rows they are measured on: the claims are cut in two
     halves by ``groups`` (claim text), thresholds fitted on each half are measured on the other, and the two are
     pooled (rates weighted by size). These are the numbers to expect of thresholds on new rows."""
     fold = claim_folds(groups, 2, seed + 1)
     halves = [[i for i, f in enumerate(fold) if f == side] for side in (0, 1)]
-    return pooled_measure(nli, labels, halves, target, contradiction_target, expected)
+    return pooled_measure(nli, labels, halves, target, contradiction_target, expected, min_decided, unsupported)
 
 
 def pooled_measure(
@@ -281,14 +287,20 @@ def pooled_measure(
     target: float,
     contradiction_target: float,
     expected: bool = False,
+    min_decided: int = 10,
+    unsupported: bool = True,
 ) -> dict[str, Any]:
     """Thresholds fitted on each of two halves (row indices), measured on the other, pooled by size."""
+
+    def fit(rows: Sequence[int]) -> dict[str, LocalThresholds]:
+        chosen = [nli[i] for i in rows], [labels[i] for i in rows]
+        return fit_profile(*chosen, target, contradiction_target, expected, min_decided, unsupported)
+
     if not all(halves):
-        return measure(nli, labels, fit_profile(nli, labels, target, contradiction_target, expected))
+        return measure(nli, labels, fit(range(len(nli))))
     results = []
     for fit_on, measure_on in (halves, halves[::-1]):
-        fit_labels = [labels[i] for i in fit_on]
-        profile = fit_profile([nli[i] for i in fit_on], fit_labels, target, contradiction_target, expected)
+        profile = fit(fit_on)
         results.append(measure([nli[i] for i in measure_on], [labels[i] for i in measure_on], profile))
     n = sum(r["n"] for r in results)
     pooled: dict[str, Any] = {"n": n, "crossfit": True}
@@ -322,30 +334,29 @@ def build_head(
     folds: int = 5,
     seed: int = 0,
     meta: dict[str, Any] | None = None,
+    min_decided: int = 10,
+    unsupported: bool = True,
 ) -> VerdictHead:
-    """Fit a head and its thresholds on labelled claims (SUPPORTED / UNSUPPORTED / CONTRADICTED) scored by the model.
+    """Fit a head and its thresholds on labelled claims (SUPPORTED / UNSUPPORTED / CONTRADICTED) scored by the model
+    as the pipeline scores them under a head (every selected passage: no early exit).
 
     Claims the NLI stage could not score are left out. The thresholds of both modes are fitted on the out-of-fold
     probabilities (:func:`fit_profile`: the cascade's SUPPORTED / UNSUPPORTED where the head's own probabilities
-    expect ``target`` precision, :func:`expected_cutoffs`; CONTRADICTED, on the model's own contradiction score, only
-    where ``contradiction_target`` of its calls are real contradictions).
+    expect ``target`` precision, :func:`expected_cutoffs`, on at least ``min_decided`` claims, UNSUPPORTED only if
+    ``unsupported``; CONTRADICTED, on the model's own contradiction score, only where ``contradiction_target`` of
+    its calls are real contradictions).
     """
     ok = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
-    cache: dict[tuple[str, ...], Sources] = {}
-
-    def sources(ctx: Sequence[str]) -> Sources:
-        key = tuple(ctx)
-        if key not in cache:
-            cache[key] = Sources.of(ctx)
-        return cache[key]
-
-    x = [claim_features(claims[i], results[i], sources(contexts[i])) for i in ok]
+    memo: dict[tuple[str, ...], Sources] = {}
+    x = [claim_features(claims[i], results[i], Sources.memo(memo, contexts[i])) for i in ok]
     gold = [labels[i] for i in ok]
     groups = [" ".join(claims[i].lower().split()) for i in ok]
     fit = fit_head(x, [g == "SUPPORTED" for g in gold], groups, folds=folds, seed=seed)
     scored = head_scored([results[i] for i in ok], fit.out_of_fold)
-    profile = fit_profile(scored, gold, target, contradiction_target, expected=True)
-    measured = crossfit_measure_scores(scored, gold, groups, target, contradiction_target, seed, expected=True)
+    profile = fit_profile(scored, gold, target, contradiction_target, True, min_decided, unsupported)
+    measured = crossfit_measure_scores(
+        scored, gold, groups, target, contradiction_target, seed, True, min_decided, unsupported
+    )
     return VerdictHead(
         mean=fit.mean,
         scale=fit.scale,

@@ -28,7 +28,6 @@ from groundjudge.errors import BatchPendingError, BudgetExceededError, CacheMiss
 if TYPE_CHECKING:  # heavy imports (numpy, torch): only where a command needs them
     from groundjudge.head import VerdictHead
     from groundjudge.models import ClaimNLI
-    from groundjudge.nli import NLIModel
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_PENDING = 0, 1, 2, 3, 4
 
@@ -1099,10 +1098,12 @@ def calibrate(
                 sources,
                 results,
                 labels,
-                lambda: (evaluator or Evaluator(cfg)).nli,
+                lambda: evaluator or Evaluator(cfg),
                 fingerprints - {""},
                 target=target,
                 meta={"source": str(labeled), "reviews": str(reviews) if reviews else None, "labels": taught},
+                min_decided=min_decided,
+                unsupported=unsupported,
             )
         except GroundjudgeError as exc:
             raise fail(
@@ -1114,7 +1115,8 @@ def calibrate(
                 highlight=False,
             )
     # "never" where no level reached the target; with a head, its own thresholds (on its probability) are in force
-    written: dict[str, Any] = {"head": fitted.model_dump()} if fitted else dict(fit.config_values())
+    # without a head the raw thresholds are on the entailment: the config turns off any head stored with the model
+    written: dict[str, Any] = {"head": fitted.model_dump()} if fitted else {**fit.config_values(), "use_head": False}
     if nli_model:
         written["nli_model"] = nli_model
     out.write_text(json.dumps(written, indent=2) + "\n")
@@ -1154,7 +1156,7 @@ def calibrate(
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
     typer.echo(json.dumps({**fit.as_dict(), "config": str(out), "head": head_json, "labels": taught}))
     err.print(
-        f"Raw thresholds: NLI decides {fit.decided} of {fit.n} claims locally "
+        f"Raw thresholds (on the entailment, in-sample): NLI decides {fit.decided} of {fit.n} claims locally "
         f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%."
         + ("" if head_json is None else " " + _head_line(head_json))
         + f" Wrote {out}"
@@ -1230,14 +1232,18 @@ def _calibration_head(
     contexts: list[list[str]],
     results: list[ClaimNLI],
     labels: list[str],
-    load_model: Callable[[], NLIModel],
+    load: Callable[[], Any],
     fingerprints: set[str],
     target: float,
     meta: dict[str, Any],
+    min_decided: int = 10,
+    unsupported: bool = True,
 ) -> tuple[VerdictHead | None, str | None]:
     """Fit a verdict head on calibrate's labelled claims: ``(head, None)``, or ``(None, why not)``.
 
-    ``load_model`` gives the NLI model the head is tied to (loaded only when a head can be fitted);
+    ``load`` gives the nli-mode Evaluator whose model the head is tied to (loaded only when a head can be fitted):
+    the claims are scored again with it as the pipeline scores them under a head, every selected passage (a stored
+    or just-made result may have stopped at the first passage that passed t_support; mostly cache hits);
     ``fingerprints`` are those of the models that scored a 'score' OUT's claims (empty: scored here).
 
     Raises:
@@ -1253,15 +1259,36 @@ def _calibration_head(
             f"it needs at least {MIN_CLAIMS} scored claims with {MIN_CLASS} SUPPORTED and {MIN_CLASS} not; "
             f"got {len(scored)}, {supported} SUPPORTED"
         )
-    model = load_model()
+    evaluator = load()
+    model = evaluator.nli
     other = sorted(fp for fp in fingerprints if not _same_weights(fp, model.identity))
     if other:  # a head is tied to the model whose scores it reads: fitted on another's, it would mislead
         return None, (
             f"the claims were scored by NLI model {other[0]}, not the one loaded here ({model.identity}); "
             "pass that model as --nli-model"
         )
+    from groundjudge.tune import TuneExample, TuneSettings, score_claims
+
+    c = evaluator.config
+    settings = TuneSettings(k=c.evidence_k or 2, passage_tokens=c.passage_tokens, passage_overlap=c.passage_overlap)
+    examples = [
+        TuneExample(str(i), claim, list(ctx), label, "calibrate")
+        for i, (claim, ctx, label) in enumerate(zip(claims, contexts, labels, strict=True))
+    ]
+    results = score_claims(model, examples, settings, evaluator.cache)
     try:
-        return build_head(claims, contexts, results, labels, model.identity, target=target, meta=meta), None
+        head = build_head(
+            claims,
+            contexts,
+            results,
+            labels,
+            model.identity,
+            target=target,
+            meta=meta,
+            min_decided=min_decided,
+            unsupported=unsupported,
+        )
+        return head, None
     except ValueError as exc:
         return None, str(exc)
 

@@ -144,6 +144,7 @@ def _nli_evaluator(evaluator: Evaluator) -> Evaluator:
     # thresholds only decide what to escalate)
     keep: tuple[str, ...] = ("nli_model", "device", "batch_size", "passage_tokens", "passage_overlap", "evidence_k")
     keep += ("nli_kind", "nli_supported_label", "nli_trust_remote_code", "nli_max_length", "cache_dir", "cache_mode")
+    keep += ("head", "use_head")  # the same verdict head (or none), so that a --no-head run is diagnosed without one
     base = {k: v for k, v in evaluator.config.model_dump(exclude_unset=True).items() if k in keep}
     return Evaluator(Config.make(**base, mode="nli"), nli=evaluator.nli, cache=evaluator.cache)
 

@@ -80,6 +80,14 @@ class Sources:
     n_terms: int
 
     @classmethod
+    def memo(cls, seen: dict[tuple[str, ...], Sources], contexts: Sequence[str]) -> Sources:
+        """:meth:`of`, computed once per distinct sources in ``seen`` (answers about the same sources share it)."""
+        key = tuple(contexts)
+        if key not in seen:
+            seen[key] = cls.of(contexts)
+        return seen[key]
+
+    @classmethod
     def of(cls, contexts: Sequence[str]) -> Sources:
         text = "\n\n".join(contexts)
         terms = _terms(text)
@@ -175,7 +183,9 @@ class VerdictHead(BaseModel):
 
     def check_model(self, identity: str, where: str) -> None:
         """Refuse a head fitted on another model's scores."""
-        if self.model and identity and self.model != identity:
+        if not self.model:
+            raise ConfigError(f"{where}: the verdict head does not say which NLI model it was fitted for")
+        if self.model != identity:
             raise ConfigError(
                 f"{where}: the verdict head was fitted on the scores of NLI model {self.model}, not {identity}; "
                 "refit it for this model (groundjudge calibrate) or use the model it was fitted for"

@@ -70,15 +70,17 @@ def decide_locally(
 ) -> Label | None:
     """The verdict the NLI stage is confident enough to give alone, else None (escalate).
 
-    SUPPORTED at a support score >= t_support (and not below the contradiction), CONTRADICTED at contradiction >=
-    t_contradict, and, when t_unsupported is set, UNSUPPORTED at a support score <= t_unsupported. The support
-    score is the verdict head's probability when a head is in force, else the best entailment. A threshold that
-    is None is never reached.
+    SUPPORTED at a support score >= t_support (without a head, also not below the contradiction), CONTRADICTED at
+    contradiction >= t_contradict, and, when t_unsupported is set, UNSUPPORTED at a support score <= t_unsupported.
+    The support score is the verdict head's probability when a head is in force, else the best entailment. A
+    threshold that is None is never reached.
     """
     if not nli.passages_scored:
         return None
     s = nli.support
-    if t_support is not None and s >= t_support and s >= nli.contradiction:
+    # the raw rule also asks entailment >= contradiction; a head has read the contradiction already (and its
+    # probability is on another scale)
+    if t_support is not None and s >= t_support and (nli.supported is not None or s >= nli.contradiction):
         return "SUPPORTED"
     if t_contradict is not None and nli.contradiction >= t_contradict:
         return "CONTRADICTED"
@@ -261,6 +263,13 @@ class Evaluator:
         self._versions: dict[str, str] | None = None
         self._model_name = nli.name if nli is not None else resolve_model_name(c.nli_model)
         self.head = self._find_head(self._model_name)
+        explicit = [k for k in ("t_support", "t_unsupported") if k in c.model_fields_set and getattr(c, k) is not None]
+        if self.head is not None and explicit:
+            raise ConfigError(
+                f"{' and '.join(explicit)} given while a verdict head is in force ({self._head_source()}): thresholds "
+                "fitted on the entailment do not apply to the head's probability. Drop them to use the head's own "
+                "thresholds, or turn the head off (--no-head, use_head: false) to use them."
+            )
         self.thresholds = self.local_thresholds(self.mode)
         if nli is not None:
             self._check_head(nli)
@@ -282,10 +291,12 @@ class Evaluator:
             data = read_model_head(model_name)
         return VerdictHead(**data) if data is not None else None
 
+    def _head_source(self) -> str:
+        return "config 'head'" if self.config.head is not None else f"{self._model_name}/groundjudge.json"
+
     def _check_head(self, model: NLIModel) -> None:
         if self.head is not None:
-            where = "config 'head'" if self.config.head is not None else f"{model.name}/groundjudge.json"
-            self.head.check_model(model.identity, where)
+            self.head.check_model(model.identity, self._head_source())
 
     # -- parts ----------------------------------------------------------------------------------------------
 
@@ -629,10 +640,7 @@ class Evaluator:
             results = selector.check([([cl.text for cl in w.claims], w.passages) for w in works])
             for w, res in zip(works, results, strict=True):
                 if self.head is not None:
-                    key = tuple(w.sample.contexts)
-                    if key not in sources:
-                        sources[key] = Sources.of(w.sample.contexts)
-                    self.head.apply([cl.text for cl in w.claims], res, sources[key])
+                    self.head.apply([cl.text for cl in w.claims], res, Sources.memo(sources, w.sample.contexts))
                 w.nli = res
 
         live = [w for w in batch if w.live]

@@ -577,6 +577,31 @@ def crossfit_measure(
     return pooled_measure(nli, labels, halves, settings.target, settings.contradiction_target)
 
 
+def examples_head(
+    examples: Sequence[TuneExample],
+    nli: Sequence[ClaimNLI],
+    identity: str,
+    settings: TuneSettings,
+    meta: dict[str, Any],
+) -> VerdictHead:
+    """:func:`~groundjudge.calibrate.build_head` on examples and their scores, with the settings' targets and seed.
+
+    Raises:
+        ValueError: too few claims (or of either kind) for a head.
+    """
+    return build_head(
+        [ex.claim for ex in examples],
+        [ex.contexts for ex in examples],
+        nli,
+        [ex.label for ex in examples],
+        identity,
+        target=settings.target,
+        contradiction_target=settings.contradiction_target,
+        seed=settings.seed,
+        meta=meta,
+    )
+
+
 def fit_held_out_head(
     model: NLIModel, held: Sequence[TuneExample], nli: Sequence[ClaimNLI], settings: TuneSettings
 ) -> tuple[VerdictHead | None, dict[str, Any]]:
@@ -587,16 +612,8 @@ def fit_held_out_head(
     if not settings.head:
         return None, {"fitted": False, "reason": "not asked for (--no-head)"}
     try:
-        head = build_head(
-            [ex.claim for ex in held],
-            [ex.contexts for ex in held],
-            nli,
-            [ex.label for ex in held],
-            model.identity,
-            target=settings.target,
-            contradiction_target=settings.contradiction_target,
-            seed=settings.seed,
-            meta={"tool": "groundjudge tune", "fitted_on": "held-out slice"},
+        head = examples_head(
+            held, nli, model.identity, settings, {"tool": "groundjudge tune", "fitted_on": "held-out slice"}
         )
     except ValueError as exc:
         return None, {"fitted": False, "reason": f"held-out slice too small: {exc}"}

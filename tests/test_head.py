@@ -148,6 +148,11 @@ def test_decisions_use_the_heads_probability() -> None:
     assert decide_locally(nli.model_copy(update={"supported": 0.8}), 0.5, None, 0.1) == "SUPPORTED"
     assert decide_locally(nli.model_copy(update={"supported": 0.05}), 0.5, None, 0.1) == "UNSUPPORTED"
     assert nli.model_copy(update={"supported": 0.8}).support == 0.8 and nli.support == 0.2
+    # the raw rule's "entailment >= contradiction" compares two probabilities of one model; a head's probability
+    # has read the contradiction already and is on another scale
+    contra = _nli("x", ent=0.05, con=0.9)
+    assert decide_locally(contra.model_copy(update={"supported": 0.8}), 0.5, None, 0.1) == "SUPPORTED"
+    assert decide_locally(contra.model_copy(update={"entailment": 0.8}), 0.5, None, 0.1) is None
 
 
 @pytest.fixture(scope="module")
@@ -272,3 +277,24 @@ def test_expected_cutoffs_follow_the_heads_probabilities() -> None:
     assert t_s_rare is None or t_s_rare > t_s
     assert t_u_rare is not None and t_u_rare > t_u
     assert expected_cutoffs(p[:5], 0.5, 0.9) == (None, None)  # fewer than min_decided claims: no cut-off
+
+
+def test_entailment_thresholds_are_refused_beside_a_head(tiny: Path, tmp_path: Path) -> None:
+    """t_support / t_unsupported given explicitly are on the entailment; a head's probability is another scale."""
+    from groundjudge.nli import NLIModel
+
+    model = _copy(tiny, tmp_path / "m")
+    write_model_head(model, _head(0.0, NLIModel(str(model)).identity).model_dump())
+    common = {"nli_model": str(model), "mode": "nli", "cache_dir": str(tmp_path / "c")}
+    for explicit in ({"t_support": 0.3}, {"t_unsupported": 0.2}):
+        with pytest.raises(ConfigError, match="verdict head is in force"):
+            Evaluator(Config.make(**common, **explicit))
+        off = Evaluator(Config.make(**common, **explicit, use_head=False))  # without the head they apply
+        assert off.head is None
+    assert Evaluator(Config.make(**common, t_contradict=0.8)).head is not None  # contradiction keeps its scale
+
+
+def test_a_head_that_names_no_model_is_refused(tiny: Path, tmp_path: Path) -> None:
+    common = {"nli_model": str(tiny), "mode": "nli", "cache_dir": str(tmp_path / "c")}
+    with pytest.raises(ConfigError, match="which NLI model"):
+        next(Evaluator(Config.make(**common, head=_head(6.0, "").model_dump())).evaluate_many(ROWS))

@@ -122,7 +122,7 @@ def test_calibrate_writes_a_head_and_score_applies_it_unless_told_not_to(
     oof = fit["head"]["out_of_fold"]
     assert oof["nli_balanced_accuracy"] > 90  # word coverage tells the claims apart; the random model cannot
     said = flat(result.stderr)
-    assert "Raw thresholds:" in said and "Verdict head (72 claims" in said
+    assert "Raw thresholds (on the entailment, in-sample):" in said and "Verdict head (72 claims" in said
     assert f"balanced accuracy {oof['nli_balanced_accuracy']:.1f}%" in said and "local precision" in said
 
     data = write_jsonl(tmp_path / "in.jsonl", labelled_rows(6))
@@ -157,6 +157,7 @@ def test_too_few_claims_or_no_head_write_the_thresholds_only(tmp_path: Path, tin
     assert "got 30, 10 SUPPORTED" in flat(result.stderr)
     written = json.loads(config.read_text())
     assert "head" not in written and {"t_support", "t_contradict", "t_unsupported"} <= set(written)
+    assert written["use_head"] is False  # entailment thresholds: a head stored with the model must not read them
     assert stdout_json(result)["head"] is None
 
     config = tmp_path / "plain.json"
@@ -416,3 +417,46 @@ def test_cascade_verdicts_teach_with_a_note_and_nothing_judged_is_a_clear_failur
     said = flat(failed.stderr)
     assert "left out: 6 decided locally" in said and "no answer carries a gold label" in said
     assert "decided by the judge with verified quotes" in said and "cascade mode" not in said
+
+
+FILLER = " ".join(
+    f"Visitors in season {k} bought tickets at the north gate and walked the long gallery." for k in range(12)
+)
+
+
+def test_the_head_learns_from_claims_scored_as_it_will_see_them(tmp_path: Path, tiny: Path) -> None:
+    """calibrate's own NLI pass stops at the first passage past t_support; under a head every selected passage is
+    scored, so the head is fitted on claims scored that way (else its features come from fewer passages)."""
+    from groundjudge.calibrate import build_head
+    from groundjudge.config import LocalThresholds, write_model_profile
+    from groundjudge.nli import NLIModel
+    from groundjudge.tune import TuneExample, TuneSettings, score_claims
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny, model)
+    # an nli profile that stops early: the first passage always passes
+    write_model_profile(model, {"nli": LocalThresholds(t_support=0.0001, t_contradict=None)})
+    gold = [{**r, "contexts": [FILLER + " " + r["contexts"][0] + " " + FILLER]} for r in labelled_rows()]
+    data = write_jsonl(tmp_path / "long.jsonl", gold)
+    config = tmp_path / "cfg.json"
+    calibrate(data, "--out", config, "--target", "0.9", "--nli-model", model, "--cache-dir", tmp_path / "c")
+    written = json.loads(config.read_text())["head"]
+    nli = NLIModel(str(model))
+    examples = [TuneExample(r["id"], r["claim"], r["contexts"], r["label"], "gold") for r in gold]
+    full = score_claims(nli, examples, TuneSettings())
+    assert all(x.passages_scored >= 2 for x in full), {x.passages_scored for x in full}  # more than one passage each
+    expected = build_head(
+        [r["claim"] for r in gold], [r["contexts"] for r in gold], full, [r["label"] for r in gold], nli.identity
+    )
+    assert written["coef"] == pytest.approx(expected.coef) and written["mean"] == pytest.approx(expected.mean)
+
+
+def test_no_unsupported_and_min_decided_bind_the_head_too(tmp_path: Path, tiny: Path, rows: Path) -> None:
+    config = tmp_path / "cfg.json"
+    args = ["--out", config, "--target", "0.9", "--nli-model", tiny, "--cache-dir", tmp_path / "c"]
+    calibrate(rows, *args, "--no-unsupported")
+    head = json.loads(config.read_text())["head"]
+    assert head["thresholds"]["cascade"]["t_unsupported"] is None  # the user declined local UNSUPPORTED
+    calibrate(rows, *args, "--min-decided", "70")
+    head = json.loads(config.read_text())["head"]
+    assert head["thresholds"]["cascade"]["t_support"] is None  # 24 SUPPORTED claims cannot make 70 decisions
