@@ -81,6 +81,7 @@ def main() -> None:
     ap.add_argument("--score-threshold", type=float, default=0.5, help="for the score-threshold answer rule")
     ap.add_argument("--cache-dir", default=None, help="default: the user cache (re-runs are free)")
     ap.add_argument("--no-seed", action="store_true", help="skip the seeds' method")
+    ap.add_argument("--no-head", action="store_true", help="ignore a verdict head stored with the model")
     args = ap.parse_args()
 
     mode = args.mode or ("cascade" if args.llm else "nli")
@@ -100,6 +101,7 @@ def main() -> None:
         passage_tokens=args.passage_tokens,
         passage_overlap=min(defaults.passage_overlap, args.passage_tokens // 4),
         evidence_k=args.k or None,
+        use_head=not args.no_head,
     )
     ev = Evaluator(config, cache=Cache(args.cache_dir))
     start = time.perf_counter()

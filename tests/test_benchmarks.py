@@ -221,3 +221,5 @@ def test_accuracy_measures_a_tuned_models_cascade_with_its_heads_thresholds(tmp_
     out = run("accuracy.py", *args, "--nli-model", str(tuned), cache=tmp_path)
     assert out["cascade_thresholds"] == mine.model_dump()
     assert out["escalation_rate"] == 0.0  # all UNSUPPORTED locally on the head's scale
+    plain = run("accuracy.py", *args, "--nli-model", str(tuned), "--no-head", cache=tmp_path)
+    assert plain["cascade_thresholds"] == raw.model_dump()  # the model's own, on the entailment
