@@ -263,7 +263,8 @@ class Evaluator:
         self._versions: dict[str, str] | None = None
         self._model_name = nli.name if nli is not None else resolve_model_name(c.nli_model)
         self.head = self._find_head(self._model_name)
-        explicit = [k for k in ("t_support", "t_unsupported") if k in c.model_fields_set and getattr(c, k) is not None]
+        # levels on the entailment; "never" and None (no local verdict) mean the same on any scale
+        explicit = [k for k in ("t_support", "t_unsupported") if getattr(c, k) not in (None, "never")]
         if self.head is not None and explicit:
             raise ConfigError(
                 f"{' and '.join(explicit)} given while a verdict head is in force ({self._head_source()}): thresholds "

@@ -292,6 +292,8 @@ def test_entailment_thresholds_are_refused_beside_a_head(tiny: Path, tmp_path: P
         off = Evaluator(Config.make(**common, **explicit, use_head=False))  # without the head they apply
         assert off.head is None
     assert Evaluator(Config.make(**common, t_contradict=0.8)).head is not None  # contradiction keeps its scale
+    never = Evaluator(Config.make(**common, t_support="never", t_unsupported=None))  # no level: any scale
+    assert never.head is not None and never.thresholds.t_support is None and never.thresholds.t_unsupported is None
 
 
 def test_a_head_that_names_no_model_is_refused(tiny: Path, tmp_path: Path) -> None:
