@@ -149,7 +149,21 @@ def _resolved(config: Config) -> Config:
         values["cache_dir"] = os.environ["GROUNDJUDGE_CACHE_DIR"]
     if config.nli_model is None and os.environ.get("GROUNDJUDGE_NLI_MODEL"):
         values["nli_model"] = os.environ["GROUNDJUDGE_NLI_MODEL"]
-    return Config.make(**values)
+    resolved = Config.make(**values)
+    _check_head(resolved)
+    return resolved
+
+
+def _check_head(config: Config) -> None:
+    """A verdict head that does not fit (fitted for another model, entailment thresholds beside it) stops the run
+    here, in the driver, before Ray starts: in an actor it would surface as an actor failure. Only with a head in
+    force is the model loaded here, once, to compare identities."""
+    if _mode(config) == "llm" or not config.use_head:
+        return
+    local = Config.make(**{**config.model_dump(exclude_unset=True), "llm": None, "mode": "nli", "batch_api": False})
+    evaluator = Evaluator(local)
+    if evaluator.head is not None:
+        _ = evaluator.nli
 
 
 def _mode(config: Config) -> str:
@@ -521,8 +535,8 @@ def score_file(
         raise ConfigError("batch_size and window must be at least 1")
     existing = _scan_out(out) if resume else _Existing()
     rows = _input_rows(input, existing.ids)
+    cfg = _resolved(config)  # a config that cannot run stops here, before a cluster starts
     _ensure_ray(address)
-    cfg = _resolved(config)
     handle = make_ledger(cfg.budget_usd, cfg.max_calls) if cfg.llm else None
     proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls) if handle is not None else None
     summary = Summarizer()

@@ -300,3 +300,21 @@ def test_a_head_that_names_no_model_is_refused(tiny: Path, tmp_path: Path) -> No
     common = {"nli_model": str(tiny), "mode": "nli", "cache_dir": str(tmp_path / "c")}
     with pytest.raises(ConfigError, match="which NLI model"):
         next(Evaluator(Config.make(**common, head=_head(6.0, "").model_dump())).evaluate_many(ROWS))
+
+
+def test_the_ray_engine_refuses_a_head_that_does_not_fit_before_any_actor(tiny: Path, tmp_path: Path) -> None:
+    """In an actor a mismatched head would surface as an actor failure; the driver checks first (no cluster starts)."""
+    import ray
+
+    from groundjudge.ray import score_file
+
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    common = {"nli_model": str(tiny), "mode": "nli", "cache_dir": str(tmp_path / "c")}
+    for config, match in (
+        (Config.make(**common, head=_head(6.0, "another-model@abc/nli").model_dump()), "another-model"),
+        (Config.make(**common, head=_head(6.0, "").model_dump()), "which NLI model"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            score_file(str(data), tmp_path / "out.jsonl", config)
+    assert not ray.is_initialized() and not (tmp_path / "out.jsonl").exists()
