@@ -122,7 +122,7 @@ def metrics(
         nli = scored[name]
         labels = [e.label for e in exs]
         m = measure(nli, labels, profile)
-        oracle = measure(nli, labels, fit_profile(nli, labels, settings.target, settings.contradiction_target))
+        oracle = measure(nli, labels, fit_profile(nli, labels, settings.cutoffs))
         m["oracle_escalation_rate"] = oracle["escalation_rate"]
         m["oracle_local_precision"] = oracle["local_precision"]
         m["oracle_nli_balanced_accuracy"] = oracle["nli_balanced_accuracy"]
@@ -185,9 +185,9 @@ def cross_validate(
             nli = score_claims(NLIModel(str(out)), val, s, cache)
             labels = [e.label for e in val]
             # within a fold, thresholds fit on its own validation claims (the held-out slice's role in tune)
-            m = measure(nli, labels, fit_profile(nli, labels, s.target, s.contradiction_target))
+            m = measure(nli, labels, fit_profile(nli, labels, s.cutoffs))
             groups = [claim_key(e.claim) for e in val]
-            honest = crossfit_measure_scores(nli, labels, groups, s.target, s.contradiction_target, s.seed)
+            honest = crossfit_measure_scores(nli, labels, groups, s.cutoffs, s.seed)
             m.update({f"crossfit_{k}": honest[k] for k in ("nli_balanced_accuracy", "escalation_rate")})
             try:  # the head tune would fit on this fold's scores, and what it measured out of fold
                 oof = build_head(

@@ -217,36 +217,41 @@ def expected_cutoffs(
     )
 
 
+@dataclass(frozen=True)
+class CutoffRule:
+    """How :func:`fit_profile` fits both modes' thresholds."""
+
+    target: float = 0.9  # precision of the cascade's local verdicts
+    contradiction_target: float = 0.7  # share of local CONTRADICTED calls that must be real contradictions
+    expected: bool = False  # a verdict head's probabilities: cut where they expect the target (expected_cutoffs)
+    min_decided: int = 10  # fewest claims a cascade cut-off may rest on
+    unsupported: bool = True  # fit t_unsupported (else UNSUPPORTED is never decided locally)
+
+
 def fit_profile(
-    nli: Sequence[ClaimNLI],
-    labels: Sequence[str],
-    target: float = 0.9,
-    contradiction_target: float = 0.7,
-    expected: bool = False,
-    min_decided: int = 10,
-    unsupported: bool = True,
+    nli: Sequence[ClaimNLI], labels: Sequence[str], rule: CutoffRule = CutoffRule()
 ) -> dict[str, LocalThresholds]:
     """Thresholds for both modes from held-out claims.
 
-    cascade: ``fit_thresholds`` at ``target`` (with ``expected``, for a verdict head's probabilities, SUPPORTED and
-    UNSUPPORTED by :func:`expected_cutoffs` instead); CONTRADICTED additionally needs ``contradiction_target``
-    precision as a contradiction (not only as "not supported"), else it is never called locally. nli: the cut-off
-    with the best balanced accuracy, and the same contradiction cut-off.
+    cascade: ``fit_thresholds`` at the rule's target (with ``rule.expected``, for a verdict head's probabilities,
+    SUPPORTED and UNSUPPORTED by :func:`expected_cutoffs` instead); CONTRADICTED additionally needs the
+    contradiction target as a contradiction (not only as "not supported"), else it is never called locally. nli: the
+    cut-off with the best balanced accuracy, and the same contradiction cut-off.
     """
     ok = [(x, g) for x, g in zip(nli, labels, strict=True) if x.error is None]
     ent = [x.support for x, _ in ok]
     con = [x.contradiction for x, _ in ok]
     sup = [g == "SUPPORTED" for _, g in ok]
-    cal = fit_thresholds(ent, con, sup, target=target, min_decided=min_decided, unsupported=unsupported)
+    cal = fit_thresholds(ent, con, sup, target=rule.target, min_decided=rule.min_decided, unsupported=rule.unsupported)
     t_s, t_u = cal.t_support, cal.t_unsupported
-    if expected and ok:
-        t_s, t_u = expected_cutoffs(ent, sum(sup) / len(sup), target, min_decided)
-        t_u = t_u if unsupported else None
+    if rule.expected and ok:
+        t_s, t_u = expected_cutoffs(ent, sum(sup) / len(sup), rule.target, rule.min_decided)
+        t_u = t_u if rule.unsupported else None
     # among claims not called SUPPORTED, the lowest contradiction level that is a real contradiction often enough
     headed = [x.supported is not None for x, _ in ok]  # decide_locally's SUPPORTED rule, with a head or without
     rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and (headed[i] or ent[i] >= con[i]))]
     t_contra = lowest_threshold(
-        [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], contradiction_target, 5
+        [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], rule.contradiction_target, 5
     )
     both = None if t_contra is None or cal.t_contradict is None else max(cal.t_contradict, t_contra)
     cascade = LocalThresholds(t_support=t_s, t_contradict=both, t_unsupported=t_u)
@@ -265,36 +270,24 @@ def crossfit_measure_scores(
     nli: Sequence[ClaimNLI],
     labels: Sequence[str],
     groups: Sequence[str],
-    target: float = 0.9,
-    contradiction_target: float = 0.7,
+    rule: CutoffRule = CutoffRule(),
     seed: int = 0,
-    expected: bool = False,
-    min_decided: int = 10,
-    unsupported: bool = True,
 ) -> dict[str, Any]:
     """:func:`measure` with thresholds that never saw the rows they are measured on: the claims are cut in two
     halves by ``groups`` (claim text), thresholds fitted on each half are measured on the other, and the two are
     pooled (rates weighted by size). These are the numbers to expect of thresholds on new rows."""
     fold = claim_folds(groups, 2, seed + 1)
     halves = [[i for i, f in enumerate(fold) if f == side] for side in (0, 1)]
-    return pooled_measure(nli, labels, halves, target, contradiction_target, expected, min_decided, unsupported)
+    return pooled_measure(nli, labels, halves, rule)
 
 
 def pooled_measure(
-    nli: Sequence[ClaimNLI],
-    labels: Sequence[str],
-    halves: Sequence[Sequence[int]],
-    target: float,
-    contradiction_target: float,
-    expected: bool = False,
-    min_decided: int = 10,
-    unsupported: bool = True,
+    nli: Sequence[ClaimNLI], labels: Sequence[str], halves: Sequence[Sequence[int]], rule: CutoffRule
 ) -> dict[str, Any]:
     """Thresholds fitted on each of two halves (row indices), measured on the other, pooled by size."""
 
     def fit(rows: Sequence[int]) -> dict[str, LocalThresholds]:
-        chosen = [nli[i] for i in rows], [labels[i] for i in rows]
-        return fit_profile(*chosen, target, contradiction_target, expected, min_decided, unsupported)
+        return fit_profile([nli[i] for i in rows], [labels[i] for i in rows], rule)
 
     if not all(halves):
         return measure(nli, labels, fit(range(len(nli))))
@@ -353,10 +346,9 @@ def build_head(
     groups = [" ".join(claims[i].lower().split()) for i in ok]
     fit = fit_head(x, [g == "SUPPORTED" for g in gold], groups, folds=folds, seed=seed)
     scored = head_scored([results[i] for i in ok], fit.out_of_fold)
-    profile = fit_profile(scored, gold, target, contradiction_target, True, min_decided, unsupported)
-    measured = crossfit_measure_scores(
-        scored, gold, groups, target, contradiction_target, seed, True, min_decided, unsupported
-    )
+    rule = CutoffRule(target, contradiction_target, True, min_decided, unsupported)
+    profile = fit_profile(scored, gold, rule)
+    measured = crossfit_measure_scores(scored, gold, groups, rule, seed)
     return VerdictHead(
         mean=fit.mean,
         scale=fit.scale,

@@ -38,7 +38,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from groundjudge.calibrate import build_head, fit_profile, pooled_measure
+from groundjudge.calibrate import CutoffRule, build_head, fit_profile, pooled_measure
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.config import read_model_profile, write_model_head, write_model_profile
 from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
@@ -87,6 +87,11 @@ class TuneSettings:
     contradiction_target: float = 0.7
     seed: int = 0
     head: bool = True  # fit a verdict head (groundjudge.head) on the tuned model's held-out scores; no weight changes
+
+    @property
+    def cutoffs(self) -> CutoffRule:
+        """How the stored raw thresholds are fitted (the head's are fitted by expected precision)."""
+        return CutoffRule(self.target, self.contradiction_target)
 
 
 # settings that change nothing the training writes: left out of the run key, so a rerun that changes them resumes
@@ -575,7 +580,7 @@ def crossfit_measure(
     in_first = {id(ex) for ex in first}
     halves = [[i for i, ex in enumerate(examples) if (id(ex) in in_first) == side] for side in (True, False)]
     labels = [ex.label for ex in examples]
-    return pooled_measure(nli, labels, halves, settings.target, settings.contradiction_target)
+    return pooled_measure(nli, labels, halves, settings.cutoffs)
 
 
 def examples_head(
@@ -708,7 +713,7 @@ def tune(
     log(f"{len(pairs)} training pairs ({dict(Counter(p.label for p in pairs))})")
     held_labels = [ex.label for ex in held]
     before_nli = score_claims(base_model, held, settings, cache)
-    before_profile = fit_profile(before_nli, held_labels, settings.target, settings.contradiction_target)
+    before_profile = fit_profile(before_nli, held_labels, settings.cutoffs)
     before = crossfit_measure(before_nli, held, settings)
 
     if state.get("trained"):
@@ -729,7 +734,7 @@ def tune(
         (out / STATE_DIR / "checkpoint.pt").unlink(missing_ok=True)
     tuned = NLIModel(str(out), device=device)
     after_nli = score_claims(tuned, held, settings, cache)
-    profile = fit_profile(after_nli, held_labels, settings.target, settings.contradiction_target)
+    profile = fit_profile(after_nli, held_labels, settings.cutoffs)
     after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
     # the head learns from the held-out scores only: on its training rows the tuned model is overconfident
     head, head_info = fit_held_out_head(tuned, held, after_nli, settings)
