@@ -56,9 +56,9 @@ def _lexical_verdict(expected: str, found: str) -> bool | None:
     if _numbers(expected) != _numbers(found) and _numbers(expected) and _numbers(found):
         return False
     turned = (a & _NEGATIONS) != (b & _NEGATIONS) or bool((a ^ b) & _HEDGES)
-    if not turned and not (a - b - _FILLER):
-        return True
-    return None
+    if not turned and not (a - b - _FILLER) and not (b - a - _FILLER):
+        return True  # the same words but filler: "1889" and "in 1889"
+    return None  # a word more on either side can change the fact ("after 1889", "Paris, Texas"): the model decides
 
 
 def _statements(question: str, expected: str, found: str) -> tuple[str, str]:
@@ -68,12 +68,11 @@ def _statements(question: str, expected: str, found: str) -> tuple[str, str]:
 def replies_agree(question: str, expected: str, found: str, agree: Agree | None) -> bool:
     """Whether the sources' reply ``found`` says what the answer's reply ``expected`` says.
 
-    NOT_FOUND never agrees; different numbers never agree. The sources' reply agrees at once when it says everything
-    the answer's reply says (its words, ignoring case, accents, articles and filler words, are all there: "1889" and
-    "in 1889", "Paris" and "Paris, France"), unless the two differ in a negation or a hedge ("open" and "not open",
-    "red" and "red or blue"). A reply that says more than the sources' ("Eiffel and Koechlin" against "Eiffel") or
-    any other pair goes to the local model: the two statements "question reply", entailment both ways (without a
-    model: they do not agree).
+    NOT_FOUND never agrees; different numbers never agree. The two agree at once when they have the same words,
+    ignoring case, accents, articles and filler words ("1889" and "in 1889"). Any word more on either side can change
+    the fact ("after 1889", "Paris, Texas", "John Smith's brother"; "Eiffel and Koechlin" against "Eiffel"), so those
+    pairs, like every other, go to the local model: the two statements "question reply", entailment both ways
+    (without a model: they do not agree).
     """
     settled = _lexical_verdict(expected, found)
     if settled is not None:
