@@ -54,7 +54,7 @@ def _option(config: pytest.Config, name: str) -> Any:
     value = config.getoption(f"groundjudge_{name}", default=None)
     if value is None:
         value = config.getini(f"groundjudge_{name}")
-    return value if value not in ("", []) else None
+    return value if value not in ("", [], False) else None  # an ini bool's default False is "not given"
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +64,7 @@ def groundjudge_evaluator(pytestconfig: pytest.Config) -> Iterator[Any]:
     from groundjudge.config import Config
     from groundjudge.pipeline import Evaluator
 
-    llm = _option(pytestconfig, "llm")
+    llm = _option(pytestconfig, "llm") or os.environ.get("GROUNDJUDGE_LLM") or None  # as default_evaluator() does
     cache_only = bool(_option(pytestconfig, "cache_only"))
     placeholder = None
     if cache_only and llm:

@@ -273,3 +273,19 @@ def test_nli_mode_errors_and_empty_answers_fail(shared_nli: Any, tmp_path: Path)
     with pytest.raises(GroundingAssertionError) as exc:
         assert_file_grounded(rows, min_score=0.0, evaluator=ev, baseline=None)
     assert str(exc.value).startswith("1 of 2 answers not grounded (min_score 0.0):\nlong: the answer could not be")
+
+
+def test_without_options_the_plugin_builds_nothing_and_the_environment_counts(pytester: pytest.Pytester) -> None:
+    """Installed in every project: with no groundjudge option it must not replace the default evaluator (which
+    honours GROUNDJUDGE_LLM) by an nli-only one."""
+    pytester.makepyfile(
+        test_plain="""
+from groundjudge import testing
+
+def test_plain(request):
+    assert "groundjudge_evaluator" not in request.fixturenames
+    assert "evaluator" not in testing._DEFAULTS
+"""
+    )
+    result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
