@@ -80,9 +80,11 @@ def generate_with_validation(
     context: Sequence[str] | str,
     threshold: float = 0.7,
     max_retries: int = 2,
+    accept: Callable[[AnswerReport], bool] | None = None,
 ) -> ValidatedAnswer:
     """Generate, check, and regenerate with the flagged claims named until the combined score reaches
-    ``threshold`` with no contradiction, at most ``max_retries`` times after the first.
+    ``threshold`` with no contradiction or error (and ``accept(report)``, when given, also holds), at most
+    ``max_retries`` times after the first.
 
     ``generate_fn(question, context)`` or ``generate_fn(question, context, feedback)``: the third argument, when the
     function takes it, is None the first time and then names the claims to fix.
@@ -95,7 +97,8 @@ def generate_with_validation(
         report = evaluator.evaluate(answer, context, question)
         attempts.append(Attempt(answer, report))
         s = report.scores
-        if s.combined is not None and s.combined >= threshold and not s.n_contradicted and not s.n_errors:
+        good = s.combined is not None and s.combined >= threshold and not s.n_contradicted and not s.n_errors
+        if good and (accept is None or accept(report)):
             return ValidatedAnswer(answer, report, True, attempts)
         feedback = feedback_for(report)
     return ValidatedAnswer(attempts[-1].answer, attempts[-1].report, False, attempts)
@@ -199,8 +202,14 @@ class RAGGuard:
             # by the decision, not by the text: an answer that happens to equal the fallback may still be rejected
             status: Literal["passed", "rejected"] = "passed" if accepted(report, self.allow_warn) else "rejected"
             return GuardedAnswer(shown, status, question, contexts, report, [Attempt(answer, report)])
-        result = generate_with_validation(
-            self.evaluator, self._generate, question, contexts, threshold=self.threshold, max_retries=self.max_retries
+        result = generate_with_validation(  # the verdict decides, as without retries: a FAIL or WARN is not shown
+            self.evaluator,
+            self._generate,
+            question,
+            contexts,
+            threshold=self.threshold,
+            max_retries=self.max_retries,
+            accept=lambda report: accepted(report, self.allow_warn),
         )
         if not result.passed:
             return GuardedAnswer(self.fallback, "rejected", question, contexts, result.report, result.attempts)

@@ -120,3 +120,17 @@ def test_rag_guard_rejects_an_answer_that_equals_the_fallback(shared_nli: Any, t
         assert same.status == "rejected" and not same.ok and same.answer == BAD_ANSWER
         good = RAGGuard(ev, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, fallback=GOOD_ANSWER, max_retries=0)("q")
         assert good.status == "passed" and good.ok
+
+
+def test_rag_guard_with_retries_decides_by_the_verdict(shared_nli: Any, tmp_path: Path) -> None:
+    """A score above the guard's threshold is not enough: under a strict preset the same answer is not a PASS, and
+    retries must not show what a single check would reject."""
+    from groundjudge.middleware import RAGGuard
+
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        strict = evaluator(server, shared_nli, tmp_path, qa=False, preset="medical-legal")
+        single = RAGGuard(strict, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, fallback="no", max_retries=0)("q")
+        assert single.report is not None and single.report.verdict != "PASS"
+        assert single.report.scores.combined is not None and single.report.scores.combined >= 0.7
+        guarded = RAGGuard(strict, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, fallback="no", threshold=0.7)("q")
+        assert guarded.status == "rejected" and guarded.answer == "no"
