@@ -1039,7 +1039,7 @@ def calibrate(
             raise fail(f"{reviews}: {exc}") from exc
         for m in joined.matched:
             reviewed.add((m.report.id, m.verdict.claim.id))
-            if m.verdict.nli is not None and m.verdict.nli.error is None:
+            if _scored(m.verdict.nli):
                 add(m.report, m.verdict, m.review.label, "reviews")
         if joined.unmatched:
             err.print(f"{len(joined.unmatched)} reviews match no claim of {escape(str(labeled))}", highlight=False)
@@ -1048,7 +1048,7 @@ def calibrate(
     gold_labelled = any(r.label and r.label.upper() in _LABELS for r in reports)
     if gold_labelled and reviews is None:
         for r in reports:
-            if r.label and r.label.upper() in _LABELS and r.claims and r.claims[0].nli:
+            if r.label and r.label.upper() in _LABELS and r.claims and _scored(r.claims[0].nli):
                 add(r, r.claims[0], r.label.upper(), "gold")
     elif from_out and not gold_labelled:  # no gold label: the judge's own verdicts teach (reviews win on theirs)
         usable, left_out = _judge_labelled(reports, reviewed)
@@ -1184,8 +1184,7 @@ def _judge_labelled(
         for v in r.claims:
             if (r.id, v.claim.id) in reviewed:
                 continue
-            scored = v.nli is not None and v.nli.error is None and v.nli.passages_scored > 0
-            if judge_usable(v) and scored:
+            if judge_usable(v) and _scored(v.nli):
                 usable.append((r, v))
             elif v.route != "judge":
                 left_out["local"] += 1
@@ -1198,6 +1197,12 @@ def _judge_labelled(
             else:
                 left_out["no_nli"] += 1
     return usable, left_out
+
+
+def _scored(nli: ClaimNLI | None) -> bool:
+    """Whether the NLI stage scored the claim: only those can teach thresholds (an unscored claim is escalated by
+    the pipeline, so counting it as a local UNSUPPORTED would flatter the fit)."""
+    return nli is not None and nli.error is None and nli.passages_scored > 0
 
 
 def _judge_said(used: int, left_out: Counter[str], reviewed: bool) -> str:
@@ -1270,7 +1275,7 @@ def _calibration_head(
     from groundjudge.tune import TuneExample, TuneSettings, score_claims
 
     c = evaluator.config
-    settings = TuneSettings(k=c.evidence_k or 2, passage_tokens=c.passage_tokens, passage_overlap=c.passage_overlap)
+    settings = TuneSettings(k=c.evidence_k, passage_tokens=c.passage_tokens, passage_overlap=c.passage_overlap)
     examples = [
         TuneExample(str(i), claim, list(ctx), label, "calibrate")
         for i, (claim, ctx, label) in enumerate(zip(claims, contexts, labels, strict=True))

@@ -460,3 +460,15 @@ def test_no_unsupported_and_min_decided_bind_the_head_too(tmp_path: Path, tiny: 
     calibrate(rows, *args, "--min-decided", "70")
     head = json.loads(config.read_text())["head"]
     assert head["thresholds"]["cascade"]["t_support"] is None  # 24 SUPPORTED claims cannot make 70 decisions
+
+
+def test_claims_the_model_could_not_score_teach_no_threshold(tmp_path: Path, tiny: Path, rows: Path) -> None:
+    """The pipeline escalates a claim it could not score; counted as a local UNSUPPORTED at entailment 0 it would
+    flatter the fitted precision and loosen t_unsupported."""
+    overlong = [
+        {"id": f"long-{i}", "contexts": ["A short page."], "claim": " ".join(["word"] * 400), "label": "UNSUPPORTED"}
+        for i in range(5)
+    ]
+    data = write_jsonl(tmp_path / "mixed.jsonl", labelled_rows() + overlong)
+    result = calibrate(data, "--out", tmp_path / "cfg.json", "--nli-model", tiny, "--cache-dir", tmp_path / "c")
+    assert stdout_json(result)["n"] == 72  # the 5 unscored claims are left out of the raw fit
