@@ -44,7 +44,7 @@ from groundjudge.config import read_model_profile, write_model_head, write_model
 from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
 from groundjudge.evidence import BM25, EvidenceSelector
 from groundjudge.head import VerdictHead
-from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
+from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict, Passage
 from groundjudge.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
 
 LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
@@ -79,7 +79,7 @@ class TuneSettings:
     distill: float = 0.5  # weight of KL(base || tuned) on the training pairs
     l2sp: float = 0.0  # weight of the squared distance to the base weights
     balance: bool = True  # inverse-frequency class weights
-    k: int = 2  # BM25 passages per claim (the pipeline's evidence_k)
+    k: int | None = 2  # BM25 passages per claim (the pipeline's evidence_k; None: every passage)
     passage_tokens: int = 128
     passage_overlap: int = 32
     holdout: float = 0.2
@@ -562,10 +562,13 @@ def score_claims(
 ) -> list[ClaimNLI]:
     """Each claim's NLI result as the pipeline computes it: passages, BM25 top-k, best entailment/contradiction."""
     selector = EvidenceSelector(NLIScorer(model, cache), k=settings.k, early_exit=None)
-    items = [
-        ([ex.claim], chunk_documents(ex.contexts, model.tokenizer, settings.passage_tokens, settings.passage_overlap))
-        for ex in examples
-    ]
+    cut: dict[tuple[str, ...], list[Passage]] = {}  # claims of one answer share its sources: cut them once
+    for ex in examples:
+        if tuple(ex.contexts) not in cut:
+            cut[tuple(ex.contexts)] = chunk_documents(
+                ex.contexts, model.tokenizer, settings.passage_tokens, settings.passage_overlap
+            )
+    items = [([ex.claim], cut[tuple(ex.contexts)]) for ex in examples]
     return [res[0] for res in selector.check(items)]
 
 
