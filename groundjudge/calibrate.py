@@ -242,18 +242,23 @@ def fit_profile(
     ent = [x.support for x, _ in ok]
     con = [x.contradiction for x, _ in ok]
     sup = [g == "SUPPORTED" for _, g in ok]
-    cal = fit_thresholds(ent, con, sup, target=rule.target, min_decided=rule.min_decided, unsupported=rule.unsupported)
-    t_s, t_u = cal.t_support, cal.t_unsupported
     if rule.expected and ok:
         t_s, t_u = expected_cutoffs(ent, sum(sup) / len(sup), rule.target, rule.min_decided)
         t_u = t_u if rule.unsupported else None
-    # among claims not called SUPPORTED, the lowest contradiction level that is a real contradiction often enough
-    headed = [x.supported is not None for x, _ in ok]  # decide_locally's SUPPORTED rule, with a head or without
+        t_not: float | None = None  # fitted below, on the claims these cut-offs leave
+    else:
+        cal = fit_thresholds(ent, con, sup, rule.target, rule.min_decided, rule.unsupported)
+        t_s, t_u, t_not = cal.t_support, cal.t_unsupported, cal.t_contradict
+    # the claims decide_locally does not call SUPPORTED (with a head, its probability alone decides that)
+    headed = [x.supported is not None for x, _ in ok]
     rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and (headed[i] or ent[i] >= con[i]))]
+    if rule.expected:  # CONTRADICTED must be right as "not SUPPORTED" on the claims it will really see
+        t_not = lowest_threshold([con[i] for i in rest], [not sup[i] for i in rest], rule.target, rule.min_decided)
+    # and a real contradiction often enough
     t_contra = lowest_threshold(
         [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], rule.contradiction_target, 5
     )
-    both = None if t_contra is None or cal.t_contradict is None else max(cal.t_contradict, t_contra)
+    both = None if t_contra is None or t_not is None else max(t_not, t_contra)
     cascade = LocalThresholds(t_support=t_s, t_contradict=both, t_unsupported=t_u)
     gold = ["SUPPORTED" if s else "NOT" for s in sup]
     cands = sorted({round(e, 4) for e in ent} | {x / 20 for x in range(1, 20)})

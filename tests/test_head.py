@@ -318,3 +318,28 @@ def test_the_ray_engine_refuses_a_head_that_does_not_fit_before_any_actor(tiny: 
         with pytest.raises(ConfigError, match=match):
             score_file(str(data), tmp_path / "out.jsonl", config)
     assert not ray.is_initialized() and not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_heads_contradiction_cutoff_is_fitted_on_the_claims_it_will_see() -> None:
+    """Under a head, SUPPORTED is cut by expected precision; CONTRADICTED must be fitted on the claims that cut
+    leaves (not on those a label-count cut would leave), so its calls are right as 'not SUPPORTED' in-sample."""
+    from groundjudge.calibrate import CutoffRule, fit_profile, measure
+
+    rng = np.random.default_rng(1)
+    results, labels = [], []
+    for p in rng.uniform(0.0, 1.0, 600):
+        supported = bool(p > 0.6)  # labels are pure above 0.6: counting them cuts SUPPORTED there
+        # the head's own probabilities expect 90% only higher up (~0.8): the band between is left to the others,
+        # and there the contradiction score is high although the claims are supported
+        con = 0.55 if 0.6 < p < 0.8 else float(rng.uniform(0.0, 0.5))
+        results.append(_nli("x", ent=0.3, con=con).model_copy(update={"supported": float(p)}))
+        labels.append("SUPPORTED" if supported else ("CONTRADICTED" if con > 0.5 else "UNSUPPORTED"))
+    rule = CutoffRule(target=0.9, contradiction_target=0.0, expected=True)
+    profile = fit_profile(results, labels, rule)
+    t = profile["cascade"]
+    called = [
+        g for x, g in zip(results, labels, strict=True) if decide_locally(x, *t.model_dump().values()) == "CONTRADICTED"
+    ]
+    wrong = sum(g == "SUPPORTED" for g in called)
+    assert wrong <= 0.1 * len(called), (t, wrong, len(called))  # none at all is right: the band is supported
+    assert measure(results, labels, profile)["local_precision"] >= 0.85
