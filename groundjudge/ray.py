@@ -149,9 +149,7 @@ def _resolved(config: Config) -> Config:
         values["cache_dir"] = os.environ["GROUNDJUDGE_CACHE_DIR"]
     if config.nli_model is None and os.environ.get("GROUNDJUDGE_NLI_MODEL"):
         values["nli_model"] = os.environ["GROUNDJUDGE_NLI_MODEL"]
-    resolved = Config.make(**values)
-    _check_head(resolved)
-    return resolved
+    return Config.make(**values)
 
 
 def _check_head(config: Config) -> None:
@@ -322,7 +320,7 @@ def _score_wire(
     udf_batch_size: int | None = None,
 ) -> Any:
     n_actors, per_cpu, per_gpu, threads = _plan(actors, num_gpus)
-    cfg = _resolved(config)
+    cfg = config  # resolved (_resolved) and checked (_check_head) once by the caller, not once per window
     proxy = None
     if cfg.llm:
         handle = ledger if ledger is not None else make_ledger(cfg.budget_usd, cfg.max_calls)
@@ -374,7 +372,9 @@ def score_dataset(
         numbers = ray.data.from_items([{row_column: n} for n in range(1, count + 1)])
         ds = ds.zip(numbers)
     wire = ds.map_batches(_wire_batch, batch_format="pyarrow", fn_kwargs={"row_column": row_column}, num_cpus=0.5)
-    return _score_wire(wire, config, batch_size=batch_size, actors=actors, num_gpus=num_gpus, ledger=ledger)
+    cfg = _resolved(config)
+    _check_head(cfg)
+    return _score_wire(wire, cfg, batch_size=batch_size, actors=actors, num_gpus=num_gpus, ledger=ledger)
 
 
 # -- reading -----------------------------------------------------------------------------------------------------
@@ -535,7 +535,8 @@ def score_file(
         raise ConfigError("batch_size and window must be at least 1")
     existing = _scan_out(out) if resume else _Existing()
     rows = _input_rows(input, existing.ids)
-    cfg = _resolved(config)  # a config that cannot run stops here, before a cluster starts
+    cfg = _resolved(config)
+    _check_head(cfg)  # a head that cannot run stops here, before a cluster starts
     _ensure_ray(address)
     handle = make_ledger(cfg.budget_usd, cfg.max_calls) if cfg.llm else None
     proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls) if handle is not None else None
