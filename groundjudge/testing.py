@@ -866,9 +866,10 @@ def assert_file_grounded(
     :class:`~groundjudge.report.Run`.
 
     Without ``baseline`` every answer must pass :func:`assert_grounded`'s bar. With ``baseline`` (a stored
-    ``groundjudge score`` output of the same ids; default: the plugin's ``--groundjudge-baseline``) it fails only on
-    a significant regression against it (the paired tests of :func:`groundjudge.compare.compare_runs`); the message
-    names the metrics that got worse and the answers that changed most, with their claims.
+    ``groundjudge score`` output of the same ids; default: the plugin's ``--groundjudge-baseline``) it fails on
+    a significant regression against it (the paired tests of :func:`groundjudge.compare.compare_runs`; the message
+    names the metrics that got worse and the answers that changed most, with their claims), and on any answer the
+    baseline cannot vouch for (a new id, or one that failed to be evaluated) that misses the bar itself.
     """
     ev = evaluator if evaluator is not None else default_evaluator()
     run = ev.run(path_or_rows, columns=columns)
@@ -878,9 +879,24 @@ def assert_file_grounded(
         from groundjudge.compare import compare_runs
         from groundjudge.report import read_reports
 
-        result = compare_runs(list(read_reports(baseline)), run.reports, alpha=alpha)
+        before = list(read_reports(baseline))
+        result = compare_runs(before, run.reports, alpha=alpha)
         if result["paired"] == 0:
             raise GroundingAssertionError(f"the baseline {baseline} shares no ids with this run")
+        # what the paired tests cannot judge: answers the baseline never had, and answers that failed to be
+        # evaluated (no score to compare; one such row is not "significant"): each must meet the bar itself
+        known = {r.id for r in before}
+        unjudged = [
+            (r, p)
+            for r in run.reports
+            if (r.id not in known or r.verdict == "ERROR")
+            and (p := grounding_problems(r, min_score, allow_contradicted))
+        ]
+        if unjudged:
+            lines = [f"{len(unjudged)} answers the baseline {baseline} cannot vouch for are not grounded:"]
+            for r, problems in unjudged[:show]:
+                lines.append(f"{r.id}: {'; '.join(problems)} (verdict {r.verdict})")
+            raise GroundingAssertionError("\n".join(lines))
         if result["b_significantly_worse"]:
             lines = [f"significant regression against the baseline {baseline} ({result['paired']} paired answers):"]
             for name, m in result["metrics"].items():

@@ -289,3 +289,22 @@ def test_plain(request):
     )
     result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_a_baseline_vouches_only_for_answers_it_has(shared_nli: Any, tmp_path: Path) -> None:
+    """New ids and answers that failed to be evaluated have no paired score: each must meet the bar itself."""
+    from groundjudge.cache import Cache
+    from groundjudge.config import Config
+    from groundjudge.pipeline import Evaluator
+    from groundjudge.report import dumps
+
+    ev = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "c"))
+    good = {"id": "good", "answer": GOOD_ANSWER, "contexts": [CONTEXT]}
+    baseline = tmp_path / "baseline.jsonl"
+    baseline.write_text("".join(dumps(r) + "\n" for r in ev.run([good]).reports))
+    assert assert_file_grounded([good], evaluator=ev, baseline=baseline).reports[0].verdict == "PASS"
+    too_long = "The Eiffel Tower " + "is very tall and " * 300 + "stands in Paris."  # past the NLI window: ERROR
+    for extra in ({"id": "new", "answer": BAD_ANSWER, "contexts": [CONTEXT]}, {**good, "answer": too_long}):
+        rows = [good, extra] if extra["id"] == "new" else [extra]
+        with pytest.raises(GroundingAssertionError, match="cannot vouch for"):
+            assert_file_grounded(rows, evaluator=ev, baseline=baseline)
