@@ -152,13 +152,14 @@ def _nli_evaluator(evaluator: Evaluator) -> Evaluator:
 def context_recall(
     reference: str, contexts: list[str], evaluator: Evaluator
 ) -> tuple[float | None, list[ClaimEvidence]]:
-    """Share of the reference's sentences the contexts support (NLI mode), and each sentence's evidence."""
+    """Share of the reference's sentences the contexts support (NLI mode), and each sentence's evidence. A sentence
+    that could not be checked counts as not supported (leaving it out would make recall look complete and blame
+    generation); None when none could be."""
     report = _nli_evaluator(evaluator).evaluate(reference, contexts, id="reference")
-    judged = [c for c in report.claims if c.label != "ERROR"]
-    if not judged:
-        return None, [evidence_of(c) for c in report.claims]
-    supported = sum(c.label == "SUPPORTED" for c in judged)
-    return supported / len(judged), [evidence_of(c) for c in report.claims]
+    evidence = [evidence_of(c) for c in report.claims]
+    if not any(c.label != "ERROR" for c in report.claims):
+        return None, evidence
+    return sum(c.label == "SUPPORTED" for c in report.claims) / len(report.claims), evidence
 
 
 def diagnose(

@@ -122,3 +122,13 @@ def test_diagnose_command(shared_nli: Any, tmp_path: Path) -> None:
     assert one.exit_code == 0 and "ignored: FAIL; cause: context_ignored (generation is to blame)" in one.output
     none = runner.invoke(app, ["diagnose", str(out), "--id", "nope"])
     assert none.exit_code == 2 and "no answer with id 'nope'" in none.output
+
+
+def test_a_reference_sentence_that_could_not_be_checked_counts_against_recall(shared_nli: Any, tmp_path: Path) -> None:
+    ev = nli_evaluator(shared_nli, tmp_path)
+    too_long = "The Eiffel Tower " + "is very tall and " * 300 + "stands in Paris."  # past the NLI window: ERROR
+    report = ev.evaluate(INVENTED, [CONTEXT])
+    d = diagnose(report, ev, reference=REFERENCE + " " + too_long)
+    labels = [c.label for c in d.reference_claims]
+    assert "ERROR" in labels and labels.count("SUPPORTED") == 2
+    assert d.context_recall == 2 / 3  # not 1.0: recall is not known to be complete
