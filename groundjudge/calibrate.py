@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from groundjudge.config import LocalThresholds
-from groundjudge.head import Sources, VerdictHead, claim_features, claim_folds, fit_head
+from groundjudge.head import Sources, VerdictHead, claim_features, claim_folds, claim_key, fit_head
 from groundjudge.metrics import balanced_accuracy
 from groundjudge.models import ClaimNLI
 from groundjudge.pipeline import decide_locally
@@ -348,7 +348,7 @@ def build_head(
     memo: dict[tuple[str, ...], Sources] = {}
     x = [claim_features(claims[i], results[i], Sources.memo(memo, contexts[i])) for i in ok]
     gold = [labels[i] for i in ok]
-    groups = [" ".join(claims[i].lower().split()) for i in ok]
+    groups = [claim_key(claims[i]) for i in ok]
     fit = fit_head(x, [g == "SUPPORTED" for g in gold], groups, folds=folds, seed=seed)
     scored = head_scored([results[i] for i in ok], fit.out_of_fold)
     rule = CutoffRule(target, contradiction_target, True, min_decided, unsupported)

@@ -238,6 +238,11 @@ def _predict(fitted: tuple[np.ndarray, np.ndarray, np.ndarray, float], x: np.nda
     return _sigmoid(((x - mean) / scale) @ coef + intercept)
 
 
+def claim_key(text: str) -> str:
+    """What makes two claims the same claim for claim-disjoint splits (Factcheck-GPT repeats a claim over rows)."""
+    return " ".join(text.lower().split())
+
+
 def claim_folds(groups: Sequence[str], k: int, seed: int) -> list[int]:
     """A fold number per row; rows of one group (claim text) always share a fold."""
     keys = sorted(set(groups))

@@ -38,12 +38,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from groundjudge.calibrate import CutoffRule, build_head, fit_profile, pooled_measure
+from groundjudge.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.config import read_model_profile, write_model_head, write_model_profile
 from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
 from groundjudge.evidence import BM25, EvidenceSelector
-from groundjudge.head import VerdictHead
+from groundjudge.head import VerdictHead, claim_key
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict, Passage
 from groundjudge.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
 
@@ -104,11 +104,6 @@ class TrainPair:
     claim: str
     label: str
     base: list[float] = field(default_factory=list)  # base model probabilities, in the model's own output order
-
-
-def claim_key(text: str) -> str:
-    """What makes two claims the same claim for the held-out split."""
-    return " ".join(text.lower().split())
 
 
 def _label(value: Any, where: str) -> str:
@@ -575,15 +570,11 @@ def score_claims(
 def crossfit_measure(
     nli: Sequence[ClaimNLI], examples: Sequence[TuneExample], settings: TuneSettings
 ) -> dict[str, Any]:
-    """:func:`measure` with thresholds that never saw the rows they are measured on: the held-out slice is cut in two
-    halves by claim text, thresholds fitted on each half are measured on the other, and the two are pooled (rates
-    weighted by size). The stored thresholds are fitted on the whole slice; these are the numbers to expect of them
-    on new rows, not the optimistic in-sample ones."""
-    first, _ = split_by_claim(examples, 0.5, settings.seed + 1)
-    in_first = {id(ex) for ex in first}
-    halves = [[i for i, ex in enumerate(examples) if (id(ex) in in_first) == side] for side in (True, False)]
-    labels = [ex.label for ex in examples]
-    return pooled_measure(nli, labels, halves, settings.cutoffs)
+    """:func:`~groundjudge.calibrate.crossfit_measure_scores` on examples: the numbers to expect of the stored
+    thresholds on new rows (fitted on one half of the held-out slice by claim text, measured on the other, pooled),
+    cut the same way as the head's out-of-fold numbers, so the two compare."""
+    groups = [claim_key(ex.claim) for ex in examples]
+    return crossfit_measure_scores(nli, [ex.label for ex in examples], groups, settings.cutoffs, settings.seed)
 
 
 def examples_head(
