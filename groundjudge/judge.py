@@ -80,7 +80,10 @@ class JudgedClaim:
     error: str | None = None
 
 
-def select_sources(contexts: Sequence[str], hints: Sequence[Passage], char_budget: int = 24_000) -> list[Source]:
+SOURCE_CHARS = 24_000  # the most source text one judge prompt shows
+
+
+def select_sources(contexts: Sequence[str], hints: Sequence[Passage], char_budget: int = SOURCE_CHARS) -> list[Source]:
     """The whole contexts when they fit ``char_budget``; else the hinted passages (merged, in document order)
     in hint order until the budget is spent."""
     if sum(len(c) for c in contexts) <= char_budget:

@@ -35,7 +35,7 @@ from groundjudge.errors import (
 )
 from groundjudge.evidence import BM25, EvidenceSelector, find_conflict
 from groundjudge.head import Sources, VerdictHead
-from groundjudge.judge import JudgedClaim, Source, judge_claims, select_sources
+from groundjudge.judge import SOURCE_CHARS, JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
 from groundjudge.models import (
@@ -447,7 +447,7 @@ class Evaluator:
             if client is None or self.mode == "nli":
                 continue
             # an upper bound: the whole contexts up to the judge's character budget (what the judge may be shown)
-            sources = select_sources(s.contexts, []) or [Source(1, 0, 0, "\n\n".join(s.contexts)[:24_000])]
+            sources = select_sources(s.contexts, []) or [Source(1, 0, 0, "\n\n".join(s.contexts)[:SOURCE_CHARS])]
             calls: list[tuple[list[Message], type[BaseModel], str, bool]]
             if s.claim is not None:
                 calls = [(judge_messages(claim_from_input(s.claim), sources), JudgeReply, "judge", True)]
