@@ -61,8 +61,7 @@ def compare_runs(
     a: Sequence[AnswerReport], b: Sequence[AnswerReport], alpha: float = 0.05, top: int = 10
 ) -> dict[str, Any]:
     """Paired comparison of run B against run A over the ids both have."""
-    by_id = {r.id: r for r in a}
-    pairs = [(by_id[r.id], r) for r in b if r.id in by_id]
+    pairs = _pairs(a, b)
     out: dict[str, Any] = {"n_a": len(a), "n_b": len(b), "paired": len(pairs), "alpha": alpha, "metrics": {}}
     for metric in METRICS:
         vals = [
@@ -128,8 +127,11 @@ VERDICTS = ("PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR")
 
 
 def _pairs(a: Sequence[AnswerReport], b: Sequence[AnswerReport]) -> list[tuple[AnswerReport, AnswerReport]]:
-    by_id = {r.id: r for r in a}
-    return [(by_id[r.id], r) for r in b if r.id in by_id]
+    """(A, B) reports of each id both runs have, in B's order; an id a run repeats (a killed --retry-errors run
+    leaves the old and the new line) counts once, its last report."""
+    last_a = {r.id: r for r in a}
+    last_b = {r.id: r for r in b}
+    return [(last_a[i], r) for i, r in last_b.items() if i in last_a]
 
 
 def verdict_table(a: Sequence[AnswerReport], b: Sequence[AnswerReport]) -> dict[str, Any]:

@@ -400,3 +400,12 @@ def test_compare_leaves_non_finite_scores_out() -> None:
     assert combined["n"] == 4 and combined["diff"] == pytest.approx(-0.01)
     assert all(math.isfinite(x) for x in (combined["p_value"], *combined["ci95"], combined["mean_a"]))
     assert all(math.isfinite(row["combined_diff"]) for row in result["most_changed"])
+
+
+def test_a_repeated_id_is_paired_once_by_its_last_report() -> None:
+    """A --retry-errors run killed before it compacts OUT leaves the old ERROR line and the new one: the comparison
+    pairs the id once, with the report that replaced the other."""
+    a = [_report("q1", None, combined=0.9), _report("q2", None, combined=0.9)]
+    b = [_report("q1", None, combined=0.1, verdict="FAIL"), _report("q2", None), _report("q1", None, combined=0.9)]
+    result = compare_runs(a, b)
+    assert result["paired"] == 2 and not result["mcnemar"]["pass_lost"]
