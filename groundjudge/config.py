@@ -98,17 +98,21 @@ def write_model_profile(
     unknown = set(profile) - {"nli", "cascade"}
     if unknown:
         raise ConfigError(f"model profile modes must be nli or cascade, not {sorted(unknown)}")
+    return _update_model_file(
+        model_dir, {"thresholds": {mode: t.model_dump() for mode, t in profile.items()}, "meta": meta or {}}
+    )
+
+
+def _update_model_file(model_dir: str | Path, changes: dict[str, Any]) -> Path:
+    """Set keys of ``groundjudge.json`` beside a model's weights (a value None removes the key), keeping the rest
+    (kind, supported_label, template, thresholds, head), written atomically."""
     path = Path(model_dir) / MODEL_PROFILE_FILE
-    try:  # what the file declares besides thresholds (kind, supported_label, template) is kept
+    try:
         kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError):
         kept = {}
-    data = {
-        **(kept if isinstance(kept, dict) else {}),
-        "format": MODEL_PROFILE_FORMAT,
-        "thresholds": {mode: t.model_dump() for mode, t in profile.items()},
-        "meta": meta or {},
-    }
+    data = {**(kept if isinstance(kept, dict) else {}), "format": MODEL_PROFILE_FORMAT, **changes}
+    data = {k: v for k, v in data.items() if v is not None}
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     tmp.replace(path)
@@ -139,20 +143,7 @@ def read_model_head(model_dir: str | Path) -> dict[str, Any] | None:
 
 def write_model_head(model_dir: str | Path, head: dict[str, Any] | None) -> Path:
     """Store (or, with None, remove) the verdict head beside a model's weights, keeping the rest of the file."""
-    path = Path(model_dir) / MODEL_PROFILE_FILE
-    try:
-        kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
-        kept = {}
-    data = {**(kept if isinstance(kept, dict) else {}), "format": MODEL_PROFILE_FORMAT}
-    if head is None:
-        data.pop("head", None)
-    else:
-        data["head"] = head
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return _update_model_file(model_dir, {"head": head})
 
 
 def profile_for(model_name: str) -> dict[str, LocalThresholds]:
