@@ -131,17 +131,6 @@ def metrics(
     return out
 
 
-def head_summary(head: VerdictHead) -> dict[str, Any]:
-    """What the JSON says about a head: how many claims it learnt from, its L2, thresholds and out-of-fold numbers."""
-    return {
-        "digest": head.digest,
-        "claims": head.meta.get("claims"),
-        "l2": head.l2,
-        "thresholds": {m: t.model_dump() for m, t in head.thresholds.items()},
-        "out_of_fold": head.meta.get("out_of_fold"),
-    }
-
-
 def fit_base_head(
     model: NLIModel, train_exs: list[TuneExample], settings: TuneSettings, cache: Cache
 ) -> VerdictHead | str:
@@ -294,7 +283,7 @@ def main() -> None:
         print(f"shared model + head: no head ({head})", flush=True)
     else:
         out["before_head"] = metrics(headed(head, base_scores, evals), evals, head.thresholds, settings)
-        out["before_head"]["head"] = head_summary(head)
+        out["before_head"]["head"] = head.summary()
         table += [["shared + head", name, *_cells(m)] for name, m in out["before_head"].items() if name in evals]
     out["before_head"]["seconds"] = round(time.perf_counter() - start, 1)  # scoring the train halves + fitting
 
@@ -331,7 +320,7 @@ def main() -> None:
             tuned_head = VerdictHead(**stored)
             tuned_head.check_model(tuned.identity, tuned.name)
             mh = metrics(headed(tuned_head, tuned_scores, evals), evals, tuned_head.thresholds, settings)
-            mh["head"] = head_summary(tuned_head)
+            mh["head"] = tuned_head.summary()
             out[f"{variant}_head"] = mh
             table += [[f"{variant} + head", name, *_cells(x)] for name, x in mh.items() if name in evals]
         out[f"{variant}_head"]["seconds"] = round(time.perf_counter() - start, 1)  # applying the head and measuring

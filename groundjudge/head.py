@@ -167,6 +167,16 @@ class VerdictHead(BaseModel):
         payload = json.dumps(self.model_dump(exclude={"meta"}), sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
+    def summary(self) -> dict[str, Any]:
+        """What a result says of a head: digest, claims it learnt from, L2, thresholds, out-of-fold numbers."""
+        return {
+            "digest": self.digest,
+            "claims": self.meta.get("claims"),
+            "l2": self.l2,
+            "thresholds": {m: t.model_dump() for m, t in self.thresholds.items()},
+            "out_of_fold": self.meta.get("out_of_fold"),
+        }
+
     def probabilities(self, rows: np.ndarray) -> np.ndarray:
         """P(SUPPORTED) for rows of features."""
         z = (np.asarray(rows, dtype=np.float64) - np.asarray(self.mean)) / np.asarray(self.scale)

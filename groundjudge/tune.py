@@ -617,14 +617,7 @@ def fit_held_out_head(
         )
     except ValueError as exc:
         return None, {"fitted": False, "reason": f"held-out slice too small: {exc}"}
-    return head, {
-        "fitted": True,
-        "digest": head.digest,
-        "claims": head.meta["claims"],
-        "l2": head.l2,
-        "thresholds": {m: t.model_dump() for m, t in head.thresholds.items()},
-        "out_of_fold": head.meta["out_of_fold"],
-    }
+    return head, {"fitted": True, **head.summary()}
 
 
 # -- the whole run ------------------------------------------------------------------------------------------------
