@@ -332,13 +332,14 @@ class _Writer:
                 )
         self._fh = self.out.open("a", encoding="utf-8")
 
-    def write(self, line: str) -> None:
+    def write(self, line: str, rid: str) -> None:
+        """Append the report ``line`` of row id ``rid`` (given, so the line is not parsed again)."""
         if self._fh is None:
             self._open()
         self._fh.write(line + "\n")
         self._fh.flush()
         self.rows += 1
-        if self.drop_ids and _classify(line.encode()).rid in self.drop_ids:
+        if rid in self.drop_ids:
             self.replaced += 1
 
     def close(self, finished: bool) -> None:
@@ -618,7 +619,7 @@ def score(
             try:
                 for report in evaluator.evaluate_numbered(rows, batch_size=batch_size):
                     report = finite_report(report)  # a NaN or Infinity makes the row an ERROR, never the file
-                    writer.write(dumps(report))
+                    writer.write(dumps(report), report.id)
                     summary.add(report)
                     usage = evaluator.usage
                     bar.update(task, advance=1, cost=usage.cost_usd, cached=usage.cached_calls)

@@ -546,8 +546,9 @@ def score_file(
     n_actors = _plan(actors, num_gpus)[0]
 
     def write(line: str) -> None:
-        writer.write(line)
-        summary.add(AnswerReport.model_validate_json(line))
+        report = AnswerReport.model_validate_json(line)
+        writer.write(line, report.id)
+        summary.add(report)
         if progress is not None:
             progress(writer.rows)
 
