@@ -1341,7 +1341,7 @@ def diagnose(
     """For failed answers: is retrieval or generation to blame? Context precision, context recall (rows with a
     reference answer), the cause, and the claims and passages behind it."""
     from groundjudge.diagnose import diagnose as run_diagnosis
-    from groundjudge.diagnose import diagnosis_lines, reference_of
+    from groundjudge.diagnose import diagnosis_lines, failed, reference_of
 
     reports = _load_reports(scored)
     if id is not None:
@@ -1349,7 +1349,7 @@ def diagnose(
         if not reports:
             raise fail(f"no answer with id {id!r} in {scored}")
     else:
-        reports = [r for r in reports if r.verdict != "PASS" or any(c.label != "SUPPORTED" for c in r.claims)]
+        reports = [r for r in reports if failed(r)]
     evaluator = None
     if any(reference_of(r) for r in reports):
         from groundjudge.config import Config

@@ -162,6 +162,11 @@ def context_recall(
     return sum(c.label == "SUPPORTED" for c in report.claims) / len(report.claims), evidence
 
 
+def failed(report: AnswerReport) -> bool:
+    """Worth diagnosing: not a PASS, or a claim that is not SUPPORTED."""
+    return report.verdict != "PASS" or any(c.label != "SUPPORTED" for c in report.claims)
+
+
 def diagnose(
     report: AnswerReport,
     evaluator: Evaluator | None = None,
@@ -182,7 +187,6 @@ def diagnose(
         recall_floor: below this context recall, key context is missing.
     """
     failing = [c for c in report.claims if c.label != "SUPPORTED"]
-    failed = report.verdict not in ("PASS",) or bool(failing)
     n_contexts = len(report.contexts)
     relevant = relevant_contexts(report, evidence_floor)
     precision = len(relevant) / n_contexts if n_contexts and report.claims else None
@@ -196,7 +200,8 @@ def diagnose(
     unsupported = [c for c in failing if c.label == "UNSUPPORTED"]
     cause: Cause
     shown = f"{len(relevant)} of {n_contexts} contexts bear on a claim"
-    if not failed:
+    is_failed = failed(report)
+    if not is_failed:
         cause, why = "none", "the answer passed"
     elif contradicted:
         cause = "context_ignored"
@@ -228,7 +233,7 @@ def diagnose(
     return Diagnosis(
         id=report.id,
         verdict=report.verdict,
-        failed=failed,
+        failed=is_failed,
         cause=cause,
         blame=blame,
         advice=ADVICE[cause],
