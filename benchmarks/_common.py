@@ -19,7 +19,7 @@ def default_nli_model() -> str:
     if SHARED_MODEL.is_dir():
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         return str(SHARED_MODEL)
-    from groundjudge.nli import DEFAULT_NLI_MODEL
+    from groundjudge.checker.nli import DEFAULT_NLI_MODEL
 
     return DEFAULT_NLI_MODEL
 

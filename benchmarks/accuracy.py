@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
 from groundjudge.cache import Cache
+from groundjudge.checker.nli import ENTAILMENT, NLIModel
 from groundjudge.chunking import claim_sentences
 from groundjudge.config import Config
-from groundjudge.metrics import balanced_accuracy, cohen_kappa, label_metrics
 from groundjudge.models import AnswerReport
-from groundjudge.nli import ENTAILMENT, NLIModel
-from groundjudge.pipeline import Evaluator, decide_locally
+from groundjudge.pipeline.evaluator import Evaluator, decide_locally
+from groundjudge.review.metrics import balanced_accuracy, cohen_kappa, label_metrics
 
 BINARY = ["SUPPORTED", "NOT_SUPPORTED"]
 ANSWER = ["consistent", "hallucinated"]

@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import ROOT, SHARED, default_nli_model, print_table, read_rows
 from groundjudge.cache import Cache
+from groundjudge.checker.nli import NLIModel
 from groundjudge.config import Config
 from groundjudge.llm import LLMClient, RetryPolicy, get_provider
-from groundjudge.nli import NLIModel
-from groundjudge.pipeline import Evaluator
+from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import (
     RecordedRequest,
     Reply,

@@ -24,11 +24,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
+from groundjudge.checker.evidence import EvidenceSelector
+from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer
 from groundjudge.chunking import chunk_documents, claim_sentences
 from groundjudge.config import Config
-from groundjudge.evidence import EvidenceSelector
-from groundjudge.metrics import balanced_accuracy
-from groundjudge.nli import ENTAILMENT, NLIModel, NLIScorer
+from groundjudge.review.metrics import balanced_accuracy
 
 
 def roc_auc(gold: list[bool], score: list[float]) -> float:

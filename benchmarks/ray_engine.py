@@ -2,7 +2,7 @@
 
 Both score the same slice of a dev file (default the first 200 rows of ../shared/benchmarks/wice-dev.jsonl) with
 the same config; the local engine as ``groundjudge score`` runs it (model loaded before the clock starts), the Ray
-engine through :func:`groundjudge.ray.score_file` on a local Ray started here (``ray.init(num_cpus=N)``), timed
+engine through :func:`groundjudge.runs.ray.score_file` on a local Ray started here (``ray.init(num_cpus=N)``), timed
 from the call to the last report written: actor start-up and one model load per actor are its overhead. The two
 outputs are compared line for line. Prints a table; the last line is one JSON object.
 
@@ -34,10 +34,10 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=None, help="default: one per CPU but one")
     args = parser.parse_args()
 
-    from groundjudge.cli import _input_rows
+    from groundjudge.cli.root import _input_rows
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator
-    from groundjudge.report import dumps, finite_report
+    from groundjudge.pipeline.evaluator import Evaluator
+    from groundjudge.review.report import dumps, finite_report
 
     work = Path(tempfile.mkdtemp(prefix="gj-ray-bench-"))
     src = work / "in.jsonl"
@@ -57,7 +57,7 @@ def main() -> None:
 
     import ray
 
-    from groundjudge.ray import _plan, score_file
+    from groundjudge.runs.ray import _plan, score_file
 
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 2**20)
     logging.getLogger("ray.data").setLevel(logging.WARNING)

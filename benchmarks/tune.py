@@ -12,7 +12,7 @@ model with its shipped thresholds) and after (the tuned model with its stored th
 accuracy, cascade escalation rate and local precision, local contradiction precision and recall, seconds. "oracle"
 columns refit the thresholds on the eval half itself (the best the scores allow at the target; not a fair number).
 
-Verdict head rows (``groundjudge.head``), measured the same way on each eval half: "shared model + head" (JSON
+Verdict head rows (``groundjudge.checker.head``), measured the same way on each eval half: "shared model + head" (JSON
 ``before_head``) is a head fitted on the base model's scores of the POOLED train halves of all datasets, with the
 thresholds it carries; "tuned + head" (``gold_head``, ``noisy_head``) applies the head ``groundjudge tune`` stored
 beside the tuned model (fitted on its held-out slice of the train half). ``--skip-tune`` runs only the base model's
@@ -43,12 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
 from groundjudge.cache import Cache
-from groundjudge.calibrate import build_head, crossfit_measure_scores, fit_profile, measure
+from groundjudge.checker.head import Sources, VerdictHead
+from groundjudge.checker.nli import NLIModel, NLIScorer
 from groundjudge.config import LocalThresholds, profile_for, read_model_head
-from groundjudge.head import Sources, VerdictHead
-from groundjudge.models import ClaimNLI
-from groundjudge.nli import NLIModel, NLIScorer
-from groundjudge.tune import (
+from groundjudge.learn.calibrate import build_head, crossfit_measure_scores, fit_profile, measure
+from groundjudge.learn.tune import (
     LABELS,
     TuneExample,
     TuneSettings,
@@ -60,6 +59,7 @@ from groundjudge.tune import (
     train,
     tune,
 )
+from groundjudge.models import ClaimNLI
 
 DATASETS = ("factcheckgpt-stance", "wice-dev")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from groundjudge.config import Config
 from groundjudge.middleware import generate_with_validation, verify, verify_or_reject
 from groundjudge.models import AnswerReport, ClaimVerdict, Sample
-from groundjudge.pipeline import Evaluator
+from groundjudge.pipeline.evaluator import Evaluator
 
 __version__ = "0.1.0"
 

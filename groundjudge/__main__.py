@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from groundjudge.cli import main
+from groundjudge.cli.root import main
 
 main()

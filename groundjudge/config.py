@@ -36,7 +36,7 @@ PRESETS: dict[str, Thresholds] = {
 
 
 class LocalThresholds(BaseModel):
-    """When the NLI stage decides a claim alone (see :func:`groundjudge.pipeline.decide_locally`)."""
+    """When the NLI stage decides a claim alone (see :func:`groundjudge.pipeline.evaluator.decide_locally`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -85,7 +85,7 @@ def read_model_profile(model_dir: str | Path) -> dict[str, LocalThresholds] | No
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("format") != MODEL_PROFILE_FORMAT:
             raise ValueError(f"format {data.get('format')!r} is not {MODEL_PROFILE_FORMAT}")
-        # a file may only declare how to run the model (kind, supported_label: see groundjudge.nli), no thresholds
+        # a file may only declare how to run the model (kind, supported_label: see checker.nli), no thresholds
         return {mode: LocalThresholds(**values) for mode, values in data.get("thresholds", {}).items()} or None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:
         raise ConfigError(f"model thresholds {path}: {exc}") from exc
@@ -133,7 +133,7 @@ def read_model_head(model_dir: str | Path) -> dict[str, Any] | None:
         head = data.get("head") if isinstance(data, dict) else None
         if head is None:
             return None
-        from groundjudge.head import VerdictHead
+        from groundjudge.checker.head import VerdictHead
 
         VerdictHead(**head)
         return dict(head)
@@ -200,7 +200,7 @@ class Config(BaseModel):
     )
     head: dict[str, Any] | None = Field(
         None,
-        description="a verdict head (groundjudge.head, as 'calibrate' writes it) with its thresholds; default: the "
+        description="a verdict head (checker.head, as 'calibrate' writes it) with its thresholds; default: the "
         "one stored beside the model's weights, if any",
     )
     use_head: bool = Field(True, description="apply the verdict head (given or stored with the model); false: raw NLI")
@@ -250,7 +250,7 @@ class Config(BaseModel):
         if self.passage_overlap >= self.passage_tokens:
             raise ValueError("passage_overlap must be smaller than passage_tokens")
         if self.head is not None:
-            from groundjudge.head import VerdictHead
+            from groundjudge.checker.head import VerdictHead
 
             VerdictHead(**self.head)  # a malformed head is a config error now, not a crash mid-run
         if self.batch_api and self.cache_mode != "use":

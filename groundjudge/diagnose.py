@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from groundjudge.models import AnswerReport, ClaimVerdict
 
 if TYPE_CHECKING:
-    from groundjudge.pipeline import Evaluator
+    from groundjudge.pipeline.evaluator import Evaluator
 
 Cause = Literal["none", "context_ignored", "irrelevant_context", "missing_context", "unclear"]
 
@@ -138,7 +138,7 @@ def _nli_evaluator(evaluator: Evaluator) -> Evaluator:
     if evaluator.mode == "nli":
         return evaluator
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator
+    from groundjudge.pipeline.evaluator import Evaluator
 
     # the model and how passages are cut carry over; the thresholds are the model's own for nli mode (a cascade's
     # thresholds only decide what to escalate)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from groundjudge.models import AnswerReport, Message
-from groundjudge.pipeline import Evaluator
+from groundjudge.pipeline.evaluator import Evaluator
 
 GenerateFn = Callable[..., str]
 

@@ -104,7 +104,7 @@ class ClaimNLI(BaseModel):
     passages_total: int = 0
     early_exit: bool = False
     error: str | None = None  # the claim could not be scored (too long for the model's window)
-    # P(SUPPORTED) from the verdict head (groundjudge.head) when one is in force; the SUPPORTED / UNSUPPORTED
+    # P(SUPPORTED) from the verdict head (groundjudge.checker.head) when one is in force; the SUPPORTED / UNSUPPORTED
     # thresholds then apply to it instead of the entailment
     supported: float | None = None
 
@@ -232,7 +232,7 @@ class AnswerReport(BaseModel):
         return sum(c.nli.passages_scored for c in self.claims if c.nli is not None)
 
     def _repr_html_(self) -> str:
-        from groundjudge.report import report_html
+        from groundjudge.review.report import report_html
 
         return report_html(self)
 

@@ -62,7 +62,7 @@ def groundjudge_evaluator(pytestconfig: pytest.Config) -> Iterator[Any]:
     """The session's :class:`~groundjudge.pipeline.Evaluator`, configured by the ``--groundjudge-*`` options."""
     from groundjudge import testing
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator
+    from groundjudge.pipeline.evaluator import Evaluator
 
     llm = _option(pytestconfig, "llm") or os.environ.get("GROUNDJUDGE_LLM") or None  # as default_evaluator() does
     cache_only = bool(_option(pytestconfig, "cache_only"))

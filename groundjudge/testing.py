@@ -783,7 +783,7 @@ def default_evaluator() -> Any:
     if _DEFAULTS.get("evaluator") is None:
         import os
 
-        from groundjudge.pipeline import Evaluator
+        from groundjudge.pipeline.evaluator import Evaluator
 
         _DEFAULTS["evaluator"] = Evaluator(llm=os.environ.get("GROUNDJUDGE_LLM") or None)
     return _DEFAULTS["evaluator"]
@@ -863,21 +863,21 @@ def assert_file_grounded(
     show: int = 5,
 ) -> Any:
     """Evaluate a whole file of rows (JSONL, CSV, Parquet), a DataFrame, a Dataset or a list of dicts; returns the
-    :class:`~groundjudge.report.Run`.
+    :class:`~groundjudge.review.report.Run`.
 
     Without ``baseline`` every answer must pass :func:`assert_grounded`'s bar. With ``baseline`` (a stored
     ``groundjudge score`` output of the same ids; default: the plugin's ``--groundjudge-baseline``) it fails on
-    a significant regression against it (the paired tests of :func:`groundjudge.compare.compare_runs`; the message
-    names the metrics that got worse and the answers that changed most, with their claims), and on any answer the
-    baseline cannot vouch for (a new id, or one that failed to be evaluated) that misses the bar itself.
+    a significant regression against it (the paired tests of :func:`~groundjudge.review.compare.compare_runs`;
+    the message names the metrics that got worse and the answers that changed most, with their claims), and on
+    any answer the baseline cannot vouch for (a new id, or one that failed to be evaluated) that misses the bar itself.
     """
     ev = evaluator if evaluator is not None else default_evaluator()
     run = ev.run(path_or_rows, columns=columns)
     baseline = baseline if baseline is not None else _DEFAULTS.get("baseline")
     by_id = {r.id: r for r in run.reports}
     if baseline is not None:
-        from groundjudge.compare import compare_runs
-        from groundjudge.report import read_reports
+        from groundjudge.review.compare import compare_runs
+        from groundjudge.review.report import read_reports
 
         before = list(read_reports(baseline))
         result = compare_runs(before, run.reports, alpha=alpha)

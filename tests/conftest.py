@@ -73,7 +73,7 @@ def make_test_client(
 @pytest.fixture(scope="session")
 def shared_nli():  # type: ignore[no-untyped-def]
     """The project's shared NLI model, loaded once for the whole session."""
-    from groundjudge.nli import NLIModel
+    from groundjudge.checker.nli import NLIModel
 
     assert SHARED_MODEL.is_dir(), f"the shared NLI model is missing at {SHARED_MODEL} (see ../shared/models/README.md)"
     return NLIModel.shared(str(SHARED_MODEL))

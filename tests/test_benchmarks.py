@@ -197,9 +197,9 @@ def test_ray_engine_benchmark_compares_both_engines(tmp_path: Path) -> None:
 def test_accuracy_measures_a_tuned_models_cascade_with_its_heads_thresholds(tmp_path: Path) -> None:
     """With a head stored beside the weights, the local share is decided on the head's probability with the head's
     own thresholds, never the raw entailment thresholds stored beside them."""
+    from groundjudge.checker.head import FEATURES, VerdictHead
+    from groundjudge.checker.nli import NLIModel
     from groundjudge.config import LocalThresholds, write_model_head, write_model_profile
-    from groundjudge.head import FEATURES, VerdictHead
-    from groundjudge.nli import NLIModel
     from groundjudge.testing import tiny_nli_model
 
     tuned = tiny_nli_model(tmp_path / "tuned", SHARED_MODEL)

@@ -14,16 +14,16 @@ import pytest
 
 from groundjudge import errors
 from groundjudge.cache import Cache
-from groundjudge.chunking import chunk_document
-from groundjudge.config import Config
-from groundjudge.evidence import EvidenceSelector
-from groundjudge.nli import (
+from groundjudge.checker.evidence import EvidenceSelector
+from groundjudge.checker.nli import (
     SEQ2SEQ_TEMPLATE,
     NLIModel,
     NLIScorer,
     fill_template,
     supported_label_from_names,
 )
+from groundjudge.chunking import chunk_document
+from groundjudge.config import Config
 from groundjudge.testing import tiny_nli_model
 from tests.conftest import SHARED, SHARED_MODEL
 
@@ -488,7 +488,7 @@ def test_remote_code_checker_with_the_opt_in(remote_dir: Path, tmp_path: Path) -
 
 
 def test_config_options_reach_the_model(binary_dir: Path, tmp_path: Path) -> None:
-    from groundjudge.pipeline import Evaluator
+    from groundjudge.pipeline.evaluator import Evaluator
 
     cfg = Config.make(
         nli_model=str(binary_dir), device="cpu", nli_kind="binary", nli_supported_label=1, nli_max_length=100

@@ -87,7 +87,7 @@ def test_score_help_shows_the_defaults() -> None:
 
 def test_a_config_file_is_overridden_only_by_options_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Issue 13: the CLI's own defaults (qa, concurrency, cache_mode) overwrote the file: cache_mode only spent calls.
-    from groundjudge import pipeline
+    from groundjudge.pipeline import evaluator as pipeline
     from tests.test_pipeline import CONTEXT, GOOD_ANSWER
 
     configs: list[Any] = []
@@ -123,7 +123,7 @@ def test_a_non_finite_number_makes_its_row_an_error_never_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Issue 13: an NLI NaN was written as the literal NaN and then the run summary died.
-    from groundjudge import pipeline
+    from groundjudge.pipeline import evaluator as pipeline
 
     original = pipeline.Evaluator.evaluate_numbered
 
@@ -390,7 +390,7 @@ def test_engine_ray_writes_a_parquet_out(tmp_path: Path, monkeypatch: pytest.Mon
     import types
 
     from groundjudge.models import AnswerReport
-    from groundjudge.report import Summarizer
+    from groundjudge.review.report import Summarizer
 
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": "a", "contexts": ["It opens at 9."], "claim": "It opens at 9."}) + "\n")
@@ -407,7 +407,7 @@ def test_engine_ray_writes_a_parquet_out(tmp_path: Path, monkeypatch: pytest.Mon
             summary.add(AnswerReport.model_validate_json(line))
         return summary.summary()
 
-    monkeypatch.setitem(sys.modules, "groundjudge.ray", types.SimpleNamespace(score_file=score_file))
+    monkeypatch.setitem(sys.modules, "groundjudge.runs.ray", types.SimpleNamespace(score_file=score_file))
     target = tmp_path / "out.parquet"
     result = runner.invoke(app, ["score", str(src), "--out", str(target), "--engine", "ray", "--no-progress"])
     assert result.exit_code == 0, result.output

@@ -9,7 +9,7 @@ import pytest
 
 from groundjudge.cache import Cache
 from groundjudge.config import Config
-from groundjudge.pipeline import Evaluator
+from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import ScriptedLLMServer, prompt_name, route
 from tests.conftest import make_test_client
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS

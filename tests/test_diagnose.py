@@ -13,7 +13,7 @@ from groundjudge.cli import app
 from groundjudge.config import Config
 from groundjudge.diagnose import diagnose, diagnosis_lines
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Passage, Scores
-from groundjudge.pipeline import Evaluator
+from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import SHARED_MODEL
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator

@@ -1,4 +1,4 @@
-"""The verdict head: its features, its fitting, and how the pipeline applies it (groundjudge/head.py)."""
+"""The verdict head: its features, its fitting, and how the pipeline applies it (groundjudge/checker/head.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from groundjudge.calibrate import build_head
-from groundjudge.config import Config, LocalThresholds, read_model_head, write_model_head
-from groundjudge.errors import ConfigError
-from groundjudge.head import (
+from groundjudge.checker.head import (
     FEATURES,
     MIN_CLAIMS,
     Sources,
@@ -24,9 +21,12 @@ from groundjudge.head import (
     claim_folds,
     fit_head,
 )
+from groundjudge.config import Config, LocalThresholds, read_model_head, write_model_head
+from groundjudge.errors import ConfigError
+from groundjudge.learn.calibrate import build_head
 from groundjudge.models import ClaimNLI, Passage
-from groundjudge.pipeline import Evaluator, decide_locally
-from groundjudge.report import claims_dataframe
+from groundjudge.pipeline.evaluator import Evaluator, decide_locally
+from groundjudge.review.report import claims_dataframe
 from tests.conftest import SHARED_MODEL
 
 F = {name: i for i, name in enumerate(FEATURES)}
@@ -174,7 +174,7 @@ def _copy(model: Path, to: Path) -> Path:
 
 
 def test_the_pipeline_applies_a_configured_head(tiny: Path, tmp_path: Path) -> None:
-    from groundjudge.nli import NLIModel
+    from groundjudge.checker.nli import NLIModel
 
     identity = NLIModel.shared(str(tiny)).identity
     common = {"nli_model": str(tiny), "mode": "nli", "cache_dir": str(tmp_path / "c")}
@@ -199,7 +199,7 @@ def test_the_pipeline_applies_a_configured_head(tiny: Path, tmp_path: Path) -> N
 
 def test_a_head_scores_every_selected_passage(tiny: Path, tmp_path: Path) -> None:
     """Early exit compares entailment with t_support; with a head t_support is on another scale, so no early exit."""
-    from groundjudge.nli import NLIModel
+    from groundjudge.checker.nli import NLIModel
 
     identity = NLIModel.shared(str(tiny)).identity
     long_source = " ".join(f"Sentence {i} says the tower in Paris is made of iron and stands tall." for i in range(60))
@@ -217,7 +217,7 @@ def test_a_head_scores_every_selected_passage(tiny: Path, tmp_path: Path) -> Non
 
 
 def test_a_head_stored_with_the_model_rides_along_and_belongs_to_it(tiny: Path, tmp_path: Path) -> None:
-    from groundjudge.nli import NLIModel
+    from groundjudge.checker.nli import NLIModel
 
     model = _copy(tiny, tmp_path / "tuned")
     identity = NLIModel(str(model)).identity
@@ -243,8 +243,8 @@ def test_a_head_stored_with_the_model_rides_along_and_belongs_to_it(tiny: Path, 
 def test_build_head_on_the_shared_model_beats_entailment_out_of_fold(shared_nli: Any) -> None:
     """On Factcheck-GPT claims (read in place), the head's out-of-fold balanced accuracy beats the entailment's."""
     from benchmarks._common import SHARED, read_rows
-    from groundjudge.calibrate import crossfit_measure_scores
-    from groundjudge.tune import TuneExample, TuneSettings, score_claims
+    from groundjudge.learn.calibrate import crossfit_measure_scores
+    from groundjudge.learn.tune import TuneExample, TuneSettings, score_claims
 
     rows = read_rows(SHARED / "benchmarks" / "factcheckgpt-stance.jsonl")
     rows = random.Random(0).sample(rows, 500)
@@ -262,7 +262,7 @@ def test_build_head_on_the_shared_model_beats_entailment_out_of_fold(shared_nli:
 
 
 def test_expected_cutoffs_follow_the_heads_probabilities() -> None:
-    from groundjudge.calibrate import expected_cutoffs
+    from groundjudge.learn.calibrate import expected_cutoffs
 
     rng = np.random.default_rng(0)
     p = rng.random(4000)
@@ -281,7 +281,7 @@ def test_expected_cutoffs_follow_the_heads_probabilities() -> None:
 
 def test_entailment_thresholds_are_refused_beside_a_head(tiny: Path, tmp_path: Path) -> None:
     """t_support / t_unsupported given explicitly are on the entailment; a head's probability is another scale."""
-    from groundjudge.nli import NLIModel
+    from groundjudge.checker.nli import NLIModel
 
     model = _copy(tiny, tmp_path / "m")
     write_model_head(model, _head(0.0, NLIModel(str(model)).identity).model_dump())
@@ -306,7 +306,7 @@ def test_the_ray_engine_refuses_a_head_that_does_not_fit_before_any_actor(tiny: 
     """In an actor a mismatched head would surface as an actor failure; the driver checks first (no cluster starts)."""
     import ray
 
-    from groundjudge.ray import score_file
+    from groundjudge.runs.ray import score_file
 
     data = tmp_path / "in.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
@@ -323,7 +323,7 @@ def test_the_ray_engine_refuses_a_head_that_does_not_fit_before_any_actor(tiny: 
 def test_a_heads_contradiction_cutoff_is_fitted_on_the_claims_it_will_see() -> None:
     """Under a head, SUPPORTED is cut by expected precision; CONTRADICTED must be fitted on the claims that cut
     leaves (not on those a label-count cut would leave), so its calls are right as 'not SUPPORTED' in-sample."""
-    from groundjudge.calibrate import CutoffRule, fit_profile, measure
+    from groundjudge.learn.calibrate import CutoffRule, fit_profile, measure
 
     rng = np.random.default_rng(1)
     results, labels = [], []

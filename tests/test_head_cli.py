@@ -94,7 +94,8 @@ def calibrate(*args: str | Path) -> Any:
 
 
 def test_the_help_states_the_head_minimum() -> None:
-    from groundjudge import cli, head
+    from groundjudge.checker import head
+    from groundjudge.cli import root as cli
 
     assert (cli._HEAD_MIN_CLAIMS, cli._HEAD_MIN_CLASS) == (head.MIN_CLAIMS, head.MIN_CLASS)
 
@@ -111,7 +112,7 @@ def test_calibrate_writes_a_head_and_score_applies_it_unless_told_not_to(
     head = written["head"]
     assert set(head["thresholds"]) == {"nli", "cascade"} and head["meta"]["claims"] == 72
     assert head["meta"]["source"] == str(rows) and head["meta"]["target"] == 0.9
-    from groundjudge.nli import NLIModel
+    from groundjudge.checker.nli import NLIModel
 
     assert head["model"] == NLIModel(str(tiny)).identity
     fit = stdout_json(result)
@@ -427,10 +428,10 @@ FILLER = " ".join(
 def test_the_head_learns_from_claims_scored_as_it_will_see_them(tmp_path: Path, tiny: Path) -> None:
     """calibrate's own NLI pass stops at the first passage past t_support; under a head every selected passage is
     scored, so the head is fitted on claims scored that way (else its features come from fewer passages)."""
-    from groundjudge.calibrate import build_head
+    from groundjudge.checker.nli import NLIModel
     from groundjudge.config import LocalThresholds, write_model_profile
-    from groundjudge.nli import NLIModel
-    from groundjudge.tune import TuneExample, TuneSettings, score_claims
+    from groundjudge.learn.calibrate import build_head
+    from groundjudge.learn.tune import TuneExample, TuneSettings, score_claims
 
     model = tmp_path / "model"
     shutil.copytree(tiny, model)

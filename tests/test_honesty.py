@@ -16,10 +16,10 @@ import pytest
 from groundjudge.cache import Cache
 from groundjudge.chunking import locate
 from groundjudge.config import Config
-from groundjudge.judge import Source, verify_quote
 from groundjudge.models import AnswerReport
-from groundjudge.pipeline import Evaluator
-from groundjudge.qa import replies_agree
+from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.stages.judge import Source, verify_quote
+from groundjudge.stages.qa import replies_agree
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import make_test_client
 from tests.test_pipeline import (
@@ -126,7 +126,7 @@ def test_unicode_and_lone_surrogates_never_crash_a_batch(shared_nli: Any, tmp_pa
 def test_an_unexpected_exception_in_one_row_is_that_rows_error(
     shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import groundjudge.pipeline as pipeline
+    import groundjudge.pipeline.evaluator as pipeline
 
     real = pipeline.chunk_documents
 
@@ -149,7 +149,7 @@ def test_an_unexpected_exception_in_one_row_is_that_rows_error(
 def test_an_nli_model_that_returns_nan_gives_errors_not_a_pass(tmp_path: Path) -> None:
     import torch
 
-    from groundjudge.nli import NLIModel
+    from groundjudge.checker.nli import NLIModel
     from groundjudge.testing import tiny_nli_model
     from tests.conftest import SHARED_MODEL
 
@@ -343,7 +343,7 @@ def test_nli_mode_says_contradiction_was_not_checked(shared_nli: Any, tmp_path: 
 
 
 def test_calibrate_can_say_never() -> None:
-    from groundjudge.calibrate import fit_thresholds
+    from groundjudge.learn.calibrate import fit_thresholds
 
     fit = fit_thresholds([0.9, 0.8, 0.7, 0.2], [0.0] * 4, [False, True, False, False], target=0.95, min_decided=2)
     assert fit.t_support is None and fit.config_values()["t_support"] == "never"
@@ -386,8 +386,8 @@ def test_early_exit_never_skips_a_passage_that_could_contradict(shared_nli: Any,
 
 
 def test_two_verdicts_for_one_claim_keep_the_one_that_flatters_least(tmp_path: Path) -> None:
-    from groundjudge.judge import judge_claims
     from groundjudge.models import Claim
+    from groundjudge.stages.judge import judge_claims
     from tests.conftest import make_test_client
 
     quote = [{"source": 1, "text": "completed in 1889"}]
@@ -431,7 +431,7 @@ def test_dry_run_prices_long_contexts_and_names_every_prompt(shared_nli: Any, tm
 
 def test_qa_asks_the_model_once_for_the_pairs_words_cannot_settle() -> None:
     from groundjudge.models import QAItem
-    from groundjudge.qa import score_qa
+    from groundjudge.stages.qa import score_qa
 
     items = [
         QAItem(question="When?", answer_from_answer="1889"),  # settled by the words: agrees
@@ -460,7 +460,7 @@ def test_qa_asks_the_model_once_for_the_pairs_words_cannot_settle() -> None:
 def test_answers_about_the_same_sources_are_cut_once(
     shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import groundjudge.pipeline as pipeline
+    import groundjudge.pipeline.evaluator as pipeline
 
     real, calls = pipeline.chunk_documents, []
 

@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
-from groundjudge.html import _JS, render_html, risk_key
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores, Span
-from groundjudge.report import dumps
+from groundjudge.review.html import _JS, render_html, risk_key
+from groundjudge.review.report import dumps
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 

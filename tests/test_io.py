@@ -12,13 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cache import Cache
+from groundjudge.checker.nli import NLIModel
 from groundjudge.cli import app
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError, InputError
-from groundjudge.io import ColumnMap, parse_mapping, read_rows
+from groundjudge.io.tables import ColumnMap, parse_mapping, read_rows
 from groundjudge.models import AnswerReport
-from groundjudge.nli import NLIModel
-from groundjudge.pipeline import Evaluator
+from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import tiny_nli_model
 from tests.conftest import SHARED_MODEL
 

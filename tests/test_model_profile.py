@@ -90,7 +90,7 @@ def test_calibrate_can_store_its_thresholds_beside_the_model(tmp_path: Path) -> 
 
 
 def test_storing_thresholds_keeps_the_nli_cache(tmp_path: Path) -> None:
-    from groundjudge.nli import NLIModel
+    from groundjudge.checker.nli import NLIModel
     from groundjudge.testing import tiny_nli_model
     from tests.conftest import SHARED_MODEL
 

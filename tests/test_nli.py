@@ -11,10 +11,10 @@ import pytest
 
 from groundjudge import errors
 from groundjudge.cache import Cache
+from groundjudge.checker.evidence import BM25, EvidenceSelector
+from groundjudge.checker.nli import NLIModel, NLIScorer, label_columns
 from groundjudge.chunking import chunk_document, chunk_documents, claim_sentences, split_sentences
-from groundjudge.evidence import BM25, EvidenceSelector
 from groundjudge.models import Passage
-from groundjudge.nli import NLIModel, NLIScorer, label_columns
 from groundjudge.testing import tiny_nli_model
 from tests.conftest import SHARED_MODEL
 

@@ -13,8 +13,8 @@ from groundjudge.cache import Cache
 from groundjudge.config import Config
 from groundjudge.llm import Ledger
 from groundjudge.models import Claim, ClaimNLI, ClaimVerdict, QAResult
-from groundjudge.pipeline import Evaluator
-from groundjudge.score import compute_scores, decide
+from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.stages.score import compute_scores, decide
 from groundjudge.testing import (
     RecordedRequest,
     Reply,
@@ -374,8 +374,8 @@ def test_scores_are_honest() -> None:
 
 
 def test_long_contexts_send_only_the_evidence_passages_with_true_offsets() -> None:
-    from groundjudge.judge import select_sources, verify_quote
     from groundjudge.models import Passage
+    from groundjudge.stages.judge import select_sources, verify_quote
 
     filler = "Unrelated text about gardening and soil. " * 400  # ~16k characters per document
     doc0 = filler + "The bridge opened in 1932 after six years of work. " + filler

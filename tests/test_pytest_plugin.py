@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from groundjudge.models import AnswerReport, AnswerVerdict, Scores, Usage
-from groundjudge.report import Run
+from groundjudge.review.report import Run
 from groundjudge.testing import (
     GroundingAssertionError,
     Reply,
@@ -59,7 +59,7 @@ def test_the_entry_point_is_declared() -> None:
 def test_assert_grounded_in_process(shared_nli: Any, tmp_path: Path) -> None:
     from groundjudge.cache import Cache
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator
+    from groundjudge.pipeline.evaluator import Evaluator
 
     ev = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "c"))
     assert assert_grounded(GOOD_ANSWER, [CONTEXT], evaluator=ev).verdict == "PASS"
@@ -240,7 +240,7 @@ def test_an_answer_that_was_not_evaluated_fails(combined: float | None) -> None:
 def test_a_judge_outage_fails_the_gate(shared_nli: Any, tmp_path: Path) -> None:
     from groundjudge.cache import Cache
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator
+    from groundjudge.pipeline.evaluator import Evaluator
     from tests.conftest import make_test_client
 
     with ScriptedLLMServer(lambda req: Reply.error(500, message="the judge is down")) as server:
@@ -257,7 +257,7 @@ def test_a_judge_outage_fails_the_gate(shared_nli: Any, tmp_path: Path) -> None:
 def test_nli_mode_errors_and_empty_answers_fail(shared_nli: Any, tmp_path: Path) -> None:
     from groundjudge.cache import Cache
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator
+    from groundjudge.pipeline.evaluator import Evaluator
 
     ev = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "c"))
     too_long = "The Eiffel Tower " + "is very tall and " * 300 + "stands in Paris."  # past the NLI window
@@ -295,8 +295,8 @@ def test_a_baseline_vouches_only_for_answers_it_has(shared_nli: Any, tmp_path: P
     """New ids and answers that failed to be evaluated have no paired score: each must meet the bar itself."""
     from groundjudge.cache import Cache
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator
-    from groundjudge.report import dumps
+    from groundjudge.pipeline.evaluator import Evaluator
+    from groundjudge.review.report import dumps
 
     ev = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "c"))
     good = {"id": "good", "answer": GOOD_ANSWER, "contexts": [CONTEXT]}

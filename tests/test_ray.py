@@ -17,14 +17,14 @@ import pytest
 from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError
 from groundjudge.models import AnswerReport
-from groundjudge.pipeline import Evaluator
-from groundjudge.report import Summarizer, dumps, finite_report
+from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.review.report import Summarizer, dumps, finite_report
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import FIXTURES, SHARED, SHARED_MODEL
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
 ray = pytest.importorskip("ray")
-gj_ray = pytest.importorskip("groundjudge.ray")
+gj_ray = pytest.importorskip("groundjudge.runs.ray")
 
 pytestmark = pytest.mark.ray
 
@@ -74,7 +74,7 @@ def llm_config(server: ScriptedLLMServer, cache: Path, **kw: Any) -> Config:
 
 def local_lines(path: Path, config: Config) -> list[str]:
     """What the local engine writes for ``path`` (the CLI's reader, evaluate_numbered, finite_report, dumps)."""
-    from groundjudge.cli import _input_rows
+    from groundjudge.cli.root import _input_rows
 
     ev = Evaluator(config)
     return [dumps(finite_report(r)) for r in ev.evaluate_numbered(_input_rows(path, set()), batch_size=4)]

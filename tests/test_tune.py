@@ -13,15 +13,12 @@ import typer
 from typer.testing import CliRunner
 
 from groundjudge.cache import Cache
-from groundjudge.calibrate import fit_profile
+from groundjudge.checker.head import VerdictHead
+from groundjudge.checker.nli import NLIModel
 from groundjudge.config import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
 from groundjudge.errors import ConfigError, InputError
-from groundjudge.head import VerdictHead
-from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores
-from groundjudge.nli import NLIModel
-from groundjudge.pipeline import Evaluator
-from groundjudge.testing import tiny_nli_model
-from groundjudge.tune import (
+from groundjudge.learn.calibrate import fit_profile
+from groundjudge.learn.tune import (
     STATE_DIR,
     TuneSettings,
     load_examples,
@@ -29,6 +26,9 @@ from groundjudge.tune import (
     tune,
     tune_command,
 )
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores
+from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.testing import tiny_nli_model
 from tests.conftest import SHARED_MODEL
 
 FAST = TuneSettings(epochs=2, batch_size=4, max_length=64, holdout=0.25, distill=0.5, l2sp=0.01)

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from groundjudge.checker.evidence import _numbers, _terms, find_conflict
 from groundjudge.config import LocalThresholds
 from groundjudge.errors import ConfigError
-from groundjudge.evidence import _numbers, _terms, find_conflict
 from groundjudge.models import ClaimNLI
 
 HEAD_FORMAT = 1

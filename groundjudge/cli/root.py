@@ -26,7 +26,7 @@ from groundjudge.cache import Cache
 from groundjudge.errors import BatchPendingError, BudgetExceededError, CacheMissError, GroundjudgeError, InputError
 
 if TYPE_CHECKING:  # heavy imports (numpy, torch): only where a command needs them
-    from groundjudge.head import VerdictHead
+    from groundjudge.checker.head import VerdictHead
     from groundjudge.models import ClaimNLI
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_PENDING = 0, 1, 2, 3, 4
@@ -105,7 +105,7 @@ def _progress(console: Console, enabled: bool) -> Iterator[Any]:
 def _print_summary(console: Console, summary: Any) -> None:
     from rich.table import Table
 
-    from groundjudge.report import summary_rows
+    from groundjudge.review.report import summary_rows
 
     table = Table(title="groundjudge summary", show_header=False)
     table.add_column("", style="bold")
@@ -178,7 +178,7 @@ def _input_rows(path: Path, skip: set[str], columns: dict[str, str] | None = Non
     Duplicates are decided while streaming (a set of the ids seen), over every row, skipped or not; the second
     row's report takes the id ``row-N``, so the first keeps its own.
     """
-    from groundjudge.io import read_rows
+    from groundjudge.io.tables import read_rows
 
     return _unique_rows(read_rows(path, columns), skip)
 
@@ -186,7 +186,7 @@ def _input_rows(path: Path, skip: set[str], columns: dict[str, str] | None = Non
 def _unique_rows(rows: Iterable[tuple[int, Any]], skip: set[str]) -> Iterator[tuple[int, Any]]:
     """The rule for ids, shared by both engines: a row that repeats an earlier row's id is an InputError (its report
     id ``row-N``), decided over every row, skipped or not; rows whose id is in ``skip`` are left out."""
-    from groundjudge.pipeline import row_id
+    from groundjudge.pipeline.evaluator import row_id
 
     seen: dict[str, int] = {}
     for n, row in rows:
@@ -506,9 +506,9 @@ def score(
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes."""
     from groundjudge.config import Config
-    from groundjudge.io import parse_mapping, table_format
-    from groundjudge.pipeline import Evaluator
-    from groundjudge.report import Summarizer, dumps, finite_report
+    from groundjudge.io.tables import parse_mapping, table_format
+    from groundjudge.pipeline.evaluator import Evaluator
+    from groundjudge.review.report import Summarizer, dumps, finite_report
 
     if not input.is_file():
         raise fail(f"no input file {input}")
@@ -659,7 +659,7 @@ def score(
 
 def _write_parquet_out(out: Path, parquet_out: Path, code: int) -> int:
     """Convert the run's JSONL ``out`` to the ``--out *.parquet`` the user asked for; returns the exit code."""
-    from groundjudge.io import write_parquet
+    from groundjudge.io.tables import write_parquet
 
     try:
         written = write_parquet(out, parquet_out)
@@ -675,7 +675,7 @@ def _score_on_ray(
 ) -> int:
     """``score --engine ray``: the same reports, resume, summary and exit codes, computed on a Ray cluster."""
     try:
-        from groundjudge.ray import score_file
+        from groundjudge.runs.ray import score_file
     except ImportError as exc:
         raise fail(f"--engine ray needs Ray: pip install 'groundjudge[ray]' ({exc})") from exc
     console = Console(stderr=True)
@@ -712,7 +712,7 @@ def _score_on_ray(
 
 
 def _load_reports(path: Path) -> list[Any]:
-    from groundjudge.report import read_reports
+    from groundjudge.review.report import read_reports
 
     if not path.is_file():
         raise fail(f"no file {path}")
@@ -729,11 +729,11 @@ def report(
     only_flagged: Annotated[bool, typer.Option(help="Only answers that did not pass cleanly.")] = False,
 ) -> None:
     """Summarize a scored file; with --html, write a review page for reviewers."""
-    from groundjudge.report import summarize
+    from groundjudge.review.report import summarize
 
     reports = _load_reports(scored)
     if html is not None:
-        from groundjudge.html import render_html
+        from groundjudge.review.html import render_html
 
         html.write_text(
             render_html(reports, title=f"groundjudge review: {scored.name}", only_flagged=only_flagged),
@@ -753,7 +753,7 @@ def metrics(
 ) -> None:
     """Agreement with gold labels (or with reviewers): balanced accuracy, P/R/F1, confusion, kappa, by route;
     last line JSON."""
-    from groundjudge.metrics import label_metrics
+    from groundjudge.review.metrics import label_metrics
 
     if reviews is not None:
         _review_metrics(scored, reviews)
@@ -789,7 +789,7 @@ def metrics(
 
 def _review_metrics(scored: Path, reviews: Path) -> None:
     """``metrics --reviews``: groundjudge's claim verdicts against reviewer labels; last line JSON."""
-    from groundjudge.metrics import read_reviews, review_metrics
+    from groundjudge.review.metrics import read_reviews, review_metrics
 
     if not reviews.is_file():
         raise fail(f"no file {reviews}")
@@ -868,14 +868,14 @@ def compare(
     ] = None,
 ) -> None:
     """Paired comparison of two runs: mean differences with bootstrap CIs, paired tests, verdict flips."""
-    from groundjudge.compare import compare_runs
+    from groundjudge.review.compare import compare_runs
 
     runs = _load_reports(a), _load_reports(b)
     result = compare_runs(*runs, alpha=alpha)
     if result["paired"] == 0:
         raise fail("the two runs share no sample ids")
     if html is not None:
-        from groundjudge.html import render_compare_html
+        from groundjudge.review.html import render_compare_html
 
         page = render_compare_html(
             *runs, result, title=f"groundjudge compare: {b.name} vs {a.name}", names=(a.name, b.name)
@@ -922,7 +922,10 @@ def compare(
         raise typer.Exit(EXIT_ROWS_FAILED)
 
 
-_HEAD_MIN_CLAIMS, _HEAD_MIN_CLASS = 60, 15  # groundjudge.head.MIN_CLAIMS / MIN_CLASS, without importing numpy here
+_HEAD_MIN_CLAIMS, _HEAD_MIN_CLASS = (
+    60,
+    15,
+)  # checker.head.MIN_CLAIMS / MIN_CLASS, without importing numpy
 _LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
 # why a claim of a 'score' OUT did not teach calibrate, in the order they are told
 _LEFT_OUT = {
@@ -985,9 +988,9 @@ def calibrate(
     """Fit t_support / t_contradict (and t_unsupported) to a precision target, and a verdict head on the same claims;
     write a config 'score' takes. Labels: gold if LABELED has them, else the reviews (if given) and the judge's
     verdicts with verified quotes on the other claims."""
-    from groundjudge.calibrate import fit_thresholds
     from groundjudge.config import Config
-    from groundjudge.pipeline import Evaluator
+    from groundjudge.learn.calibrate import fit_thresholds
+    from groundjudge.pipeline.evaluator import Evaluator
 
     if not labeled.is_file():
         raise fail(f"no file {labeled}")
@@ -1030,7 +1033,7 @@ def calibrate(
 
     reviewed: set[tuple[str, str]] = set()  # (answer id, claim id) a reviewer decided: the judge's verdict yields
     if reviews is not None:
-        from groundjudge.metrics import join_reviews, read_reviews
+        from groundjudge.review.metrics import join_reviews, read_reviews
 
         if not reviews.is_file():
             raise fail(f"no file {reviews}")
@@ -1075,9 +1078,9 @@ def calibrate(
     con = [r.contradiction for r in results]
     gold = [label == "SUPPORTED" for label in labels]
     if reliability is not None:
-        from groundjudge.calibrate import expected_calibration_error, reliability_bins
-        from groundjudge.html import render_reliability_html
-        from groundjudge.plots import reliability_svg, standalone
+        from groundjudge.learn.calibrate import expected_calibration_error, reliability_bins
+        from groundjudge.review.html import render_reliability_html
+        from groundjudge.review.plots import reliability_svg, standalone
 
         diagram = reliability_bins(ent, gold, n_bins=bins)
         ece = expected_calibration_error(diagram)
@@ -1122,8 +1125,8 @@ def calibrate(
         written["nli_model"] = nli_model
     out.write_text(json.dumps(written, indent=2) + "\n")
     if save_to_model:
+        from groundjudge.checker.nli import resolve_model_name
         from groundjudge.config import read_model_head, write_model_head, write_model_profile
-        from groundjudge.nli import resolve_model_name
 
         model_dir = Path(resolve_model_name(nli_model))
         if not model_dir.is_dir():
@@ -1175,7 +1178,7 @@ def _judge_labelled(
     Usable: ``tune.judge_usable`` (judge route, a real label, every quote verified for SUPPORTED / CONTRADICTED, no
     unverified_quote flag, no error) and NLI scores (no NLI error, passages scored).
     """
-    from groundjudge.tune import judge_usable
+    from groundjudge.learn.tune import judge_usable
 
     usable: list[tuple[Any, Any]] = []
     left_out: Counter[str] = Counter()
@@ -1255,8 +1258,8 @@ def _calibration_head(
     Raises:
         GroundjudgeError: the NLI model cannot be loaded.
     """
-    from groundjudge.calibrate import build_head
-    from groundjudge.head import MIN_CLAIMS, MIN_CLASS
+    from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
+    from groundjudge.learn.calibrate import build_head
 
     scored = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
     supported = sum(labels[i] == "SUPPORTED" for i in scored)
@@ -1273,7 +1276,7 @@ def _calibration_head(
             f"the claims were scored by NLI model {other[0]}, not the one loaded here ({model.identity}); "
             "pass that model as --nli-model"
         )
-    from groundjudge.tune import TuneExample, TuneSettings, score_claims
+    from groundjudge.learn.tune import TuneExample, TuneSettings, score_claims
 
     c = evaluator.config
     settings = TuneSettings(k=c.evidence_k, passage_tokens=c.passage_tokens, passage_overlap=c.passage_overlap)
@@ -1306,7 +1309,7 @@ def _same_weights(fingerprint: str, identity: str) -> bool:
 
 
 def _register_tune() -> None:
-    from groundjudge.tune import tune_command
+    from groundjudge.learn.tune import tune_command
 
     app.command("tune", help="Fine-tune the local checker on gold labels, judge verdicts and review decisions.")(
         tune_command
@@ -1353,7 +1356,7 @@ def diagnose(
     evaluator = None
     if any(reference_of(r) for r in reports):
         from groundjudge.config import Config
-        from groundjudge.pipeline import Evaluator
+        from groundjudge.pipeline.evaluator import Evaluator
 
         try:
             evaluator = Evaluator(

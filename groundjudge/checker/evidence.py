@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIScorer
 from groundjudge.chunking import chunk_document
 from groundjudge.errors import InputError
 from groundjudge.models import ClaimNLI, Passage
-from groundjudge.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIScorer
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _STOP = frozenset(

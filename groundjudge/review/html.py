@@ -7,7 +7,7 @@ with a note) made with the mouse or the keyboard, kept in the browser's localSto
 
 The reports travel inside the page as JSON (escaped so that no text can end the script element: see
 :func:`embed_json`); a small script builds the page with DOM calls (``textContent``, never ``innerHTML`` on data),
-so nothing in an answer or a source can inject markup. Plots are inline SVG from :mod:`groundjudge.plots`.
+so nothing in an answer or a source can inject markup. Plots are inline SVG from :mod:`groundjudge.review.plots`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from html import escape
 from typing import Any
 
 from groundjudge.models import AnswerReport
-from groundjudge.plots import histogram_svg
-from groundjudge.report import finite_report, summarize, summary_rows
+from groundjudge.review.plots import histogram_svg
+from groundjudge.review.report import finite_report, summarize, summary_rows
 
 _CSS = """
 body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f6f4}
@@ -403,10 +403,10 @@ def render_compare_html(
     """The comparison of run B with run A as one static HTML page (no script): paired differences with their
     bootstrap intervals (inline SVG and a table), the verdict flip table, and the claims that changed, side by side.
 
-    ``result`` is :func:`groundjudge.compare.compare_runs` on the same runs.
+    ``result`` is :func:`groundjudge.review.compare.compare_runs` on the same runs.
     """
-    from groundjudge.compare import LOWER_IS_BETTER, changed_claims, verdict_table
-    from groundjudge.plots import Interval, interval_svg
+    from groundjudge.review.compare import LOWER_IS_BETTER, changed_claims, verdict_table
+    from groundjudge.review.plots import Interval, interval_svg
 
     na, nb = (_text(n) for n in names)
     intervals = [
@@ -488,8 +488,8 @@ def render_compare_html(
 def render_reliability_html(
     bins: Sequence[Any], title: str = "groundjudge reliability", subtitle: str = "", ece: float | None = None
 ) -> str:
-    """A reliability diagram page: the SVG (:func:`groundjudge.plots.reliability_svg`) and its numbers per bin."""
-    from groundjudge.plots import reliability_svg
+    """A reliability diagram page: the SVG (:func:`groundjudge.review.plots.reliability_svg`) and its numbers per bin."""
+    from groundjudge.review.plots import reliability_svg
 
     rows = "".join(
         f"<tr><td>[{b.lo:.2f}, {b.hi:.2f}{']' if b.hi >= 1 else ')'}</td><td class='num'>{b.count}</td>"

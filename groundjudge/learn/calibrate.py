@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from groundjudge.checker.head import Sources, VerdictHead, claim_features, claim_folds, claim_key, fit_head
 from groundjudge.config import LocalThresholds
-from groundjudge.head import Sources, VerdictHead, claim_features, claim_folds, claim_key, fit_head
-from groundjudge.metrics import balanced_accuracy
 from groundjudge.models import ClaimNLI
-from groundjudge.pipeline import decide_locally
-from groundjudge.plots import ReliabilityBin
+from groundjudge.pipeline.evaluator import decide_locally
+from groundjudge.review.metrics import balanced_accuracy
+from groundjudge.review.plots import ReliabilityBin
 
 
 @dataclass

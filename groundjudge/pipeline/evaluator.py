@@ -20,8 +20,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from groundjudge.cache import Cache
+from groundjudge.checker.evidence import BM25, EvidenceSelector, find_conflict
+from groundjudge.checker.head import Sources, VerdictHead
+from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
 from groundjudge.chunking import chunk_documents
-from groundjudge.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.config import Config, LocalThresholds, read_model_head
 from groundjudge.errors import (
     BatchPendingError,
@@ -33,9 +35,6 @@ from groundjudge.errors import (
     InputError,
     NLIError,
 )
-from groundjudge.evidence import BM25, EvidenceSelector, find_conflict
-from groundjudge.head import Sources, VerdictHead
-from groundjudge.judge import SOURCE_CHARS, JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
 from groundjudge.models import (
@@ -53,11 +52,12 @@ from groundjudge.models import (
     Scores,
     Usage,
 )
-from groundjudge.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
 from groundjudge.prompts import load_prompt
-from groundjudge.qa import score_qa
-from groundjudge.report import Run
-from groundjudge.score import compute_scores, decide
+from groundjudge.review.report import Run
+from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
+from groundjudge.stages.judge import SOURCE_CHARS, JudgedClaim, Source, judge_claims, select_sources
+from groundjudge.stages.qa import score_qa
+from groundjudge.stages.score import compute_scores, decide
 
 log = logging.getLogger(__name__)
 
@@ -385,12 +385,12 @@ class Evaluator:
         """Reports in input order, a batch at a time; bad rows come back as ERROR reports naming row and field.
 
         ``rows``: dicts or samples, a pandas DataFrame or a ``datasets.Dataset``; RAGAS and DeepEval column names
-        are recognised and ``columns`` maps others (``{"answer": "response"}``): see :mod:`groundjudge.io`.
+        are recognised and ``columns`` maps others (``{"answer": "response"}``): see :mod:`groundjudge.io.tables`.
 
         Raises:
             BudgetExceededError, CacheMissError: after yielding every answer finished before the stop.
         """
-        from groundjudge.io import read_rows
+        from groundjudge.io.tables import read_rows
 
         return self.evaluate_numbered(read_rows(rows, columns), batch_size)
 
@@ -424,8 +424,8 @@ class Evaluator:
         as if every answer escalated (an upper bound: the cascade decides some claims locally). At most two calls per
         answer: one reads the answer (claims and QA questions), one reads the sources (verdicts and QA answers).
         """
-        from groundjudge.claims import ClaimsAndQuestions, ExtractedClaims, claims_messages
-        from groundjudge.judge import JudgeReply, VerifyReply, judge_messages
+        from groundjudge.stages.claims import ClaimsAndQuestions, ExtractedClaims, claims_messages
+        from groundjudge.stages.judge import JudgeReply, VerifyReply, judge_messages
 
         out: dict[str, Any] = {
             "rows": 0,

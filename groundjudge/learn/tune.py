@@ -15,7 +15,7 @@ before/after numbers measured on it. Forgetting is held back by distillation tow
 on the training pairs (and optionally L2-SP towards the base weights). Training checkpoints into ``OUT/.tune`` and
 resumes when rerun with the same arguments.
 
-A verdict head (:mod:`groundjudge.head`) is then fitted on the tuned model's scores of the held-out slice, never on
+A verdict head (:mod:`~groundjudge.checker.head`) is fitted on the tuned model's scores of the held-out slice, never on
 the training rows (the tuned model is overconfident on what it was trained on), and stored beside the weights with
 its own thresholds, so that the pipeline applies it with no flags. A slice too small to fit one leaves none (the
 result says why); ``head=False`` (``--no-head``) stores none. The head changes no weight: it is not part of the run
@@ -38,14 +38,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from groundjudge.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
+from groundjudge.checker.evidence import BM25, EvidenceSelector
+from groundjudge.checker.head import VerdictHead, claim_key
+from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.config import read_model_profile, write_model_head, write_model_profile
 from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
-from groundjudge.evidence import BM25, EvidenceSelector
-from groundjudge.head import VerdictHead, claim_key
+from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict, Passage
-from groundjudge.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
 
 LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
 _WHICH = {"SUPPORTED": ENTAILMENT, "UNSUPPORTED": NEUTRAL, "CONTRADICTED": CONTRADICTION}
@@ -86,7 +86,7 @@ class TuneSettings:
     target: float = 0.9
     contradiction_target: float = 0.7
     seed: int = 0
-    head: bool = True  # fit a verdict head (groundjudge.head) on the tuned model's held-out scores; no weight changes
+    head: bool = True  # fit a verdict head (checker.head) on the tuned model's held-out scores; no weight changes
 
     @property
     def cutoffs(self) -> CutoffRule:
@@ -416,7 +416,7 @@ def train(
     import torch.nn.functional as F
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from groundjudge.nli import label_columns
+    from groundjudge.checker.nli import label_columns
 
     device = pick_device(device)
     state_dir = out / STATE_DIR
@@ -570,7 +570,7 @@ def score_claims(
 def crossfit_measure(
     nli: Sequence[ClaimNLI], examples: Sequence[TuneExample], settings: TuneSettings
 ) -> dict[str, Any]:
-    """:func:`~groundjudge.calibrate.crossfit_measure_scores` on examples: the numbers to expect of the stored
+    """:func:`~groundjudge.learn.calibrate.crossfit_measure_scores` on examples: the numbers to expect of the stored
     thresholds on new rows (fitted on one half of the held-out slice by claim text, measured on the other, pooled),
     cut the same way as the head's out-of-fold numbers, so the two compare."""
     groups = [claim_key(ex.claim) for ex in examples]
@@ -584,7 +584,7 @@ def examples_head(
     settings: TuneSettings,
     meta: dict[str, Any],
 ) -> VerdictHead:
-    """:func:`~groundjudge.calibrate.build_head` on examples and their scores, with the settings' targets and seed.
+    """``build_head`` on examples and their scores, with the settings' targets and seed.
 
     Raises:
         ValueError: too few claims (or of either kind) for a head.

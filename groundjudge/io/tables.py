@@ -170,7 +170,7 @@ class ColumnMap:
 
     def rows(self, numbered: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
         """(row number, row in groundjudge's names or an :class:`InputError` naming the table's column)."""
-        from groundjudge.pipeline import parse_sample
+        from groundjudge.pipeline.evaluator import parse_sample
 
         for n, raw in numbered:
             if isinstance(raw, InputError):
@@ -255,7 +255,7 @@ def read_parquet(path: str | Path, batch_rows: int = 1024) -> Iterator[tuple[int
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     """(line number, row or InputError) for each non-blank line (the CLI's strict JSONL reader)."""
-    from groundjudge.cli import _read_jsonl
+    from groundjudge.cli.root import _read_jsonl
 
     return _read_jsonl(Path(path))
 
@@ -324,7 +324,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
     pa = _need("pyarrow", "parquet", "writing Parquet")
     pq = _need("pyarrow.parquet", "parquet", "writing Parquet")
     from groundjudge.models import Scores
-    from groundjudge.report import dumps, read_reports
+    from groundjudge.review.report import dumps, read_reports
 
     score_fields = list(Scores.model_fields)
     schema = pa.schema(

@@ -1,0 +1,5 @@
+"""The local checker learns from decided claims: where labels come from, thresholds and verdict heads
+(``calibrate``), fine-tuning (``tune``).
+
+Never imports ``pipeline``, ``runs`` or ``cli``: an evaluator is handed in when one is needed.
+"""

@@ -1,0 +1,4 @@
+"""Reads finished reports and runs nothing: summaries, agreement metrics, A/B comparison, pages and plots.
+
+Imports only ``models``, ``errors`` and itself.
+"""

@@ -1,0 +1,591 @@
+"""Scoring on Ray Data: the same reports, resume and cache as the local engine, on one machine or a cluster.
+
+``pip install groundjudge[ray]``. Two entry points:
+
+- :func:`score_dataset` takes a ``ray.data.Dataset`` of input rows and returns a Dataset with one row per report
+  (``row``, ``id``, ``verdict`` and ``report``, the exact JSON line the local engine writes);
+- :func:`score_file` reads JSONL or Parquet (a local path or a URI pyarrow reads: ``s3://``, ``gs://``, ...),
+  scores it on Ray and writes the same report JSONL as ``groundjudge score``, row for row, in input order.
+
+How it runs: every stage of a batch (claims, NLI, judge, QA, scores) runs in a callable class in an actor pool
+(``map_batches(..., compute=ActorPoolStrategy(size=n))``) that builds ONE :class:`~groundjudge.pipeline.Evaluator`
+per actor, so the NLI model is loaded once per actor; with GPUs in the cluster each actor holds one
+(``num_gpus=1``). LLM calls of a batch run concurrently inside the actor (``Config.concurrency``), all actors at
+once. A failure in one row becomes that row's ERROR report, exactly as locally; a budget stop or a cache-only miss
+stops the run after the finished rows are written.
+
+What is shared across workers:
+
+- the budget: one named Ray actor holds the run's :class:`~groundjudge.llm.accounting.Ledger`; every worker's LLM
+  client reserves and settles through it, so ``budget_usd`` and ``max_calls`` cap the whole cluster, not each
+  worker (each call in flight holds its worst case there, as locally);
+- the cache: keys are the local engine's. ``cache_dir`` on a filesystem every node mounts (NFS, a shared disk) is
+  shared by all workers and by the local engine (diskcache is safe across processes); left unset, the driver's
+  ``$GROUNDJUDGE_CACHE_DIR`` is used if set, else each node's own default cache (shared by the workers of that
+  node only). ``cache_mode="only"`` keeps its meaning: a miss on any worker stops the run.
+
+Workers need groundjudge installed (or shipped with a Ray ``runtime_env``), the NLI model at the same path or hub
+id, and the provider's API key in their environment.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from groundjudge.config import Config
+from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
+from groundjudge.llm import Ledger, RetryPolicy, make_client
+from groundjudge.models import Usage
+from groundjudge.pipeline.evaluator import RUN_STOPS, Evaluator, describe, error_report, parse_sample, row_id
+from groundjudge.review.report import RunSummary, Summarizer, dumps, finite_report
+
+try:
+    import ray
+    import ray.data
+except ImportError as _exc:  # pragma: no cover - the extra is not installed
+    raise ConfigError("the Ray engine needs Ray Data: pip install 'groundjudge[ray]'") from _exc
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LedgerProxy", "score_dataset", "score_file"]
+
+# The columns of the rows the driver ships to the workers: row number, the row as JSON, or an input error.
+_ROW, _JSON, _ERROR, _FIELD = "_gj_row", "_gj_json", "_gj_error", "_gj_field"
+# score_file ships the local engine's batches whole: one row per batch, its wire rows as a JSON list
+_GROUP = "_gj_group"
+# The columns of the result: one report a row; a row with ``stop`` set is no report: the run stopped there.
+RESULT_COLUMNS = ("row", "id", "verdict", "report", "stop")
+_WINDOW = 20_000  # rows shipped to Ray at a time by score_file (bounds the driver's memory)
+
+
+# -- the cluster's one ledger -----------------------------------------------------------------------------------
+
+
+class _LedgerCore:
+    """The run's :class:`Ledger`, living in one Ray actor; errors come back as values, not Ray exceptions."""
+
+    def __init__(self, budget_usd: float | None, max_calls: int | None) -> None:
+        self.ledger = Ledger(budget_usd=budget_usd, max_calls=max_calls)
+
+    def reserve(self, estimate_usd: float, calls: int = 1) -> tuple[str, float, int] | None:
+        try:
+            self.ledger.reserve(estimate_usd, calls)
+        except BudgetExceededError as exc:
+            return str(exc), exc.spent_usd, exc.calls
+        return None
+
+    def settle(self, estimate_usd: float, usage: Usage, calls: int = 1) -> None:
+        self.ledger.settle(estimate_usd, usage, calls)
+
+    def record(self, usage: Usage) -> None:
+        self.ledger.record(usage)
+
+    def total(self) -> Usage:
+        return self.ledger.total
+
+
+# num_cpus=0: the ledger must never take a CPU an actor or a read task needs (a full cluster would deadlock)
+_LedgerActor = ray.remote(num_cpus=0)(_LedgerCore)
+
+
+def make_ledger(budget_usd: float | None = None, max_calls: int | None = None) -> Any:
+    """A named ledger actor for one run (``groundjudge-ledger-<hex>``); its handle goes to :class:`LedgerProxy`."""
+    return _LedgerActor.options(name=f"groundjudge-ledger-{uuid.uuid4().hex[:12]}").remote(budget_usd, max_calls)
+
+
+class LedgerProxy:
+    """A :class:`Ledger` look-alike for :class:`~groundjudge.llm.client.LLMClient`: every call goes to the actor.
+
+    Args:
+        handle: the ledger actor (from :func:`make_ledger`).
+        budget_usd, max_calls: the actor's caps (the client reads ``budget_usd`` to check that a price is known).
+    """
+
+    def __init__(self, handle: Any, budget_usd: float | None, max_calls: int | None) -> None:
+        self.handle = handle
+        self.budget_usd = budget_usd
+        self.max_calls = max_calls
+
+    def reserve(self, estimate_usd: float, calls: int = 1) -> None:
+        """Hold the call's worst case on the cluster's ledger, or raise :class:`BudgetExceededError`."""
+        refused = ray.get(self.handle.reserve.remote(estimate_usd, calls))
+        if refused is not None:
+            message, spent, made = refused
+            raise BudgetExceededError(message, spent_usd=spent, calls=made)
+
+    def settle(self, estimate_usd: float, usage: Usage, calls: int = 1) -> None:
+        """Replace a reservation by what the call cost."""
+        ray.get(self.handle.settle.remote(estimate_usd, usage, calls))
+
+    def record(self, usage: Usage) -> None:
+        """Count usage that held no reservation (cache hits). Not waited for: a replay of a million cached rows must
+        not make a million round trips; an actor runs one caller's calls in order, so ``total`` still sees it."""
+        self.handle.record.remote(usage)
+
+    record_cached = record
+
+    @property
+    def total(self) -> Usage:
+        """Everything every worker spent so far."""
+        return ray.get(self.handle.total.remote())
+
+
+# -- the workers -------------------------------------------------------------------------------------------------
+
+
+def _resolved(config: Config) -> Config:
+    """The config the workers get: cache directory and NLI model taken from the driver's environment if unset,
+    so that every worker uses the same ones (an unset value would be read from each worker's own environment)."""
+    values = config.model_dump(exclude_unset=True)
+    if config.cache_dir is None and os.environ.get("GROUNDJUDGE_CACHE_DIR"):
+        values["cache_dir"] = os.environ["GROUNDJUDGE_CACHE_DIR"]
+    if config.nli_model is None and os.environ.get("GROUNDJUDGE_NLI_MODEL"):
+        values["nli_model"] = os.environ["GROUNDJUDGE_NLI_MODEL"]
+    return Config.make(**values)
+
+
+def _check_head(config: Config) -> None:
+    """A verdict head that does not fit (fitted for another model, entailment thresholds beside it) stops the run
+    here, in the driver, before Ray starts: in an actor it would surface as an actor failure. Only with a head in
+    force is the model loaded here, once, to compare identities."""
+    if _mode(config) == "llm" or not config.use_head:
+        return
+    local = Config.make(**{**config.model_dump(exclude_unset=True), "llm": None, "mode": "nli", "batch_api": False})
+    evaluator = Evaluator(local)
+    if evaluator.head is not None:
+        _ = evaluator.nli
+
+
+def _mode(config: Config) -> str:
+    return config.mode or ("cascade" if config.llm else "nli")
+
+
+class _Scorer:
+    """The callable class of the actor pool: one :class:`Evaluator` (one NLI model) per actor."""
+
+    def __init__(self, config: Config, ledger: LedgerProxy | None, threads: int | None, batch_size: int) -> None:
+        from groundjudge.cache import Cache
+
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        c = config
+        cache = Cache(c.cache_dir, mode=c.cache_mode)
+        client = None
+        if c.llm:  # as Evaluator builds it, with the cluster's ledger instead of a local one
+            client = make_client(
+                c.llm,
+                base_url=c.base_url,
+                timeout=c.timeout,
+                cache=cache,
+                ledger=ledger if ledger is not None else Ledger(budget_usd=c.budget_usd, max_calls=c.max_calls),  # type: ignore[arg-type]
+                retry=RetryPolicy(max_attempts=c.max_attempts),
+                max_reasks=c.max_reasks,
+            )
+        self.evaluator = Evaluator(config, client=client, cache=cache)
+        self.batch_size = batch_size
+        _ = self.evaluator.nli  # the model is loaded once, here
+
+    def __call__(self, batch: Any) -> dict[str, list[Any]]:
+        rows = batch.to_pylist()
+        out: dict[str, list[Any]] = {k: [] for k in RESULT_COLUMNS}
+        if rows and _GROUP in rows[0]:  # score_file: each row is one batch of the local engine
+            for r in rows:
+                if not self._score([_from_wire(w) for w in json.loads(r[_GROUP])], out):
+                    break
+        else:
+            self._score([_from_wire(r) for r in rows], out)
+        return out
+
+    def _score(self, items: list[tuple[int, Any]], out: dict[str, list[Any]]) -> bool:
+        """Reports of ``items`` into ``out``; False when the run must stop (a stop row is in ``out``)."""
+        done: set[int] = set()
+
+        def emit(report: Any) -> None:
+            report = finite_report(report)  # a NaN or Infinity makes the row an ERROR, never the file
+            out["row"].append(report.row)
+            out["id"].append(report.id)
+            out["verdict"].append(report.verdict)
+            out["report"].append(dumps(report))
+            out["stop"].append("")
+            done.add(report.row)
+
+        def stop(exc: BaseException, row: int) -> None:
+            out["row"].append(row)
+            out["id"].append("")
+            out["verdict"].append("")
+            out["report"].append("")
+            out["stop"].append(describe(exc))
+
+        ev = self.evaluator
+        try:
+            for report in ev.evaluate_numbered(items, batch_size=max(self.batch_size, len(items))):
+                emit(report)
+            return True
+        except RUN_STOPS as exc:
+            stop(exc, min((n for n, _ in items if n not in done), default=-1))
+            return False
+        except Exception:  # the batch broke outside any one row: each row alone, a failure is that row's ERROR
+            log.warning("a batch failed; scoring its rows one by one", exc_info=True)
+        for n, row in items:
+            if n in done:
+                continue
+            try:
+                for report in ev.evaluate_numbered([(n, row)]):
+                    emit(report)
+            except RUN_STOPS as exc:
+                stop(exc, n)
+                return False
+            except Exception as exc:  # this row's failure alone
+                emit(error_report(describe(exc), n, row_id(row, n), ev.mode))
+        return True
+
+
+def _to_wire(n: int, row: Any) -> dict[str, Any]:
+    """A numbered input row (or an InputError) as the driver ships it: JSON text, ASCII-only (lone surrogates
+    survive as escapes)."""
+    if isinstance(row, InputError):
+        return {_ROW: n, _JSON: "", _ERROR: row.reason, _FIELD: row.field or ""}
+    return {_ROW: n, _JSON: json.dumps(row, ensure_ascii=True, allow_nan=True), _ERROR: "", _FIELD: ""}
+
+
+def _from_wire(w: dict[str, Any]) -> tuple[int, Any]:
+    n = int(w[_ROW])
+    if w[_ERROR]:
+        return n, InputError(w[_ERROR], row=n, field=w[_FIELD] or None)
+    return n, json.loads(w[_JSON])
+
+
+def _wire_batch(batch: Any, row_column: str) -> dict[str, list[Any]]:
+    """User rows (a pyarrow batch) to wire rows; the row number comes from ``row_column``."""
+    out: dict[str, list[Any]] = {_ROW: [], _JSON: [], _ERROR: [], _FIELD: []}
+    for r in batch.to_pylist():
+        n = int(r.pop(row_column))
+        # a column missing from some rows comes back as None there (Arrow unifies the schema): leave it out, as
+        # in a JSON line without that key ("contexts": None would hide a "context" column)
+        r = {k: v for k, v in r.items() if v is not None}
+        for k, v in _to_wire(n, r).items():
+            out[k].append(v)
+    return out
+
+
+# -- the cluster's shape -----------------------------------------------------------------------------------------
+
+
+def _ensure_ray(address: str | None = None) -> None:
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=True)
+
+
+def _plan(actors: int | None, num_gpus: float | None) -> tuple[int, float, float, int | None]:
+    """(actors, CPUs per actor, GPUs per actor, torch threads per actor) for the running cluster.
+
+    With GPUs: one actor per GPU. Without: one actor per CPU but one, each with one CPU; together the actors
+    reserve less than every CPU (a pool that holds every CPU leaves none for the tasks that feed it: a silent
+    deadlock), and each actor's torch gets the CPUs of its share.
+    """
+    res = ray.cluster_resources()
+    cpus = float(res.get("CPU", 1.0))
+    gpus = float(res.get("GPU", 0.0))
+    per_gpu = (1.0 if gpus >= 1 else 0.0) if num_gpus is None else num_gpus
+    if actors is None:
+        actors = max(1, int(gpus // per_gpu)) if per_gpu else max(1, int(cpus) - 1)
+    # one CPU is left to the tasks that read and convert the rows (with less, they never start)
+    per_cpu = 1.0 if actors <= cpus - 1 else max(0.05, math.floor(100 * max(cpus - 1, 0.5) / actors) / 100)
+    node_cpus = max((float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")), default=cpus)
+    threads = None if per_gpu else max(1, min(int(node_cpus), int(cpus // actors)))
+    return actors, per_cpu, per_gpu, threads
+
+
+# -- public API --------------------------------------------------------------------------------------------------
+
+
+def _score_wire(
+    wire: Any,
+    config: Config,
+    *,
+    batch_size: int,
+    actors: int | None,
+    num_gpus: float | None,
+    ledger: Any,
+    udf_batch_size: int | None = None,
+) -> Any:
+    n_actors, per_cpu, per_gpu, threads = _plan(actors, num_gpus)
+    cfg = config  # resolved (_resolved) and checked (_check_head) once by the caller, not once per window
+    proxy = None
+    if cfg.llm:
+        handle = ledger if ledger is not None else make_ledger(cfg.budget_usd, cfg.max_calls)
+        proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls)
+    return wire.map_batches(
+        _Scorer,
+        batch_size=udf_batch_size or batch_size,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(size=n_actors),
+        fn_constructor_kwargs={"config": cfg, "ledger": proxy, "threads": threads, "batch_size": batch_size},
+        num_cpus=per_cpu,
+        num_gpus=per_gpu or None,
+    )
+
+
+def score_dataset(
+    ds: Any,
+    config: Config,
+    *,
+    batch_size: int = 32,
+    actors: int | None = None,
+    num_gpus: float | None = None,
+    row_column: str | None = None,
+    ledger: Any = None,
+) -> Any:
+    """Score a Dataset of input rows on Ray; a Dataset of reports comes back (lazy, as Ray Data is).
+
+    Each result row has ``row`` (the input row number), ``id``, ``verdict`` and ``report``: the JSON line the local
+    engine writes (``groundjudge.review.report.dumps``; ``json.loads`` it for the report dict, or
+    ``AnswerReport.model_validate_json``). A result row whose ``stop`` is set is not a report: the run stopped
+    there (``"BudgetExceededError: ..."`` or ``"CacheMissError: ..."``) and rows not yet finished were not scored.
+    Result order follows Ray's (set ``DataContext.execution_options.preserve_order`` or sort by ``row``).
+
+    Args:
+        ds: rows ``{id, contexts, answer | claim, question?, label?, metadata?}``.
+        config: as for the local engine (the budget caps the whole cluster; see the module docstring for the
+            cache).
+        batch_size: rows evaluated together in one actor call (NLI batches across them).
+        actors: actors in the pool; default one per GPU, else one per CPU but one.
+        num_gpus: GPUs per actor; default 1 when the cluster has GPUs, else 0.
+        row_column: a column that already holds 1-based row numbers; without it rows are numbered in dataset
+            order (one counting pass over ``ds``), so that ``row`` and the ``row-N`` id fallback match the local
+            engine's ``evaluate_many``.
+        ledger: a ledger actor from :func:`make_ledger` to share one budget between several datasets.
+    """
+    if row_column is None:
+        row_column = "_gj_n"
+        count = ds.count()
+        numbers = ray.data.from_items([{row_column: n} for n in range(1, count + 1)])
+        ds = ds.zip(numbers)
+    wire = ds.map_batches(_wire_batch, batch_format="pyarrow", fn_kwargs={"row_column": row_column}, num_cpus=0.5)
+    cfg = _resolved(config)
+    _check_head(cfg)
+    return _score_wire(wire, cfg, batch_size=batch_size, actors=actors, num_gpus=num_gpus, ledger=ledger)
+
+
+# -- reading -----------------------------------------------------------------------------------------------------
+
+
+def _is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+def _local_path(uri: str) -> Path:
+    return Path(uri[len("file://") :] if uri.startswith("file://") else uri)
+
+
+def _is_parquet(uri: str) -> bool:
+    base = uri.rstrip("/").lower()
+    return base.endswith((".parquet", ".pq")) or (_is_local(uri) and _local_path(uri).is_dir())
+
+
+class _RemoteLines:
+    """A file at a URI that ``path.open("rb")`` reads line by line (the CLI's JSONL reader takes it)."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    def open(self, mode: str = "rb") -> Any:
+        import pyarrow.fs
+
+        fs, path = pyarrow.fs.FileSystem.from_uri(self.uri)
+        return io.BufferedReader(fs.open_input_stream(path))
+
+
+def _parquet_rows(uri: str) -> Iterator[tuple[int, Any]]:
+    """(row number from 1, row) of a Parquet file, or of a directory of them in name order, streamed."""
+    import pyarrow.fs
+    import pyarrow.parquet as pq
+
+    if _is_local(uri):
+        p = _local_path(uri)
+        files = sorted(str(f) for f in p.rglob("*.parquet")) if p.is_dir() else [str(p)]
+        fs: Any = pyarrow.fs.LocalFileSystem()
+    else:
+        fs, path = pyarrow.fs.FileSystem.from_uri(uri)
+        info = fs.get_file_info(path)
+        if info.type == pyarrow.fs.FileType.Directory:
+            sel = pyarrow.fs.FileSelector(path, recursive=True)
+            files = sorted(i.path for i in fs.get_file_info(sel) if i.path.endswith(".parquet"))
+        else:
+            files = [path]
+    n = 0
+    for f in files:
+        with fs.open_input_file(f) as fh:
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=1024):
+                for row in batch.to_pylist():
+                    n += 1
+                    yield n, {k: v for k, v in row.items() if v is not None}  # None: a column this row lacks
+
+
+def _input_rows(uri: str, skip: set[str]) -> Iterator[tuple[int, Any]]:
+    """Numbered rows of the input (JSONL: line numbers; Parquet: row numbers), as ``groundjudge score`` reads them."""
+    from groundjudge.cli.root import _read_jsonl, _unique_rows
+
+    if _is_parquet(uri):
+        return _unique_rows(_parquet_rows(uri), skip)
+    source: Any = _local_path(uri) if _is_local(uri) else _RemoteLines(uri)
+    return _unique_rows(_read_jsonl(source), skip)
+
+
+def _local_batches(items: Iterable[tuple[int, Any]], batch_size: int) -> Iterator[list[tuple[int, Any]]]:
+    """``items`` cut where :meth:`Evaluator.evaluate_numbered` cuts its batches (after ``batch_size`` rows that
+    parse; a bad row rides with the batch it falls in), so that each actor call scores exactly a batch of the local
+    engine: the NLI stage batches across a batch's rows, and its numbers could differ in the last digits were
+    the batches cut elsewhere."""
+    batch: list[tuple[int, Any]] = []
+    valid = 0
+    for n, row in items:
+        batch.append((n, row))
+        if not isinstance(row, InputError):
+            try:
+                parse_sample(row, n)
+                valid += 1
+            except InputError:
+                pass
+        if valid >= batch_size:
+            yield batch
+            batch, valid = [], 0
+    if batch:
+        yield batch
+
+
+def _windows(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    window: list[Any] = []
+    for item in rows:
+        window.append(item)
+        if len(window) >= size:
+            yield window
+            window = []
+    if window:
+        yield window
+
+
+def _stop_error(text: str, ledger: LedgerProxy | None) -> GroundjudgeError:
+    kind, _, message = text.partition(": ")
+    if kind == "BudgetExceededError":
+        total = ledger.total if ledger is not None else Usage()
+        return BudgetExceededError(message, spent_usd=total.cost_usd, calls=total.calls)
+    if kind == "CacheMissError":
+        return CacheMissError(message)
+    return GroundjudgeError(text)
+
+
+def score_file(
+    input: str,
+    out: Path,
+    config: Config,
+    *,
+    address: str | None = None,
+    resume: bool = False,
+    batch_size: int = 32,
+    progress: Callable[[int], None] | None = None,
+    actors: int | None = None,
+    num_gpus: float | None = None,
+    window: int = _WINDOW,
+) -> RunSummary:
+    """Score a JSONL or Parquet file on Ray and write the reports to ``out`` as ``groundjudge score`` does.
+
+    The driver reads the input in order (JSONL lines with the CLI's own reader: line numbers, bad lines, a BOM,
+    duplicate ids; Parquet rows numbered from 1), ships it to the actor pool ``window`` rows at a time (each window
+    starts the pool again: one model load per actor per window), and appends each report to ``out`` in input
+    order, flushing each line, so a killed run loses nothing it wrote.
+
+    Args:
+        input: a local path or a URI pyarrow reads (``s3://bucket/answers.jsonl``); ``.parquet``/``.pq`` or a
+            directory is Parquet, anything else JSONL.
+        out: the report JSONL. Without ``resume`` it is replaced (when the first report is written).
+        config: the evaluation config; ``budget_usd``/``max_calls`` cap the whole cluster.
+        address: the Ray cluster (``ray://host:10001``, ``auto``); default: the running Ray, ``$RAY_ADDRESS`` or a
+            new local one.
+        resume: skip ids that already have a report in ``out`` and append (damaged lines are moved to
+            ``out.damaged``, a torn last line is cut: the CLI's rules).
+        batch_size: rows evaluated together in one actor call.
+        progress: called after each report written with the number of reports this run has written so far.
+        actors, num_gpus: see :func:`score_dataset`.
+        window: rows sent to Ray at a time (bounds the driver's memory).
+
+    Returns:
+        The run summary of the rows scored by this run (the local engine's :class:`Summarizer`).
+
+    Raises:
+        BudgetExceededError, CacheMissError: after writing every report that finished before the stop; the
+            exception's ``summary`` attribute holds the run summary so far.
+    """
+    from groundjudge.cli.root import _Existing, _scan_out, _Writer
+    from groundjudge.models import AnswerReport
+
+    if _is_local(input) and not _local_path(input).exists():
+        raise ConfigError(f"no input file {input}")
+    if batch_size < 1 or window < 1:
+        raise ConfigError("batch_size and window must be at least 1")
+    existing = _scan_out(out) if resume else _Existing()
+    rows = _input_rows(input, existing.ids)
+    cfg = _resolved(config)
+    _check_head(cfg)  # a head that cannot run stops here, before a cluster starts
+    _ensure_ray(address)
+    handle = make_ledger(cfg.budget_usd, cfg.max_calls) if cfg.llm else None
+    proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls) if handle is not None else None
+    summary = Summarizer()
+    writer = _Writer(out, fresh=not resume, existing=existing, drop_ids=set())
+    finished = False
+    n_actors = _plan(actors, num_gpus)[0]
+
+    def write(line: str) -> None:
+        report = AnswerReport.model_validate_json(line)
+        writer.write(line, report.id)
+        summary.add(report)
+        if progress is not None:
+            progress(writer.rows)
+
+    ctx = ray.data.DataContext.get_current()
+    bars = ctx.enable_progress_bars
+    ctx.enable_progress_bars = False  # the caller's ``progress`` shows progress; Ray's bars would interleave
+    try:
+        # whole local batches, about ``window`` rows at a time (a window never cuts a batch)
+        for batches in _windows(_local_batches(rows, batch_size), max(1, window // batch_size)):
+            groups = [{_GROUP: json.dumps([_to_wire(n, row) for n, row in b])} for b in batches]
+            ds = ray.data.from_items(groups, override_num_blocks=max(1, min(len(groups), 4 * n_actors)))
+            result = _score_wire(
+                ds, cfg, batch_size=batch_size, udf_batch_size=1, actors=actors, num_gpus=num_gpus, ledger=handle
+            )
+            order = [n for b in batches for n, _ in b]
+            pending: dict[int, str] = {}
+            nxt = 0
+            stopped: GroundjudgeError | None = None
+            for r in result.iter_rows():
+                if r["stop"]:
+                    stopped = _stop_error(str(r["stop"]), proxy)
+                    break
+                pending[int(r["row"])] = str(r["report"])
+                while nxt < len(order) and order[nxt] in pending:  # Ray may finish blocks out of order
+                    write(pending.pop(order[nxt]))
+                    nxt += 1
+            if stopped is None and (pending or nxt < len(order)):
+                stopped = GroundjudgeError(f"Ray returned {nxt + len(pending)} reports of {len(order)} rows")
+            if stopped is not None:
+                for n in sorted(pending):  # finished rows after one still missing: written, resume fills the gap
+                    write(pending[n])
+                stopped.summary = summary.summary()  # type: ignore[attr-defined]
+                raise stopped
+        finished = True
+    finally:
+        ctx.enable_progress_bars = bars
+        writer.close(finished)
+        if handle is not None:
+            ray.kill(handle)
+    return summary.summary()

@@ -1,0 +1,4 @@
+"""One module per stage of an evaluation (claims, judge, QA, scores, routing); no stage imports another.
+
+Never imports ``pipeline``, ``runs``, ``learn``, ``review`` or ``cli``.
+"""
