@@ -34,8 +34,8 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=None, help="default: one per CPU but one")
     args = parser.parse_args()
 
-    from groundjudge.cli.root import _input_rows
     from groundjudge.config import Config
+    from groundjudge.io.tables import input_rows
     from groundjudge.pipeline.evaluator import Evaluator
     from groundjudge.review.report import dumps, finite_report
 
@@ -51,17 +51,17 @@ def main() -> None:
     evaluator = Evaluator(config)
     _ = evaluator.nli
     t0 = time.perf_counter()
-    local = [dumps(finite_report(r)) for r in evaluator.evaluate_numbered(_input_rows(src, set()), args.batch_size)]
+    local = [dumps(finite_report(r)) for r in evaluator.evaluate_numbered(input_rows(src, set()), args.batch_size)]
     local_s = time.perf_counter() - t0
     del evaluator
 
     import ray
 
-    from groundjudge.runs.ray import _plan, score_file
+    from groundjudge.runs.ray import plan, score_file
 
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 2**20)
     logging.getLogger("ray.data").setLevel(logging.WARNING)
-    actors = _plan(args.actors, None)[0]
+    actors = plan(args.actors, None)[0]
     out = work / "ray.jsonl"
     t0 = time.perf_counter()
     first: list[float] = []

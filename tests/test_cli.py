@@ -87,7 +87,7 @@ def test_score_help_shows_the_defaults() -> None:
 
 def test_a_config_file_is_overridden_only_by_options_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Issue 13: the CLI's own defaults (qa, concurrency, cache_mode) overwrote the file: cache_mode only spent calls.
-    from groundjudge.pipeline import evaluator as pipeline
+    import groundjudge.pipeline as pipeline
     from tests.test_pipeline import CONTEXT, GOOD_ANSWER
 
     configs: list[Any] = []

@@ -95,7 +95,7 @@ def calibrate(*args: str | Path) -> Any:
 
 def test_the_help_states_the_head_minimum() -> None:
     from groundjudge.checker import head
-    from groundjudge.cli import root as cli
+    from groundjudge.cli import learn as cli
 
     assert (cli._HEAD_MIN_CLAIMS, cli._HEAD_MIN_CLASS) == (head.MIN_CLAIMS, head.MIN_CLASS)
 

@@ -74,10 +74,10 @@ def llm_config(server: ScriptedLLMServer, cache: Path, **kw: Any) -> Config:
 
 def local_lines(path: Path, config: Config) -> list[str]:
     """What the local engine writes for ``path`` (the CLI's reader, evaluate_numbered, finite_report, dumps)."""
-    from groundjudge.cli.root import _input_rows
+    from groundjudge.io.tables import input_rows
 
     ev = Evaluator(config)
-    return [dumps(finite_report(r)) for r in ev.evaluate_numbered(_input_rows(path, set()), batch_size=4)]
+    return [dumps(finite_report(r)) for r in ev.evaluate_numbered(input_rows(path, set()), batch_size=4)]
 
 
 def reports(lines: list[str]) -> list[AnswerReport]:

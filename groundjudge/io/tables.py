@@ -15,6 +15,7 @@ row is an :class:`InputError` naming that row and the field by the column name t
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import sys
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge.errors import ConfigError, InputError
+from groundjudge.io.jsonl import read_jsonl
+from groundjudge.io.rows import parse_sample, unique_rows
 
 FIELDS = ("id", "answer", "claim", "contexts", "question", "label", "reference", "metadata")
 
@@ -170,8 +173,6 @@ class ColumnMap:
 
     def rows(self, numbered: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
         """(row number, row in groundjudge's names or an :class:`InputError` naming the table's column)."""
-        from groundjudge.pipeline.evaluator import parse_sample
-
         for n, raw in numbered:
             if isinstance(raw, InputError):
                 yield n, raw
@@ -213,9 +214,36 @@ def _column_of(field: str | None, renamed: dict[str, str]) -> str | None:
 # -- readers ----------------------------------------------------------------------------------------------------
 
 
+def is_local(uri: str | Path) -> bool:
+    """Whether ``uri`` is a path on this machine (no scheme, or ``file://``) rather than a URI pyarrow reads."""
+    text = str(uri)
+    return "://" not in text or text.startswith("file://")
+
+
+def local_path(uri: str | Path) -> Path:
+    text = str(uri)
+    return Path(text[len("file://") :] if text.startswith("file://") else text)
+
+
+def _uri_path(uri: str | Path) -> str:
+    """The path part of ``uri``, for its suffix (``s3://bucket/a.parquet?x`` -> ``/a.parquet``)."""
+    text = str(uri)
+    if not is_local(text):
+        text = text.split("://", 1)[1].split("?", 1)[0]
+        text = "/" + text.split("/", 1)[1] if "/" in text else "/"
+    return text
+
+
 def table_format(path: str | Path) -> str:
-    """``jsonl``, ``csv`` or ``parquet``, from the file name (``.jsonl.gz`` is not supported)."""
-    suffix = Path(path).suffix.lower()
+    """``jsonl``, ``csv`` or ``parquet``, from the file name; a local directory is a Parquet dataset.
+
+    Raises:
+        ConfigError: the name does not tell (``.txt``, no suffix; ``.jsonl.gz`` is not supported).
+    """
+    if is_local(path) and local_path(path).is_dir():
+        return "parquet"
+    name = _uri_path(path).rstrip("/")
+    suffix = Path(name).suffix.lower()
     if suffix not in TABLE_SUFFIXES:
         raise ConfigError(
             f"{path}: cannot tell the format from {suffix or 'no suffix'!r}; use .jsonl, .csv or .parquet"
@@ -230,10 +258,29 @@ def _need(module: str, extra: str, what: str) -> Any:
         raise ConfigError(f"{what} needs {module.split('.')[0]}: pip install 'groundjudge[{extra}]'") from None
 
 
+class RemoteFile:
+    """A file at a URI pyarrow reads (``s3://``, ``gs://``, ``hdfs://``), opened for reading like a Path."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    def open(self, mode: str = "rb") -> Any:
+        fs_mod = _need("pyarrow.fs", "parquet", f"reading {self.uri}")
+        fs, path = fs_mod.FileSystem.from_uri(self.uri)
+        return io.BufferedReader(fs.open_input_stream(path))
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+def _source(uri: str | Path) -> Path | RemoteFile:
+    return local_path(uri) if is_local(uri) else RemoteFile(str(uri))
+
+
 def read_csv(path: str | Path) -> Iterator[tuple[int, Any]]:
     """(row number, row) for each data row of a CSV file with a header; an empty cell is None (no value)."""
     csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**31 - 1)
-    with open(path, encoding="utf-8-sig", newline="") as fh:
+    with _source(path).open("rb") as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
         for n, record in enumerate(reader, start=1):
             extra = record.pop(None, None)
@@ -243,21 +290,32 @@ def read_csv(path: str | Path) -> Iterator[tuple[int, Any]]:
             yield n, {k: None if v == "" else v for k, v in record.items() if k is not None}
 
 
+def parquet_files(uri: str | Path) -> tuple[Any, list[str]]:
+    """(pyarrow filesystem, the Parquet files of ``uri`` in name order): one file, or every ``*.parquet`` below a
+    directory, local or remote."""
+    fs_mod = _need("pyarrow.fs", "parquet", "reading Parquet")
+    if is_local(uri):
+        p = local_path(uri)
+        return fs_mod.LocalFileSystem(), sorted(str(f) for f in p.rglob("*.parquet")) if p.is_dir() else [str(p)]
+    fs, path = fs_mod.FileSystem.from_uri(str(uri))
+    if fs.get_file_info(path).type == fs_mod.FileType.Directory:
+        selector = fs_mod.FileSelector(path, recursive=True)
+        return fs, sorted(i.path for i in fs.get_file_info(selector) if i.path.endswith(".parquet"))
+    return fs, [path]
+
+
 def read_parquet(path: str | Path, batch_rows: int = 1024) -> Iterator[tuple[int, Any]]:
-    """(row number, row) for each row of a Parquet file, streamed a row group batch at a time (needs pyarrow)."""
+    """(row number, row) for each row of a Parquet file or directory of them, streamed a batch at a time (needs
+    pyarrow); an empty cell is None, which the column mapping reads as no value."""
     pq = _need("pyarrow.parquet", "parquet", "reading Parquet")
+    fs, files = parquet_files(path)
     n = 0
-    for batch in pq.ParquetFile(str(path)).iter_batches(batch_size=batch_rows):
-        for row in batch.to_pylist():
-            n += 1
-            yield n, row
-
-
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """(line number, row or InputError) for each non-blank line (the CLI's strict JSONL reader)."""
-    from groundjudge.cli.root import _read_jsonl
-
-    return _read_jsonl(Path(path))
+    for f in files:
+        with fs.open_input_file(f) as fh:
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_rows):
+                for row in batch.to_pylist():
+                    n += 1
+                    yield n, row
 
 
 def is_table(obj: Any) -> bool:
@@ -283,8 +341,9 @@ def table_rows(table: Any) -> Iterator[tuple[int, Any]]:
 def read_rows(
     source: str | Path | Any, mapping: Mapping[str, str] | None = None, *, fmt: str | None = None
 ) -> Iterator[tuple[int, Any]]:
-    """(row number, row in groundjudge's names or an InputError) from a file (JSONL, CSV, Parquet), a pandas
-    DataFrame, a ``datasets.Dataset``, or an iterable of dicts.
+    """(row number, row in groundjudge's names or an InputError) from a file (JSONL, CSV, Parquet, a directory of
+    Parquet files; a local path or a URI pyarrow reads), a pandas DataFrame, a ``datasets.Dataset``, or an iterable
+    of dicts. The one reader of rows: every command and both engines read through it.
 
     Raises:
         ConfigError: an unknown format, or a reader whose package is missing (the message names the extra).
@@ -297,7 +356,7 @@ def read_rows(
             _need("pyarrow.parquet", "parquet", "reading Parquet")
             numbered = read_parquet(source)
         else:
-            numbered = read_jsonl(source)
+            numbered = read_jsonl(_source(source))
         return ColumnMap(mapping, decode_strings=kind != "jsonl").rows(numbered)
     if is_table(source):
         return ColumnMap(mapping, decode_strings=True).rows(table_rows(source))
@@ -310,6 +369,31 @@ def as_rows(rows: Any, mapping: Mapping[str, str] | None = None) -> Iterable[Any
     if is_table(rows) or mapping:
         return (row for _, row in read_rows(rows, mapping))
     return rows
+
+
+def input_rows(
+    source: str | Path, skip: set[str], mapping: Mapping[str, str] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """The rows a dataset run scores: :func:`read_rows` of ``source`` under the id rule
+    (:func:`~groundjudge.io.rows.unique_rows`: a repeated id is an InputError), without the ids in ``skip``."""
+    return unique_rows(read_rows(source, mapping), skip)
+
+
+def count_rows(path: str | Path, fmt: str) -> int | None:
+    """Rows in an input file, cheaply (no parsing): non-blank lines, CSV records, or Parquet metadata; None when
+    that cannot be told cheaply (a remote file, a bad Parquet file: the reader says what is wrong when it reads)."""
+    if not is_local(path):
+        return None
+    if fmt == "parquet":
+        try:
+            pq = _need("pyarrow.parquet", "parquet", "reading Parquet")
+            fs, files = parquet_files(path)
+            return sum(int(pq.ParquetFile(fs.open_input_file(f)).metadata.num_rows) for f in files)
+        except Exception:
+            return None
+    with local_path(path).open("rb") as raw:
+        lines = sum(1 for line in raw if line.strip())
+    return max(0, lines - 1) if fmt == "csv" else lines
 
 
 # -- writers ----------------------------------------------------------------------------------------------------

@@ -34,16 +34,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Optional
-
-import typer
+from typing import Any
 
 from groundjudge.checker.evidence import BM25, EvidenceSelector
 from groundjudge.checker.head import VerdictHead, claim_key
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
 from groundjudge.chunking import chunk_document, chunk_documents
-from groundjudge.config import read_model_profile, write_model_head, write_model_profile
-from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
+from groundjudge.config import write_model_head, write_model_profile
+from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict, Passage
 
@@ -761,128 +759,3 @@ def tune(
         "n_train_pairs": len(pairs),
         "seconds": round(time.perf_counter() - start, 1),
     }
-
-
-# -- the command ------------------------------------------------------------------------------------------------
-
-
-def tune_command(
-    data: Annotated[list[Path], typer.Argument(help="JSONL: gold claim rows, 'score' output, review decisions.")],
-    base: Annotated[str, typer.Option(help="The NLI model to start from (hub id or path).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the tuned model and its thresholds.")],
-    epochs: Annotated[int, typer.Option(min=1)] = TuneSettings.epochs,
-    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, linear warmup and decay).")] = TuneSettings.lr,
-    batch_size: Annotated[Optional[int], typer.Option(help="[default: 16 on CPU, 32 on a GPU]")] = None,  # noqa: UP045
-    max_length: Annotated[int, typer.Option(help="Tokens per training pair.")] = TuneSettings.max_length,
-    distill: Annotated[
-        float, typer.Option(help="Weight of the pull towards the base model's predictions (against forgetting).")
-    ] = TuneSettings.distill,
-    l2sp: Annotated[float, typer.Option(help="Weight of the pull towards the base weights (L2-SP).")] = 0.0,
-    holdout: Annotated[float, typer.Option(help="Share of claims held out for calibration and the report.")] = 0.2,
-    target: Annotated[float, typer.Option(help="Precision the cascade's local verdicts must reach.")] = 0.9,
-    seed: Annotated[int, typer.Option()] = 0,
-    device: Annotated[Optional[str], typer.Option(help="cuda, mps or cpu [default: best available].")] = None,  # noqa: UP045
-    cache_dir: Annotated[Optional[Path], typer.Option(help="NLI score cache [default: the user cache].")] = None,  # noqa: UP045
-    overwrite: Annotated[bool, typer.Option(help="Replace OUT if it holds another run.")] = False,
-    head: Annotated[
-        bool, typer.Option("--head/--no-head", help="Fit a verdict head on the held-out slice and store it.")
-    ] = TuneSettings.head,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
-) -> None:
-    """Fine-tune the local NLI checker on labelled claims (gold, judge verdicts, reviews); rerun to resume."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-    from rich.table import Table
-
-    from groundjudge.cache import Cache
-
-    err = Console(stderr=True)
-    settings = TuneSettings(
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        max_length=max_length,
-        distill=distill,
-        l2sp=l2sp,
-        holdout=holdout,
-        target=target,
-        seed=seed,
-        head=head,
-    )
-    if not 0 < holdout < 1 or not 0 < target <= 1:
-        err.print("[red]error:[/red] --holdout must be in (0, 1) and --target in (0, 1]")
-        raise typer.Exit(2)
-    columns = [
-        TextColumn("tuning"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    ]
-    try:
-        with Progress(*columns, console=err, disable=not progress) as bar:
-            task = bar.add_task("tuning", total=None, loss=0.0)
-
-            def advance(step: int, total: int, loss: float) -> None:
-                bar.update(task, completed=step, total=total, loss=loss)
-
-            result = tune(
-                data,
-                base,
-                out,
-                settings,
-                device=device,
-                cache=Cache(cache_dir),
-                overwrite=overwrite,
-                progress=advance,
-                log=lambda m: err.print(m, highlight=False),
-            )
-    except KeyboardInterrupt:
-        err.print(
-            f"[yellow]interrupted:[/yellow] checkpoint kept in {out / STATE_DIR}; rerun the same command to resume"
-        )
-        raise typer.Exit(130) from None
-    except GroundjudgeError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from exc
-    table = Table(title=f"held-out slice: {result['n_held_out']} claims never trained on")
-    for col in ("", "NLI-only bal. acc.", f"escalation @{target:.0%}", "local precision", "contra P", "contra R"):
-        table.add_column(col)
-
-    def pct(x: float | None) -> str:
-        return "-" if x is None else f"{100 * x:.1f}%"
-
-    rows = [("before", result["before"]), ("after", result["after"])]
-    if result["head"]["fitted"]:
-        rows.append(("after + head", result["head"]["out_of_fold"]))
-    for name, m in rows:
-        table.add_row(
-            name,
-            f"{m['nli_balanced_accuracy']:.1f}",
-            pct(m["escalation_rate"]),
-            pct(m["local_precision"]),
-            pct(m["contradiction_precision"]),
-            pct(m["contradiction_recall"]),
-        )
-    Console().print(table)
-    if not result["head"]["fitted"]:
-        err.print(f"no verdict head stored: {result['head']['reason']}", highlight=False)
-    stored = read_model_profile(out)
-    err.print(
-        f"wrote {out} with thresholds { ({m: t.model_dump() for m, t in (stored or {}).items()}) }", highlight=False
-    )
-    if result["head"]["fitted"]:
-        err.print(
-            f"and a verdict head ({result['head']['digest']}, fitted on {result['head']['claims']} held-out claims) "
-            f"with its own thresholds {result['head']['thresholds']}; the pipeline applies it beside the weights",
-            highlight=False,
-        )
-    typer.echo(json.dumps(result))

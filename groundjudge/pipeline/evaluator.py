@@ -8,7 +8,6 @@ after the answers already finished are handed out.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,6 +34,7 @@ from groundjudge.errors import (
     InputError,
     NLIError,
 )
+from groundjudge.io.rows import batches, parse_sample, row_id
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
 from groundjudge.models import (
@@ -87,82 +87,6 @@ def decide_locally(
     if t_unsupported is not None and s <= t_unsupported:
         return "UNSUPPORTED"
     return None
-
-
-def row_id(row: Any, row_number: int | None) -> str:
-    """The id a row's report gets: its own "id", else ``row-N`` (so that --resume recognises it)."""
-    rid = row.get("id") if isinstance(row, dict) else None
-    if rid is None or isinstance(rid, (dict, list)) or str(rid).strip() == "":
-        return f"row-{row_number}"
-    # an id that is not valid Unicode (a lone surrogate) is written escaped, the same way every time
-    return str(rid).encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _check_text(value: str | None, row: int | None, field: str) -> None:
-    """A lone surrogate (JSON allows "\\ud800") is not text: no tokenizer or file can take it."""
-    if value is None:
-        return
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(
-            f"is not valid Unicode text: a lone surrogate U+{ord(value[exc.start]):04X} at character {exc.start}",
-            row=row,
-            field=field,
-        ) from None
-
-
-def parse_sample(row: Any, row_number: int | None = None) -> Sample:
-    """A validated :class:`Sample` from an input row; a bad row is an :class:`InputError` naming row and field."""
-    if isinstance(row, Sample):
-        return row
-    if not isinstance(row, dict):
-        raise InputError(f"a row must be a JSON object, not {type(row).__name__}", row=row_number)
-    if isinstance(row.get("id"), (dict, list)):
-        raise InputError("must be a string or a number", row=row_number, field="id")
-    contexts = row.get("contexts", row.get("context"))
-    if isinstance(contexts, str):
-        contexts = [contexts]
-    if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
-        raise InputError("must be a list of strings", row=row_number, field="contexts")
-    if not any(c.strip() for c in contexts):
-        raise InputError("is empty: there is nothing to check the answer against", row=row_number, field="contexts")
-    answer, claim = row.get("answer"), row.get("claim")
-    if answer is None and claim is None:
-        raise InputError("a row needs an 'answer' or a 'claim'", row=row_number, field="answer")
-    if answer is not None and claim is not None:
-        raise InputError("give either 'answer' or 'claim', not both", row=row_number, field="claim")
-    for name, value in (("answer", answer), ("claim", claim), ("question", row.get("question"))):
-        if value is not None and not isinstance(value, str):
-            raise InputError(f"must be a string, not {type(value).__name__}", row=row_number, field=name)
-    if claim is not None and not claim.strip():
-        raise InputError("is empty", row=row_number, field="claim")
-    for name, value in (("answer", answer), ("claim", claim), ("question", row.get("question"))):
-        _check_text(value, row_number, name)
-    for i, context in enumerate(contexts):
-        _check_text(context, row_number, f"contexts[{i}]")
-    metadata = row.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise InputError("must be an object", row=row_number, field="metadata")
-    try:  # passed through to the report, so it must be writable: no NaN, no lone surrogate
-        json.dumps(metadata, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    except (ValueError, TypeError, UnicodeEncodeError) as exc:
-        raise InputError(f"cannot be written back: {exc}", row=row_number, field="metadata") from None
-    label = row.get("label")
-    if label is not None and (
-        not isinstance(label, (str, int, float)) or (isinstance(label, float) and not math.isfinite(label))
-    ):
-        raise InputError(f"must be a string or a number, not {label!r:.40}", row=row_number, field="label")
-    _check_text(None if label is None else str(label), row_number, "label")
-    return Sample(
-        id=row_id(row, row_number),
-        contexts=contexts,
-        answer=answer,
-        claim=claim,
-        question=row.get("question"),
-        label=None if label is None else str(label),
-        metadata=metadata,
-    )
 
 
 def error_report(error: Exception | str, row: int | None, rid: str | None = None, mode: str = "") -> AnswerReport:
@@ -400,22 +324,17 @@ class Evaluator:
         """As :meth:`evaluate_many`, for rows that carry their own row numbers (a row may be an InputError)."""
         if self.head is not None and self.mode != "llm":
             _ = self.nli  # a head fitted for another model stops the run before any row, not row by row
-        batch: list[_Work] = []
-        order: list[_Work | AnswerReport] = []
-        for n, row in rows:
-            try:
-                if isinstance(row, InputError):
-                    raise row
-                work = _Work(sample=parse_sample(row, n), row=n)
-            except InputError as exc:
-                order.append(error_report(exc, n, row_id(row, n), self.mode))
-            else:
-                batch.append(work)
-                order.append(work)
-            if len(batch) >= batch_size:
-                yield from self._run_batch(batch, order)
-                batch, order = [], []
-        yield from self._run_batch(batch, order)
+        for cut in batches(rows, batch_size):
+            batch: list[_Work] = []
+            order: list[_Work | AnswerReport] = []
+            for n, row, parsed in cut:
+                if isinstance(parsed, InputError):
+                    order.append(error_report(parsed, n, row_id(row, n), self.mode))
+                else:
+                    work = _Work(sample=parsed, row=n)
+                    batch.append(work)
+                    order.append(work)
+            yield from self._run_batch(batch, order)
 
     def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
         """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost.

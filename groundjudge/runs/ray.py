@@ -30,7 +30,6 @@ id, and the provider's API key in their environment.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import math
@@ -42,10 +41,13 @@ from typing import Any
 
 from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
+from groundjudge.io.rows import batches, row_id
+from groundjudge.io.tables import ColumnMap, InvalidRow, is_local, local_path
 from groundjudge.llm import Ledger, RetryPolicy, make_client
 from groundjudge.models import Usage
-from groundjudge.pipeline.evaluator import RUN_STOPS, Evaluator, describe, error_report, parse_sample, row_id
+from groundjudge.pipeline.evaluator import RUN_STOPS, Evaluator, describe, error_report
 from groundjudge.review.report import RunSummary, Summarizer, dumps, finite_report
+from groundjudge.runs.out import ReportWriter, pending_rows
 
 try:
     import ray
@@ -255,24 +257,31 @@ def _to_wire(n: int, row: Any) -> dict[str, Any]:
     survive as escapes)."""
     if isinstance(row, InputError):
         return {_ROW: n, _JSON: "", _ERROR: row.reason, _FIELD: row.field or ""}
+    if isinstance(row, InvalidRow):  # a row the column mapping found bad: its id and its error travel
+        error = row.error
+        return {
+            _ROW: n,
+            _JSON: json.dumps(dict(row), ensure_ascii=True),
+            _ERROR: error.reason,
+            _FIELD: error.field or "",
+        }
     return {_ROW: n, _JSON: json.dumps(row, ensure_ascii=True, allow_nan=True), _ERROR: "", _FIELD: ""}
 
 
 def _from_wire(w: dict[str, Any]) -> tuple[int, Any]:
     n = int(w[_ROW])
     if w[_ERROR]:
-        return n, InputError(w[_ERROR], row=n, field=w[_FIELD] or None)
+        error = InputError(w[_ERROR], row=n, field=w[_FIELD] or None)
+        return n, InvalidRow(json.loads(w[_JSON]).get("id"), error) if w[_JSON] else error
     return n, json.loads(w[_JSON])
 
 
-def _wire_batch(batch: Any, row_column: str) -> dict[str, list[Any]]:
-    """User rows (a pyarrow batch) to wire rows; the row number comes from ``row_column``."""
+def _wire_batch(batch: Any, row_column: str, columns: dict[str, str] | None = None) -> dict[str, list[Any]]:
+    """User rows (a pyarrow batch) to wire rows, their columns mapped as the local engine maps a table's
+    (:class:`~groundjudge.io.tables.ColumnMap`); the row number comes from ``row_column``."""
     out: dict[str, list[Any]] = {_ROW: [], _JSON: [], _ERROR: [], _FIELD: []}
-    for r in batch.to_pylist():
-        n = int(r.pop(row_column))
-        # a column missing from some rows comes back as None there (Arrow unifies the schema): leave it out, as
-        # in a JSON line without that key ("contexts": None would hide a "context" column)
-        r = {k: v for k, v in r.items() if v is not None}
+    numbered = [(int(r.pop(row_column)), r) for r in batch.to_pylist()]
+    for n, r in ColumnMap(columns, decode_strings=True).rows(numbered):
         for k, v in _to_wire(n, r).items():
             out[k].append(v)
     return out
@@ -286,7 +295,7 @@ def _ensure_ray(address: str | None = None) -> None:
         ray.init(address=address, include_dashboard=False, log_to_driver=True)
 
 
-def _plan(actors: int | None, num_gpus: float | None) -> tuple[int, float, float, int | None]:
+def plan(actors: int | None, num_gpus: float | None) -> tuple[int, float, float, int | None]:
     """(actors, CPUs per actor, GPUs per actor, torch threads per actor) for the running cluster.
 
     With GPUs: one actor per GPU. Without: one actor per CPU but one, each with one CPU; together the actors
@@ -319,7 +328,7 @@ def _score_wire(
     ledger: Any,
     udf_batch_size: int | None = None,
 ) -> Any:
-    n_actors, per_cpu, per_gpu, threads = _plan(actors, num_gpus)
+    n_actors, per_cpu, per_gpu, threads = plan(actors, num_gpus)
     cfg = config  # resolved (_resolved) and checked (_check_head) once by the caller, not once per window
     proxy = None
     if cfg.llm:
@@ -345,6 +354,7 @@ def score_dataset(
     num_gpus: float | None = None,
     row_column: str | None = None,
     ledger: Any = None,
+    columns: dict[str, str] | None = None,
 ) -> Any:
     """Score a Dataset of input rows on Ray; a Dataset of reports comes back (lazy, as Ray Data is).
 
@@ -365,103 +375,20 @@ def score_dataset(
             order (one counting pass over ``ds``), so that ``row`` and the ``row-N`` id fallback match the local
             engine's ``evaluate_many``.
         ledger: a ledger actor from :func:`make_ledger` to share one budget between several datasets.
+        columns: explicit column mapping ``{field: column}``; else columns are mapped by name as the local engine
+            maps a table's (groundjudge's, RAGAS' and DeepEval's names).
     """
     if row_column is None:
         row_column = "_gj_n"
         count = ds.count()
         numbers = ray.data.from_items([{row_column: n} for n in range(1, count + 1)])
         ds = ds.zip(numbers)
-    wire = ds.map_batches(_wire_batch, batch_format="pyarrow", fn_kwargs={"row_column": row_column}, num_cpus=0.5)
+    wire = ds.map_batches(
+        _wire_batch, batch_format="pyarrow", fn_kwargs={"row_column": row_column, "columns": columns}, num_cpus=0.5
+    )
     cfg = _resolved(config)
     _check_head(cfg)
     return _score_wire(wire, cfg, batch_size=batch_size, actors=actors, num_gpus=num_gpus, ledger=ledger)
-
-
-# -- reading -----------------------------------------------------------------------------------------------------
-
-
-def _is_local(uri: str) -> bool:
-    return "://" not in uri or uri.startswith("file://")
-
-
-def _local_path(uri: str) -> Path:
-    return Path(uri[len("file://") :] if uri.startswith("file://") else uri)
-
-
-def _is_parquet(uri: str) -> bool:
-    base = uri.rstrip("/").lower()
-    return base.endswith((".parquet", ".pq")) or (_is_local(uri) and _local_path(uri).is_dir())
-
-
-class _RemoteLines:
-    """A file at a URI that ``path.open("rb")`` reads line by line (the CLI's JSONL reader takes it)."""
-
-    def __init__(self, uri: str) -> None:
-        self.uri = uri
-
-    def open(self, mode: str = "rb") -> Any:
-        import pyarrow.fs
-
-        fs, path = pyarrow.fs.FileSystem.from_uri(self.uri)
-        return io.BufferedReader(fs.open_input_stream(path))
-
-
-def _parquet_rows(uri: str) -> Iterator[tuple[int, Any]]:
-    """(row number from 1, row) of a Parquet file, or of a directory of them in name order, streamed."""
-    import pyarrow.fs
-    import pyarrow.parquet as pq
-
-    if _is_local(uri):
-        p = _local_path(uri)
-        files = sorted(str(f) for f in p.rglob("*.parquet")) if p.is_dir() else [str(p)]
-        fs: Any = pyarrow.fs.LocalFileSystem()
-    else:
-        fs, path = pyarrow.fs.FileSystem.from_uri(uri)
-        info = fs.get_file_info(path)
-        if info.type == pyarrow.fs.FileType.Directory:
-            sel = pyarrow.fs.FileSelector(path, recursive=True)
-            files = sorted(i.path for i in fs.get_file_info(sel) if i.path.endswith(".parquet"))
-        else:
-            files = [path]
-    n = 0
-    for f in files:
-        with fs.open_input_file(f) as fh:
-            for batch in pq.ParquetFile(fh).iter_batches(batch_size=1024):
-                for row in batch.to_pylist():
-                    n += 1
-                    yield n, {k: v for k, v in row.items() if v is not None}  # None: a column this row lacks
-
-
-def _input_rows(uri: str, skip: set[str]) -> Iterator[tuple[int, Any]]:
-    """Numbered rows of the input (JSONL: line numbers; Parquet: row numbers), as ``groundjudge score`` reads them."""
-    from groundjudge.cli.root import _read_jsonl, _unique_rows
-
-    if _is_parquet(uri):
-        return _unique_rows(_parquet_rows(uri), skip)
-    source: Any = _local_path(uri) if _is_local(uri) else _RemoteLines(uri)
-    return _unique_rows(_read_jsonl(source), skip)
-
-
-def _local_batches(items: Iterable[tuple[int, Any]], batch_size: int) -> Iterator[list[tuple[int, Any]]]:
-    """``items`` cut where :meth:`Evaluator.evaluate_numbered` cuts its batches (after ``batch_size`` rows that
-    parse; a bad row rides with the batch it falls in), so that each actor call scores exactly a batch of the local
-    engine: the NLI stage batches across a batch's rows, and its numbers could differ in the last digits were
-    the batches cut elsewhere."""
-    batch: list[tuple[int, Any]] = []
-    valid = 0
-    for n, row in items:
-        batch.append((n, row))
-        if not isinstance(row, InputError):
-            try:
-                parse_sample(row, n)
-                valid += 1
-            except InputError:
-                pass
-        if valid >= batch_size:
-            yield batch
-            batch, valid = [], 0
-    if batch:
-        yield batch
 
 
 def _windows(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -492,28 +419,34 @@ def score_file(
     *,
     address: str | None = None,
     resume: bool = False,
+    retry_errors: bool = False,
+    columns: dict[str, str] | None = None,
     batch_size: int = 32,
     progress: Callable[[int], None] | None = None,
     actors: int | None = None,
     num_gpus: float | None = None,
     window: int = _WINDOW,
 ) -> RunSummary:
-    """Score a JSONL or Parquet file on Ray and write the reports to ``out`` as ``groundjudge score`` does.
+    """Score a JSONL, CSV or Parquet file on Ray and write the reports to ``out`` as ``groundjudge score`` does.
 
-    The driver reads the input in order (JSONL lines with the CLI's own reader: line numbers, bad lines, a BOM,
-    duplicate ids; Parquet rows numbered from 1), ships it to the actor pool ``window`` rows at a time (each window
-    starts the pool again: one model load per actor per window), and appends each report to ``out`` in input
-    order, flushing each line, so a killed run loses nothing it wrote.
+    The driver reads the input in order with the local engine's reader (:func:`groundjudge.io.read_rows`: JSONL
+    line numbers, bad lines, a BOM, the column mapping, duplicate ids; Parquet rows numbered from 1), cuts it into
+    the local engine's batches (:func:`groundjudge.io.rows.batches`), ships them to the actor pool ``window`` rows
+    at a time (each window starts the pool again: one model load per actor per window), and appends each report to
+    ``out`` through the local engine's writer, in input order, flushing each line, so a killed run loses nothing
+    it wrote.
 
     Args:
-        input: a local path or a URI pyarrow reads (``s3://bucket/answers.jsonl``); ``.parquet``/``.pq`` or a
-            directory is Parquet, anything else JSONL.
+        input: a local path or a URI pyarrow reads (``s3://bucket/answers.jsonl``); the format from the suffix
+            (``.jsonl``, ``.csv``, ``.parquet``) or a directory of Parquet files.
         out: the report JSONL. Without ``resume`` it is replaced (when the first report is written).
         config: the evaluation config; ``budget_usd``/``max_calls`` cap the whole cluster.
         address: the Ray cluster (``ray://host:10001``, ``auto``); default: the running Ray, ``$RAY_ADDRESS`` or a
             new local one.
         resume: skip ids that already have a report in ``out`` and append (damaged lines are moved to
-            ``out.damaged``, a torn last line is cut: the CLI's rules).
+            ``out.damaged``, a torn last line is cut: the local engine's rules).
+        retry_errors: with ``resume``, score again the rows whose report failed, replacing it.
+        columns: explicit column mapping ``{field: column}`` (else groundjudge's, RAGAS' and DeepEval's names).
         batch_size: rows evaluated together in one actor call.
         progress: called after each report written with the number of reports this run has written so far.
         actors, num_gpus: see :func:`score_dataset`.
@@ -526,24 +459,26 @@ def score_file(
         BudgetExceededError, CacheMissError: after writing every report that finished before the stop; the
             exception's ``summary`` attribute holds the run summary so far.
     """
-    from groundjudge.cli.root import _Existing, _scan_out, _Writer
+    from groundjudge.io.tables import table_format
     from groundjudge.models import AnswerReport
 
-    if _is_local(input) and not _local_path(input).exists():
+    if is_local(input) and not local_path(input).exists():
         raise ConfigError(f"no input file {input}")
     if batch_size < 1 or window < 1:
         raise ConfigError("batch_size and window must be at least 1")
-    existing = _scan_out(out) if resume else _Existing()
-    rows = _input_rows(input, existing.ids)
+    if retry_errors and not resume:
+        raise ConfigError("retry_errors goes with resume")
+    table_format(input)  # an input whose format cannot be told stops here, before a cluster starts
+    todo = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
     cfg = _resolved(config)
     _check_head(cfg)  # a head that cannot run stops here, before a cluster starts
     _ensure_ray(address)
     handle = make_ledger(cfg.budget_usd, cfg.max_calls) if cfg.llm else None
     proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls) if handle is not None else None
     summary = Summarizer()
-    writer = _Writer(out, fresh=not resume, existing=existing, drop_ids=set())
+    writer = ReportWriter(out, fresh=not resume, existing=todo.existing, drop_ids=todo.retry, note=log.warning)
     finished = False
-    n_actors = _plan(actors, num_gpus)[0]
+    n_actors = plan(actors, num_gpus)[0]
 
     def write(line: str) -> None:
         report = AnswerReport.model_validate_json(line)
@@ -557,13 +492,13 @@ def score_file(
     ctx.enable_progress_bars = False  # the caller's ``progress`` shows progress; Ray's bars would interleave
     try:
         # whole local batches, about ``window`` rows at a time (a window never cuts a batch)
-        for batches in _windows(_local_batches(rows, batch_size), max(1, window // batch_size)):
-            groups = [{_GROUP: json.dumps([_to_wire(n, row) for n, row in b])} for b in batches]
+        for window_batches in _windows(batches(todo.rows, batch_size), max(1, window // batch_size)):
+            groups = [{_GROUP: json.dumps([_to_wire(n, row) for n, row, _ in b])} for b in window_batches]
             ds = ray.data.from_items(groups, override_num_blocks=max(1, min(len(groups), 4 * n_actors)))
             result = _score_wire(
                 ds, cfg, batch_size=batch_size, udf_batch_size=1, actors=actors, num_gpus=num_gpus, ledger=handle
             )
-            order = [n for b in batches for n, _ in b]
+            order = [n for b in window_batches for n, _, _ in b]
             pending: dict[int, str] = {}
             nxt = 0
             stopped: GroundjudgeError | None = None

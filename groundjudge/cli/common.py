@@ -1,0 +1,79 @@
+"""What every command shares: exit codes, the error console, usage errors, the progress bar, the summary table,
+reading a report file.
+
+Exit codes: 0 ok, 1 some rows failed, 2 usage or configuration error, 3 budget reached, 4 a provider batch is
+still running (re-run to collect it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_PENDING = 0, 1, 2, 3, 4
+
+err = Console(stderr=True)
+
+CacheDir = Annotated[
+    Optional[Path],  # noqa: UP045 - typer needs Optional at runtime on 3.10
+    typer.Option("--cache-dir", help="Cache directory \\[default: $GROUNDJUDGE_CACHE_DIR or ~/.cache/groundjudge]."),
+]
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    return typer.Exit(code)
+
+
+@contextmanager
+def progress_bar(console: Console, enabled: bool) -> Iterator[Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            # rows arrive a batch at a time, so the rate over the whole run, not rich's recent-window speed
+            elapsed = task.elapsed or 0.0
+            return Text(f"{task.completed / elapsed:.2f} rows/s" if elapsed > 0 and task.completed else "- rows/s")
+
+    columns = [
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        Rate(),
+        TextColumn("[cyan]${task.fields[cost]:.4f}"),
+        TextColumn("cache hits {task.fields[cached]}"),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=console, disable=not enabled, transient=False) as bar:
+        yield bar
+
+
+def print_summary(console: Console, summary: Any) -> None:
+    from rich.table import Table
+
+    from groundjudge.review.report import summary_rows
+
+    table = Table(title="groundjudge summary", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("")
+    for name, value in summary_rows(summary):
+        table.add_row(escape(name), escape(value))  # ids and reasons are data, not markup
+    console.print(table)
+
+
+def load_reports(path: Path) -> list[Any]:
+    from groundjudge.review.report import read_reports
+
+    if not path.is_file():
+        raise fail(f"no file {path}")
+    try:
+        return list(read_reports(path))
+    except ValueError as exc:
+        raise fail(f"{path} is not a groundjudge output file: {exc}") from exc

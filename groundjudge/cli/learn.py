@@ -1,0 +1,526 @@
+"""``groundjudge calibrate`` and ``tune``: the local checker learns from decided claims."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+
+from groundjudge.cli.common import CacheDir, err, fail, load_reports
+from groundjudge.errors import GroundjudgeError, InputError
+from groundjudge.learn.tune import STATE_DIR, TuneSettings, tune
+
+if TYPE_CHECKING:  # heavy imports (numpy, torch): only where a command needs them
+    from groundjudge.checker.head import VerdictHead
+    from groundjudge.models import ClaimNLI
+
+_HEAD_MIN_CLAIMS, _HEAD_MIN_CLASS = (
+    60,
+    15,
+)  # checker.head.MIN_CLAIMS / MIN_CLASS, without importing numpy
+_LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
+# why a claim of a 'score' OUT did not teach calibrate, in the order they are told
+_LEFT_OUT = {
+    "local": "decided locally (never judged)",
+    "error": "judge errors",
+    "unverified": "with an unverified quote",
+    "no_quote": "SUPPORTED / CONTRADICTED without a quote",
+    "no_nli": "without NLI scores",
+    "failed": "answer(s) that failed whole (their claims are not in the file)",
+}
+
+
+def calibrate_command(
+    labeled: Annotated[
+        Path,
+        typer.Argument(
+            help="Claim rows with gold labels, or 'score' output: on such rows (gold labels), with --reviews, or else "
+            "the judge's own verdicts (best: a sample scored with --mode llm)."
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Config file to write (JSON, for 'score --config').")] = Path(
+        "groundjudge-config.json"
+    ),
+    target: Annotated[float, typer.Option(help="Precision the NLI-decided verdicts must reach.")] = 0.95,
+    min_decided: Annotated[int, typer.Option(help="Fewest claims a threshold may rest on.")] = 10,
+    unsupported: Annotated[bool, typer.Option("--unsupported/--no-unsupported", help="Also fit t_unsupported.")] = True,
+    nli_model: Annotated[Optional[str], typer.Option(help="NLI model id or path.")] = None,  # noqa: UP045
+    cache_dir: CacheDir = None,
+    reviews: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            help="Reviewer decisions (JSONL from the review page) on the claims of LABELED, a 'score' OUT; without "
+            "gold labels there, the judge's verdicts teach on the claims no reviewer decided."
+        ),
+    ] = None,
+    reliability: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Write a reliability diagram of the NLI entailment (.html or .svg)."),
+    ] = None,
+    bins: Annotated[int, typer.Option(help="Bins of the reliability diagram.", min=2, max=50)] = 10,
+    save_to_model: Annotated[
+        bool,
+        typer.Option(
+            help="Also store the cascade thresholds (and the verdict head, if one was fitted) beside the local "
+            "model's weights (groundjudge.json), so that every later run with that model uses them with no flags; "
+            "without a head, a head stored there before is removed."
+        ),
+    ] = False,
+    head: Annotated[
+        bool,
+        typer.Option(
+            "--head/--no-head",
+            help="Also fit a verdict head (a logistic model over the NLI scores and text signals, with its own "
+            f"thresholds) on the same claims; it needs {_HEAD_MIN_CLAIMS}+ claims, {_HEAD_MIN_CLASS}+ SUPPORTED "
+            "and not. The config then carries the head instead of the raw thresholds.",
+        ),
+    ] = True,
+) -> None:
+    """Fit t_support / t_contradict (and t_unsupported) to a precision target, and a verdict head on the same claims;
+    write a config 'score' takes. Labels: gold if LABELED has them, else the reviews (if given) and the judge's
+    verdicts with verified quotes on the other claims."""
+    from groundjudge.config import Config
+    from groundjudge.learn.calibrate import fit_thresholds
+    from groundjudge.pipeline.evaluator import Evaluator
+
+    if not labeled.is_file():
+        raise fail(f"no file {labeled}")
+    if reliability is not None and reliability.suffix.lower() not in (".html", ".htm", ".svg"):
+        raise fail(f"--reliability {reliability}: write .html or .svg")
+    first: dict[str, Any] = next((json.loads(x) for x in labeled.open() if x.strip()), {})
+    from_out = "verdict" in first and "claims" in first  # a 'score' OUT: the claims are scored already
+    evaluator: Any = None
+    try:
+        # raw scores: a head stored beside the model must neither change them nor stop the run (it may be stale)
+        cfg = Config.make(
+            nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli", use_head=False
+        )
+        if from_out:
+            reports = load_reports(labeled)
+        elif reviews is not None:
+            raise fail(f"--reviews needs the 'groundjudge score' OUT the reviews were made on; {labeled} is not one")
+        else:
+            rows = (json.loads(x) for x in labeled.open() if x.strip())
+            evaluator = Evaluator(cfg)
+            reports = list(evaluator.evaluate_many(rows, batch_size=64))
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
+    # what the raw thresholds and a verdict head are fitted on: the claim, its answer's sources, its NLI result and
+    # its 3-way label
+    texts: list[str] = []
+    sources: list[list[str]] = []
+    results: list[ClaimNLI] = []
+    labels: list[str] = []
+    fingerprints: set[str] = set()  # the NLI models that scored the claims of a 'score' OUT
+    taught: dict[str, int] = {}  # where the labels came from: gold, reviews, judge
+
+    def add(report: Any, verdict: Any, label: str, origin: str) -> None:
+        texts.append(verdict.claim.text)
+        sources.append(list(report.contexts))
+        results.append(verdict.nli)
+        labels.append(label)
+        fingerprints.add(report.versions.get("nli_model", "") if from_out else "")
+        taught[origin] = taught.get(origin, 0) + 1
+
+    reviewed: set[tuple[str, str]] = set()  # (answer id, claim id) a reviewer decided: the judge's verdict yields
+    if reviews is not None:
+        from groundjudge.review.metrics import join_reviews, read_reviews
+
+        if not reviews.is_file():
+            raise fail(f"no file {reviews}")
+        try:
+            joined = join_reviews(reports, read_reviews(reviews))
+        except InputError as exc:
+            raise fail(f"{reviews}: {exc}") from exc
+        for m in joined.matched:
+            reviewed.add((m.report.id, m.verdict.claim.id))
+            if _scored(m.verdict.nli):
+                add(m.report, m.verdict, m.review.label, "reviews")
+        if joined.unmatched:
+            err.print(f"{len(joined.unmatched)} reviews match no claim of {escape(str(labeled))}", highlight=False)
+        if not labels:
+            raise fail(f"no review in {reviews} matches a claim of {labeled} with NLI scores")
+    gold_labelled = any(r.label and r.label.upper() in _LABELS for r in reports)
+    if gold_labelled and reviews is None:
+        for r in reports:
+            if r.label and r.label.upper() in _LABELS and r.claims and _scored(r.claims[0].nli):
+                add(r, r.claims[0], r.label.upper(), "gold")
+    elif from_out and not gold_labelled:  # no gold label: the judge's own verdicts teach (reviews win on theirs)
+        usable, left_out = _judge_labelled(reports, reviewed)
+        for r, v in usable:
+            add(r, v, v.label, "judge")
+        if usable or reviews is None:  # with reviews and no judge verdict to add, they teach alone, as they did
+            err.print(escape(_judge_said(len(usable), left_out, reviewed=bool(reviewed))), highlight=False)
+        if usable and any(r.mode == "cascade" for r in reports):
+            err.print(
+                "[yellow]note:[/yellow] these answers were scored in cascade mode: only the escalated claims were "
+                "judged, so the sample leans to the claims the local checker found hard; for calibration, score a "
+                "sample with --mode llm (the judge sees every claim).",
+                highlight=False,
+            )
+        if not labels:
+            raise fail(
+                f"no labels in {labeled}: no answer carries a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED), "
+                "and no claim was decided by the judge with verified quotes, no error and NLI scores"
+            )
+    if not labels:
+        raise fail("no claim rows with a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED)")
+    ent = [r.entailment for r in results]
+    con = [r.contradiction for r in results]
+    gold = [label == "SUPPORTED" for label in labels]
+    if reliability is not None:
+        from groundjudge.learn.calibrate import expected_calibration_error, reliability_bins
+        from groundjudge.review.html import render_reliability_html
+        from groundjudge.review.plots import reliability_svg, standalone
+
+        diagram = reliability_bins(ent, gold, n_bins=bins)
+        ece = expected_calibration_error(diagram)
+        source = f"{labeled.name}" + (f" + reviews {reviews.name}" if reviews is not None else "")
+        if reliability.suffix.lower() == ".svg":
+            reliability.write_text(standalone(reliability_svg(diagram)), encoding="utf-8")
+        else:
+            page = render_reliability_html(diagram, subtitle=f"{len(gold)} claims from {source}", ece=ece)
+            reliability.write_text(page, encoding="utf-8")
+        err.print(
+            escape(f"wrote {reliability} ({len(gold)} claims, expected calibration error {ece:.3f})"), highlight=False
+        )
+    fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
+    fitted: VerdictHead | None = None
+    if head:
+        try:
+            fitted, why_not = _calibration_head(
+                texts,
+                sources,
+                results,
+                labels,
+                lambda: evaluator or Evaluator(cfg),
+                fingerprints - {""},
+                target=target,
+                meta={"source": str(labeled), "reviews": str(reviews) if reviews else None, "labels": taught},
+                min_decided=min_decided,
+                unsupported=unsupported,
+            )
+        except GroundjudgeError as exc:
+            raise fail(
+                f"{exc} (the verdict head needs the NLI model that scored the claims; or pass --no-head)"
+            ) from exc
+        if why_not:
+            err.print(
+                f"[yellow]no verdict head:[/yellow] {escape(why_not)}; the config has the thresholds only.",
+                highlight=False,
+            )
+    # "never" where no level reached the target; with a head, its own thresholds (on its probability) are in force
+    # without a head the raw thresholds are on the entailment: the config turns off any head stored with the model
+    written: dict[str, Any] = {"head": fitted.model_dump()} if fitted else {**fit.config_values(), "use_head": False}
+    if nli_model:
+        written["nli_model"] = nli_model
+    out.write_text(json.dumps(written, indent=2) + "\n")
+    if save_to_model:
+        from groundjudge.checker.nli import resolve_model_name
+        from groundjudge.config import read_model_head, write_model_head, write_model_profile
+
+        model_dir = Path(resolve_model_name(nli_model))
+        if not model_dir.is_dir():
+            raise fail(f"--save-to-model needs a local model folder; {model_dir} is not one (pass --nli-model PATH)")
+        meta = {
+            "source": str(labeled),
+            "target": target,
+            "n": fit.n,
+            "local_precision": fit.local_precision,
+            "escalation_rate": fit.escalation_rate,
+            "reviews": str(reviews) if reviews else None,
+            "labels": taught,
+        }
+        try:
+            saved = write_model_profile(model_dir, {"cascade": fit.local}, meta)
+            # without a new head, an older one stored there would override the thresholds just stored: removed
+            stale = fitted is None and read_model_head(model_dir) is not None
+            if fitted is not None or stale:
+                write_model_head(model_dir, fitted.model_dump() if fitted else None)
+        except (GroundjudgeError, OSError) as exc:
+            raise fail(f"could not store the thresholds beside {model_dir}: {exc}") from exc
+        if fitted is not None:
+            said = f"stored the cascade thresholds and the verdict head in {saved} (the head's thresholds are in force)"
+        else:
+            said = f"stored the cascade thresholds in {saved}" + (
+                "; removed the verdict head stored there (it would have overridden them)" if stale else ""
+            )
+        err.print(escape(said), highlight=False)
+    head_json = None
+    if fitted is not None:
+        head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
+    typer.echo(json.dumps({**fit.as_dict(), "config": str(out), "head": head_json, "labels": taught}))
+    err.print(
+        f"Raw thresholds (on the entailment, in-sample): NLI decides {fit.decided} of {fit.n} claims locally "
+        f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%."
+        + ("" if head_json is None else " " + _head_line(head_json))
+        + f" Wrote {out}"
+        + (" (with the head and its thresholds)." if fitted else "."),
+        highlight=False,
+    )
+
+
+def _judge_labelled(
+    reports: Sequence[Any], reviewed: set[tuple[str, str]]
+) -> tuple[list[tuple[Any, Any]], Counter[str]]:
+    """The claims of a 'score' OUT the judge decided well enough to learn from, as ``(report, verdict)``, and how many
+    were left out by reason (keys of :data:`_LEFT_OUT`); claims a reviewer decided are neither.
+
+    Usable: ``tune.judge_usable`` (judge route, a real label, every quote verified for SUPPORTED / CONTRADICTED, no
+    unverified_quote flag, no error) and NLI scores (no NLI error, passages scored).
+    """
+    from groundjudge.learn.tune import judge_usable
+
+    usable: list[tuple[Any, Any]] = []
+    left_out: Counter[str] = Counter()
+    for r in reports:
+        if r.verdict == "ERROR" and not r.claims:
+            left_out["failed"] += 1
+        for v in r.claims:
+            if (r.id, v.claim.id) in reviewed:
+                continue
+            if judge_usable(v) and _scored(v.nli):
+                usable.append((r, v))
+            elif v.route != "judge":
+                left_out["local"] += 1
+            elif v.error or v.label == "ERROR":
+                left_out["error"] += 1
+            elif "unverified_quote" in v.flags or any(not q.verified for q in v.quotes):
+                left_out["unverified"] += 1
+            elif not judge_usable(v):
+                left_out["no_quote"] += 1
+            else:
+                left_out["no_nli"] += 1
+    return usable, left_out
+
+
+def _scored(nli: ClaimNLI | None) -> bool:
+    """Whether the NLI stage scored the claim: only those can teach thresholds (an unscored claim is escalated by
+    the pipeline, so counting it as a local UNSUPPORTED would flatter the fit)."""
+    return nli is not None and nli.error is None and nli.passages_scored > 0
+
+
+def _judge_said(used: int, left_out: Counter[str], reviewed: bool) -> str:
+    """One line: how many judge verdicts taught calibrate and why the others did not."""
+    why = ", ".join(f"{left_out[k]} {said}" for k, said in _LEFT_OUT.items() if left_out[k])
+    return (
+        f"No gold labels: {used} judge verdicts used as labels"
+        + (" (for the claims no reviewer decided)" if reviewed else "")
+        + f"; left out: {why or 'none'}."
+    )
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _head_line(head: dict[str, Any]) -> str:
+    """What the verdict head does out of fold, in one sentence."""
+    oof = head["out_of_fold"]
+    accuracy = oof.get("nli_balanced_accuracy")
+    escalation = oof.get("escalation_rate")
+    return (
+        f"Verdict head ({head['claims']} claims, L2 {head['l2']:g}), out of fold: balanced accuracy "
+        f"{'-' if accuracy is None else f'{accuracy:.1f}%'} in nli mode; in the cascade, escalation "
+        f"{'-' if escalation is None else f'{100 * escalation:.1f}%'} at local precision "
+        f"{_num(oof.get('local_precision'))}."
+    )
+
+
+def _calibration_head(
+    claims: list[str],
+    contexts: list[list[str]],
+    results: list[ClaimNLI],
+    labels: list[str],
+    load: Callable[[], Any],
+    fingerprints: set[str],
+    target: float,
+    meta: dict[str, Any],
+    min_decided: int = 10,
+    unsupported: bool = True,
+) -> tuple[VerdictHead | None, str | None]:
+    """Fit a verdict head on calibrate's labelled claims: ``(head, None)``, or ``(None, why not)``.
+
+    ``load`` gives the nli-mode Evaluator whose model the head is tied to (loaded only when a head can be fitted):
+    the claims are scored again with it as the pipeline scores them under a head, every selected passage (a stored
+    or just-made result may have stopped at the first passage that passed t_support; mostly cache hits);
+    ``fingerprints`` are those of the models that scored a 'score' OUT's claims (empty: scored here).
+
+    Raises:
+        GroundjudgeError: the NLI model cannot be loaded.
+    """
+    from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
+    from groundjudge.learn.calibrate import build_head
+
+    scored = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
+    supported = sum(labels[i] == "SUPPORTED" for i in scored)
+    if len(scored) < MIN_CLAIMS or min(supported, len(scored) - supported) < MIN_CLASS:
+        return None, (
+            f"it needs at least {MIN_CLAIMS} scored claims with {MIN_CLASS} SUPPORTED and {MIN_CLASS} not; "
+            f"got {len(scored)}, {supported} SUPPORTED"
+        )
+    evaluator = load()
+    model = evaluator.nli
+    other = sorted(fp for fp in fingerprints if not _same_weights(fp, model.identity))
+    if other:  # a head is tied to the model whose scores it reads: fitted on another's, it would mislead
+        return None, (
+            f"the claims were scored by NLI model {other[0]}, not the one loaded here ({model.identity}); "
+            "pass that model as --nli-model"
+        )
+    from groundjudge.learn.tune import TuneExample, TuneSettings, score_claims
+
+    c = evaluator.config
+    settings = TuneSettings(k=c.evidence_k, passage_tokens=c.passage_tokens, passage_overlap=c.passage_overlap)
+    examples = [
+        TuneExample(str(i), claim, list(ctx), label, "calibrate")
+        for i, (claim, ctx, label) in enumerate(zip(claims, contexts, labels, strict=True))
+    ]
+    results = score_claims(model, examples, settings, evaluator.cache)
+    try:
+        head = build_head(
+            claims,
+            contexts,
+            results,
+            labels,
+            model.identity,
+            target=target,
+            meta=meta,
+            min_decided=min_decided,
+            unsupported=unsupported,
+        )
+        return head, None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def _same_weights(fingerprint: str, identity: str) -> bool:
+    """Whether a report's ``nli_model`` fingerprint (``weights/kind/numerics``) is of the model with ``identity``
+    (``digest/kind``): a local model's weights are ``folder@digest``, a hub model's ``id@revision`` (= its digest)."""
+    return fingerprint.startswith(identity + "/") or f"@{identity}/" in fingerprint
+
+
+def tune_command(
+    data: Annotated[list[Path], typer.Argument(help="JSONL: gold claim rows, 'score' output, review decisions.")],
+    base: Annotated[str, typer.Option(help="The NLI model to start from (hub id or path).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the tuned model and its thresholds.")],
+    epochs: Annotated[int, typer.Option(min=1)] = TuneSettings.epochs,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, linear warmup and decay).")] = TuneSettings.lr,
+    batch_size: Annotated[Optional[int], typer.Option(help="[default: 16 on CPU, 32 on a GPU]")] = None,  # noqa: UP045
+    max_length: Annotated[int, typer.Option(help="Tokens per training pair.")] = TuneSettings.max_length,
+    distill: Annotated[
+        float, typer.Option(help="Weight of the pull towards the base model's predictions (against forgetting).")
+    ] = TuneSettings.distill,
+    l2sp: Annotated[float, typer.Option(help="Weight of the pull towards the base weights (L2-SP).")] = 0.0,
+    holdout: Annotated[float, typer.Option(help="Share of claims held out for calibration and the report.")] = 0.2,
+    target: Annotated[float, typer.Option(help="Precision the cascade's local verdicts must reach.")] = 0.9,
+    seed: Annotated[int, typer.Option()] = 0,
+    device: Annotated[Optional[str], typer.Option(help="cuda, mps or cpu [default: best available].")] = None,  # noqa: UP045
+    cache_dir: Annotated[Optional[Path], typer.Option(help="NLI score cache [default: the user cache].")] = None,  # noqa: UP045
+    overwrite: Annotated[bool, typer.Option(help="Replace OUT if it holds another run.")] = False,
+    head: Annotated[
+        bool, typer.Option("--head/--no-head", help="Fit a verdict head on the held-out slice and store it.")
+    ] = TuneSettings.head,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+) -> None:
+    """Fine-tune the local NLI checker on labelled claims (gold, judge verdicts, reviews); rerun to resume."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.table import Table
+
+    from groundjudge.cache import Cache
+    from groundjudge.config import read_model_profile
+
+    settings = TuneSettings(
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        max_length=max_length,
+        distill=distill,
+        l2sp=l2sp,
+        holdout=holdout,
+        target=target,
+        seed=seed,
+        head=head,
+    )
+    if not 0 < holdout < 1 or not 0 < target <= 1:
+        err.print("[red]error:[/red] --holdout must be in (0, 1) and --target in (0, 1]")
+        raise typer.Exit(2)
+    columns = [
+        TextColumn("tuning"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
+    try:
+        with Progress(*columns, console=err, disable=not progress) as bar:
+            task = bar.add_task("tuning", total=None, loss=0.0)
+
+            def advance(step: int, total: int, loss: float) -> None:
+                bar.update(task, completed=step, total=total, loss=loss)
+
+            result = tune(
+                data,
+                base,
+                out,
+                settings,
+                device=device,
+                cache=Cache(cache_dir),
+                overwrite=overwrite,
+                progress=advance,
+                log=lambda m: err.print(m, highlight=False),
+            )
+    except KeyboardInterrupt:
+        err.print(
+            f"[yellow]interrupted:[/yellow] checkpoint kept in {out / STATE_DIR}; rerun the same command to resume"
+        )
+        raise typer.Exit(130) from None
+    except GroundjudgeError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    table = Table(title=f"held-out slice: {result['n_held_out']} claims never trained on")
+    for col in ("", "NLI-only bal. acc.", f"escalation @{target:.0%}", "local precision", "contra P", "contra R"):
+        table.add_column(col)
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    rows = [("before", result["before"]), ("after", result["after"])]
+    if result["head"]["fitted"]:
+        rows.append(("after + head", result["head"]["out_of_fold"]))
+    for name, m in rows:
+        table.add_row(
+            name,
+            f"{m['nli_balanced_accuracy']:.1f}",
+            pct(m["escalation_rate"]),
+            pct(m["local_precision"]),
+            pct(m["contradiction_precision"]),
+            pct(m["contradiction_recall"]),
+        )
+    Console().print(table)
+    if not result["head"]["fitted"]:
+        err.print(f"no verdict head stored: {result['head']['reason']}", highlight=False)
+    stored = read_model_profile(out)
+    err.print(
+        f"wrote {out} with thresholds { ({m: t.model_dump() for m, t in (stored or {}).items()}) }", highlight=False
+    )
+    if result["head"]["fitted"]:
+        err.print(
+            f"and a verdict head ({result['head']['digest']}, fitted on {result['head']['claims']} held-out claims) "
+            f"with its own thresholds {result['head']['thresholds']}; the pipeline applies it beside the weights",
+            highlight=False,
+        )
+    typer.echo(json.dumps(result))

@@ -1,0 +1,260 @@
+"""``groundjudge report``, ``metrics``, ``compare`` and ``diagnose``: read finished reports, run nothing (but
+``diagnose``'s context recall, which loads the NLI model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from groundjudge.cli.common import EXIT_ROWS_FAILED, CacheDir, err, fail, load_reports, print_summary
+from groundjudge.errors import GroundjudgeError, InputError
+
+
+def report_command(
+    scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score'.")],
+    html: Annotated[Optional[Path], typer.Option(help="Write a self-contained HTML review page here.")] = None,  # noqa: UP045
+    only_flagged: Annotated[bool, typer.Option(help="Only answers that did not pass cleanly.")] = False,
+) -> None:
+    """Summarize a scored file; with --html, write a review page for reviewers."""
+    from groundjudge.review.report import summarize
+
+    reports = load_reports(scored)
+    if html is not None:
+        from groundjudge.review.html import render_html
+
+        html.write_text(
+            render_html(reports, title=f"groundjudge review: {scored.name}", only_flagged=only_flagged),
+            encoding="utf-8",
+        )
+        err.print(escape(f"wrote {html} ({sum(1 for r in reports if r.flagged or not only_flagged)} answers)"))
+    print_summary(Console(), summarize(r for r in reports if r.flagged or not only_flagged))
+
+
+def metrics_command(
+    scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score' on rows that carried gold labels.")],
+    reviews: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Reviewer decisions exported by the review page (JSONL): agreement with them instead."),
+    ] = None,
+) -> None:
+    """Agreement with gold labels (or with reviewers): balanced accuracy, P/R/F1, confusion, kappa, by route;
+    last line JSON."""
+    from groundjudge.review.metrics import label_metrics
+
+    if reviews is not None:
+        _review_metrics(scored, reviews)
+        return
+    try:
+        m = label_metrics(load_reports(scored))
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    console = Console()
+    console.print(f"[bold]{m['level']}-level labels[/bold]: n={m['n']}, unlabelled={m['unlabelled']}")
+    _print_block(console, "all", m)
+    for route, block in m["by_route"].items():
+        _print_block(console, f"decided by {route}", block)
+    esc = m["escalation_rate"]
+    console.print(
+        f"escalation rate {'-' if esc is None else f'{100 * esc:.1f}%'}, calls {m['calls']}, cost ${m['cost_usd']:.4f}"
+    )
+    summary = {
+        "level": m["level"],
+        "n": m["n"],
+        "balanced_accuracy": m["balanced_accuracy"],
+        "kappa": m["kappa"],
+        "escalation_rate": esc,
+        "cost_usd": m["cost_usd"],
+        "confusion": m["confusion"],
+        "labels": m["labels"],
+        "by_route": {k: {"n": v["n"], "balanced_accuracy": v["balanced_accuracy"]} for k, v in m["by_route"].items()},
+    }
+    if "three_way" in m:
+        summary["balanced_accuracy_3way"] = m["three_way"]["balanced_accuracy"]
+    typer.echo(json.dumps(summary))
+
+
+def _review_metrics(scored: Path, reviews: Path) -> None:
+    """``metrics --reviews``: groundjudge's claim verdicts against reviewer labels; last line JSON."""
+    from groundjudge.review.metrics import read_reviews, review_metrics
+
+    if not reviews.is_file():
+        raise fail(f"no file {reviews}")
+    try:
+        m = review_metrics(load_reports(scored), read_reviews(reviews))
+    except (ValueError, InputError) as exc:
+        raise fail(f"{reviews}: {exc}") from exc
+    console = Console()
+    console.print(
+        f"[bold]reviewer labels[/bold] (rows) against groundjudge (columns): n={m['n']} of {m['n_reviews']} "
+        f"reviews, unmatched={m['unmatched']}, changed since review={m['changed_since_review']}, "
+        f"agreement {100 * m['agreement']:.1f}%"
+    )
+    _print_block(console, "all", m)
+    for route, block in m["by_route"].items():
+        _print_block(console, f"decided by {route}", block)
+    if m["unmatched"]:
+        err.print(
+            f"{m['unmatched']} reviews match no claim of {escape(str(scored))} (answer id, claim id and claim text)",
+            highlight=False,
+        )
+    typer.echo(
+        json.dumps(
+            {
+                "level": "review",
+                "n": m["n"],
+                "agreement": m["agreement"],
+                "kappa": m["kappa"],
+                "balanced_accuracy": m["balanced_accuracy"],
+                "confusion": m["confusion"],
+                "labels": m["labels"],
+                "binary": {"kappa": m["binary"]["kappa"], "balanced_accuracy": m["binary"]["balanced_accuracy"]},
+                "by_route": {
+                    k: {"n": v["n"], "agreement": v["agreement"], "kappa": v["kappa"], "confusion": v["confusion"]}
+                    for k, v in m["by_route"].items()
+                },
+                "unmatched": m["unmatched"],
+                "changed_since_review": m["changed_since_review"],
+                "reviewers": m["reviewers"],
+            }
+        )
+    )
+
+
+def _print_block(console: Console, title: str, block: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    labels = block["labels"]
+    table = Table(
+        title=f"{title}: n={block['n']}, balanced accuracy {100 * block['balanced_accuracy']:.1f}, "
+        f"kappa {block['kappa']:.3f}"
+    )
+    table.add_column("gold \\ predicted")
+    for label in labels:
+        table.add_column(label, justify="right")
+    for label in ("precision", "recall", "f1"):
+        table.add_column(label, justify="right")
+    for i, label in enumerate(labels):
+        pl = block["per_label"][label]
+        table.add_row(
+            label, *map(str, block["confusion"][i]), f"{pl['precision']:.3f}", f"{pl['recall']:.3f}", f"{pl['f1']:.3f}"
+        )
+    console.print(table)
+
+
+def compare_command(
+    a: Annotated[Path, typer.Argument(help="Scored run A (e.g. prompt v1).")],
+    b: Annotated[Path, typer.Argument(help="Scored run B of the same samples (e.g. prompt v2).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+    fail_if_worse: Annotated[bool, typer.Option(help="Exit 1 when B is significantly worse than A.")] = False,
+    alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
+    html: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Also write a self-contained HTML page: intervals, verdict flips, changed claims."),
+    ] = None,
+) -> None:
+    """Paired comparison of two runs: mean differences with bootstrap CIs, paired tests, verdict flips."""
+    from groundjudge.review.compare import compare_runs
+
+    runs = load_reports(a), load_reports(b)
+    result = compare_runs(*runs, alpha=alpha)
+    if result["paired"] == 0:
+        raise fail("the two runs share no sample ids")
+    if html is not None:
+        from groundjudge.review.html import render_compare_html
+
+        page = render_compare_html(
+            *runs, result, title=f"groundjudge compare: {b.name} vs {a.name}", names=(a.name, b.name)
+        )
+        html.write_text(page, encoding="utf-8")
+        err.print(escape(f"wrote {html}"), highlight=False)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        from rich.table import Table
+
+        console = Console()
+        table = Table(title=f"B vs A over {result['paired']} paired samples")
+        for col in ("metric", "mean A", "mean B", "diff", "95% CI", "p", ""):
+            table.add_column(col)
+        for name, m in result["metrics"].items():
+            mark = "[red]B worse[/red]" if m["b_worse"] else ("significant" if m["significant"] else "")
+            table.add_row(
+                name,
+                f"{m['mean_a']:.3f}",
+                f"{m['mean_b']:.3f}",
+                f"{m['diff']:+.3f}",
+                f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]",
+                f"{m['p_value']:.4f}",
+                mark,
+            )
+        console.print(table)
+        mc = result["mcnemar"]
+        console.print(
+            f"verdict flips: {result['verdict_flips'] or 'none'}; PASS lost {mc['pass_lost']}, "
+            f"gained {mc['pass_gained']} (McNemar p={mc['p_value']:.4f})"
+        )
+        for row in result["most_changed"]:
+            console.print(
+                f"  {escape(row['id'])}: {row['verdict']}, combined {row['combined_diff']:+.3f}, "
+                f"{row['claim_label_changes']} claim label changes"
+            )
+        console.print(
+            "[red]B is significantly worse than A[/red]"
+            if result["b_significantly_worse"]
+            else "B is not significantly worse than A"
+        )
+    if fail_if_worse and result["b_significantly_worse"]:
+        raise typer.Exit(EXIT_ROWS_FAILED)
+
+
+def diagnose_command(
+    scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score'.")],
+    id: Annotated[Optional[str], typer.Option("--id", help="Only this answer (default: every failed one).")] = None,  # noqa: UP045
+    nli_model: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="NLI model for context recall \\[default: $GROUNDJUDGE_NLI_MODEL or the hub default]."),
+    ] = None,
+    cache_dir: CacheDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON diagnosis a line.")] = False,
+) -> None:
+    """For failed answers: is retrieval or generation to blame? Context precision, context recall (rows with a
+    reference answer), the cause, and the claims and passages behind it."""
+    from groundjudge.diagnose import diagnose as run_diagnosis
+    from groundjudge.diagnose import diagnosis_lines, failed, reference_of
+
+    reports = load_reports(scored)
+    if id is not None:
+        reports = [r for r in reports if r.id == id]
+        if not reports:
+            raise fail(f"no answer with id {id!r} in {scored}")
+    else:
+        reports = [r for r in reports if failed(r)]
+    evaluator = None
+    if any(reference_of(r) for r in reports):
+        from groundjudge.config import Config
+        from groundjudge.pipeline.evaluator import Evaluator
+
+        try:
+            evaluator = Evaluator(
+                Config.make(mode="nli", nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None)
+            )
+        except GroundjudgeError as exc:
+            raise fail(str(exc)) from exc
+    console = Console()
+    try:
+        for r in reports:
+            d = run_diagnosis(r, evaluator)
+            if as_json:
+                typer.echo(d.model_dump_json())
+            else:
+                for line in diagnosis_lines(d):
+                    console.print(escape(line), highlight=False, soft_wrap=True)
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
+    if not reports:
+        err.print("no failed answers to diagnose")

@@ -1,0 +1,397 @@
+"""``groundjudge score``: options -> Config -> the local engine (:mod:`groundjudge.runs.local`) or the Ray engine;
+``--dry-run``; a run's stop -> its message and exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from groundjudge.cli.common import (
+    EXIT_BUDGET,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_ROWS_FAILED,
+    EXIT_USAGE,
+    CacheDir,
+    err,
+    fail,
+    print_summary,
+    progress_bar,
+)
+from groundjudge.errors import BatchPendingError, BudgetExceededError, CacheMissError, GroundjudgeError, InputError
+
+_CONFIG_OPTIONS = {
+    "mode": "mode",
+    "llm": "llm",
+    "base_url": "base_url",
+    "nli_model": "nli_model",
+    "qa": "qa",
+    "cache_dir": "cache_dir",
+    "cache_mode": "cache_mode",
+    "budget": "budget_usd",
+    "max_calls": "max_calls",
+    "concurrency": "concurrency",
+    "preset": "preset",
+    "batch_api": "batch_api",
+    "nli_kind": "nli_kind",
+    "nli_supported_label": "nli_supported_label",
+    "nli_trust_remote_code": "nli_trust_remote_code",
+    "nli_max_length": "nli_max_length",
+    "head": "use_head",
+}
+
+
+# --batch-api without --batch-size: rows evaluated together, so that each stage sends one provider batch.
+_BATCH_API_ROWS = 5000
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (or in the environment), not left at its default."""
+    source = ctx.get_parameter_source(name)  # by name: typer may bring its own copy of click's enum
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def score_command(
+    ctx: typer.Context,
+    input: Annotated[
+        str,
+        typer.Argument(
+            help="Rows {id, contexts, answer | claim, question?, label?, reference?}: .jsonl, .csv, .parquet or a "
+            "folder of Parquet files; a path or a URI pyarrow reads (s3://...). RAGAS and DeepEval column names "
+            "are recognised.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where the reports go, one JSON object a line; a .parquet OUT is written from OUT.jsonl (kept, "
+            "for --resume) at the end.",
+        ),
+    ],
+    columns: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--map", help="Column mapping field=column,...: e.g. answer=response,contexts=retrieved_contexts."
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="nli, cascade or llm \\[default: cascade with --llm, else nli].")
+    ] = None,
+    llm: Annotated[Optional[str], typer.Option(help="provider/model, e.g. openai/gpt-4o-mini.")] = None,  # noqa: UP045
+    base_url: Annotated[Optional[str], typer.Option(help="Server for an OpenAI-compatible model.")] = None,  # noqa: UP045
+    nli_model: Annotated[
+        str | None,
+        typer.Option(help="NLI model id or path \\[default: $GROUNDJUDGE_NLI_MODEL or the hub default]."),
+    ] = None,
+    qa: Annotated[bool, typer.Option("--qa/--no-qa", help="QA-consistency check (with an LLM).")] = True,
+    cache_dir: CacheDir = None,
+    cache_mode: Annotated[str, typer.Option(help="use, off, only (replay; a miss is an error) or refresh.")] = "use",
+    budget: Annotated[Optional[float], typer.Option(help="Stop before spending more than this many USD.")] = None,  # noqa: UP045
+    max_calls: Annotated[Optional[int], typer.Option(help="Stop before more than this many LLM calls.")] = None,  # noqa: UP045
+    concurrency: Annotated[int, typer.Option(help="LLM calls in flight at once.")] = 4,
+    batch_size: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(
+            help="Rows evaluated together (NLI batches across them); with --batch-api, unless given here, "
+            f"{_BATCH_API_ROWS}, so that each stage sends one provider batch \\[default: 32].",
+            min=1,
+        ),
+    ] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            help="Thresholds by use case: default, support-bot, knowledge-base, medical-legal, research "
+            "\\[default: default]."
+        ),
+    ] = None,
+    config: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="JSON config (e.g. from 'groundjudge calibrate'); options given here override it."),
+    ] = None,
+    resume: Annotated[bool, typer.Option(help="Skip ids already in OUT and append.")] = False,
+    retry_errors: Annotated[
+        bool, typer.Option(help="With --resume: score again the rows whose report in OUT failed, replacing it.")
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace OUT if it exists (kept until the new run has its first row).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option(help="Estimate calls and cost (counting the cache) and exit; writes nothing.")
+    ] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    batch_api: Annotated[
+        bool,
+        typer.Option(
+            help="Send each stage's LLM calls through the provider's batch API (half price, results within a day; "
+            "the batch ids are kept beside OUT, so a rerun resumes them). Rows go "
+            f"{_BATCH_API_ROWS} at a time unless --batch-size is given: one provider batch per stage for the whole "
+            "input, not one per 32 rows, each awaited in turn."
+        ),
+    ] = False,
+    nli_kind: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Local checker kind: auto, nli, binary, seq2seq \\[default: auto, from the model's config]."),
+    ] = None,
+    nli_supported_label: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="Binary checkers whose labels are LABEL_0/LABEL_1: the index that means supported."),
+    ] = None,
+    nli_trust_remote_code: Annotated[
+        bool, typer.Option(help="Allow a local checker that runs its own code (e.g. HHEM-2.1-open).")
+    ] = False,
+    nli_max_length: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="Tokens per (passage, claim) pair \\[default: the model's own limit]."),
+    ] = None,
+    head: Annotated[
+        bool,
+        typer.Option(
+            "--head/--no-head",
+            help="Apply the verdict head of the config or the one stored beside the model's weights; --no-head: "
+            "raw NLI scores \\[default: a head if the config or the model has one].",
+            show_default=False,
+        ),
+    ] = True,
+    engine: Annotated[
+        str, typer.Option(help="local, or ray: score on a Ray cluster (pip install 'groundjudge[ray]').")
+    ] = "local",
+    address: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help="With --engine ray: the cluster (ray://HOST:10001, auto) \\[default: $RAY_ADDRESS or local]."
+        ),
+    ] = None,
+) -> None:
+    """Score answers against their sources; one report per input row, written as each finishes."""
+    from groundjudge.config import Config
+    from groundjudge.io.tables import count_rows, is_local, local_path, parse_mapping, table_format
+    from groundjudge.pipeline import Evaluator
+    from groundjudge.runs.local import score_rows
+    from groundjudge.runs.out import batch_state_path, pending_rows
+
+    if is_local(input) and not local_path(input).exists():
+        raise fail(f"no input file {input}")
+    parquet_out: Path | None = None
+    try:
+        mapping = parse_mapping(columns)
+        input_format = table_format(input)  # the one reader's rule: .jsonl, .csv, .parquet or a Parquet folder
+        if out.suffix.lower() == ".parquet":  # reports go to OUT.jsonl (resumable), converted at the end
+            parquet_out, out = out, out.with_name(out.name + ".jsonl")
+            if parquet_out.exists() and parquet_out.stat().st_size and not (resume or overwrite or dry_run):
+                raise fail(f"{parquet_out} exists: pass --resume to continue it or --overwrite to replace it")
+            table_format(parquet_out)
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
+    if out.exists() and is_local(input) and out.resolve() == local_path(input).resolve():
+        raise fail("--out is the input file")
+    if out.exists() and out.stat().st_size and not (resume or overwrite or dry_run):
+        raise fail(f"{out} exists: pass --resume to continue it or --overwrite to replace it")
+    if retry_errors and not resume:
+        raise fail("--retry-errors goes with --resume")
+    values = {
+        "mode": mode,
+        "llm": llm,
+        "base_url": base_url,
+        "nli_model": nli_model,
+        "qa": qa,
+        "cache_dir": str(cache_dir) if cache_dir else None,
+        "cache_mode": cache_mode,
+        "budget": budget,
+        "max_calls": max_calls,
+        "concurrency": concurrency,
+        "preset": preset,
+        "batch_api": batch_api,
+        "nli_kind": nli_kind,
+        "nli_supported_label": nli_supported_label,
+        "nli_trust_remote_code": nli_trust_remote_code,
+        "nli_max_length": nli_max_length,
+        "head": head,
+    }
+    # only what was given: the CLI's own defaults must not overwrite a config file's values
+    overrides = {_CONFIG_OPTIONS[k]: v for k, v in values.items() if v is not None and _given(ctx, k)}
+    try:
+        cfg = Config.load(config, **overrides) if config else Config.make(**overrides)
+        if cfg.batch_api and cfg.batch_state is None:  # beside OUT: a rerun of this command resumes the batches
+            cfg = Config.make(**cfg.model_dump(exclude_unset=True), batch_state=str(batch_state_path(out)))
+        evaluator = Evaluator(cfg)
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
+
+    if batch_size is None:  # one provider batch per stage, not one per 32 rows awaited in turn (up to a day each)
+        batch_size = _BATCH_API_ROWS if cfg.batch_api else 32
+    if engine not in ("local", "ray"):
+        raise fail(f"--engine {engine!r}: local or ray")
+    if engine == "ray" and not dry_run:
+        if cfg.batch_api:
+            raise fail("--engine ray does not take --batch-api yet (run it with the local engine)")
+        code = EXIT_USAGE
+        try:
+            code = _score_on_ray(
+                input,
+                out,
+                cfg,
+                address=address,
+                resume=resume,
+                retry_errors=retry_errors,
+                columns=mapping or None,
+                batch_size=batch_size,
+                progress=progress,
+            )
+        finally:
+            if parquet_out is not None and out.exists():  # as the local engine does
+                code = _write_parquet_out(out, parquet_out, code)
+        raise typer.Exit(code)
+    try:
+        pending = pending_rows(input, out, columns=mapping, resume=resume, retry_errors=retry_errors)
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
+    for line, why in pending.existing.damaged:
+        err.print(
+            f"[yellow]{escape(str(out))}, line {line}:[/yellow] damaged ({escape(why)}); "
+            "its row, if any, is scored again",
+            highlight=False,
+        )
+    if dry_run:  # writes nothing, ever
+        estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
+        typer.echo(json.dumps(estimate, indent=2))
+        raise typer.Exit(EXIT_OK)
+
+    try:
+        _ = evaluator.nli  # load the model now: a bad --nli-model is a usage error; the rate excludes loading
+    except GroundjudgeError as exc:
+        raise fail(str(exc)) from exc
+    total = None
+    if progress:  # a cheap line count, no parsing
+        total = count_rows(input, input_format)
+        total = None if total is None else max(0, total - len(pending.skip))
+    code = EXIT_OK
+    console = Console(stderr=True)
+    try:
+        with progress_bar(console, progress) as bar:
+            task = bar.add_task("scoring", total=total, cost=0.0, cached=0)
+            batch_task: list[Any] = []
+
+            def on_batch(done: int, requests: int) -> None:
+                if not batch_task:
+                    batch_task.append(bar.add_task("provider batch", total=requests, cost=0.0, cached=0))
+                bar.update(batch_task[0], completed=done, total=requests, cost=evaluator.usage.cost_usd)
+
+            def on_report(_: Any) -> None:
+                usage = evaluator.usage
+                bar.update(task, advance=1, cost=usage.cost_usd, cached=usage.cached_calls)
+
+            evaluator.batch_progress = on_batch
+            result = score_rows(
+                pending,
+                out,
+                evaluator,
+                fresh=overwrite and not resume,
+                batch_size=batch_size,
+                on_report=on_report,
+                note=lambda m: err.print(escape(m), highlight=False),
+            )
+        code = _stop_code(result.stopped, out, result.rows_written)
+    finally:
+        if parquet_out is not None and out.exists():
+            code = _write_parquet_out(out, parquet_out, code)
+    print_summary(console, result.summary)
+    if code == EXIT_OK and result.summary.rows_failed:
+        code = EXIT_ROWS_FAILED
+    raise typer.Exit(code)
+
+
+def _stop_code(stopped: GroundjudgeError | None, out: Path, written: int) -> int:
+    """What a local run's stop says to the user, and its exit code."""
+    if stopped is None:
+        return EXIT_OK
+    if isinstance(stopped, BudgetExceededError):
+        where = f"Finished rows are in {out}" if written else f"No row finished; {out} is as it was"
+        err.print(
+            f"[yellow]budget reached:[/yellow] {escape(str(stopped))}. {escape(where)}; raise the budget and "
+            "re-run with --resume to go on.",
+            highlight=False,
+        )
+        return EXIT_BUDGET
+    if isinstance(stopped, CacheMissError):
+        err.print(f"[red]cache-only run stopped:[/red] {escape(str(stopped))}", highlight=False)
+        return EXIT_ROWS_FAILED
+    if isinstance(stopped, BatchPendingError):
+        err.print(
+            f"[yellow]provider batch still running:[/yellow] {escape(str(stopped))}. Finished rows are in "
+            f"{escape(str(out))}; re-run the same command with --resume later to collect the batch "
+            "(it is not paid twice).",
+            highlight=False,
+        )
+        return EXIT_PENDING
+    err.print(f"[red]run stopped:[/red] {escape(str(stopped))}", highlight=False)
+    return EXIT_ROWS_FAILED
+
+
+def _write_parquet_out(out: Path, parquet_out: Path, code: int) -> int:
+    """Convert the run's JSONL ``out`` to the ``--out *.parquet`` the user asked for; returns the exit code."""
+    from groundjudge.io.tables import write_parquet
+
+    try:
+        written = write_parquet(out, parquet_out)
+        err.print(escape(f"wrote {parquet_out} ({written} reports; resumable JSONL in {out})"))
+    except (GroundjudgeError, ValueError, OSError) as exc:
+        err.print(f"[red]could not write {escape(str(parquet_out))}:[/red] {escape(str(exc))}")
+        return code or EXIT_ROWS_FAILED
+    return code
+
+
+def _score_on_ray(
+    input: str,
+    out: Path,
+    cfg: Any,
+    *,
+    address: str | None,
+    resume: bool,
+    retry_errors: bool,
+    columns: dict[str, str] | None,
+    batch_size: int,
+    progress: bool,
+) -> int:
+    """``score --engine ray``: the same reports, resume, summary and exit codes, computed on a Ray cluster."""
+    try:
+        from groundjudge.runs.ray import score_file
+    except ImportError as exc:
+        raise fail(f"--engine ray needs Ray: pip install 'groundjudge[ray]' ({exc})") from exc
+    console = Console(stderr=True)
+    code = EXIT_OK
+    summary: Any = None
+    with progress_bar(console, progress) as bar:
+        task = bar.add_task("scoring on ray", total=None, cost=0.0, cached=0)
+        try:
+            summary = score_file(
+                input,
+                out,
+                cfg,
+                address=address,
+                resume=resume,
+                retry_errors=retry_errors,
+                columns=columns,
+                batch_size=batch_size,
+                progress=lambda n: bar.update(task, completed=n),
+            )
+        except BudgetExceededError as exc:
+            err.print(f"[yellow]budget reached:[/yellow] {escape(str(exc))}; re-run with --resume", highlight=False)
+            summary, code = getattr(exc, "summary", None), EXIT_BUDGET
+        except CacheMissError as exc:
+            err.print(f"[red]cache-only run stopped:[/red] {escape(str(exc))}", highlight=False)
+            summary, code = getattr(exc, "summary", None), EXIT_ROWS_FAILED
+        except GroundjudgeError as exc:
+            raise fail(str(exc)) from exc
+    if summary is not None:
+        print_summary(console, summary)
+        if code == EXIT_OK and summary.rows_failed:
+            code = EXIT_ROWS_FAILED
+    return code

@@ -1,0 +1,80 @@
+"""The one strict JSONL reader: every command and both engines read JSON lines through it.
+
+A row is numbered by its line; blank lines are skipped; bytes are decoded line by line, so a bad byte spoils only
+its own line; a UTF-8 byte order mark is skipped; NaN, Infinity and numbers out of range are refused (they could
+not be written back). A bad line is an :class:`InputError` naming it, in the place of its row.
+
+Imports only ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from groundjudge.errors import InputError
+
+BOM = b"\xef\xbb\xbf"
+
+
+class Openable(Protocol):
+    """Anything with ``open("rb")``: a :class:`~pathlib.Path`, or a remote file (see ``io.tables``)."""
+
+    def open(self, mode: str = ...) -> Any: ...
+
+
+class _NonFiniteNumber(ValueError):
+    pass
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFiniteNumber(f"{text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise _NonFiniteNumber(f"{name} is not a JSON number")
+
+
+BLANK: Any = object()  # what parse_line returns for a blank line
+
+
+def parse_line(raw: bytes, n: int) -> Any:
+    """One line as a row, an :class:`InputError` naming the line and what is wrong with it, or :data:`BLANK`."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return InputError(f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line", row=n)
+    if not text.strip():
+        return BLANK
+    try:
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        return InputError(f"invalid JSON: {exc.msg} at column {exc.colno}", row=n)
+    except _NonFiniteNumber as exc:
+        return InputError(f"invalid JSON: {exc}", row=n)
+    except RecursionError:
+        return InputError("invalid JSON: nested too deeply", row=n)
+
+
+def read_lines(path: str | Path | Openable) -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, raw bytes with their newline) of every line, the byte order mark cut, streamed."""
+    source = Path(path) if isinstance(path, str) else path
+    with source.open("rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if n == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
+            yield n, raw
+
+
+def read_jsonl(path: str | Path | Openable) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed row or an :class:`InputError`) for each non-blank line, streamed."""
+    for n, raw in read_lines(path):
+        row = parse_line(raw, n)
+        if row is not BLANK:  # a JSON null is a (bad) row, not a blank line
+            yield n, row

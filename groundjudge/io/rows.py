@@ -1,0 +1,132 @@
+"""The row contract and the id rule, shared by every reader, command and engine.
+
+``parse_sample`` turns an input row into a :class:`~groundjudge.models.Sample` or an :class:`InputError` naming the
+row and field; ``row_id`` is the id a row's report gets; ``unique_rows`` is the rule for repeated ids; ``batches``
+cuts numbered rows into the batches an evaluator scores together (both engines cut them here, so the NLI stage
+sees the same batches and its numbers match to the last digit).
+
+Imports only ``models`` and ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from groundjudge.errors import InputError
+from groundjudge.models import Sample
+
+
+def row_id(row: Any, row_number: int | None) -> str:
+    """The id a row's report gets: its own "id", else ``row-N`` (so that --resume recognises it)."""
+    rid = row.get("id") if isinstance(row, dict) else None
+    if rid is None or isinstance(rid, (dict, list)) or str(rid).strip() == "":
+        return f"row-{row_number}"
+    # an id that is not valid Unicode (a lone surrogate) is written escaped, the same way every time
+    return str(rid).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def check_text(value: str | None, row: int | None, field: str) -> None:
+    """A lone surrogate (JSON allows "\\ud800") is not text: no tokenizer or file can take it."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"is not valid Unicode text: a lone surrogate U+{ord(value[exc.start]):04X} at character {exc.start}",
+            row=row,
+            field=field,
+        ) from None
+
+
+def parse_sample(row: Any, row_number: int | None = None) -> Sample:
+    """A validated :class:`Sample` from an input row; a bad row is an :class:`InputError` naming row and field."""
+    if isinstance(row, Sample):
+        return row
+    if not isinstance(row, dict):
+        raise InputError(f"a row must be a JSON object, not {type(row).__name__}", row=row_number)
+    if isinstance(row.get("id"), (dict, list)):
+        raise InputError("must be a string or a number", row=row_number, field="id")
+    contexts = row.get("contexts", row.get("context"))
+    if isinstance(contexts, str):
+        contexts = [contexts]
+    if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
+        raise InputError("must be a list of strings", row=row_number, field="contexts")
+    if not any(c.strip() for c in contexts):
+        raise InputError("is empty: there is nothing to check the answer against", row=row_number, field="contexts")
+    answer, claim = row.get("answer"), row.get("claim")
+    if answer is None and claim is None:
+        raise InputError("a row needs an 'answer' or a 'claim'", row=row_number, field="answer")
+    if answer is not None and claim is not None:
+        raise InputError("give either 'answer' or 'claim', not both", row=row_number, field="claim")
+    for name, value in (("answer", answer), ("claim", claim), ("question", row.get("question"))):
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"must be a string, not {type(value).__name__}", row=row_number, field=name)
+    if claim is not None and not claim.strip():
+        raise InputError("is empty", row=row_number, field="claim")
+    for name, value in (("answer", answer), ("claim", claim), ("question", row.get("question"))):
+        check_text(value, row_number, name)
+    for i, context in enumerate(contexts):
+        check_text(context, row_number, f"contexts[{i}]")
+    metadata = row.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise InputError("must be an object", row=row_number, field="metadata")
+    try:  # passed through to the report, so it must be writable: no NaN, no lone surrogate
+        json.dumps(metadata, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, TypeError, UnicodeEncodeError) as exc:
+        raise InputError(f"cannot be written back: {exc}", row=row_number, field="metadata") from None
+    label = row.get("label")
+    if label is not None and (
+        not isinstance(label, (str, int, float)) or (isinstance(label, float) and not math.isfinite(label))
+    ):
+        raise InputError(f"must be a string or a number, not {label!r:.40}", row=row_number, field="label")
+    check_text(None if label is None else str(label), row_number, "label")
+    return Sample(
+        id=row_id(row, row_number),
+        contexts=contexts,
+        answer=answer,
+        claim=claim,
+        question=row.get("question"),
+        label=None if label is None else str(label),
+        metadata=metadata,
+    )
+
+
+def unique_rows(rows: Iterable[tuple[int, Any]], skip: set[str]) -> Iterator[tuple[int, Any]]:
+    """The rule for ids, shared by both engines: a row that repeats an earlier row's id is an InputError (its report
+    id ``row-N``, so the first keeps its own), decided while streaming over every row, skipped or not; rows whose
+    id is in ``skip`` are left out."""
+    seen: dict[str, int] = {}
+    for n, row in rows:
+        rid = row_id(row, n)
+        if rid in seen:
+            row = InputError(f"duplicate id {rid!r}: row {seen[rid]} has it already", row=n, field="id")
+            rid = row_id(row, n)
+        seen.setdefault(rid, n)
+        if rid not in skip:
+            yield n, row
+
+
+def batches(rows: Iterable[tuple[int, Any]], batch_size: int) -> Iterator[list[tuple[int, Any, Sample | InputError]]]:
+    """``(row number, row, its Sample or InputError)``, cut after every ``batch_size`` rows that parse; a bad row
+    rides with the batch it falls in. The one batch cutter of both engines, so that each Ray actor call scores
+    exactly a batch of the local engine (the NLI stage batches across a batch's rows; cut elsewhere, its numbers
+    could differ in the last digits)."""
+    batch: list[tuple[int, Any, Sample | InputError]] = []
+    valid = 0
+    for n, row in rows:
+        parsed: Sample | InputError
+        try:
+            parsed = parse_sample(row, n) if not isinstance(row, InputError) else row
+        except InputError as exc:
+            parsed = exc
+        batch.append((n, row, parsed))
+        valid += not isinstance(parsed, InputError)
+        if valid >= batch_size:
+            yield batch
+            batch, valid = [], 0
+    if batch:
+        yield batch
