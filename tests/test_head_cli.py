@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
@@ -95,9 +96,10 @@ def calibrate(*args: str | Path) -> Any:
 
 def test_the_help_states_the_head_minimum() -> None:
     from groundjudge.checker import head
-    from groundjudge.cli import learn as cli
 
-    assert (cli._HEAD_MIN_CLAIMS, cli._HEAD_MIN_CLASS) == (head.MIN_CLAIMS, head.MIN_CLASS)
+    command = typer.main.get_command(app).commands["calibrate"]  # type: ignore[attr-defined]
+    (option,) = [p for p in command.params if p.name == "head"]
+    assert f"it needs {head.MIN_CLAIMS}+ claims, {head.MIN_CLASS}+ SUPPORTED" in option.help
 
 
 def test_calibrate_writes_a_head_and_score_applies_it_unless_told_not_to(

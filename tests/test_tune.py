@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from groundjudge.cache import Cache
 from groundjudge.checker.head import VerdictHead
 from groundjudge.checker.nli import NLIModel
+from groundjudge.cli.learn import tune_command
 from groundjudge.config import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.learn.calibrate import fit_profile
@@ -24,7 +25,6 @@ from groundjudge.learn.tune import (
     load_examples,
     split_by_claim,
     tune,
-    tune_command,
 )
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores
 from groundjudge.pipeline.evaluator import Evaluator

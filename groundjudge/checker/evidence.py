@@ -13,11 +13,12 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIScorer
-from groundjudge.chunking import chunk_document
+from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer
+from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import InputError
 from groundjudge.models import ClaimNLI, Passage
 
@@ -269,3 +270,25 @@ class EvidenceSelector:
         for st in states:
             out[st.item].append(st.result)
         return out
+
+
+def score_claims(
+    model: NLIModel,
+    claims: Sequence[str],
+    contexts: Sequence[Sequence[str]],
+    *,
+    k: int | None,
+    passage_tokens: int,
+    passage_overlap: int,
+    cache: Any = None,
+) -> list[ClaimNLI]:
+    """Each claim's NLI result as the pipeline computes it under a verdict head: its sources cut into passages,
+    BM25 top-``k``, every selected passage scored (no early exit), best entailment and contradiction. What
+    calibrate and tune fit on; claims of one answer share its sources, which are cut once."""
+    selector = EvidenceSelector(NLIScorer(model, cache), k=k, early_exit=None)
+    cut: dict[tuple[str, ...], list[Passage]] = {}
+    for ctx in contexts:
+        if tuple(ctx) not in cut:
+            cut[tuple(ctx)] = chunk_documents(list(ctx), model.tokenizer, passage_tokens, passage_overlap)
+    items = [([claim], cut[tuple(ctx)]) for claim, ctx in zip(claims, contexts, strict=True)]
+    return [res[0] for res in selector.check(items)]

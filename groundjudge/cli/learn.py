@@ -3,36 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
+from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
 from groundjudge.cli.common import CacheDir, err, fail, load_reports
 from groundjudge.errors import GroundjudgeError, InputError
 from groundjudge.learn.tune import STATE_DIR, TuneSettings, tune
 
 if TYPE_CHECKING:  # heavy imports (numpy, torch): only where a command needs them
     from groundjudge.checker.head import VerdictHead
-    from groundjudge.models import ClaimNLI
-
-_HEAD_MIN_CLAIMS, _HEAD_MIN_CLASS = (
-    60,
-    15,
-)  # checker.head.MIN_CLAIMS / MIN_CLASS, without importing numpy
-_LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
-# why a claim of a 'score' OUT did not teach calibrate, in the order they are told
-_LEFT_OUT = {
-    "local": "decided locally (never judged)",
-    "error": "judge errors",
-    "unverified": "with an unverified quote",
-    "no_quote": "SUPPORTED / CONTRADICTED without a quote",
-    "no_nli": "without NLI scores",
-    "failed": "answer(s) that failed whole (their claims are not in the file)",
-}
 
 
 def calibrate_command(
@@ -76,7 +59,7 @@ def calibrate_command(
         typer.Option(
             "--head/--no-head",
             help="Also fit a verdict head (a logistic model over the NLI scores and text signals, with its own "
-            f"thresholds) on the same claims; it needs {_HEAD_MIN_CLAIMS}+ claims, {_HEAD_MIN_CLASS}+ SUPPORTED "
+            f"thresholds) on the same claims; it needs {MIN_CLAIMS}+ claims, {MIN_CLASS}+ SUPPORTED "
             "and not. The config then carries the head instead of the raw thresholds.",
         ),
     ] = True,
@@ -85,17 +68,20 @@ def calibrate_command(
     write a config 'score' takes. Labels: gold if LABELED has them, else the reviews (if given) and the judge's
     verdicts with verified quotes on the other claims."""
     from groundjudge.config import Config
-    from groundjudge.learn.calibrate import fit_thresholds
-    from groundjudge.pipeline.evaluator import Evaluator
+    from groundjudge.io.tables import input_rows
+    from groundjudge.learn.calibrate import fit_calibration_head, fit_thresholds
+    from groundjudge.learn.labels import collect_labels
+    from groundjudge.pipeline import Evaluator
+    from groundjudge.review.metrics import read_reviews
+    from groundjudge.review.report import is_report_file
 
     if not labeled.is_file():
         raise fail(f"no file {labeled}")
     if reliability is not None and reliability.suffix.lower() not in (".html", ".htm", ".svg"):
         raise fail(f"--reliability {reliability}: write .html or .svg")
-    first: dict[str, Any] = next((json.loads(x) for x in labeled.open() if x.strip()), {})
-    from_out = "verdict" in first and "claims" in first  # a 'score' OUT: the claims are scored already
     evaluator: Any = None
     try:
+        from_out = is_report_file(labeled)  # a 'score' OUT: the claims are scored already
         # raw scores: a head stored beside the model must neither change them nor stop the run (it may be stale)
         cfg = Config.make(
             nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli", use_head=False
@@ -104,72 +90,36 @@ def calibrate_command(
             reports = load_reports(labeled)
         elif reviews is not None:
             raise fail(f"--reviews needs the 'groundjudge score' OUT the reviews were made on; {labeled} is not one")
-        else:
-            rows = (json.loads(x) for x in labeled.open() if x.strip())
+        else:  # claim rows, read as 'score' reads its input (JSONL, CSV, Parquet; the id rule), scored in nli mode
             evaluator = Evaluator(cfg)
-            reports = list(evaluator.evaluate_many(rows, batch_size=64))
+            reports = list(evaluator.evaluate_numbered(input_rows(labeled, set()), batch_size=64))
     except GroundjudgeError as exc:
         raise fail(str(exc)) from exc
-    # what the raw thresholds and a verdict head are fitted on: the claim, its answer's sources, its NLI result and
-    # its 3-way label
-    texts: list[str] = []
-    sources: list[list[str]] = []
-    results: list[ClaimNLI] = []
-    labels: list[str] = []
-    fingerprints: set[str] = set()  # the NLI models that scored the claims of a 'score' OUT
-    taught: dict[str, int] = {}  # where the labels came from: gold, reviews, judge
-
-    def add(report: Any, verdict: Any, label: str, origin: str) -> None:
-        texts.append(verdict.claim.text)
-        sources.append(list(report.contexts))
-        results.append(verdict.nli)
-        labels.append(label)
-        fingerprints.add(report.versions.get("nli_model", "") if from_out else "")
-        taught[origin] = taught.get(origin, 0) + 1
-
-    reviewed: set[tuple[str, str]] = set()  # (answer id, claim id) a reviewer decided: the judge's verdict yields
+    bad = [r for r in reports if r.verdict == "ERROR" and not r.claims] if not from_out else []
+    for r in bad[:5]:
+        err.print(f"[yellow]skipped:[/yellow] {escape('; '.join(r.errors))}", highlight=False)
+    if len(bad) > 5:
+        err.print(f"[yellow]skipped:[/yellow] {len(bad) - 5} more rows that could not be read", highlight=False)
+    review_rows = None
     if reviews is not None:
-        from groundjudge.review.metrics import join_reviews, read_reviews
-
         if not reviews.is_file():
             raise fail(f"no file {reviews}")
         try:
-            joined = join_reviews(reports, read_reviews(reviews))
+            review_rows = read_reviews(reviews)
         except InputError as exc:
             raise fail(f"{reviews}: {exc}") from exc
-        for m in joined.matched:
-            reviewed.add((m.report.id, m.verdict.claim.id))
-            if _scored(m.verdict.nli):
-                add(m.report, m.verdict, m.review.label, "reviews")
-        if joined.unmatched:
-            err.print(f"{len(joined.unmatched)} reviews match no claim of {escape(str(labeled))}", highlight=False)
-        if not labels:
-            raise fail(f"no review in {reviews} matches a claim of {labeled} with NLI scores")
-    gold_labelled = any(r.label and r.label.upper() in _LABELS for r in reports)
-    if gold_labelled and reviews is None:
-        for r in reports:
-            if r.label and r.label.upper() in _LABELS and r.claims and _scored(r.claims[0].nli):
-                add(r, r.claims[0], r.label.upper(), "gold")
-    elif from_out and not gold_labelled:  # no gold label: the judge's own verdicts teach (reviews win on theirs)
-        usable, left_out = _judge_labelled(reports, reviewed)
-        for r, v in usable:
-            add(r, v, v.label, "judge")
-        if usable or reviews is None:  # with reviews and no judge verdict to add, they teach alone, as they did
-            err.print(escape(_judge_said(len(usable), left_out, reviewed=bool(reviewed))), highlight=False)
-        if usable and any(r.mode == "cascade" for r in reports):
-            err.print(
-                "[yellow]note:[/yellow] these answers were scored in cascade mode: only the escalated claims were "
-                "judged, so the sample leans to the claims the local checker found hard; for calibration, score a "
-                "sample with --mode llm (the judge sees every claim).",
-                highlight=False,
-            )
-        if not labels:
-            raise fail(
-                f"no labels in {labeled}: no answer carries a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED), "
-                "and no claim was decided by the judge with verified quotes, no error and NLI scores"
-            )
-    if not labels:
-        raise fail("no claim rows with a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED)")
+    try:
+        found = collect_labels(
+            reports, from_out=from_out, source=str(labeled), reviews=review_rows, reviews_name=str(reviews)
+        )
+    except InputError as exc:
+        for note in getattr(exc, "notes", []):
+            err.print(escape(note), highlight=False)
+        raise fail(str(exc)) from exc
+    for note in found.notes:
+        err.print(escape(note), highlight=False)
+    texts, sources, results, labels = found.texts, found.sources, found.results, found.labels
+    fingerprints, taught = found.fingerprints, found.taught
     ent = [r.entailment for r in results]
     con = [r.contradiction for r in results]
     gold = [label == "SUPPORTED" for label in labels]
@@ -193,7 +143,7 @@ def calibrate_command(
     fitted: VerdictHead | None = None
     if head:
         try:
-            fitted, why_not = _calibration_head(
+            fitted, why_not = fit_calibration_head(
                 texts,
                 sources,
                 results,
@@ -265,56 +215,6 @@ def calibrate_command(
     )
 
 
-def _judge_labelled(
-    reports: Sequence[Any], reviewed: set[tuple[str, str]]
-) -> tuple[list[tuple[Any, Any]], Counter[str]]:
-    """The claims of a 'score' OUT the judge decided well enough to learn from, as ``(report, verdict)``, and how many
-    were left out by reason (keys of :data:`_LEFT_OUT`); claims a reviewer decided are neither.
-
-    Usable: ``tune.judge_usable`` (judge route, a real label, every quote verified for SUPPORTED / CONTRADICTED, no
-    unverified_quote flag, no error) and NLI scores (no NLI error, passages scored).
-    """
-    from groundjudge.learn.tune import judge_usable
-
-    usable: list[tuple[Any, Any]] = []
-    left_out: Counter[str] = Counter()
-    for r in reports:
-        if r.verdict == "ERROR" and not r.claims:
-            left_out["failed"] += 1
-        for v in r.claims:
-            if (r.id, v.claim.id) in reviewed:
-                continue
-            if judge_usable(v) and _scored(v.nli):
-                usable.append((r, v))
-            elif v.route != "judge":
-                left_out["local"] += 1
-            elif v.error or v.label == "ERROR":
-                left_out["error"] += 1
-            elif "unverified_quote" in v.flags or any(not q.verified for q in v.quotes):
-                left_out["unverified"] += 1
-            elif not judge_usable(v):
-                left_out["no_quote"] += 1
-            else:
-                left_out["no_nli"] += 1
-    return usable, left_out
-
-
-def _scored(nli: ClaimNLI | None) -> bool:
-    """Whether the NLI stage scored the claim: only those can teach thresholds (an unscored claim is escalated by
-    the pipeline, so counting it as a local UNSUPPORTED would flatter the fit)."""
-    return nli is not None and nli.error is None and nli.passages_scored > 0
-
-
-def _judge_said(used: int, left_out: Counter[str], reviewed: bool) -> str:
-    """One line: how many judge verdicts taught calibrate and why the others did not."""
-    why = ", ".join(f"{left_out[k]} {said}" for k, said in _LEFT_OUT.items() if left_out[k])
-    return (
-        f"No gold labels: {used} judge verdicts used as labels"
-        + (" (for the claims no reviewer decided)" if reviewed else "")
-        + f"; left out: {why or 'none'}."
-    )
-
-
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -330,78 +230,6 @@ def _head_line(head: dict[str, Any]) -> str:
         f"{'-' if escalation is None else f'{100 * escalation:.1f}%'} at local precision "
         f"{_num(oof.get('local_precision'))}."
     )
-
-
-def _calibration_head(
-    claims: list[str],
-    contexts: list[list[str]],
-    results: list[ClaimNLI],
-    labels: list[str],
-    load: Callable[[], Any],
-    fingerprints: set[str],
-    target: float,
-    meta: dict[str, Any],
-    min_decided: int = 10,
-    unsupported: bool = True,
-) -> tuple[VerdictHead | None, str | None]:
-    """Fit a verdict head on calibrate's labelled claims: ``(head, None)``, or ``(None, why not)``.
-
-    ``load`` gives the nli-mode Evaluator whose model the head is tied to (loaded only when a head can be fitted):
-    the claims are scored again with it as the pipeline scores them under a head, every selected passage (a stored
-    or just-made result may have stopped at the first passage that passed t_support; mostly cache hits);
-    ``fingerprints`` are those of the models that scored a 'score' OUT's claims (empty: scored here).
-
-    Raises:
-        GroundjudgeError: the NLI model cannot be loaded.
-    """
-    from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
-    from groundjudge.learn.calibrate import build_head
-
-    scored = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
-    supported = sum(labels[i] == "SUPPORTED" for i in scored)
-    if len(scored) < MIN_CLAIMS or min(supported, len(scored) - supported) < MIN_CLASS:
-        return None, (
-            f"it needs at least {MIN_CLAIMS} scored claims with {MIN_CLASS} SUPPORTED and {MIN_CLASS} not; "
-            f"got {len(scored)}, {supported} SUPPORTED"
-        )
-    evaluator = load()
-    model = evaluator.nli
-    other = sorted(fp for fp in fingerprints if not _same_weights(fp, model.identity))
-    if other:  # a head is tied to the model whose scores it reads: fitted on another's, it would mislead
-        return None, (
-            f"the claims were scored by NLI model {other[0]}, not the one loaded here ({model.identity}); "
-            "pass that model as --nli-model"
-        )
-    from groundjudge.learn.tune import TuneExample, TuneSettings, score_claims
-
-    c = evaluator.config
-    settings = TuneSettings(k=c.evidence_k, passage_tokens=c.passage_tokens, passage_overlap=c.passage_overlap)
-    examples = [
-        TuneExample(str(i), claim, list(ctx), label, "calibrate")
-        for i, (claim, ctx, label) in enumerate(zip(claims, contexts, labels, strict=True))
-    ]
-    results = score_claims(model, examples, settings, evaluator.cache)
-    try:
-        head = build_head(
-            claims,
-            contexts,
-            results,
-            labels,
-            model.identity,
-            target=target,
-            meta=meta,
-            min_decided=min_decided,
-            unsupported=unsupported,
-        )
-        return head, None
-    except ValueError as exc:
-        return None, str(exc)
-
-
-def _same_weights(fingerprint: str, identity: str) -> bool:
-    """Whether a report's ``nli_model`` fingerprint (``weights/kind/numerics``) is of the model with ``identity``
-    (``digest/kind``): a local model's weights are ``folder@digest``, a hub model's ``id@revision`` (= its digest)."""
-    return fingerprint.startswith(identity + "/") or f"@{identity}/" in fingerprint
 
 
 def tune_command(

@@ -1,11 +1,12 @@
-"""Rows in: every reader of input rows (JSONL, CSV, Parquet, DataFrame, ``datasets.Dataset``), the column mapping,
-the row contract and the id rule, and the Parquet copy of a report file.
+"""Rows in: the one reader of input rows (JSONL, CSV, Parquet, DataFrame, ``datasets.Dataset``; local paths and
+URIs), the column mapping, the row contract, the id rule and the batch cutter; the strict JSONL reader that report
+files are read with too.
 
-Imports only ``models``, ``errors`` and ``review.report``.
+Imports only ``models`` and ``errors``.
 """
 
 from __future__ import annotations
 
-from groundjudge.io.tables import ColumnMap, parse_mapping, read_rows, table_format, write_parquet
+from groundjudge.io.tables import ColumnMap, input_rows, parse_mapping, read_rows, table_format
 
-__all__ = ["ColumnMap", "parse_mapping", "read_rows", "table_format", "write_parquet"]
+__all__ = ["ColumnMap", "input_rows", "parse_mapping", "read_rows", "table_format"]

@@ -12,13 +12,23 @@ Everything in between goes to the judge; the escalation rate that follows is rep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from groundjudge.checker.head import Sources, VerdictHead, claim_features, claim_folds, claim_key, fit_head
+from groundjudge.checker.evidence import score_claims
+from groundjudge.checker.head import (
+    MIN_CLAIMS,
+    MIN_CLASS,
+    Sources,
+    VerdictHead,
+    claim_features,
+    claim_folds,
+    claim_key,
+    fit_head,
+)
 from groundjudge.config import LocalThresholds
 from groundjudge.models import ClaimNLI
 from groundjudge.pipeline.evaluator import decide_locally
@@ -372,3 +382,73 @@ def build_head(
             "out_of_fold": measured,
         },
     )
+
+
+def fit_calibration_head(
+    claims: list[str],
+    contexts: list[list[str]],
+    results: list[ClaimNLI],
+    labels: list[str],
+    load: Callable[[], Any],
+    fingerprints: set[str],
+    target: float,
+    meta: dict[str, Any],
+    min_decided: int = 10,
+    unsupported: bool = True,
+) -> tuple[VerdictHead | None, str | None]:
+    """Fit a verdict head on calibrate's labelled claims: ``(head, None)``, or ``(None, why not)``.
+
+    ``load`` gives the nli-mode Evaluator whose model the head is tied to (loaded only when a head can be fitted):
+    the claims are scored again with it as the pipeline scores them under a head, every selected passage (a stored
+    or just-made result may have stopped at the first passage that passed t_support; mostly cache hits);
+    ``fingerprints`` are those of the models that scored a 'score' OUT's claims (empty: scored here).
+
+    Raises:
+        GroundjudgeError: the NLI model cannot be loaded.
+    """
+    scored = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
+    supported = sum(labels[i] == "SUPPORTED" for i in scored)
+    if len(scored) < MIN_CLAIMS or min(supported, len(scored) - supported) < MIN_CLASS:
+        return None, (
+            f"it needs at least {MIN_CLAIMS} scored claims with {MIN_CLASS} SUPPORTED and {MIN_CLASS} not; "
+            f"got {len(scored)}, {supported} SUPPORTED"
+        )
+    evaluator = load()
+    model = evaluator.nli
+    other = sorted(fp for fp in fingerprints if not same_weights(fp, model.identity))
+    if other:  # a head is tied to the model whose scores it reads: fitted on another's, it would mislead
+        return None, (
+            f"the claims were scored by NLI model {other[0]}, not the one loaded here ({model.identity}); "
+            "pass that model as --nli-model"
+        )
+    c = evaluator.config
+    results = score_claims(
+        model,
+        claims,
+        contexts,
+        k=c.evidence_k,
+        passage_tokens=c.passage_tokens,
+        passage_overlap=c.passage_overlap,
+        cache=evaluator.cache,
+    )
+    try:
+        head = build_head(
+            claims,
+            contexts,
+            results,
+            labels,
+            model.identity,
+            target=target,
+            meta=meta,
+            min_decided=min_decided,
+            unsupported=unsupported,
+        )
+        return head, None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def same_weights(fingerprint: str, identity: str) -> bool:
+    """Whether a report's ``nli_model`` fingerprint (``weights/kind/numerics``) is of the model with ``identity``
+    (``digest/kind``): a local model's weights are ``folder@digest``, a hub model's ``id@revision`` (= its digest)."""
+    return fingerprint.startswith(identity + "/") or f"@{identity}/" in fingerprint

@@ -36,16 +36,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groundjudge.checker.evidence import BM25, EvidenceSelector
+from groundjudge.checker import evidence
+from groundjudge.checker.evidence import BM25
 from groundjudge.checker.head import VerdictHead, claim_key
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.config import write_model_head, write_model_profile
 from groundjudge.errors import ConfigError, InputError, NLIError
+from groundjudge.io.jsonl import read_jsonl
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
-from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict, Passage
+from groundjudge.learn.labels import LABELS, judge_usable
+from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
 
-LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
 _WHICH = {"SUPPORTED": ENTAILMENT, "UNSUPPORTED": NEUTRAL, "CONTRADICTED": CONTRADICTION}
 STATE_DIR = ".tune"
 
@@ -112,20 +114,16 @@ def _label(value: Any, where: str) -> str:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every row of a JSONL file, read by the one strict reader; a bad line stops with an InputError naming it."""
     if not path.is_file():
         raise InputError(f"no file {path}")
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", row=f"{path.name}:{n}") from exc
-            if not isinstance(row, dict):
-                raise InputError("a row must be a JSON object", row=f"{path.name}:{n}")
-            rows.append(row)
+    for n, row in read_jsonl(path):
+        if isinstance(row, InputError):
+            raise InputError(row.reason, row=f"{path.name}:{n}")
+        if not isinstance(row, dict):
+            raise InputError("a row must be a JSON object", row=f"{path.name}:{n}")
+        rows.append(row)
     return rows
 
 
@@ -165,15 +163,6 @@ def _from_report(
         source=source,
         premises=premises,
     )
-
-
-def judge_usable(v: ClaimVerdict) -> bool:
-    """A judge verdict worth learning from: decided by the judge, no unverified quote, evidence for a yes/no."""
-    if v.route != "judge" or v.label not in LABELS or "unverified_quote" in v.flags or v.error:
-        return False
-    if v.label in ("SUPPORTED", "CONTRADICTED"):
-        return bool(v.quotes) and all(q.verified for q in v.quotes)
-    return True
 
 
 def load_examples(
@@ -553,16 +542,16 @@ def train(
 def score_claims(
     model: NLIModel, examples: Sequence[TuneExample], settings: TuneSettings, cache: Any = None
 ) -> list[ClaimNLI]:
-    """Each claim's NLI result as the pipeline computes it: passages, BM25 top-k, best entailment/contradiction."""
-    selector = EvidenceSelector(NLIScorer(model, cache), k=settings.k, early_exit=None)
-    cut: dict[tuple[str, ...], list[Passage]] = {}  # claims of one answer share its sources: cut them once
-    for ex in examples:
-        if tuple(ex.contexts) not in cut:
-            cut[tuple(ex.contexts)] = chunk_documents(
-                ex.contexts, model.tokenizer, settings.passage_tokens, settings.passage_overlap
-            )
-    items = [([ex.claim], cut[tuple(ex.contexts)]) for ex in examples]
-    return [res[0] for res in selector.check(items)]
+    """Each example's NLI result as the pipeline computes it (:func:`groundjudge.checker.evidence.score_claims`)."""
+    return evidence.score_claims(
+        model,
+        [ex.claim for ex in examples],
+        [ex.contexts for ex in examples],
+        k=settings.k,
+        passage_tokens=settings.passage_tokens,
+        passage_overlap=settings.passage_overlap,
+        cache=cache,
+    )
 
 
 def crossfit_measure(

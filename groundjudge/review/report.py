@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from groundjudge.errors import ConfigError
+from groundjudge.io.jsonl import read_jsonl, read_lines
 from groundjudge.models import AnswerReport, Scores, Usage
 
 
@@ -157,17 +159,33 @@ def summarize(reports: Iterable[AnswerReport], worst: int = 5, threshold: float 
 
 
 def read_reports(path: str | Path) -> Iterator[AnswerReport]:
-    """Reports from a JSONL file written by ``groundjudge score``; a torn last line (a killed run) is skipped."""
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                yield AnswerReport.model_validate_json(line)
-            except ValueError:
-                if not line.endswith("\n"):
-                    return  # the last line of a run that was killed mid-write
-                raise
+    """Reports from a JSONL file written by ``groundjudge score``, read line by line with the one JSONL reader's
+    rules (a byte order mark skipped, blank lines skipped); a torn last line (a killed run) is skipped.
+
+    Raises:
+        ValueError: a line that is not a report (its number is in the message).
+    """
+    for n, raw in read_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            yield AnswerReport.model_validate_json(raw)
+        except ValueError as exc:
+            if not raw.endswith(b"\n"):
+                return  # the last line of a run that was killed mid-write
+            raise ValueError(f"line {n}: {exc}") from exc
+
+
+def is_report_file(path: str | Path) -> bool:
+    """Whether ``path`` holds reports (``groundjudge score`` output) rather than input rows: its first row that
+    parses has a verdict and claims. Only JSONL files can; a file that cannot be read is not one."""
+    if Path(path).suffix.lower() in (".csv", ".parquet") or Path(path).is_dir():
+        return False
+    try:
+        first = next((row for _, row in read_jsonl(Path(path)) if isinstance(row, dict)), {})
+    except OSError:
+        return False
+    return "verdict" in first and "claims" in first
 
 
 def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
@@ -418,3 +436,66 @@ class Run:
         from html import escape
 
         return f"<p>{escape(self.cache_note)}</p>" + _html_table(summary_rows(self.summary))
+
+
+def write_parquet(jsonl: str | Path, out: str | Path) -> int:
+    """Convert a reports JSONL file (``groundjudge score`` output) into Parquet; returns the rows written.
+
+    One row per answer: id, row, verdict, mode, the scores, usage, errors and label as columns, and the whole
+    report as JSON in ``report`` (``AnswerReport.model_validate_json`` reads it back).
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ConfigError("writing Parquet needs pyarrow: pip install 'groundjudge[parquet]'") from None
+
+    score_fields = list(Scores.model_fields)
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("row", pa.int64()),
+            ("verdict", pa.string()),
+            ("mode", pa.string()),
+            *[(k, pa.int64() if k.startswith("n_") else pa.float64()) for k in score_fields],
+            ("calls", pa.int64()),
+            ("cached_calls", pa.int64()),
+            ("input_tokens", pa.int64()),
+            ("output_tokens", pa.int64()),
+            ("cost_usd", pa.float64()),
+            ("errors", pa.string()),
+            ("label", pa.string()),
+            ("report", pa.string()),
+        ]
+    )
+    tmp = Path(str(out) + ".tmp")
+    written = 0
+    with pq.ParquetWriter(str(tmp), schema) as writer:
+        batch: list[dict[str, Any]] = []
+        for r in read_reports(jsonl):
+            batch.append(
+                {
+                    "id": r.id,
+                    "row": r.row,
+                    "verdict": r.verdict,
+                    "mode": r.mode,
+                    **r.scores.model_dump(),
+                    "calls": r.usage.calls,
+                    "cached_calls": r.usage.cached_calls,
+                    "input_tokens": r.usage.input_tokens,
+                    "output_tokens": r.usage.output_tokens,
+                    "cost_usd": r.usage.cost_usd,
+                    "errors": "; ".join(r.errors),
+                    "label": r.label,
+                    "report": dumps(r),
+                }
+            )
+            if len(batch) >= 1024:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                written += len(batch)
+                batch = []
+        if batch or not written:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            written += len(batch)
+    tmp.replace(out)
+    return written

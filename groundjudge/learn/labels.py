@@ -1,0 +1,187 @@
+"""Where the local checker's labels come from: gold rows, reviewer decisions, and the judge's own verdicts.
+
+One rule for what a judge verdict may teach (:func:`judge_usable`), one for which claims the NLI stage scored
+(:func:`scored`), and :func:`collect_labels`, which gathers calibrate's labelled claims from scored reports.
+Imports only ``models``, ``errors`` and ``review``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from groundjudge.errors import InputError
+from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
+
+LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
+
+# why a claim of a 'score' OUT did not teach, in the order they are told
+LEFT_OUT = {
+    "local": "decided locally (never judged)",
+    "error": "judge errors",
+    "unverified": "with an unverified quote",
+    "no_quote": "SUPPORTED / CONTRADICTED without a quote",
+    "no_nli": "without NLI scores",
+    "failed": "answer(s) that failed whole (their claims are not in the file)",
+}
+
+
+def judge_usable(v: ClaimVerdict) -> bool:
+    """A judge verdict worth learning from: decided by the judge, no unverified quote, evidence for a yes/no."""
+    if v.route != "judge" or v.label not in LABELS or "unverified_quote" in v.flags or v.error:
+        return False
+    if v.label in ("SUPPORTED", "CONTRADICTED"):
+        return bool(v.quotes) and all(q.verified for q in v.quotes)
+    return True
+
+
+def scored(nli: ClaimNLI | None) -> bool:
+    """Whether the NLI stage scored the claim: only those can teach thresholds (an unscored claim is escalated by
+    the pipeline, so counting it as a local UNSUPPORTED would flatter the fit)."""
+    return nli is not None and nli.error is None and nli.passages_scored > 0
+
+
+def judge_labelled(
+    reports: Sequence[AnswerReport], reviewed: set[tuple[str, str]]
+) -> tuple[list[tuple[AnswerReport, ClaimVerdict]], Counter[str]]:
+    """The claims of a 'score' OUT the judge decided well enough to learn from, as ``(report, verdict)``, and how many
+    were left out by reason (keys of :data:`LEFT_OUT`); claims a reviewer decided are neither.
+
+    Usable: :func:`judge_usable` (judge route, a real label, every quote verified for SUPPORTED / CONTRADICTED, no
+    unverified_quote flag, no error) and NLI scores (no NLI error, passages scored).
+    """
+    usable: list[tuple[AnswerReport, ClaimVerdict]] = []
+    left_out: Counter[str] = Counter()
+    for r in reports:
+        if r.verdict == "ERROR" and not r.claims:
+            left_out["failed"] += 1
+        for v in r.claims:
+            if (r.id, v.claim.id) in reviewed:
+                continue
+            if judge_usable(v) and scored(v.nli):
+                usable.append((r, v))
+            elif v.route != "judge":
+                left_out["local"] += 1
+            elif v.error or v.label == "ERROR":
+                left_out["error"] += 1
+            elif "unverified_quote" in v.flags or any(not q.verified for q in v.quotes):
+                left_out["unverified"] += 1
+            elif not judge_usable(v):
+                left_out["no_quote"] += 1
+            else:
+                left_out["no_nli"] += 1
+    return usable, left_out
+
+
+def judge_said(used: int, left_out: Counter[str], reviewed: bool) -> str:
+    """One line: how many judge verdicts taught and why the others did not."""
+    why = ", ".join(f"{left_out[k]} {said}" for k, said in LEFT_OUT.items() if left_out[k])
+    return (
+        f"No gold labels: {used} judge verdicts used as labels"
+        + (" (for the claims no reviewer decided)" if reviewed else "")
+        + f"; left out: {why or 'none'}."
+    )
+
+
+@dataclass
+class LabelledClaims:
+    """Claims with a 3-way label, what a threshold or a head is fitted on: the claim, its answer's sources, its NLI
+    result and label; where each label came from; notes for the user (said, not raised)."""
+
+    texts: list[str] = field(default_factory=list)
+    sources: list[list[str]] = field(default_factory=list)
+    results: list[ClaimNLI] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    fingerprints: set[str] = field(default_factory=set)  # the NLI models that scored the claims of a 'score' OUT
+    taught: dict[str, int] = field(default_factory=dict)  # where the labels came from: gold, reviews, judge
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, report: AnswerReport, verdict: ClaimVerdict, label: str, origin: str, from_out: bool) -> None:
+        assert verdict.nli is not None
+        self.texts.append(verdict.claim.text)
+        self.sources.append(list(report.contexts))
+        self.results.append(verdict.nli)
+        self.labels.append(label)
+        self.fingerprints.add(report.versions.get("nli_model", "") if from_out else "")
+        self.taught[origin] = self.taught.get(origin, 0) + 1
+
+
+def collect_labels(
+    reports: Sequence[AnswerReport],
+    *,
+    from_out: bool,
+    source: str,
+    reviews: Sequence[Any] | None = None,
+    reviews_name: str = "",
+) -> LabelledClaims:
+    """calibrate's labelled claims from scored ``reports``: gold labels if the reports carry them, else the
+    reviewer decisions (``reviews``, as :func:`groundjudge.review.metrics.read_reviews` gives them) and the judge's
+    verdicts with verified quotes on the claims no reviewer decided.
+
+    Args:
+        reports: scored answers: a 'score' OUT (``from_out``) or claim rows just scored in nli mode.
+        from_out: the reports come from a 'score' OUT (their NLI fingerprints are kept, for the head's check).
+        source: the input's name, for messages.
+        reviews: reviewer decisions on the claims of ``reports`` (None: no review file).
+        reviews_name: the review file's name, for messages.
+
+    Raises:
+        InputError: no label at all, or no review matches a scored claim; its ``notes`` hold what was said before.
+    """
+    found = LabelledClaims()
+    try:
+        _collect(found, reports, from_out=from_out, source=source, reviews=reviews, reviews_name=reviews_name)
+    except InputError as exc:
+        exc.notes = found.notes  # type: ignore[attr-defined]
+        raise
+    return found
+
+
+def _collect(
+    found: LabelledClaims,
+    reports: Sequence[AnswerReport],
+    *,
+    from_out: bool,
+    source: str,
+    reviews: Sequence[Any] | None,
+    reviews_name: str,
+) -> None:
+    from groundjudge.review.metrics import join_reviews
+
+    reviewed: set[tuple[str, str]] = set()  # (answer id, claim id) a reviewer decided: the judge's verdict yields
+    if reviews is not None:
+        joined = join_reviews(reports, reviews)
+        for m in joined.matched:
+            reviewed.add((m.report.id, m.verdict.claim.id))
+            if scored(m.verdict.nli):
+                found.add(m.report, m.verdict, m.review.label, "reviews", from_out)
+        if joined.unmatched:
+            found.notes.append(f"{len(joined.unmatched)} reviews match no claim of {source}")
+        if not found.labels:
+            raise InputError(f"no review in {reviews_name} matches a claim of {source} with NLI scores")
+    gold_labelled = any(r.label and r.label.upper() in LABELS for r in reports)
+    if gold_labelled and reviews is None:
+        for r in reports:
+            if r.label and r.label.upper() in LABELS and r.claims and scored(r.claims[0].nli):
+                found.add(r, r.claims[0], r.label.upper(), "gold", from_out)
+    elif from_out and not gold_labelled:  # no gold label: the judge's own verdicts teach (reviews win on theirs)
+        usable, left_out = judge_labelled(reports, reviewed)
+        for r, v in usable:
+            found.add(r, v, v.label, "judge", from_out)
+        if usable or reviews is None:  # with reviews and no judge verdict to add, they teach alone, as they did
+            found.notes.append(judge_said(len(usable), left_out, reviewed=bool(reviewed)))
+        if usable and any(r.mode == "cascade" for r in reports):
+            found.notes.append(
+                "note: these answers were scored in cascade mode: only the escalated claims were judged, so the "
+                "sample leans to the claims the local checker found hard; for calibration, score a sample with "
+                "--mode llm (the judge sees every claim)."
+            )
+        if not found.labels:
+            raise InputError(
+                f"no labels in {source}: no answer carries a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED), "
+                "and no claim was decided by the judge with verified quotes, no error and NLI scores"
+            )
+    if not found.labels:
+        raise InputError("no claim rows with a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED)")
