@@ -443,3 +443,17 @@ def test_batch_api_sends_one_provider_batch_per_stage_for_the_whole_input(tmp_pa
         assert batches(server, "given", "--batch-size", "32") == 4  # an explicit --batch-size is kept
     help_text = " ".join(runner.invoke(app, ["score", "--help"], env={"COLUMNS": "200"}).output.split())
     assert "5000 at a time unless --batch-size is given" in help_text.replace("│", "").replace("  ", " ")
+
+
+def test_an_error_message_is_never_hard_wrapped(tmp_path: Path) -> None:
+    """Issue 18: rich hard-wrapped messages at 80 columns when stderr is not a terminal, so a path or a phrase was
+    cut in two in a CI log (and a test asserting on it passed only with COLUMNS=200)."""
+    deep = tmp_path / ("a-rather-long-folder-name-" * 4) / "reliability-diagram-of-the-run.png"
+    result = runner.invoke(app, ["calibrate", str(tmp_path / "x.jsonl")], env={"COLUMNS": "40"})
+    assert result.exit_code == 2
+    (tmp_path / "x.jsonl").write_text("{}\n")
+    result = runner.invoke(
+        app, ["calibrate", str(tmp_path / "x.jsonl"), "--reliability", str(deep)], env={"COLUMNS": "40"}
+    )
+    assert result.exit_code == 2
+    assert f"error: --reliability {deep}: write .html or .svg" in result.output, result.output

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_PENDING = 0, 1, 2, 3, 4
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # a message to a pipe or a CI log is never hard-wrapped mid-path
 
 CacheDir = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs Optional at runtime on 3.10
