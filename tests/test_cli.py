@@ -457,3 +457,14 @@ def test_an_error_message_is_never_hard_wrapped(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert f"error: --reliability {deep}: write .html or .svg" in result.output, result.output
+
+
+def test_an_input_whose_format_cannot_be_told_is_a_usage_error(tmp_path: Path) -> None:
+    """Issue 17/18: 'score' on a .txt file or a file without a suffix crashed with a traceback after the model
+    loaded; the one reader's rule (.jsonl, .csv, .parquet or a Parquet folder) is checked up front."""
+    for name in ("rows.txt", "rows"):
+        data = tmp_path / name
+        data.write_text(json.dumps({"id": "a", "contexts": ["c"], "answer": "a"}) + "\n")
+        result = runner.invoke(app, ["score", str(data), "--out", str(tmp_path / "o.jsonl"), "--no-progress"])
+        assert result.exit_code == 2, result.output
+        assert "cannot tell the format" in result.output and not (tmp_path / "o.jsonl").exists()

@@ -475,3 +475,31 @@ def test_claims_the_model_could_not_score_teach_no_threshold(tmp_path: Path, tin
     data = write_jsonl(tmp_path / "mixed.jsonl", labelled_rows() + overlong)
     result = calibrate(data, "--out", tmp_path / "cfg.json", "--nli-model", tiny, "--cache-dir", tmp_path / "c")
     assert stdout_json(result)["n"] == 72  # the 5 unscored claims are left out of the raw fit
+
+
+def test_calibrate_reads_its_rows_as_score_does(tmp_path: Path, tiny: Path) -> None:
+    """Issue 17: calibrate read its input with a bare json.loads, so a byte order mark, one damaged line or a CSV
+    (all of which 'score' reads) ended in a traceback. It reads through the one reader now: the same fit from a
+    CSV as from JSONL, and a damaged line is named and skipped."""
+    import csv
+
+    plain = write_jsonl(tmp_path / "plain.jsonl", labelled_rows(8))
+    table = tmp_path / "rows.csv"
+    with table.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["id", "contexts", "claim", "label"])
+        writer.writeheader()
+        for r in labelled_rows(8):
+            writer.writerow({**r, "contexts": json.dumps(r["contexts"])})
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes().replace(b"\n", b"\n{not json\n", 1))
+    common = ["--nli-model", tiny, "--cache-dir", tmp_path / "c", "--no-head", "--target", "0.9"]
+    fits = {}
+    for name, path in (("plain", plain), ("csv", table), ("damaged", damaged)):
+        result = runner.invoke(
+            app, ["calibrate", str(path), "--out", str(tmp_path / f"{name}.json"), *map(str, common)]
+        )
+        assert result.exit_code == 0, result.output
+        fits[name] = {k: v for k, v in stdout_json(result).items() if k != "config"}
+        if name == "damaged":
+            assert "skipped: row 2: invalid JSON" in flat(result.stderr)
+    assert fits["plain"] == fits["csv"] == fits["damaged"] and fits["plain"]["n"] == 24

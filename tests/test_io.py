@@ -210,3 +210,19 @@ def test_run_takes_a_dataframe_and_a_dataset_like_dicts(tiny: Path, tmp_path: Pa
     assert mapped[0].verdict != "ERROR" and mapped[0].id == "row-1"
     bad = ev.run(pd.DataFrame({"id": ["b"], "out": [5], "ctx": [[P]]}), columns={"answer": "out", "contexts": "ctx"})
     assert bad[0].id == "b" and bad[0].errors == ["row 1, field 'out': must be a string, not int"]
+
+
+def test_one_batch_cutter_for_both_engines() -> None:
+    """io.rows.batches cuts after batch_size rows that parse, bad rows riding along: the local engine and each Ray
+    actor call score these same batches (the NLI stage batches across a batch's rows, so other cuts can change
+    scores in the last digits: seen on 200 wice-dev rows with Ray's own batching)."""
+    from groundjudge.io.rows import batches
+    from groundjudge.models import Sample
+
+    good = {"contexts": ["c"], "answer": "a"}
+    rows = [(1, good), (2, InputError("bad", row=2)), (3, good), (4, {"contexts": ["c"]}), (5, good), (6, good)]
+    cut = list(batches([*rows, (7, good)], 2))
+    assert [[n for n, _, _ in b] for b in cut] == [[1, 2, 3], [4, 5, 6], [7]]
+    parsed = [p for b in cut for _, _, p in b]
+    assert [type(p) for p in parsed] == [Sample, InputError, Sample, InputError, Sample, Sample, Sample]
+    assert parsed[3].field == "answer" and parsed[3].row == 4  # the row's own error, naming row and field

@@ -258,18 +258,6 @@ def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
     assert len(llm_server.requests) == calls
 
 
-def test_actor_calls_score_the_local_engines_batches() -> None:
-    """score_file cuts rows where evaluate_numbered cuts its batches (after batch_size rows that parse; bad rows
-    ride along): the NLI stage batches across a batch's rows, so other cuts can change scores in the last digits
-    (seen on 200 wice-dev rows with Ray's own batching)."""
-    from groundjudge.errors import InputError
-
-    good = {"contexts": ["c"], "answer": "a"}
-    rows = [(1, good), (2, InputError("bad", row=2)), (3, good), (4, {"contexts": ["c"]}), (5, good), (6, good)]
-    cuts = [[n for n, _ in b] for b in gj_ray._local_batches([*rows, (7, good)], 2)]
-    assert cuts == [[1, 2, 3], [4, 5, 6], [7]]
-
-
 def test_parquet_input_gives_the_reports_of_the_same_rows_as_jsonl(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -312,3 +300,35 @@ def test_score_engine_ray_on_the_command_line_writes_the_local_file(tmp_path: Pa
         ],
     )
     assert refused.exit_code == 2
+
+
+def test_ray_reads_rows_with_the_local_engines_reader(tmp_path: Path) -> None:
+    """Issue 17: the Ray driver read rows without the column mapping the local engine applies: a row in RAGAS
+    column names was ERROR on Ray and PASS locally, a JSONL reference was dropped, and a Parquet timestamp column
+    crashed the driver. Both engines read through io.tables now: the same reports, line for line, including a
+    row the mapping finds bad (its id and its column-named error travel to the actor)."""
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from groundjudge.runs import score_file as score_locally
+
+    rows = [
+        {"sample_id": "a", "user_input": "Q?", "response": GOOD_ANSWER, "retrieved_contexts": [CONTEXT],
+         "reference": "The reference.", "created_at": datetime.datetime(2026, 1, 2, 3, 4, 5)},
+        {"sample_id": "b", "user_input": "Q?", "response": BAD_ANSWER, "retrieved_contexts": [CONTEXT],
+         "reference": None, "created_at": datetime.datetime(2026, 1, 2, 3, 4, 6)},
+        {"sample_id": "c", "user_input": "Q?", "response": GOOD_ANSWER, "retrieved_contexts": [],
+         "reference": None, "created_at": None},
+    ]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "ragas.parquet")
+    out_ray, out_local = tmp_path / "ray.jsonl", tmp_path / "local.jsonl"
+    gj_ray.score_file(str(tmp_path / "ragas.parquet"), out_ray, nli_config(tmp_path / "c1"), batch_size=2)
+    score_locally(tmp_path / "ragas.parquet", out_local, nli_config(tmp_path / "c2"), batch_size=2)
+    ray_lines = out_ray.read_text(encoding="utf-8").splitlines()
+    assert ray_lines == out_local.read_text(encoding="utf-8").splitlines()
+    reports = [json.loads(x) for x in ray_lines]
+    assert [r["id"] for r in reports] == ["a", "b", "c"]
+    assert reports[0]["verdict"] != "ERROR" and reports[0]["metadata"]["reference"] == "The reference."
+    assert reports[2]["verdict"] == "ERROR" and "retrieved_contexts" in reports[2]["errors"][0]
