@@ -2,7 +2,7 @@
 
 - :mod:`~groundjudge.testing.server`: :class:`ScriptedLLMServer`, a scripted OpenAI / Anthropic server on
   127.0.0.1 (:class:`Reply`, :class:`RecordedRequest`, and the script helpers :func:`route`, :func:`prompt_name`,
-  :func:`fenced_block`, :func:`claims_in`).
+  :func:`fenced_block`, :func:`claims_in`); its batch APIs are in :mod:`~groundjudge.testing.batches`.
 - :mod:`~groundjudge.testing.assertions`: :func:`assert_grounded`, :func:`assert_file_grounded` and the default
   evaluator they share with the pytest plugin.
 - :mod:`~groundjudge.testing.fixtures`: :func:`tiny_nli_model`.
@@ -22,13 +22,13 @@ from groundjudge.testing.assertions import (
     grounding_problems,
     set_default_evaluator,
 )
+from groundjudge.testing.batches import ScriptedBatch
 from groundjudge.testing.fixtures import tiny_nli_model
 from groundjudge.testing.server import (
     Api,
     RecordedRequest,
     Reply,
     Script,
-    ScriptedBatch,
     ScriptedLLMServer,
     claims_in,
     fenced_block,
