@@ -60,9 +60,9 @@ def _option(config: pytest.Config, name: str) -> Any:
 @pytest.fixture(scope="session")
 def groundjudge_evaluator(pytestconfig: pytest.Config) -> Iterator[Any]:
     """The session's :class:`~groundjudge.pipeline.Evaluator`, configured by the ``--groundjudge-*`` options."""
-    from groundjudge import testing
     from groundjudge.config import Config
     from groundjudge.pipeline.evaluator import Evaluator
+    from groundjudge.testing import assertions
 
     llm = _option(pytestconfig, "llm") or os.environ.get("GROUNDJUDGE_LLM") or None  # as default_evaluator() does
     cache_only = bool(_option(pytestconfig, "cache_only"))
@@ -81,11 +81,11 @@ def groundjudge_evaluator(pytestconfig: pytest.Config) -> Iterator[Any]:
     }
     try:
         evaluator = Evaluator(Config.make(**{k: v for k, v in values.items() if v is not None}))
-        testing.set_default_evaluator(evaluator)
-        testing._DEFAULTS["baseline"] = _option(pytestconfig, "baseline")
+        assertions.set_default_evaluator(evaluator)
+        assertions.DEFAULTS["baseline"] = _option(pytestconfig, "baseline")
         yield evaluator
     finally:
-        testing._DEFAULTS.clear()
+        assertions.DEFAULTS.clear()
         if placeholder is not None:
             os.environ.pop(placeholder, None)
 

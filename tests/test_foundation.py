@@ -110,7 +110,8 @@ def test_wheel_ships_the_prompts(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {f"groundjudge/prompts/{p.name}" for p in (ROOT / "prompts").glob("*") if p.suffix in (".md", ".txt")}
     assert shipped and shipped <= set(names)
-    assert "groundjudge/testing.py" in names
+    testing = {f"groundjudge/testing/{name}.py" for name in ("__init__", "server", "batches", "assertions", "fixtures")}
+    assert testing <= set(names)
 
 
 # -- model strings ---------------------------------------------------------------------------------------------

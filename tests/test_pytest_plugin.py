@@ -280,11 +280,11 @@ def test_without_options_the_plugin_builds_nothing_and_the_environment_counts(py
     honours GROUNDJUDGE_LLM) by an nli-only one."""
     pytester.makepyfile(
         test_plain="""
-from groundjudge import testing
+from groundjudge.testing import assertions
 
 def test_plain(request):
     assert "groundjudge_evaluator" not in request.fixturenames
-    assert "evaluator" not in testing._DEFAULTS
+    assert "evaluator" not in assertions.DEFAULTS
 """
     )
     result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider")

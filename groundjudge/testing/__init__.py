@@ -1,0 +1,58 @@
+"""Helpers for testing LLM pipelines offline, groundjudge's own tests among them.
+
+- :mod:`~groundjudge.testing.server`: :class:`ScriptedLLMServer`, a scripted OpenAI / Anthropic server on
+  127.0.0.1 (:class:`Reply`, :class:`RecordedRequest`, and the script helpers :func:`route`, :func:`prompt_name`,
+  :func:`fenced_block`, :func:`claims_in`); its batch APIs are in :mod:`~groundjudge.testing.batches`.
+- :mod:`~groundjudge.testing.assertions`: :func:`assert_grounded`, :func:`assert_file_grounded` and the default
+  evaluator they share with the pytest plugin.
+- :mod:`~groundjudge.testing.fixtures`: :func:`tiny_nli_model`.
+
+Imports of groundjudge modules beyond ``errors`` are lazy; no groundjudge module but ``pytest_plugin`` imports this
+package.
+"""
+
+from __future__ import annotations
+
+from groundjudge.testing.assertions import (
+    GroundingAssertionError,
+    assert_file_grounded,
+    assert_grounded,
+    default_evaluator,
+    explain_report,
+    grounding_problems,
+    set_default_evaluator,
+)
+from groundjudge.testing.batches import ScriptedBatch
+from groundjudge.testing.fixtures import tiny_nli_model
+from groundjudge.testing.server import (
+    Api,
+    RecordedRequest,
+    Reply,
+    Script,
+    ScriptedLLMServer,
+    claims_in,
+    fenced_block,
+    prompt_name,
+    route,
+)
+
+__all__ = [
+    "Api",
+    "GroundingAssertionError",
+    "RecordedRequest",
+    "Reply",
+    "Script",
+    "ScriptedBatch",
+    "ScriptedLLMServer",
+    "assert_file_grounded",
+    "assert_grounded",
+    "claims_in",
+    "default_evaluator",
+    "explain_report",
+    "fenced_block",
+    "grounding_problems",
+    "prompt_name",
+    "route",
+    "set_default_evaluator",
+    "tiny_nli_model",
+]

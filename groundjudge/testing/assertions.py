@@ -1,0 +1,172 @@
+"""Grounding assertions for test suites (the pytest plugin's helpers): :func:`assert_grounded`,
+:func:`assert_file_grounded`, :class:`GroundingAssertionError`, and the default evaluator they use.
+
+The defaults live in one dict, :data:`DEFAULTS` ("evaluator", "baseline"), that the pytest plugin fills for the
+session and clears after it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from groundjudge.errors import GroundjudgeError
+
+
+class GroundingAssertionError(AssertionError, GroundjudgeError):
+    """An answer (or a file of answers) is not grounded enough; the message lists the claims behind it."""
+
+
+DEFAULTS: dict[str, Any] = {}  # set by the pytest plugin: "evaluator", "baseline"
+
+
+def set_default_evaluator(evaluator: Any) -> None:
+    """The evaluator :func:`assert_grounded` uses when given none (the pytest plugin sets it)."""
+    DEFAULTS["evaluator"] = evaluator
+
+
+def default_evaluator() -> Any:
+    """The plugin's evaluator, else one built from the environment (nli mode without ``GROUNDJUDGE_LLM``)."""
+    if DEFAULTS.get("evaluator") is None:
+        import os
+
+        from groundjudge.pipeline.evaluator import Evaluator
+
+        DEFAULTS["evaluator"] = Evaluator(llm=os.environ.get("GROUNDJUDGE_LLM") or None)
+    return DEFAULTS["evaluator"]
+
+
+def _short(text: str, width: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: bool = False) -> list[str]:
+    """Why ``report`` falls short (empty when it is grounded): its score, its verdict, contradicted claims."""
+    s = report.scores
+    problems = []
+    if report.verdict == "ERROR":
+        problems.append(f"the answer could not be evaluated: {'; '.join(report.errors) or 'ERROR'}")
+    elif report.verdict == "NO_CLAIMS" or s.combined is None:
+        problems.append("no claim could be checked (NO_CLAIMS)")
+    elif s.combined < min_score:
+        problems.append(f"combined score {s.combined:.3f} < {min_score}")
+    if s.n_contradicted and not allow_contradicted:
+        problems.append(f"{s.n_contradicted} contradicted claim(s)")
+    return problems
+
+
+def explain_report(report: Any) -> list[str]:
+    """The claims of ``report`` that are not supported: verdict, route, reason and the closest source text."""
+    from groundjudge.diagnose import closest_source
+
+    bad = [c for c in report.claims if c.label != "SUPPORTED"]
+    lines = [f"claims not supported ({len(bad)} of {len(report.claims)}):"] if bad else []
+    for c in bad:
+        lines.append(f'  - [{c.label}, {c.route}] "{_short(c.claim.text)}"' + (f": {c.reason}" if c.reason else ""))
+        doc, text = closest_source(c)
+        if text:
+            where = f"source {doc + 1}" if doc is not None else "sources"
+            lines.append(f'      closest source text ({where}): "{_short(text)}"')
+        else:
+            lines.append("      no source text found for it")
+    return lines
+
+
+def assert_grounded(
+    answer: str,
+    sources: Any,
+    min_score: float = 0.8,
+    evaluator: Any = None,
+    *,
+    question: str | None = None,
+    allow_contradicted: bool = False,
+) -> Any:
+    """Fail (``AssertionError``) unless ``answer`` is grounded in ``sources``: combined score >= ``min_score`` and
+    no contradicted claim; returns the report.
+
+    The failure message lists the claims that are not supported with their verdicts and the closest source text
+    (the judge's verified quote, else the claim's best NLI passage). ``evaluator`` defaults to the pytest plugin's
+    (``groundjudge_evaluator``: ``--groundjudge-llm``, ``--groundjudge-cache-only``), else an nli-mode one.
+    """
+    ev = evaluator if evaluator is not None else default_evaluator()
+    report = ev.evaluate(answer, sources, question)
+    problems = grounding_problems(report, min_score, allow_contradicted)
+    if problems:
+        head = f"answer not grounded: {'; '.join(problems)} (verdict {report.verdict})"
+        raise GroundingAssertionError("\n".join([head, f"  answer: {_short(answer)}", *explain_report(report)]))
+    return report
+
+
+def assert_file_grounded(
+    path_or_rows: Any,
+    min_score: float = 0.8,
+    evaluator: Any = None,
+    *,
+    baseline: str | Path | None = None,
+    alpha: float = 0.05,
+    columns: dict[str, str] | None = None,
+    allow_contradicted: bool = False,
+    show: int = 5,
+) -> Any:
+    """Evaluate a whole file of rows (JSONL, CSV, Parquet), a DataFrame, a Dataset or a list of dicts; returns the
+    :class:`~groundjudge.review.report.Run`.
+
+    Without ``baseline`` every answer must pass :func:`assert_grounded`'s bar. With ``baseline`` (a stored
+    ``groundjudge score`` output of the same ids; default: the plugin's ``--groundjudge-baseline``) it fails on
+    a significant regression against it (the paired tests of :func:`~groundjudge.review.compare.compare_runs`;
+    the message names the metrics that got worse and the answers that changed most, with their claims), and on
+    any answer the baseline cannot vouch for (a new id, or one that failed to be evaluated) that misses the bar itself.
+    """
+    ev = evaluator if evaluator is not None else default_evaluator()
+    run = ev.run(path_or_rows, columns=columns)
+    baseline = baseline if baseline is not None else DEFAULTS.get("baseline")
+    by_id = {r.id: r for r in run.reports}
+    if baseline is not None:
+        from groundjudge.review.compare import compare_runs
+        from groundjudge.review.report import read_reports
+
+        before = list(read_reports(baseline))
+        result = compare_runs(before, run.reports, alpha=alpha)
+        if result["paired"] == 0:
+            raise GroundingAssertionError(f"the baseline {baseline} shares no ids with this run")
+        # what the paired tests cannot judge: answers the baseline never had, and answers that failed to be
+        # evaluated (no score to compare; one such row is not "significant"): each must meet the bar itself
+        known = {r.id for r in before}
+        unjudged = [
+            (r, p)
+            for r in run.reports
+            if (r.id not in known or r.verdict == "ERROR")
+            and (p := grounding_problems(r, min_score, allow_contradicted))
+        ]
+        if unjudged:
+            lines = [f"{len(unjudged)} answers the baseline {baseline} cannot vouch for are not grounded:"]
+            for r, problems in unjudged[:show]:
+                lines.append(f"{r.id}: {'; '.join(problems)} (verdict {r.verdict})")
+            raise GroundingAssertionError("\n".join(lines))
+        if result["b_significantly_worse"]:
+            lines = [f"significant regression against the baseline {baseline} ({result['paired']} paired answers):"]
+            for name, m in result["metrics"].items():
+                if m["b_worse"]:
+                    lo, hi = m["ci95"]
+                    lines.append(
+                        f"  {name}: {m['mean_a']:.3f} -> {m['mean_b']:.3f} ({m['diff']:+.3f}, 95% CI "
+                        f"[{lo:+.3f}, {hi:+.3f}], p={m['p_value']:.4f})"
+                    )
+            mc = result["mcnemar"]
+            lines.append(f"  PASS lost {mc['pass_lost']}, gained {mc['pass_gained']} (McNemar p={mc['p_value']:.4f})")
+            for row in result["most_changed"][:show]:
+                lines.append(f"  {row['id']}: {row['verdict']}, combined {row['combined_diff']:+.3f}")
+                lines.extend("  " + x for x in explain_report(by_id[row["id"]]))
+            raise GroundingAssertionError("\n".join(lines))
+        return run
+    failing = [(r, p) for r in run.reports if (p := grounding_problems(r, min_score, allow_contradicted))]
+    if failing:
+        lines = [f"{len(failing)} of {len(run.reports)} answers not grounded (min_score {min_score}):"]
+        for r, problems in failing[:show]:
+            lines.append(f"{r.id}: {'; '.join(problems)} (verdict {r.verdict})")
+            lines.extend(explain_report(r))
+        if len(failing) > show:
+            lines.append(f"... and {len(failing) - show} more: {', '.join(r.id for r, _ in failing[show:])}")
+        raise GroundingAssertionError("\n".join(lines))
+    return run

@@ -1,0 +1,525 @@
+"""A scripted LLM server on 127.0.0.1 for offline tests, speaking the OpenAI and Anthropic wire formats.
+
+The real ``openai.OpenAI`` and ``anthropic.Anthropic`` clients talk real HTTP to it. Each request is recorded and
+answered by the next queued :class:`Reply`, or else by the script function; replies can inject faults::
+
+    with ScriptedLLMServer(lambda req: Reply.json({"verdict": "SUPPORTED"})) as server:
+        server.push(Reply.error(429, retry_after=0.1), Reply.malformed_body())
+        client = OpenAI(base_url=server.openai_base_url, api_key="test")
+
+Routes: ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthropic), and the batch APIs of both
+(OpenAI: ``POST /v1/files``, ``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches/{id}``;
+Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}`` and its ``results_url``), whose
+requests are answered by the same queue and script when the batch ends (see :class:`ScriptedLLMServer`; the batch
+routes are in :mod:`groundjudge.testing.batches`). With ``refuse_json_schema=True`` the server behaves like an
+OpenAI-compatible server without structured outputs: every OpenAI request with ``response_format`` json_schema gets
+HTTP 400 (after ``refusal_delay`` seconds) and uses up no scripted reply. Refusals report their tokens, as real
+providers bill them.
+
+Prompt caching is emulated deterministically (~4 characters a token): OpenAI reports
+``usage.prompt_tokens_details.cached_tokens``, the longest prefix of the prompt an earlier request sent, from
+``min_cached_prefix_tokens`` on in 128-token steps; Anthropic reports ``cache_read_input_tokens`` for the longest
+``cache_control`` prefix sent before and ``cache_creation_input_tokens`` for the rest up to the last breakpoint
+(prefixes shorter than ``anthropic_min_cache_tokens`` are not cached), with ``input_tokens`` the remainder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+from groundjudge.testing.batches import BatchRoutes, ScriptedBatch
+
+Api = Literal["openai", "anthropic"]
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server saw it."""
+
+    api: Api
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    batch_id: str | None = None  # set when the request came in a batch
+    reply_usage: dict[str, Any] | None = None  # the usage block the server answered with (tokens, cached tokens)
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """Messages as role/content text, Anthropic's ``system`` first as a system message."""
+        out = []
+        system = self.body.get("system")
+        if system:
+            text = system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
+            out.append({"role": "system", "content": text})
+        for m in self.body.get("messages", []):
+            content = m.get("content", "")
+            if not isinstance(content, str):
+                content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+            out.append({"role": m.get("role", ""), "content": content})
+        return out
+
+    @property
+    def text(self) -> str:
+        """All message text joined: handy for scripts that answer by what the prompt contains."""
+        return "\n".join(m["content"] for m in self.messages)
+
+    @property
+    def last_user(self) -> str:
+        users = [m["content"] for m in self.messages if m["role"] == "user"]
+        return users[-1] if users else ""
+
+
+@dataclass
+class Reply:
+    """What the server does with one request."""
+
+    kind: Literal["content", "refusal", "error", "malformed_body"] = "content"
+    content: str = ""
+    obj: Any = None
+    finish: Literal["stop", "length", "content_filter"] = "stop"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    @classmethod
+    def json(cls, obj: Any, **kw: Any) -> Reply:
+        """A well-formed JSON answer (a tool call for Anthropic)."""
+        return cls(content=json.dumps(obj), obj=obj, **kw)
+
+    @classmethod
+    def text(cls, content: str, **kw: Any) -> Reply:
+        """Raw text as the model's answer: use it for malformed JSON."""
+        return cls(content=content, **kw)
+
+    @classmethod
+    def truncated(cls, content: str, **kw: Any) -> Reply:
+        """Text cut off at the token limit (finish_reason length / stop_reason max_tokens)."""
+        return cls(content=content, finish="length", **kw)
+
+    @classmethod
+    def refusal(cls, message: str = "I can't help with that.", **kw: Any) -> Reply:
+        """The model declines: OpenAI ``message.refusal``, Anthropic ``stop_reason: refusal`` (tokens billed)."""
+        return cls(kind="refusal", content=message, **kw)
+
+    @classmethod
+    def content_filtered(cls, content: str = "", **kw: Any) -> Reply:
+        """OpenAI ``finish_reason: content_filter`` (Anthropic: ``stop_reason: refusal``), tokens billed."""
+        return cls(content=content, finish="content_filter", **kw)
+
+    @classmethod
+    def error(cls, status: int, *, retry_after: float | None = None, message: str = "scripted error") -> Reply:
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return cls(kind="error", status=status, headers=headers, content=message)
+
+    @classmethod
+    def malformed_body(cls) -> Reply:
+        """HTTP 200 whose body is not JSON at all."""
+        return cls(kind="malformed_body", content='{"id": "x", "choices": [')
+
+    @classmethod
+    def slow(cls, seconds: float, then: Reply | None = None) -> Reply:
+        """Answer only after ``seconds`` (past the client's timeout, the client sees a timeout)."""
+        base = then or cls.json({})
+        base.delay = seconds
+        return base
+
+
+Script = Callable[[RecordedRequest], Reply]
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _in_tokens(req: RecordedRequest, reply: Reply) -> int:
+    return reply.input_tokens if reply.input_tokens is not None else _tokens(req.text)
+
+
+def _out_tokens(reply: Reply) -> int:
+    return reply.output_tokens if reply.output_tokens is not None else _tokens(reply.content)
+
+
+def _error_type(status: int) -> str:
+    return {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }.get(status, "api_error")
+
+
+@dataclass(frozen=True)
+class _CacheUsage:
+    read: int = 0
+    written: int = 0
+
+
+def _error_body(api: Api, status: int, message: str) -> dict[str, Any]:
+    """An error response body in the wire format of ``api``."""
+    if api == "anthropic":
+        return {"type": "error", "error": {"type": _error_type(status), "message": message}}
+    return {"error": {"message": message, "type": _error_type(status), "code": None}}
+
+
+def _openai_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _CacheUsage()) -> dict[str, Any]:
+    refusal = reply.content if reply.kind == "refusal" else None
+    content = None if refusal else reply.content
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": req.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": refusal},
+                "finish_reason": reply.finish,
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": _in_tokens(req, reply),
+            "completion_tokens": _out_tokens(reply),
+            "total_tokens": _in_tokens(req, reply) + _out_tokens(reply),
+            "prompt_tokens_details": {"cached_tokens": min(cache.read, _in_tokens(req, reply))},
+        },
+    }
+
+
+def _anthropic_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _CacheUsage()) -> dict[str, Any]:
+    tool_choice = req.body.get("tool_choice") or {}
+    if reply.kind == "refusal" or reply.finish == "content_filter":
+        content: list[dict[str, Any]] = [{"type": "text", "text": reply.content}] if reply.content else []
+        stop = "refusal"
+    elif reply.obj is not None and isinstance(reply.obj, dict) and tool_choice.get("type") == "tool":
+        content = [{"type": "tool_use", "id": "toolu_scripted", "name": tool_choice["name"], "input": reply.obj}]
+        stop = "tool_use"
+    else:
+        content = [{"type": "text", "text": reply.content}]
+        stop = "max_tokens" if reply.finish == "length" else "end_turn"
+    return {
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "model": req.model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        # Anthropic reports the uncached input apart from the cache reads and writes.
+        "usage": {
+            "input_tokens": max(0, _in_tokens(req, reply) - cache.read - cache.written),
+            "cache_read_input_tokens": cache.read,
+            "cache_creation_input_tokens": cache.written,
+            "output_tokens": _out_tokens(reply),
+        },
+    }
+
+
+def _anthropic_breakpoints(body: dict[str, Any]) -> list[str]:
+    """The prompt text (as :attr:`RecordedRequest.text` joins it) up to the end of each ``cache_control`` block."""
+    parts: list[list[tuple[str, bool]]] = []
+    system = body.get("system")
+    if system:
+        if isinstance(system, str):
+            parts.append([(system, False)])
+        else:
+            parts.append([(b.get("text", ""), bool(b.get("cache_control"))) for b in system])
+    for m in body.get("messages", []):
+        content = m.get("content", "")
+        if isinstance(content, str):
+            parts.append([(content, False)])
+        else:
+            parts.append([(b.get("text", ""), bool(b.get("cache_control"))) for b in content if isinstance(b, dict)])
+    text, out = "", []
+    for i, blocks in enumerate(parts):
+        if i:
+            text += "\n"
+        for piece, breakpoint in blocks:
+            text += piece
+            if breakpoint:
+                out.append(text)
+    return out
+
+
+class ScriptedLLMServer(BatchRoutes):
+    """A threaded HTTP server on a random port of 127.0.0.1; use as a context manager.
+
+    Prompt-cache emulation: ``min_cached_prefix_tokens`` (OpenAI, default 1024) and ``anthropic_min_cache_tokens``
+    (default 1024) are settable. Batch controls: ``batch_polls`` status reads answer "in progress" before a batch
+    ends (default 1); ``batch_expire_after`` = N makes the next batches expire with only their first N requests
+    answered; ``batch_status_errors`` = N makes the next N status reads answer 503; per-request errors come from the
+    queue or script (:meth:`Reply.error`) like direct ones. Batches are
+    in :attr:`batches`, their requests in :attr:`requests` with ``batch_id`` set.
+    """
+
+    def __init__(
+        self, script: Script | None = None, *, refuse_json_schema: bool = False, refusal_delay: float = 0.0
+    ) -> None:
+        self.script = script
+        self.refuse_json_schema = refuse_json_schema
+        self.refusal_delay = refusal_delay
+        self.requests: list[RecordedRequest] = []
+        self.min_cached_prefix_tokens = 1024
+        self.anthropic_min_cache_tokens = 1024
+        self.batch_polls = 1
+        self.batch_expire_after: int | None = None
+        self.batch_status_errors = 0  # the next status reads answer 503 (a transient fault while polling)
+        self.batches: dict[str, ScriptedBatch] = {}
+        self.files: dict[str, bytes] = {}
+        self._ids = itertools.count(1)
+        self._prefixes: set[str] = set()
+        self._batch_lock = threading.RLock()  # batch state: one batch route at a time
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- scripting ---------------------------------------------------------------------------------------
+
+    def push(self, *replies: Reply) -> None:
+        """Queue replies to be used, in order, before the script function."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    def _next_reply(self, req: RecordedRequest) -> Reply:
+        fmt = req.body.get("response_format")
+        wants_schema = isinstance(fmt, dict) and fmt.get("type") == "json_schema"
+        if self.refuse_json_schema and req.api == "openai" and wants_schema:
+            with self._lock:
+                self.requests.append(req)
+            refused = Reply.error(400, message="response_format json_schema is not supported by this server")
+            refused.delay = self.refusal_delay
+            return refused
+        with self._lock:
+            self.requests.append(req)
+            queued = self._queue.popleft() if self._queue else None
+        if queued is not None:
+            return queued
+        if self.script is None:
+            return Reply.error(500, message="the scripted server has no reply for this request")
+        return self.script(req)
+
+    def requests_for(self, api: Api) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.api == api]
+
+    # -- prompt-cache emulation --------------------------------------------------------------------------
+
+    def _cache_usage(self, req: RecordedRequest, reply: Reply) -> _CacheUsage:
+        """What the provider's prompt cache would report for this request; remembers its prefixes."""
+        total = _in_tokens(req, reply)
+        if req.api == "openai":
+            text = req.text
+            namespace = json.dumps(["openai", req.model, req.body.get("response_format"), req.body.get("tools")])
+            h = hashlib.sha256(namespace.encode())
+            steps, done = [], 0
+            tokens = self.min_cached_prefix_tokens
+            while tokens * 4 <= len(text) and tokens > 0:
+                h.update(text[done : tokens * 4].encode())
+                done = tokens * 4
+                steps.append((tokens, h.copy().hexdigest()))
+                tokens += 128
+            read = 0
+            with self._lock:
+                for tokens, digest in steps:
+                    if digest not in self._prefixes:
+                        break
+                    read = tokens
+                self._prefixes.update(d for _, d in steps)
+            return _CacheUsage(read=min(read, total))
+        namespace = json.dumps(["anthropic", req.model, req.body.get("tools")])
+        prefixes = [
+            (_tokens(p), hashlib.sha256((namespace + p).encode()).hexdigest())
+            for p in _anthropic_breakpoints(req.body)
+            if len(p) // 4 >= self.anthropic_min_cache_tokens
+        ]
+        if not prefixes:
+            return _CacheUsage()
+        with self._lock:
+            read = max((t for t, d in prefixes if d in self._prefixes), default=0)
+            self._prefixes.update(d for _, d in prefixes)
+        last = max(t for t, _ in prefixes)
+        read = min(read, total)
+        return _CacheUsage(read=read, written=min(max(0, last - read), total - read))
+
+    def _answer(self, req: RecordedRequest, reply: Reply) -> dict[str, Any]:
+        cache = self._cache_usage(req, reply)
+        body = _openai_body(req, reply, cache) if req.api == "openai" else _anthropic_body(req, reply, cache)
+        req.reply_usage = body.get("usage")
+        return body
+
+    def _answer_batched(self, batch: ScriptedBatch, body: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
+        """One request of ``batch`` answered as a direct one would be: ``(None, response body)``, or
+        ``(error status, error body)``."""
+        path = "/v1/chat/completions" if batch.api == "openai" else "/v1/messages"
+        req = RecordedRequest(api=batch.api, path=path, headers={}, body=body, batch_id=batch.id)
+        reply = self._next_reply(req)
+        if reply.kind in ("error", "malformed_body"):
+            status = reply.status if reply.kind == "error" else 500
+            return status, _error_body(batch.api, status, reply.content)
+        return None, self._answer(req, reply)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return self.url + "/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url
+
+    def start(self) -> ScriptedLLMServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                with server._batch_lock:
+                    status, payload, ctype = server._batch_get(path)
+                if isinstance(payload, bytes):
+                    self._send_raw(status, payload, ctype)
+                else:
+                    self._send(status, payload)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                path = self.path.split("?", 1)[0]
+                if path.endswith(("/v1/files", "/v1/batches", "/v1/messages/batches")):
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    with server._batch_lock:
+                        batch_status, batch_payload = server._batch_post(path, headers, raw)
+                    self._send(batch_status, batch_payload)
+                    return
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "request body is not JSON"}})
+                    return
+                api: Api
+                if path.endswith("/chat/completions"):
+                    api = "openai"
+                elif path.endswith("/messages"):
+                    api = "anthropic"
+                else:
+                    self._send(404, {"error": {"message": f"no route {path}"}})
+                    return
+                req = RecordedRequest(api=api, path=path, headers=dict(self.headers.items()), body=body)
+                reply = server._next_reply(req)
+                if reply.delay and server._stopping.wait(reply.delay):
+                    return
+                if reply.kind == "error":
+                    self._send(reply.status, _error_body(api, reply.status, reply.content), reply.headers)
+                elif reply.kind == "malformed_body":
+                    self._send_raw(200, reply.content.encode(), "application/json")
+                else:
+                    self._send(200, server._answer(req, reply), reply.headers)
+
+            def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+                self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+            def _send_raw(
+                self, status: int, data: bytes, ctype: str, headers: Iterable[Any] | dict[str, str] | None = None
+            ) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", ctype)
+                    self.send_header("content-length", str(len(data)))
+                    for k, v in dict(headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> ScriptedLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def prompt_name(req: RecordedRequest) -> str | None:
+    """Which of groundjudge's prompts a request was rendered from (by its system text), if any."""
+    from groundjudge.prompts import load_prompt
+
+    system = req.messages[0]["content"] if req.messages and req.messages[0]["role"] == "system" else ""
+    for name in ("claims", "claims_qa", "judge", "verify"):
+        first_line = load_prompt(name).system.strip().splitlines()[0]
+        if system.startswith(first_line):
+            return name
+    return None
+
+
+def fenced_block(req: RecordedRequest, title: str) -> str:
+    """The text of a fenced block (e.g. "CLAIMS", "SOURCE 1") in the latest user message that has one (a re-ask
+    adds a correction after the message with the data)."""
+    import re
+
+    pattern = re.compile(rf"^(#\w+#) BEGIN {re.escape(title)}\n(.*?)\n\1 END {re.escape(title)}$", re.S | re.M)
+    for m in reversed(req.messages):
+        if m["role"] == "user" and (found := pattern.search(m["content"])):
+            return found.group(2)
+    return ""
+
+
+def claims_in(req: RecordedRequest) -> dict[str, str]:
+    """``{claim id: claim text}`` of a judge request."""
+    import re
+
+    return dict(re.findall(r"^\[(\w+)\] (.*)$", fenced_block(req, "CLAIMS"), re.M))
+
+
+def route(handlers: dict[str, Callable[[RecordedRequest], Reply]]) -> Script:
+    """A script that dispatches on the prompt name (claims, claims_qa, judge, verify)."""
+
+    def script(req: RecordedRequest) -> Reply:
+        name = prompt_name(req)
+        if name is None or name not in handlers:
+            return Reply.error(500, message=f"no scripted handler for prompt {name!r}")
+        return handlers[name](req)
+
+    return script
