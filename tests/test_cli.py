@@ -310,7 +310,9 @@ def test_budget_stop_exits_3_with_a_valid_partial_output(tmp_path: Path) -> None
         ]
         result = runner.invoke(app, [*args, "--max-calls", "5"])
         assert result.exit_code == 3, result.output
-        assert "budget reached" in result.output
+        said = " ".join(result.output.split())
+        assert "stopped: budget reached: 5 of 5 calls made" in said or "stopped: call budget reached" in said, said
+        assert said.count("budget reached") == 1, said  # issue 18: it said "budget reached: budget reached: ..."
         partial = lines(out)
         assert [r["id"] for r in partial] == ["r0", "r1"]  # 2 calls each; the 6th call would judge r2
         assert all(r["verdict"] == "PASS" for r in partial)
@@ -468,3 +470,11 @@ def test_an_input_whose_format_cannot_be_told_is_a_usage_error(tmp_path: Path) -
         result = runner.invoke(app, ["score", str(data), "--out", str(tmp_path / "o.jsonl"), "--no-progress"])
         assert result.exit_code == 2, result.output
         assert "cannot tell the format" in result.output and not (tmp_path / "o.jsonl").exists()
+
+
+def test_help_keeps_bracketed_text(tmp_path: Path) -> None:
+    """Issue 18: rich read '[ray]' and '[default: ...]' in help texts as markup and dropped them."""
+    score_help = " ".join(runner.invoke(app, ["score", "--help"], env={"COLUMNS": "250"}).output.split())
+    assert "pip install 'groundjudge[ray]'" in score_help
+    tune_help = " ".join(runner.invoke(app, ["tune", "--help"], env={"COLUMNS": "250"}).output.split())
+    assert "[default: best available]" in tune_help and "[default: 16 on CPU, 32 on a GPU]" in tune_help

@@ -238,7 +238,7 @@ def tune_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the tuned model and its thresholds.")],
     epochs: Annotated[int, typer.Option(min=1)] = TuneSettings.epochs,
     lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, linear warmup and decay).")] = TuneSettings.lr,
-    batch_size: Annotated[Optional[int], typer.Option(help="[default: 16 on CPU, 32 on a GPU]")] = None,  # noqa: UP045
+    batch_size: Annotated[Optional[int], typer.Option(help="\\[default: 16 on CPU, 32 on a GPU]")] = None,  # noqa: UP045
     max_length: Annotated[int, typer.Option(help="Tokens per training pair.")] = TuneSettings.max_length,
     distill: Annotated[
         float, typer.Option(help="Weight of the pull towards the base model's predictions (against forgetting).")
@@ -247,7 +247,7 @@ def tune_command(
     holdout: Annotated[float, typer.Option(help="Share of claims held out for calibration and the report.")] = 0.2,
     target: Annotated[float, typer.Option(help="Precision the cascade's local verdicts must reach.")] = 0.9,
     seed: Annotated[int, typer.Option()] = 0,
-    device: Annotated[Optional[str], typer.Option(help="cuda, mps or cpu [default: best available].")] = None,  # noqa: UP045
+    device: Annotated[Optional[str], typer.Option(help="cuda, mps or cpu \\[default: best available].")] = None,  # noqa: UP045
     cache_dir: Annotated[Optional[Path], typer.Option(help="NLI score cache [default: the user cache].")] = None,  # noqa: UP045
     overwrite: Annotated[bool, typer.Option(help="Replace OUT if it holds another run.")] = False,
     head: Annotated[

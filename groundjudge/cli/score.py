@@ -161,7 +161,7 @@ def score_command(
         ),
     ] = True,
     engine: Annotated[
-        str, typer.Option(help="local, or ray: score on a Ray cluster (pip install 'groundjudge[ray]').")
+        str, typer.Option(help="local, or ray: score on a Ray cluster (pip install 'groundjudge\\[ray]').")
     ] = "local",
     address: Annotated[
         Optional[str],  # noqa: UP045
@@ -315,7 +315,7 @@ def _stop_code(stopped: GroundjudgeError | None, out: Path, written: int) -> int
     if isinstance(stopped, BudgetExceededError):
         where = f"Finished rows are in {out}" if written else f"No row finished; {out} is as it was"
         err.print(
-            f"[yellow]budget reached:[/yellow] {escape(str(stopped))}. {escape(where)}; raise the budget and "
+            f"[yellow]stopped:[/yellow] {escape(str(stopped))}. {escape(where)}; raise the budget and "
             "re-run with --resume to go on.",
             highlight=False,
         )
@@ -383,7 +383,7 @@ def _score_on_ray(
                 progress=lambda n: bar.update(task, completed=n),
             )
         except BudgetExceededError as exc:
-            err.print(f"[yellow]budget reached:[/yellow] {escape(str(exc))}; re-run with --resume", highlight=False)
+            err.print(f"[yellow]stopped:[/yellow] {escape(str(exc))}; re-run with --resume", highlight=False)
             summary, code = getattr(exc, "summary", None), EXIT_BUDGET
         except CacheMissError as exc:
             err.print(f"[red]cache-only run stopped:[/red] {escape(str(exc))}", highlight=False)

@@ -179,7 +179,10 @@ class Evaluator:
         self.client = client
         self.mode = c.mode or ("cascade" if client is not None else "nli")
         if self.mode != "nli" and self.client is None:
-            raise ConfigError(f"mode {self.mode!r} needs an LLM: pass llm='provider/model' or a client")
+            raise ConfigError(
+                f"mode {self.mode!r} needs an LLM judge: give one as --llm provider/model (command line) or "
+                "llm='provider/model' (Python), or use --mode nli"
+            )
         self._nli = nli
         self._scorer: NLIScorer | None = None
         self.batch_outcomes: list[BatchOutcome] = []  # batch mode: what each provider batch did
