@@ -243,17 +243,23 @@ def test_reviews_teach_the_head(tmp_path: Path, tiny: Path) -> None:
     assert head["coef"] == pytest.approx(from_gold["coef"], rel=1e-6, abs=1e-9)
     assert head["mean"] == pytest.approx(from_gold["mean"]) and head["thresholds"] == from_gold["thresholds"]
 
-    # scores from one model, a head tied to another: refused with a note, the thresholds still fitted
+    # scores from one model, a config naming another (issue 18: it wrote model A's thresholds into a config naming
+    # B, and with --save-to-model into B's folder, deleting B's head): refused, nothing written
     from groundjudge.testing import tiny_nli_model
 
     other = tiny_nli_model(tmp_path / "other", SHARED_MODEL, seed=1)
-    result = calibrate(*args, "--nli-model", other)
-    assert "no verdict head: the claims were scored by NLI model" in flat(result.stderr)
-    assert "head" not in json.loads(config.read_text()) and stdout_json(result)["n"] == 72
-    # the head needs the model that scored the claims: one that cannot be loaded is a usage error, not a silent skip
-    missing = runner.invoke(app, ["calibrate", *map(str, args), "--nli-model", "no/such-hub-model"])
-    assert missing.exit_code == 2 and "--no-head" in flat(missing.stderr), missing.output
-    assert stdout_json(calibrate(*args, "--nli-model", "no/such-hub-model", "--no-head"))["n"] == 72
+    before = config.read_text()
+    for extra in ([], ["--no-head"], ["--save-to-model"]):
+        result = runner.invoke(app, ["calibrate", *map(str, args), "--nli-model", str(other), *extra])
+        assert result.exit_code == 2, result.output
+        assert "were scored by NLI model" in flat(result.stderr) and "pass that model as --nli-model" in flat(
+            result.stderr
+        )
+    assert config.read_text() == before and not (other / MODEL_PROFILE_FILE).exists()
+    # the thresholds need the model that scored the claims: one that cannot be loaded is a usage error
+    for extra in ([], ["--no-head"]):
+        missing = runner.invoke(app, ["calibrate", *map(str, args), "--nli-model", "no/such-hub-model", *extra])
+        assert missing.exit_code == 2 and "scored the claims" in flat(missing.stderr), missing.output
 
 
 # -- the judge's verdicts teach calibrate (no gold label, no review) ------------------------------------------------

@@ -69,7 +69,7 @@ def calibrate_command(
     verdicts with verified quotes on the other claims."""
     from groundjudge.config import Config
     from groundjudge.io.tables import input_rows
-    from groundjudge.learn.calibrate import fit_calibration_head, fit_thresholds
+    from groundjudge.learn.calibrate import fit_calibration_head, fit_thresholds, foreign_fingerprints
     from groundjudge.learn.labels import collect_labels
     from groundjudge.pipeline import Evaluator
     from groundjudge.review.metrics import read_reviews
@@ -118,6 +118,22 @@ def calibrate_command(
         raise fail(str(exc)) from exc
     for note in found.notes:
         err.print(escape(note), highlight=False)
+    if from_out and found.fingerprints - {""}:  # thresholds and a head are stored only with the model that scored
+        try:
+            evaluator = evaluator or Evaluator(cfg)
+            identity = evaluator.nli.identity
+        except GroundjudgeError as exc:
+            raise fail(
+                f"{exc} (thresholds are fitted on the scores of the NLI model that scored the claims: pass it as "
+                "--nli-model)"
+            ) from exc
+        other = foreign_fingerprints(found.fingerprints, identity)
+        if other:
+            raise fail(
+                f"the claims of {labeled} were scored by NLI model {other[0]}, not by the one this config would "
+                f"name ({identity}): thresholds and heads are fitted only on scores of the model they are stored "
+                "with; pass that model as --nli-model"
+            )
     texts, sources, results, labels = found.texts, found.sources, found.results, found.labels
     fingerprints, taught = found.fingerprints, found.taught
     ent = [r.entailment for r in results]

@@ -415,7 +415,7 @@ def fit_calibration_head(
         )
     evaluator = load()
     model = evaluator.nli
-    other = sorted(fp for fp in fingerprints if not same_weights(fp, model.identity))
+    other = foreign_fingerprints(fingerprints, model.identity)
     if other:  # a head is tied to the model whose scores it reads: fitted on another's, it would mislead
         return None, (
             f"the claims were scored by NLI model {other[0]}, not the one loaded here ({model.identity}); "
@@ -452,3 +452,9 @@ def same_weights(fingerprint: str, identity: str) -> bool:
     """Whether a report's ``nli_model`` fingerprint (``weights/kind/numerics``) is of the model with ``identity``
     (``digest/kind``): a local model's weights are ``folder@digest``, a hub model's ``id@revision`` (= its digest)."""
     return fingerprint.startswith(identity + "/") or f"@{identity}/" in fingerprint
+
+
+def foreign_fingerprints(fingerprints: set[str], identity: str) -> list[str]:
+    """The report fingerprints (``versions.nli_model``) that are not of the model with ``identity``, sorted:
+    thresholds and heads fitted on their scores would mislead that model."""
+    return sorted(fp for fp in fingerprints if fp and not same_weights(fp, identity))
