@@ -509,3 +509,39 @@ def test_calibrate_reads_its_rows_as_score_does(tmp_path: Path, tiny: Path) -> N
         if name == "damaged":
             assert "skipped: row 2: invalid JSON" in flat(result.stderr)
     assert fits["plain"] == fits["csv"] == fits["damaged"] and fits["plain"]["n"] == 24
+
+
+def test_answer_labels_teach_claims_by_a_rule_that_holds(tmp_path: Path, tiny: Path) -> None:
+    """Issue 18: calibrate taught each gold-labelled answer's label to its first sentence only, silently. An answer
+    labelled SUPPORTED teaches each of its claims; one labelled otherwise teaches its claim only when it has one,
+    and the answers it cannot learn from are said."""
+    rows = []
+    for i, city in enumerate(CITIES[:8]):
+        context = f"The {city} museum opened in {1850 + i}. It has {20 + i} rooms."
+        good = f"The {city} museum opened in {1850 + i}. It has {20 + i} rooms."
+        rows.append({"id": f"{city}-good", "contexts": [context], "answer": good, "label": "SUPPORTED"})
+        rows.append(
+            {
+                "id": f"{city}-two",
+                "contexts": [context],
+                "answer": good.replace("rooms", "cats"),
+                "label": "UNSUPPORTED",
+            }
+        )
+        rows.append(
+            {
+                "id": f"{city}-one",
+                "contexts": [context],
+                "answer": f"The {city} museum sells cats.",
+                "label": "UNSUPPORTED",
+            }
+        )
+    data = write_jsonl(tmp_path / "answers.jsonl", rows)
+    result = calibrate(
+        data, "--out", tmp_path / "c.json", "--nli-model", tiny, "--cache-dir", tmp_path / "c", "--no-head"
+    )
+    fit = stdout_json(result)
+    assert fit["labels"] == {"gold": 8 * 2 + 8}  # two claims of each SUPPORTED answer, the one-claim answers
+    assert "8 answer(s) labelled UNSUPPORTED or CONTRADICTED have several claims and taught nothing" in flat(
+        result.stderr
+    )

@@ -43,6 +43,16 @@ def scored(nli: ClaimNLI | None) -> bool:
     return nli is not None and nli.error is None and nli.passages_scored > 0
 
 
+def gold_claims(report: AnswerReport, label: str) -> list[ClaimVerdict]:
+    """The claims a gold ``label`` teaches: the one claim of a claim row or of a one-claim answer; every claim of an
+    answer labelled SUPPORTED (a grounded answer's claims are each grounded); none of an answer with several claims
+    labelled UNSUPPORTED or CONTRADICTED (which claim is wrong is not known).
+    Before, each answer's label taught its first sentence only, whatever it was."""
+    if len(report.claims) == 1:
+        return report.claims[:1]
+    return list(report.claims) if label == "SUPPORTED" else []
+
+
 def judge_labelled(
     reports: Sequence[AnswerReport], reviewed: set[tuple[str, str]]
 ) -> tuple[list[tuple[AnswerReport, ClaimVerdict]], Counter[str]]:
@@ -163,9 +173,21 @@ def _collect(
             raise InputError(f"no review in {reviews_name} matches a claim of {source} with NLI scores")
     gold_labelled = any(r.label and r.label.upper() in LABELS for r in reports)
     if gold_labelled and reviews is None:
+        unknown = 0  # answers labelled not SUPPORTED whose wrong claim cannot be told
         for r in reports:
-            if r.label and r.label.upper() in LABELS and r.claims and scored(r.claims[0].nli):
-                found.add(r, r.claims[0], r.label.upper(), "gold", from_out)
+            label = (r.label or "").upper()
+            if label not in LABELS or not r.claims:
+                continue
+            for v in gold_claims(r, label):
+                if scored(v.nli):
+                    found.add(r, v, label, "gold", from_out)
+            unknown += label != "SUPPORTED" and len(r.claims) > 1
+        if unknown:
+            found.notes.append(
+                f"{unknown} answer(s) labelled UNSUPPORTED or CONTRADICTED have several claims and taught nothing: "
+                "an answer's label does not say which of its claims is wrong (give claim rows, or review the claims "
+                "on the review page); an answer labelled SUPPORTED teaches each of its claims"
+            )
     elif from_out and not gold_labelled:  # no gold label: the judge's own verdicts teach (reviews win on theirs)
         usable, left_out = judge_labelled(reports, reviewed)
         for r, v in usable:
