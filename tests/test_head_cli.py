@@ -517,8 +517,8 @@ def test_answer_labels_teach_claims_by_a_rule_that_holds(tmp_path: Path, tiny: P
     and the answers it cannot learn from are said."""
     rows = []
     for i, city in enumerate(CITIES[:8]):
-        context = f"The {city} museum opened in {1850 + i}. It has {20 + i} rooms."
-        good = f"The {city} museum opened in {1850 + i}. It has {20 + i} rooms."
+        context = f"The {city} museum opened in {1850 + i}. It has {20 + i} rooms. It closes on Mondays."
+        good = f"The {city} museum opened in {1850 + i}. It has {20 + i} rooms. It closes on Mondays."
         rows.append({"id": f"{city}-good", "contexts": [context], "answer": good, "label": "SUPPORTED"})
         rows.append(
             {
@@ -541,7 +541,7 @@ def test_answer_labels_teach_claims_by_a_rule_that_holds(tmp_path: Path, tiny: P
         data, "--out", tmp_path / "c.json", "--nli-model", tiny, "--cache-dir", tmp_path / "c", "--no-head"
     )
     fit = stdout_json(result)
-    assert fit["labels"] == {"gold": 8 * 2 + 8}  # two claims of each SUPPORTED answer, the one-claim answers
+    assert fit["labels"] == {"gold": 8 * 3 + 8}  # three claims of each SUPPORTED answer, the one-claim answers
     assert "8 answer(s) labelled UNSUPPORTED or CONTRADICTED have several claims and taught nothing" in flat(
         result.stderr
     )
