@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from groundjudge.cache import CacheMode
 from groundjudge.errors import ConfigError
+from groundjudge.models import LocalThresholds
 
 Mode = Literal["nli", "cascade", "llm"]
 Probability = Annotated[float, Field(gt=0, le=1)]
@@ -33,16 +34,6 @@ PRESETS: dict[str, Thresholds] = {
     "medical-legal": Thresholds(min_grounded=0.9, warn=0.95, max_hallucinated=0.0),
     "research": Thresholds(min_grounded=0.5, warn=0.7, max_hallucinated=0.2),
 }
-
-
-class LocalThresholds(BaseModel):
-    """When the NLI stage decides a claim alone (see :func:`groundjudge.pipeline.evaluator.decide_locally`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    t_support: float | None  # None: never SUPPORTED locally (no level is precise enough)
-    t_contradict: float | None  # None: never CONTRADICTED locally (the model's contradiction head is not trusted)
-    t_unsupported: float | None = None  # None: never UNSUPPORTED locally in the cascade
 
 
 # Thresholds measured per NLI model and mode on ../shared/benchmarks (README, Accuracy, has the tables):

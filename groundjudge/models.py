@@ -114,6 +114,16 @@ class ClaimNLI(BaseModel):
         return self.supported if self.supported is not None else self.entailment
 
 
+class LocalThresholds(BaseModel):
+    """When the NLI stage decides a claim alone (see :func:`groundjudge.pipeline.evaluator.decide_locally`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    t_support: float | None  # None: never SUPPORTED locally (no level is precise enough)
+    t_contradict: float | None  # None: never CONTRADICTED locally (the model's contradiction head is not trusted)
+    t_unsupported: float | None = None  # None: never UNSUPPORTED locally in the cascade
+
+
 Label = Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "ERROR"]
 Route = Literal["nli", "judge"]
 AnswerVerdict = Literal["PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR"]

@@ -429,9 +429,10 @@ def test_the_head_learns_from_claims_scored_as_it_will_see_them(tmp_path: Path, 
     """calibrate's own NLI pass stops at the first passage past t_support; under a head every selected passage is
     scored, so the head is fitted on claims scored that way (else its features come from fewer passages)."""
     from groundjudge.checker.nli import NLIModel
-    from groundjudge.config import LocalThresholds, write_model_profile
+    from groundjudge.config import write_model_profile
     from groundjudge.learn.calibrate import build_head
     from groundjudge.learn.tune import TuneExample, TuneSettings, score_claims
+    from groundjudge.models import LocalThresholds
 
     model = tmp_path / "model"
     shutil.copytree(tiny, model)

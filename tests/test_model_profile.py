@@ -11,12 +11,12 @@ from groundjudge.config import (
     GENERIC_PROFILE,
     MODEL_PROFILE_FILE,
     Config,
-    LocalThresholds,
     profile_for,
     read_model_profile,
     write_model_profile,
 )
 from groundjudge.errors import ConfigError
+from groundjudge.models import LocalThresholds
 
 
 def test_profile_beside_the_weights_decides(tmp_path: Path) -> None:

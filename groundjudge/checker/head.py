@@ -30,9 +30,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from groundjudge.checker.evidence import _numbers, _terms, find_conflict
-from groundjudge.config import LocalThresholds
 from groundjudge.errors import ConfigError
-from groundjudge.models import ClaimNLI
+from groundjudge.models import ClaimNLI, LocalThresholds
 
 HEAD_FORMAT = 1
 FEATURES: tuple[str, ...] = (

@@ -24,7 +24,7 @@ from groundjudge.checker.evidence import BM25, EvidenceSelector, find_conflict
 from groundjudge.checker.head import Sources, VerdictHead
 from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
 from groundjudge.chunking import chunk_documents
-from groundjudge.config import Config, LocalThresholds, read_model_head
+from groundjudge.config import Config, read_model_head
 from groundjudge.errors import (
     BatchPendingError,
     BudgetExceededError,
@@ -43,6 +43,7 @@ from groundjudge.models import (
     ClaimNLI,
     ClaimVerdict,
     Label,
+    LocalThresholds,
     Message,
     Passage,
     QAItem,
