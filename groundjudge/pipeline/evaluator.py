@@ -20,9 +20,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from groundjudge.cache import Cache
-from groundjudge.checker.evidence import BM25, EvidenceSelector, find_conflict
+from groundjudge.checker.evidence import BM25, EvidenceSelector
 from groundjudge.checker.head import Sources, VerdictHead
 from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
+from groundjudge.checker.signals import find_conflict
 from groundjudge.chunking import chunk_documents
 from groundjudge.config import Config, read_model_head
 from groundjudge.errors import (
