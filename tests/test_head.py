@@ -21,7 +21,8 @@ from groundjudge.checker.head import (
     claim_folds,
     fit_head,
 )
-from groundjudge.config import Config, read_model_head, write_model_head
+from groundjudge.checker.profile import read_model_head, write_model_head
+from groundjudge.config import Config
 from groundjudge.errors import ConfigError
 from groundjudge.learn.calibrate import build_head
 from groundjudge.models import ClaimNLI, LocalThresholds, Passage

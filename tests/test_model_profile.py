@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from groundjudge.config import (
+from groundjudge.checker.profile import (
     GENERIC_PROFILE,
     MODEL_PROFILE_FILE,
-    Config,
     profile_for,
     read_model_profile,
     write_model_profile,
 )
+from groundjudge.config import Config
 from groundjudge.errors import ConfigError
 from groundjudge.models import LocalThresholds
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from groundjudge.cache import Cache
 from groundjudge.checker.head import VerdictHead
 from groundjudge.checker.nli import NLIModel
-from groundjudge.config import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
+from groundjudge.checker.profile import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.learn.calibrate import fit_profile
 from groundjudge.learn.tune import (

@@ -1126,7 +1126,7 @@ def calibrate(
     out.write_text(json.dumps(written, indent=2) + "\n")
     if save_to_model:
         from groundjudge.checker.nli import resolve_model_name
-        from groundjudge.config import read_model_head, write_model_head, write_model_profile
+        from groundjudge.checker.profile import read_model_head, write_model_head, write_model_profile
 
         model_dir = Path(resolve_model_name(nli_model))
         if not model_dir.is_dir():

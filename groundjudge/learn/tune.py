@@ -41,8 +41,8 @@ import typer
 from groundjudge.checker.evidence import BM25, EvidenceSelector
 from groundjudge.checker.head import VerdictHead, claim_key
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
+from groundjudge.checker.profile import read_model_profile, write_model_head, write_model_profile
 from groundjudge.chunking import chunk_document, chunk_documents
-from groundjudge.config import read_model_profile, write_model_head, write_model_profile
 from groundjudge.errors import ConfigError, GroundjudgeError, InputError, NLIError
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict, Passage
