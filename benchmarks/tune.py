@@ -45,7 +45,7 @@ from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
 from groundjudge.cache import Cache
 from groundjudge.checker.head import Sources, VerdictHead
 from groundjudge.checker.nli import NLIModel, NLIScorer
-from groundjudge.config import LocalThresholds, profile_for, read_model_head
+from groundjudge.checker.profile import profile_for, read_model_head
 from groundjudge.learn.calibrate import build_head, crossfit_measure_scores, fit_profile, measure
 from groundjudge.learn.tune import (
     LABELS,
@@ -59,7 +59,7 @@ from groundjudge.learn.tune import (
     train,
     tune,
 )
-from groundjudge.models import ClaimNLI
+from groundjudge.models import ClaimNLI, LocalThresholds
 
 DATASETS = ("factcheckgpt-stance", "wice-dev")
 

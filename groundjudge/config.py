@@ -9,7 +9,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from groundjudge.cache import CacheMode
+from groundjudge.checker.profile import profile_for
 from groundjudge.errors import ConfigError
+from groundjudge.models import LocalThresholds
 
 Mode = Literal["nli", "cascade", "llm"]
 Probability = Annotated[float, Field(gt=0, le=1)]
@@ -33,126 +35,6 @@ PRESETS: dict[str, Thresholds] = {
     "medical-legal": Thresholds(min_grounded=0.9, warn=0.95, max_hallucinated=0.0),
     "research": Thresholds(min_grounded=0.5, warn=0.7, max_hallucinated=0.2),
 }
-
-
-class LocalThresholds(BaseModel):
-    """When the NLI stage decides a claim alone (see :func:`groundjudge.pipeline.evaluator.decide_locally`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    t_support: float | None  # None: never SUPPORTED locally (no level is precise enough)
-    t_contradict: float | None  # None: never CONTRADICTED locally (the model's contradiction head is not trusted)
-    t_unsupported: float | None = None  # None: never UNSUPPORTED locally in the cascade
-
-
-# Thresholds measured per NLI model and mode on ../shared/benchmarks (README, Accuracy, has the tables):
-# - "nli" mode has no judge, so its thresholds are the ones with the best balanced accuracy;
-# - "cascade" thresholds are where local verdicts reach 90% precision on factcheckgpt-stance (`groundjudge
-#   calibrate --target 0.9`); everything between them goes to the judge.
-PROFILES: dict[str, dict[str, LocalThresholds]] = {
-    # The project's small model: best balanced accuracy at entailment 0.55 on all three dev sets; its
-    # contradiction head is no better than chance on factcheckgpt-stance (8% precise, base rate 5%), so it
-    # never calls CONTRADICTED on its own (reports say contradiction was not checked locally); no entailment level
-    # is 90% precise for SUPPORTED (0.59 at 0.9), so in the cascade only UNSUPPORTED is decided locally.
-    "gj-nli-minilm-l6": {
-        "nli": LocalThresholds(t_support=0.55, t_contradict=None),
-        "cascade": LocalThresholds(t_support=None, t_contradict=None, t_unsupported=0.21),
-    },
-}
-# Any other model until it is calibrated: argmax-like in nli mode, the usual confident cut-offs in the cascade.
-GENERIC_PROFILE: dict[str, LocalThresholds] = {
-    "nli": LocalThresholds(t_support=0.5, t_contradict=0.5),
-    "cascade": LocalThresholds(t_support=0.9, t_contradict=0.9),
-}
-
-
-# A calibrated or tuned model carries its own thresholds in this file beside its weights ("thresholds travel with
-# the model"): `groundjudge calibrate` and `groundjudge tune` write it, the evaluator reads it.
-MODEL_PROFILE_FILE = "groundjudge.json"
-MODEL_PROFILE_FORMAT = 1
-
-
-def read_model_profile(model_dir: str | Path) -> dict[str, LocalThresholds] | None:
-    """The thresholds stored beside a local model's weights (``groundjudge.json``), or None if it has none.
-
-    Raises:
-        ConfigError: the file exists but cannot be read or is not a groundjudge model profile.
-    """
-    path = Path(model_dir) / MODEL_PROFILE_FILE
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("format") != MODEL_PROFILE_FORMAT:
-            raise ValueError(f"format {data.get('format')!r} is not {MODEL_PROFILE_FORMAT}")
-        # a file may only declare how to run the model (kind, supported_label: see checker.nli), no thresholds
-        return {mode: LocalThresholds(**values) for mode, values in data.get("thresholds", {}).items()} or None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:
-        raise ConfigError(f"model thresholds {path}: {exc}") from exc
-
-
-def write_model_profile(
-    model_dir: str | Path, profile: dict[str, LocalThresholds], meta: dict[str, object] | None = None
-) -> Path:
-    """Store thresholds per mode (``nli``, ``cascade``) beside a model's weights, with how they were measured."""
-    unknown = set(profile) - {"nli", "cascade"}
-    if unknown:
-        raise ConfigError(f"model profile modes must be nli or cascade, not {sorted(unknown)}")
-    return _update_model_file(
-        model_dir, {"thresholds": {mode: t.model_dump() for mode, t in profile.items()}, "meta": meta or {}}
-    )
-
-
-def _update_model_file(model_dir: str | Path, changes: dict[str, Any]) -> Path:
-    """Set keys of ``groundjudge.json`` beside a model's weights (a value None removes the key), keeping the rest
-    (kind, supported_label, template, thresholds, head), written atomically."""
-    path = Path(model_dir) / MODEL_PROFILE_FILE
-    try:
-        kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
-        kept = {}
-    data = {**(kept if isinstance(kept, dict) else {}), "format": MODEL_PROFILE_FORMAT, **changes}
-    data = {k: v for k, v in data.items() if v is not None}
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
-
-
-def read_model_head(model_dir: str | Path) -> dict[str, Any] | None:
-    """The verdict head stored beside a local model's weights (``groundjudge.json``, key ``head``), or None.
-
-    Raises:
-        ConfigError: the file cannot be read, or its head is not a valid one.
-    """
-    path = Path(model_dir) / MODEL_PROFILE_FILE
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        head = data.get("head") if isinstance(data, dict) else None
-        if head is None:
-            return None
-        from groundjudge.checker.head import VerdictHead
-
-        VerdictHead(**head)
-        return dict(head)
-    except (OSError, ValueError, TypeError, ValidationError) as exc:
-        raise ConfigError(f"verdict head in {path}: {exc}") from exc
-
-
-def write_model_head(model_dir: str | Path, head: dict[str, Any] | None) -> Path:
-    """Store (or, with None, remove) the verdict head beside a model's weights, keeping the rest of the file."""
-    return _update_model_file(model_dir, {"head": head})
-
-
-def profile_for(model_name: str) -> dict[str, LocalThresholds]:
-    """The thresholds of a model: those stored beside its weights, else the measured ones matched by hub id or folder
-    name, else the generic ones. A stored profile that lacks a mode takes that mode from the next source."""
-    key = model_name.rstrip("/").split("/")[-1]
-    known = PROFILES.get(model_name) or PROFILES.get(key) or GENERIC_PROFILE
-    stored = read_model_profile(model_name) if Path(model_name).is_dir() else None
-    return {**known, **stored} if stored else known
 
 
 class Config(BaseModel):

@@ -1,4 +1,4 @@
-"""Pydantic types that cross module boundaries."""
+"""Pydantic types that cross module boundaries, and a report's notebook table; imports nothing of groundjudge."""
 
 from __future__ import annotations
 
@@ -112,6 +112,16 @@ class ClaimNLI(BaseModel):
     def support(self) -> float:
         """What the SUPPORTED / UNSUPPORTED thresholds apply to: the verdict head's probability, else the entailment."""
         return self.supported if self.supported is not None else self.entailment
+
+
+class LocalThresholds(BaseModel):
+    """When the NLI stage decides a claim alone (see :func:`groundjudge.pipeline.evaluator.decide_locally`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    t_support: float | None  # None: never SUPPORTED locally (no level is precise enough)
+    t_contradict: float | None  # None: never CONTRADICTED locally (the model's contradiction head is not trusted)
+    t_unsupported: float | None = None  # None: never UNSUPPORTED locally in the cascade
 
 
 Label = Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "ERROR"]
@@ -232,11 +242,36 @@ class AnswerReport(BaseModel):
         return sum(c.nli.passages_scored for c in self.claims if c.nli is not None)
 
     def _repr_html_(self) -> str:
-        from groundjudge.review.report import report_html
-
         return report_html(self)
 
     @property
     def flagged(self) -> bool:
         """Worth a reviewer's look: not a clean PASS, or a claim with a flag."""
         return self.verdict != "PASS" or any(c.flags for c in self.claims)
+
+
+def report_html(r: AnswerReport) -> str:
+    """A compact table of one report, for notebooks."""
+    from html import escape
+
+    s = r.scores
+
+    def f(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    head = (
+        f"<b>{escape(r.id)}</b>: <b>{r.verdict}</b> (combined {f(s.combined)}, claims {f(s.claims)}, "
+        f"NLI {f(s.nli)}, QA {f(s.qa)}, coverage {f(s.coverage)})"
+    )
+    rows = "".join(
+        f"<tr><td>{escape(c.claim.text)}</td><td>{c.label}</td><td>{c.route}</td>"
+        f"<td>{f(c.nli.entailment if c.nli else None)}</td><td>{escape(', '.join(c.flags))}</td>"
+        f"<td>{escape(c.reason)}</td></tr>"
+        for c in r.claims
+    )
+    table = (
+        "<table><tr><th>claim</th><th>label</th><th>route</th><th>entailment</th><th>flags</th>"
+        f"<th>reason</th></tr>{rows}</table>"
+    )
+    errors = "".join(f"<div style='color:#c62828'>{escape(e)}</div>" for e in r.errors)
+    return f"<div>{head}{table}{errors}</div>"

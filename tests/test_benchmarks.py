@@ -152,7 +152,8 @@ def test_tune_benchmark_cv_compares_with_and_without_a_head(tmp_path: Path) -> N
 
 
 def test_accuracy_measures_a_tuned_models_cascade_with_its_stored_thresholds(tmp_path: Path) -> None:
-    from groundjudge.config import LocalThresholds, write_model_profile
+    from groundjudge.checker.profile import write_model_profile
+    from groundjudge.models import LocalThresholds
     from groundjudge.testing import tiny_nli_model
 
     tuned = tiny_nli_model(tmp_path / "tuned", SHARED_MODEL)
@@ -199,7 +200,8 @@ def test_accuracy_measures_a_tuned_models_cascade_with_its_heads_thresholds(tmp_
     own thresholds, never the raw entailment thresholds stored beside them."""
     from groundjudge.checker.head import FEATURES, VerdictHead
     from groundjudge.checker.nli import NLIModel
-    from groundjudge.config import LocalThresholds, write_model_head, write_model_profile
+    from groundjudge.checker.profile import write_model_head, write_model_profile
+    from groundjudge.models import LocalThresholds
     from groundjudge.testing import tiny_nli_model
 
     tuned = tiny_nli_model(tmp_path / "tuned", SHARED_MODEL)

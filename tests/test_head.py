@@ -21,10 +21,11 @@ from groundjudge.checker.head import (
     claim_folds,
     fit_head,
 )
-from groundjudge.config import Config, LocalThresholds, read_model_head, write_model_head
+from groundjudge.checker.profile import read_model_head, write_model_head
+from groundjudge.config import Config
 from groundjudge.errors import ConfigError
 from groundjudge.learn.calibrate import build_head
-from groundjudge.models import ClaimNLI, Passage
+from groundjudge.models import ClaimNLI, LocalThresholds, Passage
 from groundjudge.pipeline.evaluator import Evaluator, decide_locally
 from groundjudge.review.report import claims_dataframe
 from tests.conftest import SHARED_MODEL

@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from groundjudge.checker.profile import MODEL_PROFILE_FILE, read_model_head, read_model_profile, write_model_head
 from groundjudge.cli import app
-from groundjudge.config import MODEL_PROFILE_FILE, read_model_head, read_model_profile, write_model_head
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import SHARED_MODEL
 
@@ -437,9 +437,10 @@ def test_the_head_learns_from_claims_scored_as_it_will_see_them(tmp_path: Path, 
     """calibrate's own NLI pass stops at the first passage past t_support; under a head every selected passage is
     scored, so the head is fitted on claims scored that way (else its features come from fewer passages)."""
     from groundjudge.checker.nli import NLIModel
-    from groundjudge.config import LocalThresholds, write_model_profile
+    from groundjudge.checker.profile import write_model_profile
     from groundjudge.learn.calibrate import build_head
     from groundjudge.learn.tune import TuneExample, TuneSettings, score_claims
+    from groundjudge.models import LocalThresholds
 
     model = tmp_path / "model"
     shutil.copytree(tiny, model)

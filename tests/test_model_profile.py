@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from groundjudge.config import (
+from groundjudge.checker.profile import (
     GENERIC_PROFILE,
     MODEL_PROFILE_FILE,
-    Config,
-    LocalThresholds,
     profile_for,
     read_model_profile,
     write_model_profile,
 )
+from groundjudge.config import Config
 from groundjudge.errors import ConfigError
+from groundjudge.models import LocalThresholds
 
 
 def test_profile_beside_the_weights_decides(tmp_path: Path) -> None:

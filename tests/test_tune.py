@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from groundjudge.cache import Cache
 from groundjudge.checker.head import VerdictHead
 from groundjudge.checker.nli import NLIModel
+from groundjudge.checker.profile import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
 from groundjudge.cli.learn import tune_command
-from groundjudge.config import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.learn.calibrate import fit_profile
 from groundjudge.learn.tune import (

@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from groundjudge.checker.evidence import _numbers, _terms, find_conflict
-from groundjudge.config import LocalThresholds
+from groundjudge.checker import signals
 from groundjudge.errors import ConfigError
-from groundjudge.models import ClaimNLI
+from groundjudge.models import ClaimNLI, LocalThresholds
 
 HEAD_FORMAT = 1
 FEATURES: tuple[str, ...] = (
@@ -90,13 +89,13 @@ class Sources:
     @classmethod
     def of(cls, contexts: Sequence[str]) -> Sources:
         text = "\n\n".join(contexts)
-        terms = _terms(text)
+        terms = signals.terms(text)
         return cls(
             text=text,
             lower=text.lower(),
             terms=frozenset(terms),
             bigrams=frozenset(itertools.pairwise(terms)),
-            numbers=frozenset(_numbers(text)),
+            numbers=frozenset(signals.numbers(text)),
             n_terms=len(terms),
         )
 
@@ -104,14 +103,16 @@ class Sources:
 def claim_features(claim: str, nli: ClaimNLI, sources: Sources) -> list[float]:
     """The head's inputs for one scored claim, in :data:`FEATURES` order."""
     passage = nli.entailment_passage.text if nli.entailment_passage is not None else sources.text
-    terms = _terms(claim)
+    terms = signals.terms(claim)
     words = set(terms)
-    passage_words = set(_terms(passage))
+    passage_words = set(signals.terms(passage))
     bigrams = set(itertools.pairwise(terms))
-    numbers = _numbers(claim)
+    numbers = signals.numbers(claim)
     names = {m.group(0).lower() for m in _NAME.finditer(claim)}
     conflict = any(
-        find_conflict(claim, p.text) for p in (nli.entailment_passage, nli.contradiction_passage) if p is not None
+        signals.find_conflict(claim, p.text)
+        for p in (nli.entailment_passage, nli.contradiction_passage)
+        if p is not None
     )
     return [
         _logit(nli.entailment),

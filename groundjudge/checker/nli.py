@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from groundjudge.cache import Cache, make_key
-from groundjudge.config import MODEL_PROFILE_FILE
+from groundjudge.checker.profile import MODEL_PROFILE_FILE
 from groundjudge.errors import NLIError
 
 log = logging.getLogger(__name__)
@@ -114,8 +114,6 @@ def _fingerprint_dir(path: Path) -> str:
     groundjudge.json beside the weights: its thresholds change no probability (what it says about how to run the
     model, kind, label and template, is in the fingerprint apart), and calibrate or tune rewriting it must not void
     the NLI cache."""
-    from groundjudge.config import MODEL_PROFILE_FILE
-
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
         if not f.is_file() or f.name == MODEL_PROFILE_FILE:
@@ -181,7 +179,7 @@ def fill_template(template: str, premise: str, hypothesis: str, eos: str = "") -
 
 def read_checker_profile(model_dir: str | Path) -> dict[str, Any]:
     """What a model folder's ``groundjudge.json`` says about how to run it: ``kind``, ``supported_label`` and
-    ``template`` (absent keys are left out). The thresholds in the same file are read by ``config``.
+    ``template`` (absent keys are left out). The thresholds in the same file are read by ``checker.profile``.
 
     Raises:
         NLIError: the file cannot be read or a value is of the wrong type.

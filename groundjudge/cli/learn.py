@@ -188,7 +188,7 @@ def calibrate_command(
     out.write_text(json.dumps(written, indent=2) + "\n")
     if save_to_model:
         from groundjudge.checker.nli import resolve_model_name
-        from groundjudge.config import read_model_head, write_model_head, write_model_profile
+        from groundjudge.checker.profile import read_model_head, write_model_head, write_model_profile
 
         model_dir = Path(resolve_model_name(nli_model))
         if not model_dir.is_dir():
@@ -284,7 +284,7 @@ def tune_command(
     from rich.table import Table
 
     from groundjudge.cache import Cache
-    from groundjudge.config import read_model_profile
+    from groundjudge.checker.profile import read_model_profile
 
     settings = TuneSettings(
         epochs=epochs,

@@ -29,8 +29,7 @@ from groundjudge.checker.head import (
     claim_key,
     fit_head,
 )
-from groundjudge.config import LocalThresholds
-from groundjudge.models import ClaimNLI
+from groundjudge.models import ClaimNLI, LocalThresholds
 from groundjudge.pipeline.evaluator import decide_locally
 from groundjudge.review.metrics import balanced_accuracy
 from groundjudge.review.plots import ReliabilityBin

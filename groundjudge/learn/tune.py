@@ -40,8 +40,8 @@ from groundjudge.checker import evidence
 from groundjudge.checker.evidence import BM25
 from groundjudge.checker.head import VerdictHead, claim_key
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
+from groundjudge.checker.profile import write_model_head, write_model_profile
 from groundjudge.chunking import chunk_document, chunk_documents
-from groundjudge.config import write_model_head, write_model_profile
 from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.io.jsonl import read_jsonl
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile

@@ -19,11 +19,13 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from groundjudge.cache import Cache
-from groundjudge.checker.evidence import BM25, EvidenceSelector, find_conflict
+from groundjudge.checker.evidence import BM25, EvidenceSelector
 from groundjudge.checker.head import Sources, VerdictHead
 from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
+from groundjudge.checker.profile import read_model_head
+from groundjudge.checker.signals import find_conflict
 from groundjudge.chunking import chunk_documents
-from groundjudge.config import Config, LocalThresholds, read_model_head
+from groundjudge.config import Config
 from groundjudge.errors import (
     BatchPendingError,
     BudgetExceededError,
@@ -43,6 +45,7 @@ from groundjudge.models import (
     ClaimNLI,
     ClaimVerdict,
     Label,
+    LocalThresholds,
     Message,
     Passage,
     QAItem,

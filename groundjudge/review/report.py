@@ -364,33 +364,6 @@ def _html_table(rows: list[tuple[str, str]]) -> str:
     return f"<table>{body}</table>"
 
 
-def report_html(r: AnswerReport) -> str:
-    """A compact table of one report, for notebooks."""
-    from html import escape
-
-    s = r.scores
-
-    def f(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3f}"
-
-    head = (
-        f"<b>{escape(r.id)}</b>: <b>{r.verdict}</b> (combined {f(s.combined)}, claims {f(s.claims)}, "
-        f"NLI {f(s.nli)}, QA {f(s.qa)}, coverage {f(s.coverage)})"
-    )
-    rows = "".join(
-        f"<tr><td>{escape(c.claim.text)}</td><td>{c.label}</td><td>{c.route}</td>"
-        f"<td>{f(c.nli.entailment if c.nli else None)}</td><td>{escape(', '.join(c.flags))}</td>"
-        f"<td>{escape(c.reason)}</td></tr>"
-        for c in r.claims
-    )
-    table = (
-        "<table><tr><th>claim</th><th>label</th><th>route</th><th>entailment</th><th>flags</th>"
-        f"<th>reason</th></tr>{rows}</table>"
-    )
-    errors = "".join(f"<div style='color:#c62828'>{escape(e)}</div>" for e in r.errors)
-    return f"<div>{head}{table}{errors}</div>"
-
-
 class Run:
     """The reports of one :meth:`Evaluator.run`, their summary, and what came from the cache."""
 
