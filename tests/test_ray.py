@@ -294,12 +294,13 @@ def test_score_engine_ray_on_the_command_line_writes_the_local_file(tmp_path: Pa
             str(tmp_path / "x.jsonl"),
             "--engine",
             "ray",
-            "--map",
-            "answer=response",
+            "--batch-api",
+            "--llm",
+            "openai/gpt-4o-mini",
             *common,
         ],
     )
-    assert refused.exit_code == 2
+    assert refused.exit_code == 2 and "--batch-api" in refused.output  # --map, CSV, --retry-errors: both engines
 
 
 def test_ray_reads_rows_with_the_local_engines_reader(tmp_path: Path) -> None:
