@@ -358,9 +358,10 @@ def tune_command(
     if not result["head"]["fitted"]:
         err.print(f"no verdict head stored: {result['head']['reason']}", highlight=False)
     stored = read_model_profile(out)
-    err.print(
-        f"wrote {out} with thresholds { ({m: t.model_dump() for m, t in (stored or {}).items()}) }", highlight=False
-    )
+    if stored:
+        err.print(f"wrote {out} with thresholds { ({m: t.model_dump() for m, t in stored.items()}) }", highlight=False)
+    else:
+        err.print(f"wrote {out} with no thresholds: {result['thresholds_reason']}", highlight=False)
     if result["head"]["fitted"]:
         err.print(
             f"and a verdict head ({result['head']['digest']}, fitted on {result['head']['claims']} held-out claims) "

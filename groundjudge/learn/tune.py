@@ -38,7 +38,7 @@ from typing import Any
 
 from groundjudge.checker import evidence
 from groundjudge.checker.evidence import BM25
-from groundjudge.checker.head import VerdictHead, claim_key
+from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS, VerdictHead, claim_key
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
 from groundjudge.checker.profile import write_model_head, write_model_profile
 from groundjudge.chunking import chunk_document, chunk_documents
@@ -589,6 +589,20 @@ def examples_head(
     )
 
 
+def too_few_for_thresholds(nli: Sequence[ClaimNLI], labels: Sequence[str]) -> str | None:
+    """Why the held-out slice is too small to store thresholds from, or None: the verdict head's minimum
+    (:data:`~groundjudge.checker.head.MIN_CLAIMS` scored claims, :data:`~groundjudge.checker.head.MIN_CLASS`
+    SUPPORTED and as many not), so that tune stores thresholds exactly when it could store a head."""
+    scored = [label for x, label in zip(nli, labels, strict=True) if x.error is None]
+    supported = sum(label == "SUPPORTED" for label in scored)
+    if len(scored) < MIN_CLAIMS or min(supported, len(scored) - supported) < MIN_CLASS:
+        return (
+            f"the held-out slice has {len(scored)} scored claims, {supported} SUPPORTED; thresholds need at least "
+            f"{MIN_CLAIMS} with {MIN_CLASS} SUPPORTED and {MIN_CLASS} not"
+        )
+    return None
+
+
 def fit_held_out_head(
     model: NLIModel, held: Sequence[TuneExample], nli: Sequence[ClaimNLI], settings: TuneSettings
 ) -> tuple[VerdictHead | None, dict[str, Any]]:
@@ -709,6 +723,9 @@ def tune(
     tuned = NLIModel(str(out), device=device)
     after_nli = score_claims(tuned, held, settings, cache)
     profile = fit_profile(after_nli, held_labels, settings.cutoffs)
+    too_few = too_few_for_thresholds(after_nli, held_labels)
+    if too_few:  # cut-offs fitted on a handful of claims are noise that every later run would trust
+        log(f"no thresholds stored: {too_few}; the pipeline uses the generic cut-offs until you calibrate the model")
     after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
     # the head learns from the held-out scores only: on its training rows the tuned model is overconfident
     head, head_info = fit_held_out_head(tuned, held, after_nli, settings)
@@ -733,14 +750,16 @@ def tune(
         "held_out_after": after,
         "head": {k: v for k, v in head_info.items() if k != "thresholds"},
     }
-    write_model_profile(out, profile, meta)
+    meta["thresholds"] = {"stored": not too_few, "reason": too_few or None}
+    write_model_profile(out, {} if too_few else profile, meta)
     write_model_head(out, head.model_dump() if head is not None else None)  # None: a head of an earlier run goes
     return {
         "out": str(out),
         "before": before,
         "after": after,
         "before_thresholds": {m: t.model_dump() for m, t in before_profile.items()},
-        "thresholds": {m: t.model_dump() for m, t in profile.items()},
+        "thresholds": {} if too_few else {m: t.model_dump() for m, t in profile.items()},
+        "thresholds_reason": too_few or None,
         "training": training,
         "head": head_info,
         "n_claims": len(examples),
