@@ -2,8 +2,8 @@
 
 The questions and the answer's own replies come from the claim-extraction call (it reads only the answer); the
 sources' replies come from the judge's call (it reads the sources and never sees the answer's replies). This module
-compares the two replies locally (:func:`replies_agree`: the same words or numbers, else the local NLI model both
-ways) and scores: consistent / asked. No extra LLM call.
+compares the two replies locally (:func:`replies_agree`: the same tokens in the same order, else the local NLI model
+both ways) and scores: consistent / asked. No extra LLM call.
 """
 
 from __future__ import annotations
@@ -22,43 +22,56 @@ Agree = Callable[[Sequence[tuple[str, str]]], list[float]]
 """Entailment both ways (the lower of the two) for each pair of statements, by a local model."""
 
 
-_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _NUM = re.compile(r"\d+(?:[.,]\d+)*")
+# A reply's tokens: numbers ("1,889", "3.5"), words, and every other character on its own, so a sign (- − +), a
+# currency symbol, a unit symbol (° % ‰ /) or a score separator ("3-1" against "3:1") is a token that must match.
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+|_|[^\w\s]")
+_TRAILING = ".,;:!?…"
+# Words a reply may have before what it says without changing it: "in 1889" says what "1889" says, "It is open" what
+# "open" says. Only at the start, and only these: "to Paris" is not "from Paris", "by 1889" is not "1889".
+_LEADING_FILLER = frozenset("a an the it this that there is was are were be been in on at".split())
 
 
-# Words that turn a reply around or make it partial: a lexical shortcut never accepts a pair they tell apart.
-_NEGATIONS = frozenset(
-    "not no never none nothing nobody nowhere neither nor without except cannot unknown false".split()
-)
-_HEDGES = frozenset("or either maybe possibly perhaps about approximately around".split())
-# Words a reply may add without adding a fact ("in 1889" says what "1889" says).
-_FILLER = frozenset("of in on at to for by from and is was are were be been it its s that this with as".split())
-
-
-def _words(text: str) -> list[str]:
-    folded = unicodedata.normalize("NFKD", text).casefold()
-    folded = "".join(c for c in folded if not unicodedata.combining(c))
-    folded = re.sub(r"n['’]t\b", " not", folded)  # "isn't" -> "is not"
-    return re.findall(r"\w+", _ARTICLES.sub(" ", folded))
+def _tokens(text: str) -> list[str]:
+    """The reply's tokens, in order, ignoring case, accents, spacing and trailing punctuation."""
+    folded = unicodedata.normalize("NFD", text).casefold()
+    folded = "".join(c for c in folded if not unicodedata.combining(c)).replace("’", "'")
+    folded = re.sub(r"n't\b", " not", folded)  # "isn't" -> "is not"
+    folded = re.sub(r"\b(it|that|there|this)'s\b", r"\1 is", folded)  # "it's" -> "it is"
+    folded = folded.strip()
+    bare = folded.rstrip(_TRAILING + " \t\n\r\f\v\u00a0")
+    return _TOKEN.findall(bare or folded)  # a reply made only of punctuation keeps it
 
 
 def _numbers(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUM.findall(text)}
 
 
+def _leading_filler_only(longer: list[str], shorter: list[str]) -> bool:
+    """Whether ``longer`` is ``shorter`` after a few leading filler words, and ``shorter`` says something."""
+    extra = len(longer) - len(shorter)
+    return (
+        extra > 0
+        and longer[extra:] == shorter
+        and all(t in _LEADING_FILLER for t in longer[:extra])
+        and any(t not in _LEADING_FILLER for t in shorter)
+    )
+
+
 def _lexical_verdict(expected: str, found: str) -> bool | None:
-    """What the words alone settle: False, True, or None when only a model can tell (see :func:`replies_agree`)."""
+    """What the tokens alone settle: False, True, or None when only a model can tell (see :func:`replies_agree`)."""
     if not found.strip() or found.strip().upper().strip(".") == NOT_FOUND:
         return False
-    a, b = set(_words(expected)), set(_words(found))
+    a, b = _tokens(expected), _tokens(found)
     if not a or not b:
         return False
+    if a == b:
+        return True  # the same reply: "The" and "the.", "−3 °C" and "−3°C"
     if _numbers(expected) != _numbers(found) and _numbers(expected) and _numbers(found):
         return False
-    turned = (a & _NEGATIONS) != (b & _NEGATIONS) or bool((a ^ b) & _HEDGES)
-    if not turned and not (a - b - _FILLER) and not (b - a - _FILLER):
-        return True  # the same words but filler: "1889" and "in 1889"
-    return None  # a word more on either side can change the fact ("after 1889", "Paris, Texas"): the model decides
+    if _leading_filler_only(a, b) or _leading_filler_only(b, a):
+        return True  # "1889" and "in 1889", "open" and "It is open"
+    return None  # other order, sign, currency, unit, a word more or less ("after 1889"): the model decides
 
 
 def _statements(question: str, expected: str, found: str) -> tuple[str, str]:
@@ -68,11 +81,13 @@ def _statements(question: str, expected: str, found: str) -> tuple[str, str]:
 def replies_agree(question: str, expected: str, found: str, agree: Agree | None) -> bool:
     """Whether the sources' reply ``found`` says what the answer's reply ``expected`` says.
 
-    NOT_FOUND never agrees; different numbers never agree. The two agree at once when they have the same words,
-    ignoring case, accents, articles and filler words ("1889" and "in 1889"). Any word more on either side can change
-    the fact ("after 1889", "Paris, Texas", "John Smith's brother"; "Eiffel and Koechlin" against "Eiffel"), so those
-    pairs, like every other, go to the local model: the two statements "question reply", entailment both ways
-    (without a model: they do not agree).
+    NOT_FOUND never agrees; different numbers never agree. The two agree at once only when they are the same
+    tokens in the same order, ignoring case, accents, spacing and trailing punctuation ("The" and "the."), or when one
+    is the other after a few leading filler words ("1889" and "in 1889", "open" and "It is open"). Signs, currency
+    symbols and codes, units and score separators are tokens, so "3-1" and "1-3", "-3 °C" and "3 °C", "£5" and "$5",
+    "from Lyon to Paris" and "from Paris to Lyon" are not the same reply. Any other pair ("after 1889", "Paris,
+    Texas", "Eiffel and Koechlin" against "Eiffel", a negation on one side) goes to the local model: the two
+    statements "question reply", entailment both ways (without a model: they do not agree).
     """
     settled = _lexical_verdict(expected, found)
     if settled is not None:
