@@ -118,9 +118,14 @@ def test_calibrate_writes_a_head_and_score_applies_it_unless_told_not_to(
 
     assert head["model"] == NLIModel(str(tiny)).identity
     fit = stdout_json(result)
-    # today's keys stay (the raw thresholds' fit), the head is summed up beside them
+    # issue 18: the line leads with what the config holds (the head's thresholds, out of fold), the raw fit beside
+    # it marked in-sample (it led with the raw in-sample numbers while the config held the head's)
     assert {"t_support", "t_contradict", "t_unsupported", "n", "escalation_rate", "config"} <= set(fit)
     assert fit["n"] == 72 and fit["config"] == str(config)
+    assert fit["in_force"] == "head" and fit["measured"] == "out-of-fold" and fit["raw"]["measured"] == "in-sample"
+    cascade = head["thresholds"]["cascade"]
+    assert (fit["t_support"], fit["t_unsupported"]) == (cascade["t_support"], cascade["t_unsupported"])
+    assert fit["local_precision"] == fit["head"]["out_of_fold"]["local_precision"]
     assert set(fit["head"]) == {"l2", "claims", "out_of_fold"} and fit["head"]["claims"] == 72
     oof = fit["head"]["out_of_fold"]
     assert oof["nli_balanced_accuracy"] > 90  # word coverage tells the claims apart; the random model cannot

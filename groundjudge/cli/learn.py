@@ -197,6 +197,7 @@ def calibrate_command(
             "source": str(labeled),
             "target": target,
             "n": fit.n,
+            "measured": "in-sample",  # on the claims the thresholds were fitted on: expect less on new rows
             "local_precision": fit.local_precision,
             "escalation_rate": fit.escalation_rate,
             "reviews": str(reviews) if reviews else None,
@@ -220,7 +221,7 @@ def calibrate_command(
     head_json = None
     if fitted is not None:
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
-    typer.echo(json.dumps({**fit.as_dict(), "config": str(out), "head": head_json, "labels": taught}))
+    typer.echo(json.dumps(_fit_line(fit, fitted, head_json, out=out, target=target, taught=taught)))
     err.print(
         f"Raw thresholds (on the entailment, in-sample): NLI decides {fit.decided} of {fit.n} claims locally "
         f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%."
@@ -229,6 +230,46 @@ def calibrate_command(
         + (" (with the head and its thresholds)." if fitted else "."),
         highlight=False,
     )
+
+
+def _fit_line(
+    fit: Any, head: VerdictHead | None, head_json: dict[str, Any] | None, *, out: Path, target: float, taught: Any
+) -> dict[str, Any]:
+    """calibrate's JSON line: first what the config holds and how it was measured (a head's thresholds on its
+    probability, out of fold; else the raw thresholds on the entailment, in-sample), then the raw fit, marked
+    in-sample. It led with the raw in-sample numbers (precision 1.0) while the config held the head's."""
+    raw = {**fit.as_dict(), "measured": "in-sample"}
+    if head is not None and head_json is not None:
+        cascade = head.thresholds["cascade"]
+        oof = head_json["out_of_fold"]
+        held = {
+            "in_force": "head",
+            "scale": "the head's probability of SUPPORTED",
+            "t_support": cascade.t_support,
+            "t_contradict": cascade.t_contradict,
+            "t_unsupported": cascade.t_unsupported,
+            "measured": "out-of-fold",
+            "local_precision": oof.get("local_precision"),
+            "escalation_rate": oof.get("escalation_rate"),
+        }
+    else:
+        held = {
+            "in_force": "thresholds",
+            "scale": "entailment",
+            **{k: raw[k] for k in ("t_support", "t_contradict", "t_unsupported")},
+            "measured": "in-sample",
+            "local_precision": raw["local_precision"],
+            "escalation_rate": raw["escalation_rate"],
+        }
+    return {
+        "config": str(out),
+        **held,
+        "n": fit.n,
+        "target": target,
+        "labels": taught,
+        "head": head_json,
+        "raw": raw,
+    }
 
 
 def _num(value: float | None) -> str:
