@@ -36,7 +36,7 @@ PRESETS: dict[str, Thresholds] = {
 
 
 class LocalThresholds(BaseModel):
-    """When the NLI stage decides a claim alone (see :func:`groundjudge.pipeline.evaluator.decide_locally`)."""
+    """When the NLI stage decides a claim alone (see :func:`groundjudge.stages.route.decide_locally`)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -21,9 +21,9 @@ import numpy as np
 from groundjudge.checker.head import Sources, VerdictHead, claim_features, claim_folds, claim_key, fit_head
 from groundjudge.config import LocalThresholds
 from groundjudge.models import ClaimNLI
-from groundjudge.pipeline.evaluator import decide_locally
 from groundjudge.review.metrics import balanced_accuracy
 from groundjudge.review.plots import ReliabilityBin
+from groundjudge.stages.route import decide_locally
 
 
 @dataclass

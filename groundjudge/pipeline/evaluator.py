@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
 from groundjudge.cache import Cache
-from groundjudge.checker.evidence import BM25, EvidenceSelector, find_conflict
+from groundjudge.checker.evidence import BM25, EvidenceSelector
 from groundjudge.checker.head import Sources, VerdictHead
 from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
 from groundjudge.chunking import chunk_documents
@@ -42,12 +42,10 @@ from groundjudge.models import (
     Claim,
     ClaimNLI,
     ClaimVerdict,
-    Label,
     Message,
     Passage,
     QAItem,
     QAResult,
-    Route,
     Sample,
     Scores,
     Usage,
@@ -57,36 +55,13 @@ from groundjudge.review.report import Run
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.stages.judge import SOURCE_CHARS, JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.stages.qa import score_qa
+from groundjudge.stages.route import Decision, route_claim
 from groundjudge.stages.score import compute_scores, decide
 
 log = logging.getLogger(__name__)
 
 # Conditions of the whole run, not of one answer: they end evaluate_many after the finished answers.
 RUN_STOPS = (BudgetExceededError, CacheMissError, BatchPendingError)
-
-
-def decide_locally(
-    nli: ClaimNLI, t_support: float | None, t_contradict: float | None, t_unsupported: float | None = None
-) -> Label | None:
-    """The verdict the NLI stage is confident enough to give alone, else None (escalate).
-
-    SUPPORTED at a support score >= t_support (without a head, also not below the contradiction), CONTRADICTED at
-    contradiction >= t_contradict, and, when t_unsupported is set, UNSUPPORTED at a support score <= t_unsupported.
-    The support score is the verdict head's probability when a head is in force, else the best entailment. A
-    threshold that is None is never reached.
-    """
-    if not nli.passages_scored:
-        return None
-    s = nli.support
-    # the raw rule also asks entailment >= contradiction; a head has read the contradiction already (and its
-    # probability is on another scale)
-    if t_support is not None and s >= t_support and (nli.supported is not None or s >= nli.contradiction):
-        return "SUPPORTED"
-    if t_contradict is not None and nli.contradiction >= t_contradict:
-        return "CONTRADICTED"
-    if t_unsupported is not None and s <= t_unsupported:
-        return "UNSUPPORTED"
-    return None
 
 
 def row_id(row: Any, row_number: int | None) -> str:
@@ -187,24 +162,13 @@ def describe(exc: BaseException) -> str:
 
 
 @dataclass
-class _Decision:
-    """How the NLI stage routes one claim: decided locally (``label``) or escalated (route "judge")."""
-
-    label: Label | Literal[""]
-    route: Route
-    contradiction_checked: bool
-    flags: list[str] = field(default_factory=list)
-    note: str = ""
-
-
-@dataclass
 class _Work:
     sample: Sample
     row: int | None
     claims: list[Claim] = field(default_factory=list)
     passages: list[Passage] = field(default_factory=list)
     nli: list[ClaimNLI] = field(default_factory=list)
-    decisions: list[_Decision] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
     questions: list[QAItem] = field(default_factory=list)  # QA: from the claim-extraction call
     judged: dict[str, JudgedClaim] = field(default_factory=dict)
     qa: QAResult | None = None
@@ -654,8 +618,22 @@ class Evaluator:
             self._each(live, lambda w: check([w]))
 
     def _stage_route(self, batch: list[_Work]) -> None:
+        c = self.config
+
         def route(w: _Work) -> None:
-            w.decisions = [self._route(cl, r) for cl, r in zip(w.claims, w.nli, strict=True)]
+            local_contradiction = self._local_contradiction
+            w.decisions = [
+                route_claim(
+                    cl,
+                    r,
+                    mode=self.mode,
+                    thresholds=self.thresholds,
+                    local_contradiction=local_contradiction,
+                    conflict_check=c.conflict_check,
+                    escalate_conflicts=c.escalate_conflicts,
+                )
+                for cl, r in zip(w.claims, w.nli, strict=True)
+            ]
 
         self._each(batch, route)
 
@@ -663,27 +641,6 @@ class Evaluator:
     def _local_contradiction(self) -> bool:
         """Whether the NLI stage can call CONTRADICTED at all with the thresholds (and model) in force."""
         return self.thresholds.t_contradict is not None and bool(getattr(self.nli, "has_contradiction", True))
-
-    def _route(self, claim: Claim, nli: ClaimNLI) -> _Decision:
-        """Decided locally, or escalated (route "judge"); says whether a contradiction could have been found."""
-        if self.mode == "llm":
-            return _Decision("", "judge", True)
-        if nli.error is not None:
-            if self.mode == "nli":
-                return _Decision("ERROR", "nli", False)  # NLI could not score it and there is no judge
-            return _Decision("", "judge", True)
-        t = self.thresholds
-        local = decide_locally(nli, t.t_support, t.t_contradict, t.t_unsupported)
-        if local is None and self.mode == "nli":
-            local = "UNSUPPORTED"
-        conflict = None
-        if local in ("SUPPORTED", "UNSUPPORTED") and self.config.conflict_check:
-            passages = dict.fromkeys(p.text for p in (nli.entailment_passage, nli.contradiction_passage) if p)
-            conflict = next((x for p in passages if (x := find_conflict(claim.text, p))), None)
-        if local is None or (conflict and self.mode == "cascade" and self.config.escalate_conflicts):
-            return _Decision("", "judge", True, ["conflict"] if conflict else [], conflict or "")
-        checked = local == "CONTRADICTED" or self._local_contradiction
-        return _Decision(local, "nli", checked, ["conflict"] if conflict else [], conflict or "")
 
     def _judge_hints(self, w: _Work, escalated: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
         """Passages to show the judge when the contexts are too long to show whole: those the NLI stage found
