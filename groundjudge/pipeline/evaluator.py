@@ -12,8 +12,6 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +24,6 @@ from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_mod
 from groundjudge.chunking import chunk_documents
 from groundjudge.config import Config, LocalThresholds, read_model_head
 from groundjudge.errors import (
-    BatchPendingError,
-    BudgetExceededError,
-    CacheMissError,
     ConfigError,
     DeferredCallError,
     GroundjudgeError,
@@ -50,18 +45,16 @@ from groundjudge.models import (
     Scores,
     Usage,
 )
+from groundjudge.pipeline.work import RUN_STOPS, Work, concurrently, describe, each, error_report
 from groundjudge.prompts import load_prompt
 from groundjudge.review.report import Run
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.stages.judge import SOURCE_CHARS, JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.stages.qa import score_qa
-from groundjudge.stages.route import Decision, route_claim
+from groundjudge.stages.route import route_claim
 from groundjudge.stages.score import compute_scores, decide
 
 log = logging.getLogger(__name__)
-
-# Conditions of the whole run, not of one answer: they end evaluate_many after the finished answers.
-RUN_STOPS = (BudgetExceededError, CacheMissError, BatchPendingError)
 
 
 def row_id(row: Any, row_number: int | None) -> str:
@@ -140,47 +133,8 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
     )
 
 
-def error_report(error: Exception | str, row: int | None, rid: str | None = None, mode: str = "") -> AnswerReport:
-    """The report of a row that could not be evaluated at all."""
-    return AnswerReport(
-        id=rid if rid is not None else f"row-{row}",
-        verdict="ERROR",
-        mode=mode,
-        scores=Scores(),
-        errors=[str(error)],
-        row=row,
-    )
-
-
 def _never(threshold: float | None) -> str:
     return "never" if threshold is None else str(threshold)
-
-
-def describe(exc: BaseException) -> str:
-    """An error as it is recorded in a report: its type and message."""
-    return f"{type(exc).__name__}: {exc}"
-
-
-@dataclass
-class _Work:
-    sample: Sample
-    row: int | None
-    claims: list[Claim] = field(default_factory=list)
-    passages: list[Passage] = field(default_factory=list)
-    nli: list[ClaimNLI] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
-    questions: list[QAItem] = field(default_factory=list)  # QA: from the claim-extraction call
-    judged: dict[str, JudgedClaim] = field(default_factory=dict)
-    qa: QAResult | None = None
-    usage: Usage = field(default_factory=Usage)
-    errors: list[str] = field(default_factory=list)
-    stop: GroundjudgeError | None = None
-    failed: str | None = None  # an error that leaves nothing to score: the report is ERROR
-    deferred: list[str] = field(default_factory=list)  # batch mode: cache keys of its calls waiting for the batch
-
-    @property
-    def live(self) -> bool:
-        return self.stop is None and self.failed is None
 
 
 class Evaluator:
@@ -364,13 +318,13 @@ class Evaluator:
         """As :meth:`evaluate_many`, for rows that carry their own row numbers (a row may be an InputError)."""
         if self.head is not None and self.mode != "llm":
             _ = self.nli  # a head fitted for another model stops the run before any row, not row by row
-        batch: list[_Work] = []
-        order: list[_Work | AnswerReport] = []
+        batch: list[Work] = []
+        order: list[Work | AnswerReport] = []
         for n, row in rows:
             try:
                 if isinstance(row, InputError):
                     raise row
-                work = _Work(sample=parse_sample(row, n), row=n)
+                work = Work(sample=parse_sample(row, n), row=n)
             except InputError as exc:
                 order.append(error_report(exc, n, row_id(row, n), self.mode))
             else:
@@ -436,7 +390,7 @@ class Evaluator:
 
     # -- stages ---------------------------------------------------------------------------------------------
 
-    def _run_batch(self, batch: list[_Work], order: list[_Work | AnswerReport]) -> Iterator[AnswerReport]:
+    def _run_batch(self, batch: list[Work], order: list[Work | AnswerReport]) -> Iterator[AnswerReport]:
         if batch:
             self._llm_stage(self._stage_claims, batch)
             self._stage_nli(batch)
@@ -459,7 +413,7 @@ class Evaluator:
         if stop is not None:
             raise stop
 
-    def _llm_stage(self, stage: Callable[[list[_Work]], None], batch: list[_Work]) -> None:
+    def _llm_stage(self, stage: Callable[[list[Work]], None], batch: list[Work]) -> None:
         """Run a stage that calls the LLM; in batch mode, first collect the calls the cache cannot answer, send them
         through the provider's batch API (half price; they land in the cache), then run the stage for the answers
         that waited: it reads the cache, and calls that failed in the batch are made directly (with re-asks)."""
@@ -508,50 +462,10 @@ class Evaluator:
             max_wait_seconds=c.batch_max_wait_hours * 3600,
         )
 
-    def _each(self, works: list[_Work], fn: Callable[[_Work], None]) -> None:
-        """Run a local step on each live work item; an exception fails that item alone (its report is ERROR)."""
-        for w in works:
-            if not w.live:
-                continue
-            try:
-                fn(w)
-            except RUN_STOPS as exc:
-                w.stop = exc
-            except Exception as exc:  # a bug or a bad input in one row must not end the run
-                log.debug("row %s failed", w.row, exc_info=True)
-                w.failed = describe(exc)
-
-    def _concurrently(self, works: list[_Work], fn: Callable[[_Work], None]) -> None:
-        """Run ``fn`` on each work item, ``concurrency`` at a time; per-item errors land in the item."""
-
-        def guarded(w: _Work) -> None:
-            if not w.live:
-                return
-            try:
-                fn(w)
-            except RUN_STOPS as exc:
-                w.stop = exc
-            except DeferredCallError as exc:
-                w.deferred.append(exc.key)  # batch mode: answered by the provider batch, then this stage runs again
-            except Exception as exc:  # recorded in this answer's report, never ends the run
-                if not isinstance(exc, GroundjudgeError):
-                    log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=True)
-                w.errors.append(describe(exc))
-                usage = getattr(exc, "usage", None)
-                if usage is not None:
-                    w.usage = w.usage + usage
-
-        if len(works) <= 1 or self.config.concurrency == 1:
-            for w in works:
-                guarded(w)
-            return
-        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
-            list(pool.map(guarded, works))
-
-    def _stage_claims(self, batch: list[_Work]) -> None:
+    def _stage_claims(self, batch: list[Work]) -> None:
         llm = []
 
-        def local(w: _Work) -> None:
+        def local(w: Work) -> None:
             s = w.sample
             if s.claim is not None:
                 w.claims = claim_from_input(s.claim)
@@ -562,11 +476,11 @@ class Evaluator:
             else:
                 llm.append(w)
 
-        self._each(batch, local)
+        each(batch, local)
 
         n_questions = self.config.qa_questions if self._qa_expected else 0
 
-        def extract(w: _Work) -> None:
+        def extract(w: Work) -> None:
             assert self.client is not None
             try:
                 w.claims, w.questions, usage = claims_from_llm(
@@ -579,20 +493,20 @@ class Evaluator:
                 raise  # recorded as an error; the sentence claims are still checked
             w.usage = w.usage + usage
 
-        self._concurrently(llm, extract)
+        concurrently(llm, extract, self.config.concurrency)
 
-    def _stage_nli(self, batch: list[_Work]) -> None:
+    def _stage_nli(self, batch: list[Work]) -> None:
         c = self.config
 
         cut: dict[tuple[str, ...], list[Passage]] = {}  # answers about the same sources are cut once
 
-        def chunk(w: _Work) -> None:
+        def chunk(w: Work) -> None:
             key = tuple(w.sample.contexts)
             if key not in cut:
                 cut[key] = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
             w.passages = cut[key]
 
-        self._each(batch, chunk)
+        each(batch, chunk)
         # Stopping at the first passage that entails a claim is safe only when no later passage could make it
         # CONTRADICTED: with a contradiction threshold in force, every selected passage is scored.
         # With a verdict head, t_support is on the head's scale, not the entailment's: every selected passage is
@@ -601,7 +515,7 @@ class Evaluator:
         selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=early_exit)
         sources: dict[tuple[str, ...], Sources] = {}
 
-        def check(works: list[_Work]) -> None:
+        def check(works: list[Work]) -> None:
             results = selector.check([([cl.text for cl in w.claims], w.passages) for w in works])
             for w, res in zip(works, results, strict=True):
                 if self.head is not None:
@@ -615,12 +529,12 @@ class Evaluator:
             raise
         except Exception:  # find the answer that broke the batch: each alone, the rest unharmed
             log.warning("the NLI batch failed; scoring its %d answers one by one", len(live), exc_info=True)
-            self._each(live, lambda w: check([w]))
+            each(live, lambda w: check([w]))
 
-    def _stage_route(self, batch: list[_Work]) -> None:
+    def _stage_route(self, batch: list[Work]) -> None:
         c = self.config
 
-        def route(w: _Work) -> None:
+        def route(w: Work) -> None:
             local_contradiction = self._local_contradiction
             w.decisions = [
                 route_claim(
@@ -635,14 +549,14 @@ class Evaluator:
                 for cl, r in zip(w.claims, w.nli, strict=True)
             ]
 
-        self._each(batch, route)
+        each(batch, route)
 
     @property
     def _local_contradiction(self) -> bool:
         """Whether the NLI stage can call CONTRADICTED at all with the thresholds (and model) in force."""
         return self.thresholds.t_contradict is not None and bool(getattr(self.nli, "has_contradiction", True))
 
-    def _judge_hints(self, w: _Work, escalated: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
+    def _judge_hints(self, w: Work, escalated: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
         """Passages to show the judge when the contexts are too long to show whole: those the NLI stage found
         for each claim, then, for claims it could not score, the best BM25 passages."""
         hints = [p for _, r in escalated for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
@@ -653,7 +567,7 @@ class Evaluator:
             hints += [w.passages[i] for cl in unscored for i in bm25.rank(cl.text)[:k]]
         return hints
 
-    def _stage_verify(self, batch: list[_Work]) -> None:
+    def _stage_verify(self, batch: list[Work]) -> None:
         """The one sources-side call of each answer: verdicts on its escalated claims and, with QA on, the sources'
         answers to its verification questions (blind: never the answer's replies); none when there is neither."""
         if self.client is None:
@@ -662,7 +576,7 @@ class Evaluator:
             w for w in batch if w.live and (any(d.route == "judge" for d in w.decisions) or self._qa_expected_for(w))
         ]
 
-        def run(w: _Work) -> None:
+        def run(w: Work) -> None:
             assert self.client is not None
             pairs = [(cl, r) for cl, r, d in zip(w.claims, w.nli, w.decisions, strict=True) if d.route == "judge"]
             escalated = [cl for cl, _ in pairs]
@@ -694,13 +608,13 @@ class Evaluator:
                 if w.qa.error:
                     w.errors.append(f"QA: {w.qa.error}")
 
-        self._concurrently(todo, run)
+        concurrently(todo, run, self.config.concurrency)
 
     @property
     def _qa_expected(self) -> bool:
         return self.client is not None and self.config.qa and self.mode != "nli"
 
-    def _qa_expected_for(self, w: _Work) -> bool:
+    def _qa_expected_for(self, w: Work) -> bool:
         """QA runs on answers (not on claim rows) that have claims, with an LLM and QA on."""
         return self._qa_expected and w.sample.answer is not None and bool(w.claims)
 
@@ -711,7 +625,7 @@ class Evaluator:
         n = len(pairs)
         return [float(min(probs[i][ENTAILMENT], probs[n + i][ENTAILMENT])) for i in range(n)]
 
-    def _answer_report(self, w: _Work, **fields: Any) -> AnswerReport:
+    def _answer_report(self, w: Work, **fields: Any) -> AnswerReport:
         """A report carrying the sample and what this answer cost; ``fields`` are the verdict, scores, claims ..."""
         s = w.sample
         return AnswerReport(
@@ -727,7 +641,7 @@ class Evaluator:
             **fields,
         )
 
-    def _failed_report(self, w: _Work) -> AnswerReport:
+    def _failed_report(self, w: Work) -> AnswerReport:
         return self._answer_report(
             w,
             verdict="ERROR",
@@ -735,7 +649,7 @@ class Evaluator:
             errors=[*w.errors, w.failed or "failed"],
         )
 
-    def _report(self, w: _Work) -> AnswerReport:
+    def _report(self, w: Work) -> AnswerReport:
         if w.failed is not None:
             return self._failed_report(w)
         c = self.config

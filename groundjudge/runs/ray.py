@@ -44,7 +44,8 @@ from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
 from groundjudge.llm import Ledger, RetryPolicy, make_client
 from groundjudge.models import Usage
-from groundjudge.pipeline.evaluator import RUN_STOPS, Evaluator, describe, error_report, parse_sample, row_id
+from groundjudge.pipeline.evaluator import Evaluator, parse_sample, row_id
+from groundjudge.pipeline.work import RUN_STOPS, describe, error_report
 from groundjudge.review.report import RunSummary, Summarizer, dumps, finite_report
 
 try:
