@@ -28,7 +28,6 @@ from groundjudge.errors import (
     DeferredCallError,
     GroundjudgeError,
     InputError,
-    NLIError,
 )
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
@@ -36,15 +35,14 @@ from groundjudge.models import (
     AnswerReport,
     Claim,
     ClaimNLI,
-    ClaimVerdict,
     Message,
     Passage,
     QAItem,
     QAResult,
     Sample,
-    Scores,
     Usage,
 )
+from groundjudge.pipeline.assemble import failed_report, final_report
 from groundjudge.pipeline.work import RUN_STOPS, Work, concurrently, describe, each, error_report
 from groundjudge.prompts import load_prompt
 from groundjudge.review.report import Run
@@ -52,7 +50,6 @@ from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_
 from groundjudge.stages.judge import SOURCE_CHARS, JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.stages.qa import score_qa
 from groundjudge.stages.route import route_claim
-from groundjudge.stages.score import compute_scores, decide
 
 log = logging.getLogger(__name__)
 
@@ -404,11 +401,17 @@ class Evaluator:
                 stop = stop or item.stop
             else:
                 try:
-                    report = self._report(item)
+                    report = final_report(
+                        item,
+                        mode=self.mode,
+                        config=self.config,
+                        versions=self.versions,
+                        qa_expected=self._qa_expected_for(item),
+                    )
                 except Exception as exc:  # one answer's failure never ends the run
                     log.exception("report of row %s failed", item.row)
                     item.failed = item.failed or describe(exc)
-                    report = self._failed_report(item)
+                    report = failed_report(item, self.mode)
                 yield report
         if stop is not None:
             raise stop
@@ -624,70 +627,3 @@ class Evaluator:
         probs = self.scorer.score(both)
         n = len(pairs)
         return [float(min(probs[i][ENTAILMENT], probs[n + i][ENTAILMENT])) for i in range(n)]
-
-    def _answer_report(self, w: Work, **fields: Any) -> AnswerReport:
-        """A report carrying the sample and what this answer cost; ``fields`` are the verdict, scores, claims ..."""
-        s = w.sample
-        return AnswerReport(
-            id=s.id,
-            mode=self.mode,
-            usage=w.usage,
-            question=s.question,
-            answer=s.answer if s.answer is not None else s.claim,
-            contexts=s.contexts,
-            label=s.label,
-            metadata=s.metadata,
-            row=w.row,
-            **fields,
-        )
-
-    def _failed_report(self, w: Work) -> AnswerReport:
-        return self._answer_report(
-            w,
-            verdict="ERROR",
-            scores=Scores(n_claims=len(w.claims), n_errors=len(w.claims)),
-            errors=[*w.errors, w.failed or "failed"],
-        )
-
-    def _report(self, w: Work) -> AnswerReport:
-        if w.failed is not None:
-            return self._failed_report(w)
-        c = self.config
-        verdicts: list[ClaimVerdict] = []
-        for claim, nli, d in zip(w.claims, w.nli, w.decisions, strict=True):
-            judged = w.judged.get(claim.id)
-            if d.route == "judge" and judged is None:
-                judged = JudgedClaim(label="ERROR", error="not judged")
-            flags = [*d.flags, *(judged.flags if judged else [])]
-            weak = nli.passages_scored and nli.support < c.weak_floor
-            if weak and (judged is None or judged.label != "ERROR"):
-                flags.append("weak")
-            if judged is not None:
-                label, reason, quotes, error = judged.label, judged.reason, judged.quotes, judged.error
-            else:
-                label, reason, quotes, error = d.label or "ERROR", d.note, [], nli.error
-            verdicts.append(
-                ClaimVerdict(
-                    claim=claim,
-                    label=label,
-                    route=d.route,
-                    nli=nli,
-                    reason=reason,
-                    quotes=quotes,
-                    flags=flags,
-                    error=error,
-                    contradiction_checked=d.contradiction_checked and label != "ERROR",
-                )
-            )
-        scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=self._qa_expected_for(w))
-        if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
-            raise NLIError("a score is not a finite number")  # never written; _run_batch makes the row ERROR
-        return self._answer_report(
-            w,
-            verdict=decide(scores, c.effective_thresholds),
-            scores=scores,
-            claims=verdicts,
-            qa=w.qa,
-            errors=list(w.errors),
-            versions=self.versions(),
-        )
