@@ -30,7 +30,7 @@ from groundjudge.errors import (
     InputError,
 )
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
-from groundjudge.llm.batch import BatchOutcome, BatchRunner
+from groundjudge.llm.batch import BatchOutcome
 from groundjudge.models import (
     AnswerReport,
     Claim,
@@ -43,6 +43,7 @@ from groundjudge.models import (
     Usage,
 )
 from groundjudge.pipeline.assemble import failed_report, final_report
+from groundjudge.pipeline.batching import run_llm_stage
 from groundjudge.pipeline.work import RUN_STOPS, Work, concurrently, describe, each, error_report
 from groundjudge.prompts import load_prompt
 from groundjudge.review.report import Run
@@ -417,52 +418,14 @@ class Evaluator:
             raise stop
 
     def _llm_stage(self, stage: Callable[[list[Work]], None], batch: list[Work]) -> None:
-        """Run a stage that calls the LLM; in batch mode, first collect the calls the cache cannot answer, send them
-        through the provider's batch API (half price; they land in the cache), then run the stage for the answers
-        that waited: it reads the cache, and calls that failed in the batch are made directly (with re-asks)."""
-        if not self.config.batch_api or self.client is None:
-            stage(batch)
-            return
-        with self.client.deferring() as deferred:
-            stage(batch)
-        waiting = [w for w in batch if w.deferred]
-        if deferred:
-            try:
-                outcome = self._batch_runner().run(deferred)
-            except RUN_STOPS as exc:
-                for w in waiting:
-                    w.stop = exc
-                return
-            except Exception as exc:  # the batch failed as a whole: these answers fail, the run goes on
-                log.warning("the provider batch failed: %s", describe(exc), exc_info=True)
-                for w in waiting:
-                    w.failed = f"provider batch: {describe(exc)}"
-                return
-            self.batch_outcomes.append(outcome)
-            charged: set[str] = set()
-            for w in waiting:  # what the batch cost, to the answers it answered (a shared request to the first)
-                for key in w.deferred:
-                    if key in outcome.usage_by_key and key not in charged:
-                        charged.add(key)
-                        w.usage = w.usage + outcome.usage_by_key[key]
-            if outcome.failures:
-                log.info("%d batch request(s) failed; calling them directly", len(outcome.failures))
-        for w in waiting:
-            w.deferred = []
-        stage(waiting)
-
-    def _batch_runner(self) -> BatchRunner:
-        from groundjudge.cache import default_cache_dir
-
-        assert self.client is not None
-        c = self.config
-        state = c.batch_state or str(Path(c.cache_dir or default_cache_dir()) / "batches.json")
-        return BatchRunner(
-            self.client,
-            state,
-            poll_seconds=c.batch_poll_seconds,
+        """Run a stage that calls the LLM (through the provider batch API in batch mode)."""
+        run_llm_stage(
+            stage,
+            batch,
+            client=self.client,
+            config=self.config,
             progress=self.batch_progress,
-            max_wait_seconds=c.batch_max_wait_hours * 3600,
+            outcomes=self.batch_outcomes,
         )
 
     def _stage_claims(self, batch: list[Work]) -> None:
