@@ -15,40 +15,24 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from groundjudge.cache import Cache
 from groundjudge.checker.evidence import BM25, EvidenceSelector
 from groundjudge.checker.head import Sources, VerdictHead
 from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
 from groundjudge.chunking import chunk_documents
 from groundjudge.config import Config, LocalThresholds, read_model_head
-from groundjudge.errors import (
-    ConfigError,
-    DeferredCallError,
-    GroundjudgeError,
-    InputError,
-)
+from groundjudge.errors import ConfigError, DeferredCallError, GroundjudgeError, InputError
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
 from groundjudge.llm.batch import BatchOutcome
-from groundjudge.models import (
-    AnswerReport,
-    Claim,
-    ClaimNLI,
-    Message,
-    Passage,
-    QAItem,
-    QAResult,
-    Sample,
-    Usage,
-)
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, Passage, QAResult, Sample, Usage
 from groundjudge.pipeline.assemble import failed_report, final_report
 from groundjudge.pipeline.batching import run_llm_stage
+from groundjudge.pipeline.estimate import estimate
 from groundjudge.pipeline.work import RUN_STOPS, Work, concurrently, describe, each, error_report
 from groundjudge.prompts import load_prompt
 from groundjudge.review.report import Run
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
-from groundjudge.stages.judge import SOURCE_CHARS, JudgedClaim, Source, judge_claims, select_sources
+from groundjudge.stages.judge import JudgedClaim, judge_claims, select_sources
 from groundjudge.stages.qa import score_qa
 from groundjudge.stages.route import route_claim
 
@@ -336,55 +320,16 @@ class Evaluator:
     def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
         """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost.
 
-        Exact for claim extraction and for judging single-claim rows; for answer rows the sources-side call is counted
-        as if every answer escalated (an upper bound: the cascade decides some claims locally). At most two calls per
-        answer: one reads the answer (claims and QA questions), one reads the sources (verdicts and QA answers).
+        See :func:`groundjudge.pipeline.estimate.estimate`.
         """
-        from groundjudge.stages.claims import ClaimsAndQuestions, ExtractedClaims, claims_messages
-        from groundjudge.stages.judge import JudgeReply, VerifyReply, judge_messages
-
-        out: dict[str, Any] = {
-            "rows": 0,
-            "bad_rows": 0,
-            "llm_calls_upper_bound": 0,
-            "cached_calls": 0,
-            "estimated_cost_usd": 0.0,
-        }
-        client = self.client
-        qa = self._qa_expected
-        n_questions = self.config.qa_questions if qa else 0
-        for n, row in enumerate(rows, start=1):
-            try:
-                s = parse_sample(row, n)
-            except InputError:
-                out["bad_rows"] += 1
-                continue
-            out["rows"] += 1
-            if client is None or self.mode == "nli":
-                continue
-            # an upper bound: the whole contexts up to the judge's character budget (what the judge may be shown)
-            sources = select_sources(s.contexts, []) or [Source(1, 0, 0, "\n\n".join(s.contexts)[:SOURCE_CHARS])]
-            calls: list[tuple[list[Message], type[BaseModel], str, bool]]
-            if s.claim is not None:
-                calls = [(judge_messages(claim_from_input(s.claim), sources), JudgeReply, "judge", True)]
-            else:
-                stand_in = [Claim(id="c1", text=s.answer or "")]
-                questions = [QAItem(question=s.answer or "", answer_from_answer="")] if qa else []
-                extract = claims_messages(s.answer or "", s.question, n_questions)
-                calls = [
-                    (extract, ClaimsAndQuestions if qa else ExtractedClaims, "claims_qa" if qa else "claims", True),
-                    (judge_messages(stand_in, sources, questions), VerifyReply if qa else JudgeReply, "", False),
-                ]
-            for messages, schema, name, exact in calls:
-                if exact and client.is_cached(messages, schema, load_prompt(name).ref):
-                    out["cached_calls"] += 1
-                else:
-                    out["llm_calls_upper_bound"] += 1
-                    out["estimated_cost_usd"] += client.estimate_cost(messages, batch=self.config.batch_api)
-        out["estimated_cost_usd"] = round(float(out["estimated_cost_usd"]), 6)
-        if self.config.batch_api:
-            out["priced_as"] = "provider batch API"
-        return out
+        return estimate(
+            rows,
+            parse=parse_sample,
+            client=self.client,
+            mode=self.mode,
+            config=self.config,
+            qa_expected=self._qa_expected,
+        )
 
     # -- stages ---------------------------------------------------------------------------------------------
 
