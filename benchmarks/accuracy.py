@@ -33,8 +33,9 @@ from groundjudge.checker.nli import ENTAILMENT, NLIModel
 from groundjudge.chunking import claim_sentences
 from groundjudge.config import Config
 from groundjudge.models import AnswerReport
-from groundjudge.pipeline.evaluator import Evaluator, decide_locally
+from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.metrics import balanced_accuracy, cohen_kappa, label_metrics
+from groundjudge.stages.route import decide_locally
 
 BINARY = ["SUPPORTED", "NOT_SUPPORTED"]
 ANSWER = ["consistent", "hallucinated"]

@@ -115,7 +115,7 @@ class ClaimNLI(BaseModel):
 
 
 class LocalThresholds(BaseModel):
-    """When the NLI stage decides a claim alone (see :func:`groundjudge.pipeline.evaluator.decide_locally`)."""
+    """When the NLI stage decides a claim alone (see :func:`groundjudge.stages.route.decide_locally`)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -26,8 +26,9 @@ from groundjudge.config import Config
 from groundjudge.errors import ConfigError
 from groundjudge.learn.calibrate import build_head
 from groundjudge.models import ClaimNLI, LocalThresholds, Passage
-from groundjudge.pipeline.evaluator import Evaluator, decide_locally
+from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.report import claims_dataframe
+from groundjudge.stages.route import decide_locally
 from tests.conftest import SHARED_MODEL
 
 F = {name: i for i, name in enumerate(FEATURES)}

@@ -30,9 +30,9 @@ from groundjudge.checker.head import (
     fit_head,
 )
 from groundjudge.models import ClaimNLI, LocalThresholds
-from groundjudge.pipeline.evaluator import decide_locally
 from groundjudge.review.metrics import balanced_accuracy
 from groundjudge.review.plots import ReliabilityBin
+from groundjudge.stages.route import decide_locally
 
 
 @dataclass

@@ -9,141 +9,38 @@ after the answers already finished are handed out.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel
+from typing import Any
 
 from groundjudge.cache import Cache
 from groundjudge.checker.evidence import BM25, EvidenceSelector
 from groundjudge.checker.head import Sources, VerdictHead
 from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer, resolve_model_name
 from groundjudge.checker.profile import read_model_head
-from groundjudge.checker.signals import find_conflict
 from groundjudge.chunking import chunk_documents
 from groundjudge.config import Config
-from groundjudge.errors import (
-    BatchPendingError,
-    BudgetExceededError,
-    CacheMissError,
-    ConfigError,
-    DeferredCallError,
-    GroundjudgeError,
-    InputError,
-    NLIError,
-)
-from groundjudge.io.rows import batches, parse_sample, row_id
+from groundjudge.errors import ConfigError, DeferredCallError, GroundjudgeError, InputError
+from groundjudge.io.rows import batches, row_id
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
-from groundjudge.llm.batch import BatchOutcome, BatchRunner
-from groundjudge.models import (
-    AnswerReport,
-    Claim,
-    ClaimNLI,
-    ClaimVerdict,
-    Label,
-    LocalThresholds,
-    Message,
-    Passage,
-    QAItem,
-    QAResult,
-    Route,
-    Sample,
-    Scores,
-    Usage,
-)
+from groundjudge.llm.batch import BatchOutcome
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, LocalThresholds, Passage, QAResult, Sample, Usage
+from groundjudge.pipeline.assemble import failed_report, final_report
+from groundjudge.pipeline.batching import run_llm_stage
+from groundjudge.pipeline.estimate import estimate
+from groundjudge.pipeline.work import RUN_STOPS, Work, concurrently, describe, each, error_report
 from groundjudge.prompts import load_prompt
 from groundjudge.review.report import Run
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
-from groundjudge.stages.judge import SOURCE_CHARS, JudgedClaim, Source, judge_claims, select_sources
+from groundjudge.stages.judge import JudgedClaim, judge_claims, select_sources
 from groundjudge.stages.qa import score_qa
-from groundjudge.stages.score import compute_scores, decide
+from groundjudge.stages.route import route_claim
 
 log = logging.getLogger(__name__)
-
-# Conditions of the whole run, not of one answer: they end evaluate_many after the finished answers.
-RUN_STOPS = (BudgetExceededError, CacheMissError, BatchPendingError)
-
-
-def decide_locally(
-    nli: ClaimNLI, t_support: float | None, t_contradict: float | None, t_unsupported: float | None = None
-) -> Label | None:
-    """The verdict the NLI stage is confident enough to give alone, else None (escalate).
-
-    SUPPORTED at a support score >= t_support (without a head, also not below the contradiction), CONTRADICTED at
-    contradiction >= t_contradict, and, when t_unsupported is set, UNSUPPORTED at a support score <= t_unsupported.
-    The support score is the verdict head's probability when a head is in force, else the best entailment. A
-    threshold that is None is never reached.
-    """
-    if not nli.passages_scored:
-        return None
-    s = nli.support
-    # the raw rule also asks entailment >= contradiction; a head has read the contradiction already (and its
-    # probability is on another scale)
-    if t_support is not None and s >= t_support and (nli.supported is not None or s >= nli.contradiction):
-        return "SUPPORTED"
-    if t_contradict is not None and nli.contradiction >= t_contradict:
-        return "CONTRADICTED"
-    if t_unsupported is not None and s <= t_unsupported:
-        return "UNSUPPORTED"
-    return None
-
-
-def error_report(error: Exception | str, row: int | None, rid: str | None = None, mode: str = "") -> AnswerReport:
-    """The report of a row that could not be evaluated at all."""
-    return AnswerReport(
-        id=rid if rid is not None else f"row-{row}",
-        verdict="ERROR",
-        mode=mode,
-        scores=Scores(),
-        errors=[str(error)],
-        row=row,
-    )
 
 
 def _never(threshold: float | None) -> str:
     return "never" if threshold is None else str(threshold)
-
-
-def describe(exc: BaseException) -> str:
-    """An error as it is recorded in a report: its type and message."""
-    return f"{type(exc).__name__}: {exc}"
-
-
-@dataclass
-class _Decision:
-    """How the NLI stage routes one claim: decided locally (``label``) or escalated (route "judge")."""
-
-    label: Label | Literal[""]
-    route: Route
-    contradiction_checked: bool
-    flags: list[str] = field(default_factory=list)
-    note: str = ""
-
-
-@dataclass
-class _Work:
-    sample: Sample
-    row: int | None
-    claims: list[Claim] = field(default_factory=list)
-    passages: list[Passage] = field(default_factory=list)
-    nli: list[ClaimNLI] = field(default_factory=list)
-    decisions: list[_Decision] = field(default_factory=list)
-    questions: list[QAItem] = field(default_factory=list)  # QA: from the claim-extraction call
-    judged: dict[str, JudgedClaim] = field(default_factory=dict)
-    qa: QAResult | None = None
-    usage: Usage = field(default_factory=Usage)
-    errors: list[str] = field(default_factory=list)
-    stop: GroundjudgeError | None = None
-    failed: str | None = None  # an error that leaves nothing to score: the report is ERROR
-    deferred: list[str] = field(default_factory=list)  # batch mode: cache keys of its calls waiting for the batch
-
-    @property
-    def live(self) -> bool:
-        return self.stop is None and self.failed is None
 
 
 class Evaluator:
@@ -331,13 +228,13 @@ class Evaluator:
         if self.head is not None and self.mode != "llm":
             _ = self.nli  # a head fitted for another model stops the run before any row, not row by row
         for cut in batches(rows, batch_size):
-            batch: list[_Work] = []
-            order: list[_Work | AnswerReport] = []
+            batch: list[Work] = []
+            order: list[Work | AnswerReport] = []
             for n, row, parsed in cut:
                 if isinstance(parsed, InputError):
                     order.append(error_report(parsed, n, row_id(row, n), self.mode))
                 else:
-                    work = _Work(sample=parsed, row=n)
+                    work = Work(sample=parsed, row=n)
                     batch.append(work)
                     order.append(work)
             yield from self._run_batch(batch, order)
@@ -345,59 +242,19 @@ class Evaluator:
     def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
         """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost.
 
-        Exact for claim extraction and for judging single-claim rows; for answer rows the sources-side call is counted
-        as if every answer escalated (an upper bound: the cascade decides some claims locally). At most two calls per
-        answer: one reads the answer (claims and QA questions), one reads the sources (verdicts and QA answers).
+        See :func:`groundjudge.pipeline.estimate.estimate`.
         """
-        from groundjudge.stages.claims import ClaimsAndQuestions, ExtractedClaims, claims_messages
-        from groundjudge.stages.judge import JudgeReply, VerifyReply, judge_messages
-
-        out: dict[str, Any] = {
-            "rows": 0,
-            "bad_rows": 0,
-            "llm_calls_upper_bound": 0,
-            "cached_calls": 0,
-            "estimated_cost_usd": 0.0,
-        }
-        client = self.client
-        qa = self._qa_expected
-        n_questions = self.config.qa_questions if qa else 0
-        for n, row in enumerate(rows, start=1):
-            try:
-                s = parse_sample(row, n)
-            except InputError:
-                out["bad_rows"] += 1
-                continue
-            out["rows"] += 1
-            if client is None or self.mode == "nli":
-                continue
-            # an upper bound: the whole contexts up to the judge's character budget (what the judge may be shown)
-            sources = select_sources(s.contexts, []) or [Source(1, 0, 0, "\n\n".join(s.contexts)[:SOURCE_CHARS])]
-            calls: list[tuple[list[Message], type[BaseModel], str, bool]]
-            if s.claim is not None:
-                calls = [(judge_messages(claim_from_input(s.claim), sources), JudgeReply, "judge", True)]
-            else:
-                stand_in = [Claim(id="c1", text=s.answer or "")]
-                questions = [QAItem(question=s.answer or "", answer_from_answer="")] if qa else []
-                extract = claims_messages(s.answer or "", s.question, n_questions)
-                calls = [
-                    (extract, ClaimsAndQuestions if qa else ExtractedClaims, "claims_qa" if qa else "claims", True),
-                    (judge_messages(stand_in, sources, questions), VerifyReply if qa else JudgeReply, "", False),
-                ]
-            for messages, schema, name, exact in calls:
-                if exact and client.is_cached(messages, schema, load_prompt(name).ref):
-                    out["cached_calls"] += 1
-                else:
-                    out["llm_calls_upper_bound"] += 1
-                    out["estimated_cost_usd"] += client.estimate_cost(messages, batch=self.config.batch_api)
-        out["estimated_cost_usd"] = round(float(out["estimated_cost_usd"]), 6)
-        if self.config.batch_api:
-            out["priced_as"] = "provider batch API"
-        return out
+        return estimate(
+            rows,
+            client=self.client,
+            mode=self.mode,
+            config=self.config,
+            qa_expected=self._qa_expected,
+        )
 
     # -- stages ---------------------------------------------------------------------------------------------
 
-    def _run_batch(self, batch: list[_Work], order: list[_Work | AnswerReport]) -> Iterator[AnswerReport]:
+    def _run_batch(self, batch: list[Work], order: list[Work | AnswerReport]) -> Iterator[AnswerReport]:
         if batch:
             self._llm_stage(self._stage_claims, batch)
             self._stage_nli(batch)
@@ -411,108 +268,36 @@ class Evaluator:
                 stop = stop or item.stop
             else:
                 try:
-                    report = self._report(item)
+                    report = final_report(
+                        item,
+                        mode=self.mode,
+                        config=self.config,
+                        versions=self.versions,
+                        qa_expected=self._qa_expected_for(item),
+                    )
                 except Exception as exc:  # one answer's failure never ends the run
                     log.exception("report of row %s failed", item.row)
                     item.failed = item.failed or describe(exc)
-                    report = self._failed_report(item)
+                    report = failed_report(item, self.mode)
                 yield report
         if stop is not None:
             raise stop
 
-    def _llm_stage(self, stage: Callable[[list[_Work]], None], batch: list[_Work]) -> None:
-        """Run a stage that calls the LLM; in batch mode, first collect the calls the cache cannot answer, send them
-        through the provider's batch API (half price; they land in the cache), then run the stage for the answers
-        that waited: it reads the cache, and calls that failed in the batch are made directly (with re-asks)."""
-        if not self.config.batch_api or self.client is None:
-            stage(batch)
-            return
-        with self.client.deferring() as deferred:
-            stage(batch)
-        waiting = [w for w in batch if w.deferred]
-        if deferred:
-            try:
-                outcome = self._batch_runner().run(deferred)
-            except RUN_STOPS as exc:
-                for w in waiting:
-                    w.stop = exc
-                return
-            except Exception as exc:  # the batch failed as a whole: these answers fail, the run goes on
-                log.warning("the provider batch failed: %s", describe(exc), exc_info=True)
-                for w in waiting:
-                    w.failed = f"provider batch: {describe(exc)}"
-                return
-            self.batch_outcomes.append(outcome)
-            charged: set[str] = set()
-            for w in waiting:  # what the batch cost, to the answers it answered (a shared request to the first)
-                for key in w.deferred:
-                    if key in outcome.usage_by_key and key not in charged:
-                        charged.add(key)
-                        w.usage = w.usage + outcome.usage_by_key[key]
-            if outcome.failures:
-                log.info("%d batch request(s) failed; calling them directly", len(outcome.failures))
-        for w in waiting:
-            w.deferred = []
-        stage(waiting)
-
-    def _batch_runner(self) -> BatchRunner:
-        from groundjudge.cache import default_cache_dir
-
-        assert self.client is not None
-        c = self.config
-        state = c.batch_state or str(Path(c.cache_dir or default_cache_dir()) / "batches.json")
-        return BatchRunner(
-            self.client,
-            state,
-            poll_seconds=c.batch_poll_seconds,
+    def _llm_stage(self, stage: Callable[[list[Work]], None], batch: list[Work]) -> None:
+        """Run a stage that calls the LLM (through the provider batch API in batch mode)."""
+        run_llm_stage(
+            stage,
+            batch,
+            client=self.client,
+            config=self.config,
             progress=self.batch_progress,
-            max_wait_seconds=c.batch_max_wait_hours * 3600,
+            outcomes=self.batch_outcomes,
         )
 
-    def _each(self, works: list[_Work], fn: Callable[[_Work], None]) -> None:
-        """Run a local step on each live work item; an exception fails that item alone (its report is ERROR)."""
-        for w in works:
-            if not w.live:
-                continue
-            try:
-                fn(w)
-            except RUN_STOPS as exc:
-                w.stop = exc
-            except Exception as exc:  # a bug or a bad input in one row must not end the run
-                log.debug("row %s failed", w.row, exc_info=True)
-                w.failed = describe(exc)
-
-    def _concurrently(self, works: list[_Work], fn: Callable[[_Work], None]) -> None:
-        """Run ``fn`` on each work item, ``concurrency`` at a time; per-item errors land in the item."""
-
-        def guarded(w: _Work) -> None:
-            if not w.live:
-                return
-            try:
-                fn(w)
-            except RUN_STOPS as exc:
-                w.stop = exc
-            except DeferredCallError as exc:
-                w.deferred.append(exc.key)  # batch mode: answered by the provider batch, then this stage runs again
-            except Exception as exc:  # recorded in this answer's report, never ends the run
-                if not isinstance(exc, GroundjudgeError):
-                    log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=True)
-                w.errors.append(describe(exc))
-                usage = getattr(exc, "usage", None)
-                if usage is not None:
-                    w.usage = w.usage + usage
-
-        if len(works) <= 1 or self.config.concurrency == 1:
-            for w in works:
-                guarded(w)
-            return
-        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
-            list(pool.map(guarded, works))
-
-    def _stage_claims(self, batch: list[_Work]) -> None:
+    def _stage_claims(self, batch: list[Work]) -> None:
         llm = []
 
-        def local(w: _Work) -> None:
+        def local(w: Work) -> None:
             s = w.sample
             if s.claim is not None:
                 w.claims = claim_from_input(s.claim)
@@ -523,11 +308,11 @@ class Evaluator:
             else:
                 llm.append(w)
 
-        self._each(batch, local)
+        each(batch, local)
 
         n_questions = self.config.qa_questions if self._qa_expected else 0
 
-        def extract(w: _Work) -> None:
+        def extract(w: Work) -> None:
             assert self.client is not None
             try:
                 w.claims, w.questions, usage = claims_from_llm(
@@ -540,20 +325,20 @@ class Evaluator:
                 raise  # recorded as an error; the sentence claims are still checked
             w.usage = w.usage + usage
 
-        self._concurrently(llm, extract)
+        concurrently(llm, extract, self.config.concurrency)
 
-    def _stage_nli(self, batch: list[_Work]) -> None:
+    def _stage_nli(self, batch: list[Work]) -> None:
         c = self.config
 
         cut: dict[tuple[str, ...], list[Passage]] = {}  # answers about the same sources are cut once
 
-        def chunk(w: _Work) -> None:
+        def chunk(w: Work) -> None:
             key = tuple(w.sample.contexts)
             if key not in cut:
                 cut[key] = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
             w.passages = cut[key]
 
-        self._each(batch, chunk)
+        each(batch, chunk)
         # Stopping at the first passage that entails a claim is safe only when no later passage could make it
         # CONTRADICTED: with a contradiction threshold in force, every selected passage is scored.
         # With a verdict head, t_support is on the head's scale, not the entailment's: every selected passage is
@@ -562,7 +347,7 @@ class Evaluator:
         selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=early_exit)
         sources: dict[tuple[str, ...], Sources] = {}
 
-        def check(works: list[_Work]) -> None:
+        def check(works: list[Work]) -> None:
             results = selector.check([([cl.text for cl in w.claims], w.passages) for w in works])
             for w, res in zip(works, results, strict=True):
                 if self.head is not None:
@@ -576,41 +361,34 @@ class Evaluator:
             raise
         except Exception:  # find the answer that broke the batch: each alone, the rest unharmed
             log.warning("the NLI batch failed; scoring its %d answers one by one", len(live), exc_info=True)
-            self._each(live, lambda w: check([w]))
+            each(live, lambda w: check([w]))
 
-    def _stage_route(self, batch: list[_Work]) -> None:
-        def route(w: _Work) -> None:
-            w.decisions = [self._route(cl, r) for cl, r in zip(w.claims, w.nli, strict=True)]
+    def _stage_route(self, batch: list[Work]) -> None:
+        c = self.config
 
-        self._each(batch, route)
+        def route(w: Work) -> None:
+            local_contradiction = self._local_contradiction
+            w.decisions = [
+                route_claim(
+                    cl,
+                    r,
+                    mode=self.mode,
+                    thresholds=self.thresholds,
+                    local_contradiction=local_contradiction,
+                    conflict_check=c.conflict_check,
+                    escalate_conflicts=c.escalate_conflicts,
+                )
+                for cl, r in zip(w.claims, w.nli, strict=True)
+            ]
+
+        each(batch, route)
 
     @property
     def _local_contradiction(self) -> bool:
         """Whether the NLI stage can call CONTRADICTED at all with the thresholds (and model) in force."""
         return self.thresholds.t_contradict is not None and bool(getattr(self.nli, "has_contradiction", True))
 
-    def _route(self, claim: Claim, nli: ClaimNLI) -> _Decision:
-        """Decided locally, or escalated (route "judge"); says whether a contradiction could have been found."""
-        if self.mode == "llm":
-            return _Decision("", "judge", True)
-        if nli.error is not None:
-            if self.mode == "nli":
-                return _Decision("ERROR", "nli", False)  # NLI could not score it and there is no judge
-            return _Decision("", "judge", True)
-        t = self.thresholds
-        local = decide_locally(nli, t.t_support, t.t_contradict, t.t_unsupported)
-        if local is None and self.mode == "nli":
-            local = "UNSUPPORTED"
-        conflict = None
-        if local in ("SUPPORTED", "UNSUPPORTED") and self.config.conflict_check:
-            passages = dict.fromkeys(p.text for p in (nli.entailment_passage, nli.contradiction_passage) if p)
-            conflict = next((x for p in passages if (x := find_conflict(claim.text, p))), None)
-        if local is None or (conflict and self.mode == "cascade" and self.config.escalate_conflicts):
-            return _Decision("", "judge", True, ["conflict"] if conflict else [], conflict or "")
-        checked = local == "CONTRADICTED" or self._local_contradiction
-        return _Decision(local, "nli", checked, ["conflict"] if conflict else [], conflict or "")
-
-    def _judge_hints(self, w: _Work, escalated: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
+    def _judge_hints(self, w: Work, escalated: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
         """Passages to show the judge when the contexts are too long to show whole: those the NLI stage found
         for each claim, then, for claims it could not score, the best BM25 passages."""
         hints = [p for _, r in escalated for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
@@ -621,7 +399,7 @@ class Evaluator:
             hints += [w.passages[i] for cl in unscored for i in bm25.rank(cl.text)[:k]]
         return hints
 
-    def _stage_verify(self, batch: list[_Work]) -> None:
+    def _stage_verify(self, batch: list[Work]) -> None:
         """The one sources-side call of each answer: verdicts on its escalated claims and, with QA on, the sources'
         answers to its verification questions (blind: never the answer's replies); none when there is neither."""
         if self.client is None:
@@ -630,7 +408,7 @@ class Evaluator:
             w for w in batch if w.live and (any(d.route == "judge" for d in w.decisions) or self._qa_expected_for(w))
         ]
 
-        def run(w: _Work) -> None:
+        def run(w: Work) -> None:
             assert self.client is not None
             pairs = [(cl, r) for cl, r, d in zip(w.claims, w.nli, w.decisions, strict=True) if d.route == "judge"]
             escalated = [cl for cl, _ in pairs]
@@ -662,13 +440,13 @@ class Evaluator:
                 if w.qa.error:
                     w.errors.append(f"QA: {w.qa.error}")
 
-        self._concurrently(todo, run)
+        concurrently(todo, run, self.config.concurrency)
 
     @property
     def _qa_expected(self) -> bool:
         return self.client is not None and self.config.qa and self.mode != "nli"
 
-    def _qa_expected_for(self, w: _Work) -> bool:
+    def _qa_expected_for(self, w: Work) -> bool:
         """QA runs on answers (not on claim rows) that have claims, with an LLM and QA on."""
         return self._qa_expected and w.sample.answer is not None and bool(w.claims)
 
@@ -678,70 +456,3 @@ class Evaluator:
         probs = self.scorer.score(both)
         n = len(pairs)
         return [float(min(probs[i][ENTAILMENT], probs[n + i][ENTAILMENT])) for i in range(n)]
-
-    def _answer_report(self, w: _Work, **fields: Any) -> AnswerReport:
-        """A report carrying the sample and what this answer cost; ``fields`` are the verdict, scores, claims ..."""
-        s = w.sample
-        return AnswerReport(
-            id=s.id,
-            mode=self.mode,
-            usage=w.usage,
-            question=s.question,
-            answer=s.answer if s.answer is not None else s.claim,
-            contexts=s.contexts,
-            label=s.label,
-            metadata=s.metadata,
-            row=w.row,
-            **fields,
-        )
-
-    def _failed_report(self, w: _Work) -> AnswerReport:
-        return self._answer_report(
-            w,
-            verdict="ERROR",
-            scores=Scores(n_claims=len(w.claims), n_errors=len(w.claims)),
-            errors=[*w.errors, w.failed or "failed"],
-        )
-
-    def _report(self, w: _Work) -> AnswerReport:
-        if w.failed is not None:
-            return self._failed_report(w)
-        c = self.config
-        verdicts: list[ClaimVerdict] = []
-        for claim, nli, d in zip(w.claims, w.nli, w.decisions, strict=True):
-            judged = w.judged.get(claim.id)
-            if d.route == "judge" and judged is None:
-                judged = JudgedClaim(label="ERROR", error="not judged")
-            flags = [*d.flags, *(judged.flags if judged else [])]
-            weak = nli.passages_scored and nli.support < c.weak_floor
-            if weak and (judged is None or judged.label != "ERROR"):
-                flags.append("weak")
-            if judged is not None:
-                label, reason, quotes, error = judged.label, judged.reason, judged.quotes, judged.error
-            else:
-                label, reason, quotes, error = d.label or "ERROR", d.note, [], nli.error
-            verdicts.append(
-                ClaimVerdict(
-                    claim=claim,
-                    label=label,
-                    route=d.route,
-                    nli=nli,
-                    reason=reason,
-                    quotes=quotes,
-                    flags=flags,
-                    error=error,
-                    contradiction_checked=d.contradiction_checked and label != "ERROR",
-                )
-            )
-        scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=self._qa_expected_for(w))
-        if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
-            raise NLIError("a score is not a finite number")  # never written; _run_batch makes the row ERROR
-        return self._answer_report(
-            w,
-            verdict=decide(scores, c.effective_thresholds),
-            scores=scores,
-            claims=verdicts,
-            qa=w.qa,
-            errors=list(w.errors),
-            versions=self.versions(),
-        )

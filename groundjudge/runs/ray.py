@@ -45,7 +45,8 @@ from groundjudge.io.rows import batches, row_id
 from groundjudge.io.tables import ColumnMap, InvalidRow, is_local, local_path
 from groundjudge.llm import Ledger, RetryPolicy, make_client
 from groundjudge.models import Usage
-from groundjudge.pipeline.evaluator import RUN_STOPS, Evaluator, describe, error_report
+from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.pipeline.work import RUN_STOPS, describe, error_report
 from groundjudge.review.report import RunSummary, Summarizer, dumps, finite_report
 from groundjudge.runs.out import ReportWriter, pending_rows
 

@@ -1,0 +1,106 @@
+"""An :class:`~groundjudge.models.AnswerReport` from a finished :class:`~groundjudge.pipeline.work.Work`.
+
+Holds :func:`answer_report` (the sample's fields and the cost), :func:`failed_report` (an ERROR report) and
+:func:`final_report` (claim verdicts, scores and the verdict).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from groundjudge.config import Config
+from groundjudge.errors import NLIError
+from groundjudge.models import AnswerReport, ClaimVerdict, Scores
+from groundjudge.pipeline.work import Work
+from groundjudge.stages.judge import JudgedClaim
+from groundjudge.stages.score import compute_scores, decide
+
+
+def answer_report(work: Work, mode: str, **fields: Any) -> AnswerReport:
+    """A report carrying the sample and what this answer cost; ``fields`` are the verdict, scores, claims ..."""
+    s = work.sample
+    return AnswerReport(
+        id=s.id,
+        mode=mode,
+        usage=work.usage,
+        question=s.question,
+        answer=s.answer if s.answer is not None else s.claim,
+        contexts=s.contexts,
+        label=s.label,
+        metadata=s.metadata,
+        row=work.row,
+        **fields,
+    )
+
+
+def failed_report(work: Work, mode: str) -> AnswerReport:
+    """The ERROR report of an answer that failed: every claim counts as an error."""
+    return answer_report(
+        work,
+        mode,
+        verdict="ERROR",
+        scores=Scores(n_claims=len(work.claims), n_errors=len(work.claims)),
+        errors=[*work.errors, work.failed or "failed"],
+    )
+
+
+def final_report(
+    work: Work, *, mode: str, config: Config, versions: Callable[[], dict[str, str]], qa_expected: bool
+) -> AnswerReport:
+    """The report of an answer that went through every stage (an ERROR report if it failed on the way).
+
+    Args:
+        work: the finished answer.
+        mode: the evaluation mode, as reported.
+        config: the weights, weak floor and verdict thresholds.
+        versions: gives the versions behind the report (asked only for a report that is not ERROR).
+        qa_expected: whether QA was meant to run on this answer (a QA that did not run then counts as failed).
+
+    Raises:
+        NLIError: a score is not a finite number (the caller makes the row ERROR).
+    """
+    w = work
+    if w.failed is not None:
+        return failed_report(w, mode)
+    c = config
+    verdicts: list[ClaimVerdict] = []
+    for claim, nli, d in zip(w.claims, w.nli, w.decisions, strict=True):
+        judged = w.judged.get(claim.id)
+        if d.route == "judge" and judged is None:
+            judged = JudgedClaim(label="ERROR", error="not judged")
+        flags = [*d.flags, *(judged.flags if judged else [])]
+        weak = nli.passages_scored and nli.support < c.weak_floor
+        if weak and (judged is None or judged.label != "ERROR"):
+            flags.append("weak")
+        if judged is not None:
+            label, reason, quotes, error = judged.label, judged.reason, judged.quotes, judged.error
+        else:
+            label, reason, quotes, error = d.label or "ERROR", d.note, [], nli.error
+        verdicts.append(
+            ClaimVerdict(
+                claim=claim,
+                label=label,
+                route=d.route,
+                nli=nli,
+                reason=reason,
+                quotes=quotes,
+                flags=flags,
+                error=error,
+                contradiction_checked=d.contradiction_checked and label != "ERROR",
+            )
+        )
+    scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=qa_expected)
+    if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
+        raise NLIError("a score is not a finite number")  # never written; the batch driver makes the row ERROR
+    return answer_report(
+        w,
+        mode,
+        verdict=decide(scores, c.effective_thresholds),
+        scores=scores,
+        claims=verdicts,
+        qa=w.qa,
+        errors=list(w.errors),
+        versions=versions(),
+    )

@@ -1,0 +1,112 @@
+"""One answer in flight through the stages, and how a stage runs over a batch of them.
+
+Holds :class:`Work`, the conditions that stop a whole run (:data:`RUN_STOPS`), how an error is recorded
+(:func:`describe`, :func:`error_report`), and :func:`each` / :func:`concurrently`, which run a step on every live
+answer so that a failure in one answer lands in that answer alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from groundjudge.errors import (
+    BatchPendingError,
+    BudgetExceededError,
+    CacheMissError,
+    DeferredCallError,
+    GroundjudgeError,
+)
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, Passage, QAItem, QAResult, Sample, Scores, Usage
+from groundjudge.stages.judge import JudgedClaim
+from groundjudge.stages.route import Decision
+
+log = logging.getLogger(__name__)
+
+# Conditions of the whole run, not of one answer: they end evaluate_many after the finished answers.
+RUN_STOPS = (BudgetExceededError, CacheMissError, BatchPendingError)
+
+
+def error_report(error: Exception | str, row: int | None, rid: str | None = None, mode: str = "") -> AnswerReport:
+    """The report of a row that could not be evaluated at all."""
+    return AnswerReport(
+        id=rid if rid is not None else f"row-{row}",
+        verdict="ERROR",
+        mode=mode,
+        scores=Scores(),
+        errors=[str(error)],
+        row=row,
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """An error as it is recorded in a report: its type and message."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class Work:
+    """One answer in flight: its sample and row, and what each stage found for it."""
+
+    sample: Sample
+    row: int | None
+    claims: list[Claim] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
+    nli: list[ClaimNLI] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    questions: list[QAItem] = field(default_factory=list)  # QA: from the claim-extraction call
+    judged: dict[str, JudgedClaim] = field(default_factory=dict)
+    qa: QAResult | None = None
+    usage: Usage = field(default_factory=Usage)
+    errors: list[str] = field(default_factory=list)
+    stop: GroundjudgeError | None = None
+    failed: str | None = None  # an error that leaves nothing to score: the report is ERROR
+    deferred: list[str] = field(default_factory=list)  # batch mode: cache keys of its calls waiting for the batch
+
+    @property
+    def live(self) -> bool:
+        return self.stop is None and self.failed is None
+
+
+def each(works: list[Work], fn: Callable[[Work], None]) -> None:
+    """Run a local step on each live work item; an exception fails that item alone (its report is ERROR)."""
+    for w in works:
+        if not w.live:
+            continue
+        try:
+            fn(w)
+        except RUN_STOPS as exc:
+            w.stop = exc
+        except Exception as exc:  # a bug or a bad input in one row must not end the run
+            log.debug("row %s failed", w.row, exc_info=True)
+            w.failed = describe(exc)
+
+
+def concurrently(works: list[Work], fn: Callable[[Work], None], concurrency: int) -> None:
+    """Run ``fn`` on each work item, ``concurrency`` at a time; per-item errors land in the item."""
+
+    def guarded(w: Work) -> None:
+        if not w.live:
+            return
+        try:
+            fn(w)
+        except RUN_STOPS as exc:
+            w.stop = exc
+        except DeferredCallError as exc:
+            w.deferred.append(exc.key)  # batch mode: answered by the provider batch, then this stage runs again
+        except Exception as exc:  # recorded in this answer's report, never ends the run
+            if not isinstance(exc, GroundjudgeError):
+                log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=True)
+            w.errors.append(describe(exc))
+            usage = getattr(exc, "usage", None)
+            if usage is not None:
+                w.usage = w.usage + usage
+
+    if len(works) <= 1 or concurrency == 1:
+        for w in works:
+            guarded(w)
+        return
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(guarded, works))

@@ -1,0 +1,90 @@
+"""Routing: whether the NLI stage decides a claim alone (and how) or escalates it to the judge.
+
+Holds :func:`decide_locally` (the local verdict rule, also used by calibration), :class:`Decision` and
+:func:`route_claim`. Knows nothing of the :class:`~groundjudge.pipeline.Evaluator`: the mode and the thresholds
+in force are handed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from groundjudge.checker.signals import find_conflict
+from groundjudge.models import Claim, ClaimNLI, Label, LocalThresholds, Route
+
+
+def decide_locally(
+    nli: ClaimNLI, t_support: float | None, t_contradict: float | None, t_unsupported: float | None = None
+) -> Label | None:
+    """The verdict the NLI stage is confident enough to give alone, else None (escalate).
+
+    SUPPORTED at a support score >= t_support (without a head, also not below the contradiction), CONTRADICTED at
+    contradiction >= t_contradict, and, when t_unsupported is set, UNSUPPORTED at a support score <= t_unsupported.
+    The support score is the verdict head's probability when a head is in force, else the best entailment. A
+    threshold that is None is never reached.
+    """
+    if not nli.passages_scored:
+        return None
+    s = nli.support
+    # the raw rule also asks entailment >= contradiction; a head has read the contradiction already (and its
+    # probability is on another scale)
+    if t_support is not None and s >= t_support and (nli.supported is not None or s >= nli.contradiction):
+        return "SUPPORTED"
+    if t_contradict is not None and nli.contradiction >= t_contradict:
+        return "CONTRADICTED"
+    if t_unsupported is not None and s <= t_unsupported:
+        return "UNSUPPORTED"
+    return None
+
+
+@dataclass
+class Decision:
+    """How the NLI stage routes one claim: decided locally (``label``) or escalated (route "judge")."""
+
+    label: Label | Literal[""]
+    route: Route
+    contradiction_checked: bool
+    flags: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def route_claim(
+    claim: Claim,
+    nli: ClaimNLI,
+    *,
+    mode: str,
+    thresholds: LocalThresholds,
+    local_contradiction: bool,
+    conflict_check: bool,
+    escalate_conflicts: bool,
+) -> Decision:
+    """Decided locally, or escalated (route "judge"); says whether a contradiction could have been found.
+
+    Args:
+        claim: the claim.
+        nli: what the NLI stage found for it.
+        mode: ``nli``, ``cascade`` or ``llm``.
+        thresholds: the local decision thresholds in force.
+        local_contradiction: whether the NLI stage can call CONTRADICTED at all (thresholds and model).
+        conflict_check: flag a locally decided claim whose passage shares its terms but not its numbers or months.
+        escalate_conflicts: in the cascade, send such a claim to the judge instead.
+    """
+    if mode == "llm":
+        return Decision("", "judge", True)
+    if nli.error is not None:
+        if mode == "nli":
+            return Decision("ERROR", "nli", False)  # NLI could not score it and there is no judge
+        return Decision("", "judge", True)
+    t = thresholds
+    local = decide_locally(nli, t.t_support, t.t_contradict, t.t_unsupported)
+    if local is None and mode == "nli":
+        local = "UNSUPPORTED"
+    conflict = None
+    if local in ("SUPPORTED", "UNSUPPORTED") and conflict_check:
+        passages = dict.fromkeys(p.text for p in (nli.entailment_passage, nli.contradiction_passage) if p)
+        conflict = next((x for p in passages if (x := find_conflict(claim.text, p))), None)
+    if local is None or (conflict and mode == "cascade" and escalate_conflicts):
+        return Decision("", "judge", True, ["conflict"] if conflict else [], conflict or "")
+    checked = local == "CONTRADICTED" or local_contradiction
+    return Decision(local, "nli", checked, ["conflict"] if conflict else [], conflict or "")
