@@ -107,6 +107,9 @@ def test_a_config_file_is_overridden_only_by_options_given(tmp_path: Path, monke
         base += ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url]
         replay = runner.invoke(app, [*base, "--out", str(tmp_path / "a.jsonl")])
         assert replay.exit_code == 1 and "cache-only run stopped" in replay.output, replay.output
+        said = " ".join(replay.output.split())  # issue 18: it showed a key hash; now the row, the call, the fix
+        assert "row 1 (id 'a'): no cached reply for the claims call to openai/gpt-4o-mini" in said, said
+        assert "run once with --cache-mode use" in said
         assert server.requests == []  # the file's cache_mode only: nothing spent
         cfg = configs[-1]
         assert (cfg.cache_mode, cfg.qa, cfg.concurrency, cfg.llm) == ("only", False, 2, "openai/gpt-4o-mini")

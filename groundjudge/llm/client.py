@@ -318,7 +318,15 @@ class LLMClient:
         request = self._request(messages, schema)
         key = self._key(request, prompt)
         if self.cache is not None:
-            cached = self.cache.get(key)  # raises CacheMissError in cache-only mode
+            try:
+                cached = self.cache.get(key)  # raises CacheMissError in cache-only mode
+            except errors.CacheMissError as exc:
+                what = f"the {prompt.name} call" if prompt is not None else "a call"
+                raise errors.CacheMissError(
+                    f"no cached reply for {what} to {self.model_id} (cache-only: nothing was sent; the prompt, the "
+                    "model or the input changed since the cache was filled); run once with --cache-mode use "
+                    f"(Python: cache_mode='use') to fill it [key {key[:12]}]"
+                ) from exc
             if cached is not None:
                 try:
                     value = schema.model_validate(cached["output"])

@@ -70,6 +70,15 @@ class Work:
         return self.stop is None and self.failed is None
 
 
+def _with_row(exc: GroundjudgeError, w: Work) -> GroundjudgeError:
+    """A cache-only miss names the row it stopped at (the budget and a pending batch are the run's, not a row's)."""
+    if isinstance(exc, CacheMissError) and not str(exc).startswith("row "):
+        named = CacheMissError(f"row {w.row} (id {w.sample.id!r}): {exc}")
+        named.__cause__ = exc
+        return named
+    return exc
+
+
 def each(works: list[Work], fn: Callable[[Work], None]) -> None:
     """Run a local step on each live work item; an exception fails that item alone (its report is ERROR)."""
     for w in works:
@@ -78,7 +87,7 @@ def each(works: list[Work], fn: Callable[[Work], None]) -> None:
         try:
             fn(w)
         except RUN_STOPS as exc:
-            w.stop = exc
+            w.stop = _with_row(exc, w)
         except Exception as exc:  # a bug or a bad input in one row must not end the run
             log.debug("row %s failed", w.row, exc_info=True)
             w.failed = describe(exc)
@@ -93,7 +102,7 @@ def concurrently(works: list[Work], fn: Callable[[Work], None], concurrency: int
         try:
             fn(w)
         except RUN_STOPS as exc:
-            w.stop = exc
+            w.stop = _with_row(exc, w)
         except DeferredCallError as exc:
             w.deferred.append(exc.key)  # batch mode: answered by the provider batch, then this stage runs again
         except Exception as exc:  # recorded in this answer's report, never ends the run
