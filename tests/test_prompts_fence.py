@@ -46,6 +46,13 @@ def hostile(text: str) -> str:
 _BEGIN = re.compile(r"^(#\w+#) BEGIN ", re.M)
 
 
+def fence_of(text: str) -> str:
+    """The marker of the first BEGIN line of a rendered request: the prompt's own, as data only comes after one."""
+    first = _BEGIN.search(text)
+    assert first, f"no fenced block in {text[-300:]!r}"
+    return first.group(1)
+
+
 def request_text(messages: Sequence[Message | dict[str, str]]) -> str:
     rows = [m if isinstance(m, dict) else {"role": m.role, "content": m.content} for m in messages]
     return "\n".join(f"[[{m['role']}]]\n{m['content']}" for m in rows)
@@ -55,9 +62,7 @@ def read_fenced(text: str) -> tuple[str, dict[str, str], str]:
     """``(fence, blocks by title, skeleton)`` of a rendered request. The fence is the marker of the first BEGIN
     line (data only ever comes after one); a block runs from ``F BEGIN T`` to the first line ``F END T``; the skeleton
     is the text with every block's body replaced by <DATA> and the marker by <FENCE>."""
-    first = _BEGIN.search(text)
-    assert first, f"no fenced block in {text[-300:]!r}"
-    fence = first.group(1)
+    fence = fence_of(text)
     blocks: dict[str, str] = {}
     skeleton, pos = "", 0
     while (begin := text.find(f"{fence} BEGIN ", pos)) >= 0:
@@ -86,9 +91,8 @@ def assert_fenced(
     """The invariant: the fence is in none of ``data`` (every user-supplied string), the blocks are exactly
     ``expected``, and the request differs from the ``benign`` one only inside blocks and in the marker."""
     text = request_text(messages)
-    first = _BEGIN.search(text)
-    assert first, f"no fenced block in {text[-300:]!r}"
-    assert not [d for d in data if first.group(1) in d], f"the fence {first.group(1)!r} occurs in the data"
+    fence = fence_of(text)
+    assert not [d for d in data if fence in d], f"the fence {fence!r} occurs in the data"
     _, blocks, skeleton = read_fenced(text)
     assert blocks == expected
     assert skeleton == read_fenced(request_text(benign))[2]
@@ -222,7 +226,7 @@ def test_rag_guard_keeps_a_hostile_question_sources_and_flagged_claims_inside_th
     data = [question, *contexts, *(t for t, _, _ in HOSTILE_FLAGGED), *(r for _, _, r in HOSTILE_FLAGGED)]
     fence = read_fenced(request_text(first))[0]
     assert first[0] == {"role": "system", "content": load_prompt("grounded_answer").system.replace("{{fence}}", fence)}
-    assert_fenced(first, benign_first, grounded_blocks(question, contexts, None), data)
+    assert_fenced(first, benign_first, grounded_blocks(question, contexts, None), [question, *contexts])
     # the retry repeats the first request (with another marker if the flagged claims hold the first one)
     assert read_fenced(request_text(retry[:2]))[1:] == read_fenced(request_text(first))[1:]
     assert_fenced(retry, benign_retry, grounded_blocks(question, contexts, flagged_lines(HOSTILE_FLAGGED)), data)
