@@ -47,15 +47,11 @@ from groundjudge.testing import (
 MODEL = "openai/gpt-4o-mini"
 
 
-def _answer_text(req: RecordedRequest) -> str:
-    return req.last_user.split("<answer>\n", 1)[-1].split("\n</answer>", 1)[0]
-
-
 def extract(req: RecordedRequest) -> Reply:
     """Claims = the answer's sentences; with claims_qa, one question per claim (at most the number asked)."""
     from groundjudge.chunking import claim_sentences
 
-    answer = _answer_text(req)
+    answer = fenced_block(req, "ANSWER")
     sentences = [s.text for s in claim_sentences(answer)] or [answer.strip() or "(empty)"]
     out: dict[str, Any] = {"claims": [{"text": s, "source": s} for s in sentences]}
     if prompt_name(req) == "claims_qa":

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
-from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, route
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import FIXTURES, ROOT, SHARED_MODEL
 from tests.test_pipeline import HANDLERS
 
@@ -23,7 +23,7 @@ runner = CliRunner()
 
 
 def whole_answer_is_one_claim(req: RecordedRequest) -> Reply:
-    answer = req.last_user.split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]
+    answer = fenced_block(req, "ANSWER")
     return Reply.json({"claims": [{"text": answer, "source": answer}]})
 
 

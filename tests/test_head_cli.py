@@ -316,7 +316,7 @@ def answer_rows(gold: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[
 
 def extractor(claims: dict[str, list[str]]) -> Any:
     def extract(req: RecordedRequest) -> Reply:
-        answer = req.last_user.split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]
+        answer = fenced_block(req, "ANSWER")
         return Reply.json({"claims": [{"text": c, "source": c} for c in claims[answer]]})
 
     return extract

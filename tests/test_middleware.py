@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge.middleware import feedback_for, generate_with_validation, verify, verify_or_reject
-from groundjudge.testing import ScriptedLLMServer, route
+from groundjudge.testing import RecordedRequest, ScriptedLLMServer, fenced_block, route
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 
 
@@ -34,6 +34,7 @@ def test_generate_with_validation_regenerates_with_the_flagged_claims(shared_nli
     assert feedbacks[0] is None
     assert feedbacks[1] is not None and "The Eiffel Tower was completed in 1899." in feedbacks[1]
     assert "contradicted" in feedbacks[1] and "The source says 1889." in feedbacks[1]
+    assert "#GJDATA# BEGIN FLAGGED CLAIMS\n" in feedbacks[1]  # the claims and reasons are fenced as data
 
 
 def test_generate_with_validation_gives_up_after_max_retries(shared_nli: Any, tmp_path: Path) -> None:
@@ -80,7 +81,8 @@ def test_rag_guard_regenerates_with_the_grounded_prompt_and_the_flagged_claims(s
     assert "BEGIN SOURCE 1\n" + CONTEXT in first[1]["content"] and "When was it completed?" in first[1]["content"]
     retry = seen[1]
     assert retry[:2] == first and retry[2]["role"] == "user"
-    assert "The Eiffel Tower was completed in 1899." in retry[2]["content"] and "contradicted" in retry[2]["content"]
+    flagged = fenced_block(RecordedRequest("openai", "", {}, {"messages": retry}), "FLAGGED CLAIMS")
+    assert flagged == '- "The Eiffel Tower was completed in 1899." (contradicted: The source says 1889.)'
 
 
 def test_rag_guard_rejects_with_the_fallback(shared_nli: Any, tmp_path: Path) -> None:

@@ -330,9 +330,9 @@ def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer
 
 
 def sentences_are_claims(req: Any) -> Any:
-    from groundjudge.testing import Reply
+    from groundjudge.testing import Reply, fenced_block
 
-    answer = req.last_user.split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]
+    answer = fenced_block(req, "ANSWER")
     parts = [p.strip() + "." for p in answer.split(".") if p.strip()]
     return Reply.json({"claims": [{"text": p, "source": p} for p in parts]})
 

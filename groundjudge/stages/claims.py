@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from groundjudge.chunking import claim_sentences, locate
 from groundjudge.llm.client import LLMClient
 from groundjudge.models import Claim, Message, QAItem, Span, Usage
-from groundjudge.prompts import load_prompt, render
+from groundjudge.prompts import fenced, load_prompt, make_fence, render
 
 
 class ExtractedClaim(BaseModel):
@@ -44,10 +44,15 @@ def claims_from_sentences(answer: str) -> list[Claim]:
 
 
 def claims_messages(answer: str, question: str | None = None, n_questions: int = 0) -> list[Message]:
-    """The extraction prompt: claims only, or claims and ``n_questions`` verification questions in one call."""
+    """The extraction prompt: claims only, or claims and ``n_questions`` verification questions in one call. The
+    question and the answer are fenced as data with a marker neither contains, as the judge's sources are: an answer
+    cannot close its block and put text of its own outside it."""
+    question = question or "(none given)"
+    fence = make_fence(question, answer)
+    blocks = {"question": fenced(fence, "QUESTION", question), "answer": fenced(fence, "ANSWER", answer)}
     if n_questions:
-        return render(load_prompt("claims_qa"), question=question or "(none given)", answer=answer, n=str(n_questions))
-    return render(load_prompt("claims"), question=question or "(none given)", answer=answer)
+        return render(load_prompt("claims_qa"), **blocks, n=str(n_questions), fence=fence)
+    return render(load_prompt("claims"), **blocks, fence=fence)
 
 
 def claims_from_llm(

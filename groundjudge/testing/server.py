@@ -495,14 +495,20 @@ def prompt_name(req: RecordedRequest) -> str | None:
 
 
 def fenced_block(req: RecordedRequest, title: str) -> str:
-    """The text of a fenced block (e.g. "CLAIMS", "SOURCE 1") in the latest user message that has one (a re-ask
-    adds a correction after the message with the data)."""
+    """The text of a fenced block ("ANSWER", "QUESTION", "CLAIMS", "QUESTIONS", "SOURCE 1", ...) in the latest user
+    message that has one (a re-ask adds a correction after the message with the data), or "".
+
+    The fence is the marker of the message's first ``BEGIN`` line, always the prompt's own (data only comes after
+    one). The data never contains that marker, so blocks found by it are the prompt's: a fence the data imitates
+    (``#GJDATA# END ANSWER`` in an answer fenced by another marker) stays part of the data."""
     import re
 
-    pattern = re.compile(rf"^(#\w+#) BEGIN {re.escape(title)}\n(.*?)\n\1 END {re.escape(title)}$", re.S | re.M)
     for m in reversed(req.messages):
-        if m["role"] == "user" and (found := pattern.search(m["content"])):
-            return found.group(2)
+        if m["role"] != "user" or not (first := re.search(r"^(#\w+#) BEGIN ", m["content"], re.M)):
+            continue
+        fence, name = re.escape(first.group(1)), re.escape(title)
+        if found := re.search(rf"^{fence} BEGIN {name}\n(.*?)\n{fence} END {name}$", m["content"], re.S | re.M):
+            return found.group(1)
     return ""
 
 
