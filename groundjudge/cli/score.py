@@ -18,6 +18,7 @@ from groundjudge.cli.common import (
     EXIT_ROWS_FAILED,
     EXIT_USAGE,
     CacheDir,
+    cost_cell,
     err,
     fail,
     print_summary,
@@ -276,17 +277,17 @@ def score_command(
     console = Console(stderr=True)
     try:
         with progress_bar(console, progress) as bar:
-            task = bar.add_task("scoring", total=total, cost=0.0, cached=0)
+            task = bar.add_task("scoring", total=total, cost=cost_cell(evaluator.usage), cached=0)
             batch_task: list[Any] = []
 
             def on_batch(done: int, requests: int) -> None:
                 if not batch_task:
-                    batch_task.append(bar.add_task("provider batch", total=requests, cost=0.0, cached=0))
-                bar.update(batch_task[0], completed=done, total=requests, cost=evaluator.usage.cost_usd)
+                    batch_task.append(bar.add_task("provider batch", total=requests, cost="", cached=0))
+                bar.update(batch_task[0], completed=done, total=requests, cost=cost_cell(evaluator.usage))
 
             def on_report(_: Any) -> None:
                 usage = evaluator.usage
-                bar.update(task, advance=1, cost=usage.cost_usd, cached=usage.cached_calls)
+                bar.update(task, advance=1, cost=cost_cell(usage), cached=usage.cached_calls)
 
             evaluator.batch_progress = on_batch
             result = score_rows(
@@ -369,7 +370,7 @@ def _score_on_ray(
     code = EXIT_OK
     summary: Any = None
     with progress_bar(console, progress) as bar:
-        task = bar.add_task("scoring on ray", total=None, cost=0.0, cached=0)
+        task = bar.add_task("scoring on ray", total=None, cost="", cached=0)  # the cost is in the summary
         try:
             summary = score_file(
                 input,
