@@ -196,11 +196,51 @@ def _one_claim() -> Any:
 
 
 @pytest.mark.usefixtures("_cli_nli")
+def test_a_budget_on_a_model_without_a_price_is_refused(tmp_path: Path) -> None:
+    with ScriptedLLMServer(_one_claim()) as server:
+        result = _score(server, tmp_path, "--budget", "1")
+        assert result.exit_code == 2, result.output
+        said = _said(result)
+        assert f"no price known for {COMPATIBLE}" in said, said
+        assert "--price IN,OUT" in said and "price=" in said, said  # how, on the command line and in Python
+        assert server.requests == [] and not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.usefixtures("_cli_nli")
+@pytest.mark.parametrize(
+    ("price", "budget", "calls", "spent"),
+    [
+        # a call's worst case (its input and a 4096-token reply at $2/M) is far above $0.0001: none is made
+        ("1,2", "0.0001", 0, "$0.0000 spent of $0.0001"),
+        # output at $1/M: a call holds at most $0.004096 and costs $0.003 (3000 tokens); the second could pass $0.005
+        ("0,1", "0.005", 1, "$0.0030 spent of $0.0050"),
+    ],
+)
+def test_a_price_on_the_command_line_makes_the_budget_bite(
+    tmp_path: Path, price: str, budget: str, calls: int, spent: str
+) -> None:
+    import dataclasses
+
+    one_claim = _one_claim()
+    with ScriptedLLMServer(lambda req: dataclasses.replace(one_claim(req), output_tokens=3000)) as server:
+        result = _score(server, tmp_path, "--price", price, "--budget", budget)
+        assert result.exit_code == 3, result.output
+        said = _said(result)
+        assert f"stopped: budget reached: {spent}" in said, said
+        assert len(server.requests) == calls
+
+
+@pytest.mark.usefixtures("_cli_nli")
 def test_without_a_price_the_cost_is_unknown_never_zero(tmp_path: Path) -> None:
     from groundjudge.models import AnswerReport
     from groundjudge.review.report import dumps
 
     with ScriptedLLMServer(_one_claim()) as server:
+        dry = _score(server, tmp_path, "--dry-run")
+        assert dry.exit_code == 0, dry.output
+        estimate = json.loads(dry.output)
+        assert estimate["llm_calls_upper_bound"] == 4 and estimate["estimated_cost_usd"] is None
+        assert f"no price known for {COMPATIBLE}" in estimate["cost"] and "--price" in estimate["cost"]
         result = _score(server, tmp_path)
         assert result.exit_code == 0, result.output
         assert len(server.requests) == 4
@@ -298,6 +338,45 @@ def test_usage_sums_never_show_a_known_zero_when_a_call_had_no_price(
     data = json.loads(total.model_dump_json())
     assert ("unpriced_calls" in data) == (n_unpriced > 0)
     assert Usage.model_validate_json(total.model_dump_json()) == total
+
+
+def test_a_price_in_the_config_is_checked() -> None:
+    from groundjudge.errors import ConfigError
+
+    given = {"input_per_mtok": 0.5, "output_per_mtok": 1.5}
+    assert Config.make(price=given).price == given and Config().price is None
+    for bad in (
+        {"input_per_mtok": -1.0, "output_per_mtok": 1.0},
+        {"input_per_mtok": 1.0},
+        {"input_per_mtok": 1.0, "output_per_mtok": 1.0, "cached_per_mtok": 0.1},
+        {"input_per_mtok": float("inf"), "output_per_mtok": 1.0},
+    ):
+        with pytest.raises(ConfigError, match="price"):
+            Config.make(price=bad)
+
+
+@pytest.mark.usefixtures("_cli_nli")
+@pytest.mark.parametrize("price", ["1", "a,b", "1,2,3", "-1,2"])
+def test_a_bad_price_on_the_command_line_is_a_usage_error(tmp_path: Path, price: str) -> None:
+    with ScriptedLLMServer(_one_claim()) as server:
+        result = _score(server, tmp_path, "--price", price)
+        assert result.exit_code == 2 and "price" in result.output, result.output
+        assert server.requests == []
+
+
+def test_the_ray_engine_actors_use_the_price(shared_nli: Any, tmp_path: Path) -> None:
+    # the actor's own client (no Ray started here: the callable class is built in this process)
+    from groundjudge.errors import ConfigError
+    from groundjudge.llm import Price
+    from tests.conftest import SHARED_MODEL
+
+    ray_engine = pytest.importorskip("groundjudge.runs.ray")
+    base = {"llm": f"{COMPATIBLE}@http://127.0.0.1:9/v1", "budget_usd": 1.0, "cache_dir": str(tmp_path / "c")}
+    base["nli_model"] = str(SHARED_MODEL)
+    with pytest.raises(ConfigError, match="no price known"):
+        ray_engine._Scorer(Config(**base), None, None, 8)
+    scorer = ray_engine._Scorer(Config(**base, price={"input_per_mtok": 1, "output_per_mtok": 2}), None, None, 8)
+    assert scorer.evaluator.client.price == Price(1.0, 2.0)
 
 
 def test_an_unknown_cost_is_said_wherever_a_cost_is() -> None:

@@ -336,8 +336,8 @@ def test_cached_calls_cost_nothing_against_the_budget(server: ScriptedLLMServer,
 def test_usd_budget_needs_a_known_price(server: ScriptedLLMServer) -> None:
     with pytest.raises(errors.ConfigError, match="no price known for openai/unpriced-model-x") as info:
         make_test_client(server, model="openai/unpriced-model-x", ledger=Ledger(budget_usd=1))
-    said = str(info.value)  # how to give one
-    assert "price={'input_per_mtok'" in said and "register_price" in said
+    said = str(info.value)  # how to give one, on the command line and in Python
+    assert "--price IN,OUT" in said and "price={'input_per_mtok'" in said and "register_price" in said
     # a call cap needs no price
     make_test_client(server, model="openai/unpriced-model-x", ledger=Ledger(max_calls=1))
 

@@ -35,6 +35,7 @@ _CONFIG_OPTIONS = {
     "cache_dir": "cache_dir",
     "cache_mode": "cache_mode",
     "budget": "budget_usd",
+    "price": "price",
     "max_calls": "max_calls",
     "concurrency": "concurrency",
     "preset": "preset",
@@ -95,7 +96,20 @@ def score_command(
     qa: Annotated[bool, typer.Option("--qa/--no-qa", help="QA-consistency check (with an LLM).")] = True,
     cache_dir: CacheDir = None,
     cache_mode: Annotated[str, typer.Option(help="use, off, only (replay; a miss is an error) or refresh.")] = "use",
-    budget: Annotated[Optional[float], typer.Option(help="Stop before spending more than this many USD.")] = None,  # noqa: UP045
+    budget: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            help="Stop before spending more than this many USD (the model needs a price: the table's or --price)."
+        ),
+    ] = None,
+    price: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            metavar="IN,OUT",
+            help="The LLM's price in USD per million input and output tokens (e.g. 0.5,1.5), instead of the price "
+            "table's; a model without one (any openai-compatible/...) has an unknown cost and takes no --budget.",
+        ),
+    ] = None,
     max_calls: Annotated[Optional[int], typer.Option(help="Stop before more than this many LLM calls.")] = None,  # noqa: UP045
     concurrency: Annotated[int, typer.Option(help="LLM calls in flight at once.")] = 4,
     batch_size: Annotated[
@@ -197,6 +211,7 @@ def score_command(
         raise fail(f"{out} exists: pass --resume to continue it or --overwrite to replace it")
     if retry_errors and not resume:
         raise fail("--retry-errors goes with --resume")
+    per_mtok = _parse_price(price) if price is not None else None
     values = {
         "mode": mode,
         "llm": llm,
@@ -206,6 +221,7 @@ def score_command(
         "cache_dir": str(cache_dir) if cache_dir else None,
         "cache_mode": cache_mode,
         "budget": budget,
+        "price": per_mtok,
         "max_calls": max_calls,
         "concurrency": concurrency,
         "preset": preset,
@@ -307,6 +323,19 @@ def score_command(
     if code == EXIT_OK and result.summary.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
+
+
+def _parse_price(text: str) -> dict[str, float]:
+    """``--price IN,OUT`` as ``Config.price``; the values are checked (>= 0) by the config."""
+    parts = text.split(",")
+    try:
+        if len(parts) != 2:
+            raise ValueError(text)
+        return {"input_per_mtok": float(parts[0]), "output_per_mtok": float(parts[1])}
+    except ValueError:
+        raise fail(
+            f"--price {text!r}: two numbers IN,OUT, USD per million input and output tokens (e.g. --price 0.5,1.5)"
+        ) from None
 
 
 def _stop_code(stopped: GroundjudgeError | None, out: Path, written: int) -> int:

@@ -48,7 +48,7 @@ def make_client(
     """An :class:`LLMClient` for a model string such as ``openai/gpt-4o-mini``.
 
     ``price``: what this model costs, winning over the price table: a :class:`Price` or
-    ``{"input_per_mtok": usd, "output_per_mtok": usd}``.
+    ``{"input_per_mtok": usd, "output_per_mtok": usd}`` (as ``Config.price`` holds it).
     """
     provider = get_provider(model, base_url=base_url, timeout=timeout)
     if price is not None and not isinstance(price, Price):

@@ -467,9 +467,10 @@ def unpriced_budget_message(model_id: str) -> str:
     """Why a USD budget on a model without a price is refused, and how to give the price."""
     return (
         f"no price known for {model_id}, so a USD budget cannot be enforced: give its price in USD per million "
-        "input and output tokens, price={'input_per_mtok': 0.5, 'output_per_mtok': 1.5} to make_client(), or "
-        f"register it with groundjudge.llm.register_price({model_id!r}, 0.5, 1.5) or a $GROUNDJUDGE_PRICES "
-        "JSON file; or cap the calls (max_calls) instead"
+        "input and output tokens, with --price IN,OUT on the command line (--price 0.5,1.5) or, in Python, "
+        "price={'input_per_mtok': 0.5, 'output_per_mtok': 1.5} in the Config (or Evaluator(..., price=...)); "
+        f"or register it once with groundjudge.llm.register_price({model_id!r}, 0.5, 1.5) or a "
+        "$GROUNDJUDGE_PRICES JSON file; or cap the calls with --max-calls instead"
     )
 
 

@@ -178,6 +178,7 @@ class Evaluator:
                 ledger=Ledger(budget_usd=c.budget_usd, max_calls=c.max_calls),
                 retry=RetryPolicy(max_attempts=c.max_attempts),
                 max_reasks=c.max_reasks,
+                price=c.price,
             )
         self.client = client
         self.mode = c.mode or ("cascade" if client is not None else "nli")
@@ -343,7 +344,8 @@ class Evaluator:
             yield from self._run_batch(batch, order)
 
     def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
-        """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost.
+        """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost (None,
+        and a ``cost`` note, when the model has no price: unknown, not 0).
 
         Exact for claim extraction and for judging single-claim rows; for answer rows the sources-side call is counted
         as if every answer escalated (an upper bound: the cascade decides some claims locally). At most two calls per
@@ -391,6 +393,12 @@ class Evaluator:
                     out["llm_calls_upper_bound"] += 1
                     out["estimated_cost_usd"] += client.estimate_cost(messages, batch=self.config.batch_api)
         out["estimated_cost_usd"] = round(float(out["estimated_cost_usd"]), 6)
+        if client is not None and client.price is None and out["llm_calls_upper_bound"]:  # unknown, not 0
+            out["estimated_cost_usd"] = None
+            out["cost"] = (
+                f"unknown: no price known for {client.model_id}; give one with --price IN,OUT (USD per million "
+                "input and output tokens) or price={'input_per_mtok': ..., 'output_per_mtok': ...} in Python"
+            )
         if self.config.batch_api:
             out["priced_as"] = "provider batch API"
         return out
