@@ -15,6 +15,8 @@ from groundjudge.models import LocalThresholds
 
 Mode = Literal["nli", "cascade", "llm"]
 Probability = Annotated[float, Field(gt=0, le=1)]
+PriceKey = Literal["input_per_mtok", "output_per_mtok"]
+UsdPerMTok = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class Thresholds(BaseModel):
@@ -108,6 +110,11 @@ class Config(BaseModel):
     concurrency: int = Field(4, ge=1)
     budget_usd: float | None = Field(None, ge=0)
     max_calls: int | None = Field(None, ge=0)
+    price: dict[PriceKey, UsdPerMTok] | None = Field(
+        None,
+        description="the LLM's price in USD per million tokens, {input_per_mtok, output_per_mtok}, winning over the "
+        "price table; needed for a USD budget on a model the table does not know (every openai-compatible one)",
+    )
 
     # provider batch APIs (offline runs at half price; see groundjudge.llm.batch)
     batch_api: bool = Field(False, description="send each stage's LLM calls through the provider's batch API")
@@ -135,6 +142,8 @@ class Config(BaseModel):
             from groundjudge.checker.head import VerdictHead
 
             VerdictHead(**self.head)  # a malformed head is a config error now, not a crash mid-run
+        if self.price is not None and len(self.price) != 2:
+            raise ValueError("price takes both input_per_mtok and output_per_mtok (USD per million tokens)")
         if self.batch_api and self.cache_mode != "use":
             raise ValueError("batch_api answers calls into the cache and reads them back: it needs cache_mode 'use'")
         return self

@@ -27,6 +27,10 @@ class Usage(BaseModel):
     ``input_tokens`` is every input token billed, whatever its rate; ``cached_input_tokens`` of them were read
     from the provider's prompt cache (billed at the cached rate) and ``cache_write_tokens`` were written to it
     (Anthropic cache creation, billed at the cache-write rate).
+
+    ``unpriced_calls`` of the billed calls went to a model with no known price: ``cost_usd`` holds nothing of
+    theirs, so the cost is unknown, not what ``cost_usd`` says (:meth:`cost_text`). Left out of JSON when 0, so
+    that a priced run's reports are what they were before the field existed.
     """
 
     calls: int = 0
@@ -36,12 +40,30 @@ class Usage(BaseModel):
     cost_usd: float = 0.0
     cached_input_tokens: int = 0
     cache_write_tokens: int = 0
+    unpriced_calls: int = Field(
+        0, exclude_if=lambda v: v == 0, description="billed calls to a model with no known price (not in cost_usd)"
+    )
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(**{f: getattr(self, f) + getattr(other, f) for f in Usage.model_fields})
 
     def __sub__(self, other: Usage) -> Usage:
         return Usage(**{f: getattr(self, f) - getattr(other, f) for f in Usage.model_fields})
+
+    def known_cost(self) -> float | None:
+        """``cost_usd`` when every billed call had a price, else None (unknown, never a known 0): for tables."""
+        return None if self.unpriced_calls else self.cost_usd
+
+    def cost_text(self) -> str:
+        """The cost as said to a person: "$0.0123", or, when a billed call had no price, "unknown (3 calls to a
+        model without a price)" or "$0.0123 + unknown for 3 calls"; never a bare dollar figure then."""
+        n = self.unpriced_calls
+        if not n:
+            return f"${self.cost_usd:.4f}"
+        calls = f"{n} call{'s' * (n != 1)}"
+        if self.calls > n:  # some billed calls were priced: their part is known
+            return f"${self.cost_usd:.4f} + unknown for {calls}"
+        return f"unknown ({calls} to a model without a price)"
 
 
 class PromptRef(BaseModel):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from groundjudge.cache import Cache
 from groundjudge.config import Config
@@ -106,8 +111,6 @@ def test_batch_mode_needs_a_writable_cache() -> None:
 def test_score_batch_api_from_the_command_line(
     shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import json
-
     from typer.testing import CliRunner
 
     from groundjudge.cli import app
@@ -143,3 +146,265 @@ def _poll_now(tmp_path: Path) -> Path:
     config = tmp_path / "config.json"
     config.write_text('{"batch_poll_seconds": 0}')
     return config
+
+
+# -- Honest again: a model without a price costs "unknown", never $0, and a USD budget on it needs a price ----------
+
+COMPATIBLE = "openai-compatible/some-model"
+# what a report's usage held before unpriced_calls existed: a priced run's reports keep exactly these keys
+OLD_USAGE_KEYS = {
+    "calls",
+    "cached_calls",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "cached_input_tokens",
+    "cache_write_tokens",
+}
+
+
+def _score(server: ScriptedLLMServer, tmp_path: Path, *extra: str, llm: str = COMPATIBLE, out: str = "out") -> Any:
+    """``groundjudge score`` of two one-claim answers (llm mode, no QA: two calls an answer, one at a time)."""
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+
+    data = tmp_path / "in.jsonl"
+    rows = [{"id": f"r{i}", "contexts": [f"The shop opens at {i} am."], "answer": f"It opens at {i} am."} for i in "12"]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["score", str(data), "--out", str(tmp_path / f"{out}.jsonl"), "--cache-dir", str(tmp_path / "c")]
+    args += ["--no-progress", "--llm", llm, "--base-url", server.openai_base_url, "--no-qa", "--mode", "llm"]
+    args += ["--batch-size", "1", "--concurrency", "1", *extra]
+    return CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+
+
+@pytest.fixture
+def _cli_nli(monkeypatch: pytest.MonkeyPatch, shared_nli: Any) -> None:
+    from tests.conftest import SHARED_MODEL
+
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+
+
+def _said(result: Any) -> str:
+    return " ".join(result.output.split())
+
+
+def _one_claim() -> Any:
+    from tests.test_cli import ONE_CLAIM
+
+    return ONE_CLAIM
+
+
+@pytest.mark.usefixtures("_cli_nli")
+def test_a_budget_on_a_model_without_a_price_is_refused(tmp_path: Path) -> None:
+    with ScriptedLLMServer(_one_claim()) as server:
+        result = _score(server, tmp_path, "--budget", "1")
+        assert result.exit_code == 2, result.output
+        said = _said(result)
+        assert f"no price known for {COMPATIBLE}" in said, said
+        assert "--price IN,OUT" in said and "price=" in said, said  # how, on the command line and in Python
+        assert server.requests == [] and not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.usefixtures("_cli_nli")
+@pytest.mark.parametrize(
+    ("price", "budget", "calls", "spent"),
+    [
+        # a call's worst case (its input and a 4096-token reply at $2/M) is far above $0.0001: none is made
+        ("1,2", "0.0001", 0, "$0.0000 spent of $0.0001"),
+        # output at $1/M: a call holds at most $0.004096 and costs $0.003 (3000 tokens); the second could pass $0.005
+        ("0,1", "0.005", 1, "$0.0030 spent of $0.0050"),
+    ],
+)
+def test_a_price_on_the_command_line_makes_the_budget_bite(
+    tmp_path: Path, price: str, budget: str, calls: int, spent: str
+) -> None:
+    import dataclasses
+
+    one_claim = _one_claim()
+    with ScriptedLLMServer(lambda req: dataclasses.replace(one_claim(req), output_tokens=3000)) as server:
+        result = _score(server, tmp_path, "--price", price, "--budget", budget)
+        assert result.exit_code == 3, result.output
+        said = _said(result)
+        assert f"stopped: budget reached: {spent}" in said, said
+        assert len(server.requests) == calls
+
+
+@pytest.mark.usefixtures("_cli_nli")
+def test_without_a_price_the_cost_is_unknown_never_zero(tmp_path: Path) -> None:
+    from groundjudge.models import AnswerReport
+    from groundjudge.review.report import dumps
+
+    with ScriptedLLMServer(_one_claim()) as server:
+        dry = _score(server, tmp_path, "--dry-run")
+        assert dry.exit_code == 0, dry.output
+        estimate = json.loads(dry.output)
+        assert estimate["llm_calls_upper_bound"] == 4 and estimate["estimated_cost_usd"] is None
+        assert f"no price known for {COMPATIBLE}" in estimate["cost"] and "--price" in estimate["cost"]
+        result = _score(server, tmp_path)
+        assert result.exit_code == 0, result.output
+        assert len(server.requests) == 4
+    said = _said(result)
+    assert "unknown (4 calls to a model without a price)" in said, said
+    assert "$0.0000" not in said, said
+    lines = (tmp_path / "out.jsonl").read_text().splitlines(keepends=True)
+    for line in lines:
+        usage = json.loads(line)["usage"]
+        assert usage["calls"] == usage["unpriced_calls"] == 2 and usage["cost_usd"] == 0
+        assert dumps(AnswerReport.model_validate_json(line)) + "\n" == line  # read back as written
+
+
+@pytest.mark.usefixtures("_cli_nli")
+def test_a_priced_report_is_byte_identical_to_before(tmp_path: Path) -> None:
+    from groundjudge.models import AnswerReport
+    from groundjudge.review.report import dumps
+
+    with ScriptedLLMServer(_one_claim()) as server:
+        result = _score(server, tmp_path, llm="openai/gpt-4o-mini")
+        assert result.exit_code == 0, result.output
+    assert "unknown" not in _said(result)
+    lines = (tmp_path / "out.jsonl").read_text().splitlines(keepends=True)
+    assert len(lines) == 2
+    for line in lines:
+        assert "unpriced_calls" not in line
+        assert set(json.loads(line)["usage"]) == OLD_USAGE_KEYS and json.loads(line)["usage"]["cost_usd"] > 0
+        assert dumps(AnswerReport.model_validate_json(line)) + "\n" == line
+
+
+@cache
+def _clients() -> tuple[Any, Any]:
+    """Two clients of one model: without a price, and with one given to the client."""
+    from groundjudge.llm import LLMClient, Price, get_provider
+
+    provider = get_provider(f"{COMPATIBLE}@http://127.0.0.1:9/v1")  # never called: usage_of reads a response
+    return LLMClient(provider, price=Price(0.15, 0.60)), LLMClient(provider)
+
+
+CALLS = st.lists(
+    st.tuples(
+        st.sampled_from(["priced", "unpriced", "cached"]),
+        st.integers(0, 200_000),
+        st.integers(0, 8_000),
+        st.integers(0, 200_000),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(calls=CALLS, per_report=st.integers(1, 4))
+def test_usage_sums_never_show_a_known_zero_when_a_call_had_no_price(
+    calls: list[tuple[str, int, int, int]], per_report: int
+) -> None:
+    from groundjudge.llm import Ledger, LLMResponse
+    from groundjudge.models import AnswerReport, Scores, Usage
+    from groundjudge.review.report import summarize, summary_rows
+
+    priced, unpriced = _clients()
+    ledger = Ledger()
+    usages: list[Usage] = []
+    for kind, tokens_in, tokens_out, cached in calls:
+        if kind == "cached":
+            usage = Usage(cached_calls=1)
+            ledger.record(usage)
+        else:
+            response = LLMResponse("{}", tokens_in, tokens_out, cached_input_tokens=min(cached, tokens_in))
+            usage = (priced if kind == "priced" else unpriced).usage_of(response)
+            ledger.reserve(0.0)
+            ledger.settle(0.0, usage)
+        usages.append(usage)
+    total, n_unpriced = ledger.total, sum(kind == "unpriced" for kind, *_ in calls)
+    assert total.unpriced_calls == n_unpriced and (total.unpriced_calls > 0) == (n_unpriced > 0)
+    assert total.calls == sum(kind != "cached" for kind, *_ in calls)
+    text = total.cost_text()
+    if n_unpriced:
+        assert "unknown" in text and f"{n_unpriced} call" in text and not re.fullmatch(r"\$[0-9.]+", text)
+        assert text.startswith("$") == (total.calls > n_unpriced)  # the known part of a mixed run is said
+    else:
+        assert text == f"${total.cost_usd:.4f}"
+    # the run summary sums the reports' usage the same way, and says the same
+    reports = [
+        AnswerReport(
+            id=f"a{i}", verdict="PASS", mode="llm", scores=Scores(), usage=sum(usages[i : i + per_report], Usage())
+        )
+        for i in range(0, len(usages), per_report)
+    ]
+    summary = summarize(reports)
+    assert summary.usage.unpriced_calls == n_unpriced and summary.usage.calls == total.calls
+    cost_row = dict(summary_rows(summary))["cost"]
+    assert ("unknown" in cost_row) == (n_unpriced > 0)
+    assert not n_unpriced or f"{n_unpriced} call" in cost_row
+    # the count travels in JSON only when there is something to say
+    data = json.loads(total.model_dump_json())
+    assert ("unpriced_calls" in data) == (n_unpriced > 0)
+    assert Usage.model_validate_json(total.model_dump_json()) == total
+
+
+def test_a_price_in_the_config_is_checked() -> None:
+    from groundjudge.errors import ConfigError
+
+    given = {"input_per_mtok": 0.5, "output_per_mtok": 1.5}
+    assert Config.make(price=given).price == given and Config().price is None
+    for bad in (
+        {"input_per_mtok": -1.0, "output_per_mtok": 1.0},
+        {"input_per_mtok": 1.0},
+        {"input_per_mtok": 1.0, "output_per_mtok": 1.0, "cached_per_mtok": 0.1},
+        {"input_per_mtok": float("inf"), "output_per_mtok": 1.0},
+    ):
+        with pytest.raises(ConfigError, match="price"):
+            Config.make(price=bad)
+
+
+@pytest.mark.usefixtures("_cli_nli")
+@pytest.mark.parametrize("price", ["1", "a,b", "1,2,3", "-1,2"])
+def test_a_bad_price_on_the_command_line_is_a_usage_error(tmp_path: Path, price: str) -> None:
+    with ScriptedLLMServer(_one_claim()) as server:
+        result = _score(server, tmp_path, "--price", price)
+        assert result.exit_code == 2 and "price" in result.output, result.output
+        assert server.requests == []
+
+
+def test_the_ray_engine_actors_use_the_price(shared_nli: Any, tmp_path: Path) -> None:
+    # the actor's own client (no Ray started here: the callable class is built in this process)
+    from groundjudge.errors import ConfigError
+    from groundjudge.llm import Price
+    from tests.conftest import SHARED_MODEL
+
+    ray_engine = pytest.importorskip("groundjudge.runs.ray")
+    base = {"llm": f"{COMPATIBLE}@http://127.0.0.1:9/v1", "budget_usd": 1.0, "cache_dir": str(tmp_path / "c")}
+    base["nli_model"] = str(SHARED_MODEL)
+    with pytest.raises(ConfigError, match="no price known"):
+        ray_engine._Scorer(Config(**base), None, None, 8)
+    scorer = ray_engine._Scorer(Config(**base, price={"input_per_mtok": 1, "output_per_mtok": 2}), None, None, 8)
+    assert scorer.evaluator.client.price == Price(1.0, 2.0)
+
+
+def test_an_unknown_cost_is_said_wherever_a_cost_is() -> None:
+    import math
+
+    from groundjudge.cli.common import cost_cell
+    from groundjudge.models import Usage
+    from groundjudge.review.metrics import label_metrics
+    from groundjudge.review.report import Run, to_dataframe
+    from tests.test_workflows import _report
+
+    priced, unpriced = Usage(calls=2, cost_usd=0.01), Usage(calls=3, unpriced_calls=3)
+    mixed = priced + unpriced
+    assert [u.cost_text() for u in (priced, unpriced, mixed)] == [
+        "$0.0100",
+        "unknown (3 calls to a model without a price)",
+        "$0.0100 + unknown for 3 calls",
+    ]
+    assert [cost_cell(u) for u in (priced, unpriced, mixed)] == ["$0.0100", "$?", "$0.0100+?"]  # the progress bar
+    assert [u.known_cost() for u in (priced, unpriced, mixed)] == [0.01, None, None]
+    reports = [
+        _report("p", "consistent").model_copy(update={"usage": priced}),
+        _report("u", "hallucinated").model_copy(update={"usage": unpriced}),
+    ]
+    frame = to_dataframe(reports)
+    assert frame.loc["p", "cost_usd"] == 0.01 and math.isnan(frame.loc["u", "cost_usd"])
+    assert "5 billed (cost $0.0100 + unknown for 3 calls)" in Run(reports, mixed, 0, 0).cache_note
+    assert "3 billed (cost unknown (3 calls" in Run(reports[1:], unpriced, 0, 0).cache_note
+    m = label_metrics(reports)  # what 'groundjudge review' says
+    assert m["cost_usd"] is None and m["cost"] == "$0.0100 + unknown for 3 calls"
+    assert label_metrics(reports[:1])["cost_usd"] == 0.01

@@ -152,7 +152,9 @@ def test_fault_matrix(server: ScriptedLLMServer, cache: Cache, fault: str, provi
     assert client.ledger.total.calls == want.billed and client.ledger.total.cost_usd == pytest.approx(usage.cost_usd)
     if want.billed:
         assert usage.input_tokens > 0 and usage.output_tokens > 0
-        assert (usage.cost_usd > 0) == (provider != "openai-compatible")  # self-hosted: free per token
+        unpriced = provider == "openai-compatible"  # no price is known: the cost is unknown, not $0
+        assert (usage.cost_usd > 0) != unpriced and usage.unpriced_calls == (want.billed if unpriced else 0)
+    assert client.ledger.total.unpriced_calls == usage.unpriced_calls
     if want.sleeps is not None:
         assert len(sleeps) == want.sleeps
     assert all(s <= POLICY.max_total_seconds for s in sleeps)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from groundjudge import errors
 from groundjudge.cache import Cache
-from groundjudge.llm import Ledger, RetryPolicy, register_price
+from groundjudge.llm import Ledger, Price, RetryPolicy, make_client, register_price
 from groundjudge.models import Message, PromptRef
 from groundjudge.testing import Reply, ScriptedLLMServer
 from tests.conftest import FAST_RETRY, make_test_client
@@ -334,8 +334,26 @@ def test_cached_calls_cost_nothing_against_the_budget(server: ScriptedLLMServer,
 
 
 def test_usd_budget_needs_a_known_price(server: ScriptedLLMServer) -> None:
-    with pytest.raises(errors.ConfigError, match="no price known"):
+    with pytest.raises(errors.ConfigError, match="no price known for openai/unpriced-model-x") as info:
         make_test_client(server, model="openai/unpriced-model-x", ledger=Ledger(budget_usd=1))
+    said = str(info.value)  # how to give one, on the command line and in Python
+    assert "--price IN,OUT" in said and "price={'input_per_mtok'" in said and "register_price" in said
+    # a call cap needs no price
+    make_test_client(server, model="openai/unpriced-model-x", ledger=Ledger(max_calls=1))
+
+
+def test_a_price_given_to_the_client_wins_over_the_table(server: ScriptedLLMServer) -> None:
+    server.script = lambda req: Reply.json(GOOD, input_tokens=1_000_000, output_tokens=1_000_000)
+    client = make_client(
+        "openai/gpt-4o-mini", base_url=server.openai_base_url, price={"input_per_mtok": 1.0, "output_per_mtok": 2.0}
+    )
+    assert client.price == Price(1.0, 2.0)
+    assert client.complete_json(ASK, Verdict)[1].cost_usd == pytest.approx(3.0)  # not gpt-4o-mini's $0.75
+    # and makes a budget on a model the table does not know possible
+    compatible = f"openai-compatible/paid-model@{server.openai_base_url}"
+    budgeted = make_client(compatible, price=Price(1.0, 2.0), ledger=Ledger(budget_usd=10))
+    _, usage = budgeted.complete_json(ASK, Verdict, prompt=PROMPT)
+    assert (usage.cost_usd, usage.unpriced_calls) == (pytest.approx(3.0), 0)
 
 
 def test_price_file_from_environment(
@@ -365,7 +383,9 @@ def test_openai_compatible_falls_back_to_json_object(server: ScriptedLLMServer) 
     assert formats == ["json_schema", "json_object", "json_object"]  # remembered after the first refusal
     assert server.requests[0].model == "qwen2.5:7b"
     assert "max_tokens" in server.requests[0].body and "JSON Schema" in server.requests[1].messages[0]["content"]
-    assert client.price is not None and client.price.cost(10**6, 10**6) == 0.0
+    # no price is known for any openai-compatible model: its cost is unknown, counted, never a known $0
+    assert client.price is None
+    assert client.ledger.total.unpriced_calls == client.ledger.total.calls == 2  # the refused request is not billed
 
 
 # -- the caller's semantic check ------------------------------------------------------------------------------

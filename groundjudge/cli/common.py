@@ -47,12 +47,20 @@ def progress_bar(console: Console, enabled: bool) -> Iterator[Any]:
         BarColumn(),
         MofNCompleteColumn(),
         Rate(),
-        TextColumn("[cyan]${task.fields[cost]:.4f}"),
+        TextColumn("[cyan]{task.fields[cost]}"),  # cost_cell(usage)
         TextColumn("cache hits {task.fields[cached]}"),
         TimeElapsedColumn(),
     ]
     with Progress(*columns, console=console, disable=not enabled, transient=False) as bar:
         yield bar
+
+
+def cost_cell(usage: Any) -> str:
+    """The progress bar's cost of a :class:`~groundjudge.models.Usage`: "$0.0123", and "?" for what calls to a model
+    without a price cost ("$?" when no call had one, "$0.0123+?" when some did): unknown, never a known $0."""
+    if not usage.unpriced_calls:
+        return f"${usage.cost_usd:.4f}"
+    return f"${usage.cost_usd:.4f}+?" if usage.calls > usage.unpriced_calls else "$?"
 
 
 def print_summary(console: Console, summary: Any) -> None:

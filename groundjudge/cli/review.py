@@ -60,7 +60,7 @@ def metrics_command(
         _print_block(console, f"decided by {route}", block)
     esc = m["escalation_rate"]
     console.print(
-        f"escalation rate {'-' if esc is None else f'{100 * esc:.1f}%'}, calls {m['calls']}, cost ${m['cost_usd']:.4f}"
+        f"escalation rate {'-' if esc is None else f'{100 * esc:.1f}%'}, calls {m['calls']}, cost {m['cost']}"
     )
     summary = {
         "level": m["level"],

@@ -18,6 +18,7 @@ from groundjudge.cli.common import (
     EXIT_ROWS_FAILED,
     EXIT_USAGE,
     CacheDir,
+    cost_cell,
     err,
     fail,
     print_summary,
@@ -34,6 +35,7 @@ _CONFIG_OPTIONS = {
     "cache_dir": "cache_dir",
     "cache_mode": "cache_mode",
     "budget": "budget_usd",
+    "price": "price",
     "max_calls": "max_calls",
     "concurrency": "concurrency",
     "preset": "preset",
@@ -94,7 +96,20 @@ def score_command(
     qa: Annotated[bool, typer.Option("--qa/--no-qa", help="QA-consistency check (with an LLM).")] = True,
     cache_dir: CacheDir = None,
     cache_mode: Annotated[str, typer.Option(help="use, off, only (replay; a miss is an error) or refresh.")] = "use",
-    budget: Annotated[Optional[float], typer.Option(help="Stop before spending more than this many USD.")] = None,  # noqa: UP045
+    budget: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            help="Stop before spending more than this many USD (the model needs a price: the table's or --price)."
+        ),
+    ] = None,
+    price: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            metavar="IN,OUT",
+            help="The LLM's price in USD per million input and output tokens (e.g. 0.5,1.5), instead of the price "
+            "table's; a model without one (any openai-compatible/...) has an unknown cost and takes no --budget.",
+        ),
+    ] = None,
     max_calls: Annotated[Optional[int], typer.Option(help="Stop before more than this many LLM calls.")] = None,  # noqa: UP045
     concurrency: Annotated[int, typer.Option(help="LLM calls in flight at once.")] = 4,
     batch_size: Annotated[
@@ -196,6 +211,7 @@ def score_command(
         raise fail(f"{out} exists: pass --resume to continue it or --overwrite to replace it")
     if retry_errors and not resume:
         raise fail("--retry-errors goes with --resume")
+    per_mtok = _parse_price(price) if price is not None else None
     values = {
         "mode": mode,
         "llm": llm,
@@ -205,6 +221,7 @@ def score_command(
         "cache_dir": str(cache_dir) if cache_dir else None,
         "cache_mode": cache_mode,
         "budget": budget,
+        "price": per_mtok,
         "max_calls": max_calls,
         "concurrency": concurrency,
         "preset": preset,
@@ -276,17 +293,17 @@ def score_command(
     console = Console(stderr=True)
     try:
         with progress_bar(console, progress) as bar:
-            task = bar.add_task("scoring", total=total, cost=0.0, cached=0)
+            task = bar.add_task("scoring", total=total, cost=cost_cell(evaluator.usage), cached=0)
             batch_task: list[Any] = []
 
             def on_batch(done: int, requests: int) -> None:
                 if not batch_task:
-                    batch_task.append(bar.add_task("provider batch", total=requests, cost=0.0, cached=0))
-                bar.update(batch_task[0], completed=done, total=requests, cost=evaluator.usage.cost_usd)
+                    batch_task.append(bar.add_task("provider batch", total=requests, cost="", cached=0))
+                bar.update(batch_task[0], completed=done, total=requests, cost=cost_cell(evaluator.usage))
 
             def on_report(_: Any) -> None:
                 usage = evaluator.usage
-                bar.update(task, advance=1, cost=usage.cost_usd, cached=usage.cached_calls)
+                bar.update(task, advance=1, cost=cost_cell(usage), cached=usage.cached_calls)
 
             evaluator.batch_progress = on_batch
             result = score_rows(
@@ -306,6 +323,19 @@ def score_command(
     if code == EXIT_OK and result.summary.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
+
+
+def _parse_price(text: str) -> dict[str, float]:
+    """``--price IN,OUT`` as ``Config.price``; the values are checked (>= 0) by the config."""
+    parts = text.split(",")
+    try:
+        if len(parts) != 2:
+            raise ValueError(text)
+        return {"input_per_mtok": float(parts[0]), "output_per_mtok": float(parts[1])}
+    except ValueError:
+        raise fail(
+            f"--price {text!r}: two numbers IN,OUT, USD per million input and output tokens (e.g. --price 0.5,1.5)"
+        ) from None
 
 
 def _stop_code(stopped: GroundjudgeError | None, out: Path, written: int) -> int:
@@ -369,7 +399,7 @@ def _score_on_ray(
     code = EXIT_OK
     summary: Any = None
     with progress_bar(console, progress) as bar:
-        task = bar.add_task("scoring on ray", total=None, cost=0.0, cached=0)
+        task = bar.add_task("scoring on ray", total=None, cost="", cached=0)  # the cost is in the summary
         try:
             summary = score_file(
                 input,

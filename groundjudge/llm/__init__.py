@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from groundjudge.cache import Cache
 from groundjudge.llm.accounting import Ledger, Price, load_prices, price_for, register_price
 from groundjudge.llm.base import LLMRequest, LLMResponse, Provider
@@ -39,8 +42,15 @@ def make_client(
     cache: Cache | None = None,
     ledger: Ledger | None = None,
     retry: RetryPolicy | None = None,
+    price: Price | Mapping[Any, float] | None = None,
     **kwargs: object,
 ) -> LLMClient:
-    """An :class:`LLMClient` for a model string such as ``openai/gpt-4o-mini``."""
+    """An :class:`LLMClient` for a model string such as ``openai/gpt-4o-mini``.
+
+    ``price``: what this model costs, winning over the price table: a :class:`Price` or
+    ``{"input_per_mtok": usd, "output_per_mtok": usd}`` (as ``Config.price`` holds it).
+    """
     provider = get_provider(model, base_url=base_url, timeout=timeout)
-    return LLMClient(provider, cache=cache, ledger=ledger, retry=retry, **kwargs)  # type: ignore[arg-type]
+    if price is not None and not isinstance(price, Price):
+        price = Price(float(price["input_per_mtok"]), float(price["output_per_mtok"]))
+    return LLMClient(provider, cache=cache, ledger=ledger, retry=retry, price=price, **kwargs)  # type: ignore[arg-type]

@@ -79,7 +79,8 @@ def _anthropic(input_per_mtok: float, output_per_mtok: float) -> Price:
 
 
 # List prices in USD per million tokens. Keys are "provider/model"; the longest matching prefix wins, so dated
-# snapshots ("gpt-4o-mini-2024-07-18") find their family. Extend with register_price() or $GROUNDJUDGE_PRICES.
+# snapshots ("gpt-4o-mini-2024-07-18") find their family. Extend with register_price() or $GROUNDJUDGE_PRICES; a
+# price given to the client (LLMClient/make_client ``price=``, Config ``price``, ``--price``) wins over this table.
 # Cached input: OpenAI gpt-4o family 50% of input, gpt-4.1 family 25%, gpt-5 family 10%; Anthropic cache reads
 # 10% and 5-minute cache writes 125% of input. Both batch APIs bill half of the direct price (batch_factor 0.5).
 # A model whose cached rate is not known here (o4-mini) is priced at the full input rate: never under-counted.
@@ -98,8 +99,9 @@ PRICES: dict[str, Price] = {
     "anthropic/claude-sonnet-4": _anthropic(3.00, 15.00),
     "anthropic/claude-opus-4-5": _anthropic(5.00, 25.00),
     "anthropic/claude-opus-4": _anthropic(15.00, 75.00),
-    # Self-hosted servers bill nothing per token.
-    "openai-compatible/": Price(0.0, 0.0),
+    # No "openai-compatible/" entry: such a server may be local and free or hosted and paid, and an unknown price
+    # is not 0. Its calls are counted as unpriced (Usage.unpriced_calls) unless a price is given (--price, Config
+    # price, register_price, $GROUNDJUDGE_PRICES), and a USD budget on it is refused until one is.
 }
 
 _prices_lock = threading.Lock()

@@ -88,6 +88,11 @@ class LLMClient:
     :class:`RetryPolicy`), and up to ``max_reasks`` re-asks that show the model its validation error or the
     caller's ``check`` problem. Temperature 0 and a fixed seed by default.
 
+    Cost: at ``price`` when one is given (it wins over the price table), else at the table's price for the model
+    (:func:`~groundjudge.llm.accounting.price_for`). A model with neither has no price: its billed calls are
+    counted in ``Usage.unpriced_calls`` (the cost is unknown, never a known $0), and a USD budget is refused
+    (:class:`~groundjudge.errors.ConfigError`), since it could not be enforced; ``max_calls`` still is.
+
     What is counted and cached: every billed reply is counted in the returned or raised ``usage`` and in the
     ledger, including replies that were re-asked and refusals. Only an accepted value is cached; an invalid,
     truncated, check-failing or refused reply never is.
@@ -110,6 +115,7 @@ class LLMClient:
         seed: int | None = 0,
         max_tokens: int = 4096,
         sleep: Callable[[float], None] = time.sleep,
+        price: Price | None = None,
     ) -> None:
         self.provider = provider
         self.cache = cache
@@ -120,12 +126,9 @@ class LLMClient:
         self.seed = seed
         self.max_tokens = max_tokens
         self._sleep = sleep
-        self.price: Price | None = price_for(self.model_id)
+        self.price: Price | None = price if price is not None else price_for(self.model_id)
         if self.price is None and self.ledger.budget_usd is not None:
-            raise errors.ConfigError(
-                f"no price known for {self.model_id}, so a USD budget cannot be enforced: add one with "
-                "groundjudge.llm.register_price() or a $GROUNDJUDGE_PRICES JSON file"
-            )
+            raise errors.ConfigError(unpriced_budget_message(self.model_id))
         self._out_tokens_seen = [0, 0]  # total output tokens, billed calls
         self._lock = threading.Lock()
         self._deferred: list[DeferredCall] | None = None
@@ -208,7 +211,7 @@ class LLMClient:
 
     def usage_of(self, response: LLMResponse, *, batch: bool = False) -> Usage:
         """What one billed response cost: its tokens, cached and written ones at their rates, at the batch price
-        when it came through a batch API."""
+        when it came through a batch API; with no price, an unpriced call (its cost unknown, not 0)."""
         cost = 0.0
         if self.price is not None:
             cost = self.price.cost(
@@ -225,6 +228,7 @@ class LLMClient:
             cost_usd=cost,
             cached_input_tokens=response.cached_input_tokens,
             cache_write_tokens=response.cache_write_tokens,
+            unpriced_calls=int(self.price is None),
         )
 
     # -- deferring cache misses to a batch -------------------------------------------------------------------
@@ -465,6 +469,17 @@ class LLMClient:
             ),
         )
         return retrying(self._send_once, request)
+
+
+def unpriced_budget_message(model_id: str) -> str:
+    """Why a USD budget on a model without a price is refused, and how to give the price."""
+    return (
+        f"no price known for {model_id}, so a USD budget cannot be enforced: give its price in USD per million "
+        "input and output tokens, with --price IN,OUT on the command line (--price 0.5,1.5) or, in Python, "
+        "price={'input_per_mtok': 0.5, 'output_per_mtok': 1.5} in the Config (or Evaluator(..., price=...)); "
+        f"or register it once with groundjudge.llm.register_price({model_id!r}, 0.5, 1.5) or a "
+        "$GROUNDJUDGE_PRICES JSON file; or cap the calls with --max-calls instead"
+    )
 
 
 def _say_when_to_retry(exc: errors.ProviderError, retry_after: float, left: float, total: float) -> None:

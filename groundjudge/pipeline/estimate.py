@@ -76,6 +76,12 @@ def estimate(
                 out["llm_calls_upper_bound"] += 1
                 out["estimated_cost_usd"] += client.estimate_cost(messages, batch=config.batch_api)
     out["estimated_cost_usd"] = round(float(out["estimated_cost_usd"]), 6)
+    if client is not None and client.price is None and out["llm_calls_upper_bound"]:  # unknown, not 0
+        out["estimated_cost_usd"] = None
+        out["cost"] = (
+            f"unknown: no price known for {client.model_id}; give one with --price IN,OUT (USD per million "
+            "input and output tokens) or price={'input_per_mtok': ..., 'output_per_mtok': ...} in Python"
+        )
     if config.batch_api:
         out["priced_as"] = "provider batch API"
     return out

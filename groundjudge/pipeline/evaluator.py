@@ -75,6 +75,7 @@ class Evaluator:
                 ledger=Ledger(budget_usd=c.budget_usd, max_calls=c.max_calls),
                 retry=RetryPolicy(max_attempts=c.max_attempts),
                 max_reasks=c.max_reasks,
+                price=c.price,
             )
         self.client = client
         self.mode = c.mode or ("cascade" if client is not None else "nli")
@@ -240,7 +241,8 @@ class Evaluator:
             yield from self._run_batch(batch, order)
 
     def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
-        """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost.
+        """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost (None,
+        and a ``cost`` note, when the model has no price: unknown, not 0).
 
         See :func:`groundjudge.pipeline.estimate.estimate`.
         """

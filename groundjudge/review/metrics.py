@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge.errors import InputError
+from groundjudge.models import Usage
 
 
 def confusion(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> list[list[int]]:
@@ -129,8 +130,10 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     result["by_route"] = {k: evaluate(v) for k, v in routes.items() if v}
     claims = [c for r in rows for c in r.claims]
     result["escalation_rate"] = sum(c.route == "judge" for c in claims) / len(claims) if claims else None
-    result["cost_usd"] = sum(r.usage.cost_usd for r in rows)
-    result["calls"] = sum(r.usage.calls for r in rows)
+    usage = sum((r.usage for r in rows), Usage())
+    result["cost_usd"] = usage.known_cost()  # None when a call had no price: unknown, not 0
+    result["cost"] = usage.cost_text()
+    result["calls"] = usage.calls
     result["unlabelled"] = len(reports) - len(rows)
     return result
 

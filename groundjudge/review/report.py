@@ -235,14 +235,15 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("tokens in / out", f"{s.usage.input_tokens} / {s.usage.output_tokens}"),
         ("LLM requests per answer", per_answer),
         ("input tokens from the provider's prompt cache", cached_share),
-        ("cost", f"${s.usage.cost_usd:.4f}"),
+        ("cost", s.usage.cost_text()),
         ("worst", ", ".join(f"{rid} ({score:.2f})" for rid, score in s.worst) or "-"),
         *(("failed", failure) for failure in s.failures),
     ]
 
 
 def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
-    """One row per answer (pandas needed: ``pip install groundjudge[pandas]``)."""
+    """One row per answer (pandas needed: ``pip install groundjudge[pandas]``); ``cost_usd`` is empty (NaN) for an
+    answer whose calls went to a model without a price."""
     import pandas as pd
 
     rows = []
@@ -253,7 +254,7 @@ def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
             {
                 "calls": r.usage.calls,
                 "cached_calls": r.usage.cached_calls,
-                "cost_usd": r.usage.cost_usd,
+                "cost_usd": r.usage.known_cost(),
                 "errors": "; ".join(r.errors),
                 "label": r.label,
             }
@@ -381,7 +382,7 @@ class Run:
         pairs = self.nli_computed + self.nli_cached
         note = (
             f"LLM calls: {self.llm.cached_calls} of {calls} from the cache, {self.llm.calls} billed "
-            f"(${self.llm.cost_usd:.4f}); NLI pairs: {self.nli_cached} of {pairs} from the cache"
+            f"(cost {self.llm.cost_text()}); NLI pairs: {self.nli_cached} of {pairs} from the cache"
         )
         if calls and not self.llm.calls and not self.nli_computed:
             note += ". Everything came from the cache: this run cost nothing."
@@ -457,7 +458,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
                     "cached_calls": r.usage.cached_calls,
                     "input_tokens": r.usage.input_tokens,
                     "output_tokens": r.usage.output_tokens,
-                    "cost_usd": r.usage.cost_usd,
+                    "cost_usd": r.usage.known_cost(),
                     "errors": "; ".join(r.errors),
                     "label": r.label,
                     "report": dumps(r),

@@ -193,6 +193,7 @@ class _Scorer:
                 ledger=ledger if ledger is not None else Ledger(budget_usd=c.budget_usd, max_calls=c.max_calls),  # type: ignore[arg-type]
                 retry=RetryPolicy(max_attempts=c.max_attempts),
                 max_reasks=c.max_reasks,
+                price=c.price,
             )
         self.evaluator = Evaluator(config, client=client, cache=cache)
         self.batch_size = batch_size
