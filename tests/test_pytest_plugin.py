@@ -4,6 +4,8 @@ cache-only replay of the cascade against the scripted server, and the baseline g
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -173,14 +175,19 @@ def test_regressed():
 
 
 def report(
-    verdict: AnswerVerdict, combined: float | None, contradicted: int = 0, errors: list[str] | None = None
+    verdict: AnswerVerdict,
+    combined: float | None,
+    contradicted: int = 0,
+    errors: list[str] | None = None,
+    *,
+    id: str = "a",
 ) -> AnswerReport:
     """A report built by hand: 10 claims (none for NO_CLAIMS), ``contradicted`` of them contradicted."""
     n = 0 if verdict == "NO_CLAIMS" else 10
     scores = Scores(
         combined=combined, n_claims=n, n_judged=n, n_supported=n - contradicted, n_contradicted=contradicted
     )
-    return AnswerReport(id="a", verdict=verdict, mode="cascade", scores=scores, errors=errors or [])
+    return AnswerReport(id=id, verdict=verdict, mode="cascade", scores=scores, errors=errors or [])
 
 
 class Fixed:
@@ -308,3 +315,47 @@ def test_a_baseline_vouches_only_for_answers_it_has(shared_nli: Any, tmp_path: P
         rows = [good, extra] if extra["id"] == "new" else [extra]
         with pytest.raises(GroundingAssertionError, match="cannot vouch for"):
             assert_file_grounded(rows, evaluator=ev, baseline=baseline)
+
+
+def write_baseline(path: Path, reports: list[AnswerReport]) -> Path:
+    from groundjudge.review.report import dumps
+
+    path.write_text("".join(dumps(r) + "\n" for r in reports))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "why"),
+    [
+        # the answer PASSed in the baseline and now has no claim to check (a score or not): nothing was judged
+        (
+            report("PASS", 0.9),
+            report("NO_CLAIMS", None),
+            r"no claim could be checked \(NO_CLAIMS\) \(verdict NO_CLAIMS\)",
+        ),
+        (
+            report("PASS", 0.9),
+            report("NO_CLAIMS", 0.95),
+            r"no claim could be checked \(NO_CLAIMS\) \(verdict NO_CLAIMS\)",
+        ),
+        (report("PASS", 0.9), report("PASS", math.nan), r"combined score nan is not a finite number \(verdict PASS\)"),
+        # the baseline had nothing to compare it with: a FAIL now is judged against nothing
+        (report("NO_CLAIMS", None), report("FAIL", 0.3), r"combined score 0.300 < 0.8 \(verdict FAIL\)"),
+        (report("ERROR", None, errors=["x"]), report("FAIL", 0.3), r"combined score 0.300 < 0.8 \(verdict FAIL\)"),
+    ],
+)
+def test_a_baseline_cannot_vouch_for_what_was_not_judged(
+    tmp_path: Path, before: AnswerReport, now: AnswerReport, why: str
+) -> None:
+    """NO_CLAIMS (or a score that is not a number) in the run, or anything but a scored PASS, WARN or FAIL in the
+    baseline, is no paired comparison: like an ERROR or a new id, the answer must meet the bar itself."""
+    passing = [report("PASS", 0.9, id=f"r{i}") for i in range(3)]
+    baseline = write_baseline(tmp_path / "baseline.jsonl", [*passing, before.model_copy(update={"id": "odd"})])
+    run = [*passing, now.model_copy(update={"id": "odd"})]
+    with pytest.raises(GroundingAssertionError, match="1 of 4 answers not grounded"):
+        assert_file_grounded([], evaluator=Fixed(*run))  # the same run without a baseline fails it
+    with pytest.raises(GroundingAssertionError) as exc:
+        assert_file_grounded([], evaluator=Fixed(*run), baseline=baseline)
+    head, *rest = str(exc.value).splitlines()
+    assert head == f"1 answers the baseline {baseline} cannot vouch for are not grounded:"
+    assert re.fullmatch(f"odd: {why}", rest[0])
