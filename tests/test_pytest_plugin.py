@@ -122,6 +122,26 @@ def test_cache_only_replays_without_keys_or_calls(
         assert "CacheMissError" in new.stdout.str() and len(server.requests) == calls
 
 
+def test_the_baseline_fixture_is_the_option_or_none(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """``groundjudge_baseline`` is None without the option, else the file given (a str): on the command line, in
+    the ini file, or both (the command line wins)."""
+    ini, cli = tmp_path / "from_ini.jsonl", tmp_path / "from_cli.jsonl"
+    cases: list[tuple[list[str], str | None]] = [
+        ([], None),
+        (["--groundjudge-baseline", str(cli)], str(cli)),
+        (["-o", f"groundjudge_baseline={ini}"], str(ini)),
+        (["-o", f"groundjudge_baseline={ini}", "--groundjudge-baseline", str(cli)], str(cli)),
+    ]
+    for options, expected in cases:
+        kind = "str" if expected is not None else "type(None)"  # a Path (or anything else) that compares equal fails
+        pytester.makepyfile(
+            test_fixture="def test_it(groundjudge_baseline):\n"
+            f"    assert (type(groundjudge_baseline), groundjudge_baseline) == ({kind}, {expected!r})\n"
+        )
+        result = pytester.runpytest_subprocess(*plugin_args(), *options, "-p", "no:cacheprovider")
+        assert result.ret == 0, (options, result.stdout.str())
+
+
 def rows(bad: set[int]) -> list[dict[str, Any]]:
     return [{"id": f"r{i}", "answer": INVENTED if i in bad else GOOD_ANSWER, "contexts": [CONTEXT]} for i in range(8)]
 
@@ -146,8 +166,7 @@ def test_baseline_gate_fails_only_on_a_significant_regression(pytester: pytest.P
         test_gate=f"""
 from groundjudge.testing import assert_file_grounded
 
-def test_same(groundjudge_baseline):
-    assert groundjudge_baseline in (None, {str(baseline)!r})
+def test_same():
     assert_file_grounded({str(tmp_path / "same.jsonl")!r})
 
 def test_one_more():
