@@ -14,7 +14,7 @@ Options (command line, or the ini keys in brackets, e.g. in ``[tool.pytest.ini_o
 - ``--groundjudge-nli-model ID_OR_PATH`` (``groundjudge_nli_model``).
 - ``--groundjudge-baseline FILE`` (``groundjudge_baseline``): a stored ``groundjudge score`` output; with it,
   ``assert_file_grounded`` fails on a significant regression against it, and on an answer the baseline cannot
-  vouch for (a new id, ERROR, NO_CLAIMS) that misses the bar itself.
+  vouch for (a new id, ERROR, NO_CLAIMS) that misses the bar itself, or that is missing from the run.
 """
 
 from __future__ import annotations

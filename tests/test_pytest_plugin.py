@@ -378,3 +378,15 @@ def test_a_baseline_cannot_vouch_for_what_was_not_judged(
     head, *rest = str(exc.value).splitlines()
     assert head == f"1 answers the baseline {baseline} cannot vouch for are not grounded:"
     assert re.fullmatch(f"odd: {why}", rest[0])
+
+
+def test_an_answer_missing_from_the_run_fails_the_baseline_gate(tmp_path: Path) -> None:
+    """Dropping the answer that failed would otherwise pass the gate it failed."""
+    before = [report("PASS", 0.9, id=f"r{i}") for i in range(3)] + [report("ERROR", None, errors=["x"], id="r3")]
+    baseline = write_baseline(tmp_path / "baseline.jsonl", before)
+    with pytest.raises(GroundingAssertionError, match="r3: the answer could not be evaluated"):
+        assert_file_grounded([], evaluator=Fixed(*before), baseline=baseline)
+    with pytest.raises(GroundingAssertionError) as exc:
+        assert_file_grounded([], evaluator=Fixed(*before[1:3]), baseline=baseline, show=1)
+    assert str(exc.value) == f"2 answers of the baseline {baseline} are missing from this run: r0 and 1 more"
+    assert_file_grounded([], evaluator=Fixed(*before[:3], report("PASS", 0.9, id="r3")), baseline=baseline)

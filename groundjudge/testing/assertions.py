@@ -127,7 +127,8 @@ def assert_file_grounded(
     a significant regression against it (the paired tests of :func:`~groundjudge.review.compare.compare_runs`;
     the message names the metrics that got worse and the answers that changed most, with their claims), and on
     any answer the baseline cannot vouch for that misses the bar itself: a new id, or an answer that is not a real
-    judgement (:func:`is_judged`: ERROR, NO_CLAIMS, no finite score) in this run or in the baseline.
+    judgement (:func:`is_judged`: ERROR, NO_CLAIMS, no finite score) in this run or in the baseline; and on an
+    answer of the baseline that this run lacks (it was not evaluated at all).
     """
     ev = evaluator if evaluator is not None else default_evaluator()
     run = ev.run(path_or_rows, columns=columns)
@@ -151,10 +152,21 @@ def assert_file_grounded(
             if (r.id not in known or not is_judged(r) or not is_judged(known[r.id]))
             and (p := grounding_problems(r, min_score, allow_contradicted))
         ]
-        if unjudged:
-            lines = [f"{len(unjudged)} answers the baseline {baseline} cannot vouch for are not grounded:"]
-            for r, problems in unjudged[:show]:
-                lines.append(f"{r.id}: {'; '.join(problems)} (verdict {r.verdict})")
+        # an answer of the baseline that this run lacks is not evaluated at all (dropping a failing answer would
+        # otherwise pass the gate it failed)
+        missing = [i for i in known if i not in by_id]
+        if unjudged or missing:
+            lines = []
+            if unjudged:
+                lines.append(f"{len(unjudged)} answers the baseline {baseline} cannot vouch for are not grounded:")
+                for r, problems in unjudged[:show]:
+                    lines.append(f"{r.id}: {'; '.join(problems)} (verdict {r.verdict})")
+            if missing:
+                more = f" and {len(missing) - show} more" if len(missing) > show else ""
+                lines.append(
+                    f"{len(missing)} answers of the baseline {baseline} are missing from this run: "
+                    f"{', '.join(missing[:show])}{more}"
+                )
             raise GroundingAssertionError("\n".join(lines))
         if result["b_significantly_worse"]:
             lines = [f"significant regression against the baseline {baseline} ({result['paired']} paired answers):"]
