@@ -13,7 +13,8 @@ Options (command line, or the ini keys in brackets, e.g. in ``[tool.pytest.ini_o
 - ``--groundjudge-cache-dir DIR`` (``groundjudge_cache_dir``): the cache to replay (commit it, or restore it in CI).
 - ``--groundjudge-nli-model ID_OR_PATH`` (``groundjudge_nli_model``).
 - ``--groundjudge-baseline FILE`` (``groundjudge_baseline``): a stored ``groundjudge score`` output; with it,
-  ``assert_file_grounded`` fails only on a significant regression against it.
+  ``assert_file_grounded`` fails on a significant regression against it, and on an answer the baseline cannot
+  vouch for (a new id, ERROR, NO_CLAIMS) that misses the bar itself, or that is missing from the run.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _OPTIONS = {
     "base_url": "server of an OpenAI-compatible model, or a proxy",
     "cache_dir": "groundjudge cache directory (what --groundjudge-cache-only replays)",
     "nli_model": "NLI model id or path",
-    "baseline": "stored 'groundjudge score' output; assert_file_grounded fails only on a significant regression",
+    "baseline": "stored 'groundjudge score' output; assert_file_grounded fails on a significant regression against it",
 }
 _KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 

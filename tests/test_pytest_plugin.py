@@ -4,13 +4,18 @@ cache-only replay of the cascade against the scripted server, and the baseline g
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 import sys
 from importlib.metadata import entry_points
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from groundjudge.models import AnswerReport, AnswerVerdict, Scores, Usage
 from groundjudge.review.report import Run
@@ -120,6 +125,26 @@ def test_cache_only_replays_without_keys_or_calls(
         assert "CacheMissError" in new.stdout.str() and len(server.requests) == calls
 
 
+def test_the_baseline_fixture_is_the_option_or_none(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """``groundjudge_baseline`` is None without the option, else the file given (a str): on the command line, in
+    the ini file, or both (the command line wins)."""
+    ini, cli = tmp_path / "from_ini.jsonl", tmp_path / "from_cli.jsonl"
+    cases: list[tuple[list[str], str | None]] = [
+        ([], None),
+        (["--groundjudge-baseline", str(cli)], str(cli)),
+        (["-o", f"groundjudge_baseline={ini}"], str(ini)),
+        (["-o", f"groundjudge_baseline={ini}", "--groundjudge-baseline", str(cli)], str(cli)),
+    ]
+    for options, expected in cases:
+        kind = "str" if expected is not None else "type(None)"  # a Path (or anything else) that compares equal fails
+        pytester.makepyfile(
+            test_fixture="def test_it(groundjudge_baseline):\n"
+            f"    assert (type(groundjudge_baseline), groundjudge_baseline) == ({kind}, {expected!r})\n"
+        )
+        result = pytester.runpytest_subprocess(*plugin_args(), *options, "-p", "no:cacheprovider")
+        assert result.ret == 0, (options, result.stdout.str())
+
+
 def rows(bad: set[int]) -> list[dict[str, Any]]:
     return [{"id": f"r{i}", "answer": INVENTED if i in bad else GOOD_ANSWER, "contexts": [CONTEXT]} for i in range(8)]
 
@@ -144,8 +169,7 @@ def test_baseline_gate_fails_only_on_a_significant_regression(pytester: pytest.P
         test_gate=f"""
 from groundjudge.testing import assert_file_grounded
 
-def test_same(groundjudge_baseline):
-    assert groundjudge_baseline in (None, {str(baseline)!r})
+def test_same():
     assert_file_grounded({str(tmp_path / "same.jsonl")!r})
 
 def test_one_more():
@@ -173,14 +197,19 @@ def test_regressed():
 
 
 def report(
-    verdict: AnswerVerdict, combined: float | None, contradicted: int = 0, errors: list[str] | None = None
+    verdict: AnswerVerdict,
+    combined: float | None,
+    contradicted: int = 0,
+    errors: list[str] | None = None,
+    *,
+    id: str = "a",
 ) -> AnswerReport:
     """A report built by hand: 10 claims (none for NO_CLAIMS), ``contradicted`` of them contradicted."""
     n = 0 if verdict == "NO_CLAIMS" else 10
     scores = Scores(
         combined=combined, n_claims=n, n_judged=n, n_supported=n - contradicted, n_contradicted=contradicted
     )
-    return AnswerReport(id="a", verdict=verdict, mode="cascade", scores=scores, errors=errors or [])
+    return AnswerReport(id=id, verdict=verdict, mode="cascade", scores=scores, errors=errors or [])
 
 
 class Fixed:
@@ -308,3 +337,179 @@ def test_a_baseline_vouches_only_for_answers_it_has(shared_nli: Any, tmp_path: P
         rows = [good, extra] if extra["id"] == "new" else [extra]
         with pytest.raises(GroundingAssertionError, match="cannot vouch for"):
             assert_file_grounded(rows, evaluator=ev, baseline=baseline)
+
+
+def write_baseline(path: Path, reports: list[AnswerReport]) -> Path:
+    from groundjudge.review.report import dumps
+
+    path.write_text("".join(dumps(r) + "\n" for r in reports))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "why"),
+    [
+        # the answer PASSed in the baseline and now has no claim to check (a score or not): nothing was judged
+        (
+            report("PASS", 0.9),
+            report("NO_CLAIMS", None),
+            r"no claim could be checked \(NO_CLAIMS\) \(verdict NO_CLAIMS\)",
+        ),
+        (
+            report("PASS", 0.9),
+            report("NO_CLAIMS", 0.95),
+            r"no claim could be checked \(NO_CLAIMS\) \(verdict NO_CLAIMS\)",
+        ),
+        (report("PASS", 0.9), report("PASS", math.nan), r"combined score nan is not a finite number \(verdict PASS\)"),
+        # the baseline had nothing to compare it with: a FAIL now is judged against nothing
+        (report("NO_CLAIMS", None), report("FAIL", 0.3), r"combined score 0.300 < 0.8 \(verdict FAIL\)"),
+        (report("ERROR", None, errors=["x"]), report("FAIL", 0.3), r"combined score 0.300 < 0.8 \(verdict FAIL\)"),
+    ],
+)
+def test_a_baseline_cannot_vouch_for_what_was_not_judged(
+    tmp_path: Path, before: AnswerReport, now: AnswerReport, why: str
+) -> None:
+    """NO_CLAIMS (or a score that is not a number) in the run, or anything but a scored PASS, WARN or FAIL in the
+    baseline, is no paired comparison: like an ERROR or a new id, the answer must meet the bar itself."""
+    passing = [report("PASS", 0.9, id=f"r{i}") for i in range(3)]
+    baseline = write_baseline(tmp_path / "baseline.jsonl", [*passing, before.model_copy(update={"id": "odd"})])
+    run = [*passing, now.model_copy(update={"id": "odd"})]
+    with pytest.raises(GroundingAssertionError, match="1 of 4 answers not grounded"):
+        assert_file_grounded([], evaluator=Fixed(*run))  # the same run without a baseline fails it
+    with pytest.raises(GroundingAssertionError) as exc:
+        assert_file_grounded([], evaluator=Fixed(*run), baseline=baseline)
+    head, *rest = str(exc.value).splitlines()
+    assert head == f"1 answers the baseline {baseline} cannot vouch for are not grounded:"
+    assert re.fullmatch(f"odd: {why}", rest[0])
+
+
+def test_an_answer_missing_from_the_run_fails_the_baseline_gate(tmp_path: Path) -> None:
+    """Dropping the answer that failed would otherwise pass the gate it failed."""
+    before = [report("PASS", 0.9, id=f"r{i}") for i in range(3)] + [report("ERROR", None, errors=["x"], id="r3")]
+    baseline = write_baseline(tmp_path / "baseline.jsonl", before)
+    with pytest.raises(GroundingAssertionError, match="r3: the answer could not be evaluated"):
+        assert_file_grounded([], evaluator=Fixed(*before), baseline=baseline)
+    with pytest.raises(GroundingAssertionError) as exc:
+        assert_file_grounded([], evaluator=Fixed(*before[1:3]), baseline=baseline, show=1)
+    assert str(exc.value) == f"2 answers of the baseline {baseline} are missing from this run: r0 and 1 more"
+    assert_file_grounded([], evaluator=Fixed(*before[:3], report("PASS", 0.9, id="r3")), baseline=baseline)
+
+
+# -- the baseline gate over generated runs: a baseline vouches only for what it judged, and worse never passes --
+
+SCORES = (0.0, 0.2, 0.5, 0.7, 0.85, 0.9, 1.0)
+
+
+def scored(id: str, combined: float, contradicted: int = 0) -> AnswerReport:
+    verdict: AnswerVerdict = "PASS" if combined >= 0.8 else "WARN" if combined >= 0.5 else "FAIL"
+    return report(verdict, combined, contradicted, id=id)
+
+
+@st.composite
+def answer(draw: st.DrawFn, id: str, clean: bool = False) -> AnswerReport:
+    """A report as a run has them: scored (some with a contradicted claim), unless ``clean`` now and then ERROR or
+    NO_CLAIMS."""
+    kind = draw(st.sampled_from(["scored"] * 12 + ([] if clean else ["ERROR", "NO_CLAIMS"])))
+    if kind == "ERROR":
+        return report("ERROR", draw(st.sampled_from([None, 0.9])), errors=["ServerError: HTTP 500"], id=id)
+    if kind == "NO_CLAIMS":
+        return report("NO_CLAIMS", None, id=id)
+    return scored(id, draw(st.sampled_from(SCORES)), draw(st.sampled_from([0, 0, 0, 1])))
+
+
+def lowered(r: AnswerReport, by: float) -> AnswerReport:
+    assert r.scores.combined is not None
+    return scored(r.id, max(0.0, r.scores.combined - by), r.scores.n_contradicted)
+
+
+@st.composite
+def worse(draw: st.DrawFn, run: list[AnswerReport], baseline_ids: set[str], scores_only: bool) -> list[AnswerReport]:
+    """``run`` with one answer made worse: ERROR, NO_CLAIMS, a lower score, or (an id of the baseline) missing;
+    ``scores_only``: a lower score wherever there is one to lower (what the paired tests alone must catch)."""
+    i = draw(st.integers(0, len(run) - 1))
+    old = run[i]
+    lower = old.verdict in ("PASS", "WARN", "FAIL") and bool(old.scores.combined)
+    kinds = ["ERROR", "NO_CLAIMS"] + (["missing"] if old.id in baseline_ids else [])
+    kind = "lower" if lower and scores_only else draw(st.sampled_from(kinds + (["lower"] * 2 if lower else [])))
+    if kind == "missing":
+        return run[:i] + run[i + 1 :]
+    if kind == "ERROR":
+        new = report("ERROR", draw(st.sampled_from([None, old.scores.combined])), errors=["Timeout"], id=old.id)
+    elif kind == "NO_CLAIMS":
+        new = report("NO_CLAIMS", None, id=old.id)
+    else:
+        new = lowered(old, draw(st.sampled_from([0.05, 0.3, 1.0])))
+    return [*run[:i], new, *run[i + 1 :]]
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[list[AnswerReport], list[list[AnswerReport]]]:
+    """A baseline; the new run (its scores lower or not, maybe new ids), and that run as it gets worse one injected
+    failure at a time. Half the baselines are all scored with no new id, and their runs get worse by lower scores
+    (mostly), so that the paired tests decide."""
+    clean = draw(st.booleans())
+    n = draw(st.integers(6 if clean else 1, 10))  # 6 paired answers: the fewest where the paired tests can say p < 0.05
+    before = [draw(answer(f"r{i}", clean)) for i in range(n)]
+    shift = draw(st.sampled_from([0, 0, 0.05, 0.3]))  # every score drifts down: a significant regression, given n
+    # a scored answer scores the same or lower; one the baseline has no score for is anything now
+    run = [
+        lowered(r, shift + draw(st.sampled_from([0, 0, 0.05, 0.3, 1.0]))) if judged(r) else draw(answer(r.id))
+        for r in before
+    ]
+    run += [draw(answer(f"new{i}")) for i in range(0 if clean else draw(st.sampled_from([0, 0, 1, 2])))]
+    steps = [run]
+    for _ in range(draw(st.integers(1, 3))):
+        if not run:
+            break
+        run = draw(worse(run, {r.id for r in before}, clean))
+        steps.append(run)
+    return before, steps
+
+
+def gate(run: list[AnswerReport], baseline: Path | None) -> str | None:
+    """The gate's failure message, or None when it passes."""
+    try:
+        assert_file_grounded([], evaluator=Fixed(*run), baseline=baseline, show=100)
+    except GroundingAssertionError as exc:
+        return str(exc)
+    return None
+
+
+def brief(run: list[AnswerReport]) -> str:
+    return ", ".join(f"{r.id} {r.verdict} {r.scores.combined} ({r.scores.n_contradicted} contradicted)" for r in run)
+
+
+def judged(r: AnswerReport) -> bool:
+    return r.verdict in ("PASS", "WARN", "FAIL") and r.scores.combined is not None
+
+
+@settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(generated=runs())
+def test_a_baseline_never_passes_what_it_cannot_vouch_for(
+    tmp_path: Path, generated: tuple[list[AnswerReport], list[list[AnswerReport]]]
+) -> None:
+    """Runs made worse one failure at a time (ERROR, NO_CLAIMS, a lower score, a missing answer): the gate with a
+    baseline fails every run the same call without it fails for an answer the baseline did not judge, and once
+    failing it stays failing."""
+    before, steps = generated
+    baseline = write_baseline(tmp_path / "baseline.jsonl", before)
+    had = {r.id: r for r in before}
+    verdicts = []
+    for run in steps:
+        strict, gated = gate(run, None), gate(run, baseline)
+        # an answer that misses the bar, and that the baseline did not judge (new id, or no real verdict on either
+        # side): the strict gate fails it, and so must the gate with the baseline, naming it
+        unvouched = [
+            r.id for r in run if grounding_problems(r) and not (r.id in had and judged(r) and judged(had[r.id]))
+        ]
+        if unvouched:
+            assert strict is not None
+            assert gated is not None, f"passed with the baseline: {unvouched}"
+            assert all(f"\n{i}: " in gated for i in unvouched) or "shares no ids" in gated, gated
+        verdicts.append((strict, gated))
+    # each injected failure leaves a failing gate failing (the strict gate cannot know of a missing answer)
+    for ((strict, gated), run), ((now_strict, now_gated), after) in pairwise(zip(verdicts, steps, strict=True)):
+        if gated is not None:
+            assert now_gated is not None, f"{gated}\n-- passes once the run is --\n{brief(after)}"
+        if strict is not None and len(after) == len(run):
+            assert now_strict is not None, f"{strict}\n-- passes once the run is --\n{brief(after)}"

@@ -7,6 +7,7 @@ session and clears after it.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,20 @@ def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: 
         problems.append(f"the answer could not be evaluated: {'; '.join(report.errors) or 'ERROR'}")
     elif report.verdict == "NO_CLAIMS" or s.combined is None:
         problems.append("no claim could be checked (NO_CLAIMS)")
+    elif not math.isfinite(s.combined):
+        problems.append(f"combined score {s.combined} is not a finite number")
     elif s.combined < min_score:
         problems.append(f"combined score {s.combined:.3f} < {min_score}")
     if s.n_contradicted and not allow_contradicted:
         problems.append(f"{s.n_contradicted} contradicted claim(s)")
     return problems
+
+
+def is_judged(report: Any) -> bool:
+    """Whether ``report`` is a real judgement, one a baseline's paired tests can compare: a PASS, WARN or FAIL with
+    a finite combined score (not an ERROR, not NO_CLAIMS, not a score that is missing or not a number)."""
+    combined = report.scores.combined
+    return report.verdict in ("PASS", "WARN", "FAIL") and combined is not None and math.isfinite(combined)
 
 
 def explain_report(report: Any) -> list[str]:
@@ -116,7 +126,9 @@ def assert_file_grounded(
     ``groundjudge score`` output of the same ids; default: the plugin's ``--groundjudge-baseline``) it fails on
     a significant regression against it (the paired tests of :func:`~groundjudge.review.compare.compare_runs`;
     the message names the metrics that got worse and the answers that changed most, with their claims), and on
-    any answer the baseline cannot vouch for (a new id, or one that failed to be evaluated) that misses the bar itself.
+    any answer the baseline cannot vouch for that misses the bar itself: a new id, or an answer that is not a real
+    judgement (:func:`is_judged`: ERROR, NO_CLAIMS, no finite score) in this run or in the baseline; and on an
+    answer of the baseline that this run lacks (it was not evaluated at all).
     """
     ev = evaluator if evaluator is not None else default_evaluator()
     run = ev.run(path_or_rows, columns=columns)
@@ -130,19 +142,31 @@ def assert_file_grounded(
         result = compare_runs(before, run.reports, alpha=alpha)
         if result["paired"] == 0:
             raise GroundingAssertionError(f"the baseline {baseline} shares no ids with this run")
-        # what the paired tests cannot judge: answers the baseline never had, and answers that failed to be
-        # evaluated (no score to compare; one such row is not "significant"): each must meet the bar itself
-        known = {r.id for r in before}
+        # what the paired tests cannot judge: answers the baseline never had, and answers that are no real judgement
+        # on either side (ERROR, NO_CLAIMS: no score to compare, or one that means nothing; one such row is not
+        # "significant"): each must meet the bar itself
+        known = {r.id: r for r in before}  # an id repeated counts once, its last report, as compare_runs pairs them
         unjudged = [
             (r, p)
             for r in run.reports
-            if (r.id not in known or r.verdict == "ERROR")
+            if (r.id not in known or not is_judged(r) or not is_judged(known[r.id]))
             and (p := grounding_problems(r, min_score, allow_contradicted))
         ]
-        if unjudged:
-            lines = [f"{len(unjudged)} answers the baseline {baseline} cannot vouch for are not grounded:"]
-            for r, problems in unjudged[:show]:
-                lines.append(f"{r.id}: {'; '.join(problems)} (verdict {r.verdict})")
+        # an answer of the baseline that this run lacks is not evaluated at all (dropping a failing answer would
+        # otherwise pass the gate it failed)
+        missing = [i for i in known if i not in by_id]
+        if unjudged or missing:
+            lines = []
+            if unjudged:
+                lines.append(f"{len(unjudged)} answers the baseline {baseline} cannot vouch for are not grounded:")
+                for r, problems in unjudged[:show]:
+                    lines.append(f"{r.id}: {'; '.join(problems)} (verdict {r.verdict})")
+            if missing:
+                more = f" and {len(missing) - show} more" if len(missing) > show else ""
+                lines.append(
+                    f"{len(missing)} answers of the baseline {baseline} are missing from this run: "
+                    f"{', '.join(missing[:show])}{more}"
+                )
             raise GroundingAssertionError("\n".join(lines))
         if result["b_significantly_worse"]:
             lines = [f"significant regression against the baseline {baseline} ({result['paired']} paired answers):"]
