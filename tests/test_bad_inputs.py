@@ -163,23 +163,36 @@ def refuse(name: str) -> Any:
     raise AssertionError(f"{name} written into OUT")
 
 
-def score(tmp: Path, model: Path) -> Run:
-    data, out = tmp / "in.jsonl", tmp / "out.jsonl"
-    rows = corpus(data)
-    cmd = [sys.executable, "-m", "groundjudge", "score", str(data), "--out", str(out), "--no-progress"]
+def run_cli(tmp: Path, data: Path, model: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``groundjudge score DATA`` as a user runs it; (the process, OUT)."""
+    out = tmp / "out.jsonl"
+    cmd = [sys.executable, "-m", "groundjudge", "score", str(data), "--out", str(out), "--no-progress", *extra]
     cmd += ["--cache-dir", str(tmp / "cache"), "--batch-size", "4"]
     env = {**os.environ, "GROUNDJUDGE_NLI_MODEL": str(model), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600), out
+
+
+def read_reports(out: Path) -> list[dict[str, Any]]:
     text = out.read_text(encoding="utf-8") if out.exists() else ""
     # splitlines() splits on U+2028 and U+0085 too: OUT must escape them, so that every tool reads one report a line
-    reports = [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
-    return Run(proc.returncode, proc.stderr, reports, rows)
+    return [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
+
+
+def score(tmp: Path, model: Path) -> Run:
+    data = tmp / "in.jsonl"
+    rows = corpus(data)
+    proc, out = run_cli(tmp, data, model)
+    return Run(proc.returncode, proc.stderr, read_reports(out), rows)
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    model = tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
-    return score(tmp_path_factory.mktemp("bad-tiny"), model)
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny: Path) -> Run:
+    return score(tmp_path_factory.mktemp("bad-tiny"), tiny)
 
 
 def check_run(run: Run) -> None:
@@ -256,3 +269,55 @@ def test_a_model_that_returns_nan_writes_no_nan(tmp_path: Path) -> None:
         report = next(r for r in run.reports if r["row"] == run.rows[case.name])
         if case.error is None and report["claims"]:  # a NaN score never passes: the row failed, and says so
             assert report["verdict"] == "ERROR" or report["errors"], (case.name, report["verdict"])
+
+
+# -- tables: CSV, Parquet, --map ---------------------------------------------------------------------------------
+
+CTX = '"[""' + P + '""]"'  # a CSV cell holding the JSON list [P]
+
+
+def check_table_run(proc: subprocess.CompletedProcess[str], reports: list[dict[str, Any]], rows: int) -> None:
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert [r["row"] for r in reports] == list(range(1, rows + 1)), proc.stderr[-3000:]  # one report per row
+
+
+def test_csv_an_unclosed_quote_is_its_rows_error_and_the_rows_after_it_are_read(tiny: Path, tmp_path: Path) -> None:
+    # the old reader took every line after the quote into one cell: 2 reports for 4 rows, exit 0
+    data = tmp_path / "in.csv"
+    text = (
+        "id,contexts,answer\n"
+        f"first,{CTX},The library opens at 9 am.\n"
+        f'open,{CTX},"It has 40000 books.\n'  # the quote is never closed
+        f'multi,{CTX},"Members can borrow\nfive books at a time."\n'  # a cell over two lines: fine
+        f"last,{CTX},It has 40000 books.\n"
+    )
+    data.write_text(text, encoding="utf-8")
+    proc, out = run_cli(tmp_path, data, tiny)
+    reports = read_reports(out)
+    check_table_run(proc, reports, 4)
+    assert proc.returncode == 1
+    assert [r["id"] for r in reports] == ["first", "row-2", "multi", "last"]
+    assert reports[1]["verdict"] == "ERROR" and len(reports[1]["errors"]) == 1
+    assert reports[1]["errors"][0].startswith("row 2, field 'answer': unclosed quote"), reports[1]["errors"]
+    assert "line 3" in reports[1]["errors"][0]  # where to look in the file
+    assert reports[2]["answer"] == "Members can borrow\nfive books at a time."
+    assert all(r["verdict"] != "ERROR" for r in reports if r["row"] != 2)
+
+
+def test_csv_a_non_utf8_byte_is_its_rows_error(tiny: Path, tmp_path: Path) -> None:
+    # the old reader crashed with a UnicodeDecodeError traceback
+    data = tmp_path / "in.csv"
+    lines = [
+        "id,contexts,answer",
+        f"first,{CTX},The library opens at 9 am.",
+        f"latin1,{CTX},The caf\xe9 opens at 9 am.",
+        f"last,{CTX},It has 40000 books.",
+    ]
+    data.write_bytes(b"\r\n".join(line.encode("latin-1") for line in lines) + b"\r\n")
+    proc, out = run_cli(tmp_path, data, tiny)
+    reports = read_reports(out)
+    check_table_run(proc, reports, 3)
+    assert proc.returncode == 1
+    assert reports[1]["verdict"] == "ERROR" and reports[1]["id"] == "row-2"
+    assert reports[1]["errors"] == ["row 2, field 'answer': is not UTF-8: byte 0xe9 at character 8 of the cell"]
+    assert reports[0]["verdict"] != "ERROR" and reports[2]["verdict"] != "ERROR"

@@ -226,3 +226,73 @@ def test_one_batch_cutter_for_both_engines() -> None:
     parsed = [p for b in cut for _, _, p in b]
     assert [type(p) for p in parsed] == [Sample, InputError, Sample, InputError, Sample, Sample, Sample]
     assert parsed[3].field == "answer" and parsed[3].row == 4  # the row's own error, naming row and field
+
+
+# -- CSV: strict, a row's own error in its place ----------------------------------------------------------------
+
+
+def csv_rows(tmp_path: Path, content: str | bytes) -> list[tuple[int, Any]]:
+    path = tmp_path / "in.csv"
+    if isinstance(content, str):
+        path.write_text(content, encoding="utf-8", newline="")
+    else:
+        path.write_bytes(content)
+    return [(n, str(r) if isinstance(r, InputError) else r) for n, r in read_rows(path)]
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+def test_csv_an_unclosed_quote_refuses_its_row_and_reads_the_lines_after_it(tmp_path: Path, end: str) -> None:
+    text = end.join(
+        [
+            "id,contexts,answer",
+            'a,c,"a cell over',  # a quoted cell with a line break: one row
+            'two lines"',
+            'b,c,"open',  # never closed: the file would end inside it
+            "c,c,z",
+            "d,c,w",
+            "",
+        ]
+    )
+    rows = csv_rows(tmp_path, text)
+    assert [n for n, _ in rows] == [1, 2, 3, 4]
+    assert rows[0][1] == {"id": "a", "answer": f"a cell over{end}two lines", "contexts": "c"}
+    assert rows[1][1].startswith("row 2, field 'answer': unclosed quote: the quote that opens this cell on line 4 ")
+    assert "next 2 line(s) and the file would end inside it" in rows[1][1]
+    assert rows[2][1] == {"id": "c", "answer": "z", "contexts": "c"}
+    assert rows[3][1] == {"id": "d", "answer": "w", "contexts": "c"}
+
+
+def test_csv_quote_faults_name_their_row_and_cell(tmp_path: Path) -> None:
+    rows = csv_rows(
+        tmp_path,
+        "id,answer,contexts\n"
+        'a,"open,c\n'  # read on: a quote then text, not valid CSV
+        'b,"y"z,c\n'  # on one line: a quote closes the cell and text follows
+        'c,"open too\n'  # read on: 2 cells for 3 columns
+        'd,w,x"\n'
+        "e,x,c,extra\n"
+        'f,"last, never closed',
+    )
+    assert [n for n, _ in rows] == [1, 2, 3, 4, 5, 6]
+    assert rows[0][1].startswith("row 1, field 'answer': unclosed quote") and "not be valid CSV" in rows[0][1]
+    assert rows[1][1] == (
+        "row 2, field 'answer': is not valid CSV (line 3): ',' expected after '\"'; a quote inside a cell is written "
+        '""'
+    )
+    assert rows[2][1].startswith("row 3, field 'answer': unclosed quote") and "2 cell(s) for 3 column(s)" in rows[2][1]
+    assert rows[3][1] == {"id": "d", "answer": "w", "contexts": 'x"'}  # a quote inside an unquoted cell is text
+    assert rows[4][1] == "row 5: 1 more cell(s) than the header has columns"
+    assert rows[5][1] == (
+        "row 6, field 'answer': unclosed quote: the quote that opens this cell on line 7 is never closed (the file "
+        "ends)"
+    )
+
+
+def test_csv_bytes_are_decoded_per_row(tmp_path: Path) -> None:
+    rows = csv_rows(tmp_path, b'\xef\xbb\xbfid,answer,contexts\n\na,caf\xe9,c\n\nb,ok,"[""\xc3\xa9""]"\n')
+    assert rows == [
+        (1, "row 1, field 'answer': is not UTF-8: byte 0xe9 at character 4 of the cell"),
+        (2, {"id": "b", "answer": "ok", "contexts": ["é"]}),  # blank lines are not rows; the BOM is not text
+    ]
+    with pytest.raises(ConfigError, match=r"in.csv: the header's column 2 is not UTF-8: byte 0xe9"):
+        csv_rows(tmp_path, b"id,r\xe9ponse,contexts\na,b,c\n")

@@ -10,6 +10,18 @@ names of RAGAS (``user_input``, ``response``, ``retrieved_contexts``, ``referenc
 
 Rows are numbered from 1 in table order (the header of a CSV is not a row; a JSONL row is its line number). A bad
 row is an :class:`InputError` naming that row and the field by the column name the table uses.
+
+CSV is read strictly, so that no row is lost or changed without a word: UTF-8 (a byte order mark is skipped), a
+header line, cells quoted as RFC 4180 says (a quote inside a quoted cell is written ``""``; only a quoted cell may
+hold a line break); an empty cell is no value; a blank line is not a row. A record that cannot be read is an
+InputError in its row's place and the rows after it are read as usual: a byte that is not UTF-8 (bytes are decoded
+per row, the cell named), a quote that closes a cell with more text after it, more cells than the header has. A
+quote left open is told from a quoted cell with a line break by what reading on would give: when the record would
+run to the end of the file, not be valid CSV, or not have the header's number of cells, the row is refused (naming
+the cell where the quote opens and its line) and reading goes on from the next line, so the rows that the quote
+would have swallowed are rows. (A stray quote that a later quote happens to close into a record of the right shape
+cannot be told from a cell with line breaks in it: that record is read as it is.) A header that is not UTF-8 or not
+valid CSV is a :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ import csv
 import io
 import json
 import math
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -277,17 +290,164 @@ def _source(uri: str | Path) -> Path | RemoteFile:
     return local_path(uri) if is_local(uri) else RemoteFile(str(uri))
 
 
-def read_csv(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """(row number, row) for each data row of a CSV file with a header; an empty cell is None (no value)."""
-    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**31 - 1)
-    with _source(path).open("rb") as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        for n, record in enumerate(reader, start=1):
-            extra = record.pop(None, None)
-            if extra:
-                yield n, InputError(f"{len(extra)} more cell(s) than the header has columns", row=n)
+class _Lines:
+    """The physical lines of a text file for :mod:`csv`, numbered, those of the record being read remembered, so that
+    the reader can go back to the line after a record's first line."""
+
+    def __init__(self, fh: Iterable[str]) -> None:
+        self._fh = iter(fh)
+        self._back: list[tuple[int, str]] = []  # lines given back, the next one last
+        self._count = 0
+        self.taken: list[tuple[int, str]] = []  # (line number, text) of the record being read
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        if self._back:
+            item = self._back.pop()
+        else:
+            self._count += 1
+            item = (self._count, next(self._fh))
+        self.taken.append(item)
+        return item[1]
+
+    def give_back(self, lines: list[tuple[int, str]]) -> None:
+        self._back.extend(reversed(lines))
+
+
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of a byte that is not UTF-8
+
+
+def _not_utf8(cell: str) -> str | None:
+    """Why a cell is not text: its first byte that is not UTF-8; None when it is all text."""
+    bad = _NOT_UTF8.search(cell)
+    if bad is None:
+        return None
+    return f"is not UTF-8: byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start() + 1} of the cell"
+
+
+def _quote_fault(line: str) -> int | None:
+    """The index of the cell where one line of CSV goes wrong with quotes: a quote that closes a cell followed by
+    more text, or a quote still open at the line's end; None when its quotes are right."""
+    cell, start, quoted, closing = 0, True, False, False
+    for ch in line:
+        if quoted:
+            if not closing:
+                closing = ch == '"'
                 continue
-            yield n, {k: None if v == "" else v for k, v in record.items() if k is not None}
+            if ch == '"':  # "" inside a quoted cell is one quote
+                closing = False
+                continue
+            if ch not in ",\r\n":
+                return cell
+            quoted = closing = False
+        if ch == '"' and start:
+            quoted, start = True, False
+        elif ch == ",":
+            cell, start = cell + 1, True
+        else:
+            start = False
+    return cell if quoted and not closing else None
+
+
+def _unclosed(taken: list[tuple[int, str]], why: str) -> str:
+    """What is wrong with a record whose first line leaves a quote open and which is bad when read on."""
+    first, more = taken[0][0], len(taken) - 1
+    if not more:
+        return f"unclosed quote: the quote that opens this cell on line {first} is never closed (the file ends)"
+    return (
+        f"unclosed quote: the quote that opens this cell on line {first} is not closed on that line (read on, the "
+        f"cell would take in the next {more} line(s) and {why}); this row is refused and the lines after it are "
+        'read as rows. A quote inside a cell is written ""'
+    )
+
+
+def _column(header: list[str], cell: int | None) -> str | None:
+    return header[cell] if cell is not None and cell < len(header) else None
+
+
+def _csv_records(path: str | Path) -> Iterator[Any]:
+    """The header (a list of column names) first, then (row number, row dict or InputError) for each record.
+
+    Records are read in strict mode from text decoded with ``surrogateescape``, so that a byte that is not UTF-8
+    spoils only its own row (its cell is found and named). A record that spans lines (only a quoted cell may) and
+    is not valid CSV or does not have the header's number of cells is a quote left open: its row is refused and
+    reading goes on from the line after the record's first line, so that no row after it is lost.
+    """
+    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**31 - 1)
+    with (
+        _source(path).open("rb") as raw,
+        io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh,
+    ):
+        lines = _Lines(fh)
+        reader = csv.reader(lines, strict=True)
+        header: list[str] | None = None
+        n = 0
+        while True:
+            lines.taken = []
+            problem = None
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                cells, problem = [], str(exc)
+            taken = lines.taken
+            if header is None:
+                if problem is not None:
+                    raise ConfigError(f"{path}: the header (line {taken[0][0]}) is not valid CSV: {problem}")
+                if not cells:
+                    continue  # blank lines before the header
+                for i, name in enumerate(cells):
+                    if (why := _not_utf8(name)) is not None:
+                        raise ConfigError(f"{path}: the header's column {i + 1} {why}; save the file as UTF-8")
+                header = cells
+                yield header
+                continue
+            if not cells and problem is None:
+                continue  # a blank line is not a row
+            n += 1
+            eof = problem == "unexpected end of data"
+            if (len(taken) > 1 and (problem is not None or len(cells) != len(header))) or eof:
+                if problem is None:
+                    why = f"the row would have {len(cells)} cell(s) for {len(header)} column(s)"
+                elif eof:
+                    why = "the file would end inside it"
+                else:
+                    why = f"the row would not be valid CSV: {problem}"
+                field = _column(header, _quote_fault(taken[0][1]))
+                yield n, InputError(_unclosed(taken, why), row=n, field=field)
+                lines.give_back(taken[1:])
+                continue
+            if problem is not None:  # on one line: a quote closes a cell and more text follows
+                field = _column(header, _quote_fault(taken[0][1]))
+                message = f'is not valid CSV (line {taken[0][0]}): {problem}; a quote inside a cell is written ""'
+                yield n, InputError(message, row=n, field=field)
+                continue
+            if len(cells) > len(header):
+                yield n, InputError(f"{len(cells) - len(header)} more cell(s) than the header has columns", row=n)
+                continue
+            bad = next(((i, why) for i, cell in enumerate(cells) if (why := _not_utf8(cell)) is not None), None)
+            if bad is not None:
+                yield n, InputError(bad[1], row=n, field=header[bad[0]])
+                continue
+            row = dict.fromkeys(header)  # a record with fewer cells: the cells it lacks are empty
+            row.update((k, None if v == "" else v) for k, v in zip(header, cells, strict=False))
+            yield n, row
+
+
+def open_csv(path: str | Path) -> tuple[list[str], Iterator[tuple[int, Any]]]:
+    """(the header's column names, read now; (row number, row or InputError) for each data row, streamed)."""
+    records = _csv_records(path)
+    header: list[str] = next(records, [])
+    return header, records
+
+
+def read_csv(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(row number, row) for each data row of a CSV file with a header; an empty cell is None (no value); a row
+    that cannot be read is an :class:`InputError` naming it (see the module's rules for CSV)."""
+    return open_csv(path)[1]
 
 
 def parquet_files(uri: str | Path) -> tuple[Any, list[str]]:
@@ -351,7 +511,7 @@ def read_rows(
     if isinstance(source, (str, Path)):
         kind = fmt or table_format(source)
         if kind == "csv":
-            numbered: Iterable[tuple[int, Any]] = read_csv(source)
+            numbered: Iterable[tuple[int, Any]] = open_csv(source)[1]
         elif kind == "parquet":
             _need("pyarrow.parquet", "parquet", "reading Parquet")
             numbered = read_parquet(source)
