@@ -321,3 +321,14 @@ def test_csv_a_non_utf8_byte_is_its_rows_error(tiny: Path, tmp_path: Path) -> No
     assert reports[1]["verdict"] == "ERROR" and reports[1]["id"] == "row-2"
     assert reports[1]["errors"] == ["row 2, field 'answer': is not UTF-8: byte 0xe9 at character 8 of the cell"]
     assert reports[0]["verdict"] != "ERROR" and reports[2]["verdict"] != "ERROR"
+
+
+@pytest.mark.parametrize("content", [b"", b"PAR1 this is not Parquet PAR1"], ids=["empty", "corrupt"])
+def test_an_empty_or_corrupt_parquet_file_is_a_usage_error(tiny: Path, tmp_path: Path, content: bytes) -> None:
+    # the old reader crashed with a pyarrow traceback
+    pytest.importorskip("pyarrow")
+    data = tmp_path / "in.parquet"
+    data.write_bytes(content)
+    proc, out = run_cli(tmp_path, data, tiny)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert str(data) in proc.stderr and "Parquet" in proc.stderr and not out.exists()

@@ -296,3 +296,23 @@ def test_csv_bytes_are_decoded_per_row(tmp_path: Path) -> None:
     ]
     with pytest.raises(ConfigError, match=r"in.csv: the header's column 2 is not UTF-8: byte 0xe9"):
         csv_rows(tmp_path, b"id,r\xe9ponse,contexts\na,b,c\n")
+
+
+# -- Parquet: a file that is not Parquet is a usage error, found before any row -------------------------------
+
+
+def test_an_empty_or_damaged_parquet_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    empty = tmp_path / "empty.parquet"
+    empty.write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"empty.parquet: cannot read it as Parquet: it is empty \(0 bytes\)"):
+        read_rows(empty)  # when the reader is made, not when a row is read
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pylist([{"answer": "a", "contexts": ["c"]}]), folder / "a.parquet")
+    (folder / "b.parquet").write_bytes(b"PAR1 not really PAR1")
+    with pytest.raises(ConfigError, match=r"parts/b.parquet: cannot read it as Parquet"):
+        read_rows(folder)
+    (folder / "b.parquet").unlink()
+    assert [r for _, r in read_rows(folder)] == [{"answer": "a", "contexts": ["c"]}]

@@ -464,18 +464,50 @@ def parquet_files(uri: str | Path) -> tuple[Any, list[str]]:
     return fs, [path]
 
 
-def read_parquet(path: str | Path, batch_rows: int = 1024) -> Iterator[tuple[int, Any]]:
-    """(row number, row) for each row of a Parquet file or directory of them, streamed a batch at a time (needs
-    pyarrow); an empty cell is None, which the column mapping reads as no value."""
+def _bad_parquet(f: str, exc: BaseException) -> ConfigError:
+    why = "it is empty (0 bytes)" if "size is 0 bytes" in str(exc) else f"{type(exc).__name__}: {exc}"
+    return ConfigError(f"{f}: cannot read it as Parquet: {why}")
+
+
+def open_parquet(path: str | Path, batch_rows: int = 1024) -> tuple[list[str], Iterator[tuple[int, Any]]]:
+    """(the columns of the Parquet file or files of ``path``, from their footers, read now; (row number, row) for
+    each row, streamed a batch at a time).
+
+    Raises:
+        ConfigError: a file is not Parquet (empty, damaged, another format), now or when it is read; the message
+            names the file.
+    """
     pq = _need("pyarrow.parquet", "parquet", "reading Parquet")
     fs, files = parquet_files(path)
-    n = 0
-    for f in files:
-        with fs.open_input_file(f) as fh:
-            for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_rows):
-                for row in batch.to_pylist():
-                    n += 1
-                    yield n, row
+    columns: list[str] = []
+    for f in files:  # every footer now: a file that is not Parquet stops the run before any row is scored
+        try:
+            with fs.open_input_file(f) as fh:
+                names = pq.ParquetFile(fh).schema_arrow.names
+        except (OSError, ValueError, TypeError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError OSError
+            raise _bad_parquet(f, exc) from None
+        columns += [c for c in names if c not in columns]
+
+    def rows() -> Iterator[tuple[int, Any]]:
+        n = 0
+        for f in files:
+            try:
+                with fs.open_input_file(f) as fh:
+                    for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_rows):
+                        for row in batch.to_pylist():
+                            n += 1
+                            yield n, row
+            except (OSError, ValueError, TypeError) as exc:
+                raise _bad_parquet(f, exc) from None
+
+    return columns, rows()
+
+
+def read_parquet(path: str | Path, batch_rows: int = 1024) -> Iterator[tuple[int, Any]]:
+    """(row number, row) for each row of a Parquet file or directory of them, streamed a batch at a time (needs
+    pyarrow); an empty cell is None, which the column mapping reads as no value. A file that is not Parquet is a
+    :class:`ConfigError` naming it."""
+    return open_parquet(path, batch_rows)[1]
 
 
 def is_table(obj: Any) -> bool:
@@ -506,15 +538,15 @@ def read_rows(
     of dicts. The one reader of rows: every command and both engines read through it.
 
     Raises:
-        ConfigError: an unknown format, or a reader whose package is missing (the message names the extra).
+        ConfigError: an unknown format, a reader whose package is missing (the message names the extra), a CSV
+            header or a Parquet file that cannot be read (checked now, before any row).
     """
     if isinstance(source, (str, Path)):
         kind = fmt or table_format(source)
         if kind == "csv":
             numbered: Iterable[tuple[int, Any]] = open_csv(source)[1]
         elif kind == "parquet":
-            _need("pyarrow.parquet", "parquet", "reading Parquet")
-            numbered = read_parquet(source)
+            numbered = open_parquet(source)[1]
         else:
             numbered = read_jsonl(_source(source))
         return ColumnMap(mapping, decode_strings=kind != "jsonl").rows(numbered)
