@@ -323,6 +323,22 @@ def test_csv_a_non_utf8_byte_is_its_rows_error(tiny: Path, tmp_path: Path) -> No
     assert reports[0]["verdict"] != "ERROR" and reports[2]["verdict"] != "ERROR"
 
 
+def test_csv_list_cells_that_pandas_wrote_are_lists(tiny: Path, tmp_path: Path) -> None:
+    # DataFrame.to_csv writes a list cell as Python's repr (['a', "b's"]), not JSON; the old reader took the repr
+    # for one context, and the row passed
+    pd = pytest.importorskip("pandas")
+    data = tmp_path / "in.csv"
+    contexts = ["The library opens at 9 am.", "It has 40000 books,\nand members can 'borrow' five at a time."]
+    frame = pd.DataFrame({"id": ["pandas"], "answer": ["It has 40000 books."], "contexts": [contexts]})
+    frame.to_csv(data, index=False)
+    assert "['The library" in data.read_text(encoding="utf-8")
+    proc, out = run_cli(tmp_path, data, tiny)
+    reports = read_reports(out)
+    check_table_run(proc, reports, 1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert reports[0]["contexts"] == contexts
+
+
 @pytest.mark.parametrize("content", [b"", b"PAR1 this is not Parquet PAR1"], ids=["empty", "corrupt"])
 def test_an_empty_or_corrupt_parquet_file_is_a_usage_error(tiny: Path, tmp_path: Path, content: bytes) -> None:
     # the old reader crashed with a pyarrow traceback

@@ -316,3 +316,23 @@ def test_an_empty_or_damaged_parquet_file_is_a_config_error_naming_it(tmp_path: 
         read_rows(folder)
     (folder / "b.parquet").unlink()
     assert [r for _, r in read_rows(folder)] == [{"answer": "a", "contexts": ["c"]}]
+
+
+# -- list cells that pandas wrote -------------------------------------------------------------------------------
+
+
+def test_list_cells_pandas_to_csv_wrote_are_read_as_lists(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    odd = ["it's", 'say "hi"', "a, b\nc\r\n", "é ü 中 📚 \u2028", "\\n is not a newline", "", "[nested]"]
+    frame = pd.DataFrame(
+        {"id": ["a", "b"], "answer": ["x", "y"], "contexts": [odd, []], "reference": ["r", ["one.", "two."]]}
+    )
+    path = tmp_path / "frame.csv"
+    frame.to_csv(path, index=False)
+    rows = [r for _, r in read_rows(path)]
+    assert rows[0]["contexts"] == odd and rows[1]["contexts"] == []
+    assert rows[1]["metadata"] == {"reference": "one. two."}  # RAGAS' old ground_truths, written by pandas
+    assert [r["contexts"] for _, r in read_rows(pd.read_csv(path))] == [odd, []]  # read back by pandas too
+    # not a Python list of plain strings: left as it is (and so refused as contexts), never half-read
+    for cell in ["['a' 'b']", "[b'a']", "['a', 1]", "[f'{x}']", "['a'] + ['b']", "[print('x')]"]:
+        assert ColumnMap(decode_strings=True).normalize({"contexts": cell})[0]["contexts"] == cell

@@ -26,12 +26,14 @@ valid CSV is a :class:`ConfigError`.
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import json
 import math
 import re
 import sys
+import tokenize
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -107,13 +109,40 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _python_list(text: str) -> list[str] | None:
+    """A cell that pandas' ``to_csv`` wrote for a list of strings (Python's repr: ``['a', "b's"]``) as the list;
+    None unless it is exactly ``[`` string literals separated by commas ``]``.
+
+    Checked token by token before :func:`ast.literal_eval` (which runs no code), so that numpy's repr of an array
+    (``['a' 'b']``, no commas) is not read as Python's implicit concatenation ``['ab']``.
+    """
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in _LAYOUT_TOKENS]
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    if len(tokens) < 2 or tokens[0].string != "[" or tokens[-1].string != "]":
+        return None
+    for i, token in enumerate(tokens[1:-1]):
+        if (token.type != tokenize.STRING or token.string[0] not in "'\"") if i % 2 == 0 else token.string != ",":
+            return None  # a string literal with no prefix (no b'', f'', r''), then a comma, and so on
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, list) and all(isinstance(x, str) for x in value) else None
+
+
+_LAYOUT_TOKENS = (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+
+
 def _decode_list(value: Any) -> Any:
-    """A JSON-encoded list of strings (how a CSV cell holds contexts) as the list; anything else as it is."""
+    """A list of strings encoded in a cell (how a CSV holds contexts: JSON, or the Python repr pandas' ``to_csv``
+    writes) as the list; anything else as it is."""
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
             decoded = json.loads(value)
         except ValueError:
-            return value
+            decoded = _python_list(value.strip())
         if isinstance(decoded, list) and all(isinstance(x, str) for x in decoded):
             return decoded
     return value
