@@ -7,6 +7,7 @@ scored is an ERROR naming its row (and field); exit code 1 because some rows fai
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -337,6 +338,33 @@ def test_csv_list_cells_that_pandas_wrote_are_lists(tiny: Path, tmp_path: Path) 
     check_table_run(proc, reports, 1)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert reports[0]["contexts"] == contexts
+
+
+def write_table(path: Path, rows: list[dict[str, Any]]) -> None:
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    elif path.suffix == ".csv":
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows({k: json.dumps(v) if isinstance(v, list) else v for k, v in r.items()} for r in rows)
+    else:
+        pa = pytest.importorskip("pyarrow")
+        pq = pytest.importorskip("pyarrow.parquet")
+        pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
+def test_a_map_to_a_column_the_table_lacks_is_a_usage_error(tiny: Path, tmp_path: Path, suffix: str) -> None:
+    # the old reader ignored it: ids became row-N, the reference was dropped, exit 0
+    data = tmp_path / f"in{suffix}"
+    write_table(data, [{"id": "a", "answer": "It has 40000 books.", "contexts": [P], "ref": "40000."}] * 2)
+    proc, out = run_cli(tmp_path, data, tiny, "--map", "id=key,reference=ref,question=q")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    message = " ".join(proc.stderr.split())
+    assert "'key', 'q'" in message and "'ref'" not in message, message  # the missing ones, not the one it has
+    assert "columns found: id, answer, contexts, ref" in message
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("content", [b"", b"PAR1 this is not Parquet PAR1"], ids=["empty", "corrupt"])

@@ -336,3 +336,29 @@ def test_list_cells_pandas_to_csv_wrote_are_read_as_lists(tmp_path: Path) -> Non
     # not a Python list of plain strings: left as it is (and so refused as contexts), never half-read
     for cell in ["['a' 'b']", "[b'a']", "['a', 1]", "[f'{x}']", "['a'] + ['b']", "[print('x')]"]:
         assert ColumnMap(decode_strings=True).normalize({"contexts": cell})[0]["contexts"] == cell
+
+
+# -- a mapping to a column the table lacks is a usage error, found before any row -------------------------------
+
+
+def test_a_map_to_a_missing_column_is_a_config_error_naming_it_and_the_columns_found(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    rows = [{"id": "a", "answer": "x", "contexts": ["c"]}, {"id": "b", "answer": "y", "contexts": ["c"], "gold": "1"}]
+    mapping = {"id": "key", "label": "gold", "question": "q"}
+    found = "columns found: id, answer, contexts"
+    with pytest.raises(
+        ConfigError, match=f"names column\\(s\\) 'key', 'gold', 'q' that the DataFrame does not have; {found}$"
+    ):
+        read_rows(pd.DataFrame(rows[:1]), mapping)
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    # JSONL: a column is there when any row has it (an optional field may be left out of the first rows)
+    with pytest.raises(ConfigError, match=f"names column\\(s\\) 'key', 'q' that no row of {path} has; {found}, gold$"):
+        read_rows(path, mapping)
+    got = list(read_rows(path, {"label": "gold"}))
+    assert [r.get("label") for _, r in got] == [None, "1"]
+    with pytest.raises(ConfigError, match="'q' that no row of the rows has"):
+        read_rows(rows, {"question": "q"})
+    datasets = pytest.importorskip("datasets")
+    with pytest.raises(ConfigError, match="'q' that the Dataset does not have"):
+        read_rows(datasets.Dataset.from_list(rows[:1]), {"question": "q"})

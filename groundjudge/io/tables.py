@@ -166,6 +166,33 @@ class ColumnMap:
         self.mapping = _check_mapping(mapping)
         self.decode_strings = decode_strings
 
+    def check_columns(self, columns: Iterable[str], where: str) -> None:
+        """Raise a :class:`ConfigError` when the mapping names a column that is not in ``columns`` (those of
+        ``where``, a table or file): a mapping to nothing would silently leave its field out of every row."""
+        found = list(dict.fromkeys(columns))
+        if missing := [c for c in dict.fromkeys(self.mapping.values()) if c not in found]:
+            raise ConfigError(self._missing_message(missing, f"that {where} does not have", found))
+
+    def check_rows(self, numbered: Iterable[tuple[int, Any]], where: str) -> None:
+        """:meth:`check_columns` for rows that each have their own keys (JSONL, a list of dicts): a mapped column is
+        there when any row has it. Reads rows until every mapped column is seen (the first row, as a rule), or to
+        the end when one is missing."""
+        wanted = set(self.mapping.values())
+        found: dict[str, None] = {}
+        for _, row in numbered:
+            if isinstance(row, Mapping):
+                found.update(dict.fromkeys(str(k) for k in row))
+                if wanted <= found.keys():
+                    return
+        missing = [c for c in dict.fromkeys(self.mapping.values()) if c not in found]
+        raise ConfigError(self._missing_message(missing, f"that no row of {where} has", list(found)))
+
+    @staticmethod
+    def _missing_message(missing: list[str], where: str, found: list[str]) -> str:
+        shown = ", ".join(found[:40]) + (f" and {len(found) - 40} more" if len(found) > 40 else "")
+        names = ", ".join(repr(c) for c in missing)
+        return f"the column mapping (--map) names column(s) {names} {where}; columns found: {shown or 'none'}"
+
     def source(self, row: Mapping[str, Any], target: str) -> str | None:
         """The column of ``row`` that feeds ``target``, if any."""
         if target in self.mapping:
@@ -568,20 +595,34 @@ def read_rows(
 
     Raises:
         ConfigError: an unknown format, a reader whose package is missing (the message names the extra), a CSV
-            header or a Parquet file that cannot be read (checked now, before any row).
+            header or a Parquet file that cannot be read, a mapping to a column the table does not have (the CSV
+            header, the Parquet schema, a DataFrame's or Dataset's columns; JSONL and a list of dicts: no row has
+            it): all checked now, before any row is given.
     """
     if isinstance(source, (str, Path)):
         kind = fmt or table_format(source)
+        cmap = ColumnMap(mapping, decode_strings=kind != "jsonl")
         if kind == "csv":
-            numbered: Iterable[tuple[int, Any]] = open_csv(source)[1]
+            header, numbered = open_csv(source)
+            cmap.check_columns(header, str(source))
         elif kind == "parquet":
-            numbered = open_parquet(source)[1]
+            schema, numbered = open_parquet(source)
+            cmap.check_columns(schema, str(source))
         else:
+            if cmap.mapping:
+                cmap.check_rows(read_jsonl(_source(source)), str(source))
             numbered = read_jsonl(_source(source))
-        return ColumnMap(mapping, decode_strings=kind != "jsonl").rows(numbered)
+        return cmap.rows(numbered)
     if is_table(source):
-        return ColumnMap(mapping, decode_strings=True).rows(table_rows(source))
-    return ColumnMap(mapping).rows(enumerate(source, start=1))
+        cmap = ColumnMap(mapping, decode_strings=True)
+        names = source.columns if type(source).__name__ == "DataFrame" else source.column_names
+        if cmap.mapping and names is not None:  # an IterableDataset may not know its columns
+            cmap.check_columns((str(c) for c in names), f"the {type(source).__name__}")
+        return cmap.rows(table_rows(source))
+    cmap = ColumnMap(mapping)
+    if cmap.mapping and isinstance(source, (list, tuple)):
+        cmap.check_rows(enumerate(source, start=1), "the rows")
+    return cmap.rows(enumerate(source, start=1))
 
 
 def as_rows(rows: Any, mapping: Mapping[str, str] | None = None) -> Iterable[Any]:
