@@ -116,6 +116,13 @@ CASES = [
     Case("list", b"[1, 2, 3]", "must be a JSON object"),
     Case("string", b'"just a string"', "must be a JSON object"),
     Case("null", b"null", "must be a JSON object"),
+    Case(
+        "contexts-string",
+        js({"id": "contexts-string", "contexts": P, "answer": "It opens at 9 am."}),
+        "wrap it in a list",
+        "contexts",
+    ),
+    Case("context-string", js({"id": "context-string", "context": P, "answer": "The library opens at 9 am."})),
     Case("numbers", js({"id": 5, "contexts": [1, 2], "answer": 3}), "must be a list of strings", "contexts"),
     Case("number-answer", js({"id": "number-answer", "contexts": [P], "answer": 12}), "must be a string", "answer"),
     Case(

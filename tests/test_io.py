@@ -128,7 +128,7 @@ def test_csv_with_ragas_columns_and_json_list_contexts_to_parquet_and_resume(tin
     pq = pytest.importorskip("pyarrow.parquet")
     data = tmp_path / "in.csv"
     rows = [{"id": f"r{i}", **row} for i, row in enumerate(RAGAS)]
-    rows.append({"id": "bad", "user_input": "q", "response": "", "retrieved_contexts": "not a list", "reference": ""})
+    rows.append({"id": "bad", "user_input": "q", "response": "", "retrieved_contexts": [P], "reference": ""})
     write_csv(data, rows)
     out = tmp_path / "scored.parquet"
     result = score(tiny, tmp_path, str(data), "--out", str(out))
@@ -362,3 +362,42 @@ def test_a_map_to_a_missing_column_is_a_config_error_naming_it_and_the_columns_f
     datasets = pytest.importorskip("datasets")
     with pytest.raises(ConfigError, match="'q' that the Dataset does not have"):
         read_rows(datasets.Dataset.from_list(rows[:1]), {"question": "q"})
+
+
+# -- contexts: a list; one passage as a string only under the singular name -------------------------------------
+
+
+def test_a_string_as_contexts_is_an_input_error_and_as_context_one_passage(tmp_path: Path) -> None:
+    from groundjudge.io.rows import parse_sample
+
+    def parsed(rows: Any, mapping: dict[str, str] | None = None) -> list[Any]:
+        out = []
+        for n, row in read_rows(rows, mapping):
+            try:
+                out.append(parse_sample(row, n).contexts)
+            except InputError as exc:
+                out.append((exc.row, exc.field, exc.reason))
+        return out
+
+    wrap = "wrap it in a list"
+    got = parsed(
+        [
+            {"contexts": "just a string", "answer": "a"},
+            {"retrieved_contexts": "just a string", "answer": "a"},
+            {"context": "one passage", "answer": "a"},
+            {"context": ["a list", "too"], "answer": "a"},
+        ]
+    )
+    assert got[0][:2] == (1, "contexts") and wrap in got[0][2]
+    assert got[1][:2] == (2, "retrieved_contexts") and wrap in got[1][2]
+    assert got[2:] == [["one passage"], ["a list", "too"]]
+    # a table: a CSV column named context holds one passage a cell; --map context=COLUMN says the same of another
+    path = tmp_path / "in.csv"
+    path.write_text('answer,context,doc\na,one passage,"[1] a passage, not a list"\n', encoding="utf-8")
+    assert parsed(path) == [["one passage"]]
+    assert parsed(path, {"context": "doc"}) == [["[1] a passage, not a list"]]
+    (bad,) = parsed(path, {"contexts": "doc"})
+    assert bad[:2] == (1, "doc") and wrap in bad[2]
+    assert parse_mapping("context=doc") == {"context": "doc"}
+    with pytest.raises(ConfigError, match="both contexts and context"):
+        read_rows(path, {"context": "doc", "contexts": "context"})

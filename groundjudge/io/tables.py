@@ -5,8 +5,14 @@ Columns are mapped to groundjudge's fields (``id``, ``answer``, ``claim``, ``con
 ``--map answer=response,contexts=retrieved_contexts``), else by name: groundjudge's own names first, then the usual
 names of RAGAS (``user_input``, ``response``, ``retrieved_contexts``, ``reference``; older ``question``, ``answer``,
 ``contexts``, ``ground_truth``) and DeepEval (``input``, ``actual_output``, ``retrieval_context``,
-``expected_output``, ``context``) datasets. A reference answer is kept as ``metadata["reference"]`` (what
-:mod:`groundjudge.diagnose` measures context recall with).
+``expected_output``, ``context``) datasets. A mapped column the table does not have is a :class:`ConfigError`,
+before any row. A reference answer is kept as ``metadata["reference"]`` (what :mod:`groundjudge.diagnose` measures
+context recall with).
+
+The contexts are a list of strings; a CSV cell (or a string cell of a DataFrame or Parquet file) holds the list as
+JSON, or as the Python list pandas' ``to_csv`` writes (``['a', 'b']``). A plain string where the list belongs is a
+mistyped field, an InputError, except under the singular name ``context`` (a key, a column, or
+``--map context=COLUMN``), where a string is one passage.
 
 Rows are numbered from 1 in table order (the header of a CSV is not a row; a JSONL row is its line number). A bad
 row is an :class:`InputError` naming that row and the field by the column name the table uses.
@@ -59,6 +65,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
 TABLE_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
+# A mapping may also name ``context``: the column of contexts, where a cell may be one passage (a string).
+MAP_FIELDS = (*FIELDS, "context")
+
+
 def parse_mapping(text: str | None) -> dict[str, str]:
     """``"answer=response,contexts=retrieved_contexts"`` as ``{"answer": "response", ...}``.
 
@@ -73,16 +83,19 @@ def parse_mapping(text: str | None) -> dict[str, str]:
         target, column = target.strip(), column.strip()
         if not sep or not target or not column:
             raise ConfigError(f"--map item {item.strip()!r} is not field=column")
-        if target not in FIELDS:
-            raise ConfigError(f"--map: unknown field {target!r}; fields are {', '.join(FIELDS)}")
+        if target not in MAP_FIELDS:
+            raise ConfigError(f"--map: unknown field {target!r}; fields are {', '.join(MAP_FIELDS)}")
         mapping[target] = column
     return mapping
 
 
 def _check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
     mapping = dict(mapping or {})
-    if unknown := set(mapping) - set(FIELDS):
-        raise ConfigError(f"unknown field(s) in the column mapping: {sorted(unknown)}; fields are {', '.join(FIELDS)}")
+    if unknown := set(mapping) - set(MAP_FIELDS):
+        fields = ", ".join(MAP_FIELDS)
+        raise ConfigError(f"unknown field(s) in the column mapping: {sorted(unknown)}; fields are {fields}")
+    if "context" in mapping and "contexts" in mapping:
+        raise ConfigError("the column mapping names both contexts and context: map one column to one of them")
     return mapping
 
 
@@ -164,6 +177,9 @@ class ColumnMap:
 
     def __init__(self, mapping: Mapping[str, str] | None = None, *, decode_strings: bool = False) -> None:
         self.mapping = _check_mapping(mapping)
+        self.single = self.mapping.get("context")  # a column mapped as context: a cell may be one passage
+        if self.single is not None:
+            self.mapping["contexts"] = self.mapping.pop("context")
         self.decode_strings = decode_strings
 
     def check_columns(self, columns: Iterable[str], where: str) -> None:
@@ -229,6 +245,8 @@ class ColumnMap:
                 out["reference"] = _decode_list(out["reference"])
             if "metadata" in out:
                 out["metadata"] = _decode_object(out["metadata"])
+        if isinstance(out.get("contexts"), str) and self.source(row, "contexts") in ("context", self.single):
+            out["contexts"] = [out["contexts"]]  # the singular name, or a column mapped as context: one passage
         reference = out.pop("reference", None)
         if reference is not None:
             if isinstance(reference, list) and all(isinstance(x, str) for x in reference):
