@@ -26,8 +26,10 @@ quote left open is told from a quoted cell with a line break by what reading on 
 run to the end of the file, not be valid CSV, or not have the header's number of cells, the row is refused (naming
 the cell where the quote opens and its line) and reading goes on from the next line, so the rows that the quote
 would have swallowed are rows. (A stray quote that a later quote happens to close into a record of the right shape
-cannot be told from a cell with line breaks in it: that record is read as it is.) A header that is not UTF-8 or not
-valid CSV is a :class:`ConfigError`.
+cannot be told from a cell with line breaks in it: that record is read as it is.) Lines end as the header's line
+ends: in \n (or \r\n), where a lone \r inside a line is text (Python's csv and pandas' ``to_csv`` write it
+unquoted), or in a lone \r (old Mac files); a cell that ends a row in \r, unquoted, cannot be told from a \r\n line
+end and loses that \r. A header that is not UTF-8 or not valid CSV is a :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -368,8 +370,8 @@ class _Lines:
     """The physical lines of a text file for :mod:`csv`, numbered, those of the record being read remembered, so that
     the reader can go back to the line after a record's first line."""
 
-    def __init__(self, fh: Iterable[str]) -> None:
-        self._fh = iter(fh)
+    def __init__(self, fh: Iterable[str], *, lone_cr: bool = False) -> None:
+        self._fh = (_LONE_CR.sub(_CR, line) for line in fh) if lone_cr else iter(fh)
         self._back: list[tuple[int, str]] = []  # lines given back, the next one last
         self._count = 0
         self.taken: list[tuple[int, str]] = []  # (line number, text) of the record being read
@@ -388,6 +390,20 @@ class _Lines:
 
     def give_back(self, lines: list[tuple[int, str]]) -> None:
         self._back.extend(reversed(lines))
+
+
+# A carriage return inside a line of a file whose lines end in \n is text: Python's csv and pandas' to_csv (line end
+# \n) write it unquoted, and csv.reader would end the record there. It is read as _CR, a character no decoded text
+# holds (surrogateescape makes bytes into U+DC80..U+DCFF only), and given back as \r in the cell.
+_CR = "\udc0d"
+_LONE_CR = re.compile(r"\r(?!\n|\Z)")
+
+
+def _crlf_or_lf(raw: Any) -> bool:
+    """Whether the file's first line ends in \n or \r\n (else in a lone \r, as old Mac files do)."""
+    head = raw.peek(65536)[:65536] if hasattr(raw, "peek") else b""
+    cr, lf = head.find(b"\r"), head.find(b"\n")
+    return not (cr >= 0 and (lf < 0 or lf > cr + 1))
 
 
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of a byte that is not UTF-8
@@ -452,9 +468,11 @@ def _csv_records(path: str | Path) -> Iterator[Any]:
     csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**31 - 1)
     with (
         _source(path).open("rb") as raw,
-        io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh,
+        io.TextIOWrapper(
+            raw, encoding="utf-8-sig", errors="surrogateescape", newline="\n" if (lf := _crlf_or_lf(raw)) else ""
+        ) as fh,
     ):
-        lines = _Lines(fh)
+        lines = _Lines(fh, lone_cr=lf)
         reader = csv.reader(lines, strict=True)
         header: list[str] | None = None
         n = 0
@@ -476,7 +494,7 @@ def _csv_records(path: str | Path) -> Iterator[Any]:
                 for i, name in enumerate(cells):
                     if (why := _not_utf8(name)) is not None:
                         raise ConfigError(f"{path}: the header's column {i + 1} {why}; save the file as UTF-8")
-                header = cells
+                header = [c.replace(_CR, "\r") for c in cells]
                 yield header
                 continue
             if not cells and problem is None:
@@ -507,7 +525,7 @@ def _csv_records(path: str | Path) -> Iterator[Any]:
                 yield n, InputError(bad[1], row=n, field=header[bad[0]])
                 continue
             row = dict.fromkeys(header)  # a record with fewer cells: the cells it lacks are empty
-            row.update((k, None if v == "" else v) for k, v in zip(header, cells, strict=False))
+            row.update((k, None if v == "" else v.replace(_CR, "\r")) for k, v in zip(header, cells, strict=False))
             yield n, row
 
 
