@@ -7,6 +7,7 @@ scored is an ERROR naming its row (and field); exit code 1 because some rows fai
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -115,6 +116,13 @@ CASES = [
     Case("list", b"[1, 2, 3]", "must be a JSON object"),
     Case("string", b'"just a string"', "must be a JSON object"),
     Case("null", b"null", "must be a JSON object"),
+    Case(
+        "contexts-string",
+        js({"id": "contexts-string", "contexts": P, "answer": "It opens at 9 am."}),
+        "wrap it in a list",
+        "contexts",
+    ),
+    Case("context-string", js({"id": "context-string", "context": P, "answer": "The library opens at 9 am."})),
     Case("numbers", js({"id": 5, "contexts": [1, 2], "answer": 3}), "must be a list of strings", "contexts"),
     Case("number-answer", js({"id": "number-answer", "contexts": [P], "answer": 12}), "must be a string", "answer"),
     Case(
@@ -163,23 +171,36 @@ def refuse(name: str) -> Any:
     raise AssertionError(f"{name} written into OUT")
 
 
-def score(tmp: Path, model: Path) -> Run:
-    data, out = tmp / "in.jsonl", tmp / "out.jsonl"
-    rows = corpus(data)
-    cmd = [sys.executable, "-m", "groundjudge", "score", str(data), "--out", str(out), "--no-progress"]
+def run_cli(tmp: Path, data: Path, model: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``groundjudge score DATA`` as a user runs it; (the process, OUT)."""
+    out = tmp / "out.jsonl"
+    cmd = [sys.executable, "-m", "groundjudge", "score", str(data), "--out", str(out), "--no-progress", *extra]
     cmd += ["--cache-dir", str(tmp / "cache"), "--batch-size", "4"]
     env = {**os.environ, "GROUNDJUDGE_NLI_MODEL": str(model), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600), out
+
+
+def read_reports(out: Path) -> list[dict[str, Any]]:
     text = out.read_text(encoding="utf-8") if out.exists() else ""
     # splitlines() splits on U+2028 and U+0085 too: OUT must escape them, so that every tool reads one report a line
-    reports = [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
-    return Run(proc.returncode, proc.stderr, reports, rows)
+    return [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
+
+
+def score(tmp: Path, model: Path) -> Run:
+    data = tmp / "in.jsonl"
+    rows = corpus(data)
+    proc, out = run_cli(tmp, data, model)
+    return Run(proc.returncode, proc.stderr, read_reports(out), rows)
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    model = tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
-    return score(tmp_path_factory.mktemp("bad-tiny"), model)
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny: Path) -> Run:
+    return score(tmp_path_factory.mktemp("bad-tiny"), tiny)
 
 
 def check_run(run: Run) -> None:
@@ -256,3 +277,109 @@ def test_a_model_that_returns_nan_writes_no_nan(tmp_path: Path) -> None:
         report = next(r for r in run.reports if r["row"] == run.rows[case.name])
         if case.error is None and report["claims"]:  # a NaN score never passes: the row failed, and says so
             assert report["verdict"] == "ERROR" or report["errors"], (case.name, report["verdict"])
+
+
+# -- tables: CSV, Parquet, --map ---------------------------------------------------------------------------------
+
+CTX = '"[""' + P + '""]"'  # a CSV cell holding the JSON list [P]
+
+
+def check_table_run(proc: subprocess.CompletedProcess[str], reports: list[dict[str, Any]], rows: int) -> None:
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert [r["row"] for r in reports] == list(range(1, rows + 1)), proc.stderr[-3000:]  # one report per row
+
+
+def test_csv_an_unclosed_quote_is_its_rows_error_and_the_rows_after_it_are_read(tiny: Path, tmp_path: Path) -> None:
+    # the old reader took every line after the quote into one cell: 2 reports for 4 rows, exit 0
+    data = tmp_path / "in.csv"
+    text = (
+        "id,contexts,answer\n"
+        f"first,{CTX},The library opens at 9 am.\n"
+        f'open,{CTX},"It has 40000 books.\n'  # the quote is never closed
+        f'multi,{CTX},"Members can borrow\nfive books at a time."\n'  # a cell over two lines: fine
+        f"last,{CTX},It has 40000 books.\n"
+    )
+    data.write_text(text, encoding="utf-8")
+    proc, out = run_cli(tmp_path, data, tiny)
+    reports = read_reports(out)
+    check_table_run(proc, reports, 4)
+    assert proc.returncode == 1
+    assert [r["id"] for r in reports] == ["first", "row-2", "multi", "last"]
+    assert reports[1]["verdict"] == "ERROR" and len(reports[1]["errors"]) == 1
+    assert reports[1]["errors"][0].startswith("row 2, field 'answer': unclosed quote"), reports[1]["errors"]
+    assert "line 3" in reports[1]["errors"][0]  # where to look in the file
+    assert reports[2]["answer"] == "Members can borrow\nfive books at a time."
+    assert all(r["verdict"] != "ERROR" for r in reports if r["row"] != 2)
+
+
+def test_csv_a_non_utf8_byte_is_its_rows_error(tiny: Path, tmp_path: Path) -> None:
+    # the old reader crashed with a UnicodeDecodeError traceback
+    data = tmp_path / "in.csv"
+    lines = [
+        "id,contexts,answer",
+        f"first,{CTX},The library opens at 9 am.",
+        f"latin1,{CTX},The caf\xe9 opens at 9 am.",
+        f"last,{CTX},It has 40000 books.",
+    ]
+    data.write_bytes(b"\r\n".join(line.encode("latin-1") for line in lines) + b"\r\n")
+    proc, out = run_cli(tmp_path, data, tiny)
+    reports = read_reports(out)
+    check_table_run(proc, reports, 3)
+    assert proc.returncode == 1
+    assert reports[1]["verdict"] == "ERROR" and reports[1]["id"] == "row-2"
+    assert reports[1]["errors"] == ["row 2, field 'answer': is not UTF-8: byte 0xe9 at character 8 of the cell"]
+    assert reports[0]["verdict"] != "ERROR" and reports[2]["verdict"] != "ERROR"
+
+
+def test_csv_list_cells_that_pandas_wrote_are_lists(tiny: Path, tmp_path: Path) -> None:
+    # DataFrame.to_csv writes a list cell as Python's repr (['a', "b's"]), not JSON; the old reader took the repr
+    # for one context, and the row passed
+    pd = pytest.importorskip("pandas")
+    data = tmp_path / "in.csv"
+    contexts = ["The library opens at 9 am.", "It has 40000 books,\nand members can 'borrow' five at a time."]
+    frame = pd.DataFrame({"id": ["pandas"], "answer": ["It has 40000 books."], "contexts": [contexts]})
+    frame.to_csv(data, index=False)
+    assert "['The library" in data.read_text(encoding="utf-8")
+    proc, out = run_cli(tmp_path, data, tiny)
+    reports = read_reports(out)
+    check_table_run(proc, reports, 1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert reports[0]["contexts"] == contexts
+
+
+def write_table(path: Path, rows: list[dict[str, Any]]) -> None:
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    elif path.suffix == ".csv":
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows({k: json.dumps(v) if isinstance(v, list) else v for k, v in r.items()} for r in rows)
+    else:
+        pa = pytest.importorskip("pyarrow")
+        pq = pytest.importorskip("pyarrow.parquet")
+        pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
+def test_a_map_to_a_column_the_table_lacks_is_a_usage_error(tiny: Path, tmp_path: Path, suffix: str) -> None:
+    # the old reader ignored it: ids became row-N, the reference was dropped, exit 0
+    data = tmp_path / f"in{suffix}"
+    write_table(data, [{"id": "a", "answer": "It has 40000 books.", "contexts": [P], "ref": "40000."}] * 2)
+    proc, out = run_cli(tmp_path, data, tiny, "--map", "id=key,reference=ref,question=q")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    message = " ".join(proc.stderr.split())
+    assert "'key', 'q'" in message and "'ref'" not in message, message  # the missing ones, not the one it has
+    assert "columns found: id, answer, contexts, ref" in message
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"PAR1 this is not Parquet PAR1"], ids=["empty", "corrupt"])
+def test_an_empty_or_corrupt_parquet_file_is_a_usage_error(tiny: Path, tmp_path: Path, content: bytes) -> None:
+    # the old reader crashed with a pyarrow traceback
+    pytest.importorskip("pyarrow")
+    data = tmp_path / "in.parquet"
+    data.write_bytes(content)
+    proc, out = run_cli(tmp_path, data, tiny)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert str(data) in proc.stderr and "Parquet" in proc.stderr and not out.exists()

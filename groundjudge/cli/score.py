@@ -81,7 +81,9 @@ def score_command(
     columns: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(
-            "--map", help="Column mapping field=column,...: e.g. answer=response,contexts=retrieved_contexts."
+            "--map",
+            help="Column mapping field=column,...: e.g. answer=response,contexts=retrieved_contexts "
+            "(context=COLUMN: a cell may be one passage).",
         ),
     ] = None,
     mode: Annotated[

@@ -42,17 +42,33 @@ def check_text(value: str | None, row: int | None, field: str) -> None:
         ) from None
 
 
+CONTEXTS_STRING = (
+    'is a string, not a list of strings: wrap it in a list (["..."], in a CSV cell as JSON), or give one passage '
+    "as 'context' (a key or column named context, or --map context=COLUMN)"
+)
+
+
 def parse_sample(row: Any, row_number: int | None = None) -> Sample:
-    """A validated :class:`Sample` from an input row; a bad row is an :class:`InputError` naming row and field."""
+    """A validated :class:`Sample` from an input row; a bad row is an :class:`InputError` naming row and field.
+
+    ``contexts`` is a list of strings: a plain string there is a mistyped field, an InputError (a string that was
+    meant as a list is not quietly taken for one passage). One passage may be given as a string under the singular
+    name ``context``.
+    """
     if isinstance(row, Sample):
         return row
     if not isinstance(row, dict):
         raise InputError(f"a row must be a JSON object, not {type(row).__name__}", row=row_number)
     if isinstance(row.get("id"), (dict, list)):
         raise InputError("must be a string or a number", row=row_number, field="id")
-    contexts = row.get("contexts", row.get("context"))
-    if isinstance(contexts, str):
-        contexts = [contexts]
+    if row.get("contexts") is None and "context" in row:
+        contexts = row.get("context")
+        if isinstance(contexts, str):  # the singular name: one passage
+            contexts = [contexts]
+    else:
+        contexts = row.get("contexts")
+        if isinstance(contexts, str):
+            raise InputError(CONTEXTS_STRING, row=row_number, field="contexts")
     if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
         raise InputError("must be a list of strings", row=row_number, field="contexts")
     if not any(c.strip() for c in contexts):

@@ -5,20 +5,43 @@ Columns are mapped to groundjudge's fields (``id``, ``answer``, ``claim``, ``con
 ``--map answer=response,contexts=retrieved_contexts``), else by name: groundjudge's own names first, then the usual
 names of RAGAS (``user_input``, ``response``, ``retrieved_contexts``, ``reference``; older ``question``, ``answer``,
 ``contexts``, ``ground_truth``) and DeepEval (``input``, ``actual_output``, ``retrieval_context``,
-``expected_output``, ``context``) datasets. A reference answer is kept as ``metadata["reference"]`` (what
-:mod:`groundjudge.diagnose` measures context recall with).
+``expected_output``, ``context``) datasets. A mapped column the table does not have is a :class:`ConfigError`,
+before any row. A reference answer is kept as ``metadata["reference"]`` (what :mod:`groundjudge.diagnose` measures
+context recall with).
+
+The contexts are a list of strings; a CSV cell (or a string cell of a DataFrame or Parquet file) holds the list as
+JSON, or as the Python list pandas' ``to_csv`` writes (``['a', 'b']``). A plain string where the list belongs is a
+mistyped field, an InputError, except under the singular name ``context`` (a key, a column, or
+``--map context=COLUMN``), where a string is one passage.
 
 Rows are numbered from 1 in table order (the header of a CSV is not a row; a JSONL row is its line number). A bad
 row is an :class:`InputError` naming that row and the field by the column name the table uses.
+
+CSV is read strictly, so that no row is lost or changed without a word: UTF-8 (a byte order mark is skipped), a
+header line, cells quoted as RFC 4180 says (a quote inside a quoted cell is written ``""``; only a quoted cell may
+hold a line break); an empty cell is no value; a blank line is not a row. A record that cannot be read is an
+InputError in its row's place and the rows after it are read as usual: a byte that is not UTF-8 (bytes are decoded
+per row, the cell named), a quote that closes a cell with more text after it, more cells than the header has. A
+quote left open is told from a quoted cell with a line break by what reading on would give: when the record would
+run to the end of the file, not be valid CSV, or not have the header's number of cells, the row is refused (naming
+the cell where the quote opens and its line) and reading goes on from the next line, so the rows that the quote
+would have swallowed are rows. (A stray quote that a later quote happens to close into a record of the right shape
+cannot be told from a cell with line breaks in it: that record is read as it is.) Lines end as the header's line
+ends: in \n (or \r\n), where a lone \r inside a line is text (Python's csv and pandas' ``to_csv`` write it
+unquoted), or in a lone \r (old Mac files); a cell that ends a row in \r, unquoted, cannot be told from a \r\n line
+end and loses that \r. A header that is not UTF-8 or not valid CSV is a :class:`ConfigError`.
 """
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import json
 import math
+import re
 import sys
+import tokenize
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +67,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
 TABLE_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
+# A mapping may also name ``context``: the column of contexts, where a cell may be one passage (a string).
+MAP_FIELDS = (*FIELDS, "context")
+
+
 def parse_mapping(text: str | None) -> dict[str, str]:
     """``"answer=response,contexts=retrieved_contexts"`` as ``{"answer": "response", ...}``.
 
@@ -58,16 +85,19 @@ def parse_mapping(text: str | None) -> dict[str, str]:
         target, column = target.strip(), column.strip()
         if not sep or not target or not column:
             raise ConfigError(f"--map item {item.strip()!r} is not field=column")
-        if target not in FIELDS:
-            raise ConfigError(f"--map: unknown field {target!r}; fields are {', '.join(FIELDS)}")
+        if target not in MAP_FIELDS:
+            raise ConfigError(f"--map: unknown field {target!r}; fields are {', '.join(MAP_FIELDS)}")
         mapping[target] = column
     return mapping
 
 
 def _check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
     mapping = dict(mapping or {})
-    if unknown := set(mapping) - set(FIELDS):
-        raise ConfigError(f"unknown field(s) in the column mapping: {sorted(unknown)}; fields are {', '.join(FIELDS)}")
+    if unknown := set(mapping) - set(MAP_FIELDS):
+        fields = ", ".join(MAP_FIELDS)
+        raise ConfigError(f"unknown field(s) in the column mapping: {sorted(unknown)}; fields are {fields}")
+    if "context" in mapping and "contexts" in mapping:
+        raise ConfigError("the column mapping names both contexts and context: map one column to one of them")
     return mapping
 
 
@@ -94,13 +124,40 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _python_list(text: str) -> list[str] | None:
+    """A cell that pandas' ``to_csv`` wrote for a list of strings (Python's repr: ``['a', "b's"]``) as the list;
+    None unless it is exactly ``[`` string literals separated by commas ``]``.
+
+    Checked token by token before :func:`ast.literal_eval` (which runs no code), so that numpy's repr of an array
+    (``['a' 'b']``, no commas) is not read as Python's implicit concatenation ``['ab']``.
+    """
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in _LAYOUT_TOKENS]
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    if len(tokens) < 2 or tokens[0].string != "[" or tokens[-1].string != "]":
+        return None
+    for i, token in enumerate(tokens[1:-1]):
+        if (token.type != tokenize.STRING or token.string[0] not in "'\"") if i % 2 == 0 else token.string != ",":
+            return None  # a string literal with no prefix (no b'', f'', r''), then a comma, and so on
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, list) and all(isinstance(x, str) for x in value) else None
+
+
+_LAYOUT_TOKENS = (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+
+
 def _decode_list(value: Any) -> Any:
-    """A JSON-encoded list of strings (how a CSV cell holds contexts) as the list; anything else as it is."""
+    """A list of strings encoded in a cell (how a CSV holds contexts: JSON, or the Python repr pandas' ``to_csv``
+    writes) as the list; anything else as it is."""
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
             decoded = json.loads(value)
         except ValueError:
-            return value
+            decoded = _python_list(value.strip())
         if isinstance(decoded, list) and all(isinstance(x, str) for x in decoded):
             return decoded
     return value
@@ -122,7 +179,37 @@ class ColumnMap:
 
     def __init__(self, mapping: Mapping[str, str] | None = None, *, decode_strings: bool = False) -> None:
         self.mapping = _check_mapping(mapping)
+        self.single = self.mapping.get("context")  # a column mapped as context: a cell may be one passage
+        if self.single is not None:
+            self.mapping["contexts"] = self.mapping.pop("context")
         self.decode_strings = decode_strings
+
+    def check_columns(self, columns: Iterable[str], where: str) -> None:
+        """Raise a :class:`ConfigError` when the mapping names a column that is not in ``columns`` (those of
+        ``where``, a table or file): a mapping to nothing would silently leave its field out of every row."""
+        found = list(dict.fromkeys(columns))
+        if missing := [c for c in dict.fromkeys(self.mapping.values()) if c not in found]:
+            raise ConfigError(self._missing_message(missing, f"that {where} does not have", found))
+
+    def check_rows(self, numbered: Iterable[tuple[int, Any]], where: str) -> None:
+        """:meth:`check_columns` for rows that each have their own keys (JSONL, a list of dicts): a mapped column is
+        there when any row has it. Reads rows until every mapped column is seen (the first row, as a rule), or to
+        the end when one is missing."""
+        wanted = set(self.mapping.values())
+        found: dict[str, None] = {}
+        for _, row in numbered:
+            if isinstance(row, Mapping):
+                found.update(dict.fromkeys(str(k) for k in row))
+                if wanted <= found.keys():
+                    return
+        missing = [c for c in dict.fromkeys(self.mapping.values()) if c not in found]
+        raise ConfigError(self._missing_message(missing, f"that no row of {where} has", list(found)))
+
+    @staticmethod
+    def _missing_message(missing: list[str], where: str, found: list[str]) -> str:
+        shown = ", ".join(found[:40]) + (f" and {len(found) - 40} more" if len(found) > 40 else "")
+        names = ", ".join(repr(c) for c in missing)
+        return f"the column mapping (--map) names column(s) {names} {where}; columns found: {shown or 'none'}"
 
     def source(self, row: Mapping[str, Any], target: str) -> str | None:
         """The column of ``row`` that feeds ``target``, if any."""
@@ -160,6 +247,8 @@ class ColumnMap:
                 out["reference"] = _decode_list(out["reference"])
             if "metadata" in out:
                 out["metadata"] = _decode_object(out["metadata"])
+        if isinstance(out.get("contexts"), str) and self.source(row, "contexts") in ("context", self.single):
+            out["contexts"] = [out["contexts"]]  # the singular name, or a column mapped as context: one passage
         reference = out.pop("reference", None)
         if reference is not None:
             if isinstance(reference, list) and all(isinstance(x, str) for x in reference):
@@ -277,17 +366,180 @@ def _source(uri: str | Path) -> Path | RemoteFile:
     return local_path(uri) if is_local(uri) else RemoteFile(str(uri))
 
 
-def read_csv(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """(row number, row) for each data row of a CSV file with a header; an empty cell is None (no value)."""
-    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**31 - 1)
-    with _source(path).open("rb") as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        for n, record in enumerate(reader, start=1):
-            extra = record.pop(None, None)
-            if extra:
-                yield n, InputError(f"{len(extra)} more cell(s) than the header has columns", row=n)
+class _Lines:
+    """The physical lines of a text file for :mod:`csv`, numbered, those of the record being read remembered, so that
+    the reader can go back to the line after a record's first line."""
+
+    def __init__(self, fh: Iterable[str], *, lone_cr: bool = False) -> None:
+        self._fh = (_LONE_CR.sub(_CR, line) for line in fh) if lone_cr else iter(fh)
+        self._back: list[tuple[int, str]] = []  # lines given back, the next one last
+        self._count = 0
+        self.taken: list[tuple[int, str]] = []  # (line number, text) of the record being read
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        if self._back:
+            item = self._back.pop()
+        else:
+            self._count += 1
+            item = (self._count, next(self._fh))
+        self.taken.append(item)
+        return item[1]
+
+    def give_back(self, lines: list[tuple[int, str]]) -> None:
+        self._back.extend(reversed(lines))
+
+
+# A carriage return inside a line of a file whose lines end in \n is text: Python's csv and pandas' to_csv (line end
+# \n) write it unquoted, and csv.reader would end the record there. It is read as _CR, a character no decoded text
+# holds (surrogateescape makes bytes into U+DC80..U+DCFF only), and given back as \r in the cell.
+_CR = "\udc0d"
+_LONE_CR = re.compile(r"\r(?!\n|\Z)")
+
+
+def _crlf_or_lf(raw: Any) -> bool:
+    """Whether the file's first line ends in \n or \r\n (else in a lone \r, as old Mac files do)."""
+    head = raw.peek(65536)[:65536] if hasattr(raw, "peek") else b""
+    cr, lf = head.find(b"\r"), head.find(b"\n")
+    return not (cr >= 0 and (lf < 0 or lf > cr + 1))
+
+
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of a byte that is not UTF-8
+
+
+def _not_utf8(cell: str) -> str | None:
+    """Why a cell is not text: its first byte that is not UTF-8; None when it is all text."""
+    bad = _NOT_UTF8.search(cell)
+    if bad is None:
+        return None
+    return f"is not UTF-8: byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start() + 1} of the cell"
+
+
+def _quote_fault(line: str) -> int | None:
+    """The index of the cell where one line of CSV goes wrong with quotes: a quote that closes a cell followed by
+    more text, or a quote still open at the line's end; None when its quotes are right."""
+    cell, start, quoted, closing = 0, True, False, False
+    for ch in line:
+        if quoted:
+            if not closing:
+                closing = ch == '"'
                 continue
-            yield n, {k: None if v == "" else v for k, v in record.items() if k is not None}
+            if ch == '"':  # "" inside a quoted cell is one quote
+                closing = False
+                continue
+            if ch not in ",\r\n":
+                return cell
+            quoted = closing = False
+        if ch == '"' and start:
+            quoted, start = True, False
+        elif ch == ",":
+            cell, start = cell + 1, True
+        else:
+            start = False
+    return cell if quoted and not closing else None
+
+
+def _unclosed(taken: list[tuple[int, str]], why: str) -> str:
+    """What is wrong with a record whose first line leaves a quote open and which is bad when read on."""
+    first, more = taken[0][0], len(taken) - 1
+    if not more:
+        return f"unclosed quote: the quote that opens this cell on line {first} is never closed (the file ends)"
+    return (
+        f"unclosed quote: the quote that opens this cell on line {first} is not closed on that line (read on, the "
+        f"cell would take in the next {more} line(s) and {why}); this row is refused and the lines after it are "
+        'read as rows. A quote inside a cell is written ""'
+    )
+
+
+def _column(header: list[str], cell: int | None) -> str | None:
+    return header[cell] if cell is not None and cell < len(header) else None
+
+
+def _csv_records(path: str | Path) -> Iterator[Any]:
+    """The header (a list of column names) first, then (row number, row dict or InputError) for each record.
+
+    Records are read in strict mode from text decoded with ``surrogateescape``, so that a byte that is not UTF-8
+    spoils only its own row (its cell is found and named). A record that spans lines (only a quoted cell may) and
+    is not valid CSV or does not have the header's number of cells is a quote left open: its row is refused and
+    reading goes on from the line after the record's first line, so that no row after it is lost.
+    """
+    csv.field_size_limit(sys.maxsize if sys.maxsize < 2**63 else 2**31 - 1)
+    with (
+        _source(path).open("rb") as raw,
+        io.TextIOWrapper(
+            raw, encoding="utf-8-sig", errors="surrogateescape", newline="\n" if (lf := _crlf_or_lf(raw)) else ""
+        ) as fh,
+    ):
+        lines = _Lines(fh, lone_cr=lf)
+        reader = csv.reader(lines, strict=True)
+        header: list[str] | None = None
+        n = 0
+        while True:
+            lines.taken = []
+            problem = None
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                cells, problem = [], str(exc)
+            taken = lines.taken
+            if header is None:
+                if problem is not None:
+                    raise ConfigError(f"{path}: the header (line {taken[0][0]}) is not valid CSV: {problem}")
+                if not cells:
+                    continue  # blank lines before the header
+                for i, name in enumerate(cells):
+                    if (why := _not_utf8(name)) is not None:
+                        raise ConfigError(f"{path}: the header's column {i + 1} {why}; save the file as UTF-8")
+                header = [c.replace(_CR, "\r") for c in cells]
+                yield header
+                continue
+            if not cells and problem is None:
+                continue  # a blank line is not a row
+            n += 1
+            eof = problem == "unexpected end of data"
+            if (len(taken) > 1 and (problem is not None or len(cells) != len(header))) or eof:
+                if problem is None:
+                    why = f"the row would have {len(cells)} cell(s) for {len(header)} column(s)"
+                elif eof:
+                    why = "the file would end inside it"
+                else:
+                    why = f"the row would not be valid CSV: {problem}"
+                field = _column(header, _quote_fault(taken[0][1]))
+                yield n, InputError(_unclosed(taken, why), row=n, field=field)
+                lines.give_back(taken[1:])
+                continue
+            if problem is not None:  # on one line: a quote closes a cell and more text follows
+                field = _column(header, _quote_fault(taken[0][1]))
+                message = f'is not valid CSV (line {taken[0][0]}): {problem}; a quote inside a cell is written ""'
+                yield n, InputError(message, row=n, field=field)
+                continue
+            if len(cells) > len(header):
+                yield n, InputError(f"{len(cells) - len(header)} more cell(s) than the header has columns", row=n)
+                continue
+            bad = next(((i, why) for i, cell in enumerate(cells) if (why := _not_utf8(cell)) is not None), None)
+            if bad is not None:
+                yield n, InputError(bad[1], row=n, field=header[bad[0]])
+                continue
+            row = dict.fromkeys(header)  # a record with fewer cells: the cells it lacks are empty
+            row.update((k, None if v == "" else v.replace(_CR, "\r")) for k, v in zip(header, cells, strict=False))
+            yield n, row
+
+
+def open_csv(path: str | Path) -> tuple[list[str], Iterator[tuple[int, Any]]]:
+    """(the header's column names, read now; (row number, row or InputError) for each data row, streamed)."""
+    records = _csv_records(path)
+    header: list[str] = next(records, [])
+    return header, records
+
+
+def read_csv(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(row number, row) for each data row of a CSV file with a header; an empty cell is None (no value); a row
+    that cannot be read is an :class:`InputError` naming it (see the module's rules for CSV)."""
+    return open_csv(path)[1]
 
 
 def parquet_files(uri: str | Path) -> tuple[Any, list[str]]:
@@ -304,18 +556,50 @@ def parquet_files(uri: str | Path) -> tuple[Any, list[str]]:
     return fs, [path]
 
 
-def read_parquet(path: str | Path, batch_rows: int = 1024) -> Iterator[tuple[int, Any]]:
-    """(row number, row) for each row of a Parquet file or directory of them, streamed a batch at a time (needs
-    pyarrow); an empty cell is None, which the column mapping reads as no value."""
+def _bad_parquet(f: str, exc: BaseException) -> ConfigError:
+    why = "it is empty (0 bytes)" if "size is 0 bytes" in str(exc) else f"{type(exc).__name__}: {exc}"
+    return ConfigError(f"{f}: cannot read it as Parquet: {why}")
+
+
+def open_parquet(path: str | Path, batch_rows: int = 1024) -> tuple[list[str], Iterator[tuple[int, Any]]]:
+    """(the columns of the Parquet file or files of ``path``, from their footers, read now; (row number, row) for
+    each row, streamed a batch at a time).
+
+    Raises:
+        ConfigError: a file is not Parquet (empty, damaged, another format), now or when it is read; the message
+            names the file.
+    """
     pq = _need("pyarrow.parquet", "parquet", "reading Parquet")
     fs, files = parquet_files(path)
-    n = 0
-    for f in files:
-        with fs.open_input_file(f) as fh:
-            for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_rows):
-                for row in batch.to_pylist():
-                    n += 1
-                    yield n, row
+    columns: list[str] = []
+    for f in files:  # every footer now: a file that is not Parquet stops the run before any row is scored
+        try:
+            with fs.open_input_file(f) as fh:
+                names = pq.ParquetFile(fh).schema_arrow.names
+        except (OSError, ValueError, TypeError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError OSError
+            raise _bad_parquet(f, exc) from None
+        columns += [c for c in names if c not in columns]
+
+    def rows() -> Iterator[tuple[int, Any]]:
+        n = 0
+        for f in files:
+            try:
+                with fs.open_input_file(f) as fh:
+                    for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_rows):
+                        for row in batch.to_pylist():
+                            n += 1
+                            yield n, row
+            except (OSError, ValueError, TypeError) as exc:
+                raise _bad_parquet(f, exc) from None
+
+    return columns, rows()
+
+
+def read_parquet(path: str | Path, batch_rows: int = 1024) -> Iterator[tuple[int, Any]]:
+    """(row number, row) for each row of a Parquet file or directory of them, streamed a batch at a time (needs
+    pyarrow); an empty cell is None, which the column mapping reads as no value. A file that is not Parquet is a
+    :class:`ConfigError` naming it."""
+    return open_parquet(path, batch_rows)[1]
 
 
 def is_table(obj: Any) -> bool:
@@ -346,21 +630,35 @@ def read_rows(
     of dicts. The one reader of rows: every command and both engines read through it.
 
     Raises:
-        ConfigError: an unknown format, or a reader whose package is missing (the message names the extra).
+        ConfigError: an unknown format, a reader whose package is missing (the message names the extra), a CSV
+            header or a Parquet file that cannot be read, a mapping to a column the table does not have (the CSV
+            header, the Parquet schema, a DataFrame's or Dataset's columns; JSONL and a list of dicts: no row has
+            it): all checked now, before any row is given.
     """
     if isinstance(source, (str, Path)):
         kind = fmt or table_format(source)
+        cmap = ColumnMap(mapping, decode_strings=kind != "jsonl")
         if kind == "csv":
-            numbered: Iterable[tuple[int, Any]] = read_csv(source)
+            header, numbered = open_csv(source)
+            cmap.check_columns(header, str(source))
         elif kind == "parquet":
-            _need("pyarrow.parquet", "parquet", "reading Parquet")
-            numbered = read_parquet(source)
+            schema, numbered = open_parquet(source)
+            cmap.check_columns(schema, str(source))
         else:
+            if cmap.mapping:
+                cmap.check_rows(read_jsonl(_source(source)), str(source))
             numbered = read_jsonl(_source(source))
-        return ColumnMap(mapping, decode_strings=kind != "jsonl").rows(numbered)
+        return cmap.rows(numbered)
     if is_table(source):
-        return ColumnMap(mapping, decode_strings=True).rows(table_rows(source))
-    return ColumnMap(mapping).rows(enumerate(source, start=1))
+        cmap = ColumnMap(mapping, decode_strings=True)
+        names = source.columns if type(source).__name__ == "DataFrame" else source.column_names
+        if cmap.mapping and names is not None:  # an IterableDataset may not know its columns
+            cmap.check_columns((str(c) for c in names), f"the {type(source).__name__}")
+        return cmap.rows(table_rows(source))
+    cmap = ColumnMap(mapping)
+    if cmap.mapping and isinstance(source, (list, tuple)):
+        cmap.check_rows(enumerate(source, start=1), "the rows")
+    return cmap.rows(enumerate(source, start=1))
 
 
 def as_rows(rows: Any, mapping: Mapping[str, str] | None = None) -> Iterable[Any]:
