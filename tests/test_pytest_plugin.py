@@ -395,6 +395,75 @@ def test_an_answer_missing_from_the_run_fails_the_baseline_gate(tmp_path: Path) 
     assert_file_grounded([], evaluator=Fixed(*before[:3], report("PASS", 0.9, id="r3")), baseline=baseline)
 
 
+GATE_FAILURES = """
+from groundjudge.models import AnswerReport, Claim, ClaimVerdict, Scores, Usage
+from groundjudge.review.report import Run, dumps
+from groundjudge.testing import assert_file_grounded, assert_grounded
+
+def failing(id):
+    claim = ClaimVerdict(claim=Claim(id="c1", text=f"The claim of {id}."), label="UNSUPPORTED", route="nli")
+    scores = Scores(combined=0.1, n_claims=1, n_judged=1)
+    return AnswerReport(id=id, verdict="FAIL", mode="nli", scores=scores, claims=[claim])
+
+class Fixed:
+    def __init__(self, *reports):
+        self.reports = list(reports)
+    def evaluate(self, answer, sources, question=None):
+        return self.reports[0]
+    def run(self, rows, columns=None):
+        return Run(self.reports, Usage(), 0, 0)
+
+def test_answer():
+    assert_grounded("An answer.", ["A source."], evaluator=Fixed(failing("a1")))
+
+def test_file():
+    assert_file_grounded([], evaluator=Fixed(failing("q7"), failing("q9")))
+
+def test_baseline(tmp_path):
+    same = failing("q1")
+    (tmp_path / "b.jsonl").write_text(dumps(same) + "\\n")
+    assert_file_grounded([], evaluator=Fixed(same, failing("q8")), baseline=tmp_path / "b.jsonl")
+"""
+
+
+def test_a_gate_failure_shows_the_answers_not_the_library(pytester: pytest.Pytester) -> None:
+    """The assertions hide their own frames (``__tracebackhide__``): a failure is the test's line, then the message,
+    which leads with the answer ids, their verdicts and claims."""
+    pytester.makepyfile(test_gate=GATE_FAILURES)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    assert "assertions.py" not in out and "raise GroundingAssertionError" not in out, out
+    # each failure, line after line: the test's call, the head of the message, the answers with verdicts and claims
+    blocks = [
+        [
+            '>       assert_grounded("An answer.", [[]"A source."], evaluator=Fixed(failing("a1")))',  # [[] is a [
+            "E       *GroundingAssertionError: answer not grounded: combined score 0.100 < 0.8 (verdict FAIL)",
+            "E         answer: An answer.",
+            "E       claims not supported (1 of 1):",
+            'E         - [[]UNSUPPORTED, nli] "The claim of a1."',
+        ],
+        [
+            '>       assert_file_grounded([[]], evaluator=Fixed(failing("q7"), failing("q9")))',
+            "E       *GroundingAssertionError: 2 of 2 answers not grounded (min_score 0.8):",
+            "E       q7: combined score 0.100 < 0.8 (verdict FAIL)",
+            "E       claims not supported (1 of 1):",
+            'E         - [[]UNSUPPORTED, nli] "The claim of q7."',
+            "E             no source text found for it",
+            "E       q9: combined score 0.100 < 0.8 (verdict FAIL)",
+        ],
+        [
+            '>       assert_file_grounded([[]], evaluator=Fixed(same, failing("q8")), baseline=tmp_path / "b.jsonl")',
+            "E       *GroundingAssertionError: 1 answers the baseline */b.jsonl cannot vouch for are not grounded:",
+            "E       q8: combined score 0.100 < 0.8 (verdict FAIL)",
+            "E       claims not supported (1 of 1):",
+            'E         - [[]UNSUPPORTED, nli] "The claim of q8."',
+        ],
+    ]
+    for block in blocks:
+        result.stdout.fnmatch_lines(block, consecutive=True)
+
+
 # -- the baseline gate over generated runs: a baseline vouches only for what it judged, and worse never passes --
 
 SCORES = (0.0, 0.2, 0.5, 0.7, 0.85, 0.9, 1.0)

@@ -99,6 +99,7 @@ def assert_grounded(
     (the judge's verified quote, else the claim's best NLI passage). ``evaluator`` defaults to the pytest plugin's
     (``groundjudge_evaluator``: ``--groundjudge-llm``, ``--groundjudge-cache-only``), else an nli-mode one.
     """
+    __tracebackhide__ = True  # pytest: the failure is the test's line and the message, not this function
     ev = evaluator if evaluator is not None else default_evaluator()
     report = ev.evaluate(answer, sources, question)
     problems = grounding_problems(report, min_score, allow_contradicted)
@@ -130,6 +131,7 @@ def assert_file_grounded(
     judgement (:func:`is_judged`: ERROR, NO_CLAIMS, no finite score) in this run or in the baseline; and on an
     answer of the baseline that this run lacks (it was not evaluated at all).
     """
+    __tracebackhide__ = True  # pytest: the failure is the test's line and the message, not this function
     ev = evaluator if evaluator is not None else default_evaluator()
     run = ev.run(path_or_rows, columns=columns)
     baseline = baseline if baseline is not None else DEFAULTS.get("baseline")
@@ -161,6 +163,9 @@ def assert_file_grounded(
                 lines.append(f"{len(unjudged)} answers the baseline {baseline} cannot vouch for are not grounded:")
                 for r, problems in unjudged[:show]:
                     lines.append(f"{r.id}: {'; '.join(problems)} (verdict {r.verdict})")
+                    lines.extend(explain_report(r))
+                if len(unjudged) > show:
+                    lines.append(f"... and {len(unjudged) - show} more: {', '.join(r.id for r, _ in unjudged[show:])}")
             if missing:
                 more = f" and {len(missing) - show} more" if len(missing) > show else ""
                 lines.append(
