@@ -154,7 +154,9 @@ def _cascade_cuts(
         both = None if t_real is None else max(t_c, t_real)
         # moved inwards: hold "not SUPPORTED" at the margin again
         t_c = None if both is None else lowest_threshold(con, [notsup[i] for i in rest], 0.0, min_decided, floor=both)
-    left = [i for i in rest if t_c is None or contradiction[i] < t_c]
+    # UNSUPPORTED only below every SUPPORTED score (a claim at t_support that contradiction kept from SUPPORTED
+    # is left to the judge)
+    left = [i for i in rest if (t_c is None or contradiction[i] < t_c) and (t_s is None or support[i] < t_s)]
     t_u = None
     if unsupported and left:
         neg = [-support[i] for i in left]
@@ -163,7 +165,11 @@ def _cascade_cuts(
         if expected is None:
             cut = lowest_threshold(neg, good, target, min_decided, above=below)
         else:
-            cut = None if expected[1] is None else lowest_threshold(neg, good, 0.0, min_decided, -expected[1], below)
+            cut = (
+                None
+                if expected[1] is None
+                else lowest_threshold(neg, good, 0.0, min_decided, floor=-expected[1], above=below)
+            )
         t_u = None if cut is None else -cut
     return _Cuts(t_s, t_c, t_u)
 
