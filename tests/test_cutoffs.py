@@ -35,11 +35,14 @@ def test_a_well_separated_set_escalates_a_claim_far_below_every_supported_one() 
     labels = ["SUPPORTED" if s else "UNSUPPORTED" for s in sup]
     for head in (False, True):
         fit = fit_thresholds(ent, con, sup, target=0.9, min_decided=MIN, head=head)
-        assert fit.t_support is not None and fit.t_support >= min(e for e, s in zip(ent, sup) if s), (head, fit)
+        assert fit.t_support is not None and fit.t_support >= min(e for e, s in zip(ent, sup, strict=True) if s), (
+            head,
+            fit,
+        )
         new = _nli(0.005, 0.001, head)
         assert decide_locally(new, fit.t_support, fit.t_contradict, fit.t_unsupported) != "SUPPORTED", (head, fit)
         for rule in (CutoffRule(target=0.9), CutoffRule(target=0.9, expected=True)):
-            t = fit_profile([_nli(e, c, head) for e, c in zip(ent, con)], labels, rule)["cascade"]
+            t = fit_profile([_nli(e, c, head) for e, c in zip(ent, con, strict=True)], labels, rule)["cascade"]
             assert t.t_support is not None and t.t_support >= 0.9, (head, rule, t)
             assert decide_locally(new, t.t_support, t.t_contradict, t.t_unsupported) != "SUPPORTED", (head, rule, t)
 
@@ -149,5 +152,5 @@ def test_fit_thresholds_holds_at_the_margin(data: tuple, target: float, head: bo
 def test_fit_profile_holds_at_the_margin(data: tuple, target: float, head: bool, expected: bool) -> None:  # type: ignore[type-arg]
     ent, con, sup, labels = data
     rule = CutoffRule(target=target, contradiction_target=0.5, expected=expected, min_decided=MIN)
-    t = fit_profile([_nli(e, c, head) for e, c in zip(ent, con)], labels, rule)["cascade"]
+    t = fit_profile([_nli(e, c, head) for e, c in zip(ent, con, strict=True)], labels, rule)["cascade"]
     check_margin(ent, con, sup, t.t_support, t.t_contradict, t.t_unsupported, head)
