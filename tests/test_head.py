@@ -259,8 +259,9 @@ def test_build_head_on_the_shared_model_beats_entailment_out_of_fold(shared_nli:
     assert head.meta["claims"] == 500 and head.model == shared_nli.identity
     assert head.meta["out_of_fold"]["nli_balanced_accuracy"] > raw["nli_balanced_accuracy"] + 1
     oof = head.meta["out_of_fold"]
-    assert oof["escalation_rate"] < raw["escalation_rate"] - 0.1  # 28% against 45%
-    assert oof["local_precision"] >= raw["local_precision"] - 0.01  # at the same precision (89.4% against 88.9%)
+    # 39% against 44% (28% before the margin rule: the head's probabilities 0.50-0.54 were called UNSUPPORTED)
+    assert oof["escalation_rate"] < raw["escalation_rate"] - 0.04
+    assert oof["local_precision"] >= raw["local_precision"] - 0.01  # at the same precision (the head 90.2%)
 
 
 def test_expected_cutoffs_follow_the_heads_probabilities() -> None:

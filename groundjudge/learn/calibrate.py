@@ -32,7 +32,7 @@ from groundjudge.checker.head import (
 from groundjudge.models import ClaimNLI, LocalThresholds
 from groundjudge.review.metrics import balanced_accuracy
 from groundjudge.review.plots import ReliabilityBin
-from groundjudge.stages.route import decide_locally
+from groundjudge.stages.route import HEAD_MARGIN, decide_locally
 
 
 @dataclass
@@ -64,16 +64,118 @@ class Calibration:
         )
 
 
-def lowest_threshold(scores: Sequence[float], good: Sequence[bool], target: float, min_decided: int) -> float | None:
-    """Lowest threshold t with precision(score >= t) >= target over >= min_decided items."""
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])
-    best, hits = None, 0
+MARGIN = 0.5  # the claims a cut-off decides last must be right at least this often: more likely than not
+
+
+def lowest_threshold(
+    scores: Sequence[float],
+    good: Sequence[bool],
+    target: float,
+    min_decided: int,
+    margin: float = MARGIN,
+    floor: float | None = None,
+    above: float | None = None,
+) -> float | None:
+    """Lowest threshold t with precision(score >= t) >= target over >= min_decided items, held at the margin.
+
+    The average is not enough (an easy set reaches it however many sure misses are added at the bottom), so t also:
+
+    - holds at the margin: the ``min_decided`` items nearest the cut (ties broken against it) are right at least
+      ``margin`` of the time;
+    - is where the evidence ends: the score of a right item, never one of a group of wrong items only below all
+      right ones (those would add nothing but misses, and on new claims decide scores no right item ever had);
+    - is at least ``floor`` and above ``above`` when given (a head's 0.5).
+    """
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], not good[i]))  # in a tie, wrong ones nearest the cut
+    band = max(min_decided, 1)
+    hits = [0]
+    for i in order:
+        hits.append(hits[-1] + bool(good[i]))
+    best, group_good = None, False
     for rank, i in enumerate(order, start=1):
-        hits += good[i]
+        if rank == 1 or scores[order[rank - 2]] != scores[i]:
+            group_good = bool(good[i])  # right ones come first in a tie
         last_of_tie = rank == len(order) or scores[order[rank]] != scores[i]
-        if last_of_tie and rank >= min_decided and hits / rank >= target:
+        if not (last_of_tie and group_good and rank >= min_decided and rank >= band):
+            continue
+        if (floor is not None and scores[i] < floor) or (above is not None and scores[i] <= above):
+            continue
+        if hits[rank] / rank >= target and (hits[rank] - hits[rank - band]) / band >= margin:
             best = scores[i]
     return best
+
+
+@dataclass(frozen=True)
+class _Cuts:
+    t_support: float | None
+    t_contradict: float | None
+    t_unsupported: float | None
+
+
+def _cascade_cuts(
+    support: Sequence[float],
+    contradiction: Sequence[float],
+    supported: Sequence[bool],
+    target: float,
+    min_decided: int,
+    unsupported: bool = True,
+    head: bool = False,
+    expected: tuple[float | None, float | None] | None = None,
+    real: Sequence[bool] | None = None,
+    contradiction_target: float = 0.0,
+) -> _Cuts:
+    """The cascade's cut-offs, each fitted on exactly the claims :func:`decide_locally` lets it decide.
+
+    In the order decide_locally applies the rules, each on the claims the earlier rules left over: SUPPORTED (without
+    a head only where entailment >= contradiction), then CONTRADICTED and UNSUPPORTED (with a head only below 0.5).
+    Every cut-off reaches ``target`` (with ``expected``, the (t_support, t_unsupported) a head's probabilities expect
+    to reach it are the loosest allowed instead) and holds at the margin (:func:`lowest_threshold`). ``real``: which
+    claims are real contradictions; CONTRADICTED then also needs ``contradiction_target`` of them.
+    """
+    n = len(supported)
+    notsup = [not x for x in supported]
+    above = HEAD_MARGIN if head else None
+    eligible = [i for i in range(n) if head or support[i] >= contradiction[i]]
+    sub = [support[i] for i in eligible], [supported[i] for i in eligible]
+    if expected is None:
+        t_s = lowest_threshold(*sub, target, min_decided, above=above)
+    else:
+        t_s = None if expected[0] is None else lowest_threshold(*sub, 0.0, min_decided, floor=expected[0], above=above)
+    can = set(eligible)
+    rest = [
+        i
+        for i in range(n)
+        if not (t_s is not None and support[i] >= t_s and i in can) and not (head and support[i] >= HEAD_MARGIN)
+    ]
+    con = [contradiction[i] for i in rest]
+    t_c = lowest_threshold(con, [notsup[i] for i in rest], target, min_decided)
+    if real is not None and t_c is not None:
+        t_real = lowest_threshold(con, [real[i] for i in rest], contradiction_target, 5, margin=0.0)
+        both = None if t_real is None else max(t_c, t_real)
+        # moved inwards: hold "not SUPPORTED" at the margin again
+        t_c = None if both is None else lowest_threshold(con, [notsup[i] for i in rest], 0.0, min_decided, floor=both)
+    # UNSUPPORTED only below every SUPPORTED score (a claim at t_support that contradiction kept from SUPPORTED
+    # is left to the judge)
+    left = [i for i in rest if (t_c is None or contradiction[i] < t_c) and (t_s is None or support[i] < t_s)]
+    t_u = None
+    if unsupported and left:
+        neg = [-support[i] for i in left]
+        good = [notsup[i] for i in left]
+        below = None if above is None else -above
+        if expected is None:
+            cut = lowest_threshold(neg, good, target, min_decided, above=below)
+        else:
+            cut = (
+                None
+                if expected[1] is None
+                else lowest_threshold(neg, good, 0.0, min_decided, floor=-expected[1], above=below)
+            )
+        t_u = None if cut is None else -cut
+    return _Cuts(t_s, t_c, t_u)
+
+
+def _round(t: float | None) -> float | None:
+    return None if t is None else round(t, 4)
 
 
 def fit_thresholds(
@@ -83,29 +185,17 @@ def fit_thresholds(
     target: float = 0.95,
     min_decided: int = 10,
     unsupported: bool = True,
+    head: bool = False,
 ) -> Calibration:
-    """Thresholds from NLI scores and gold (SUPPORTED or not) of the same claims."""
+    """Thresholds from NLI scores (``head``: a verdict head's probabilities) and gold (SUPPORTED or not) of the same
+    claims (see :func:`_cascade_cuts`)."""
     n = len(supported)
-    idx = range(n)
-    # Fit in the order decide_locally applies the rules, each on the claims the earlier rules left over, so that
-    # every group of local verdicts, and hence all of them together, reaches the target.
-    t_support = lowest_threshold(entailment, supported, target, min_decided)
-    left = [
-        i for i in idx if t_support is None or not (entailment[i] >= t_support and entailment[i] >= contradiction[i])
-    ]
-    t_contradict = lowest_threshold(
-        [contradiction[i] for i in left], [not supported[i] for i in left], target, min_decided
-    )
-    left = [i for i in left if t_contradict is None or contradiction[i] < t_contradict]
-    t_u = None
-    if unsupported and left:
-        neg = lowest_threshold([-entailment[i] for i in left], [not supported[i] for i in left], target, min_decided)
-        t_u = -neg if neg is not None else None
-    if t_u is not None and t_support is not None and t_u >= t_support:
-        t_u = t_support - 1e-4  # both regions are precise enough to meet: nothing in between to escalate
+    cuts = _cascade_cuts(entailment, contradiction, supported, target, min_decided, unsupported, head)
+    t_support, t_contradict, t_u = cuts.t_support, cuts.t_contradict, cuts.t_unsupported
     decided = correct = 0
     for e, c, s in zip(entailment, contradiction, supported, strict=True):
-        local = decide_locally(ClaimNLI(entailment=e, contradiction=c, passages_scored=1), t_support, t_contradict, t_u)
+        nli = ClaimNLI(entailment=e, contradiction=c, passages_scored=1, supported=e if head else None)
+        local = decide_locally(nli, t_support, t_contradict, t_u)
         if local is not None:
             decided += 1
             correct += (local == "SUPPORTED") == s
@@ -212,14 +302,21 @@ def expected_cutoffs(
     odds = p / (1 - p) * share / (1 - share)
     q = odds / (1 + odds)  # P(SUPPORTED) at the labelled set's share
 
-    def loosest(order: np.ndarray, right: np.ndarray) -> float | None:
-        precision = np.cumsum(right[order]) / np.arange(1, len(order) + 1)
-        ok = np.flatnonzero((precision >= target) & (np.arange(1, len(order) + 1) >= min_decided))
+    band = max(min_decided, 1)
+
+    def loosest(order: np.ndarray, right: np.ndarray, side: np.ndarray) -> float | None:
+        count = np.arange(1, len(order) + 1)
+        sums = np.cumsum(right[order])
+        precision = sums / count
+        # held at the margin: the min_decided claims nearest the cut are expected right more often than not
+        nearest = (sums - np.concatenate([np.zeros(band), sums[:-band]])[: len(order)]) / band
+        ok = np.flatnonzero((precision >= target) & (count >= min_decided) & (nearest >= MARGIN) & side[order])
         return float(p[order][ok.max()]) if ok.size else None
 
-    t_s = loosest(np.argsort(-p, kind="stable"), q)
+    # a head's P(SUPPORTED) itself must say SUPPORTED above 0.5 and not SUPPORTED below it
+    t_s = loosest(np.argsort(-p, kind="stable"), q, p > HEAD_MARGIN)
     rest = np.flatnonzero(p < t_s) if t_s is not None else np.arange(len(p))
-    t_u = loosest(rest[np.argsort(p[rest], kind="stable")], 1 - q) if rest.size else None
+    t_u = loosest(rest[np.argsort(p[rest], kind="stable")], 1 - q, p < HEAD_MARGIN) if rest.size else None
     return (
         None if t_s is None else round(t_s, 4),
         None if t_u is None else round(t_u - 1e-4 if t_s is not None and t_u >= t_s else t_u, 4),
@@ -242,33 +339,39 @@ def fit_profile(
 ) -> dict[str, LocalThresholds]:
     """Thresholds for both modes from held-out claims.
 
-    cascade: ``fit_thresholds`` at the rule's target (with ``rule.expected``, for a verdict head's probabilities,
-    SUPPORTED and UNSUPPORTED by :func:`expected_cutoffs` instead); CONTRADICTED additionally needs the
-    contradiction target as a contradiction (not only as "not supported"), else it is never called locally. nli: the
-    cut-off with the best balanced accuracy, and the same contradiction cut-off.
+    cascade: the cut-offs of :func:`fit_thresholds` at the rule's target (with ``rule.expected``, for a verdict
+    head's probabilities, SUPPORTED and UNSUPPORTED no looser than :func:`expected_cutoffs`), each held at the
+    margin on the labels; CONTRADICTED additionally needs the contradiction target as a contradiction (not only as
+    "not supported"), else it is never called locally. nli: the cut-off with the best balanced accuracy, and the
+    contradiction cut-off of the real contradictions.
     """
     ok = [(x, g) for x, g in zip(nli, labels, strict=True) if x.error is None]
     ent = [x.support for x, _ in ok]
     con = [x.contradiction for x, _ in ok]
     sup = [g == "SUPPORTED" for _, g in ok]
+    head = any(x.supported is not None for x, _ in ok)
+    expected = None
     if rule.expected and ok:
-        t_s, t_u = expected_cutoffs(ent, sum(sup) / len(sup), rule.target, rule.min_decided)
-        t_u = t_u if rule.unsupported else None
-        t_not: float | None = None  # fitted below, on the claims these cut-offs leave
-    else:
-        cal = fit_thresholds(ent, con, sup, rule.target, rule.min_decided, rule.unsupported)
-        t_s, t_u, t_not = cal.t_support, cal.t_unsupported, cal.t_contradict
-    # the claims decide_locally does not call SUPPORTED (with a head, its probability alone decides that)
-    headed = [x.supported is not None for x, _ in ok]
-    rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and (headed[i] or ent[i] >= con[i]))]
-    if rule.expected:  # CONTRADICTED must be right as "not SUPPORTED" on the claims it will really see
-        t_not = lowest_threshold([con[i] for i in rest], [not sup[i] for i in rest], rule.target, rule.min_decided)
-    # and a real contradiction often enough
-    t_contra = lowest_threshold(
-        [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], rule.contradiction_target, 5
+        expected = expected_cutoffs(ent, sum(sup) / len(sup), rule.target, rule.min_decided)
+    cuts = _cascade_cuts(
+        ent,
+        con,
+        sup,
+        rule.target,
+        rule.min_decided,
+        rule.unsupported,
+        head,
+        expected,
+        real=[g == "CONTRADICTED" for _, g in ok],  # CONTRADICTED must also be a real contradiction often enough
+        contradiction_target=rule.contradiction_target,
     )
-    both = None if t_contra is None or t_not is None else max(t_not, t_contra)
-    cascade = LocalThresholds(t_support=t_s, t_contradict=both, t_unsupported=t_u)
+    t_s, both, t_u = cuts.t_support, cuts.t_contradict, cuts.t_unsupported
+    # the nli mode's contradiction cut-off: a real contradiction often enough among the claims not called SUPPORTED
+    rest = [i for i in range(len(ok)) if t_s is None or not (ent[i] >= t_s and (head or ent[i] >= con[i]))]
+    t_contra = lowest_threshold(
+        [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], rule.contradiction_target, 5, margin=0.0
+    )
+    cascade = LocalThresholds(t_support=_round(t_s), t_contradict=_round(both), t_unsupported=_round(t_u))
     gold = ["SUPPORTED" if s else "NOT" for s in sup]
     cands = sorted({round(e, 4) for e in ent} | {x / 20 for x in range(1, 20)})
     bas = [

@@ -13,6 +13,8 @@ from typing import Literal
 from groundjudge.checker.signals import find_conflict
 from groundjudge.models import Claim, ClaimNLI, Label, LocalThresholds, Route
 
+HEAD_MARGIN = 0.5  # a verdict head's P(SUPPORTED) must be past this for a local verdict (see decide_locally)
+
 
 def decide_locally(
     nli: ClaimNLI, t_support: float | None, t_contradict: float | None, t_unsupported: float | None = None
@@ -23,14 +25,21 @@ def decide_locally(
     contradiction >= t_contradict, and, when t_unsupported is set, UNSUPPORTED at a support score <= t_unsupported.
     The support score is the verdict head's probability when a head is in force, else the best entailment. A
     threshold that is None is never reached.
+
+    A head's probability must also be more likely than not the verdict's: SUPPORTED only above ``HEAD_MARGIN``
+    (0.5), CONTRADICTED and UNSUPPORTED only below it, whatever the thresholds (so a head's cut-offs fitted before
+    the margin rule, or given by hand, cannot call a claim the head thinks 0.5% likely SUPPORTED).
     """
     if not nli.passages_scored:
         return None
     s = nli.support
+    headed = nli.supported is not None
     # the raw rule also asks entailment >= contradiction; a head has read the contradiction already (and its
     # probability is on another scale)
-    if t_support is not None and s >= t_support and (nli.supported is not None or s >= nli.contradiction):
+    if t_support is not None and s >= t_support and (s > HEAD_MARGIN if headed else s >= nli.contradiction):
         return "SUPPORTED"
+    if headed and s >= HEAD_MARGIN:
+        return None  # the head says more likely supported than not: only the judge may say otherwise
     if t_contradict is not None and nli.contradiction >= t_contradict:
         return "CONTRADICTED"
     if t_unsupported is not None and s <= t_unsupported:
