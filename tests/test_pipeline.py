@@ -307,7 +307,7 @@ def test_bad_rows_are_reported_and_the_run_goes_on(shared_nli: Any, tmp_path: Pa
         {"id": "no-contexts", "answer": GOOD_ANSWER, "contexts": []},
         {"id": "no-answer", "contexts": [CONTEXT]},
         "not an object",
-        {"id": "ok2", "claim": "The tower is in Paris.", "contexts": CONTEXT},
+        {"id": "ok2", "claim": "The tower is in Paris.", "context": CONTEXT},  # one passage: the singular name
         {"id": "empty", "answer": "", "contexts": [CONTEXT]},
     ]
     reports = list(ev.evaluate_many(rows))

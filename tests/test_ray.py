@@ -297,7 +297,9 @@ def test_score_engine_ray_on_the_command_line_writes_the_local_file(tmp_path: Pa
             "--batch-api",
             "--llm",
             "openai/gpt-4o-mini",
-            *common,
+            "--no-progress",
+            "--nli-model",
+            str(SHARED_MODEL),
         ],
     )
     assert refused.exit_code == 2 and "--batch-api" in refused.output  # --map, CSV, --retry-errors: both engines

@@ -39,6 +39,12 @@ from groundjudge.stages.route import route_claim
 log = logging.getLogger(__name__)
 
 
+def _as_list(contexts: Sequence[str] | str) -> Any:
+    """The Python API's one-source shorthand: a plain string is that one source (a row in a file must give a list
+    under ``contexts``; see :func:`groundjudge.io.rows.parse_sample`)."""
+    return [contexts] if isinstance(contexts, str) else contexts
+
+
 def _never(threshold: float | None) -> str:
     return "never" if threshold is None else str(threshold)
 
@@ -181,13 +187,13 @@ class Evaluator:
     def evaluate(
         self, answer: str, contexts: Sequence[str] | str, question: str | None = None, *, id: str = "answer"
     ) -> AnswerReport:
-        """Evaluate one answer against its sources."""
-        row = {"id": id, "answer": answer, "contexts": contexts, "question": question}
+        """Evaluate one answer against its sources (one source may be given as a plain string)."""
+        row = {"id": id, "answer": answer, "contexts": _as_list(contexts), "question": question}
         return next(self.evaluate_many([row]))
 
     def evaluate_claim(self, claim: str, contexts: Sequence[str] | str, *, id: str = "claim") -> AnswerReport:
-        """Evaluate one claim (no extraction) against its sources."""
-        return next(self.evaluate_many([{"id": id, "claim": claim, "contexts": contexts}]))
+        """Evaluate one claim (no extraction) against its sources (one source may be given as a plain string)."""
+        return next(self.evaluate_many([{"id": id, "claim": claim, "contexts": _as_list(contexts)}]))
 
     def run(self, rows: Iterable[Sample | dict[str, Any]] | Any, batch_size: int = 32, *, columns: Any = None) -> Run:
         """Evaluate every row and keep the reports: for notebooks (shows as a table; says what was cached).
