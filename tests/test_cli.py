@@ -481,3 +481,40 @@ def test_help_keeps_bracketed_text(tmp_path: Path) -> None:
     assert "pip install 'groundjudge[ray]'" in score_help
     tune_help = " ".join(runner.invoke(app, ["tune", "--help"], env={"COLUMNS": "250"}).output.split())
     assert "[default: best available]" in tune_help and "[default: 16 on CPU, 32 on a GPU]" in tune_help
+
+
+@pytest.mark.parametrize(
+    "stop,code,said",
+    [
+        ("budget", 3, "stopped: budget reached: $0.0100 spent of $0.0100"),
+        ("cache", 1, "cache-only run stopped: no cached reply"),
+        ("other", 1, "run stopped: Ray returned 1 reports of 2 rows"),
+    ],
+)
+def test_a_ray_run_stop_says_and_exits_as_a_local_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str, code: int, said: str
+) -> None:
+    """The Ray path mapped its stops to messages and exit codes by a copy of the local engine's rules, and a stop it
+    did not list (a row Ray lost) exited 2, a usage error, where the local engine exits 1. One mapping now."""
+    import types
+
+    from groundjudge.errors import BudgetExceededError, CacheMissError, GroundjudgeError
+    from groundjudge.review.report import Summarizer
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "contexts": ["It opens at 9."], "claim": "It opens at 9."}) + "\n")
+    errors = {
+        "budget": BudgetExceededError("budget reached: $0.0100 spent of $0.0100", spent_usd=0.01, calls=3),
+        "cache": CacheMissError("no cached reply for the judge call"),
+        "other": GroundjudgeError("Ray returned 1 reports of 2 rows"),
+    }
+
+    def score_file(input: str, out: Path, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
+        exc = errors[stop]
+        exc.summary = Summarizer().summary()  # type: ignore[attr-defined]
+        raise exc
+
+    monkeypatch.setitem(sys.modules, "groundjudge.runs.ray", types.SimpleNamespace(score_file=score_file))
+    result = runner.invoke(app, ["score", str(src), "--out", str(tmp_path / "o.jsonl"), "--engine", "ray"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == code and said in text and text.count("budget reached") <= 1, result.output

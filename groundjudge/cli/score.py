@@ -414,14 +414,11 @@ def _score_on_ray(
                 batch_size=batch_size,
                 progress=lambda n: bar.update(task, completed=n),
             )
-        except BudgetExceededError as exc:
-            err.print(f"[yellow]stopped:[/yellow] {escape(str(exc))}; re-run with --resume", highlight=False)
-            summary, code = getattr(exc, "summary", None), EXIT_BUDGET
-        except CacheMissError as exc:
-            err.print(f"[red]cache-only run stopped:[/red] {escape(str(exc))}", highlight=False)
-            summary, code = getattr(exc, "summary", None), EXIT_ROWS_FAILED
         except GroundjudgeError as exc:
-            raise fail(str(exc)) from exc
+            summary = getattr(exc, "summary", None)
+            if summary is None:  # raised before any row (input, config, cluster): a usage error
+                raise fail(str(exc)) from exc
+            code = _stop_code(exc, out, summary.n)  # a run stop: the local engine's message and exit code
     if summary is not None:
         print_summary(console, summary)
         if code == EXIT_OK and summary.rows_failed:
