@@ -47,6 +47,7 @@ from groundjudge.io.jsonl import read_jsonl
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
+from groundjudge.review.report import is_report_row
 
 _WHICH = {"SUPPORTED": ENTAILMENT, "UNSUPPORTED": NEUTRAL, "CONTRADICTED": CONTRADICTION}
 STATE_DIR = ".tune"
@@ -180,7 +181,7 @@ def load_examples(
     for path in map(Path, paths):
         for n, row in enumerate(_read_jsonl(path), start=1):
             where = f"{path.name}:{n}"
-            if "verdict" in row and "claims" in row:
+            if is_report_row(row):
                 try:
                     report = AnswerReport.model_validate(row)
                 except ValueError as exc:

@@ -185,7 +185,13 @@ def is_report_file(path: str | Path) -> bool:
         first = next((row for _, row in read_jsonl(Path(path)) if isinstance(row, dict)), {})
     except OSError:
         return False
-    return "verdict" in first and "claims" in first
+    return is_report_row(first)
+
+
+def is_report_row(row: Any) -> bool:
+    """Whether a parsed JSON row is a report (``groundjudge score`` output) rather than an input row or a review:
+    the one rule calibrate and tune tell their inputs apart by."""
+    return isinstance(row, dict) and "verdict" in row and "claims" in row
 
 
 def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
