@@ -72,12 +72,17 @@ def llm_config(server: ScriptedLLMServer, cache: Path, **kw: Any) -> Config:
     )
 
 
-def local_lines(path: Path, config: Config) -> list[str]:
-    """What the local engine writes for ``path`` (the CLI's reader, evaluate_numbered, finite_report, dumps)."""
+def local_lines(path: Path, config: Config, batch_size: int) -> list[str]:
+    """What the local engine writes for ``path`` (the CLI's reader, evaluate_numbered, finite_report, dumps).
+
+    ``batch_size`` must be the Ray run's: the NLI model scores a batch's claims together, and on some CPUs a pair's
+    probabilities move in the 7th digit with the other pairs of its forward pass (padding width, matrix shapes), so
+    only the same batches give byte-identical reports on every machine.
+    """
     from groundjudge.io.tables import input_rows
 
     ev = Evaluator(config)
-    return [dumps(finite_report(r)) for r in ev.evaluate_numbered(input_rows(path, set()), batch_size=4)]
+    return [dumps(finite_report(r)) for r in ev.evaluate_numbered(input_rows(path, set()), batch_size=batch_size)]
 
 
 def reports(lines: list[str]) -> list[AnswerReport]:
@@ -113,7 +118,7 @@ def test_fixtures_and_bad_rows_give_the_local_reports_line_for_line(tmp_path: Pa
     summary = gj_ray.score_file(
         str(src), out, nli_config(tmp_path / "c1"), actors=2, batch_size=3, progress=seen.append
     )
-    local = local_lines(src, nli_config(tmp_path / "c2"))
+    local = local_lines(src, nli_config(tmp_path / "c2"), batch_size=3)
     assert out.read_text(encoding="utf-8").splitlines() == local  # usage too: nli mode spends nothing
     assert seen == list(range(1, len(local) + 1))
     errors = [r for r in reports(local) if r.verdict == "ERROR"]
@@ -151,7 +156,7 @@ def test_cascade_against_the_scripted_judge_equals_the_local_engine(
     out = tmp_path / "out.jsonl"
     gj_ray.score_file(str(src), out, llm_config(llm_server, tmp_path / "c1"), actors=2, batch_size=2)
     ray_calls = len(llm_server.requests)
-    local = local_lines(src, llm_config(llm_server, tmp_path / "c2"))
+    local = local_lines(src, llm_config(llm_server, tmp_path / "c2"), batch_size=2)
     got = out.read_text(encoding="utf-8").splitlines()
     assert without_usage(got) == without_usage(local)
     assert [r.usage.calls for r in reports(got)] == [r.usage.calls for r in reports(local)] == [2, 2, 1, 0]
@@ -248,7 +253,7 @@ def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
     assert summary.usage.cached_calls == 8
     assert without_usage(second.read_text().splitlines()) == without_usage(first.read_text().splitlines())
     # the same cache serves the local engine: the key is the same
-    assert local_lines(src, llm_config(llm_server, cache, cache_mode="only")) == second.read_text().splitlines()
+    assert local_lines(src, llm_config(llm_server, cache, cache_mode="only"), batch_size=1) == second.read_text().splitlines()
 
     more = write_rows(tmp_path / "more.jsonl", answer_rows(6))
     with pytest.raises(CacheMissError):
