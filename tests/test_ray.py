@@ -253,7 +253,10 @@ def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
     assert summary.usage.cached_calls == 8
     assert without_usage(second.read_text().splitlines()) == without_usage(first.read_text().splitlines())
     # the same cache serves the local engine: the key is the same
-    assert local_lines(src, llm_config(llm_server, cache, cache_mode="only"), batch_size=1) == second.read_text().splitlines()
+    assert (
+        local_lines(src, llm_config(llm_server, cache, cache_mode="only"), batch_size=1)
+        == second.read_text().splitlines()
+    )
 
     more = write_rows(tmp_path / "more.jsonl", answer_rows(6))
     with pytest.raises(CacheMissError):
