@@ -12,8 +12,8 @@ How it runs: every stage of a batch (claims, NLI, judge, QA, scores) runs in a c
 per actor, so the NLI model is loaded once per actor; with GPUs in the cluster each actor holds one
 (``num_gpus=1``). Inside an actor the rows stream through the stages as in the local engine
 (:mod:`groundjudge.pipeline.flow`): ``Config.concurrency`` calls in flight per actor, all actors at once, each call
-to an actor a window of whole local batches. A failure in one row becomes that row's ERROR report, exactly as locally; a budget stop or a cache-only miss
-stops the run after the finished rows are written.
+to an actor a window of whole local batches. A failure in one row becomes that row's ERROR report, exactly as
+locally; a budget stop or a cache-only miss stops the run after the finished rows are written.
 
 What is shared across workers:
 
