@@ -107,7 +107,13 @@ class Config(BaseModel):
     timeout: float = Field(60.0, gt=0)
     max_attempts: int = Field(6, ge=1)
     max_reasks: int = Field(2, ge=0)
-    concurrency: int = Field(4, ge=1)
+    concurrency: int = Field(4, ge=1, description="LLM calls in flight at once, shared by every stage")
+    window: int | None = Field(
+        None,
+        ge=1,
+        description="answers in flight at once, finished ones waiting for their turn in the output included "
+        "[default: the larger of 8 x concurrency and 2 x batch size]",
+    )
     budget_usd: float | None = Field(None, ge=0)
     max_calls: int | None = Field(None, ge=0)
     price: dict[PriceKey, UsdPerMTok] | None = Field(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -326,13 +327,35 @@ def test_budget_stops_after_handing_out_finished_answers(
     rows = [
         {"id": str(i), "answer": GOOD_ANSWER + f" Visit {i}.", "contexts": [CONTEXT + f" Note {i}."]} for i in range(4)
     ]
-    ev = evaluator(llm_server, shared_nli, tmp_path, qa=False, concurrency=1, ledger=Ledger(max_calls=5))
+    # one answer in flight at a time (window 1): the calls go claims, judge, claims, judge ... in row order
+    ev = evaluator(llm_server, shared_nli, tmp_path, qa=False, concurrency=1, window=1, ledger=Ledger(max_calls=5))
     got = []
     with pytest.raises(errors.BudgetExceededError):
         for r in ev.evaluate_many(rows, batch_size=1):
             got.append(r)
     assert [r.id for r in got] == ["0", "1"]  # 2 calls each; the third answer's judge would be call 6, past the cap
     assert len(llm_server.requests) == 5
+
+
+def test_a_budget_stop_with_answers_in_flight_hands_out_every_finished_one_and_starts_no_new_one(
+    llm_server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+) -> None:
+    rows = [
+        {"id": str(i), "answer": GOOD_ANSWER + f" Visit {i}.", "contexts": [CONTEXT + f" Note {i}."]} for i in range(12)
+    ]
+    # 4 answers in flight, 2 calls each: the cap stops the run with some answers half done, whatever the timing
+    ev = evaluator(llm_server, shared_nli, tmp_path, qa=False, concurrency=3, window=4, ledger=Ledger(max_calls=7))
+    got = []
+    with pytest.raises(errors.BudgetExceededError):
+        for r in ev.evaluate_many(rows, batch_size=2):
+            got.append(r)
+    assert len(llm_server.requests) == 7
+    judged = {r.id for r in got}
+    assert judged and all(r.verdict == "PASS" and r.usage.calls == 2 for r in got)  # only whole answers come out
+    # in input order, and no row past the window was started: rows 0-3 at most (row 4 starts only when row 0 is out)
+    assert [r.id for r in got] == sorted(judged, key=int)
+    asked = {m.group(1) for q in llm_server.requests if (m := re.search(r"Visit (\d+)\.", q.text))}
+    assert asked <= {str(i) for i in range(6)}, asked
 
 
 # -- scores ----------------------------------------------------------------------------------------------------

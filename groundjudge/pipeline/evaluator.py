@@ -28,6 +28,7 @@ from groundjudge.models import AnswerReport, Claim, ClaimNLI, LocalThresholds, P
 from groundjudge.pipeline.assemble import failed_report, final_report
 from groundjudge.pipeline.batching import run_llm_stage
 from groundjudge.pipeline.estimate import estimate
+from groundjudge.pipeline.flow import stream
 from groundjudge.pipeline.work import RUN_STOPS, Work, concurrently, describe, each, error_report
 from groundjudge.prompts import load_prompt
 from groundjudge.review.report import Run
@@ -231,20 +232,45 @@ class Evaluator:
     def evaluate_numbered(
         self, rows: Iterable[tuple[int, Sample | dict[str, Any] | InputError]], batch_size: int = 32
     ) -> Iterator[AnswerReport]:
-        """As :meth:`evaluate_many`, for rows that carry their own row numbers (a row may be an InputError)."""
+        """As :meth:`evaluate_many`, for rows that carry their own row numbers (a row may be an InputError).
+
+        ``batch_size``: valid rows whose claims the NLI stage scores together (the cut of
+        :func:`groundjudge.io.rows.batches`).
+        """
+        return self.evaluate_batches(batches(rows, batch_size))
+
+    def evaluate_batches(
+        self, cuts: Iterable[list[tuple[int, Any, Sample | InputError]]], *, window: int | None = None
+    ) -> Iterator[AnswerReport]:
+        """Reports, in input order, of rows already cut into NLI batches (:func:`groundjudge.io.rows.batches`).
+
+        Rows stream through the stages (:mod:`groundjudge.pipeline.flow`): up to ``window`` rows in flight (default
+        ``Config.window``, else the larger of 8 x ``concurrency`` and 2 x the first batch), one pool of
+        ``concurrency`` LLM calls shared by every stage, each batch's NLI run as soon as its claims are known, while
+        calls are in flight. With the provider batch API each batch goes stage by stage instead (a stage's calls are
+        sent as one provider batch).
+
+        Raises:
+            BudgetExceededError, CacheMissError, BatchPendingError: after yielding every answer finished before the
+                stop (no new row starts once one has stopped; the rows in flight finish).
+        """
         if self.head is not None and self.mode != "llm":
             _ = self.nli  # a head fitted for another model stops the run before any row, not row by row
-        for cut in batches(rows, batch_size):
-            batch: list[Work] = []
-            order: list[Work | AnswerReport] = []
-            for n, row, parsed in cut:
-                if isinstance(parsed, InputError):
-                    order.append(error_report(parsed, n, row_id(row, n), self.mode))
-                else:
-                    work = Work(sample=parsed, row=n)
-                    batch.append(work)
-                    order.append(work)
-            yield from self._run_batch(batch, order)
+        items = (self._items(cut) for cut in cuts)
+        if self.config.batch_api and self.client is not None:
+            for group in items:
+                yield from self._run_batch(group)
+            return
+        yield from stream(items, self, concurrency=self.config.concurrency, window=window or self.config.window)
+
+    def _items(self, cut: list[tuple[int, Any, Sample | InputError]]) -> list[Work | AnswerReport]:
+        """A cut batch as the engine carries it: work for each valid row, the ERROR report of each bad one."""
+        return [
+            error_report(parsed, n, row_id(row, n), self.mode)
+            if isinstance(parsed, InputError)
+            else Work(sample=parsed, row=n)
+            for n, row, parsed in cut
+        ]
 
     def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
         """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost (None,
@@ -262,11 +288,16 @@ class Evaluator:
 
     # -- stages ---------------------------------------------------------------------------------------------
 
-    def _run_batch(self, batch: list[Work], order: list[Work | AnswerReport]) -> Iterator[AnswerReport]:
+    def _run_batch(self, order: list[Work | AnswerReport]) -> Iterator[AnswerReport]:
+        """One batch stage by stage (provider batch mode: each stage's calls go out as one provider batch)."""
+        batch = [w for w in order if isinstance(w, Work)]
         if batch:
             self._llm_stage(self._stage_claims, batch)
-            self._stage_nli(batch)
-            self._stage_route(batch)
+            try:
+                self.nli_stage(batch)
+            except RUN_STOPS as exc:
+                for w in batch:
+                    w.stop = w.stop or exc
             self._llm_stage(self._stage_verify, batch)
         stop: GroundjudgeError | None = None
         for item in order:
@@ -275,19 +306,7 @@ class Evaluator:
             elif item.stop is not None:
                 stop = stop or item.stop
             else:
-                try:
-                    report = final_report(
-                        item,
-                        mode=self.mode,
-                        config=self.config,
-                        versions=self.versions,
-                        qa_expected=self._qa_expected_for(item),
-                    )
-                except Exception as exc:  # one answer's failure never ends the run
-                    log.exception("report of row %s failed", item.row)
-                    item.failed = item.failed or describe(exc)
-                    report = failed_report(item, self.mode)
-                yield report
+                yield self.report(item)
         if stop is not None:
             raise stop
 
@@ -303,37 +322,71 @@ class Evaluator:
         )
 
     def _stage_claims(self, batch: list[Work]) -> None:
-        llm = []
+        llm: list[Work] = []
 
         def local(w: Work) -> None:
-            s = w.sample
-            if s.claim is not None:
-                w.claims = claim_from_input(s.claim)
-            elif self.client is None or self.mode == "nli":  # nli mode: no LLM at all
-                w.claims = claims_from_sentences(s.answer or "")
-            elif not (s.answer or "").strip():
-                w.claims = []
-            else:
+            if not self.claims_local(w):
                 llm.append(w)
 
         each(batch, local)
+        concurrently(llm, self.claims_call, self.config.concurrency)
 
+    def _stage_verify(self, batch: list[Work]) -> None:
+        todo = [w for w in batch if w.live and self.needs_verify(w)]
+        concurrently(todo, self.verify, self.config.concurrency)
+
+    # -- the steps of one answer (and one batch's NLI); pipeline.flow and _run_batch drive them ----------------
+
+    def claims_local(self, w: Work) -> bool:
+        """Claims that need no LLM (a claim row, sentences in nli mode, an empty answer): set them and say True;
+        False when the claims call must run (:meth:`claims_call`)."""
+        s = w.sample
+        if s.claim is not None:
+            w.claims = claim_from_input(s.claim)
+        elif self.client is None or self.mode == "nli":  # nli mode: no LLM at all
+            w.claims = claims_from_sentences(s.answer or "")
+        elif not (s.answer or "").strip():
+            w.claims = []
+        else:
+            return False
+        return True
+
+    def claims_call(self, w: Work) -> None:
+        """The call that reads only the answer: its claims (and, with QA, its questions and replies)."""
+        assert self.client is not None
         n_questions = self.config.qa_questions if self._qa_expected else 0
+        try:
+            w.claims, w.questions, usage = claims_from_llm(
+                self.client, w.sample.answer or "", w.sample.question, n_questions
+            )
+        except (*RUN_STOPS, DeferredCallError):
+            raise
+        except Exception:
+            w.claims = claims_from_sentences(w.sample.answer or "")
+            raise  # recorded as an error; the sentence claims are still checked
+        w.usage = w.usage + usage
 
-        def extract(w: Work) -> None:
-            assert self.client is not None
-            try:
-                w.claims, w.questions, usage = claims_from_llm(
-                    self.client, w.sample.answer or "", w.sample.question, n_questions
-                )
-            except (*RUN_STOPS, DeferredCallError):
-                raise
-            except Exception:
-                w.claims = claims_from_sentences(w.sample.answer or "")
-                raise  # recorded as an error; the sentence claims are still checked
-            w.usage = w.usage + usage
+    def nli_stage(self, batch: list[Work]) -> None:
+        """The NLI stage and the routing of every claim, for the live answers of one batch (scored together)."""
+        live = [w for w in batch if w.live]
+        if live:
+            self._stage_nli(live)
+            self._stage_route(live)
 
-        concurrently(llm, extract, self.config.concurrency)
+    def report(self, w: Work) -> AnswerReport:
+        """The report of an answer that went through every stage (ERROR if it failed on the way or here)."""
+        try:
+            return final_report(
+                w,
+                mode=self.mode,
+                config=self.config,
+                versions=self.versions,
+                qa_expected=self._qa_expected_for(w),
+            )
+        except Exception as exc:  # one answer's failure never ends the run
+            log.exception("report of row %s failed", w.row)
+            w.failed = w.failed or describe(exc)
+            return failed_report(w, self.mode)
 
     def _stage_nli(self, batch: list[Work]) -> None:
         c = self.config
@@ -407,48 +460,43 @@ class Evaluator:
             hints += [w.passages[i] for cl in unscored for i in bm25.rank(cl.text)[:k]]
         return hints
 
-    def _stage_verify(self, batch: list[Work]) -> None:
-        """The one sources-side call of each answer: verdicts on its escalated claims and, with QA on, the sources'
-        answers to its verification questions (blind: never the answer's replies); none when there is neither."""
-        if self.client is None:
-            return
-        todo = [
-            w for w in batch if w.live and (any(d.route == "judge" for d in w.decisions) or self._qa_expected_for(w))
-        ]
+    def needs_verify(self, w: Work) -> bool:
+        """Whether the answer needs its sources-side call: an escalated claim, or the QA check."""
+        return self.client is not None and (any(d.route == "judge" for d in w.decisions) or self._qa_expected_for(w))
 
-        def run(w: Work) -> None:
-            assert self.client is not None
-            pairs = [(cl, r) for cl, r, d in zip(w.claims, w.nli, w.decisions, strict=True) if d.route == "judge"]
-            escalated = [cl for cl, _ in pairs]
-            qa = self._qa_expected_for(w)
-            answers: dict[str, str] = {}
-            try:
-                if escalated or (qa and w.questions):
-                    hints = self._judge_hints(w, pairs)
-                    if qa:  # the questions may be about any claim: the evidence of every claim
-                        hints += [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p]
-                    sources = select_sources(w.sample.contexts, hints)
-                    if not sources:
-                        raise InputError("no source passage could be selected for the judge", field="contexts")
-                    w.judged, answers, usage = judge_claims(self.client, escalated, sources, w.questions if qa else ())
-                    w.usage = w.usage + usage
-            except (*RUN_STOPS, DeferredCallError):
-                raise
-            except Exception as exc:
-                for cl in escalated:
-                    w.judged.setdefault(cl.id, JudgedClaim(label="ERROR", error=describe(exc)))
-                if qa:
-                    w.qa = QAResult(items=list(w.questions), error=describe(exc))
-                raise
-            unjudged = [cid for cid, j in w.judged.items() if j.label == "ERROR"]
-            if unjudged:
-                w.errors.append(f"judge: no verdict for claim(s) {', '.join(unjudged)}")
+    def verify(self, w: Work) -> None:
+        """The one sources-side call of an answer: verdicts on its escalated claims and, with QA on, the sources'
+        answers to its verification questions (blind: never the answer's replies)."""
+        assert self.client is not None
+        pairs = [(cl, r) for cl, r, d in zip(w.claims, w.nli, w.decisions, strict=True) if d.route == "judge"]
+        escalated = [cl for cl, _ in pairs]
+        qa = self._qa_expected_for(w)
+        answers: dict[str, str] = {}
+        try:
+            if escalated or (qa and w.questions):
+                hints = self._judge_hints(w, pairs)
+                if qa:  # the questions may be about any claim: the evidence of every claim
+                    hints += [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p]
+                sources = select_sources(w.sample.contexts, hints)
+                if not sources:
+                    raise InputError("no source passage could be selected for the judge", field="contexts")
+                w.judged, answers, usage = judge_claims(self.client, escalated, sources, w.questions if qa else ())
+                w.usage = w.usage + usage
+        except (*RUN_STOPS, DeferredCallError):
+            raise
+        except Exception as exc:
+            for cl in escalated:
+                w.judged.setdefault(cl.id, JudgedClaim(label="ERROR", error=describe(exc)))
             if qa:
-                w.qa = score_qa(w.questions, answers, self._answers_agree)
-                if w.qa.error:
-                    w.errors.append(f"QA: {w.qa.error}")
-
-        concurrently(todo, run, self.config.concurrency)
+                w.qa = QAResult(items=list(w.questions), error=describe(exc))
+            raise
+        unjudged = [cid for cid, j in w.judged.items() if j.label == "ERROR"]
+        if unjudged:
+            w.errors.append(f"judge: no verdict for claim(s) {', '.join(unjudged)}")
+        if qa:
+            w.qa = score_qa(w.questions, answers, self._answers_agree)
+            if w.qa.error:
+                w.errors.append(f"QA: {w.qa.error}")
 
     @property
     def _qa_expected(self) -> bool:

@@ -1,8 +1,8 @@
 """One answer in flight through the stages, and how a stage runs over a batch of them.
 
 Holds :class:`Work`, the conditions that stop a whole run (:data:`RUN_STOPS`), how an error is recorded
-(:func:`describe`, :func:`error_report`), and :func:`each` / :func:`concurrently`, which run a step on every live
-answer so that a failure in one answer lands in that answer alone.
+(:func:`describe`, :func:`error_report`), :func:`run_local` / :func:`run_call`, which run a step on one live answer
+so that a failure lands in that answer alone, and :func:`each` / :func:`concurrently`, the same over a batch.
 """
 
 from __future__ import annotations
@@ -79,43 +79,50 @@ def _with_row(exc: GroundjudgeError, w: Work) -> GroundjudgeError:
     return exc
 
 
+def run_local(w: Work, fn: Callable[[Work], None]) -> None:
+    """Run a local step on one live work item; an exception fails that item alone (its report is ERROR)."""
+    if not w.live:
+        return
+    try:
+        fn(w)
+    except RUN_STOPS as exc:
+        w.stop = _with_row(exc, w)
+    except Exception as exc:  # a bug or a bad input in one row must not end the run
+        log.debug("row %s failed", w.row, exc_info=True)
+        w.failed = describe(exc)
+
+
+def run_call(w: Work, fn: Callable[[Work], None]) -> None:
+    """Run a step that calls the LLM on one live work item; its error is recorded in the item, which goes on (a
+    failed call leaves a part unscored, counted at its worst), and what a failed call cost is kept."""
+    if not w.live:
+        return
+    try:
+        fn(w)
+    except RUN_STOPS as exc:
+        w.stop = _with_row(exc, w)
+    except DeferredCallError as exc:
+        w.deferred.append(exc.key)  # batch mode: answered by the provider batch, then this stage runs again
+    except Exception as exc:  # recorded in this answer's report, never ends the run
+        if not isinstance(exc, GroundjudgeError):
+            log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=True)
+        w.errors.append(describe(exc))
+        usage = getattr(exc, "usage", None)
+        if usage is not None:
+            w.usage = w.usage + usage
+
+
 def each(works: list[Work], fn: Callable[[Work], None]) -> None:
-    """Run a local step on each live work item; an exception fails that item alone (its report is ERROR)."""
+    """Run a local step on each live work item (:func:`run_local`)."""
     for w in works:
-        if not w.live:
-            continue
-        try:
-            fn(w)
-        except RUN_STOPS as exc:
-            w.stop = _with_row(exc, w)
-        except Exception as exc:  # a bug or a bad input in one row must not end the run
-            log.debug("row %s failed", w.row, exc_info=True)
-            w.failed = describe(exc)
+        run_local(w, fn)
 
 
 def concurrently(works: list[Work], fn: Callable[[Work], None], concurrency: int) -> None:
-    """Run ``fn`` on each work item, ``concurrency`` at a time; per-item errors land in the item."""
-
-    def guarded(w: Work) -> None:
-        if not w.live:
-            return
-        try:
-            fn(w)
-        except RUN_STOPS as exc:
-            w.stop = _with_row(exc, w)
-        except DeferredCallError as exc:
-            w.deferred.append(exc.key)  # batch mode: answered by the provider batch, then this stage runs again
-        except Exception as exc:  # recorded in this answer's report, never ends the run
-            if not isinstance(exc, GroundjudgeError):
-                log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=True)
-            w.errors.append(describe(exc))
-            usage = getattr(exc, "usage", None)
-            if usage is not None:
-                w.usage = w.usage + usage
-
+    """Run a step that calls the LLM on each work item, ``concurrency`` at a time (:func:`run_call`)."""
     if len(works) <= 1 or concurrency == 1:
         for w in works:
-            guarded(w)
+            run_call(w, fn)
         return
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(guarded, works))
+        list(pool.map(lambda w: run_call(w, fn), works))

@@ -10,9 +10,10 @@
 How it runs: every stage of a batch (claims, NLI, judge, QA, scores) runs in a callable class in an actor pool
 (``map_batches(..., compute=ActorPoolStrategy(size=n))``) that builds ONE :class:`~groundjudge.pipeline.Evaluator`
 per actor, so the NLI model is loaded once per actor; with GPUs in the cluster each actor holds one
-(``num_gpus=1``). LLM calls of a batch run concurrently inside the actor (``Config.concurrency``), all actors at
-once. A failure in one row becomes that row's ERROR report, exactly as locally; a budget stop or a cache-only miss
-stops the run after the finished rows are written.
+(``num_gpus=1``). Inside an actor the rows stream through the stages as in the local engine
+(:mod:`groundjudge.pipeline.flow`): ``Config.concurrency`` calls in flight per actor, all actors at once, each call
+to an actor a window of whole local batches. A failure in one row becomes that row's ERROR report, exactly as
+locally; a budget stop or a cache-only miss stops the run after the finished rows are written.
 
 What is shared across workers:
 
@@ -46,6 +47,7 @@ from groundjudge.io.tables import ColumnMap, InvalidRow, is_local, local_path
 from groundjudge.llm import Ledger, RetryPolicy, make_client
 from groundjudge.models import Usage
 from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.pipeline.flow import default_window
 from groundjudge.pipeline.work import RUN_STOPS, describe, error_report
 from groundjudge.review.report import RunSummary, Summarizer, dumps, finite_report
 from groundjudge.runs.out import ReportWriter, pending_rows
@@ -202,17 +204,18 @@ class _Scorer:
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
         rows = batch.to_pylist()
         out: dict[str, list[Any]] = {k: [] for k in RESULT_COLUMNS}
-        if rows and _GROUP in rows[0]:  # score_file: each row is one batch of the local engine
-            for r in rows:
-                if not self._score([_from_wire(w) for w in json.loads(r[_GROUP])], out):
-                    break
+        if rows and _GROUP in rows[0]:  # score_file: each row is one batch of the local engine, streamed together
+            self._score([[_from_wire(w) for w in json.loads(r[_GROUP])] for r in rows], out)
         else:
-            self._score([_from_wire(r) for r in rows], out)
+            self._score([[_from_wire(r) for r in rows]], out)
         return out
 
-    def _score(self, items: list[tuple[int, Any]], out: dict[str, list[Any]]) -> bool:
-        """Reports of ``items`` into ``out``; False when the run must stop (a stop row is in ``out``)."""
+    def _score(self, groups: list[list[tuple[int, Any]]], out: dict[str, list[Any]]) -> bool:
+        """Reports of ``groups`` (each one batch of the local engine: its NLI batch) into ``out``, streamed through
+        the local engine (:meth:`Evaluator.evaluate_batches`); False when the run must stop (a stop row is in
+        ``out``)."""
         done: set[int] = set()
+        items = [item for group in groups for item in group]
 
         def emit(report: Any) -> None:
             report = finite_report(report)  # a NaN or Infinity makes the row an ERROR, never the file
@@ -232,7 +235,9 @@ class _Scorer:
 
         ev = self.evaluator
         try:
-            for report in ev.evaluate_numbered(items, batch_size=max(self.batch_size, len(items))):
+            # a group is one cut batch: cut alone with room for all of it, it comes back whole
+            cuts = (next(batches(group, max(self.batch_size, len(group)))) for group in groups if group)
+            for report in ev.evaluate_batches(cuts):
                 emit(report)
             return True
         except RUN_STOPS as exc:
@@ -481,6 +486,10 @@ def score_file(
     writer = ReportWriter(out, fresh=not resume, existing=todo.existing, drop_ids=todo.retry, note=log.warning)
     finished = False
     n_actors = plan(actors, num_gpus)[0]
+    # with an LLM, each actor call streams several batches (the local engine's window) so that its call slots stay
+    # busy while one batch waits for its slowest call; without one, a batch a call spreads the NLI work best
+    rows_per_call = cfg.window or default_window(cfg.concurrency, batch_size)
+    groups_per_call = math.ceil(rows_per_call / batch_size) if cfg.llm else 1
 
     def write(line: str) -> None:
         report = AnswerReport.model_validate_json(line)
@@ -497,8 +506,15 @@ def score_file(
         for window_batches in _windows(batches(todo.rows, batch_size), max(1, window // batch_size)):
             groups = [{_GROUP: json.dumps([_to_wire(n, row) for n, row, _ in b])} for b in window_batches]
             ds = ray.data.from_items(groups, override_num_blocks=max(1, min(len(groups), 4 * n_actors)))
+            per_call = min(groups_per_call, max(1, math.ceil(len(groups) / n_actors)))
             result = _score_wire(
-                ds, cfg, batch_size=batch_size, udf_batch_size=1, actors=actors, num_gpus=num_gpus, ledger=handle
+                ds,
+                cfg,
+                batch_size=batch_size,
+                udf_batch_size=per_call,
+                actors=actors,
+                num_gpus=num_gpus,
+                ledger=handle,
             )
             order = [n for b in window_batches for n, _, _ in b]
             pending: dict[int, str] = {}

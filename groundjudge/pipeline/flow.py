@@ -1,0 +1,260 @@
+"""The run engine: answers stream through the stages, every LLM call slot kept busy, reports in input order.
+
+A batch-at-a-time engine waits stage by stage for each batch's slowest call, and no call is in flight while the NLI
+model runs. Here each answer moves on as soon as its own step is done:
+
+- a bounded window of answers is in flight (``window`` rows, counting those finished but not yet handed out), so
+  memory stays flat however long the input;
+- one pool of ``concurrency`` threads makes every LLM call of every stage (the claims call of new answers, the
+  sources-side call of answers past the NLI stage), the older answer's sources-side call first, so the oldest rows
+  finish first and the reorder window stays short; the client's limiter (``--rpm``/``--tpm``, adaptive concurrency)
+  decides how many of them send at once;
+- the NLI stage runs on its own thread, one batch at a time, while calls are in flight. Its batches are the cut
+  batches (:func:`groundjudge.io.rows.batches`), run in input order as soon as every claim of the batch is known:
+  the NLI model's probabilities move in the 7th digit with the other pairs of a forward pass on some CPUs, so only
+  batches that do not depend on timing give the same reports as a stage-by-stage run (and as the Ray engine);
+- reports come out in input order.
+
+Per-answer honesty is the batch engine's: a step's failure lands in that answer (:func:`~groundjudge.pipeline.work.
+run_local`, :func:`~groundjudge.pipeline.work.run_call`). A run stop (budget, cache-only miss) admits no new
+answer; the answers in flight finish, every finished report is handed out in order, then the first stop is raised.
+
+The engine knows nothing of models or prompts: the steps come from a :class:`Steps` (the
+:class:`~groundjudge.pipeline.Evaluator`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from groundjudge.errors import GroundjudgeError
+from groundjudge.models import AnswerReport
+from groundjudge.pipeline.work import RUN_STOPS, Work, describe, run_call, run_local
+
+log = logging.getLogger(__name__)
+
+# priorities in the call pool: an answer's sources-side call before any claims call, then the older answer first
+_VERIFY, _CLAIMS = 0, 1
+
+
+class Steps(Protocol):
+    """The steps of one answer (and one batch's NLI stage) that the engine drives."""
+
+    def claims_local(self, w: Work) -> bool: ...  # claims set without the LLM: True; the claims call is needed: False
+
+    def claims_call(self, w: Work) -> None: ...
+
+    def nli_stage(self, batch: list[Work]) -> None: ...  # NLI scores and routes for a batch's live answers
+
+    def needs_verify(self, w: Work) -> bool: ...
+
+    def verify(self, w: Work) -> None: ...
+
+    def report(self, w: Work) -> AnswerReport: ...
+
+
+def default_window(concurrency: int, batch_size: int) -> int:
+    """Rows in flight when none is asked for: enough that every call slot has work while the oldest rows and each
+    batch's slowest claims call hold their place in the window."""
+    return max(8 * concurrency, 2 * batch_size, 1)
+
+
+@dataclass(eq=False)
+class _Batch:
+    """One cut batch in flight: its answers and how many of them still wait for their claims."""
+
+    works: list[Work]
+    waiting: int = 0
+
+
+@dataclass(eq=False)
+class _Row:
+    """Where one answer is: its batch, its order (the call pool's tie-break), whether it is finished."""
+
+    batch: _Batch
+    seq: int
+    done: bool = False
+
+
+class _CallPool:
+    """``workers`` threads taking the most urgent call first (lowest ``(priority, order)``)."""
+
+    def __init__(self, workers: int) -> None:
+        self._heap: list[tuple[tuple[int, int], int, Callable[[], None]]] = []
+        self._lock = threading.Lock()
+        self._tie = itertools.count()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="groundjudge-call")
+
+    def submit(self, priority: tuple[int, int], fn: Callable[[], None]) -> None:
+        with self._lock:
+            heapq.heappush(self._heap, (priority, next(self._tie), fn))
+        self._pool.submit(self._run_next)  # one runner per task: each takes the most urgent task left
+
+    def _run_next(self) -> None:
+        with self._lock:
+            _, _, fn = heapq.heappop(self._heap)
+        fn()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass
+class _Flow:
+    steps: Steps
+    concurrency: int
+    events: queue.SimpleQueue[tuple[str, object]] = field(default_factory=queue.SimpleQueue)
+    rows: dict[int, _Row] = field(default_factory=dict)  # id(work) -> its place
+    nli_queue: deque[_Batch] = field(default_factory=deque)  # batches whose NLI stage is not yet submitted
+    stopping: bool = False
+    seq: itertools.count[int] = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        self.calls = _CallPool(self.concurrency)
+        self.nli = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groundjudge-nli")
+
+    def close(self) -> None:
+        self.calls.close()
+        self.nli.shutdown(wait=False, cancel_futures=True)
+
+    # -- tasks (worker threads): run a step, then tell the coordinator ----------------------------------------
+
+    def _task(self, kind: str, w: Work, step: Callable[[Work], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                run_call(w, step)
+            except BaseException as exc:  # never leave the coordinator waiting for this answer
+                w.failed = w.failed or describe(exc)
+            finally:
+                self.events.put((kind, w))
+
+        return run
+
+    def _nli_task(self, batch: _Batch) -> None:
+        try:
+            self.steps.nli_stage(batch.works)
+        except RUN_STOPS as exc:
+            for w in batch.works:
+                if w.live:
+                    w.stop = exc
+        except BaseException as exc:  # the stage guards each answer: a bug, fail them all
+            log.exception("the NLI stage failed")
+            for w in batch.works:
+                if w.live:
+                    w.failed = describe(exc)
+        finally:
+            self.events.put(("nli", batch))
+
+    # -- the coordinator (the caller's thread) -----------------------------------------------------------------
+
+    def admit(self, items: list[Work | AnswerReport]) -> None:
+        batch = _Batch([w for w in items if isinstance(w, Work)])
+        for w in batch.works:
+            row = _Row(batch, next(self.seq))
+            self.rows[id(w)] = row
+            if self._needs_claims_call(w):
+                batch.waiting += 1
+                self.calls.submit((_CLAIMS, row.seq), self._task("claims", w, self.steps.claims_call))
+            self.stopping = self.stopping or w.stop is not None
+        self.nli_queue.append(batch)
+        self._submit_nli()
+
+    def _needs_claims_call(self, w: Work) -> bool:
+        """Set the claims that need no LLM; True when the claims call must run (a failure here fails the answer)."""
+        needed: list[bool] = []
+        run_local(w, lambda w: needed.append(not self.steps.claims_local(w)))
+        return w.live and needed == [True]
+
+    def _submit_nli(self) -> None:
+        while self.nli_queue and self.nli_queue[0].waiting == 0:  # in input order (see the module docstring)
+            self.nli.submit(self._nli_task, self.nli_queue.popleft())
+
+    def handle(self, kind: str, obj: object) -> None:
+        if kind == "claims":
+            assert isinstance(obj, Work)
+            self.rows[id(obj)].batch.waiting -= 1
+            self.stopping = self.stopping or obj.stop is not None
+            self._submit_nli()
+        elif kind == "nli":
+            assert isinstance(obj, _Batch)
+            for w in obj.works:
+                row = self.rows[id(w)]
+                verify = False
+                if w.live:
+                    try:
+                        verify = self.steps.needs_verify(w)
+                    except Exception as exc:  # a bug for this answer alone
+                        w.failed = describe(exc)
+                if verify:
+                    self.calls.submit((_VERIFY, row.seq), self._task("verify", w, self.steps.verify))
+                else:
+                    row.done = True
+                self.stopping = self.stopping or w.stop is not None
+        else:
+            assert isinstance(obj, Work)
+            self.rows[id(obj)].done = True
+            self.stopping = self.stopping or obj.stop is not None
+
+    def finished(self, item: Work | AnswerReport) -> bool:
+        return isinstance(item, AnswerReport) or self.rows[id(item)].done
+
+
+def stream(
+    batches: Iterable[list[Work | AnswerReport]], steps: Steps, *, concurrency: int, window: int | None = None
+) -> Iterator[AnswerReport]:
+    """Reports of ``batches`` (each a cut batch: work for valid rows, ERROR reports for bad ones), in input order.
+
+    Args:
+        batches: the cut batches, read lazily (never more than ``window`` rows ahead of the last report out).
+        steps: the steps of an answer (the Evaluator).
+        concurrency: LLM calls in flight at most (the client's limiter may allow fewer).
+        window: rows in flight at most (admitted a whole batch at a time); default :func:`default_window`.
+
+    Raises:
+        BudgetExceededError, CacheMissError, BatchPendingError: the first stop, in input order, after every
+            finished report is yielded.
+    """
+    flow = _Flow(steps, concurrency)
+    source = iter(batches)
+    order: deque[Work | AnswerReport] = deque()
+    exhausted = False
+    stop: GroundjudgeError | None = None
+    try:
+        while True:
+            while not exhausted and not flow.stopping and (window is None or len(order) < window):
+                items = next(source, None)
+                if items is None:
+                    exhausted = True
+                    break
+                if window is None:  # sized on the first batch
+                    window = default_window(concurrency, sum(isinstance(x, Work) for x in items))
+                order.extend(items)
+                flow.admit(items)
+            while order and flow.finished(order[0]):
+                item = order.popleft()
+                if isinstance(item, AnswerReport):
+                    yield item
+                    continue
+                del flow.rows[id(item)]
+                if item.stop is not None:
+                    stop = stop or item.stop
+                else:
+                    yield steps.report(item)
+            if not order and (exhausted or flow.stopping):
+                break
+            if not exhausted and not flow.stopping and (window is None or len(order) < window):
+                continue  # room in the window again: admit before waiting
+            flow.handle(*flow.events.get())
+    finally:
+        flow.close()
+    if stop is not None:
+        raise stop

@@ -1,0 +1,237 @@
+"""The run engine (groundjudge.pipeline.flow): rows stream through the stages, the call slots stay busy, reports
+come out in input order and never depend on timing.
+
+LLM calls through the real OpenAI SDK against the scripted server, whose replies wait a time drawn per request;
+the shared NLI model by path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from groundjudge.cache import Cache
+from groundjudge.chunking import claim_sentences
+from groundjudge.config import Config
+from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.review.report import dumps, finite_report
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, prompt_name, route
+from tests.conftest import make_test_client
+
+pytestmark = pytest.mark.slow
+
+FACTS = [
+    "The bridge opened in 1932.",
+    "The bridge is 503 metres long.",
+    "It was designed by John Bradfield.",
+    "It carries eight lanes of traffic.",
+    "The bridge was painted grey.",
+    "It was built by Dorman Long.",
+    "The bridge opened in 1936.",
+    "It is made of wood.",
+]
+SOURCE = (
+    "The Sydney Harbour Bridge opened in 1932. The steel arch bridge is 503 metres long and was designed by "
+    "John Bradfield; Dorman Long of Middlesbrough built it. It carries rail, vehicular and pedestrian traffic "
+    "on eight lanes."
+)
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+
+def claims(req: RecordedRequest) -> Reply:
+    answer = fenced_block(req, "ANSWER")
+    sentences = [s.text for s in claim_sentences(answer)]
+    out: dict[str, Any] = {"claims": [{"text": s, "source": s} for s in sentences]}
+    if prompt_name(req) == "claims_qa":
+        out["questions"] = [
+            {"question": f"What does point {i} say?", "answer_from_answer": s.split()[-1]}
+            for i, s in enumerate(sentences[:2], 1)
+        ]
+    return Reply.json(out)
+
+
+def verify(req: RecordedRequest) -> Reply:
+    """A verdict per claim decided by the claim's own text (so it never depends on which call came first)."""
+    labels = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
+    verdicts = [
+        {
+            "claim_id": cid,
+            "verdict": labels[_digest(text) % 3],
+            "reason": "scripted",
+            "quotes": [{"source": 1, "text": "The steel arch bridge is 503 metres long"}],
+        }
+        for cid, text in claims_in(req).items()
+    ]
+    out: dict[str, Any] = {"verdicts": verdicts}
+    if prompt_name(req) == "verify":
+        import json
+
+        listing = json.loads(fenced_block(req, "QUESTIONS") or "[]")
+        out["answers"] = [{"id": q["id"], "context_answer": "1932"} for q in listing]
+    return Reply.json(out)
+
+
+class Delays:
+    """Each reply waits a time drawn from the request's text and a seed; counts calls in flight at the server."""
+
+    def __init__(self, seed: int = 0, top: float = 0.02) -> None:
+        self.seed, self.top = seed, top
+        self.in_flight = self.peak = 0
+        self.lock = threading.Lock()
+
+    def script(self) -> Any:
+        inner = route({"claims": claims, "claims_qa": claims, "judge": verify, "verify": verify})
+
+        def answer(req: RecordedRequest) -> Reply:
+            wait = random.Random(f"{self.seed}:{req.text}").uniform(0, self.top)
+            with self.lock:
+                self.in_flight += 1
+                self.peak = max(self.peak, self.in_flight)
+            try:
+                time.sleep(wait)  # the server's own thread for this request: the SDK sees a slow reply
+                return inner(req)
+            finally:
+                with self.lock:
+                    self.in_flight -= 1
+
+        return answer
+
+
+@pytest.fixture(scope="module")
+def delays() -> Delays:
+    return Delays()
+
+
+@pytest.fixture(scope="module")
+def server(delays: Delays) -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer(delays.script()) as s:
+        s.min_cached_prefix_tokens = 10**9  # no emulated prefix cache: its counts depend on which call came first
+        yield s
+
+
+def rows_of(answers: list[list[int]]) -> list[dict[str, Any]]:
+    return [
+        {"id": f"a{i}", "contexts": [SOURCE], "answer": " ".join(FACTS[j] for j in facts), "question": "Tell me."}
+        for i, facts in enumerate(answers)
+    ]
+
+
+def run(server: ScriptedLLMServer, nli: Any, tmp: Path, rows: list[dict[str, Any]], **kw: Any) -> list[str]:
+    batch_size = kw.pop("batch_size", 3)
+    cache = Cache(tmp, mode="off")  # every call made, every NLI pair scored by the model, in this run's batches
+    client = make_test_client(server, cache=cache)
+    ev = Evaluator(Config(llm="openai/gpt-4o-mini", **kw), nli=nli, client=client, cache=cache)
+    return [dumps(finite_report(r)) for r in ev.evaluate_many(rows, batch_size=batch_size)]
+
+
+@settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    answers=st.lists(st.lists(st.integers(0, len(FACTS) - 1), min_size=0, max_size=3), min_size=1, max_size=9),
+    concurrency=st.sampled_from([2, 4, 8]),
+    window=st.sampled_from([None, 1, 2, 5]),
+    batch_size=st.integers(1, 4),
+    seed=st.integers(0, 10**6),
+    qa=st.booleans(),
+)
+def test_reports_never_depend_on_timing_or_the_window(
+    server: ScriptedLLMServer,
+    delays: Delays,
+    shared_nli: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    answers: list[list[int]],
+    concurrency: int,
+    window: int | None,
+    batch_size: int,
+    seed: int,
+    qa: bool,
+) -> None:
+    """Byte for byte (usage too) the reports of one answer at a time, one call at a time: the stage-by-stage
+    order, whatever the replies' waits, the concurrency and the window."""
+    rows = rows_of(answers)
+    delays.seed = seed
+    one_at_a_time = run(
+        server, shared_nli, tmp_path_factory.mktemp("a"), rows, concurrency=1, window=1, batch_size=batch_size, qa=qa
+    )
+    streamed = run(
+        server,
+        shared_nli,
+        tmp_path_factory.mktemp("b"),
+        rows,
+        concurrency=concurrency,
+        window=window,
+        batch_size=batch_size,
+        qa=qa,
+    )
+    assert streamed == one_at_a_time
+    assert [r.split('"', 4)[3] for r in streamed] == [r["id"] for r in rows]
+
+
+def test_the_call_slots_fill_across_stages_and_batches(
+    server: ScriptedLLMServer, delays: Delays, shared_nli: Any, tmp_path: Path
+) -> None:
+    """A batch of 2 has at most 2 calls of one stage to make: the stage-by-stage engine never had more than 2 in
+    flight. Streaming, claims calls of later batches and sources-side calls of earlier ones share the 6 slots."""
+    delays.seed, delays.top, delays.peak = 1, 0.15, 0
+    try:
+        rows = rows_of([[i % 8, (i + 3) % 8] for i in range(30)])
+        reports = run(server, shared_nli, tmp_path, rows, concurrency=6, batch_size=2, qa=True)
+    finally:
+        delays.top = 0.02
+    assert len(reports) == 30
+    assert delays.peak == 6
+
+
+def test_the_input_is_read_only_a_window_ahead(server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
+    """Memory stays flat: rows are pulled from the input only as reports go out (a window of 4 rows, batches of 2:
+    at most one batch more than the window is read ahead)."""
+    pulled = 0
+
+    def rows() -> Iterator[dict[str, Any]]:
+        nonlocal pulled
+        for row in rows_of([[i % 8] for i in range(20)]):
+            pulled += 1
+            yield row
+
+    cache = Cache(tmp_path, mode="off")
+    ev = Evaluator(
+        Config(llm="openai/gpt-4o-mini", concurrency=3, window=4, qa=False),
+        nli=shared_nli,
+        client=make_test_client(server, cache=cache),
+        cache=cache,
+    )
+    ahead = []
+    out = 0
+    for _ in ev.evaluate_many(rows(), batch_size=2):
+        out += 1
+        ahead.append(pulled - out)
+    assert out == 20
+    assert max(ahead) <= 4 + 2, ahead
+
+
+def test_an_abandoned_run_stops_its_threads(server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
+    """A caller that stops reading (a notebook cell interrupted, a break) leaves no call waiting to be sent."""
+    cache = Cache(tmp_path, mode="off")
+    ev = Evaluator(
+        Config(llm="openai/gpt-4o-mini", concurrency=2, window=6, qa=False),
+        nli=shared_nli,
+        client=make_test_client(server, cache=cache),
+        cache=cache,
+    )
+    reports = ev.evaluate_many(rows_of([[i % 8] for i in range(40)]), batch_size=2)
+    next(reports)
+    before = len(server.requests)
+    reports.close()
+    time.sleep(0.5)  # the calls already sent may finish; nothing new starts
+    assert len(server.requests) <= before + 2
