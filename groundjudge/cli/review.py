@@ -117,7 +117,8 @@ def _print_corrected(console: Console, c: dict[str, Any]) -> None:
         sp = "-" if c["specificity"] is None else f"{c['specificity']:.3f} {_ci(c['specificity_ci'], False)}"
         console.print(
             f"corrected for the checker's error: {100 * c['value']:.1f}% {_ci(c['ci'])} "
-            f"(sensitivity {se}, specificity {sp}, from {pos} not supported + {neg} supported labelled {things}; {'per route' if c['by'] == 'route' else 'pooled'})",
+            f"(sensitivity {se}, specificity {sp}, from {pos} not supported + {neg} supported labelled {things}; "
+            f"{'per route' if c['by'] == 'route' else 'pooled'})",
             highlight=False,
         )
     if c.get("failed_answers"):
