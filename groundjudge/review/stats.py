@@ -112,7 +112,9 @@ def resampled_sums(per_unit: np.ndarray, resamples: int = RESAMPLES, seed: int =
     if per_unit.ndim == 1:
         per_unit = per_unit[:, None]
     rng = np.random.default_rng(seed)
-    return resample_counts(len(per_unit), resamples, rng) @ per_unit
+    # einsum without BLAS: a multithreaded BLAS call is several times slower on a busy machine, and its spinning
+    # threads slow the numpy work after it
+    return np.einsum("bn,nk->bk", resample_counts(len(per_unit), resamples, rng), per_unit)
 
 
 def percentile_interval(
@@ -339,8 +341,10 @@ def corrected_rate(
     holds how many more labelled items of each class it takes (``positives``: truly not supported,
     ``negatives``: truly supported) and ``reason`` why.
 
-    The interval: ``resamples`` bootstrap draws, each resampling the scored answers (with their items) and,
-    independently, the labelled answers (with theirs), then correcting as above. A draw whose checker does not
+    The interval: ``resamples`` bootstrap draws over both samples, each correcting as above: a draw resamples the
+    scored answers with their items and the labels on them (labels of the scored file are a subsample of its
+    items, so one draw moves both), and, independently, the labelled answers that are not among the scored
+    ones. A draw whose checker does not
     separate the classes counts against both ends (:func:`percentile_interval`). Labelled items should be a
     random sample within each class: items picked because the checker flagged them bias both rates.
     """
@@ -362,43 +366,44 @@ def corrected_rate(
         return result
 
     routes = sorted({x.route for x in scored})
-    by_route = len(routes) > 1
-    for r in routes:
-        sub = [x for x in labelled if x.route == r]
-        p_r = sum(bool(x.truth) for x in sub)
-        se_r = sum(bool(x.truth) and x.flagged for x in sub) / p_r if p_r else None
-        sp_r = sum(not x.truth and not x.flagged for x in sub) / (len(sub) - p_r) if len(sub) > p_r else None
-        by_route = by_route and _check_labels(p_r, len(sub) - p_r, se_r, sp_r, min_per_class, min_youden) is None
-    by_route = by_route and {x.route for x in labelled} <= set(routes)
+    counts = {r: _route_counts(r, scored, labelled) for r in routes}
+    by_route = (
+        len(routes) > 1
+        and {x.route for x in labelled} <= set(routes)
+        and all(
+            _check_labels(c["positives"], c["negatives"], c["sensitivity"], c["specificity"], min_per_class, min_youden)
+            is None
+            for c in counts.values()
+        )
+    )
     strata = routes if by_route else ["all"]
     col = {s: i for i, s in enumerate(strata)}
-
-    def stratum(x: Item) -> int:
-        return col[x.route] if by_route else 0
-
-    # per answer: scored items and flagged items of each stratum; labelled positives, true positives, negatives
-    # and true negatives of each stratum
     k = len(strata)
-    s_index = {c: i for i, c in enumerate(clusters)}
-    s_sums = np.zeros((len(s_index), 2 * k))
-    for x in scored:
-        s_sums[s_index[x.cluster], stratum(x)] += 1
-        s_sums[s_index[x.cluster], k + stratum(x)] += x.flagged
-    l_index: dict[Hashable, int] = {}
-    for x in labelled:
-        l_index.setdefault(x.cluster, len(l_index))
-    l_sums = np.zeros((len(l_index), 4 * k))
-    for x in labelled:
-        row, s = l_index[x.cluster], stratum(x)
-        if x.truth:
-            l_sums[row, s] += 1
-            l_sums[row, k + s] += x.flagged
-        else:
-            l_sums[row, 2 * k + s] += 1
-            l_sums[row, 3 * k + s] += not x.flagged
 
-    def estimate(s: np.ndarray, lab: np.ndarray) -> np.ndarray:
-        n_items, n_flag = s[:, :k], s[:, k:]
+    # per answer: scored items and flagged items of each stratum (2k columns), then labelled positives, true
+    # positives, negatives and true negatives of each stratum (4k columns). A labelled item of a scored answer
+    # rides with it (the labels are a subsample of the scored items: one resample draws both); a labelled item of
+    # an answer not scored here is resampled on its own, independently
+    s_index = {c: i for i, c in enumerate(clusters)}
+    joint = np.zeros((len(s_index), 6 * k))
+    outside: dict[Hashable, np.ndarray] = {}
+    for x in scored:
+        s = col[x.route] if by_route else 0
+        joint[s_index[x.cluster], s] += 1
+        joint[s_index[x.cluster], k + s] += x.flagged
+    for x in labelled:
+        s = col[x.route] if by_route else 0
+        i = s_index.get(x.cluster)
+        row = joint[i, 2 * k :] if i is not None else outside.setdefault(x.cluster, np.zeros(4 * k))
+        if x.truth:
+            row[s] += 1
+            row[k + s] += x.flagged
+        else:
+            row[2 * k + s] += 1
+            row[3 * k + s] += not x.flagged
+
+    def estimate(sums: np.ndarray) -> np.ndarray:
+        n_items, n_flag, lab = sums[:, :k], sums[:, k : 2 * k], sums[:, 2 * k :]
         with np.errstate(divide="ignore", invalid="ignore"):
             se = lab[:, k : 2 * k] / lab[:, :k]
             sp = lab[:, 3 * k :] / lab[:, 2 * k : 3 * k]
@@ -408,27 +413,38 @@ def corrected_rate(
         corrected = np.where(n_items > 0, corrected, 0.0)  # an empty stratum weighs nothing
         return (corrected * n_items).sum(axis=1) / n_items.sum(axis=1)
 
-    point = float(estimate(s_sums.sum(axis=0)[None, :], l_sums.sum(axis=0)[None, :])[0])
-    draws = estimate(resampled_sums(s_sums, resamples, seed), resampled_sums(l_sums, resamples, seed + 1))
+    total = joint.sum(axis=0)
+    draws_sums = resampled_sums(joint, resamples, seed)
+    if outside:
+        extra = np.array(list(outside.values()))
+        total[2 * k :] += extra.sum(axis=0)
+        draws_sums[:, 2 * k :] += resampled_sums(extra, resamples, seed + 1)
+    point = float(estimate(total[None, :])[0])
+    draws = estimate(draws_sums)
     result.value = point
     result.lo, result.hi = percentile_interval(point, draws, level)
     result.undefined_resamples = int(np.isnan(draws).sum())
     result.by = "route" if by_route else "pooled"
-    for r in routes:
-        items = [x for x in scored if x.route == r]
-        sub = [x for x in labelled if x.route == r]
-        p_r = sum(bool(x.truth) for x in sub)
-        tp_r = sum(bool(x.truth) and x.flagged for x in sub)
-        tn_r = sum(not x.truth and not x.flagged for x in sub)
-        info: dict[str, Any] = {
-            "n": len(items),
-            "raw": sum(x.flagged for x in items) / len(items),
-            "positives": p_r,
-            "negatives": len(sub) - p_r,
-            "sensitivity": tp_r / p_r if p_r else None,
-            "specificity": tn_r / (len(sub) - p_r) if len(sub) > p_r else None,
-        }
+    for r, c in counts.items():
         if by_route:
-            info["corrected"] = rogan_gladen(info["raw"], info["sensitivity"], info["specificity"])
-        result.routes[r] = info
+            c["corrected"] = rogan_gladen(c["raw"], c["sensitivity"], c["specificity"])
+        result.routes[r] = c
     return result
+
+
+def _route_counts(route: str, scored: Sequence[Item], labelled: Sequence[Item]) -> dict[str, Any]:
+    """One route's scored items, raw rate, labelled items of each class, sensitivity and specificity."""
+    mine = [x.flagged for x in scored if x.route == route]
+    n, flagged = len(mine), sum(mine)
+    sub = [x for x in labelled if x.route == route]
+    pos = sum(bool(x.truth) for x in sub)
+    tp = sum(bool(x.truth) and x.flagged for x in sub)
+    tn = sum(not x.truth and not x.flagged for x in sub)
+    return {
+        "n": n,
+        "raw": flagged / n,
+        "positives": pos,
+        "negatives": len(sub) - pos,
+        "sensitivity": tp / pos if pos else None,
+        "specificity": tn / (len(sub) - pos) if len(sub) > pos else None,
+    }
