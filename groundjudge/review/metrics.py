@@ -47,16 +47,16 @@ def balanced_accuracies(m: Any) -> np.ndarray:
     return np.where(count > 0, recalls.sum(axis=-1) / np.maximum(count, 1), 0.0)
 
 
-def kappas(m: Any) -> np.ndarray:
+def kappas(m: Any, undefined: float = 0.0) -> np.ndarray:
     """Cohen's kappa of confusion matrices ``m`` (``(..., L, L)``): ``(observed - expected) / (1 - expected)``;
-    0.0 for an empty matrix or when chance agreement is total."""
+    ``undefined`` (0.0) for an empty matrix or when chance agreement is total."""
     m = np.asarray(m, dtype=np.float64)
     n = m.sum(axis=(-2, -1))
     safe = np.where(n > 0, n, 1.0)
     observed = np.diagonal(m, axis1=-2, axis2=-1).sum(axis=-1) / safe
     expected = (m.sum(axis=-1) * m.sum(axis=-2)).sum(axis=-1) / (safe * safe)
     ok = (n > 0) & (expected < 1)
-    return np.where(ok, (observed - expected) / np.where(ok, 1 - expected, 1.0), 0.0)
+    return np.where(ok, (observed - expected) / np.where(ok, 1 - expected, 1.0), undefined)
 
 
 def balanced_accuracy(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str] | None = None) -> float:
@@ -75,7 +75,8 @@ def agreement_intervals(
     gold: Sequence[str], pred: Sequence[str], labels: Sequence[str], clusters: Sequence[Any], seed: int = 0
 ) -> dict[str, Any]:
     """95% intervals of a block's agreement (share of items where gold == pred: :func:`stats.share`), kappa and
-    balanced accuracy (a bootstrap over ``clusters``, the answer of each item, resampled with all its items)."""
+    balanced accuracy (a bootstrap over ``clusters``, the answer of each item, resampled with all its items;
+    resamples without a kappa are left out of its interval)."""
     index = {label: i for i, label in enumerate(labels)}
     size = len(labels)
     units: dict[Any, int] = {}
@@ -90,9 +91,13 @@ def agreement_intervals(
     draws = resampled_sums(cells, seed=seed).reshape(-1, size, size)
     agreement = share(same, seed=seed)
     out: dict[str, Any] = {"agreement": agreement.value, "agreement_ci": agreement.ci}
-    for key, fn in (("kappa_ci", kappas), ("balanced_accuracy_ci", balanced_accuracies)):
-        value = float(fn(point))
-        out[key] = list(percentile_interval(value, fn(draws), undefined_lo=value, undefined_hi=value))
+    for key, value, spread in (
+        # a resample with one gold class has no kappa (chance agreement is total): it is left out
+        ("kappa_ci", float(kappas(point)), kappas(draws, undefined=np.nan)),
+        ("balanced_accuracy_ci", float(balanced_accuracies(point)), balanced_accuracies(draws)),
+    ):
+        spread = spread[~np.isnan(spread)]
+        out[key] = list(percentile_interval(value, spread)) if spread.size else [value, value]
     return out
 
 
