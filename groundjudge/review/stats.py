@@ -20,7 +20,7 @@ clipped statistic leaves it outside. Pure numpy and the standard library.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -62,15 +62,6 @@ class Interval:
     def as_dict(self) -> dict[str, Any]:
         return {"value": self.value, "ci": self.ci, "n": self.n, "method": self.method}
 
-    def text(self, percent: bool = True, digits: int = 1) -> str:
-        """``23.4% [21.0, 25.9]`` (or ``0.234 [0.210, 0.259]`` with ``percent=False``); ``-`` without a value."""
-        if self.value is None:
-            return "-"
-        scale, unit, d = (100.0, "%", digits) if percent else (1.0, "", 3)
-        lo = "-" if self.lo is None else f"{scale * self.lo:.{d}f}"
-        hi = "-" if self.hi is None else f"{scale * self.hi:.{d}f}"
-        return f"{scale * self.value:.{d}f}{unit} [{lo}, {hi}]"
-
 
 def wilson(k: int, n: int, level: float = LEVEL) -> Interval:
     """Wilson score interval of the share ``k / n`` (Wilson 1927; Newcombe 1998, method 3):
@@ -93,16 +84,14 @@ def wilson(k: int, n: int, level: float = LEVEL) -> Interval:
 # -- the resampler ---------------------------------------------------------------------------------------------
 
 
-def resample_counts(n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """``(resamples, n)`` counts: how often each of ``n`` units is drawn in each bootstrap resample (each row sums
-    to ``n``). Built block by block so memory stays bounded."""
+def resample_counts(n: int, resamples: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Blocks of bootstrap resamples, ``(rows, n)`` counts each: how often each of ``n`` units is drawn (each row
+    sums to ``n``); ``resamples`` rows in all, in blocks small enough to keep memory bounded."""
     rows = max(1, _BLOCK // max(n, 1))
-    out = np.empty((resamples, n), dtype=np.float64)
     for start in range(0, resamples, rows):
         b = min(rows, resamples - start)
         idx = rng.integers(0, n, size=(b, n)) + (np.arange(b) * n)[:, None]
-        out[start : start + b] = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n)
-    return out
+        yield np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
 
 
 def resampled_sums(per_unit: np.ndarray, resamples: int = RESAMPLES, seed: int = 0) -> np.ndarray:
@@ -114,7 +103,9 @@ def resampled_sums(per_unit: np.ndarray, resamples: int = RESAMPLES, seed: int =
     rng = np.random.default_rng(seed)
     # einsum without BLAS: a multithreaded BLAS call is several times slower on a busy machine, and its spinning
     # threads slow the numpy work after it
-    return np.einsum("bn,nk->bk", resample_counts(len(per_unit), resamples, rng), per_unit)
+    return np.concatenate(
+        [np.einsum("bn,nk->bk", counts, per_unit) for counts in resample_counts(len(per_unit), resamples, rng)]
+    )
 
 
 def percentile_interval(
@@ -159,7 +150,9 @@ def clustered_mean(
     resample (a ratio estimator). Answers without items are left out (they carry no claim). ``n`` counts items."""
     sizes = np.array([len(g) for g in groups], dtype=np.float64)
     keep = sizes > 0
-    totals = np.array([float(np.sum(_finite_values(g, "clustered_mean"))) if len(g) else 0.0 for g in groups])
+    totals = np.array([sum(map(float, g)) for g in groups], dtype=np.float64)
+    if not np.isfinite(totals).all():  # a NaN or an infinity in a group makes its sum one
+        raise ValueError("clustered_mean: every value must be finite (leave missing ones out)")
     sizes, totals = sizes[keep], totals[keep]
     if not sizes.size:
         return Interval(None, None, None, 0, "clustered bootstrap", level)
