@@ -251,6 +251,18 @@ def test_metrics_reviews_command_prints_the_corrected_rate(tmp_path: Path) -> No
     assert "unsupported claims (raw): 37.5%" in said
 
 
+def test_reviews_and_gold_rows_label_together_and_a_review_wins_on_its_claim() -> None:
+    reports, lines = _reviewed_run()
+    # gold SUPPORTED on the 10 unreviewed answers (their first claim, as metrics reads a gold row) and, against the
+    # reviewer, on answer 29, whose first claim the reviewer found UNSUPPORTED
+    gold = {f"a{i}" for i in range(29, 40)}
+    labelled = [r.model_copy(update={"label": "SUPPORTED"}) if r.id in gold else r for r in reports]
+    m = review_metrics(labelled, parse_reviews(lines))
+    corrected = m["corrected_unsupported_rate"]
+    assert corrected["labels"] == {"level": "claim", "positives": 28, "negatives": 42}
+    assert corrected["specificity"] == pytest.approx(34 / 42)
+
+
 def test_an_error_verdict_is_a_column_of_its_own() -> None:
     reviews = parse_reviews([_line("r-error", "c1", "It was built by Gustave Eiffel.", "SUPPORTED", "ERROR")])
     m = review_metrics(queue_reports(), reviews)

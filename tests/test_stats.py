@@ -281,7 +281,8 @@ def test_corrected_rate_covers_the_true_prevalence() -> None:
         corrected.append(c.lo <= p <= c.hi)  # type: ignore[operator]
         raw.append(c.raw.lo <= p <= c.raw.hi)  # type: ignore[operator]
     assert 0.93 <= _coverage(corrected) <= 0.97
-    assert 0.92 <= sum(corrected[0::2]) / 500 <= 0.98 and 0.92 <= sum(corrected[1::2]) / 500 <= 0.98
+    # each half on its own: resampling the labels apart from the answers they belong to covers 98.8% in the first
+    assert 0.925 <= sum(corrected[0::2]) / 500 <= 0.975 and 0.925 <= sum(corrected[1::2]) / 500 <= 0.975
     assert _coverage(raw) < 0.8
 
 
