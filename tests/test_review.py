@@ -186,6 +186,83 @@ def test_review_metrics_against_a_hand_computation() -> None:
         review_metrics(reports, parse_reviews([_line("nobody", "c1", "x", "SUPPORTED", "SUPPORTED")]))
 
 
+def test_review_metrics_carry_intervals_and_the_corrected_rate() -> None:
+    m = review_metrics(queue_reports(), parse_reviews(_QUEUE_REVIEWS))
+    # two reviewed claims of one answer are not independent: agreement's interval comes from resampling answers
+    assert m["agreement_ci"][0] <= m["agreement"] <= m["agreement_ci"][1]
+    assert m["kappa_ci"][0] <= m["kappa"] <= m["kappa_ci"][1] and m["binary"]["kappa_ci"] == [1.0, 1.0]
+    corrected = m["corrected_unsupported_rate"]
+    # the file's 7 claims, 3 not SUPPORTED (an ERROR counts as flagged); 2 + 3 reviewed, far from 20 of each
+    assert corrected["raw"] == pytest.approx(3 / 7) and corrected["n"] == 7
+    assert corrected["labels"] == {"level": "claim", "positives": 2, "negatives": 3}
+    assert corrected["value"] is None and corrected["needs"] == {"positives": 18, "negatives": 17}
+
+
+_QUEUE_REVIEWS = [
+    _line("r-fail", "c1", "The tower is in Paris.", "SUPPORTED", "SUPPORTED"),
+    _line("r-fail", "c2", "It was completed in 1899.", "UNSUPPORTED", "CONTRADICTED"),
+    _line("r-warn", "c1", "It is 300 metres tall.", "CONTRADICTED", "UNSUPPORTED", "nli"),
+    _line("r-warn", "c2", "It stands in Paris.", "SUPPORTED", "SUPPORTED", "nli"),
+    _line("r-pass", "c1", "The tower is in Paris.", "SUPPORTED", "SUPPORTED"),
+]
+
+
+def _reviewed_run() -> tuple[list[AnswerReport], list[str]]:
+    """30 reviewed answers of two claims (the first SUPPORTED locally, the second UNSUPPORTED by the judge) and 10
+    unreviewed answers whose claims are SUPPORTED. Reviewers: the first claim is wrong in answers 24-29 (6 missed),
+    the second is right in answers 22-29 (8 false alarms)."""
+    reports, lines = [], []
+    for i in range(40):
+        one, two = f"Claim {i} one.", f"Claim {i} two."
+        second = "UNSUPPORTED" if i < 30 else "SUPPORTED"
+        reports.append(
+            _report(f"a{i}", "WARN", 0.5, [("c1", one, "SUPPORTED", "nli", 0.9), ("c2", two, second, "judge", 0.2)])
+        )
+        if i < 30:
+            lines.append(_line(f"a{i}", "c1", one, "SUPPORTED" if i < 24 else "UNSUPPORTED", "SUPPORTED", "nli"))
+            lines.append(_line(f"a{i}", "c2", two, "UNSUPPORTED" if i < 22 else "SUPPORTED", "UNSUPPORTED"))
+    return reports, lines
+
+
+def test_metrics_reviews_command_prints_the_corrected_rate(tmp_path: Path) -> None:
+    reports, lines = _reviewed_run()
+    out = _write_out(tmp_path / "out.jsonl", reports)
+    reviews = tmp_path / "reviews.jsonl"
+    reviews.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["metrics", str(out), "--reviews", str(reviews)])
+    assert result.exit_code == 0, result.output
+    last = json.loads(result.output.strip().splitlines()[-1])
+    corrected = last["corrected_unsupported_rate"]
+    # positives: 6 + 22 reviewed UNSUPPORTED, 22 flagged: sensitivity 22/28; negatives: 24 + 8, 24 not flagged:
+    # specificity 0.75; raw 30 of 80 claims = 0.375; (0.375 - 0.25) / (22/28 - 0.25) = 0.233333. The local route
+    # has 6 reviewed positives only, so one pooled pair corrects both routes
+    assert corrected["labels"] == {"level": "claim", "positives": 28, "negatives": 32}
+    assert corrected["sensitivity"] == pytest.approx(22 / 28) and corrected["specificity"] == pytest.approx(0.75)
+    assert corrected["raw"] == pytest.approx(0.375) and corrected["by"] == "pooled"
+    assert corrected["value"] == pytest.approx(0.125 / (22 / 28 - 0.25))
+    assert corrected["ci"][0] < corrected["value"] < corrected["ci"][1]
+    assert corrected["routes"]["nli"]["positives"] == 6 and corrected["routes"]["judge"]["negatives"] == 8
+    # 80 claims in 40 answers of two: the raw rate's interval resamples answers (each answer holds one flagged
+    # claim of two, or none), so it is not claim-level Wilson
+    assert corrected["raw_ci"] != pytest.approx([0.2723, 0.4911], abs=1e-3)
+    assert last["agreement_ci"][0] <= last["agreement"] <= last["agreement_ci"][1]
+    said = " ".join(result.output.split())
+    assert f"corrected for the checker's error: {100 * corrected['value']:.1f}%" in said
+    assert "unsupported claims (raw): 37.5%" in said
+
+
+def test_reviews_and_gold_rows_label_together_and_a_review_wins_on_its_claim() -> None:
+    reports, lines = _reviewed_run()
+    # gold SUPPORTED on the 10 unreviewed answers (their first claim, as metrics reads a gold row) and, against the
+    # reviewer, on answer 29, whose first claim the reviewer found UNSUPPORTED
+    gold = {f"a{i}" for i in range(29, 40)}
+    labelled = [r.model_copy(update={"label": "SUPPORTED"}) if r.id in gold else r for r in reports]
+    m = review_metrics(labelled, parse_reviews(lines))
+    corrected = m["corrected_unsupported_rate"]
+    assert corrected["labels"] == {"level": "claim", "positives": 28, "negatives": 42}
+    assert corrected["specificity"] == pytest.approx(34 / 42)
+
+
 def test_an_error_verdict_is_a_column_of_its_own() -> None:
     reviews = parse_reviews([_line("r-error", "c1", "It was built by Gustave Eiffel.", "SUPPORTED", "ERROR")])
     m = review_metrics(queue_reports(), reviews)

@@ -110,6 +110,74 @@ def test_metrics_command(tmp_path: Path) -> None:
     last = json.loads(result.output.strip().splitlines()[-1])
     assert last["n"] == 3 and last["balanced_accuracy"] == pytest.approx(0.75)
     assert last["escalation_rate"] == pytest.approx(1 / 3) and "kappa" in last
+    # intervals beside the figures; the corrected rate wants 20 labels of each class and has 2 and 1
+    assert last["kappa_ci"][0] <= last["kappa"] <= last["kappa_ci"][1]
+    assert last["escalation_rate_ci"] == pytest.approx([0.0615, 0.7923], abs=1e-4)  # Wilson, 1 of 3
+    corrected = last["corrected_unsupported_rate"]
+    assert corrected["value"] is None and corrected["ci"] == [None, None]
+    assert corrected["needs"] == {"positives": 18, "negatives": 19}
+    assert corrected["raw"] == pytest.approx(1 / 3) and corrected["labels"] == {
+        "level": "claim",
+        "positives": 2,
+        "negatives": 1,
+    }
+    said = " ".join(result.output.split())
+    assert "needs 18 more labelled claims that are not supported (has 2) and 19 more that are supported (has 1)" in said
+
+
+def _labelled_claims() -> list[AnswerReport]:
+    """100 claim rows: 25 gold SUPPORTED (5 flagged), 25 gold UNSUPPORTED (20 flagged, 5 of them CONTRADICTED),
+    50 unlabelled (10 flagged, 2 of them could not be judged: ERROR counts as flagged), and an answer that failed
+    whole (no claims: in no claim-level rate)."""
+    rows = [_report(f"s{i}", "SUPPORTED", "UNSUPPORTED" if i < 5 else "SUPPORTED") for i in range(25)]
+    rows += [
+        _report(f"u{i}", "UNSUPPORTED", "SUPPORTED" if i < 5 else ("CONTRADICTED" if i < 10 else "UNSUPPORTED"))
+        for i in range(25)
+    ]
+    rows += [
+        _report(f"x{i}", None, "ERROR" if i < 2 else ("UNSUPPORTED" if i < 10 else "SUPPORTED")) for i in range(50)
+    ]
+    failed = AnswerReport(id="failed", verdict="ERROR", mode="cascade", scores=Scores(), errors=["boom"])
+    return [*rows, failed]
+
+
+def test_metrics_command_prints_the_corrected_unsupported_rate(tmp_path: Path) -> None:
+    path = tmp_path / "scored.jsonl"
+    path.write_text("".join(dumps(r) + "\n" for r in _labelled_claims()))
+    result = runner.invoke(app, ["metrics", str(path)])
+    assert result.exit_code == 0, result.output
+    corrected = json.loads(result.output.strip().splitlines()[-1])["corrected_unsupported_rate"]
+    # raw (5 + 20 + 10) / 100 = 0.35; sensitivity 20/25 = 0.8, specificity 20/25 = 0.8;
+    # Rogan-Gladen (0.35 + 0.8 - 1) / (0.8 + 0.8 - 1) = 0.25
+    assert corrected["value"] == pytest.approx(0.25) and corrected["raw"] == pytest.approx(0.35)
+    assert corrected["sensitivity"] == pytest.approx(0.8) and corrected["specificity"] == pytest.approx(0.8)
+    assert corrected["labels"] == {"level": "claim", "positives": 25, "negatives": 25}
+    assert corrected["n"] == 100 and corrected["failed_answers"] == 1 and corrected["by"] == "pooled"
+    lo, hi = corrected["ci"]
+    assert 0.0 <= lo < 0.25 < hi <= 1.0 and "needs" not in corrected
+    assert corrected["raw_ci"] == pytest.approx([0.2637, 0.4475], abs=1e-4)  # Wilson, 35 of 100
+    said = " ".join(result.output.split())
+    assert "unsupported claims (raw): 35.0% [26.4, 44.7] of 100" in said
+    assert f"corrected for the checker's error: 25.0% [{100 * lo:.1f}, {100 * hi:.1f}]" in said
+    assert "1 answer(s) failed whole" in said
+
+
+def test_corrected_rate_per_route_and_at_the_answer_level() -> None:
+    # the same claims, half decided by the judge: each route has 25 + 25 labels only if both get their own;
+    # here the judge's labelled claims are 10 + 10, so one pooled pair corrects all
+    rows = _labelled_claims()
+    m = label_metrics(rows)
+    assert m["corrected_unsupported_rate"]["by"] == "pooled"
+    judged = [r.model_copy(update={"claims": [r.claims[0].model_copy(update={"route": "judge"})]}) for r in rows[:100]]
+    both = rows[:100] + [r.model_copy(update={"id": r.id + "-j"}) for r in judged]
+    corrected = label_metrics(both)["corrected_unsupported_rate"]
+    assert corrected["by"] == "route" and corrected["value"] == pytest.approx(0.25)
+    assert corrected["routes"]["judge"]["corrected"] == pytest.approx(0.25)
+    # answer level: hallucinated is positive; 3 answers labelled, far too few
+    answers = [_report("a", "consistent"), _report("b", "hallucinated", "CONTRADICTED"), _report("c", "hallucinated")]
+    corrected = label_metrics(answers)["corrected_unsupported_rate"]
+    assert corrected["labels"] == {"level": "answer", "positives": 2, "negatives": 1}
+    assert corrected["raw"] == pytest.approx(1 / 3) and corrected["needs"] == {"positives": 18, "negatives": 19}
 
 
 # -- compare ---------------------------------------------------------------------------------------------------

@@ -59,23 +59,70 @@ def metrics_command(
     for route, block in m["by_route"].items():
         _print_block(console, f"decided by {route}", block)
     esc = m["escalation_rate"]
-    console.print(
-        f"escalation rate {'-' if esc is None else f'{100 * esc:.1f}%'}, calls {m['calls']}, cost {m['cost']}"
-    )
+    esc_text = "-" if esc is None else f"{100 * esc:.1f}% {_ci(m['escalation_rate_ci'])}"
+    console.print(f"escalation rate {esc_text}, calls {m['calls']}, cost {m['cost']}")
+    _print_corrected(console, m["corrected_unsupported_rate"])
     summary = {
         "level": m["level"],
         "n": m["n"],
         "balanced_accuracy": m["balanced_accuracy"],
+        "balanced_accuracy_ci": m["balanced_accuracy_ci"],
         "kappa": m["kappa"],
+        "kappa_ci": m["kappa_ci"],
         "escalation_rate": esc,
+        "escalation_rate_ci": m["escalation_rate_ci"],
         "cost_usd": m["cost_usd"],
         "confusion": m["confusion"],
         "labels": m["labels"],
-        "by_route": {k: {"n": v["n"], "balanced_accuracy": v["balanced_accuracy"]} for k, v in m["by_route"].items()},
+        "by_route": {
+            k: {
+                "n": v["n"],
+                "balanced_accuracy": v["balanced_accuracy"],
+                "balanced_accuracy_ci": v["balanced_accuracy_ci"],
+            }
+            for k, v in m["by_route"].items()
+        },
+        "corrected_unsupported_rate": m["corrected_unsupported_rate"],
     }
     if "three_way" in m:
         summary["balanced_accuracy_3way"] = m["three_way"]["balanced_accuracy"]
     typer.echo(json.dumps(summary))
+
+
+def _ci(ci: list[float | None], percent: bool = True) -> str:
+    """``[21.0, 25.9]`` (percent) or ``[0.210, 0.259]``."""
+    if ci[0] is None or ci[1] is None:
+        return "[-, -]"
+    return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if percent else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _print_corrected(console: Console, c: dict[str, Any]) -> None:
+    """The raw unsupported rate and the one corrected for the checker's error, or why there is no corrected one."""
+    level = c["labels"]["level"]
+    things = f"{level}s"
+    raw = "-" if c["raw"] is None else f"{100 * c['raw']:.1f}% {_ci(c['raw_ci'])}"
+    console.print(f"unsupported {things} (raw): {raw} of {c['n']}", highlight=False)
+    pos, neg = c["labels"]["positives"], c["labels"]["negatives"]
+    if c["value"] is None:
+        needs = c["needs"]
+        why = (
+            f"needs {needs['positives']} more labelled {things} that are not supported (has {pos}) and "
+            f"{needs['negatives']} more that are supported (has {neg})"
+            if needs["positives"] or needs["negatives"]
+            else c["reason"]
+        )
+        console.print(f"corrected for the checker's error: no number: {why}", highlight=False)
+    else:
+        se = "-" if c["sensitivity"] is None else f"{c['sensitivity']:.3f} {_ci(c['sensitivity_ci'], False)}"
+        sp = "-" if c["specificity"] is None else f"{c['specificity']:.3f} {_ci(c['specificity_ci'], False)}"
+        console.print(
+            f"corrected for the checker's error: {100 * c['value']:.1f}% {_ci(c['ci'])} "
+            f"(sensitivity {se}, specificity {sp}, from {pos} not supported + {neg} supported labelled {things}; "
+            f"{'per route' if c['by'] == 'route' else 'pooled'})",
+            highlight=False,
+        )
+    if c.get("failed_answers"):
+        console.print(f"{c['failed_answers']} answer(s) failed whole: their claims are in no claim-level rate")
 
 
 def _review_metrics(scored: Path, reviews: Path) -> None:
@@ -92,11 +139,12 @@ def _review_metrics(scored: Path, reviews: Path) -> None:
     console.print(
         f"[bold]reviewer labels[/bold] (rows) against groundjudge (columns): n={m['n']} of {m['n_reviews']} "
         f"reviews, unmatched={m['unmatched']}, changed since review={m['changed_since_review']}, "
-        f"agreement {100 * m['agreement']:.1f}%"
+        f"agreement {100 * m['agreement']:.1f}% {_ci(m['agreement_ci'])}"
     )
     _print_block(console, "all", m)
     for route, block in m["by_route"].items():
         _print_block(console, f"decided by {route}", block)
+    _print_corrected(console, m["corrected_unsupported_rate"])
     if m["unmatched"]:
         err.print(
             f"{m['unmatched']} reviews match no claim of {escape(str(scored))} (answer id, claim id and claim text)",
@@ -108,18 +156,34 @@ def _review_metrics(scored: Path, reviews: Path) -> None:
                 "level": "review",
                 "n": m["n"],
                 "agreement": m["agreement"],
+                "agreement_ci": m["agreement_ci"],
                 "kappa": m["kappa"],
+                "kappa_ci": m["kappa_ci"],
                 "balanced_accuracy": m["balanced_accuracy"],
+                "balanced_accuracy_ci": m["balanced_accuracy_ci"],
                 "confusion": m["confusion"],
                 "labels": m["labels"],
-                "binary": {"kappa": m["binary"]["kappa"], "balanced_accuracy": m["binary"]["balanced_accuracy"]},
+                "binary": {
+                    "kappa": m["binary"]["kappa"],
+                    "kappa_ci": m["binary"]["kappa_ci"],
+                    "balanced_accuracy": m["binary"]["balanced_accuracy"],
+                    "balanced_accuracy_ci": m["binary"]["balanced_accuracy_ci"],
+                },
                 "by_route": {
-                    k: {"n": v["n"], "agreement": v["agreement"], "kappa": v["kappa"], "confusion": v["confusion"]}
+                    k: {
+                        "n": v["n"],
+                        "agreement": v["agreement"],
+                        "agreement_ci": v["agreement_ci"],
+                        "kappa": v["kappa"],
+                        "kappa_ci": v["kappa_ci"],
+                        "confusion": v["confusion"],
+                    }
                     for k, v in m["by_route"].items()
                 },
                 "unmatched": m["unmatched"],
                 "changed_since_review": m["changed_since_review"],
                 "reviewers": m["reviewers"],
+                "corrected_unsupported_rate": m["corrected_unsupported_rate"],
             }
         )
     )
@@ -129,9 +193,11 @@ def _print_block(console: Console, title: str, block: dict[str, Any]) -> None:
     from rich.table import Table
 
     labels = block["labels"]
+    ba_ci = f" {_ci(block['balanced_accuracy_ci'])}" if "balanced_accuracy_ci" in block else ""
+    kappa_ci = f" {_ci(block['kappa_ci'], False)}" if "kappa_ci" in block else ""
     table = Table(
-        title=f"{title}: n={block['n']}, balanced accuracy {100 * block['balanced_accuracy']:.1f}, "
-        f"kappa {block['kappa']:.3f}"
+        title=f"{title}: n={block['n']}, balanced accuracy {100 * block['balanced_accuracy']:.1f}{ba_ci}, "
+        f"kappa {block['kappa']:.3f}{kappa_ci}"
     )
     table.add_column("gold \\ predicted")
     for label in labels:

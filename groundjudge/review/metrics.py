@@ -2,18 +2,26 @@
 
 Also agreement with reviewers: the JSONL of decisions the review page exports (:func:`read_reviews`), joined to
 the scored file they were made on (:func:`join_reviews`), scored by :func:`review_metrics`.
+
+Each block carries 95% intervals (``*_ci``): agreement by :func:`groundjudge.review.stats.share` (Wilson, or a
+bootstrap over answers when an answer holds several labelled claims), kappa and balanced accuracy by a bootstrap
+over answers. Both metrics also give the unsupported rate corrected for the checker's error measured on the labels
+(:func:`unsupported_rate`, under ``corrected_unsupported_rate``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from groundjudge.errors import InputError
 from groundjudge.models import Usage
+from groundjudge.review.stats import CorrectedRate, Item, corrected_rate, percentile_interval, resampled_sums, share
 
 
 def confusion(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> list[list[int]]:
@@ -27,24 +35,70 @@ def confusion(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -
     return m
 
 
+def balanced_accuracies(m: Any) -> np.ndarray:
+    """Balanced accuracy of confusion matrices ``m`` (``(..., L, L)``, gold rows): the mean recall over the labels
+    present in gold (rows with a count); 0.0 for an empty matrix."""
+    m = np.asarray(m, dtype=np.float64)
+    rows = m.sum(axis=-1)
+    diag = np.diagonal(m, axis1=-2, axis2=-1)
+    present = rows > 0
+    recalls = np.where(present, diag / np.where(present, rows, 1.0), 0.0)
+    count = present.sum(axis=-1)
+    return np.where(count > 0, recalls.sum(axis=-1) / np.maximum(count, 1), 0.0)
+
+
+def kappas(m: Any, undefined: float = 0.0) -> np.ndarray:
+    """Cohen's kappa of confusion matrices ``m`` (``(..., L, L)``): ``(observed - expected) / (1 - expected)``;
+    ``undefined`` (0.0) for an empty matrix or when chance agreement is total."""
+    m = np.asarray(m, dtype=np.float64)
+    n = m.sum(axis=(-2, -1))
+    safe = np.where(n > 0, n, 1.0)
+    observed = np.diagonal(m, axis1=-2, axis2=-1).sum(axis=-1) / safe
+    expected = (m.sum(axis=-1) * m.sum(axis=-2)).sum(axis=-1) / (safe * safe)
+    ok = (n > 0) & (expected < 1)
+    return np.where(ok, (observed - expected) / np.where(ok, 1 - expected, 1.0), undefined)
+
+
 def balanced_accuracy(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str] | None = None) -> float:
     """Mean recall over the labels present in ``gold`` (0.0 when there are no rows)."""
     labels = list(labels) if labels is not None else sorted(set(gold) | set(pred))
-    m = confusion(gold, pred, labels)
-    recalls = [m[i][i] / sum(row) for i, row in enumerate(m) if sum(row)]
-    return sum(recalls) / len(recalls) if recalls else 0.0
+    return float(balanced_accuracies(confusion(gold, pred, labels)))
 
 
 def cohen_kappa(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str] | None = None) -> float:
     """Agreement beyond chance; 0.0 when chance agreement is total."""
     labels = list(labels) if labels is not None else sorted(set(gold) | set(pred))
-    m = confusion(gold, pred, labels)
-    n = sum(map(sum, m))
-    if not n:
-        return 0.0
-    observed = sum(m[i][i] for i in range(len(labels))) / n
-    expected = sum(sum(m[i]) * sum(row[i] for row in m) for i in range(len(labels))) / (n * n)
-    return (observed - expected) / (1 - expected) if expected < 1 else 0.0
+    return float(kappas(confusion(gold, pred, labels)))
+
+
+def agreement_intervals(
+    gold: Sequence[str], pred: Sequence[str], labels: Sequence[str], clusters: Sequence[Any], seed: int = 0
+) -> dict[str, Any]:
+    """95% intervals of a block's agreement (share of items where gold == pred: :func:`stats.share`), kappa and
+    balanced accuracy (a bootstrap over ``clusters``, the answer of each item, resampled with all its items;
+    resamples without a kappa are left out of its interval)."""
+    index = {label: i for i, label in enumerate(labels)}
+    size = len(labels)
+    units: dict[Any, int] = {}
+    for c in clusters:
+        units.setdefault(c, len(units))
+    cells = np.zeros((len(units), size * size))
+    same: list[list[bool]] = [[] for _ in units]
+    for g, p, c in zip(gold, pred, clusters, strict=True):
+        cells[units[c], index[g] * size + index[p]] += 1
+        same[units[c]].append(g == p)
+    point = cells.sum(axis=0).reshape(size, size)
+    draws = resampled_sums(cells, seed=seed).reshape(-1, size, size)
+    agreement = share(same, seed=seed)
+    out: dict[str, Any] = {"agreement": agreement.value, "agreement_ci": agreement.ci}
+    for key, value, spread in (
+        # a resample with one gold class has no kappa (chance agreement is total): it is left out
+        ("kappa_ci", float(kappas(point)), kappas(draws, undefined=np.nan)),
+        ("balanced_accuracy_ci", float(balanced_accuracies(point)), balanced_accuracies(draws)),
+    ):
+        spread = spread[~np.isnan(spread)]
+        out[key] = list(percentile_interval(value, spread)) if spread.size else [value, value]
+    return out
 
 
 def per_label(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> dict[str, dict[str, float]]:
@@ -84,10 +138,82 @@ def answer_prediction(report: Any) -> str:
     return "consistent" if s.n_claims and s.n_supported == s.n_claims else "hallucinated"
 
 
-def _block(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
+def _block(
+    gold: Sequence[str], pred: Sequence[str], labels: Sequence[str], clusters: Sequence[Any] | None = None
+) -> dict[str, Any]:
     present = list(labels) + sorted({p for p in pred if p not in labels})  # ERROR predictions show up as a column
     out = summary(gold, pred, present)
     out["balanced_accuracy"] = balanced_accuracy(gold, pred, present)
+    if clusters is not None:
+        out.update(agreement_intervals(gold, pred, present, clusters))
+    return out
+
+
+# -- the unsupported rate corrected for the checker's error --------------------------------------------------------
+
+
+def flagged(label: str) -> bool:
+    """What "positive" means for the corrected rate: the checker says not supported (UNSUPPORTED or
+    CONTRADICTED), or could not decide (ERROR counts against the claim, as :func:`answer_prediction` does)."""
+    return label != "SUPPORTED"
+
+
+def _answer_route(report: Any) -> str:
+    return "judge" if any(c.route == "judge" for c in report.claims) else "nli"
+
+
+def scored_items(reports: Sequence[Any], level: str) -> list[Item]:
+    """Every scored claim (``level`` "claim", grouped by answer) or answer ("answer", flagged when
+    :func:`answer_prediction` says hallucinated): the population whose unsupported rate is estimated. An answer
+    that failed whole has no claims, so it is in no claim-level rate (:func:`failed_whole` counts them)."""
+    if level == "answer":
+        return [Item(r.id, answer_prediction(r) == "hallucinated", _answer_route(r)) for r in reports]
+    return [Item(r.id, flagged(c.label), c.route) for r in reports for c in r.claims]
+
+
+def failed_whole(reports: Sequence[Any]) -> int:
+    """Answers that failed before their claims were known (verdict ERROR, no claim)."""
+    return sum(r.verdict == "ERROR" and not r.claims for r in reports)
+
+
+def gold_items(reports: Sequence[Any], level: str, skip: Collection[tuple[str, str]] = ()) -> list[Item]:
+    """The gold-labelled items of ``level``, as :func:`label_metrics` reads them: a claim row's label is its first
+    claim's truth; an answer row's label (consistent / hallucinated) the answer's. ``skip``: (answer id, claim id)
+    decided otherwise (a reviewer)."""
+    out = []
+    for r in reports:
+        if r.label is None:
+            continue
+        if level == "claim" and r.label.upper() in CLAIM_LABELS and r.claims:
+            c = r.claims[0]
+            if (r.id, c.claim.id) not in skip:
+                out.append(Item(r.id, flagged(c.label), c.route, r.label.upper() != "SUPPORTED"))
+        elif level == "answer" and r.label.lower() in ANSWER_LABELS:
+            out.append(
+                Item(r.id, answer_prediction(r) == "hallucinated", _answer_route(r), r.label.lower() != "consistent")
+            )
+    return out
+
+
+def unsupported_rate(
+    reports: Sequence[Any], level: str, reviewed: Sequence[ReviewedClaim] = (), *, seed: int = 0
+) -> CorrectedRate:
+    """The raw share of ``level`` items (claims or answers) groundjudge says are not supported, and that share
+    corrected for its sensitivity and specificity (:func:`groundjudge.review.stats.corrected_rate`) measured on
+    the labels: reviewer decisions (``reviewed``, claim level) and gold rows of the same level on the items no
+    reviewer decided."""
+    labelled = [
+        Item(m.report.id, flagged(m.verdict.label), m.verdict.route, m.review.label != "SUPPORTED") for m in reviewed
+    ]
+    labelled += gold_items(reports, level, {(m.report.id, m.verdict.claim.id) for m in reviewed})
+    return corrected_rate(scored_items(reports, level), labelled, seed=seed)
+
+
+def corrected_json(reports: Sequence[Any], level: str, reviewed: Sequence[ReviewedClaim] = ()) -> dict[str, Any]:
+    """:func:`unsupported_rate` as the JSON ``corrected_unsupported_rate`` of ``metrics``."""
+    out = unsupported_rate(reports, level, reviewed).as_json(level)
+    if level == "claim":
+        out["failed_answers"] = failed_whole(reports)  # not in a claim-level rate: their claims are unknown
     return out
 
 
@@ -110,6 +236,7 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
         return "SUPPORTED" if label == "SUPPORTED" else "NOT_SUPPORTED"
 
     def evaluate(subset: Sequence[Any]) -> dict[str, Any]:
+        units = list(range(len(subset)))  # one labelled item per row
         if level == "claim":
             gold3 = [r.label.upper() for r in subset]
             pred3 = [r.claims[0].label for r in subset]
@@ -117,10 +244,13 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
                 [binary(g) for g in gold3],
                 [binary(p) if p != "ERROR" else "ERROR" for p in pred3],
                 ["SUPPORTED", "NOT_SUPPORTED"],
+                units,
             )
-            out["three_way"] = _block(gold3, pred3, CLAIM_LABELS)
+            out["three_way"] = _block(gold3, pred3, CLAIM_LABELS, units)
         else:
-            out = _block([r.label.lower() for r in subset], [answer_prediction(r) for r in subset], ANSWER_LABELS)
+            out = _block(
+                [r.label.lower() for r in subset], [answer_prediction(r) for r in subset], ANSWER_LABELS, units
+            )
         return out
 
     result: dict[str, Any] = {"level": level, **evaluate(rows)}
@@ -130,6 +260,8 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     result["by_route"] = {k: evaluate(v) for k, v in routes.items() if v}
     claims = [c for r in rows for c in r.claims]
     result["escalation_rate"] = sum(c.route == "judge" for c in claims) / len(claims) if claims else None
+    result["escalation_rate_ci"] = share([[c.route == "judge" for c in r.claims] for r in rows]).ci
+    result["corrected_unsupported_rate"] = corrected_json(reports, level)
     usage = sum((r.usage for r in rows), Usage())
     result["cost_usd"] = usage.known_cost()  # None when a call had no price: unknown, not 0
     result["cost"] = usage.cost_text()
@@ -260,9 +392,12 @@ def review_metrics(reports: Sequence[Any], reviews: Sequence[Review]) -> dict[st
     def evaluate(subset: Sequence[ReviewedClaim]) -> dict[str, Any]:
         gold = [m.review.label for m in subset]
         pred = [m.verdict.label for m in subset]
-        out = _block(gold, pred, CLAIM_LABELS)
+        units = [m.report.id for m in subset]  # an answer's reviewed claims are resampled together
+        out = _block(gold, pred, CLAIM_LABELS, units)
         out["agreement"] = sum(g == p for g, p in zip(gold, pred, strict=True)) / len(gold)
-        out["binary"] = _block([binary(g) for g in gold], [binary(p) for p in pred], ["SUPPORTED", "NOT_SUPPORTED"])
+        out["binary"] = _block(
+            [binary(g) for g in gold], [binary(p) for p in pred], ["SUPPORTED", "NOT_SUPPORTED"], units
+        )
         return out
 
     result: dict[str, Any] = {"level": "review", **evaluate(join.matched)}
@@ -275,4 +410,5 @@ def review_metrics(reports: Sequence[Any], reviews: Sequence[Review]) -> dict[st
     result["changed_since_review"] = join.changed_since_review
     result["reviewers"] = sorted({m.review.reviewer for m in join.matched if m.review.reviewer})
     result["with_note"] = sum(bool(m.review.note.strip()) for m in join.matched)
+    result["corrected_unsupported_rate"] = corrected_json(reports, "claim", join.matched)
     return result
