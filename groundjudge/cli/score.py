@@ -141,7 +141,12 @@ def score_command(
         bool, typer.Option(help="Replace OUT if it exists (kept until the new run has its first row).")
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option(help="Estimate calls and cost (counting the cache) and exit; writes nothing.")
+        bool,
+        typer.Option(
+            help="Say how many LLM calls the run needs (exact where the cache holds the claims and their NLI scores, "
+            "else an upper bound), how many are cached (free) and the cost, and exit: JSON on stdout, the same in "
+            "words on stderr; sends and writes nothing."
+        ),
     ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
     batch_api: Annotated[

@@ -18,6 +18,7 @@ from typing import Any
 
 import diskcache
 import numpy as np
+from diskcache.core import DBNAME
 
 from groundjudge.cache import Cache
 from groundjudge.checker.nli import NLIModel, NLIScorer
@@ -67,11 +68,16 @@ class ReadOnlyCache(Cache):
     def writes(self) -> bool:
         return False
 
+    @property
+    def present(self) -> bool:
+        """Whether the cache has been made (opening a store that does not exist would make it)."""
+        return (self.directory / DBNAME).exists()
+
     def get(self, key: str, *, miss_ok: bool = False) -> Any | None:
-        return super().get(key, miss_ok=True) if self.directory.exists() else None
+        return super().get(key, miss_ok=True) if self.present else None
 
     def peek(self, key: str) -> bool:
-        return self.directory.exists() and super().peek(key)
+        return self.present and super().peek(key)
 
     def set(self, key: str, value: Any) -> None:
         return None
@@ -218,13 +224,14 @@ class _DryRun:
             price=client.price,
         )
         self.scorers: list[CachedScores] = []
+        nli_cache = ReadOnlyCache(cache)
 
         def scorer(model: NLIModel) -> NLIScorer:
-            made = CachedScores(model, ReadOnlyCache(cache))
+            made = CachedScores(model, nli_cache)
             self.scorers.append(made)
             return made
 
-        self.stages = stages(self.dry_client, ReadOnlyCache(cache), scorer)
+        self.stages = stages(self.dry_client, nli_cache, scorer)
 
     def count(self, works: list[Work], tally: _Tally, *, config: Config, qa_expected: bool) -> None:
         """Add the calls of one batch of answers to ``tally``."""
@@ -309,7 +316,7 @@ def _note(out: dict[str, Any], *, llm: bool, client: LLMClient | None, config: C
         if rows["nli"]:
             why.append(f"{rows['nli']} whose NLI scores are not cached yet")
         head += (
-            f"; {exact} exactly and up to {bounded} more: one sources-side call for each answer "
+            f"; {exact} exactly and up to {bounded} more: one sources-side call for each row "
             f"({' and '.join(why)}), counted as if every claim went to the judge"
         )
     if config.cache_mode == "only":
@@ -317,4 +324,3 @@ def _note(out: dict[str, Any], *, llm: bool, client: LLMClient | None, config: C
     elif config.cache_mode in ("off", "refresh"):
         head += f"; the cache is not read (cache mode {config.cache_mode})"
     return head
-
