@@ -268,6 +268,7 @@ class Evaluator:
         """The stage steps of a twin of this evaluator that calls ``client``, reads ``cache`` and scores with
         ``scorer`` (made when the NLI stage first runs, so the model loads only then): for the dry run."""
         twin = Evaluator(self.config, nli=self._nli, client=client, cache=cache)
+        twin.head, twin.thresholds = self.head, self.thresholds  # this evaluator's routing, whatever the twin found
 
         def nli(batch: list[Work]) -> None:
             if twin._scorer is None:
