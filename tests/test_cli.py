@@ -346,11 +346,11 @@ def test_dry_run_counts_the_cache(tmp_path: Path) -> None:
         ]
         first = runner.invoke(app, [*base, "--out", str(tmp_path / "dry.jsonl"), "--dry-run"])
         assert first.exit_code == 0, first.output
-        estimate = json.loads(first.output)
+        estimate = json.loads(first.stdout)
         assert estimate["llm_calls_upper_bound"] == 1 and estimate["cached_calls"] == 0
         assert estimate["estimated_cost_usd"] > 0 and server.requests == []
         assert runner.invoke(app, [*base, "--out", str(tmp_path / "out.jsonl")]).exit_code == 0
-        again = json.loads(runner.invoke(app, [*base, "--out", str(tmp_path / "dry.jsonl"), "--dry-run"]).output)
+        again = json.loads(runner.invoke(app, [*base, "--out", str(tmp_path / "dry.jsonl"), "--dry-run"]).stdout)
         assert again["llm_calls_upper_bound"] == 0 and again["cached_calls"] == 1
 
 

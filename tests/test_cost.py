@@ -133,7 +133,7 @@ def test_score_batch_api_from_the_command_line(
         ]
         common = ["--cache-dir", str(tmp_path / "c"), "--no-progress", "--batch-api"]
         dry = CliRunner().invoke(app, [*base, *common, "--dry-run"])
-        assert dry.exit_code == 0 and json.loads(dry.output)["priced_as"] == "provider batch API"
+        assert dry.exit_code == 0 and json.loads(dry.stdout)["priced_as"] == "provider batch API"
         assert not out.exists() and server.requests == []
         result = CliRunner().invoke(app, [*base, *common, "--config", str(_poll_now(tmp_path))])
         assert result.exit_code == 0, result.output
@@ -238,7 +238,7 @@ def test_without_a_price_the_cost_is_unknown_never_zero(tmp_path: Path) -> None:
     with ScriptedLLMServer(_one_claim()) as server:
         dry = _score(server, tmp_path, "--dry-run")
         assert dry.exit_code == 0, dry.output
-        estimate = json.loads(dry.output)
+        estimate = json.loads(dry.stdout)
         assert estimate["llm_calls_upper_bound"] == 4 and estimate["estimated_cost_usd"] is None
         assert f"no price known for {COMPATIBLE}" in estimate["cost"] and "--price" in estimate["cost"]
         result = _score(server, tmp_path)

@@ -141,7 +141,12 @@ def score_command(
         bool, typer.Option(help="Replace OUT if it exists (kept until the new run has its first row).")
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option(help="Estimate calls and cost (counting the cache) and exit; writes nothing.")
+        bool,
+        typer.Option(
+            help="Say how many LLM calls the run needs (exact where the cache holds the claims and their NLI scores, "
+            "else an upper bound), how many are cached (free) and the cost, and exit: JSON on stdout, the same in "
+            "words on stderr; sends and writes nothing."
+        ),
     ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
     batch_api: Annotated[
@@ -279,8 +284,12 @@ def score_command(
             highlight=False,
         )
     if dry_run:  # writes nothing, ever
-        estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
-        typer.echo(json.dumps(estimate, indent=2))
+        try:
+            estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
+        except GroundjudgeError as exc:  # a bad --nli-model, when some row needed the model
+            raise fail(str(exc)) from exc
+        typer.echo(json.dumps(estimate, indent=2))  # for scripts, on stdout; the sentence for people, on stderr
+        err.print(escape(estimate["note"]), highlight=False)
         raise typer.Exit(EXIT_OK)
 
     try:

@@ -27,7 +27,7 @@ from groundjudge.llm.batch import BatchOutcome
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, LocalThresholds, Passage, QAResult, Sample, Usage
 from groundjudge.pipeline.assemble import failed_report, final_report
 from groundjudge.pipeline.batching import run_llm_stage
-from groundjudge.pipeline.estimate import estimate
+from groundjudge.pipeline.estimate import Stages, estimate
 from groundjudge.pipeline.flow import stream
 from groundjudge.pipeline.work import RUN_STOPS, Work, concurrently, describe, each, error_report
 from groundjudge.prompts import load_prompt
@@ -273,8 +273,10 @@ class Evaluator:
         ]
 
     def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
-        """A dry run: how many LLM calls scoring ``rows`` may need at most, how many the cache holds, the cost (None,
-        and a ``cost`` note, when the model has no price: unknown, not 0).
+        """A dry run: the LLM calls scoring ``rows`` needs (exact where the cache holds the claims and their NLI
+        scores, else an upper bound), how many the cache holds, the cost (None, and a ``cost`` note, when the model
+        has no price: unknown, not 0), and a ``note`` saying it in words. Writes nothing and sends nothing; loads
+        the NLI model only when some row's claims are known (a claim row, or a cached claims call).
 
         See :func:`groundjudge.pipeline.estimate.estimate`.
         """
@@ -284,7 +286,23 @@ class Evaluator:
             mode=self.mode,
             config=self.config,
             qa_expected=self._qa_expected,
+            cache=self.cache,
+            stages=self._dry_stages,
         )
+
+    def _dry_stages(self, client: LLMClient, cache: Cache, scorer: Callable[[NLIModel], NLIScorer]) -> Stages:
+        """The stage steps of a twin of this evaluator that calls ``client``, reads ``cache`` and scores with
+        ``scorer`` (made when the NLI stage first runs, so the model loads only then): for the dry run."""
+        twin = Evaluator(self.config, nli=self._nli, client=client, cache=cache)
+        twin.head, twin.thresholds = self.head, self.thresholds  # this evaluator's routing, whatever the twin found
+
+        def nli(batch: list[Work]) -> None:
+            if twin._scorer is None:
+                twin._nli = self.nli  # loaded by this evaluator, which keeps it for the run
+                twin._scorer = scorer(twin._nli)
+            twin._stage_nli(batch)
+
+        return Stages(claims=twin._stage_claims, nli=nli, route=twin._stage_route, verify=twin._stage_verify)
 
     # -- stages ---------------------------------------------------------------------------------------------
 

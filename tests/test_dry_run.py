@@ -1,0 +1,248 @@
+"""The dry run (issue 18, "Honest again"): exact where the cache makes it knowable, an upper bound only where the
+claims or their NLI scores are not cached yet, said in words; it writes nothing and sends nothing.
+
+Real SDKs against ScriptedLLMServer, the shared NLI model by path, cascade mode with and without QA.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from groundjudge.cache import Cache
+from groundjudge.config import Config
+from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, fenced_block, prompt_name, route
+from tests.conftest import SHARED_MODEL, make_test_client
+from tests.test_pipeline import CONTEXT, QUESTIONS, judge_handler
+
+runner = CliRunner()
+
+
+def sentence_claims(req: RecordedRequest) -> Reply:
+    """Each sentence of the answer is a claim (and, with QA, two questions)."""
+    answer = fenced_block(req, "ANSWER")
+    claims = [{"text": s, "source": s} for s in re.findall(r"[^.]+\.", answer)]
+    extra = {"questions": QUESTIONS} if prompt_name(req) == "claims_qa" else {}
+    return Reply.json({"claims": claims, **extra})
+
+
+HANDLERS: dict[str, Any] = {
+    "claims": sentence_claims,
+    "claims_qa": sentence_claims,
+    "judge": judge_handler,
+    "verify": judge_handler,
+}
+
+# Distinct rows: some are decided by the local checker (a source sentence word for word), some go to the judge.
+POOL: list[dict[str, Any]] = [
+    {"id": "a1", "contexts": [CONTEXT], "answer": "The Eiffel Tower is a wrought-iron lattice tower in Paris, France."},
+    {"id": "a2", "contexts": [CONTEXT], "answer": "The Eiffel Tower is in Paris. It was completed in 1889."},
+    {"id": "a3", "contexts": [CONTEXT], "answer": "The Eiffel Tower was completed in 1899."},
+    {"id": "a4", "contexts": [CONTEXT], "answer": "The tower is 330 metres tall."},
+    {"id": "a5", "contexts": [CONTEXT], "answer": "The tower was painted green by Napoleon. It is in Paris."},
+    {"id": "c1", "contexts": [CONTEXT], "claim": "It is 330 metres tall."},
+    {"id": "c2", "contexts": [CONTEXT], "claim": "The tower was built in 1750."},
+    {"id": "a6", "contexts": [CONTEXT], "answer": "It was designed by the company of Gustave Eiffel."},
+]
+
+
+@pytest.fixture(scope="module")
+def server() -> Any:
+    with ScriptedLLMServer(route(HANDLERS)) as s:
+        yield s
+
+
+def make(server: ScriptedLLMServer, shared_nli: Any, cache_dir: Path, **kw: Any) -> Evaluator:
+    cache = Cache(cache_dir)
+    client = make_test_client(server, cache=cache)
+    return Evaluator(Config(mode="cascade", **kw), nli=shared_nli, client=client, cache=cache)
+
+
+def entries(cache_dir: Path) -> int:
+    c = Cache(cache_dir)
+    try:
+        return int(c.stats()["total_entries"])
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("qa", [False, True])
+def test_after_a_complete_run_every_call_is_cached_and_the_run_is_free(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path, qa: bool
+) -> None:
+    ev = make(server, shared_nli, tmp_path / "c", qa=qa)
+    before = len(server.requests)
+    reports = list(ev.evaluate_many(POOL))
+    sent = len(server.requests) - before
+    assert all(r.verdict != "ERROR" for r in reports), [r.errors for r in reports]
+    if not qa:  # some claims were decided locally: their answers made no judge call, which the bound counted
+        assert any(c.route == "nli" for r in reports for c in r.claims)
+        assert sent < 2 * 6 + 2
+    stored, usage = entries(tmp_path / "c"), ev.usage
+    dry = make(server, shared_nli, tmp_path / "c", qa=qa).estimate(POOL)
+    assert len(server.requests) - before == sent  # nothing sent
+    assert entries(tmp_path / "c") == stored and ev.usage == usage  # nothing written, nothing spent
+    assert dry["cached_calls"] == sent and dry["llm_calls_upper_bound"] == 0 and dry["estimated_cost_usd"] == 0
+    assert dry["exact_calls"] == dry["upper_bound_calls"] == 0
+    assert dry["note"] == f"all {sent} calls are cached: this run is free"
+
+
+@pytest.mark.parametrize("qa", [False, True])
+def test_a_sources_side_call_the_cache_lacks_is_counted_exactly(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path, qa: bool
+) -> None:
+    # A run whose judge failed: the claims and the NLI scores are cached, no sources-side reply is.
+    start = len(server.requests)
+    server.script = route({**HANDLERS, "judge": lambda r: Reply.error(400), "verify": lambda r: Reply.error(400)})
+    try:
+        list(make(server, shared_nli, tmp_path / "c", qa=qa).evaluate_many(POOL))
+    finally:
+        server.script = route(HANDLERS)
+    judged = [r for r in server.requests[start:] if prompt_name(r) in ("judge", "verify")]
+    extracted = len(server.requests) - start - len(judged)
+    dry = make(server, shared_nli, tmp_path / "c", qa=qa).estimate(POOL)
+    assert dry["upper_bound_calls"] == 0 and dry["upper_bound_rows"] == {"claims": 0, "nli": 0}
+    assert dry["cached_calls"] == extracted and dry["exact_calls"] == len(judged) > 0
+    ev = make(server, shared_nli, tmp_path / "c", qa=qa)
+    before = len(server.requests)
+    list(ev.evaluate_many(POOL))
+    assert len(server.requests) - before == dry["exact_calls"] == dry["llm_calls_upper_bound"]  # what it said
+    assert ev.usage.cached_calls == dry["cached_calls"]
+    total = extracted + len(judged)
+    said = f"{extracted} of {total} calls are cached (free); {len(judged)} calls to send, about $"
+    assert dry["note"].startswith(said), dry["note"]
+    assert "at most" not in dry["note"] and "upper bound" not in dry["note"]
+
+
+def test_rows_added_after_a_run_are_an_upper_bound_and_the_rest_exact(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groundjudge.cli import app
+
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    data, out, cache_dir = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "c"
+    data.write_text("".join(json.dumps(r) + "\n" for r in POOL[:5]))  # a1-a5
+    args = ["score", str(data), "--out", str(out), "--cache-dir", str(cache_dir), "--no-progress"]
+    args += ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--no-qa", "--batch-size", "2"]
+    before = len(server.requests)
+    assert runner.invoke(app, args).exit_code == 0
+    sent = len(server.requests) - before
+
+    again = runner.invoke(app, [*args, "--dry-run", "--resume"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["rows"] == 0 and "no LLM calls needed: this run is free" in again.stderr
+    full = runner.invoke(app, [*args, "--dry-run", "--overwrite"])
+    assert full.exit_code == 0, full.output
+    assert json.loads(full.stdout)["cached_calls"] == sent
+    assert f"all {sent} calls are cached: this run is free" in full.stderr  # said in words, on stderr
+
+    data.write_text("".join(json.dumps(r) + "\n" for r in POOL))  # c1, c2 (claim rows) and a6 (an answer) added
+    stored, written = entries(cache_dir), out.read_bytes()
+    pending = runner.invoke(app, [*args, "--dry-run", "--resume"])  # the pending rows only
+    assert pending.exit_code == 0, pending.output
+    estimate = json.loads(pending.stdout)
+    assert estimate["rows"] == 3 and estimate["cached_calls"] == 0
+    assert estimate["exact_calls"] == 1  # a6's claims call
+    assert estimate["upper_bound_rows"] == {"claims": 1, "nli": 2} and estimate["upper_bound_calls"] == 3
+    said = " ".join(pending.stderr.split())
+    assert said.startswith("0 of 4 calls are cached (free); at most 4 calls to send, about $"), said
+    assert "1 exactly and up to 3 more" in said and "counted as if every claim went to the judge" in said, said
+    everything = json.loads(runner.invoke(app, [*args, "--dry-run", "--overwrite"]).stdout)
+    assert everything["rows"] == 8 and everything["cached_calls"] == sent  # the earlier rows: exact, and free
+    assert everything["exact_calls"] == 1 and everything["upper_bound_calls"] == 3
+    assert len(server.requests) - before == sent  # no dry run sent anything
+    assert entries(cache_dir) == stored and out.read_bytes() == written  # nor wrote anything
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "in.jsonl", "out.jsonl"]
+
+    assert runner.invoke(app, [*args, "--resume"]).exit_code == 0
+    assert 1 <= len(server.requests) - before - sent <= 4  # within what the dry run said
+
+
+def test_a_dry_run_makes_no_cache_and_loads_the_model_only_for_known_claims(
+    server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    from groundjudge.errors import GroundjudgeError
+
+    cache_dir = tmp_path / "none"
+    cache = Cache(cache_dir)
+    client = make_test_client(server, cache=cache)
+    # a model that cannot load: the dry run of answers whose claims are not cached must not need it
+    ev = Evaluator(Config(mode="cascade", nli_model=str(tmp_path / "no-model")), client=client, cache=cache)
+    answers = [r for r in POOL if "answer" in r]
+    dry = ev.estimate(answers)
+    assert dry["exact_calls"] == 6 and dry["upper_bound_rows"] == {"claims": 6, "nli": 0}
+    assert not cache_dir.exists()  # not even an empty cache is made
+    with pytest.raises(GroundjudgeError, match="NLI model"):
+        ev.estimate([r for r in POOL if "claim" in r])  # a claim row's routing needs the model's fingerprint
+
+
+def test_batch_api_prices_at_the_batch_rate_and_writes_no_batch_state(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+) -> None:
+    state = tmp_path / "batches.json"
+    direct = make(server, shared_nli, tmp_path / "c").estimate(POOL)
+    batch = make(server, shared_nli, tmp_path / "c", batch_api=True, batch_state=str(state)).estimate(POOL)
+    assert batch["priced_as"] == "provider batch API" and "at the batch API's price" in batch["note"]
+    assert batch["llm_calls_upper_bound"] == direct["llm_calls_upper_bound"]
+    assert batch["estimated_cost_usd"] == pytest.approx(direct["estimated_cost_usd"] / 2, rel=1e-3)
+    list(make(server, shared_nli, tmp_path / "c").evaluate_many(POOL[:4]))  # a direct run fills part of the cache
+    direct = make(server, shared_nli, tmp_path / "c").estimate(POOL)
+    batch = make(server, shared_nli, tmp_path / "c", batch_api=True, batch_state=str(state)).estimate(POOL)
+    assert 0 < batch["cached_calls"] == direct["cached_calls"] and batch["exact_calls"] == direct["exact_calls"]
+    assert batch["estimated_cost_usd"] == pytest.approx(direct["estimated_cost_usd"] / 2, rel=1e-3)
+    assert not state.exists()
+    only = make(server, shared_nli, tmp_path / "c", cache_mode="only").estimate(POOL)
+    assert only["cached_calls"] == direct["cached_calls"] and "cache-only mode the run stops" in only["note"]
+
+
+def test_an_unpriced_model_costs_unknown_until_every_call_is_cached(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+) -> None:
+    def unpriced() -> Evaluator:
+        cache = Cache(tmp_path / "c")
+        client = make_test_client(server, model="openai-compatible/some-model", cache=cache)
+        return Evaluator(Config(mode="cascade"), nli=shared_nli, client=client, cache=cache)
+
+    cold = unpriced().estimate(POOL)
+    assert cold["estimated_cost_usd"] is None and "cost unknown" in cold["note"] and "$" not in cold["note"]
+    list(unpriced().evaluate_many(POOL))
+    warm = unpriced().estimate(POOL)
+    assert warm["note"].startswith("all ") and warm["note"].endswith(" calls are cached: this run is free")
+    assert warm["estimated_cost_usd"] == 0  # nothing to send: free, not unknown
+
+
+@settings(max_examples=6, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    earlier=st.lists(st.sampled_from(range(len(POOL))), unique=True),
+    now=st.lists(st.sampled_from(range(len(POOL))), unique=True, min_size=1),
+    qa=st.booleans(),
+)
+def test_the_run_stays_within_what_the_dry_run_said(
+    server: ScriptedLLMServer, shared_nli: Any, earlier: list[int], now: list[int], qa: bool
+) -> None:
+    # Whatever an earlier run left in the cache: the cached calls are served free, the run sends at least the
+    # exact calls and at most the bound, and exactly the exact calls when nothing is a bound.
+    with tempfile.TemporaryDirectory() as tmp:
+        cache_dir = Path(tmp) / "c"
+        list(make(server, shared_nli, cache_dir, qa=qa).evaluate_many([POOL[i] for i in earlier]))
+        rows = [POOL[i] for i in now]
+        dry = make(server, shared_nli, cache_dir, qa=qa).estimate(rows)
+        ev = make(server, shared_nli, cache_dir, qa=qa)
+        before = len(server.requests)
+        list(ev.evaluate_many(rows))
+        sent = len(server.requests) - before
+        assert ev.usage.cached_calls == dry["cached_calls"]
+        assert dry["exact_calls"] <= sent <= dry["llm_calls_upper_bound"]
+        if dry["upper_bound_calls"] == 0:
+            assert sent == dry["exact_calls"]
+        if sent == 0:
+            assert dry["note"].endswith("this run is free")
