@@ -401,9 +401,8 @@ class ScriptedLLMServer(BatchRoutes):
                 pass
 
             def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
                 with server._batch_lock:
-                    status, payload, ctype = server._batch_get(path)
+                    status, payload, ctype = server._batch_get(self.path)
                 if isinstance(payload, bytes):
                     self._send_raw(status, payload, ctype)
                 else:
@@ -417,6 +416,9 @@ class ScriptedLLMServer(BatchRoutes):
                     headers = {k.lower(): v for k, v in self.headers.items()}
                     with server._batch_lock:
                         batch_status, batch_payload = server._batch_post(path, headers, raw)
+                    if batch_status is None:  # a scripted fault: the reply is lost on the wire
+                        self.close_connection = True
+                        return
                     self._send(batch_status, batch_payload)
                     return
                 try:
