@@ -128,6 +128,7 @@ class BatchRunner:
         self.max_wait_seconds = max_wait_seconds
         self.create_attempts = max(1, create_attempts)
         self._fresh: set[str] = set()  # batches this run created (paid from its reservation)
+        self._cache_dir = str(Path(client.cache.directory).resolve()) if client.cache is not None else ""
         self._wanted: dict[str, set[str]] = {}  # per live batch, the keys this run takes from it
         provider = client.provider
         self.api = str(getattr(provider, "batch_api", "") or "")
@@ -193,8 +194,8 @@ class BatchRunner:
         finds again the batches whose create reply was lost. Live batches go to ``live``."""
         covered: set[str] = set()
         for entry in list(tx.entries):
-            if entry.get("identity") != identity:
-                continue
+            if entry.get("identity") != identity or entry.get("cache", self._cache_dir) != self._cache_dir:
+                continue  # another model's, or answered into another cache (which this run cannot read)
             keys = set(entry["custom_ids"].values()) & (set(pending) - covered)
             if not keys:
                 continue
@@ -318,6 +319,7 @@ class BatchRunner:
             "tag": tag,
             "api": self.api,
             "identity": identity,
+            "cache": self._cache_dir,
             "custom_ids": ids,
             "submitted_at": time.time(),
             "collected": False,
@@ -408,8 +410,9 @@ class BatchRunner:
 
         OpenAI: the newest batch since the entry was written whose metadata carries its tag (not failed, expired
         or canceled). Anthropic batches have no metadata: an ended batch since then whose results hold exactly the
-        entry's custom ids; else the one batch still running since then with as many requests (when there are
-        several, none: a wrong one would only cost direct calls, but so does a guess).
+        entry's custom ids; else, of the batches still running since then with as many requests (and not in the
+        state), the one created nearest the time the entry was written. A wrong guess costs direct calls for the
+        keys its results lack (they fail when it ends), never a wrong answer: results are matched by custom id.
         """
         sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
         known = {e.get("id") for e in tx.entries}
@@ -429,23 +432,23 @@ class BatchRunner:
 
         recent = self._sdk_call("list", lambda: list(itertools.takewhile(newer, sdk.messages.batches.list(limit=100))))
         wanted = set(entry["custom_ids"])
-        running: list[str] = []
+        running: list[tuple[float, str]] = []
         for batch in recent:
             c = batch.request_counts
             total = c.processing + c.succeeded + c.errored + c.canceled + c.expired
             if batch.id in known or total != len(wanted) or batch.cancel_initiated_at is not None:
                 continue
             if batch.processing_status == "in_progress":
-                running.append(str(batch.id))
+                running.append((abs(batch.created_at.timestamp() - entry.get("submitted_at", 0.0)), str(batch.id)))
             elif batch.processing_status == "ended":
                 results: list[Any] = self._sdk_call("results", _results_of(sdk, str(batch.id)))
                 if {r.custom_id for r in results} == wanted:
                     return str(batch.id)
-        if len(running) == 1:
-            return running[0]
-        if running:
-            log.warning("batch tagged %s: %d running batches could be it; submitting anew", entry["tag"], len(running))
-        return None
+        if len(running) > 1:
+            log.warning(
+                "batch tagged %s: %d running batches could be it; taking the nearest", entry["tag"], len(running)
+            )
+        return min(running)[1] if running else None
 
     def _status(self, entry: dict[str, Any]) -> _Status:
         sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
