@@ -23,6 +23,7 @@ from groundjudge import errors
 from groundjudge.cache import Cache
 from groundjudge.llm import BatchRunner, DeferredCall, LLMClient
 from groundjudge.llm.batch import batch_tag
+from groundjudge.llm.batch_state import file_lock
 from groundjudge.testing import ScriptedLLMServer
 from groundjudge.testing.batches import ScriptedBatch
 from tests.conftest import make_test_client
@@ -297,3 +298,42 @@ def test_any_interleaving_of_two_jobs_sends_each_key_once_and_loses_no_entry(
         assert {e["id"] for e in entries(tmp)} == set(server.batches)
         assert all(e["collected"] for e in entries(tmp))
         assert cached(client, sorted(set(WANTS["A"]) | set(WANTS["B"])))
+
+
+_HOLDER = """
+import sys, time
+from pathlib import Path
+from groundjudge.llm.batch_state import file_lock
+with file_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_the_lock_waits_for_its_holder_and_goes_when_the_holder_dies(tmp_path: Path) -> None:
+    lock = tmp_path / "batches.json.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(lock)],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        got = threading.Event()
+
+        def take() -> None:
+            with file_lock(lock):
+                got.set()
+
+        waiter = threading.Thread(target=take, daemon=True)
+        waiter.start()
+        assert not got.wait(0.5)  # held by the other process
+        holder.kill()  # the holder crashes: no unlock, no cleanup
+        holder.wait(30)
+        assert got.wait(30)
+        waiter.join(30)
+    finally:
+        holder.kill()
+        holder.wait(30)
