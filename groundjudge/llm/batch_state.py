@@ -80,11 +80,6 @@ class BatchStateFile:
                 if tx.dirty:
                     tx.save()
 
-    def read(self) -> dict[str, Any]:
-        """A snapshot of the state (under the lock, for a consistent read)."""
-        with self.transaction() as tx:
-            return tx.state
-
     def _load(self) -> dict[str, Any]:
         if not self.path.exists():
             return {"version": STATE_VERSION, "batches": []}
