@@ -337,3 +337,36 @@ def test_the_lock_waits_for_its_holder_and_goes_when_the_holder_dies(tmp_path: P
     finally:
         holder.kill()
         holder.wait(30)
+
+
+def test_two_evaluators_on_the_default_state_file_pay_each_request_once(shared_nli: Any, tmp_path: Path) -> None:
+    from groundjudge.config import Config
+    from groundjudge.pipeline.evaluator import Evaluator
+    from groundjudge.testing import route
+    from tests.test_cost import ROWS
+    from tests.test_pipeline import HANDLERS
+
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        server.batch_polls = 3
+
+        def evaluate(rows: list[dict[str, Any]]) -> list[Any]:
+            cache = Cache(tmp_path / "cache")  # one cache; the state is its default, batches.json in the cache dir
+            client = make_test_client(server, "openai", cache=cache)
+            config = Config(batch_api=True, batch_poll_seconds=0.0, cache_dir=str(tmp_path / "cache"))
+            return list(Evaluator(config, nli=shared_nli, client=client, cache=cache).evaluate_many(rows))
+
+        results: list[list[Any]] = [[], []]
+
+        def go(i: int, rows: list[dict[str, Any]]) -> None:
+            results[i] = evaluate(rows)
+
+        threads = [threading.Thread(target=go, args=(0, ROWS[:2])), threading.Thread(target=go, args=(1, ROWS[1:]))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert [r.id for r in results[0]] == ["good", "bad"] and [r.id for r in results[1]] == ["bad", "claim"]
+        assert all(r.verdict != "ERROR" for rs in results for r in rs)
+        assert [r for r in server.requests if r.batch_id is None] == []  # every call through a provider batch
+        assert max(sent(server).values()) == 1  # the row both evaluated was sent once
+        assert {e["id"] for e in entries(tmp_path / "cache")} == set(server.batches)
