@@ -9,6 +9,10 @@ flushed, renamed over it) before releasing the lock. No job writes an old copy: 
 this one waited, are kept as they are. The lock is the operating system's (``flock``; ``msvcrt.locking`` on
 Windows), so a job that crashes while holding it releases it.
 
+"One state per job" is one entry per batch, not one file per job: a job never rewrites entries it did not submit
+or collect, and because all jobs on a cache see the same entries, a key that one job already sent is collected
+from that job's batch by the next job that needs it instead of being sent (and paid) again.
+
 The side file ``<state>.results.jsonl`` holds the raw results a job collected for keys it did not ask for (another
 job, or a later run, asks for them); it is read and written in the same transaction.
 """
