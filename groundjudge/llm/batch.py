@@ -8,7 +8,22 @@ The runner writes the requests in the provider's batch format, with the same bod
 (OpenAI: a JSONL file uploaded with ``purpose="batch"``, then a batch on ``/v1/chat/completions`` with a 24 h
 window; Anthropic: one Message Batch), and writes the batch ids and the cache keys they cover to ``state_path``
 (atomically) before it polls. A rerun with the same calls finds them there and collects those batches instead of
-submitting (and paying for) the same requests again. Each result is parsed like a direct response, validated with
+submitting (and paying for) the same requests again.
+
+Jobs may share one state file (the Python API's default is ``batches.json`` in the cache folder): each batch is
+one entry, keyed by its id; every change is made under the file's lock on the file as it is then
+(:mod:`groundjudge.llm.batch_state`), so no job erases another's entries. A job submits only keys that no batch in
+the file covers (a key another job already sent is collected from that job's batch, paid once), and holds the lock
+from that check until the new batch's id is written, so two jobs never send the same key.
+
+A batch the provider created whose id never reached the file (the process died after ``create``, or the reply was
+lost on the wire) is found again rather than paid twice: each entry is written before its create, with a tag (a
+digest of the model identity and the keys); OpenAI batches carry the tag in their ``metadata``. A create that
+fails without a clear refusal is looked for at the provider before it is tried again, and a run that finds an
+entry with a tag and no id looks for it before submitting anything (OpenAI: the listed batches' metadata;
+Anthropic, which has no metadata: an ended batch since then whose results hold exactly the entry's custom ids, or
+the one running batch with as many requests). Found, it is adopted (``BatchOutcome.adopted``); not found, its
+keys are submitted anew. Each result is parsed like a direct response, validated with
 the call's schema and check, and cached under the call's key exactly as the direct path would; its usage is
 counted in the client's ledger at the batch price. Failures (errored, expired, canceled, refused, invalid JSON,
 failed check) are not cached; they are in :attr:`BatchOutcome.failures` for the caller to call directly.
@@ -22,12 +37,13 @@ asking (and paying) again.
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import itertools
 import json
 import logging
-import os
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,12 +52,15 @@ from pydantic import ValidationError
 
 from groundjudge import errors
 from groundjudge.llm.base import LLMResponse, map_sdk_error
+from groundjudge.llm.batch_state import BatchStateFile, StateTransaction
 from groundjudge.llm.client import DeferredCall, LLMClient
 from groundjudge.models import Usage
 
 log = logging.getLogger(__name__)
 
-STATE_VERSION = 1
+TAG_KEY = "groundjudge_batch"  # the OpenAI metadata key that carries a batch's tag
+CLOCK_SKEW_SECONDS = 600.0  # a lost batch is looked for among those created since its entry, less this
+_DEAD = ("failed", "expired", "cancelling", "cancelled")  # OpenAI batches not worth adopting
 # Per batch: OpenAI takes 50,000 requests and a 200 MB file, Anthropic 100,000 requests and 256 MB.
 _LIMITS = {"openai": (50_000, 190 * 2**20), "anthropic": (100_000, 240 * 2**20)}
 
@@ -50,12 +69,13 @@ _LIMITS = {"openai": (50_000, 190 * 2**20), "anthropic": (100_000, 240 * 2**20)}
 class BatchOutcome:
     """What a :meth:`BatchRunner.run` did, in requests (distinct cache keys).
 
-    ``submitted``: sent in new batches by this run; ``resumed``: covered by batches an earlier run submitted;
-    ``already_cached``: in the cache before the run, not sent. Of the rest, ``succeeded`` were cached, ``failed``
-    errored, were canceled, refused or invalid, and ``expired`` were not answered before the batch expired; every
-    key not cached is in ``failures`` with the reason. ``usage`` is what the results cost, at the batch price;
-    ``usage_by_key`` is the same split by cache key (each accepted or failed result that was billed), so that a
-    caller can charge each answer its share.
+    ``submitted``: sent in new batches by this run; ``resumed``: covered by batches in the state file (an earlier
+    run's or another job's); ``adopted``: covered by a batch found again at the provider, whose create reply was
+    lost (in this run or an earlier one); ``already_cached``: in the cache before the run, not sent. Of the rest,
+    ``succeeded`` were cached, ``failed`` errored, were canceled, refused or invalid, and ``expired`` were not
+    answered before the batch expired; every key not cached is in ``failures`` with the reason. ``usage`` is what
+    the results cost, at the batch price; ``usage_by_key`` is the same split by cache key (each accepted or
+    failed result that was billed), so that a caller can charge each answer its share.
     """
 
     submitted: int = 0
@@ -63,6 +83,7 @@ class BatchOutcome:
     failed: int = 0
     expired: int = 0
     resumed: int = 0
+    adopted: int = 0
     already_cached: int = 0
     usage: Usage = field(default_factory=Usage)
     usage_by_key: dict[str, Usage] = field(default_factory=dict)
@@ -82,7 +103,8 @@ class BatchRunner:
 
     ``poll_seconds`` between status reads, through ``sleep``; ``progress(done, total)`` after each round of reads;
     after ``max_wait_seconds`` of waiting, :class:`~groundjudge.errors.BatchPendingError` (the batch keeps
-    running and a rerun collects it).
+    running and a rerun collects it). A create whose reply does not come back is looked for at the provider, then
+    tried again, ``create_attempts`` times in all.
     """
 
     def __init__(
@@ -94,70 +116,26 @@ class BatchRunner:
         sleep: Callable[[float], None] = time.sleep,
         progress: Callable[[int, int], None] | None = None,
         max_wait_seconds: float = 24 * 3600,
+        create_attempts: int = 3,
     ) -> None:
         self.client = client
-        self.state_path = Path(state_path)
-        self.results_path = self.state_path.with_suffix(".results.jsonl")
-        self._kept: dict[str, dict[str, Any]] = {}
+        self.store = BatchStateFile(state_path)
+        self.state_path = self.store.path
+        self.results_path = self.store.results_path
         self.poll_seconds = poll_seconds
         self.sleep = sleep
         self.progress = progress
         self.max_wait_seconds = max_wait_seconds
+        self.create_attempts = max(1, create_attempts)
+        self._fresh: set[str] = set()  # batches this run created (paid from its reservation)
+        self._cache_dir = str(Path(client.cache.directory).resolve()) if client.cache is not None else ""
+        self._wanted: dict[str, set[str]] = {}  # per live batch, the keys this run takes from it
         provider = client.provider
         self.api = str(getattr(provider, "batch_api", "") or "")
         if self.api not in ("openai", "anthropic"):
             raise errors.ConfigError(f"{client.model_id} has no batch API (only openai/ and anthropic/ models do)")
         if client.cache is None or not client.cache.writes:
             raise errors.ConfigError("batch results are read into the cache: the client needs a writable cache")
-
-    # -- state ----------------------------------------------------------------------------------------------
-
-    def _load(self) -> dict[str, Any]:
-        if not self.state_path.exists():
-            return {"version": STATE_VERSION, "batches": []}
-        try:
-            state = json.loads(self.state_path.read_text())
-            if not isinstance(state, dict) or not isinstance(state.get("batches"), list):
-                raise ValueError("no batches list")
-        except (OSError, ValueError) as exc:
-            raise errors.ConfigError(
-                f"batch state file {self.state_path} is unreadable ({exc}); it lists batches already paid for: "
-                "fix or move it before running again"
-            ) from exc
-        return state
-
-    def _save(self, state: dict[str, Any]) -> None:
-        """Write the state atomically: a temporary file beside it, flushed, then renamed over it."""
-        state = {**state, "batches": [{k: v for k, v in e.items() if k != "fresh"} for e in state["batches"]]}
-        _write_atomically(self.state_path, json.dumps(state, indent=1))
-
-    def _load_kept(self) -> dict[str, dict[str, Any]]:
-        """The kept results by cache key: ``{"batch", "custom_id", "key", "body"}`` per line of the side file."""
-        if not self.results_path.exists():
-            return {}
-        try:
-            text = self.results_path.read_text()
-        except OSError as exc:
-            raise errors.ConfigError(
-                f"batch results file {self.results_path} is unreadable ({exc}); it holds results already paid for: "
-                "fix or move it before running again"
-            ) from exc
-        kept: dict[str, dict[str, Any]] = {}
-        for raw in text.splitlines():
-            try:
-                line = json.loads(raw)
-                kept[str(line["key"])] = line
-            except (ValueError, KeyError, TypeError):
-                log.warning("%s: a kept result line is unreadable, skipped: %.200s", self.results_path, raw)
-        return kept
-
-    def _save_kept(self) -> None:
-        """Rewrite the side file atomically with the results still kept (removed when none are)."""
-        if not self._kept:
-            self.results_path.unlink(missing_ok=True)
-            return
-        lines = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in self._kept.values())
-        _write_atomically(self.results_path, lines)
 
     # -- the run --------------------------------------------------------------------------------------------
 
@@ -174,62 +152,109 @@ class BatchRunner:
                 outcome.already_cached += 1
                 continue
             pending[call.key] = call
-        state = self._load()
-        self._kept = self._load_kept()
         identity = client.provider.identity()
+        self._fresh, self._wanted = set(), {}
         live: list[dict[str, Any]] = []
+        reserved, n_new = 0.0, 0
+        fresh_usage = Usage()
+        try:
+            # Under the lock from planning to the last batch id written: no other job submits the same keys.
+            with self.store.transaction() as tx:
+                covered = self._plan(tx, pending, identity, outcome, live)
+                new = [call for key, call in pending.items() if key not in covered]
+                if new:
+                    cost = sum(client.worst_case_cost(call.request, batch=True) for call in new)
+                    client.ledger.reserve(cost, calls=len(new))  # the whole batch's worst case, before submitting
+                    reserved, n_new = cost, len(new)
+                for chunk in self._chunks(new):
+                    entry = self._submit(tx, chunk, identity)
+                    self._fresh.add(entry["id"])
+                    self._wanted[entry["id"]] = {call.key for call in chunk}
+                    live.append(copy.deepcopy(entry))
+                    if entry.get("adopted"):
+                        outcome.adopted += len(chunk)
+                    else:
+                        outcome.submitted += len(chunk)
+                    outcome.batch_ids.append(entry["id"])
+            fresh_usage = self._wait_and_collect(live, pending, outcome)
+        finally:
+            if n_new:
+                client.ledger.settle(reserved, fresh_usage, calls=n_new)
+        return outcome
+
+    def _plan(
+        self,
+        tx: StateTransaction,
+        pending: dict[str, DeferredCall],
+        identity: dict[str, Any],
+        outcome: BatchOutcome,
+        live: list[dict[str, Any]],
+    ) -> set[str]:
+        """The pending keys that batches in the state cover (any job's); takes the results already collected and
+        finds again the batches whose create reply was lost. Live batches go to ``live``."""
         covered: set[str] = set()
-        kept_taken = False
-        for entry in state["batches"]:
-            if entry.get("identity") != identity:
-                continue
+        for entry in list(tx.entries):
+            if entry.get("identity") != identity or entry.get("cache", self._cache_dir) != self._cache_dir:
+                continue  # another model's, or answered into another cache (which this run cannot read)
             keys = set(entry["custom_ids"].values()) & (set(pending) - covered)
             if not keys:
                 continue
+            if entry.get("id") is None:  # created (maybe) by a run that died before it learnt the batch id
+                found = self._find_lost(tx, entry)
+                tx.dirty = True
+                if found is None:
+                    log.warning("batch tagged %s: not at the provider, so never created; submitting anew", entry["tag"])
+                    tx.entries.remove(entry)
+                    continue
+                log.info("batch tagged %s: found again at the provider as %s", entry["tag"], found)
+                entry["id"], entry["adopted"] = found, True
+                tx.save()
+                outcome.adopted += len(keys)
+            else:
+                outcome.resumed += len(keys)
             covered |= keys
-            outcome.resumed += len(keys)
             outcome.batch_ids.append(entry["id"])
             if entry.get("collected"):
-                for key in sorted(keys):
-                    line = self._kept.get(key)
-                    if key in entry.get("kept", ()) and line is not None and line.get("batch") == entry["id"]:
-                        # answered for an earlier run that did not ask for it: take it now, already paid for
-                        usage = self._take(entry, key, pending[key], line.get("body"), outcome)
-                        self.client.ledger.record(usage)
-                        outcome.usage = outcome.usage + usage
-                        del self._kept[key]
-                        entry["kept"] = [k for k in entry["kept"] if k != key]
-                        kept_taken = True
-                        continue
-                    # answered or failed in an earlier run; not cached now, so failed then
-                    why = entry.get("failures", {}).get(key, f"batch {entry['id']} answered it, but it is not cached")
-                    if key in entry.get("kept", ()):
-                        why = f"batch {entry['id']} answered it, but its kept result is not in {self.results_path}"
-                    self._fail(outcome, key, why)
+                usage = self._take_kept(tx, entry, keys, pending, outcome)
+                self.client.ledger.record(usage)  # paid when an earlier run submitted it
+                outcome.usage = outcome.usage + usage
             else:
-                live.append(entry)
-        if kept_taken:
-            self._save(state)  # cached first, then the state, then the side file: a crash never loses a result
-            self._save_kept()
-        new = [call for key, call in pending.items() if key not in covered]
-        reserved = sum(client.worst_case_cost(call.request, batch=True) for call in new)
-        if new:
-            client.ledger.reserve(reserved, calls=len(new))  # the whole batch's worst case, before submitting
-        fresh_usage = Usage()
-        try:
-            for chunk in self._chunks(new):
-                entry = self._submit(chunk, identity)
-                state["batches"].append(entry)
-                self._save(state)  # before polling: a crash from here on resumes this batch
-                entry["fresh"] = True
-                live.append(entry)
-                outcome.submitted += len(chunk)
-                outcome.batch_ids.append(entry["id"])
-            fresh_usage = self._wait_and_collect(live, pending, outcome, state)
-        finally:
-            if new:
-                client.ledger.settle(reserved, fresh_usage, calls=len(new))
-        return outcome
+                self._wanted[entry["id"]] = keys
+                live.append(copy.deepcopy(entry))
+        return covered
+
+    def _take_kept(
+        self,
+        tx: StateTransaction,
+        entry: dict[str, Any],
+        keys: set[str],
+        pending: dict[str, DeferredCall],
+        outcome: BatchOutcome,
+    ) -> Usage:
+        """Answer ``keys`` of a batch that a run (this job's or another's) collected already: from the cache, from
+        the kept results, else they failed there. Returns what the kept results cost."""
+        cache = self.client.cache
+        assert cache is not None
+        usage = Usage()
+        for key in sorted(keys):
+            line = tx.kept.get(key)
+            if cache.peek(key):  # another job took it meanwhile (and was billed for it)
+                outcome.succeeded += 1
+            elif key in entry.get("kept", ()) and line is not None and line.get("batch") == entry["id"]:
+                # answered for a run that did not ask for it: take it now, already paid for
+                usage = usage + self._take(entry, key, pending[key], line.get("body"), outcome)
+            elif key in entry.get("kept", ()):
+                self._fail(
+                    outcome, key, f"batch {entry['id']} answered it, but its kept result is not in {self.results_path}"
+                )
+            else:  # answered or failed in an earlier run; not cached now, so failed then
+                why = entry.get("failures", {}).get(key, f"batch {entry['id']} answered it, but it is not cached")
+                self._fail(outcome, key, why)
+            if key in entry.get("kept", ()):
+                tx.kept.pop(key, None)
+                entry["kept"] = [k for k in entry["kept"] if k != key]
+                tx.dirty = True
+        return usage
 
     def _fail(self, outcome: BatchOutcome, key: str, why: str, *, expired: bool = False) -> None:
         outcome.failures[key] = why
@@ -280,9 +305,52 @@ class BatchRunner:
             mapped.args = (f"batch {what}: {mapped.args[0] if mapped.args else exc}",)
             raise mapped from exc
 
-    def _submit(self, chunk: list[DeferredCall], identity: dict[str, Any]) -> dict[str, Any]:
-        sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
+    def _submit(self, tx: StateTransaction, chunk: list[DeferredCall], identity: dict[str, Any]) -> dict[str, Any]:
+        """Create one batch for ``chunk`` (or find the one a lost reply created) and write its id to the state.
+
+        The entry goes to the state file first, with the batch's tag and no id: a run that dies before the id is
+        written leaves it there, and the next run looks the tag up at the provider before it submits anything.
+        """
         ids = {self._custom_id(call.key): call.key for call in chunk}
+        tag = batch_tag(identity, ids.values())
+        make = self._creator(chunk, tag)  # uploads the input file first (OpenAI): nothing billed yet
+        entry: dict[str, Any] = {
+            "id": None,
+            "tag": tag,
+            "api": self.api,
+            "identity": identity,
+            "cache": self._cache_dir,
+            "custom_ids": ids,
+            "submitted_at": time.time(),
+            "collected": False,
+            "failures": {},
+        }
+        tx.entries.append(entry)
+        tx.save()
+        try:
+            batch_id, adopted = self._create(tx, entry, make)
+        except errors.GroundjudgeError as exc:
+            if not exc.retryable:  # refused: the provider has no such batch
+                tx.entries.remove(entry)
+                tx.save()
+            raise
+        entry["id"] = batch_id
+        if adopted:
+            entry["adopted"] = True
+        tx.save()  # before polling: a crash from here on resumes this batch
+        log.info(
+            "%s: %s batch %s with %d requests",
+            self.client.model_id,
+            "found" if adopted else "submitted",
+            batch_id,
+            len(chunk),
+        )
+        return entry
+
+    def _creator(self, chunk: list[DeferredCall], tag: str) -> Callable[[], Any]:
+        """The call that creates the batch for ``chunk`` tagged ``tag`` (for OpenAI, after uploading its file)."""
+        sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
+        make: Callable[[], Any]
         if self.api == "openai":
             lines = "".join(
                 json.dumps(
@@ -301,25 +369,86 @@ class BatchRunner:
                 "upload",
                 lambda: sdk.files.create(file=("groundjudge-batch.jsonl", lines, "application/jsonl"), purpose="batch"),
             )
-            batch = self._sdk_call(
-                "create",
-                lambda: sdk.batches.create(
-                    input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h"
-                ),
-            )
+            metadata = {TAG_KEY: tag}
+
+            def make() -> Any:
+                return sdk.batches.create(
+                    input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h", metadata=metadata
+                )
+
         else:
             requests = [{"custom_id": self._custom_id(call.key), "params": self._params(call)} for call in chunk]
-            batch = self._sdk_call("create", lambda: sdk.messages.batches.create(requests=requests))
-        log.info("%s: submitted batch %s with %d requests", self.client.model_id, batch.id, len(chunk))
-        return {
-            "id": batch.id,
-            "api": self.api,
-            "identity": identity,
-            "custom_ids": ids,
-            "submitted_at": time.time(),
-            "collected": False,
-            "failures": {},
-        }
+
+            def make() -> Any:
+                return sdk.messages.batches.create(requests=requests)
+
+        return make
+
+    def _create(self, tx: StateTransaction, entry: dict[str, Any], make: Callable[[], Any]) -> tuple[str, bool]:
+        """The batch id, and whether the batch was found again rather than created by this call."""
+        last: errors.GroundjudgeError | None = None
+        for attempt in range(self.create_attempts):
+            try:
+                return str(self._sdk_call("create", make).id), False
+            except errors.GroundjudgeError as exc:
+                if not exc.retryable:
+                    raise
+                last = exc
+            # The provider may have created it and the reply was lost: look before creating again.
+            log.warning(
+                "batch create %d/%d: %s; looking for it at the provider", attempt + 1, self.create_attempts, last
+            )
+            self.sleep(min(self.poll_seconds, 10.0))
+            found = self._find_lost(tx, entry)
+            if found is not None:
+                return found, True
+        assert last is not None
+        raise last
+
+    def _find_lost(self, tx: StateTransaction, entry: dict[str, Any]) -> str | None:
+        """The provider's batch that a lost create made for ``entry``, or None when it has none.
+
+        OpenAI: the newest batch since the entry was written whose metadata carries its tag (not failed, expired
+        or canceled). Anthropic batches have no metadata: an ended batch since then whose results hold exactly the
+        entry's custom ids; else, of the batches still running since then with as many requests (and not in the
+        state), the one created nearest the time the entry was written. A wrong guess costs direct calls for the
+        keys its results lack (they fail when it ends), never a wrong answer: results are matched by custom id.
+        """
+        sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
+        known = {e.get("id") for e in tx.entries}
+        since = float(entry.get("submitted_at", 0.0)) - CLOCK_SKEW_SECONDS
+        if self.api == "openai":
+            recent = self._sdk_call(
+                "list", lambda: list(itertools.takewhile(lambda b: b.created_at >= since, sdk.batches.list(limit=100)))
+            )
+            for batch in recent:
+                tag = (batch.metadata or {}).get(TAG_KEY)
+                if batch.id not in known and tag == entry["tag"] and batch.status not in _DEAD:
+                    return str(batch.id)
+            return None
+
+        def newer(b: Any) -> bool:
+            return bool(b.created_at.timestamp() >= since)
+
+        recent = self._sdk_call("list", lambda: list(itertools.takewhile(newer, sdk.messages.batches.list(limit=100))))
+        wanted = set(entry["custom_ids"])
+        running: list[tuple[float, str]] = []
+        for batch in recent:
+            c = batch.request_counts
+            total = c.processing + c.succeeded + c.errored + c.canceled + c.expired
+            if batch.id in known or total != len(wanted) or batch.cancel_initiated_at is not None:
+                continue
+            if batch.processing_status == "in_progress":
+                running.append((abs(batch.created_at.timestamp() - entry.get("submitted_at", 0.0)), str(batch.id)))
+            elif batch.processing_status == "ended":
+                results: list[Any] = self._sdk_call("results", _results_of(sdk, str(batch.id)))
+                if {r.custom_id for r in results} == wanted:
+                    return str(batch.id)
+        if len(running) > 1:
+            log.warning(
+                "batch tagged %s: %d running batches could be it; taking the nearest", entry["tag"], len(running)
+            )
+        return min(running)[1] if running else None
 
     def _status(self, entry: dict[str, Any]) -> _Status:
         sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
@@ -342,7 +471,6 @@ class BatchRunner:
         live: list[dict[str, Any]],
         pending: dict[str, DeferredCall],
         outcome: BatchOutcome,
-        state: dict[str, Any],
     ) -> Usage:
         """Poll every live batch until all ended, collecting each as it ends; returns the fresh batches' usage."""
         fresh_usage = Usage()
@@ -367,13 +495,12 @@ class BatchRunner:
                     running.append(entry)
                     continue
                 usage = self._collect(entry, status.raw, pending, outcome)
-                if entry.get("fresh"):
+                if entry["id"] in self._fresh:
                     fresh_usage = fresh_usage + usage
                 else:
                     self.client.ledger.record(usage)  # paid when an earlier run submitted it
                 outcome.usage = outcome.usage + usage
                 entry["collected"] = True
-                self._save(state)
                 done += len(entry["custom_ids"])
             if self.progress is not None:
                 self.progress(done, total)
@@ -393,37 +520,55 @@ class BatchRunner:
     def _collect(
         self, entry: dict[str, Any], batch: Any, pending: dict[str, DeferredCall], outcome: BatchOutcome
     ) -> Usage:
-        """Read an ended batch's results into the cache; record failures in the outcome and in ``entry``."""
-        usage = Usage()
-        seen: set[str] = set()
-        entry.setdefault("failures", {})
-        kept: list[str] = []
+        """Read an ended batch's results into the cache; record failures in the outcome and in the state entry.
 
-        def fail(key: str, why: str, expired: bool = False) -> None:
-            entry["failures"][key] = why
-            if key in pending:  # a key not asked for is only noted, for the run that asks for it
-                self._fail(outcome, key, why, expired=expired)
+        The results are downloaded first; then, under the lock, the entry as the file holds it now: when another
+        job collected it meanwhile, this run's keys come from what that job kept. Otherwise the keys this run waits
+        for are taken (cached), the others kept in the side file for the run that asks for them.
+        """
+        results = list(self._results(entry, batch))
+        wanted = self._wanted.get(entry["id"], set())
+        cache = self.client.cache
+        assert cache is not None
+        with self.store.transaction() as tx:
+            tx.dirty = True
+            current = tx.entry(entry["id"])
+            if current is None:  # the file lost it (replaced by hand): this run's copy goes back
+                current = copy.deepcopy(entry)
+                tx.entries.append(current)
+            if current.get("collected"):
+                return self._take_kept(tx, current, wanted, pending, outcome)
+            usage = Usage()
+            seen: set[str] = set()
+            failures = current.setdefault("failures", {})
 
-        for custom_id, kind, payload in self._results(entry, batch):
-            key = entry["custom_ids"].get(custom_id)
-            if key is None or key in seen:
-                continue
-            seen.add(key)
-            if kind != "succeeded":
-                fail(key, str(payload), expired=kind == "expired")
-            elif key in pending:
-                usage = usage + self._take(entry, key, pending[key], payload, outcome)
-            else:  # covered by this batch but not asked for in this run: keep the body for the run that asks
-                body = payload.model_dump(mode="json") if hasattr(payload, "model_dump") else payload
-                self._kept[key] = {"batch": entry["id"], "custom_id": custom_id, "key": key, "body": body}
-                kept.append(key)
-        status = getattr(batch, "status", None) or getattr(batch, "processing_status", "")
-        for key in set(entry["custom_ids"].values()) - seen:
-            fail(key, f"batch {entry['id']} ended ({status}) without a result for it", expired=status == "expired")
-        if kept:
-            entry["kept"] = sorted(kept)
-            self._save_kept()  # before the state marks the batch collected
-        return usage
+            def fail(key: str, why: str, expired: bool = False) -> None:
+                failures[key] = why
+                if key in wanted:  # a key not asked for is only noted, for the run that asks for it
+                    self._fail(outcome, key, why, expired=expired)
+
+            for custom_id, kind, payload in results:
+                key = current["custom_ids"].get(custom_id)
+                if key is None or key in seen:
+                    continue
+                seen.add(key)
+                if kind != "succeeded":
+                    fail(key, str(payload), expired=kind == "expired")
+                elif key in wanted:
+                    usage = usage + self._take(current, key, pending[key], payload, outcome)
+                elif not cache.peek(key):  # not asked for here: keep the body for the run that asks
+                    body = payload.model_dump(mode="json") if hasattr(payload, "model_dump") else payload
+                    tx.kept[key] = {"batch": current["id"], "custom_id": custom_id, "key": key, "body": body}
+            status = getattr(batch, "status", None) or getattr(batch, "processing_status", "")
+            for key in set(current["custom_ids"].values()) - seen:
+                fail(
+                    key, f"batch {current['id']} ended ({status}) without a result for it", expired=status == "expired"
+                )
+            kept = sorted(k for k, line in tx.kept.items() if line.get("batch") == current["id"])
+            if kept or "kept" in current:
+                current["kept"] = kept
+            current["collected"] = True  # written with the kept results, in one transaction
+            return usage
 
     def _take(self, entry: dict[str, Any], key: str, call: DeferredCall, body: Any, outcome: BatchOutcome) -> Usage:
         """Parse, validate, check and cache one result for ``call``; what it cost (also in ``usage_by_key``)."""
@@ -447,7 +592,7 @@ class BatchRunner:
         """``(custom_id, kind, payload)`` per result: kind "succeeded" with the response body, else the reason."""
         sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
         if self.api == "anthropic":
-            results = self._sdk_call("results", lambda: list(sdk.messages.batches.results(entry["id"])))
+            results = self._sdk_call("results", _results_of(sdk, entry["id"]))
             for r in results:
                 result = r.result
                 if result.type == "succeeded":
@@ -489,21 +634,17 @@ class BatchRunner:
                     yield custom_id, "succeeded", response.get("body")
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file beside it, flushed, then renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _results_of(sdk: Any, batch_id: str) -> Callable[[], list[Any]]:
+    """A call that reads an Anthropic Message Batch's results."""
+    return lambda: list(sdk.messages.batches.results(batch_id))
 
 
 def _file_text(sdk: Any, file_id: str) -> Callable[[], str]:
     """A call that reads an OpenAI file's content as text."""
     return lambda: str(sdk.files.content(file_id).text)
+
+
+def batch_tag(identity: dict[str, Any], keys: Iterable[str]) -> str:
+    """The tag of a batch: a digest of the model identity and the set of cache keys it answers."""
+    text = json.dumps({"identity": identity, "keys": sorted(keys)}, sort_keys=True)
+    return "gj1-" + hashlib.sha256(text.encode()).hexdigest()[:40]

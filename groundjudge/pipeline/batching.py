@@ -73,7 +73,11 @@ def run_llm_stage(
 
 
 def batch_runner(client: LLMClient, config: Config, progress: Callable[[int, int], None] | None) -> BatchRunner:
-    """The batch runner for ``client``: its state file, poll interval and longest wait from ``config``."""
+    """The batch runner for ``client``: its state file, poll interval and longest wait from ``config``.
+
+    The state file is ``config.batch_state``, else ``batches.json`` in the cache folder, shared by every job on that
+    cache: jobs may share it (:mod:`groundjudge.llm.batch_state`), and a request two of them need is paid once.
+    """
     from groundjudge.cache import default_cache_dir
 
     c = config

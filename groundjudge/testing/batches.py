@@ -1,9 +1,13 @@
 """The batch APIs of both providers, emulated for :class:`~groundjudge.testing.server.ScriptedLLMServer`.
 
-OpenAI: ``POST /v1/files``, ``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches/{id}``;
-Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}`` and its ``results_url``. A batch ends
-after ``batch_polls`` status reads; its requests are then answered one by one as the server answers direct ones
-(the queue, then the script), which the server provides as :meth:`BatchRoutes._answer_batched`.
+OpenAI: ``POST /v1/files``, ``GET /v1/files/{id}/content``, ``POST /v1/batches`` (with ``metadata``),
+``GET /v1/batches/{id}``, ``GET /v1/batches`` (newest first, ``limit`` and the ``after`` cursor); Anthropic:
+``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}`` and its ``results_url``, ``GET
+/v1/messages/batches`` (newest first, ``limit``, ``after_id`` / ``before_id``). A batch ends after ``batch_polls``
+status reads (a listing is not a status read); its requests are then answered one by one as the server answers
+direct ones (the queue, then the script), which the server provides as :meth:`BatchRoutes._answer_batched`.
+``created_at`` is the real creation time. Fault: ``batch_create_lost`` = N makes the next N creates make the batch
+(the provider has it and bills it) and then close the connection without a reply, as a reply lost on the wire.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import itertools
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import parse_qs
 
 _ANTHROPIC_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -35,6 +41,8 @@ class ScriptedBatch:
     error_lines: list[dict[str, Any]] = field(default_factory=list)
     output_file_id: str | None = None
     error_file_id: str | None = None
+    created_at: float = field(default_factory=time.time)
+    metadata: dict[str, str] | None = None
 
 
 class BatchRoutes:
@@ -47,6 +55,7 @@ class BatchRoutes:
     batch_polls: int
     batch_expire_after: int | None
     batch_status_errors: int
+    batch_create_lost: int = 0  # the next N creates make the batch and lose the reply (class default)
     batches: dict[str, ScriptedBatch]
     files: dict[str, bytes]
     _ids: itertools.count[int]
@@ -123,13 +132,13 @@ class BatchRoutes:
             "status": status,
             "output_file_id": batch.output_file_id,
             "error_file_id": batch.error_file_id,
-            "created_at": 1_700_000_000,
-            "in_progress_at": 1_700_000_001,
-            "expires_at": 1_700_086_400,
-            "completed_at": 1_700_000_100 if batch.ended and not batch.expired else None,
-            "expired_at": 1_700_086_400 if batch.expired else None,
+            "created_at": int(batch.created_at),
+            "in_progress_at": int(batch.created_at) + 1,
+            "expires_at": int(batch.created_at) + 86_400,
+            "completed_at": int(batch.created_at) + 100 if batch.ended and not batch.expired else None,
+            "expired_at": int(batch.created_at) + 86_400 if batch.expired else None,
             "request_counts": {"total": len(batch.requests), "completed": done, "failed": failed},
-            "metadata": None,
+            "metadata": batch.metadata,
         }
 
     def _anthropic_batch_object(self, batch: ScriptedBatch) -> dict[str, Any]:
@@ -144,16 +153,23 @@ class BatchRoutes:
             "type": "message_batch",
             "processing_status": "ended" if batch.ended else "in_progress",
             "request_counts": counts,
-            "created_at": "2024-01-01T00:00:00Z",
-            "expires_at": "2024-01-02T00:00:00Z",
-            "ended_at": "2024-01-01T01:00:00Z" if batch.ended else None,
+            "created_at": _iso(batch.created_at),
+            "expires_at": _iso(batch.created_at + 86_400),
+            "ended_at": _iso(batch.created_at + 3600) if batch.ended else None,
             "archived_at": None,
             "cancel_initiated_at": None,
             "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if batch.ended else None,
         }
 
-    def _batch_post(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, Any]:
-        """POST /v1/files, /v1/batches, /v1/messages/batches; None when the path is not a batch route."""
+    def _batch_post(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int | None, Any]:
+        """POST /v1/files, /v1/batches, /v1/messages/batches: (status, payload); status None: send no reply."""
+        status, payload = self._batch_create(path, headers, raw)
+        if status == 200 and payload.get("object") != "file" and self.batch_create_lost > 0:
+            self.batch_create_lost -= 1
+            return None, payload  # the batch exists; its id never reaches the client
+        return status, payload
+
+    def _batch_create(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, Any]:
         if path.endswith("/v1/files"):
             message = email.parser.BytesParser().parsebytes(
                 b"content-type: " + headers.get("content-type", "").encode() + b"\r\n\r\n" + raw
@@ -189,11 +205,16 @@ class BatchRoutes:
                 return 400, {
                     "error": {"message": "duplicate custom_id or wrong endpoint", "type": "invalid_request_error"}
                 }
+            metadata = body.get("metadata")
+            if metadata is not None and not _valid_metadata(metadata):
+                why = "metadata: at most 16 pairs, string keys up to 64 and values up to 512 characters"
+                return 400, {"error": {"message": why, "type": "invalid_request_error"}}
             batch = ScriptedBatch(
                 id=self._new_id("batch_"),
                 api="openai",
                 requests=[(line["custom_id"], line["body"]) for line in lines],
                 input_file_id=body["input_file_id"],
+                metadata=metadata,
             )
             self.batches[batch.id] = batch
             return 200, self._openai_batch_object(batch)
@@ -212,8 +233,41 @@ class BatchRoutes:
         self.batches[batch.id] = batch
         return 200, self._anthropic_batch_object(batch)
 
-    def _batch_get(self, path: str) -> tuple[int, Any, str]:
+    def _batch_list(self, api: str, query: dict[str, list[str]]) -> tuple[int, Any, str]:
+        """A page of one API's batches, newest first, as the real list endpoints page them."""
+        arg = {k: v[-1] for k, v in query.items()}
+        limit = int(arg.get("limit", "20"))
+        if not 1 <= limit <= (100 if api == "openai" else 1000):
+            return (
+                400,
+                {"error": {"message": "limit out of range", "type": "invalid_request_error"}},
+                "application/json",
+            )
+        ids = [b.id for b in sorted(self.batches.values(), key=lambda b: (-b.created_at, b.id)) if b.api == api]
+        if after := arg.get("after") or arg.get("after_id"):
+            ids = ids[ids.index(after) + 1 :] if after in ids else []
+        if before := arg.get("before_id"):
+            ids = ids[: ids.index(before)] if before in ids else []
+            page = ids[-limit:]
+            more = len(ids) > limit
+        else:
+            page = ids[:limit]
+            more = len(ids) > limit
+        make = self._openai_batch_object if api == "openai" else self._anthropic_batch_object
+        data = [make(self.batches[i]) for i in page]
+        payload: dict[str, Any] = {"data": data, "has_more": more, "first_id": page[0] if page else None}
+        payload["last_id"] = page[-1] if page else None
+        if api == "openai":
+            payload["object"] = "list"
+        return 200, payload, "application/json"
+
+    def _batch_get(self, target: str) -> tuple[int, Any, str]:
         """GET routes of the batch APIs: (status, payload (bytes for files and results), content type)."""
+        path, _, query = target.partition("?")
+        if path.endswith("/v1/batches"):
+            return self._batch_list("openai", parse_qs(query))
+        if path.endswith("/v1/messages/batches"):
+            return self._batch_list("anthropic", parse_qs(query))
         not_found = (404, {"error": {"message": f"no route {path}", "type": "not_found_error"}}, "application/json")
         if m := re.fullmatch(r"/v1/files/([^/]+)/content", path):
             data = self.files.get(m.group(1))
@@ -239,3 +293,18 @@ class BatchRoutes:
             self._poll(batch)
             return 200, self._anthropic_batch_object(batch), "application/json"
         return not_found
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+
+
+def _valid_metadata(metadata: Any) -> bool:
+    """OpenAI's rule: at most 16 pairs, string keys of at most 64 and string values of at most 512 characters."""
+    return (
+        isinstance(metadata, dict)
+        and len(metadata) <= 16
+        and all(
+            isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512 for k, v in metadata.items()
+        )
+    )

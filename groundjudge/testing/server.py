@@ -263,7 +263,8 @@ class ScriptedLLMServer(BatchRoutes):
     Prompt-cache emulation: ``min_cached_prefix_tokens`` (OpenAI, default 1024) and ``anthropic_min_cache_tokens``
     (default 1024) are settable. Batch controls: ``batch_polls`` status reads answer "in progress" before a batch
     ends (default 1); ``batch_expire_after`` = N makes the next batches expire with only their first N requests
-    answered; ``batch_status_errors`` = N makes the next N status reads answer 503; per-request errors come from the
+    answered; ``batch_status_errors`` = N makes the next N status reads answer 503; ``batch_create_lost`` = N makes
+    the next N batch creates make the batch and drop the connection unanswered; per-request errors come from the
     queue or script (:meth:`Reply.error`) like direct ones. Batches are
     in :attr:`batches`, their requests in :attr:`requests` with ``batch_id`` set.
     """
@@ -401,9 +402,8 @@ class ScriptedLLMServer(BatchRoutes):
                 pass
 
             def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
                 with server._batch_lock:
-                    status, payload, ctype = server._batch_get(path)
+                    status, payload, ctype = server._batch_get(self.path)
                 if isinstance(payload, bytes):
                     self._send_raw(status, payload, ctype)
                 else:
@@ -417,6 +417,9 @@ class ScriptedLLMServer(BatchRoutes):
                     headers = {k.lower(): v for k, v in self.headers.items()}
                     with server._batch_lock:
                         batch_status, batch_payload = server._batch_post(path, headers, raw)
+                    if batch_status is None:  # a scripted fault: the reply is lost on the wire
+                        self.close_connection = True
+                        return
                     self._send(batch_status, batch_payload)
                     return
                 try:
