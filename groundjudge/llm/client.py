@@ -417,6 +417,7 @@ class LLMClient:
             if waited is not None:
                 waited[0] += permit.waited
         outcome: Outcome = "unsent"
+        retry_after: float | None = None
         try:
             reserved = self.worst_case_cost(request)
             self.ledger.reserve(reserved)  # BudgetExceededError is not retryable: it ends the loop
@@ -426,12 +427,12 @@ class LLMClient:
             except BaseException as exc:
                 self.ledger.settle(reserved, Usage())
                 if _rate_limited(exc):
-                    outcome = "rate_limited"
+                    outcome, retry_after = "rate_limited", getattr(exc, "retry_after", None)
                 raise
             outcome = "ok"
         finally:
             if permit is not None and self.limiter is not None and outcome != "ok":
-                self.limiter.release(permit, outcome)
+                self.limiter.release(permit, outcome, retry_after=retry_after)
         if permit is not None and self.limiter is not None:
             self.limiter.release(permit, "ok", used_tokens=response.input_tokens + response.output_tokens)
         usage = self.usage_of(response)
