@@ -286,6 +286,32 @@ def test_a_call_the_budget_stops_gives_its_place_back(server: ScriptedLLMServer)
     assert stats.in_flight == 0 and stats.sent == 0 and stats.waited_seconds < 0.5 and not server.requests
 
 
+@pytest.mark.parametrize("status", [429, 529, 503])
+def test_the_client_reports_429_and_529_to_the_limiter(server: ScriptedLLMServer, status: int) -> None:
+    server.push(Reply.error(status), Reply.json(GOOD))
+    limiter = Limiter(Limits(concurrency=4))
+    client = client_for(server, "anthropic", limiter, retry=RetryPolicy(max_attempts=2, initial_wait=0.01))
+    assert client.complete_json(ask(1), Verdict)[0] == Verdict(**GOOD)
+    stats = limiter.stats()
+    assert stats.sent == 2 and stats.in_flight == 0
+    if status == 503:  # a server error says nothing of the load the provider accepts
+        assert stats.rate_limited == 0 and stats.limit == 4
+    else:  # halved (no Retry-After); the retry's success adds half a call
+        assert stats.rate_limited == 1 and stats.limit == 2
+
+
+def test_waiting_for_the_limiter_does_not_use_up_the_retry_budget(server: ScriptedLLMServer) -> None:
+    # the second call waits ~1 s for the rpm bucket; its 503 asks for 0.8 s, which fits in the 1.5 s budget only if
+    # that queueing is not counted as time spent retrying
+    server.push(Reply.json(GOOD), Reply.error(503, retry_after=0.8), Reply.json(GOOD))
+    limiter = Limiter(Limits(rpm=60))
+    policy = RetryPolicy(max_attempts=3, max_total_seconds=1.5, initial_wait=0.01)
+    client = client_for(server, "openai", limiter, retry=policy, sleep=lambda s: None)
+    client.complete_json(ask(1), Verdict)
+    value, _ = client.complete_json(ask(2), Verdict)
+    assert value == Verdict(**GOOD) and len(server.requests) == 3 and limiter.stats().waited_seconds >= 0.9
+
+
 def test_config_and_make_client_carry_the_limits(server: ScriptedLLMServer) -> None:
     cfg = Config(rpm=120, tpm=60000, concurrency=3, adaptive_concurrency=False)
     client = make_client(
