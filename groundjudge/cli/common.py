@@ -72,8 +72,8 @@ def cost_cell(usage: Any) -> str:
 
 def limits_cell(stats: Any) -> str:
     """The progress bar's LLM calls of a :class:`~groundjudge.llm.LimiterStats`: "LLM 3/8 in flight, 429s 2" (calls
-    in flight / the current concurrency limit, rate-limit answers seen), "LLM 3 in flight" with no limit, and
-    ", waiting 12s" while a Retry-After holds every send."""
+    in flight / the current concurrency limit, rate-limit answers seen), "LLM 3 in flight, 429s 0" with no
+    concurrency limit, and ", waiting 12s" added while a Retry-After holds every send."""
     cell = f"LLM {stats.in_flight}" + (f"/{stats.limit}" if stats.limit is not None else "") + " in flight"
     cell += f", 429s {stats.rate_limited}"
     if stats.cooldown_seconds >= 1:

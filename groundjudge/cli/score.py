@@ -119,8 +119,8 @@ def score_command(
     concurrency: Annotated[
         int,
         typer.Option(
-            help="LLM calls in flight at once, at most: halved on a provider's 429, grown back by one a round trip "
-            "while calls succeed."
+            help="LLM calls in flight at once, at most: cut on a provider's 429 (halved; by a tenth when it sends "
+            "Retry-After), grown back by one a round trip while calls succeed."
         ),
     ] = 4,
     rpm: Annotated[

@@ -178,7 +178,8 @@ class RateLimit:
     """HTTP 429 for a chat request that finds ``requests_per_second`` requests already accepted in the last
     ``window`` seconds (a sliding window; refused requests do not count). ``retry_after``: the seconds the 429 asks
     to wait; None: exactly until the window has room (``retry-after-ms``; ``retry-after`` rounded up to whole
-    seconds)."""
+    seconds). A refused request is recorded in ``requests`` with ``rate_limited`` set and uses up no scripted
+    reply."""
 
     requests_per_second: float
     retry_after: float | None = None
