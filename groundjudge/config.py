@@ -114,6 +114,25 @@ class Config(BaseModel):
         description="answers in flight at once, finished ones waiting for their turn in the output included "
         "[default: the larger of 8 x concurrency and 2 x batch size]",
     )
+    rpm: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="LLM requests per minute, at most (a token bucket: sent evenly, not a minute's worth at once); "
+        "None: no cap. Ray: each actor takes its share (rpm / actors)",
+    )
+    tpm: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="LLM tokens (input + output) per minute, at most: each call takes its estimate when sent and is "
+        "trued up to its real usage; None: no cap. Ray: each actor takes its share (tpm / actors)",
+    )
+    adaptive_concurrency: bool = Field(
+        True,
+        description="on a 429 halve the LLM calls in flight (once per round trip), then grow back by one a round "
+        "trip while calls succeed, never above concurrency; false: always up to concurrency",
+    )
     budget_usd: float | None = Field(None, ge=0)
     max_calls: int | None = Field(None, ge=0)
     price: dict[PriceKey, UsdPerMTok] | None = Field(

@@ -42,6 +42,12 @@ def progress_bar(console: Console, enabled: bool) -> Iterator[Any]:
             elapsed = task.elapsed or 0.0
             return Text(f"{task.completed / elapsed:.2f} rows/s" if elapsed > 0 and task.completed else "- rows/s")
 
+    class Calls(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            # a task's "llm" field: a function giving the LLM calls' cell (limits_cell), read at each refresh
+            cell = task.fields.get("llm")
+            return Text(cell() if callable(cell) else "")
+
     columns = [
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -49,6 +55,7 @@ def progress_bar(console: Console, enabled: bool) -> Iterator[Any]:
         Rate(),
         TextColumn("[cyan]{task.fields[cost]}"),  # cost_cell(usage)
         TextColumn("cache hits {task.fields[cached]}"),
+        Calls(),
         TimeElapsedColumn(),
     ]
     with Progress(*columns, console=console, disable=not enabled, transient=False) as bar:
@@ -61,6 +68,17 @@ def cost_cell(usage: Any) -> str:
     if not usage.unpriced_calls:
         return f"${usage.cost_usd:.4f}"
     return f"${usage.cost_usd:.4f}+?" if usage.calls > usage.unpriced_calls else "$?"
+
+
+def limits_cell(stats: Any) -> str:
+    """The progress bar's LLM calls of a :class:`~groundjudge.llm.LimiterStats`: "LLM 3/8 in flight, 429s 2" (calls
+    in flight / the current concurrency limit, rate-limit answers seen), "LLM 3 in flight, 429s 0" with no
+    concurrency limit, and ", waiting 12s" added while a Retry-After holds every send."""
+    cell = f"LLM {stats.in_flight}" + (f"/{stats.limit}" if stats.limit is not None else "") + " in flight"
+    cell += f", 429s {stats.rate_limited}"
+    if stats.cooldown_seconds >= 1:
+        cell += f", waiting {stats.cooldown_seconds:.0f}s"
+    return cell
 
 
 def print_summary(console: Console, summary: Any) -> None:

@@ -21,6 +21,7 @@ from groundjudge.cli.common import (
     cost_cell,
     err,
     fail,
+    limits_cell,
     print_summary,
     progress_bar,
 )
@@ -38,6 +39,8 @@ _CONFIG_OPTIONS = {
     "price": "price",
     "max_calls": "max_calls",
     "concurrency": "concurrency",
+    "rpm": "rpm",
+    "tpm": "tpm",
     "preset": "preset",
     "batch_api": "batch_api",
     "nli_kind": "nli_kind",
@@ -113,7 +116,21 @@ def score_command(
         ),
     ] = None,
     max_calls: Annotated[Optional[int], typer.Option(help="Stop before more than this many LLM calls.")] = None,  # noqa: UP045
-    concurrency: Annotated[int, typer.Option(help="LLM calls in flight at once.")] = 4,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            help="LLM calls in flight at once, at most: cut on a provider's 429 (halved; by a tenth when it sends "
+            "Retry-After), grown back by one a round trip while calls succeed."
+        ),
+    ] = 4,
+    rpm: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(help="LLM requests per minute, at most, sent evenly (the provider's limit for the model)."),
+    ] = None,
+    tpm: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(help="LLM tokens (input + output) per minute, at most (the provider's limit)."),
+    ] = None,
     batch_size: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option(
@@ -231,6 +248,8 @@ def score_command(
         "price": per_mtok,
         "max_calls": max_calls,
         "concurrency": concurrency,
+        "rpm": rpm,
+        "tpm": tpm,
         "preset": preset,
         "batch_api": batch_api,
         "nli_kind": nli_kind,
@@ -304,7 +323,9 @@ def score_command(
     console = Console(stderr=True)
     try:
         with progress_bar(console, progress) as bar:
-            task = bar.add_task("scoring", total=total, cost=cost_cell(evaluator.usage), cached=0)
+            limiter = getattr(evaluator.client, "limiter", None)
+            calls = (lambda: limits_cell(limiter.stats())) if limiter is not None else None  # read live
+            task = bar.add_task("scoring", total=total, cost=cost_cell(evaluator.usage), cached=0, llm=calls)
             batch_task: list[Any] = []
 
             def on_batch(done: int, requests: int) -> None:

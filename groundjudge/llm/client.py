@@ -21,6 +21,7 @@ from groundjudge import errors
 from groundjudge.cache import Cache, make_key
 from groundjudge.llm.accounting import Ledger, Price, price_for
 from groundjudge.llm.base import LLMRequest, LLMResponse, Provider
+from groundjudge.llm.limits import Limiter, Outcome
 from groundjudge.models import Message, PromptRef, Usage
 
 T = TypeVar("T", bound=BaseModel)
@@ -88,6 +89,11 @@ class LLMClient:
     :class:`RetryPolicy`), and up to ``max_reasks`` re-asks that show the model its validation error or the
     caller's ``check`` problem. Temperature 0 and a fixed seed by default.
 
+    Pace: with a ``limiter`` (:class:`~groundjudge.llm.limits.Limiter`), every billed send (each retry and re-ask
+    too) first waits for its place there: the adaptive concurrency limit, a Retry-After cooldown that holds every
+    thread, and the rpm / tpm buckets; time spent waiting there does not count against the retry budget. Cache
+    hits never wait. Without one, calls go as soon as they are made.
+
     Cost: at ``price`` when one is given (it wins over the price table), else at the table's price for the model
     (:func:`~groundjudge.llm.accounting.price_for`). A model with neither has no price: its billed calls are
     counted in ``Usage.unpriced_calls`` (the cost is unknown, never a known $0), and a USD budget is refused
@@ -116,8 +122,10 @@ class LLMClient:
         max_tokens: int = 4096,
         sleep: Callable[[float], None] = time.sleep,
         price: Price | None = None,
+        limiter: Limiter | None = None,
     ) -> None:
         self.provider = provider
+        self.limiter = limiter
         self.cache = cache
         self.ledger = ledger if ledger is not None else Ledger()
         self.retry = retry or RetryPolicy()
@@ -197,16 +205,21 @@ class LLMClient:
         usd = (input_tokens * self.price.max_input_rate + request.max_tokens * self.price.output_per_mtok) / 1e6
         return usd * self.price.batch_factor if batch else usd
 
-    def estimate_cost(self, messages: Sequence[Message], *, batch: bool = False) -> float:
-        """Realistic USD of one call, for dry runs: ~4 characters a token in, the mean output seen so far (256 before
-        any); ``batch=True`` at the batch API's price. The budget does not use it: calls in flight hold
-        :meth:`worst_case_cost`."""
-        if self.price is None:
-            return 0.0
+    def expected_tokens(self, messages: Sequence[Message]) -> tuple[int, int]:
+        """Realistic (input, output) tokens of one call: ~4 characters a token in plus 8 a message, the mean
+        output seen so far (256 before any), at most ``max_tokens``. What dry runs price and the limiter's
+        tokens-per-minute bucket takes before a reply says the real usage."""
         input_tokens = sum(len(m.content) for m in messages) // 4 + 8 * len(messages)
         with self._lock:
             out_total, n = self._out_tokens_seen
-        output_tokens = min(self.max_tokens, out_total // n if n else 256)
+        return input_tokens, min(self.max_tokens, out_total // n if n else 256)
+
+    def estimate_cost(self, messages: Sequence[Message], *, batch: bool = False) -> float:
+        """Realistic USD of one call, for dry runs (:meth:`expected_tokens`); ``batch=True`` at the batch API's
+        price. The budget does not use it: calls in flight hold :meth:`worst_case_cost`."""
+        if self.price is None:
+            return 0.0
+        input_tokens, output_tokens = self.expected_tokens(messages)
         return self.price.cost(input_tokens, output_tokens, batch=batch)
 
     def usage_of(self, response: LLMResponse, *, batch: bool = False) -> Usage:
@@ -395,15 +408,33 @@ class LLMClient:
         err.usage = usage
         raise err
 
-    def _send_once(self, request: LLMRequest) -> tuple[LLMResponse, Usage]:
-        """One billed call: reserve its worst case, send, settle to the real cost; a refusal raises, counted."""
-        reserved = self.worst_case_cost(request)
-        self.ledger.reserve(reserved)  # BudgetExceededError is not retryable: it ends the loop
+    def _send_once(self, request: LLMRequest, waited: list[float] | None = None) -> tuple[LLMResponse, Usage]:
+        """One billed call: wait for its place at the limiter (adding the wait to ``waited[0]``), reserve its worst
+        case, send, settle to the real cost, tell the limiter how it went; a refusal raises, counted."""
+        permit = None
+        if self.limiter is not None:
+            permit = self.limiter.acquire(sum(self.expected_tokens(request.messages)))
+            if waited is not None:
+                waited[0] += permit.waited
+        outcome: Outcome = "unsent"
+        retry_after: float | None = None
         try:
-            response = self.provider.send(request)
-        except BaseException:
-            self.ledger.settle(reserved, Usage())
-            raise
+            reserved = self.worst_case_cost(request)
+            self.ledger.reserve(reserved)  # BudgetExceededError is not retryable: it ends the loop
+            outcome = "failed"
+            try:
+                response = self.provider.send(request)
+            except BaseException as exc:
+                self.ledger.settle(reserved, Usage())
+                if _rate_limited(exc):
+                    outcome, retry_after = "rate_limited", getattr(exc, "retry_after", None)
+                raise
+            outcome = "ok"
+        finally:
+            if permit is not None and self.limiter is not None and outcome != "ok":
+                self.limiter.release(permit, outcome, retry_after=retry_after)
+        if permit is not None and self.limiter is not None:
+            self.limiter.release(permit, "ok", used_tokens=response.input_tokens + response.output_tokens)
         usage = self.usage_of(response)
         if usage.cost_usd > reserved + 1e-12:
             log.warning(
@@ -426,12 +457,16 @@ class LLMClient:
 
         Retry-After is honoured however long, as long as it fits in what is left of ``max_total_seconds``; when it
         does not, the error is raised at once (no sleep) with ``retry_at`` and a message saying when to retry.
+        A Retry-After that is waited for also holds every other thread's new sends (:meth:`Limiter.cool_down`).
+        Time spent waiting for the limiter does not count against ``max_total_seconds``.
         """
         policy = self.retry
+        waited = [0.0]  # seconds spent in the limiter's queue by this call's attempts
 
         def left(state: tenacity.RetryCallState) -> float:
             # Slept time counts even when the sleep function does not really sleep (tests).
-            return policy.max_total_seconds - max(state.seconds_since_start or 0.0, state.idle_for)
+            spent = max((state.seconds_since_start or 0.0) - waited[0], state.idle_for)
+            return policy.max_total_seconds - spent
 
         def retry(state: tenacity.RetryCallState) -> bool:
             exc = state.outcome.exception() if state.outcome else None
@@ -445,6 +480,8 @@ class LLMClient:
             if retry_after is not None and retry_after > budget and isinstance(exc, errors.ProviderError):
                 _say_when_to_retry(exc, retry_after, budget, policy.max_total_seconds)
                 return False  # fail at once: the server's wait does not fit in what is left
+            if retry_after is not None and self.limiter is not None:
+                self.limiter.cool_down(retry_after)  # the server's wait holds every thread, not only this call
             return True
 
         def wait(state: tenacity.RetryCallState) -> float:
@@ -468,7 +505,12 @@ class LLMClient:
                 s.upcoming_sleep,
             ),
         )
-        return retrying(self._send_once, request)
+        return retrying(self._send_once, request, waited)
+
+
+def _rate_limited(exc: BaseException) -> bool:
+    """A 429, or a 529 (Anthropic: overloaded): what shrinks the adaptive concurrency limit."""
+    return isinstance(exc, errors.RateLimitError) or (isinstance(exc, errors.ProviderError) and exc.status == 529)
 
 
 def unpriced_budget_message(model_id: str) -> str:

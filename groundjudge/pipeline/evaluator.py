@@ -22,7 +22,7 @@ from groundjudge.chunking import chunk_documents
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError, DeferredCallError, GroundjudgeError, InputError
 from groundjudge.io.rows import batches, row_id
-from groundjudge.llm import Ledger, LLMClient, RetryPolicy, make_client
+from groundjudge.llm import Ledger, Limits, LLMClient, RetryPolicy, make_client
 from groundjudge.llm.batch import BatchOutcome
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, LocalThresholds, Passage, QAResult, Sample, Usage
 from groundjudge.pipeline.assemble import failed_report, final_report
@@ -83,6 +83,7 @@ class Evaluator:
                 retry=RetryPolicy(max_attempts=c.max_attempts),
                 max_reasks=c.max_reasks,
                 price=c.price,
+                limits=Limits(c.concurrency, c.rpm, c.tpm, c.adaptive_concurrency),
             )
         self.client = client
         self.mode = c.mode or ("cascade" if client is not None else "nli")

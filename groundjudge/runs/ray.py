@@ -20,6 +20,9 @@ What is shared across workers:
 - the budget: one named Ray actor holds the run's :class:`~groundjudge.llm.accounting.Ledger`; every worker's LLM
   client reserves and settles through it, so ``budget_usd`` and ``max_calls`` cap the whole cluster, not each
   worker (each call in flight holds its worst case there, as locally);
+- the provider's rate limits: ``rpm`` and ``tpm`` are the run's; each actor's client takes its share (the run's
+  divided by the number of actors). Concurrency and its adaptation to 429s are each actor's own
+  (``Config.concurrency`` calls in flight at most per actor);
 - the cache: keys are the local engine's. ``cache_dir`` on a filesystem every node mounts (NFS, a shared disk) is
   shared by all workers and by the local engine (diskcache is safe across processes); left unset, the driver's
   ``$GROUNDJUDGE_CACHE_DIR`` is used if set, else each node's own default cache (shared by the workers of that
@@ -44,7 +47,7 @@ from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
 from groundjudge.io.rows import batches, row_id
 from groundjudge.io.tables import ColumnMap, InvalidRow, is_local, local_path
-from groundjudge.llm import Ledger, RetryPolicy, make_client
+from groundjudge.llm import Ledger, Limits, RetryPolicy, make_client
 from groundjudge.models import Usage
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.pipeline.flow import default_window
@@ -176,7 +179,9 @@ def _mode(config: Config) -> str:
 class _Scorer:
     """The callable class of the actor pool: one :class:`Evaluator` (one NLI model) per actor."""
 
-    def __init__(self, config: Config, ledger: LedgerProxy | None, threads: int | None, batch_size: int) -> None:
+    def __init__(
+        self, config: Config, ledger: LedgerProxy | None, threads: int | None, batch_size: int, actors: int = 1
+    ) -> None:
         from groundjudge.cache import Cache
 
         if threads:
@@ -196,6 +201,10 @@ class _Scorer:
                 retry=RetryPolicy(max_attempts=c.max_attempts),
                 max_reasks=c.max_reasks,
                 price=c.price,
+                # rpm and tpm: this actor's share of the run's
+                limits=Limits(
+                    c.concurrency, c.rpm and c.rpm / actors, c.tpm and c.tpm / actors, c.adaptive_concurrency
+                ),
             )
         self.evaluator = Evaluator(config, client=client, cache=cache)
         self.batch_size = batch_size
@@ -346,7 +355,13 @@ def _score_wire(
         batch_size=udf_batch_size or batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=n_actors),
-        fn_constructor_kwargs={"config": cfg, "ledger": proxy, "threads": threads, "batch_size": batch_size},
+        fn_constructor_kwargs={
+            "config": cfg,
+            "ledger": proxy,
+            "threads": threads,
+            "batch_size": batch_size,
+            "actors": n_actors,
+        },
         num_cpus=per_cpu,
         num_gpus=per_gpu or None,
     )

@@ -1,8 +1,9 @@
 """Helpers for testing LLM pipelines offline, groundjudge's own tests among them.
 
 - :mod:`~groundjudge.testing.server`: :class:`ScriptedLLMServer`, a scripted OpenAI / Anthropic server on
-  127.0.0.1 (:class:`Reply`, :class:`RecordedRequest`, and the script helpers :func:`route`, :func:`prompt_name`,
-  :func:`fenced_block`, :func:`claims_in`); its batch APIs are in :mod:`~groundjudge.testing.batches`.
+  127.0.0.1 (:class:`Reply`, :class:`RecordedRequest`, the load models :class:`Latency` and :class:`RateLimit`,
+  and the script helpers :func:`route`, :func:`prompt_name`, :func:`fenced_block`, :func:`claims_in`); its batch
+  APIs are in :mod:`~groundjudge.testing.batches`.
 - :mod:`~groundjudge.testing.assertions`: :func:`assert_grounded`, :func:`assert_file_grounded` and the default
   evaluator they share with the pytest plugin.
 - :mod:`~groundjudge.testing.fixtures`: :func:`tiny_nli_model`.
@@ -26,6 +27,8 @@ from groundjudge.testing.batches import ScriptedBatch
 from groundjudge.testing.fixtures import tiny_nli_model
 from groundjudge.testing.server import (
     Api,
+    Latency,
+    RateLimit,
     RecordedRequest,
     Reply,
     Script,
@@ -39,6 +42,8 @@ from groundjudge.testing.server import (
 __all__ = [
     "Api",
     "GroundingAssertionError",
+    "Latency",
+    "RateLimit",
     "RecordedRequest",
     "Reply",
     "Script",

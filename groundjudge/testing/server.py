@@ -21,6 +21,13 @@ Prompt caching is emulated deterministically (~4 characters a token): OpenAI rep
 ``min_cached_prefix_tokens`` on in 128-token steps; Anthropic reports ``cache_read_input_tokens`` for the longest
 ``cache_control`` prefix sent before and ``cache_creation_input_tokens`` for the rest up to the last breakpoint
 (prefixes shorter than ``anthropic_min_cache_tokens`` are not cached), with ``input_tokens`` the remainder.
+
+Load: ``latency=Latency(median=1.0, sigma=0.5, seed=0)`` answers each chat request after a lognormal time drawn
+from the seed and the request's body (the same request waits the same time in every run, whatever the order of
+arrival); ``rate_limit=RateLimit(requests_per_second=20)`` answers HTTP 429 (the provider's error body, with
+``retry-after`` and ``retry-after-ms``) to a request that finds that many requests already accepted in the last
+second. ``ScriptedLLMServer.billed`` counts the replies a provider would bill, ``rate_limited`` the 429s of the
+rate limit: a client that never pays twice makes ``billed`` equal its own count of billed calls.
 """
 
 from __future__ import annotations
@@ -28,7 +35,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import random
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -50,6 +60,8 @@ class RecordedRequest:
     body: dict[str, Any]
     batch_id: str | None = None  # set when the request came in a batch
     reply_usage: dict[str, Any] | None = None  # the usage block the server answered with (tokens, cached tokens)
+    received_at: float = 0.0  # time.monotonic() when the request arrived (0.0 in a batch)
+    rate_limited: bool = False  # answered 429 by the server's rate limit (no scripted reply was used)
 
     @property
     def model(self) -> str:
@@ -139,6 +151,43 @@ class Reply:
 
 
 Script = Callable[[RecordedRequest], Reply]
+
+
+@dataclass(frozen=True)
+class Latency:
+    """How long the server takes to answer a chat request: lognormal, ``median`` seconds, ``sigma`` the standard
+    deviation of its logarithm (0: always the median). Each request's time is drawn from ``seed`` and a hash of its
+    body, so runs are reproducible under any concurrency."""
+
+    median: float
+    sigma: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (self.median >= 0 and math.isfinite(self.median)) or not (self.sigma >= 0 and math.isfinite(self.sigma)):
+            raise ValueError(f"Latency needs a median and a sigma >= 0, not {self.median}, {self.sigma}")
+
+    def seconds(self, body: bytes) -> float:
+        """The answer time of a request with this body."""
+        rng = random.Random(hashlib.sha256(b"%d:" % self.seed + body).digest())
+        return self.median * math.exp(self.sigma * rng.gauss(0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """HTTP 429 for a chat request that finds ``requests_per_second`` requests already accepted in the last
+    ``window`` seconds (a sliding window; refused requests do not count). ``retry_after``: the seconds the 429 asks
+    to wait; None: exactly until the window has room (``retry-after-ms``; ``retry-after`` rounded up to whole
+    seconds). A refused request is recorded in ``requests`` with ``rate_limited`` set and uses up no scripted
+    reply."""
+
+    requests_per_second: float
+    retry_after: float | None = None
+    window: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.requests_per_second > 0 or not self.window > 0:
+            raise ValueError("RateLimit needs requests_per_second > 0 and window > 0")
 
 
 def _tokens(text: str) -> int:
@@ -270,9 +319,20 @@ class ScriptedLLMServer(BatchRoutes):
     """
 
     def __init__(
-        self, script: Script | None = None, *, refuse_json_schema: bool = False, refusal_delay: float = 0.0
+        self,
+        script: Script | None = None,
+        *,
+        refuse_json_schema: bool = False,
+        refusal_delay: float = 0.0,
+        latency: Latency | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self.script = script
+        self.latency = latency
+        self.rate_limit = rate_limit
+        self.billed = 0  # replies a provider would bill (HTTP 200 with usage), direct and batched
+        self.rate_limited = 0  # 429s answered by ``rate_limit``
+        self._accepted: deque[float] = deque()  # arrival times of the requests the rate limit let through
         self.refuse_json_schema = refuse_json_schema
         self.refusal_delay = refusal_delay
         self.requests: list[RecordedRequest] = []
@@ -316,6 +376,23 @@ class ScriptedLLMServer(BatchRoutes):
         if self.script is None:
             return Reply.error(500, message="the scripted server has no reply for this request")
         return self.script(req)
+
+    def _admit(self, req: RecordedRequest) -> float | None:
+        """None when the rate limit lets ``req`` through, else the seconds until it would (recorded, counted)."""
+        limit = self.rate_limit
+        if limit is None:
+            return None
+        with self._lock:
+            now = req.received_at
+            while self._accepted and self._accepted[0] <= now - limit.window:
+                self._accepted.popleft()
+            if len(self._accepted) < limit.requests_per_second:
+                self._accepted.append(now)
+                return None
+            req.rate_limited = True
+            self.requests.append(req)
+            self.rate_limited += 1
+            return max(0.0, self._accepted[0] + limit.window - now)
 
     def requests_for(self, api: Api) -> list[RecordedRequest]:
         return [r for r in self.requests if r.api == api]
@@ -363,6 +440,8 @@ class ScriptedLLMServer(BatchRoutes):
         cache = self._cache_usage(req, reply)
         body = _openai_body(req, reply, cache) if req.api == "openai" else _anthropic_body(req, reply, cache)
         req.reply_usage = body.get("usage")
+        with self._lock:
+            self.billed += 1
         return body
 
     def _answer_batched(self, batch: ScriptedBatch, body: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
@@ -435,9 +514,21 @@ class ScriptedLLMServer(BatchRoutes):
                 else:
                     self._send(404, {"error": {"message": f"no route {path}"}})
                     return
-                req = RecordedRequest(api=api, path=path, headers=dict(self.headers.items()), body=body)
+                req = RecordedRequest(
+                    api=api, path=path, headers=dict(self.headers.items()), body=body, received_at=time.monotonic()
+                )
+                wait = server._admit(req)
+                if wait is not None:
+                    limit = server.rate_limit
+                    assert limit is not None
+                    wait = limit.retry_after if limit.retry_after is not None else wait
+                    message = f"rate limit reached: {limit.requests_per_second:g} requests per {limit.window:g} s"
+                    retry = {"retry-after": str(math.ceil(wait)), "retry-after-ms": f"{wait * 1000:.0f}"}
+                    self._send(429, _error_body(api, 429, message), retry)
+                    return
                 reply = server._next_reply(req)
-                if reply.delay and server._stopping.wait(reply.delay):
+                delay = reply.delay + (server.latency.seconds(raw) if server.latency is not None else 0.0)
+                if delay and server._stopping.wait(delay):
                     return
                 if reply.kind == "error":
                     self._send(reply.status, _error_body(api, reply.status, reply.content), reply.headers)
