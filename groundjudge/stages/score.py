@@ -86,7 +86,7 @@ def _num(x: float, limit: float) -> tuple[str, str]:
         a, b = f"{x:.{digits}f}", f"{limit:.{digits}f}"
         if a != b or x == limit:
             return a, b
-    return f"{x!r}", f"{limit!r}"
+    return f"{x:.17g}", f"{limit:.17g}"
 
 
 def _parts(scores: Scores, weights: Mapping[str, float] | None) -> dict[str, float | None]:
@@ -132,7 +132,7 @@ def _combined_text(
         text += f"; all {s.n_claims} claims SUPPORTED"
     if low:
         named = ", ".join(f"{k} {present[k]:.2f}" for k in low)
-        text += f"; pulled down by {named} (below {limit:.2f})"
+        text += f"; pulled down by {named} (below {bound})"
         if "claims" in low:
             text += f"; {s.n_supported} of {s.n_claims} claims SUPPORTED"
         qa_text = _qa_text(qa, present["qa"]) if "qa" in low else ""
