@@ -257,7 +257,7 @@ def diagnosis_lines(d: Diagnosis) -> list[str]:
 
     lines = [
         f"{d.id}: {d.verdict}; cause: {d.cause}" + (f" ({d.blame} is to blame)" if d.blame else ""),
-        *(f"  why {d.verdict}: {reason}" for reason in d.verdict_reasons),
+        *(f"  why: {reason}" for reason in d.verdict_reasons),
         f"  {d.explanation}",
         f"  context precision {pct(d.context_precision)} ({len(d.relevant_contexts)} of {d.n_contexts}: "
         f"{', '.join(str(i + 1) for i in d.relevant_contexts) or 'none'}); context recall {pct(d.context_recall)}",

@@ -72,7 +72,7 @@ def explain_report(report: Any) -> list[str]:
     are not supported: verdict, route, reason and the closest source text."""
     from groundjudge.diagnose import closest_source
 
-    lines = [f"  why {report.verdict}: {reason}" for reason in report.verdict_reasons]
+    lines = [f"  why: {reason}" for reason in report.verdict_reasons]
     bad = [c for c in report.claims if c.label != "SUPPORTED"]
     if bad:
         lines.append(f"claims not supported ({len(bad)} of {len(report.claims)}):")
