@@ -101,7 +101,9 @@ def _check(s: Scores, t: Thresholds, weights: dict[str, float] | None, qa: QARes
 
 @settings(max_examples=300, deadline=None, database=None)
 @given(scored(), thresholds(), st.booleans())
-def test_the_reasons_name_the_verdict_decide_gives(case: tuple[Scores, QAResult | None], t: Thresholds, w: bool) -> None:
+def test_the_reasons_name_the_verdict_decide_gives(
+    case: tuple[Scores, QAResult | None], t: Thresholds, w: bool
+) -> None:
     s, qa = case
     _check(s, t, WEIGHTS if w else None, qa)
 

@@ -291,7 +291,8 @@ def test_summarizer_skips_non_finite_scores_and_counts_the_row_failed() -> None:
 
 
 def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer() -> None:
-    # Issue 12.5: the share of answers scoring below 0.8 beside the share of answers with a contradicted claim; the claims nobody checked for a contradiction; requests and tokens per answer.
+    # Issue 12.5: the share of answers scoring below 0.8 beside the share of answers with a contradicted claim; the
+    # claims nobody checked for a contradiction; requests and tokens per answer.
     from groundjudge.models import Usage
     from groundjudge.review.report import Summarizer, summarize, summary_rows
 
@@ -305,7 +306,9 @@ def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer
         r.scores.n_contradiction_unchecked = r.scores.n_supported
         r.usage = Usage(calls=2, cached_calls=1, input_tokens=1000, output_tokens=100, cached_input_tokens=250)
     s = summarize(reports)
-    assert s.answers_below_threshold_share == pytest.approx(2 / 4) and s.answers_scored == 4 and s.score_threshold == 0.8
+    assert (
+        s.answers_below_threshold_share == pytest.approx(2 / 4) and s.answers_scored == 4 and s.score_threshold == 0.8
+    )
     assert s.answers_contradicted_share == pytest.approx(1 / 4)
     assert s.contradiction_unchecked == 3 and s.claims == 4
     rows = dict(summary_rows(s))

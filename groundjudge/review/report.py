@@ -32,8 +32,9 @@ class RunSummary(BaseModel):
         None, description="share of answers with a judged claim that have a CONTRADICTED claim"
     )
     answers_not_supported_share: float | None = Field(
-        None, description="share of answers with claims that have a claim not SUPPORTED (contradicted, unsupported, "
-        "or not judged)"
+        None,
+        description="share of answers with claims that have a claim not SUPPORTED (contradicted, unsupported, "
+        "or not judged)",
     )
     answers_with_claims: int = Field(0, description="answers with at least one claim")
     mean_contradicted_share: float | None = Field(None, description="mean of the answers' contradicted_share")
@@ -52,7 +53,8 @@ class RunSummary(BaseModel):
     worst: list[tuple[str, float]] = Field(default_factory=list, description="lowest combined scores (id, score)")
     failures: list[str] = Field(default_factory=list, description="the first failed rows and why (at most 10)")
     not_passed: list[str] = Field(
-        default_factory=list, description="the first answers that did not PASS (nor ERROR: see failures), and why (at most 10)"
+        default_factory=list,
+        description="the first answers that did not PASS (nor ERROR: see failures), and why (at most 10)",
     )
 
 
