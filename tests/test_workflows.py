@@ -260,8 +260,8 @@ def test_summarizer_is_exact_in_constant_memory() -> None:
         s.add(_report(str(i), None, claim_label="CONTRADICTED" if i % 10 == 0 else "SUPPORTED", combined=x))
     summary = s.summary()
     ordered = sorted(scores)
-    assert summary.n == 501 and summary.mean_faithfulness == pytest.approx(sum(scores) / 501)
-    assert summary.p10_faithfulness == pytest.approx(ordered[50], abs=1e-9)
+    assert summary.n == 501 and summary.mean_combined == pytest.approx(sum(scores) / 501)
+    assert summary.p10_combined == pytest.approx(ordered[50], abs=1e-9)
     assert [score for _, score in summary.worst] == pytest.approx(ordered[:3])
     assert summary.answers_contradicted_share == pytest.approx(51 / 501)
 
@@ -278,7 +278,7 @@ def test_summarizer_skips_non_finite_scores_and_counts_the_row_failed() -> None:
     s.add(poisoned)
     summary = s.summary()
     assert summary.n == 2 and summary.rows_failed == 1
-    assert summary.mean_faithfulness == pytest.approx(0.8) and summary.p10_faithfulness == pytest.approx(0.8)
+    assert summary.mean_combined == pytest.approx(0.8) and summary.p10_combined == pytest.approx(0.8)
     assert summary.worst == [("ok", 0.8)] and summary.failures[0].startswith("nan: non-finite score")
     # the writer's guard: the same report becomes an ERROR of its row, in strict JSON
     fixed = finite_report(poisoned)

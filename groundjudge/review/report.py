@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 from groundjudge.errors import ConfigError
 from groundjudge.io.jsonl import read_jsonl, read_lines
 from groundjudge.models import AnswerReport, Scores, Usage
+from groundjudge.review.metrics import answer_prediction
 
 
 class RunSummary(BaseModel):
@@ -39,8 +40,8 @@ class RunSummary(BaseModel):
     answers_with_claims: int = Field(0, description="answers with at least one claim")
     mean_contradicted_share: float | None = Field(None, description="mean of the answers' contradicted_share")
     mean_not_supported_share: float | None = Field(None, description="mean of the answers' not_supported_share")
-    mean_faithfulness: float | None = Field(None, description="mean combined score")
-    p10_faithfulness: float | None = None
+    mean_combined: float | None = Field(None, description="mean combined score")
+    p10_combined: float | None = Field(None, description="10th percentile of the combined score")
     mean_claim_score: float | None = None
     mean_nli_score: float | None = None
     mean_qa_score: float | None = None
@@ -114,7 +115,7 @@ class Summarizer:
             self.with_contradiction += s.n_contradicted > 0
         if s.n_claims:
             self.with_claims += 1
-            self.not_all_supported += s.n_supported < s.n_claims
+            self.not_all_supported += answer_prediction(r) == "hallucinated"
         if r.verdict not in ("PASS", "ERROR") and r.verdict_reasons and len(self.not_passed) < 10:
             self.not_passed.append(f"{r.id}: {'; '.join(r.verdict_reasons)}")
         if s.combined is not None and "combined" not in non_finite:
@@ -161,8 +162,8 @@ class Summarizer:
             answers_with_claims=self.with_claims,
             mean_contradicted_share=self._mean("contradicted_share"),
             mean_not_supported_share=self._mean("not_supported_share"),
-            mean_faithfulness=self._mean("combined"),
-            p10_faithfulness=self._quantile(0.1),
+            mean_combined=self._mean("combined"),
+            p10_combined=self._quantile(0.1),
             mean_claim_score=self._mean("claims"),
             mean_nli_score=self._mean("nli"),
             mean_qa_score=self._mean("qa"),
@@ -266,7 +267,7 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
             f"{pct(s.mean_contradicted_share)} / {pct(s.mean_not_supported_share)}",
         ),
         ("contradiction not checked", unchecked),
-        ("mean faithfulness (combined) / p10", f"{num(s.mean_faithfulness)} / {num(s.p10_faithfulness)}"),
+        ("mean combined score / p10", f"{num(s.mean_combined)} / {num(s.p10_combined)}"),
         (
             "mean claim / NLI / QA score",
             f"{num(s.mean_claim_score)} / {num(s.mean_nli_score)} / {num(s.mean_qa_score)}",

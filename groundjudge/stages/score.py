@@ -134,7 +134,9 @@ def _combined_text(
         named = ", ".join(f"{k} {present[k]:.2f}" for k in low)
         text += f"; pulled down by {named} (below {bound})"
         if "claims" in low:
-            text += f"; {s.n_supported} of {s.n_claims} claims SUPPORTED"
+            others = {"UNSUPPORTED": s.n_unsupported, "CONTRADICTED": s.n_contradicted, "not judged": s.n_errors}
+            rest = ", ".join(f"{count} {name}" for name, count in others.items() if count)
+            text += f"; {s.n_supported} of {s.n_claims} claims SUPPORTED" + (f" ({rest})" if rest else "")
         qa_text = _qa_text(qa, present["qa"]) if "qa" in low else ""
         text += f"; {qa_text}" if qa_text else ""
     return text
