@@ -174,10 +174,10 @@ def test_each_rule_gives_its_reason() -> None:
     ]
 
 
-def _report(rid: str, labels: list[str]) -> AnswerReport:
-    claims = [_claim(i, label, 1.0 if label == "SUPPORTED" else 0.2) for i, label in enumerate(labels)]
-    s = compute_scores(claims, None, WEIGHTS, 0.5)
-    ruling = decide(s, Thresholds(), WEIGHTS)
+def _report(rid: str, labels: list[str], weights: dict[str, float] = WEIGHTS, support: float = 0.2) -> AnswerReport:
+    claims = [_claim(i, label, 1.0 if label == "SUPPORTED" else support) for i, label in enumerate(labels)]
+    s = compute_scores(claims, None, weights, 0.5)
+    ruling = decide(s, Thresholds(), weights)
     return AnswerReport(
         id=rid, verdict=ruling.verdict, verdict_reasons=ruling.reasons, mode="nli", scores=s, claims=claims
     )
@@ -194,6 +194,14 @@ def test_compare_moves_the_not_supported_share_when_unsupported_claims_are_added
     assert m["not_supported_share"]["mean_a"] == 0.0 and m["not_supported_share"]["mean_b"] > 0
     assert summarize(b).answers_not_supported_share == pytest.approx(0.5)
     assert summarize(b).answers_contradicted_share == 0.0
+    # the gate (compare --fail-if-worse, the pytest baseline) sees it even where the combined score does not move:
+    # here only the NLI part counts, and the added claims are entailed
+    nli_only = {"nli": 1.0}
+    a = [_report(f"r{i}", ["SUPPORTED"] * 4, nli_only) for i in range(16)]
+    b = [_report(f"r{i}", ["SUPPORTED"] * 4 + ["UNSUPPORTED"] * 6 * (i < 12), nli_only, 1.0) for i in range(16)]
+    result = compare_runs(a, b)
+    assert result["metrics"]["combined"]["diff"] == 0.0 and result["verdict_flips"] == {}
+    assert result["metrics"]["not_supported_share"]["b_worse"] and result["b_significantly_worse"]
 
 
 OLD_LINE = (
@@ -240,6 +248,12 @@ def test_the_summary_names_each_share_and_shows_why_answers_did_not_pass() -> No
     assert not any("hallucinat" in name for name in names)
     assert dict(rows)["answers with a claim not supported"] == "50.0% of 2"
     assert ("not passed", "bad: FAIL: 1 of 4 claims contradicted (0.25 > 0.10)") in rows
+    # the notebook: a report's table and the frame carry the reasons
+    assert "FAIL: 1 of 4 claims contradicted (0.25 &gt; 0.10)" in reports[1]._repr_html_()
+    pytest.importorskip("pandas")
+    from groundjudge.review.report import to_dataframe
+
+    assert to_dataframe(reports).loc["bad", "verdict_reasons"] == "FAIL: 1 of 4 claims contradicted (0.25 > 0.10)"
 
 
 def test_max_hallucinated_is_a_deprecated_name_of_max_contradicted(tmp_path: Path) -> None:
