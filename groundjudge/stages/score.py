@@ -167,7 +167,8 @@ def decide(
     limit = t.max_contradicted
     share = s.contradicted_share or 0.0
     coverage_low = s.coverage is not None and s.coverage < 1.0
-    coverage = f"coverage {s.coverage:.2f} < 1: {s.n_errors} of {n} claims not judged" if coverage_low else ""
+    shown = _num(s.coverage, 1.0)[0] if s.coverage is not None else ""
+    coverage = f"coverage {shown} < 1: {s.n_errors} of {n} claims not judged" if coverage_low else ""
     fails = []
     if s.combined < t.min_grounded:
         fails.append("FAIL: " + _combined_text(s, "<", t.min_grounded, weights, qa))
