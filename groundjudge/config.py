@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,22 +21,48 @@ UsdPerMTok = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class Thresholds(BaseModel):
-    """When an answer passes: grounded share and hallucination ratio limits."""
+    """When an answer passes: the combined score's limits and the contradicted share's limit.
+
+    ``max_contradicted`` was called ``max_hallucinated``: the old key still works (a DeprecationWarning says so).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     min_grounded: float = Field(0.7, ge=0, le=1, description="combined score below this fails")
     warn: float = Field(0.85, ge=0, le=1, description="combined score below this (and above min) warns")
-    max_hallucinated: float = Field(0.1, ge=0, le=1, description="hallucination ratio above this fails")
+    max_contradicted: float = Field(
+        0.1, ge=0, le=1, description="contradicted_share (CONTRADICTED claims over all claims) above this fails"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "max_hallucinated" in data:
+            if "max_contradicted" in data:
+                raise ValueError("give max_contradicted only (max_hallucinated is its old, deprecated name)")
+            warnings.warn(
+                "thresholds: 'max_hallucinated' is deprecated, call it 'max_contradicted' (the limit on the share "
+                "of claims CONTRADICTED)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            data = {("max_contradicted" if k == "max_hallucinated" else k): v for k, v in data.items()}
+        return data
+
+    @property
+    def max_hallucinated(self) -> float:
+        """Deprecated: :attr:`max_contradicted`."""
+        warnings.warn("Thresholds.max_hallucinated is deprecated: max_contradicted", DeprecationWarning, stacklevel=2)
+        return self.max_contradicted
 
 
 # The seeds' presets by use case: the minimum grounded score each kind of product tolerates.
 PRESETS: dict[str, Thresholds] = {
     "default": Thresholds(),
-    "support-bot": Thresholds(min_grounded=0.6, warn=0.75, max_hallucinated=0.15),
-    "knowledge-base": Thresholds(min_grounded=0.7, warn=0.85, max_hallucinated=0.1),
-    "medical-legal": Thresholds(min_grounded=0.9, warn=0.95, max_hallucinated=0.0),
-    "research": Thresholds(min_grounded=0.5, warn=0.7, max_hallucinated=0.2),
+    "support-bot": Thresholds(min_grounded=0.6, warn=0.75, max_contradicted=0.15),
+    "knowledge-base": Thresholds(min_grounded=0.7, warn=0.85, max_contradicted=0.1),
+    "medical-legal": Thresholds(min_grounded=0.9, warn=0.95, max_contradicted=0.0),
+    "research": Thresholds(min_grounded=0.5, warn=0.7, max_contradicted=0.2),
 }
 
 

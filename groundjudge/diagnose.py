@@ -67,6 +67,7 @@ class Diagnosis(BaseModel):
 
     id: str
     verdict: str
+    verdict_reasons: list[str] = Field(default_factory=list, description="the rules that made the verdict")
     failed: bool
     cause: Cause
     blame: Literal["retrieval", "generation"] | None = None
@@ -233,6 +234,7 @@ def diagnose(
     return Diagnosis(
         id=report.id,
         verdict=report.verdict,
+        verdict_reasons=list(report.verdict_reasons),
         failed=is_failed,
         cause=cause,
         blame=blame,
@@ -255,6 +257,7 @@ def diagnosis_lines(d: Diagnosis) -> list[str]:
 
     lines = [
         f"{d.id}: {d.verdict}; cause: {d.cause}" + (f" ({d.blame} is to blame)" if d.blame else ""),
+        *(f"  why: {reason}" for reason in d.verdict_reasons),
         f"  {d.explanation}",
         f"  context precision {pct(d.context_precision)} ({len(d.relevant_contexts)} of {d.n_contexts}: "
         f"{', '.join(str(i + 1) for i in d.relevant_contexts) or 'none'}); context recall {pct(d.context_recall)}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field, model_validator
 
 Role = Literal["system", "user", "assistant"]
 
@@ -219,13 +219,21 @@ class QAResult(BaseModel):
 
 
 class Scores(BaseModel):
-    """Scores in [0, 1]; None where the part did not run or had nothing to score."""
+    """Scores in [0, 1]; None where the part did not run or had nothing to score (README "Quantities").
+
+    ``contradicted_share`` was called ``hallucination_ratio`` before: report files that carry the old key still
+    read (it is accepted on input, never written).
+    """
 
     claims: float | None = None
     nli: float | None = None
     qa: float | None = None
     combined: float | None = None
-    hallucination_ratio: float | None = None
+    contradicted_share: float | None = Field(
+        None,
+        validation_alias=AliasChoices("contradicted_share", "hallucination_ratio"),
+        description="CONTRADICTED claims over all claims; None when no claim could be judged",
+    )
     coverage: float | None = None
     n_claims: int = 0
     n_judged: int = 0
@@ -237,12 +245,24 @@ class Scores(BaseModel):
     n_weak: int = 0
     n_contradiction_unchecked: int = Field(0, description="claims decided without a check for contradiction")
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def not_supported_share(self) -> float | None:
+        """Claims that are not SUPPORTED (CONTRADICTED, UNSUPPORTED or not judged) over all claims; None without
+        claims. Computed from the counts, so report files written before it existed have it too."""
+        return (self.n_claims - self.n_supported) / self.n_claims if self.n_claims else None
+
 
 class AnswerReport(BaseModel):
     """Everything groundjudge found about one answer; round-trips through JSON."""
 
     id: str
     verdict: AnswerVerdict
+    verdict_reasons: list[str] = Field(
+        default_factory=list,
+        description="each rule that made the verdict, with its numbers, as 'VERDICT: why' (stages.score.decide); "
+        "empty in report files written before reasons were recorded",
+    )
     mode: str
     scores: Scores
     claims: list[ClaimVerdict] = Field(default_factory=list)
@@ -256,6 +276,13 @@ class AnswerReport(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     row: int | None = None
     versions: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _error_reasons(self) -> AnswerReport:
+        """An ERROR report made where no rule ran (a row that failed on the way) gives its errors as its reasons."""
+        if self.verdict == "ERROR" and not self.verdict_reasons:
+            self.verdict_reasons = [f"ERROR: {e}" for e in self.errors] or ["ERROR: the answer could not be evaluated"]
+        return self
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -295,5 +322,6 @@ def report_html(r: AnswerReport) -> str:
         "<table><tr><th>claim</th><th>label</th><th>route</th><th>entailment</th><th>flags</th>"
         f"<th>reason</th></tr>{rows}</table>"
     )
+    reasons = "".join(f"<div>{escape(reason)}</div>" for reason in r.verdict_reasons)
     errors = "".join(f"<div style='color:#c62828'>{escape(e)}</div>" for e in r.errors)
-    return f"<div>{head}{table}{errors}</div>"
+    return f"<div>{head}{reasons}{table}{errors}</div>"

@@ -45,6 +45,7 @@ def test_a_contradicted_claim_blames_generation_with_the_quote(shared_nli: Any, 
     assert bad.passage == "completed in 1889" and bad.doc == 0 and bad.reason == "The source says 1889."
     text = "\n".join(diagnosis_lines(d))
     assert "generation is to blame" in text and "closest (source 1): completed in 1889" in text
+    assert "  why: FAIL: 1 of 2 claims contradicted (0.50 > 0.10)" in text.splitlines()
 
 
 def test_irrelevant_chunks_blame_retrieval(shared_nli: Any, tmp_path: Path) -> None:

@@ -263,9 +263,9 @@ def test_a_judge_failure_never_improves_the_verdict(shared_nli: Any, tmp_path: P
 
     honest = run(None, "honest")
     failed = run({"c2"}, "failed")  # the judge never answers for the contradicted claim
-    assert honest.verdict == "FAIL" and honest.scores.hallucination_ratio == pytest.approx(1 / 4)
+    assert honest.verdict == "FAIL" and honest.scores.contradicted_share == pytest.approx(1 / 4)
     assert failed.verdict in ("FAIL", "ERROR")  # not WARN: the unjudged claim could be the contradiction
-    assert failed.scores.hallucination_ratio == 0.0 and failed.scores.n_errors == 1
+    assert failed.scores.contradicted_share == 0.0 and failed.scores.n_errors == 1
 
 
 def test_a_claim_too_long_for_nli_still_gets_its_evidence(shared_nli: Any, tmp_path: Path) -> None:
@@ -324,7 +324,7 @@ def test_a_number_conflict_is_escalated_in_the_cascade(shared_nli: Any, tmp_path
         off = _ev(server, shared_nli, tmp_path / "off", qa=False, escalate_conflicts=False).evaluate(TALL, [CONTEXT])
     tall_on, tall_off = on.claims[1], off.claims[1]
     assert tall_on.route == "judge" and tall_on.label == "CONTRADICTED" and "conflict" in tall_on.flags
-    assert tall_on.contradiction_checked and on.scores.hallucination_ratio == pytest.approx(0.5)
+    assert tall_on.contradiction_checked and on.scores.contradicted_share == pytest.approx(0.5)
     # without escalation the report says plainly that nobody looked for the contradiction
     assert tall_off.route == "nli"
     assert tall_off.label == "UNSUPPORTED" and not tall_off.contradiction_checked

@@ -89,6 +89,10 @@ def test_reviewer_sees_highlighted_claims_and_evidence(browser: Any, reports: li
     highlighted = {e.text: e.get_attribute("data-label") for e in bad.find_elements(By.CSS_SELECTOR, ".claim")}
     assert highlighted == {"The Eiffel Tower is in Paris.": "SUPPORTED", "It was completed in 1899.": "CONTRADICTED"}
     assert bad.text.startswith("FAIL")
+    # the card says which rule made the verdict, with its numbers (issue 18)
+    assert "FAIL: 1 of 2 claims contradicted (0.50 > 0.10)" in bad.find_element(By.CSS_SELECTOR, ".reasons").text
+    good = browser.find_element(By.ID, "answer-good").find_element(By.CSS_SELECTOR, ".reasons")
+    assert good.text.startswith("PASS: combined")
     # clicking a claim shows its verdict, route, reason and the quote marked in the source passage
     bad.find_element(By.CSS_SELECTOR, ".claim.CONTRADICTED").click()
     detail = browser.find_element(By.ID, "detail")

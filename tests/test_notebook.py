@@ -29,7 +29,7 @@ def test_rerunning_a_cell_is_free_and_says_so(shared_nli: Any, tmp_path: Path) -
 
     frame = second.to_dataframe()
     assert list(frame.index) == ["good", "bad"] and list(frame["verdict"]) == ["PASS", "FAIL"]
-    assert {"combined", "coverage", "hallucination_ratio", "cost_usd"} <= set(frame.columns)
+    assert {"combined", "coverage", "contradicted_share", "cost_usd"} <= set(frame.columns)
     claims = second.claims_dataframe()
     assert len(claims) == 4 and set(claims["label"]) == {"SUPPORTED", "CONTRADICTED"}
     html = second[1]._repr_html_()

@@ -161,7 +161,7 @@ def test_contradicted_number_fails(llm_server: ScriptedLLMServer, shared_nli: An
     report = evaluator(llm_server, shared_nli, tmp_path, qa=False).evaluate(BAD_ANSWER, [CONTEXT])
     assert report.verdict == "FAIL"
     assert [c.label for c in report.claims] == ["SUPPORTED", "CONTRADICTED"]
-    assert report.scores.hallucination_ratio == 0.5
+    assert report.scores.contradicted_share == 0.5
     assert report.claims[1].quotes[0].verified and report.claims[1].reason == "The source says 1889."
 
 
@@ -374,26 +374,26 @@ def test_scores_are_honest() -> None:
     weights = Config().weights
     thresholds = Config().effective_thresholds
     none = compute_scores([], None, weights, 0.5)
-    assert decide(none, thresholds) == "NO_CLAIMS" and none.combined is None and none.coverage is None
+    assert decide(none, thresholds).verdict == "NO_CLAIMS" and none.combined is None and none.coverage is None
     errors_only = compute_scores([_verdict("ERROR")] * 2, None, weights, 0.5)
-    assert decide(errors_only, thresholds) == "ERROR" and errors_only.claims is None
+    assert decide(errors_only, thresholds).verdict == "ERROR" and errors_only.claims is None
     mixed = compute_scores([_verdict("SUPPORTED"), _verdict("ERROR")], None, weights, 0.5)
     assert mixed.claims == 1.0 and mixed.coverage == 0.5
     # the combination counts the unjudged claim as not supported: (0.4 * 1/2 + 0.3 * 0.9) / 0.7
     assert mixed.combined == pytest.approx((0.4 * 0.5 + 0.3 * 0.9) / 0.7)
-    assert decide(mixed, thresholds) == "FAIL"
+    assert decide(mixed, thresholds).verdict == "FAIL"
     all_judged = compute_scores([_verdict("SUPPORTED", 0.9)] * 2, None, weights, 0.5)
     partial = compute_scores(
         [_verdict("SUPPORTED", 0.9), _verdict("SUPPORTED", 0.9), _verdict("ERROR")], None, weights, 0.5
     )
-    assert decide(all_judged, thresholds) == "PASS" and decide(partial, thresholds) != "PASS"
+    assert decide(all_judged, thresholds).verdict == "PASS" and decide(partial, thresholds).verdict != "PASS"
     # weights renormalised over the parts that ran: claims 0.4 and nli 0.3 -> 4/7 and 3/7
     two = compute_scores([_verdict("SUPPORTED", 0.3), _verdict("UNSUPPORTED", 0.1)], None, weights, 0.5)
     assert two.combined == pytest.approx((0.4 * 0.5 + 0.3 * 0.2) / 0.7)
     with_qa = compute_scores([_verdict("SUPPORTED", 1.0)], QAResult(score=0.0), weights, 0.5)
     assert with_qa.combined == pytest.approx(0.7)
     halluc = compute_scores([_verdict("SUPPORTED", 1.0)] * 9 + [_verdict("CONTRADICTED", 1.0)] * 2, None, weights, 0.5)
-    assert decide(halluc, thresholds) == "FAIL"  # 2/11 > 0.1 hallucinated although combined is 0.93
+    assert decide(halluc, thresholds).verdict == "FAIL"  # 2/11 > 0.1 contradicted although combined is 0.93
 
 
 def test_long_contexts_send_only_the_evidence_passages_with_true_offsets() -> None:

@@ -173,7 +173,7 @@ def _run(version: str) -> list[AnswerReport]:
                 scores=Scores(
                     combined=combined,
                     claims=combined,
-                    hallucination_ratio=(1 - combined) / 2 + (0.3 if flip else 0.0),
+                    contradicted_share=(1 - combined) / 2 + (0.3 if flip else 0.0),
                     n_claims=len(claims),
                 ),
                 claims=claims,
@@ -223,7 +223,7 @@ def test_compare_page_in_the_browser(browser: Any, tmp_path: Path) -> None:  # n
     browser.get(page.as_uri())
     intervals = browser.find_elements(By.CSS_SELECTOR, "#differences svg g.interval")
     names = [g.get_attribute("data-name") for g in intervals]
-    assert names[:2] == ["combined", "claims"] and "hallucination_ratio (lower is better)" in names
+    assert names[:2] == ["combined", "claims"] and "contradicted_share (lower is better)" in names
     combined = stats["metrics"]["combined"]
     assert float(intervals[0].get_attribute("data-estimate")) == pytest.approx(combined["diff"], abs=1e-5)
     assert intervals[0].find_element(By.TAG_NAME, "circle").get_attribute("fill") == "#c62828"

@@ -73,6 +73,7 @@ def test_assert_grounded_in_process(shared_nli: Any, tmp_path: Path) -> None:
     assert isinstance(exc.value, GroundingAssertionError)
     message = str(exc.value)
     assert message.startswith("answer not grounded: combined score") and "(verdict FAIL)" in message
+    assert "\n  why: FAIL: combined " in message  # the verdict's own reasons, with the parts behind the score
     assert f'[UNSUPPORTED, nli] "{INVENTED}"' in message and "closest source text (source 1)" in message
     assert assert_grounded(INVENTED, [CONTEXT], min_score=0.0, evaluator=ev).verdict == "FAIL"
 

@@ -67,7 +67,7 @@ def _report(
             n_judged=int(claim_label != "ERROR"),
             n_supported=n_sup,
             n_contradicted=int(claim_label == "CONTRADICTED"),
-            hallucination_ratio=float(claim_label == "CONTRADICTED"),
+            contradicted_share=float(claim_label == "CONTRADICTED"),
             coverage=1.0,
         ),
     )
@@ -328,10 +328,10 @@ def test_summarizer_is_exact_in_constant_memory() -> None:
         s.add(_report(str(i), None, claim_label="CONTRADICTED" if i % 10 == 0 else "SUPPORTED", combined=x))
     summary = s.summary()
     ordered = sorted(scores)
-    assert summary.n == 501 and summary.mean_faithfulness == pytest.approx(sum(scores) / 501)
-    assert summary.p10_faithfulness == pytest.approx(ordered[50], abs=1e-9)
+    assert summary.n == 501 and summary.mean_combined == pytest.approx(sum(scores) / 501)
+    assert summary.p10_combined == pytest.approx(ordered[50], abs=1e-9)
     assert [score for _, score in summary.worst] == pytest.approx(ordered[:3])
-    assert summary.hallucination_rate == pytest.approx(51 / 501)
+    assert summary.answers_contradicted_share == pytest.approx(51 / 501)
 
 
 def test_summarizer_skips_non_finite_scores_and_counts_the_row_failed() -> None:
@@ -346,7 +346,7 @@ def test_summarizer_skips_non_finite_scores_and_counts_the_row_failed() -> None:
     s.add(poisoned)
     summary = s.summary()
     assert summary.n == 2 and summary.rows_failed == 1
-    assert summary.mean_faithfulness == pytest.approx(0.8) and summary.p10_faithfulness == pytest.approx(0.8)
+    assert summary.mean_combined == pytest.approx(0.8) and summary.p10_combined == pytest.approx(0.8)
     assert summary.worst == [("ok", 0.8)] and summary.failures[0].startswith("nan: non-finite score")
     # the writer's guard: the same report becomes an ERROR of its row, in strict JSON
     fixed = finite_report(poisoned)
@@ -359,8 +359,8 @@ def test_summarizer_skips_non_finite_scores_and_counts_the_row_failed() -> None:
 
 
 def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer() -> None:
-    # Issue 12.5: the hallucination rate users ask for (combined score below 0.8) beside the share of answers with
-    # a contradicted claim; the claims nobody checked for a contradiction; requests and tokens per answer.
+    # Issue 12.5: the share of answers scoring below 0.8 beside the share of answers with a contradicted claim; the
+    # claims nobody checked for a contradiction; requests and tokens per answer.
     from groundjudge.models import Usage
     from groundjudge.review.report import Summarizer, summarize, summary_rows
 
@@ -374,11 +374,13 @@ def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer
         r.scores.n_contradiction_unchecked = r.scores.n_supported
         r.usage = Usage(calls=2, cached_calls=1, input_tokens=1000, output_tokens=100, cached_input_tokens=250)
     s = summarize(reports)
-    assert s.below_threshold_rate == pytest.approx(2 / 4) and s.answers_scored == 4 and s.score_threshold == 0.8
-    assert s.hallucination_rate == pytest.approx(1 / 4)
+    assert (
+        s.answers_below_threshold_share == pytest.approx(2 / 4) and s.answers_scored == 4 and s.score_threshold == 0.8
+    )
+    assert s.answers_contradicted_share == pytest.approx(1 / 4)
     assert s.contradiction_unchecked == 3 and s.claims == 4
     rows = dict(summary_rows(s))
-    assert rows["hallucination rate (answers scoring below 0.8)"] == "50.0% of 4 scored"
+    assert rows["answers scoring below 0.8"] == "50.0% of 4 scored"
     assert rows["answers with a contradicted claim"] == "25.0%"
     assert rows["contradiction not checked"] == (
         "3 of 4 claims (decided locally by a model with no calibrated contradiction head)"
@@ -390,8 +392,8 @@ def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer
     for r in [*reports, AnswerReport(id="e", verdict="NO_CLAIMS", mode="nli", scores=Scores())]:
         strict.add(r)
     t = strict.summary()
-    assert t.below_threshold_rate == pytest.approx(3 / 4) and t.answers_scored == 4 and t.n == 5
-    assert "hallucination rate (answers scoring below 0.85)" in dict(summary_rows(t))
+    assert t.answers_below_threshold_share == pytest.approx(3 / 4) and t.answers_scored == 4 and t.n == 5
+    assert "answers scoring below 0.85" in dict(summary_rows(t))
 
 
 # -- presets ---------------------------------------------------------------------------------------------------

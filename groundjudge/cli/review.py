@@ -245,7 +245,9 @@ def compare_command(
 
         console = Console()
         table = Table(title=f"B vs A over {result['paired']} paired samples")
-        for col in ("metric", "mean A", "mean B", "diff", "95% CI", "p", ""):
+        # a narrow terminal wraps the other columns, never cuts a metric's name
+        table.add_column("metric", no_wrap=True, min_width=max(map(len, result["metrics"]), default=6))
+        for col in ("mean A", "mean B", "diff", "95% CI", "p", ""):
             table.add_column(col)
         for name, m in result["metrics"].items():
             mark = "[red]B worse[/red]" if m["b_worse"] else ("significant" if m["significant"] else "")

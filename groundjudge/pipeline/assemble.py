@@ -1,7 +1,7 @@
 """An :class:`~groundjudge.models.AnswerReport` from a finished :class:`~groundjudge.pipeline.work.Work`.
 
 Holds :func:`answer_report` (the sample's fields and the cost), :func:`failed_report` (an ERROR report) and
-:func:`final_report` (claim verdicts, scores and the verdict).
+:func:`final_report` (claim verdicts, scores, the verdict and its reasons).
 """
 
 from __future__ import annotations
@@ -94,10 +94,12 @@ def final_report(
     scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=qa_expected)
     if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
         raise NLIError("a score is not a finite number")  # never written; the batch driver makes the row ERROR
+    ruling = decide(scores, c.effective_thresholds, c.weights, w.qa)
     return answer_report(
         w,
         mode,
-        verdict=decide(scores, c.effective_thresholds),
+        verdict=ruling.verdict,
+        verdict_reasons=ruling.reasons,
         scores=scores,
         claims=verdicts,
         qa=w.qa,

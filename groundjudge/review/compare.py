@@ -10,9 +10,11 @@ from typing import Any
 
 from groundjudge.models import AnswerReport, ClaimVerdict
 
-METRICS = ("combined", "claims", "nli", "qa", "hallucination_ratio", "coverage")
+# The per-answer quantities compared (README "Quantities"); report files written before ``contradicted_share`` was
+# named so carry it as ``hallucination_ratio`` and read as it; ``not_supported_share`` comes from the claim counts.
+METRICS = ("combined", "claims", "nli", "qa", "contradicted_share", "not_supported_share", "coverage")
 # For these a rise is bad.
-LOWER_IS_BETTER = {"hallucination_ratio"}
+LOWER_IS_BETTER = {"contradicted_share", "not_supported_share"}
 
 
 def bootstrap_ci(diffs: Sequence[float], n: int = 5000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
@@ -113,11 +115,9 @@ def compare_runs(
         for x, y in ranked[:top]
         if changed(x, y) != (0.0, 0)
     ]
-    combined = out["metrics"].get("combined")
-    halluc = out["metrics"].get("hallucination_ratio")
+    gated = ("combined", *sorted(LOWER_IS_BETTER))
     out["b_significantly_worse"] = bool(
-        (combined and combined["b_worse"])
-        or (halluc and halluc["b_worse"])
+        any(out["metrics"].get(m, {}).get("b_worse") for m in gated)
         or (out["mcnemar"]["p_value"] < alpha and lost > gained)
     )
     return out

@@ -57,7 +57,7 @@ padding:14px 16px;max-height:calc(100vh - 130px);overflow:auto}
 #detail h3{margin:0 0 8px;font-size:15px}#detail dl{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0}
 #detail dt{color:#666}.passage{white-space:pre-wrap;background:#fafafa;border:1px solid #eee;padding:8px;
 font-size:13px;margin-top:6px}mark{background:#ffe066}.flag{color:#c62828;font-weight:600}
-.hidden{display:none}
+.hidden{display:none}.reasons{font-size:13px;color:#333;margin:2px 0 6px;padding-left:18px}
 """
 
 _JS = r"""
@@ -177,6 +177,9 @@ function render() {
     h.append(el('span', 'scores', 'combined ' + fmt(s.combined) + ' · claims ' + fmt(s.claims) + ' · coverage ' + fmt(s.coverage)));
     (data.risk[ri] || []).forEach(r => h.append(el('span', 'risk', r)));
     card.append(h);
+    const why = rep.verdict_reasons || [];
+    if (why.length) { const ul = el('ul', 'reasons'); ul.title = 'why ' + rep.verdict;
+      why.forEach(r => ul.append(el('li', null, r))); card.append(ul); }
     if (rep.question) card.append(el('div', 'q', rep.question));
     const text = rep.answer || ''; const body = el('div', 'text');
     const spans = rep.claims.filter(c => c.claim.span).sort((a, b) => a.claim.span.start - b.claim.span.start);

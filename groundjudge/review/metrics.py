@@ -133,7 +133,9 @@ ANSWER_LABELS = ["consistent", "hallucinated"]
 
 def answer_prediction(report: Any) -> str:
     """The response rule, the one place it is written: an answer is consistent when every claim was judged and
-    judged SUPPORTED (a claim that could not be judged counts against it)."""
+    judged SUPPORTED (a claim that could not be judged counts against it); else ``hallucinated``, the one meaning
+    of the word (README "Quantities": the run summary's ``answers_not_supported_share`` counts these answers among
+    those with claims)."""
     s = report.scores
     return "consistent" if s.n_claims and s.n_supported == s.n_claims else "hallucinated"
 

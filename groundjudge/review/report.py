@@ -15,23 +15,33 @@ from pydantic import BaseModel, Field, ValidationError
 from groundjudge.errors import ConfigError
 from groundjudge.io.jsonl import read_jsonl, read_lines
 from groundjudge.models import AnswerReport, Scores, Usage
+from groundjudge.review.metrics import answer_prediction
 
 
 class RunSummary(BaseModel):
-    """What a run of many answers found (the seeds' measure_hallucination_rate, and more)."""
+    """What a run of many answers found; each share is named for what it counts (README "Quantities")."""
 
     n: int = 0
     verdicts: dict[str, int] = Field(default_factory=dict)
     rows_failed: int = 0
-    hallucination_rate: float | None = Field(None, description="share of answers with a CONTRADICTED claim")
-    score_threshold: float = Field(0.8, description="the combined score below which an answer counts as hallucinated")
-    below_threshold_rate: float | None = Field(
-        None, description="share of scored answers whose combined score is below score_threshold (the dataset rate)"
+    score_threshold: float = Field(0.8, description="the combined score answers_below_threshold_share counts below")
+    answers_below_threshold_share: float | None = Field(
+        None, description="share of scored answers whose combined score is below score_threshold"
     )
     answers_scored: int = Field(0, description="answers with a finite combined score")
-    mean_hallucination_ratio: float | None = None
-    mean_faithfulness: float | None = Field(None, description="mean combined score")
-    p10_faithfulness: float | None = None
+    answers_contradicted_share: float | None = Field(
+        None, description="share of answers with a judged claim that have a CONTRADICTED claim"
+    )
+    answers_not_supported_share: float | None = Field(
+        None,
+        description="share of answers with claims that have a claim not SUPPORTED (contradicted, unsupported, "
+        "or not judged)",
+    )
+    answers_with_claims: int = Field(0, description="answers with at least one claim")
+    mean_contradicted_share: float | None = Field(None, description="mean of the answers' contradicted_share")
+    mean_not_supported_share: float | None = Field(None, description="mean of the answers' not_supported_share")
+    mean_combined: float | None = Field(None, description="mean combined score")
+    p10_combined: float | None = Field(None, description="10th percentile of the combined score")
     mean_claim_score: float | None = None
     mean_nli_score: float | None = None
     mean_qa_score: float | None = None
@@ -43,6 +53,10 @@ class RunSummary(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     worst: list[tuple[str, float]] = Field(default_factory=list, description="lowest combined scores (id, score)")
     failures: list[str] = Field(default_factory=list, description="the first failed rows and why (at most 10)")
+    not_passed: list[str] = Field(
+        default_factory=list,
+        description="the first answers that did not PASS (nor ERROR: see failures), and why (at most 10)",
+    )
 
 
 class Summarizer:
@@ -52,7 +66,7 @@ class Summarizer:
     live in [0, 1]), so it is exact to 0.001.
     """
 
-    _KEYS = ("combined", "claims", "nli", "qa", "coverage", "hallucination_ratio")
+    _KEYS = ("combined", "claims", "nli", "qa", "coverage", "contradicted_share", "not_supported_share")
     _BINS = 1000
 
     def __init__(self, worst: int = 5, threshold: float = 0.8) -> None:
@@ -65,6 +79,9 @@ class Summarizer:
         self.verdicts: Counter[str] = Counter()
         self.rows_failed = 0
         self.with_contradiction = 0
+        self.with_claims = 0
+        self.not_all_supported = 0
+        self.not_passed: list[str] = []
         self.scored = 0
         self.sums = dict.fromkeys(self._KEYS, 0.0)
         self.counts = dict.fromkeys(self._KEYS, 0)
@@ -84,7 +101,9 @@ class Summarizer:
         if r.verdict == "ERROR" or r.errors or non_finite:
             self.rows_failed += 1
             if len(self.failures) < 10:
-                why = list(r.errors) + [f"non-finite score {', '.join(non_finite)}"] * bool(non_finite)
+                why = (list(r.errors) or [x for x in r.verdict_reasons if x.startswith("ERROR")]) + [
+                    f"non-finite score {', '.join(non_finite)}"
+                ] * bool(non_finite)
                 self.failures.append(f"{r.id}: {'; '.join(why) or 'no claim could be judged'}")
         for key in self._KEYS:
             value = getattr(s, key)
@@ -94,6 +113,11 @@ class Summarizer:
         if s.n_judged:
             self.scored += 1
             self.with_contradiction += s.n_contradicted > 0
+        if s.n_claims:
+            self.with_claims += 1
+            self.not_all_supported += answer_prediction(r) == "hallucinated"
+        if r.verdict not in ("PASS", "ERROR") and r.verdict_reasons and len(self.not_passed) < 10:
+            self.not_passed.append(f"{r.id}: {'; '.join(r.verdict_reasons)}")
         if s.combined is not None and "combined" not in non_finite:
             self.histogram[min(self._BINS, max(0, round(s.combined * self._BINS)))] += 1
             self.below_threshold += s.combined < self.threshold
@@ -128,13 +152,18 @@ class Summarizer:
             n=self.n,
             verdicts=dict(self.verdicts),
             rows_failed=self.rows_failed,
-            hallucination_rate=self.with_contradiction / self.scored if self.scored else None,
             score_threshold=self.threshold,
-            below_threshold_rate=self.below_threshold / self.counts["combined"] if self.counts["combined"] else None,
+            answers_below_threshold_share=(
+                self.below_threshold / self.counts["combined"] if self.counts["combined"] else None
+            ),
             answers_scored=self.counts["combined"],
-            mean_hallucination_ratio=self._mean("hallucination_ratio"),
-            mean_faithfulness=self._mean("combined"),
-            p10_faithfulness=self._quantile(0.1),
+            answers_contradicted_share=self.with_contradiction / self.scored if self.scored else None,
+            answers_not_supported_share=self.not_all_supported / self.with_claims if self.with_claims else None,
+            answers_with_claims=self.with_claims,
+            mean_contradicted_share=self._mean("contradicted_share"),
+            mean_not_supported_share=self._mean("not_supported_share"),
+            mean_combined=self._mean("combined"),
+            p10_combined=self._quantile(0.1),
             mean_claim_score=self._mean("claims"),
             mean_nli_score=self._mean("nli"),
             mean_qa_score=self._mean("qa"),
@@ -146,12 +175,13 @@ class Summarizer:
             usage=self.usage,
             worst=[(rid, -neg) for neg, rid in sorted(self._worst, reverse=True)],
             failures=list(self.failures),
+            not_passed=list(self.not_passed),
         )
 
 
 def summarize(reports: Iterable[AnswerReport], worst: int = 5, threshold: float = 0.8) -> RunSummary:
-    """The :class:`RunSummary` of ``reports``; ``threshold``: the combined score below which an answer counts as
-    hallucinated in ``below_threshold_rate``."""
+    """The :class:`RunSummary` of ``reports``; ``threshold``: the combined score below which an answer counts in
+    ``answers_below_threshold_share``."""
     s = Summarizer(worst, threshold)
     for r in reports:
         s.add(r)
@@ -224,12 +254,20 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("verdicts", verdicts or "-"),
         ("rows failed", str(s.rows_failed)),
         (
-            f"hallucination rate (answers scoring below {s.score_threshold:g})",
-            f"{pct(s.below_threshold_rate)} of {s.answers_scored} scored" if s.answers_scored else "-",
+            f"answers scoring below {s.score_threshold:g}",
+            f"{pct(s.answers_below_threshold_share)} of {s.answers_scored} scored" if s.answers_scored else "-",
         ),
-        ("answers with a contradicted claim", pct(s.hallucination_rate)),
+        ("answers with a contradicted claim", pct(s.answers_contradicted_share)),
+        (
+            "answers with a claim not supported",
+            f"{pct(s.answers_not_supported_share)} of {s.answers_with_claims}" if s.answers_with_claims else "-",
+        ),
+        (
+            "mean share of claims contradicted / not supported",
+            f"{pct(s.mean_contradicted_share)} / {pct(s.mean_not_supported_share)}",
+        ),
         ("contradiction not checked", unchecked),
-        ("mean faithfulness (combined) / p10", f"{num(s.mean_faithfulness)} / {num(s.p10_faithfulness)}"),
+        ("mean combined score / p10", f"{num(s.mean_combined)} / {num(s.p10_combined)}"),
         (
             "mean claim / NLI / QA score",
             f"{num(s.mean_claim_score)} / {num(s.mean_nli_score)} / {num(s.mean_qa_score)}",
@@ -244,6 +282,7 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("cost", s.usage.cost_text()),
         ("worst", ", ".join(f"{rid} ({score:.2f})" for rid, score in s.worst) or "-"),
         *(("failed", failure) for failure in s.failures),
+        *(("not passed", why) for why in s.not_passed),
     ]
 
 
@@ -254,7 +293,8 @@ def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
 
     rows = []
     for r in reports:
-        row: dict[str, Any] = {"id": r.id, "verdict": r.verdict, "mode": r.mode}
+        row: dict[str, Any] = {"id": r.id, "verdict": r.verdict, "verdict_reasons": "; ".join(r.verdict_reasons)}
+        row["mode"] = r.mode
         row.update(r.scores.model_dump())
         row.update(
             {
@@ -349,7 +389,12 @@ def finite_report(report: AnswerReport) -> AnswerReport:
         ):
             claim.update(nli=None, label="ERROR", error="non-finite NLI score")
     counts = {k: v for k, v in clean["scores"].items() if k.startswith("n_")}
-    clean.update(verdict="ERROR", scores={**Scores().model_dump(), **counts}, errors=[*report.errors, message])
+    clean.update(
+        verdict="ERROR",
+        verdict_reasons=[f"ERROR: {message}"],
+        scores={**Scores().model_dump(), **counts},
+        errors=[*report.errors, message],
+    )
     try:
         return AnswerReport.model_validate(clean)
     except ValidationError:  # something else held the number: keep only what identifies the row
@@ -430,12 +475,13 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
     except ImportError:
         raise ConfigError("writing Parquet needs pyarrow: pip install 'groundjudge[parquet]'") from None
 
-    score_fields = list(Scores.model_fields)
+    score_fields = [*Scores.model_fields, *Scores.model_computed_fields]
     schema = pa.schema(
         [
             ("id", pa.string()),
             ("row", pa.int64()),
             ("verdict", pa.string()),
+            ("verdict_reasons", pa.string()),
             ("mode", pa.string()),
             *[(k, pa.int64() if k.startswith("n_") else pa.float64()) for k in score_fields],
             ("calls", pa.int64()),
@@ -458,6 +504,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
                     "id": r.id,
                     "row": r.row,
                     "verdict": r.verdict,
+                    "verdict_reasons": "; ".join(r.verdict_reasons),
                     "mode": r.mode,
                     **r.scores.model_dump(),
                     "calls": r.usage.calls,

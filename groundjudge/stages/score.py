@@ -1,4 +1,4 @@
-"""Claim, NLI and QA scores, their weighted combination, and the PASS / WARN / FAIL verdict.
+"""Claim, NLI and QA scores, their weighted combination, and the PASS / WARN / FAIL verdict with its reasons.
 
 Honest by construction: ERROR claims count in coverage, never as SUPPORTED; an answer with no claims is
 NO_CLAIMS (no 1.0, no NaN); weights are renormalised over the parts that were meant to run (a part that was meant
@@ -12,6 +12,7 @@ from the denominator would reward a failure.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from groundjudge.config import Thresholds
 from groundjudge.models import AnswerVerdict, ClaimVerdict, QAResult, Scores
@@ -54,7 +55,7 @@ def compute_scores(
         nli=nli_score,
         qa=qa_score,
         combined=combined,
-        hallucination_ratio=contradicted / n if judged else None,
+        contradicted_share=contradicted / n if judged else None,
         coverage=len(judged) / n if n else None,
         n_claims=n,
         n_judged=len(judged),
@@ -68,22 +69,134 @@ def compute_scores(
     )
 
 
-def decide(scores: Scores, thresholds: Thresholds) -> AnswerVerdict:
-    """PASS / WARN / FAIL from the combined score and the hallucination ratio; NO_CLAIMS and ERROR as such.
+class Ruling(NamedTuple):
+    """A verdict and the rules that made it, each ``"VERDICT: why"`` with its numbers (:func:`decide`)."""
 
-    The hallucination ratio is contradicted claims over all claims. When some claims could not be judged and they
-    alone could push the ratio past the limit, the answer cannot be decided: ERROR, never a better verdict.
+    verdict: AnswerVerdict
+    reasons: list[str]
+
+
+# A verdict's reasons name the rules that fired; the verdict is the most severe of them (SEVERITY).
+SEVERITY: dict[str, int] = {"PASS": 0, "WARN": 1, "FAIL": 2, "ERROR": 3, "NO_CLAIMS": 4}
+
+
+def _num(x: float, limit: float) -> tuple[str, str]:
+    """``x`` and ``limit`` at two decimals, more where two decimals would show them equal."""
+    for digits in (2, 4, 6):
+        a, b = f"{x:.{digits}f}", f"{limit:.{digits}f}"
+        if a != b or x == limit:
+            return a, b
+    return f"{x:.17g}", f"{limit:.17g}"
+
+
+def _parts(scores: Scores, weights: Mapping[str, float] | None) -> dict[str, float | None]:
+    """The parts the combined score is made of: the claim part is its lower bound, SUPPORTED over all claims."""
+    s = scores
+    lower = s.n_supported / s.n_claims if s.n_claims else None
+    parts = {"claims": lower, "nli": s.nli, "qa": s.qa}
+    if weights is None:
+        return parts
+    return {k: v for k, v in parts.items() if weights.get(k, 0) > 0}
+
+
+def _qa_text(qa: QAResult | None, value: float | None) -> str:
+    """What the QA check found, for a reason: how many answers disagreed, or why it gave no score."""
+    if qa is None or not qa.items:
+        if qa is None and value != 0:
+            return ""  # the check's details were not handed in
+        why = qa.error if qa is not None and qa.error else "gave no score"
+        return f"QA: {why} (counts 0)" if value == 0 else f"QA: {why}"
+    bad = sum(1 for it in qa.items if not it.consistent)
+    text = f"QA: {bad} of {len(qa.items)} answers inconsistent"
+    return text + (f" ({qa.error})" if qa.error else "")
+
+
+def _combined_text(
+    scores: Scores, op: str, limit: float, weights: Mapping[str, float] | None, qa: QAResult | None
+) -> str:
+    """``combined 0.62 < 0.70 (claims 1.00 x 0.50, nli 0.41 x 0.30, qa 0.33 x 0.20)`` and which parts pulled it
+    down: those below the limit, with what the claims and the QA check found."""
+    s = scores
+    assert s.combined is not None
+    value, bound = _num(s.combined, limit)
+    parts = _parts(s, weights)
+    present = {k: v for k, v in parts.items() if v is not None}
+    total = sum(weights[k] for k in present) if weights is not None else 0.0
+    shown = ", ".join(
+        f"{k} {v:.2f} x {weights[k] / total:.2f}" if weights is not None and total > 0 else f"{k} {v:.2f}"
+        for k, v in present.items()
+    )
+    text = f"combined {value} {op} {bound} ({shown})"
+    low = [k for k, v in present.items() if v < limit]
+    if s.n_supported == s.n_claims:
+        text += f"; all {s.n_claims} claims SUPPORTED"
+    if low:
+        named = ", ".join(f"{k} {present[k]:.2f}" for k in low)
+        text += f"; pulled down by {named} (below {bound})"
+        if "claims" in low:
+            others = {"UNSUPPORTED": s.n_unsupported, "CONTRADICTED": s.n_contradicted, "not judged": s.n_errors}
+            rest = ", ".join(f"{count} {name}" for name, count in others.items() if count)
+            text += f"; {s.n_supported} of {s.n_claims} claims SUPPORTED" + (f" ({rest})" if rest else "")
+        qa_text = _qa_text(qa, present["qa"]) if "qa" in low else ""
+        text += f"; {qa_text}" if qa_text else ""
+    return text
+
+
+def decide(
+    scores: Scores,
+    thresholds: Thresholds,
+    weights: Mapping[str, float] | None = None,
+    qa: QAResult | None = None,
+) -> Ruling:
+    """PASS / WARN / FAIL from the combined score and the contradicted share; NO_CLAIMS and ERROR as such; with
+    the reasons: every rule that fired, with its numbers, as ``"VERDICT: why"``; the verdict is the most severe.
+
+    The contradicted share is CONTRADICTED claims over all claims. When some claims could not be judged and they
+    alone could push it past the limit, the answer cannot be decided: ERROR, never a better verdict. ``weights``
+    (the config's) and ``qa`` (the answer's QA check) only make the reasons say more: how the combined score is made
+    and what the QA check found.
     """
-    if scores.n_claims == 0:
-        return "NO_CLAIMS"
-    if scores.n_judged == 0 or scores.combined is None:
-        return "ERROR"
-    ratio = scores.hallucination_ratio or 0.0
-    worst_ratio = (scores.n_contradicted + scores.n_errors) / scores.n_claims
-    if scores.combined < thresholds.min_grounded or ratio > thresholds.max_hallucinated:
-        return "FAIL"
-    if worst_ratio > thresholds.max_hallucinated:
-        return "ERROR"
-    if scores.combined < thresholds.warn or (scores.coverage is not None and scores.coverage < 1.0):
-        return "WARN"
-    return "PASS"
+    s, t = scores, thresholds
+    n = s.n_claims
+    if n == 0:
+        return Ruling("NO_CLAIMS", ["NO_CLAIMS: the answer has no claim to check"])
+    if s.n_judged == 0:
+        return Ruling("ERROR", [f"ERROR: none of the {n} claims could be judged"])
+    if s.combined is None:
+        return Ruling("ERROR", ["ERROR: no combined score (no part of it has a value and a weight above 0)"])
+    limit = t.max_contradicted
+    share = s.contradicted_share or 0.0
+    coverage_low = s.coverage is not None and s.coverage < 1.0
+    shown = _num(s.coverage, 1.0)[0] if s.coverage is not None else ""
+    coverage = f"coverage {shown} < 1: {s.n_errors} of {n} claims not judged" if coverage_low else ""
+    fails = []
+    if s.combined < t.min_grounded:
+        fails.append("FAIL: " + _combined_text(s, "<", t.min_grounded, weights, qa))
+    if share > limit:
+        a, b = _num(share, limit)
+        fails.append(f"FAIL: {s.n_contradicted} of {n} claims contradicted ({a} > {b})")
+    if fails:
+        return Ruling("FAIL", fails + [f"WARN: {coverage}"] * coverage_low)
+    worst = (s.n_contradicted + s.n_errors) / n
+    if worst > limit:
+        a, b = _num(worst, limit)
+        return Ruling(
+            "ERROR",
+            [
+                f"ERROR: undecided: {s.n_errors} of {n} claims not judged could, if contradicted, put the "
+                f"contradicted share past its limit ({s.n_contradicted} + {s.n_errors} of {n} = {a} > {b})"
+            ],
+        )
+    warns = []
+    if s.combined < t.warn:
+        warns.append("WARN: " + _combined_text(s, "<", t.warn, weights, qa))
+    if coverage_low:
+        warns.append(f"WARN: {coverage}")
+    if warns:
+        return Ruling("WARN", warns)
+    a, b = _num(s.combined, t.warn)
+    c, d = _num(share, limit)
+    return Ruling(
+        "PASS",
+        [f"PASS: combined {a} >= {b}; {s.n_contradicted} of {n} claims contradicted ({c} <= {d}); all judged"],
+    )

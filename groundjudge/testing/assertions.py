@@ -43,7 +43,8 @@ def _short(text: str, width: int = 160) -> str:
 
 
 def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: bool = False) -> list[str]:
-    """Why ``report`` falls short (empty when it is grounded): its score, its verdict, contradicted claims."""
+    """Why ``report`` falls short (empty when it is grounded): its score, its verdict, contradicted claims. The
+    verdict's own reasons (which parts made it) follow in :func:`explain_report`."""
     s = report.scores
     problems = []
     if report.verdict == "ERROR":
@@ -67,11 +68,14 @@ def is_judged(report: Any) -> bool:
 
 
 def explain_report(report: Any) -> list[str]:
-    """The claims of ``report`` that are not supported: verdict, route, reason and the closest source text."""
+    """Why ``report`` got its verdict (its reasons: which rules fired, with their numbers), then the claims that
+    are not supported: verdict, route, reason and the closest source text."""
     from groundjudge.diagnose import closest_source
 
+    lines = [f"  why: {reason}" for reason in report.verdict_reasons]
     bad = [c for c in report.claims if c.label != "SUPPORTED"]
-    lines = [f"claims not supported ({len(bad)} of {len(report.claims)}):"] if bad else []
+    if bad:
+        lines.append(f"claims not supported ({len(bad)} of {len(report.claims)}):")
     for c in bad:
         lines.append(f'  - [{c.label}, {c.route}] "{_short(c.claim.text)}"' + (f": {c.reason}" if c.reason else ""))
         doc, text = closest_source(c)

@@ -1,0 +1,273 @@
+"""Issue 18 "Honest again": one name per quantity, old report files still read, and every verdict says which rules
+made it (``stages.score.decide``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groundjudge.config import Config, Thresholds
+from groundjudge.errors import ConfigError
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, QAItem, QAResult, Scores
+from groundjudge.review.compare import LOWER_IS_BETTER, METRICS, compare_runs
+from groundjudge.review.report import dumps, read_reports, summarize, summary_rows
+from groundjudge.stages.score import SEVERITY, compute_scores, decide
+
+WEIGHTS = {"claims": 0.4, "nli": 0.3, "qa": 0.3}
+
+
+def _claim(i: int, label: str, support: float = 0.9) -> ClaimVerdict:
+    return ClaimVerdict(
+        claim=Claim(id=f"c{i}", text=f"claim {i}"),
+        label=label,  # type: ignore[arg-type]
+        route="judge",
+        nli=ClaimNLI(entailment=support, passages_scored=1),
+    )
+
+
+def _implied(reasons: list[str]) -> str:
+    """The verdict the reasons name: the most severe prefix (each reason is ``VERDICT: why``)."""
+    prefixes = [r.split(":", 1)[0] for r in reasons]
+    assert prefixes and all(p in SEVERITY for p in prefixes), reasons
+    return max(prefixes, key=SEVERITY.__getitem__)
+
+
+def _oracle(s: Scores, t: Thresholds) -> str:
+    """The verdict rule as it stood before the reasons (written out here only to check decide against)."""
+    if s.n_claims == 0:
+        return "NO_CLAIMS"
+    if s.n_judged == 0 or s.combined is None:
+        return "ERROR"
+    share = s.contradicted_share or 0.0
+    if s.combined < t.min_grounded or share > t.max_contradicted:
+        return "FAIL"
+    if (s.n_contradicted + s.n_errors) / s.n_claims > t.max_contradicted:
+        return "ERROR"
+    if s.combined < t.warn or (s.coverage is not None and s.coverage < 1.0):
+        return "WARN"
+    return "PASS"
+
+
+unit = st.floats(0, 1, allow_nan=False)
+
+
+@st.composite
+def scored(draw: st.DrawFn) -> tuple[Scores, QAResult | None]:
+    """Claims with any labels and supports, a QA check or none: scores as the pipeline computes them."""
+    labels = draw(st.lists(st.sampled_from(["SUPPORTED", "UNSUPPORTED", "CONTRADICTED", "ERROR"]), max_size=12))
+    claims = [_claim(i, label, draw(unit)) for i, label in enumerate(labels)]
+    qa = draw(
+        st.one_of(
+            st.none(),
+            st.lists(st.booleans(), min_size=1, max_size=4).map(
+                lambda ok: QAResult(
+                    items=[QAItem(question="q", answer_from_answer="a", consistent=c) for c in ok],
+                    score=sum(ok) / len(ok),
+                )
+            ),
+            st.just(QAResult(error="no verification questions could be asked")),
+        )
+    )
+    weights = draw(st.fixed_dictionaries({"claims": unit, "nli": unit, "qa": unit}))
+    if not any(weights.values()):
+        weights["claims"] = 1.0
+    return compute_scores(claims, qa, weights, 0.5, qa_expected=qa is not None), qa
+
+
+@st.composite
+def thresholds(draw: st.DrawFn) -> Thresholds:
+    low, high = sorted((draw(unit), draw(unit)))
+    return Thresholds(min_grounded=low, warn=high, max_contradicted=draw(unit))
+
+
+def _check(s: Scores, t: Thresholds, weights: dict[str, float] | None, qa: QAResult | None) -> None:
+    ruling = decide(s, t, weights, qa)
+    assert ruling.verdict == _oracle(s, t)
+    assert _implied(ruling.reasons) == ruling.verdict, ruling
+    if ruling.verdict == "PASS":
+        assert all(r.startswith("PASS: ") for r in ruling.reasons), ruling
+    fails = [r for r in ruling.reasons if r.startswith("FAIL: ")]
+    if ruling.verdict == "FAIL":
+        assert fails, ruling
+    for r in fails:  # each names its rule with the numbers and the limit it crossed
+        assert re.search(r"(combined|claims contradicted).*\d[\d.e+-]* [<>] \d[\d.e+-]*", r), r
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(scored(), thresholds(), st.booleans())
+def test_the_reasons_name_the_verdict_decide_gives(
+    case: tuple[Scores, QAResult | None], t: Thresholds, w: bool
+) -> None:
+    s, qa = case
+    _check(s, t, WEIGHTS if w else None, qa)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    st.builds(
+        Scores,
+        combined=st.none() | unit,
+        nli=st.none() | unit,
+        qa=st.none() | unit,
+        contradicted_share=st.none() | unit,
+        coverage=st.none() | unit,
+        n_claims=st.integers(0, 20),
+        n_judged=st.integers(0, 20),
+        n_supported=st.integers(0, 20),
+        n_contradicted=st.integers(0, 20),
+        n_errors=st.integers(0, 20),
+    ),
+    thresholds(),
+)
+def test_the_reasons_hold_for_any_scores(s: Scores, t: Thresholds) -> None:
+    # scores no pipeline makes (counts that do not add up) still get reasons that match the verdict
+    _check(s, t, WEIGHTS, None)
+
+
+def test_an_all_supported_answer_that_fails_says_the_claims_held_and_what_pulled_it_down() -> None:
+    claims = [_claim(i, "SUPPORTED", 0.41) for i in range(5)]
+    qa = QAResult(
+        items=[QAItem(question="q", answer_from_answer="a", consistent=c) for c in (True, False, False)], score=1 / 3
+    )
+    weights = {"claims": 0.5, "nli": 0.3, "qa": 0.2}
+    s = compute_scores(claims, qa, weights, 0.5, qa_expected=True)
+    assert s.n_supported == 5 and s.not_supported_share == 0.0 and s.contradicted_share == 0.0
+    ruling = decide(s, Thresholds(min_grounded=0.8, warn=0.9), weights, qa)
+    assert ruling.verdict == "FAIL"
+    assert ruling.reasons == [
+        "FAIL: combined 0.69 < 0.80 (claims 1.00 x 0.50, nli 0.41 x 0.30, qa 0.33 x 0.20); all 5 claims SUPPORTED; "
+        "pulled down by nli 0.41, qa 0.33 (below 0.80); QA: 2 of 3 answers inconsistent"
+    ]
+
+
+def test_each_rule_gives_its_reason() -> None:
+    t = Thresholds()  # 0.7 / 0.85 / 0.1
+    contradicted = compute_scores(
+        [_claim(i, "SUPPORTED", 1.0) for i in range(7)] + [_claim(7 + i, "CONTRADICTED", 1.0) for i in range(3)],
+        None,
+        WEIGHTS,
+        0.5,
+    )
+    assert decide(contradicted, t, WEIGHTS).reasons == ["FAIL: 3 of 10 claims contradicted (0.30 > 0.10)"]
+    partial = compute_scores([_claim(i, "SUPPORTED", 1.0) for i in range(9)] + [_claim(9, "ERROR")], None, WEIGHTS, 0.5)
+    ruling = decide(partial, t, WEIGHTS)
+    assert ruling.verdict == "WARN" and "WARN: coverage 0.90 < 1: 1 of 10 claims not judged" in ruling.reasons
+    undecided = compute_scores([_claim(0, "SUPPORTED", 1.0), _claim(1, "ERROR")] * 3, None, {"nli": 1.0}, 0.5)
+    ruling = decide(undecided, Thresholds(min_grounded=0.0, warn=0.0), {"nli": 1.0})
+    assert ruling.verdict == "ERROR" and ruling.reasons[0].startswith("ERROR: undecided: 3 of 6 claims not judged")
+    assert decide(compute_scores([], None, WEIGHTS, 0.5), t).reasons == ["NO_CLAIMS: the answer has no claim to check"]
+    assert decide(compute_scores([_claim(0, "ERROR")], None, WEIGHTS, 0.5), t).reasons == [
+        "ERROR: none of the 1 claims could be judged"
+    ]
+    # a limit crossed by less than two decimals show is shown with the digits that tell the two apart
+    close = Scores(combined=0.6999, n_claims=1, n_judged=1, n_supported=1, coverage=1.0, contradicted_share=0.0)
+    assert decide(close, t).reasons[0].startswith("FAIL: combined 0.6999 < 0.7000")
+    clean = compute_scores([_claim(i, "SUPPORTED", 1.0) for i in range(4)], None, WEIGHTS, 0.5)
+    assert decide(clean, t).reasons == [
+        "PASS: combined 1.00 >= 0.85; 0 of 4 claims contradicted (0.00 <= 0.10); all judged"
+    ]
+
+
+def _report(rid: str, labels: list[str], weights: dict[str, float] = WEIGHTS, support: float = 0.2) -> AnswerReport:
+    claims = [_claim(i, label, 1.0 if label == "SUPPORTED" else support) for i, label in enumerate(labels)]
+    s = compute_scores(claims, None, weights, 0.5)
+    ruling = decide(s, Thresholds(), weights)
+    return AnswerReport(
+        id=rid, verdict=ruling.verdict, verdict_reasons=ruling.reasons, mode="nli", scores=s, claims=claims
+    )
+
+
+def test_compare_moves_the_not_supported_share_when_unsupported_claims_are_added() -> None:
+    # the issue's case: six unsupported claims added, nothing contradicted, showed +0.000
+    a = [_report(f"r{i}", ["SUPPORTED"] * 4) for i in range(8)]
+    b = [_report(f"r{i}", ["SUPPORTED"] * 4 + ["UNSUPPORTED"] * (6 if i < 4 else 0)) for i in range(8)]
+    assert "not_supported_share" in METRICS and {"not_supported_share", "contradicted_share"} <= LOWER_IS_BETTER
+    m = compare_runs(a, b)["metrics"]
+    assert m["contradicted_share"]["diff"] == 0.0
+    assert m["not_supported_share"]["diff"] == pytest.approx(4 * 0.6 / 8)
+    assert m["not_supported_share"]["mean_a"] == 0.0 and m["not_supported_share"]["mean_b"] > 0
+    assert summarize(b).answers_not_supported_share == pytest.approx(0.5)
+    assert summarize(b).answers_contradicted_share == 0.0
+    # the gate (compare --fail-if-worse, the pytest baseline) sees it even where the combined score does not move:
+    # here only the NLI part counts, and the added claims are entailed
+    nli_only = {"nli": 1.0}
+    a = [_report(f"r{i}", ["SUPPORTED"] * 4, nli_only) for i in range(16)]
+    b = [_report(f"r{i}", ["SUPPORTED"] * 4 + ["UNSUPPORTED"] * 6 * (i < 12), nli_only, 1.0) for i in range(16)]
+    result = compare_runs(a, b)
+    assert result["metrics"]["combined"]["diff"] == 0.0 and result["verdict_flips"] == {}
+    assert result["metrics"]["not_supported_share"]["b_worse"] and result["b_significantly_worse"]
+
+
+OLD_LINE = (
+    '{"id": "old-1", "verdict": "FAIL", "mode": "cascade", "scores": {"claims": 0.5, "nli": 0.6, "qa": null, '
+    '"combined": 0.54, "hallucination_ratio": 0.25, "coverage": 1.0, "n_claims": 4, "n_judged": 4, "n_supported": 2, '
+    '"n_contradicted": 1, "n_unsupported": 1, "n_errors": 0, "n_escalated": 2, "n_weak": 0, '
+    '"n_contradiction_unchecked": 0}, "claims": [], "qa": null, "usage": {}, "errors": [], "question": null, '
+    '"answer": "x", "contexts": ["y"], "label": null, "metadata": {}, "row": 0, "versions": {}, "nli_pairs": 0}\n'
+)
+
+
+def test_a_report_line_written_before_the_rename_still_reads_and_compares(tmp_path: Path) -> None:
+    old = tmp_path / "old.jsonl"
+    old.write_text(OLD_LINE, encoding="utf-8")
+    [r] = list(read_reports(old))
+    assert r.scores.contradicted_share == 0.25 and r.scores.not_supported_share == 0.5 and r.verdict_reasons == []
+    written = json.loads(dumps(r))
+    assert "hallucination_ratio" not in written["scores"] and written["scores"]["contradicted_share"] == 0.25
+    assert list(written)[:3] == ["id", "verdict", "verdict_reasons"]
+    # an old run against a new one: every metric pairs
+    new = _report("old-1", ["SUPPORTED"] * 3 + ["UNSUPPORTED"])
+    result = compare_runs([r], [new])
+    assert result["paired"] == 1 and set(result["metrics"]) == set(METRICS) - {"qa"}
+    assert result["metrics"]["contradicted_share"]["diff"] == pytest.approx(-0.25)
+    assert result["metrics"]["not_supported_share"]["diff"] == pytest.approx(-0.25)
+    # the commands that read report files
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+
+    newer = tmp_path / "new.jsonl"
+    newer.write_text(dumps(new) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    for args in (["report", str(old)], ["compare", str(old), str(newer), "--json"], ["diagnose", str(old)]):
+        out = runner.invoke(app, args)
+        assert out.exit_code == 0, (args, out.output)
+
+
+def test_the_summary_names_each_share_and_shows_why_answers_did_not_pass() -> None:
+    reports = [_report("good", ["SUPPORTED"] * 4), _report("bad", ["SUPPORTED"] * 3 + ["CONTRADICTED"])]
+    s = summarize(reports)
+    rows = summary_rows(s)
+    names = [name for name, _ in rows]
+    assert not any("hallucinat" in name for name in names)
+    assert dict(rows)["answers with a claim not supported"] == "50.0% of 2"
+    assert ("not passed", "bad: FAIL: 1 of 4 claims contradicted (0.25 > 0.10)") in rows
+    # the notebook: a report's table and the frame carry the reasons
+    assert "FAIL: 1 of 4 claims contradicted (0.25 &gt; 0.10)" in reports[1]._repr_html_()
+    pytest.importorskip("pandas")
+    from groundjudge.review.report import to_dataframe
+
+    assert to_dataframe(reports).loc["bad", "verdict_reasons"] == "FAIL: 1 of 4 claims contradicted (0.25 > 0.10)"
+
+
+def test_max_hallucinated_is_a_deprecated_name_of_max_contradicted(tmp_path: Path) -> None:
+    with pytest.warns(DeprecationWarning, match="max_contradicted"):
+        t = Thresholds(max_hallucinated=0.2)
+    assert t.max_contradicted == 0.2
+    with pytest.warns(DeprecationWarning):
+        assert t.max_hallucinated == 0.2
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"thresholds": {"max_hallucinated": 0.3}}), encoding="utf-8")
+    with pytest.warns(DeprecationWarning):
+        assert Config.load(config).effective_thresholds.max_contradicted == 0.3
+    with pytest.raises(ConfigError, match="max_contradicted only"):
+        Config.make(thresholds={"max_hallucinated": 0.3, "max_contradicted": 0.2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Thresholds(max_contradicted=0.2).max_contradicted == 0.2  # the new name warns of nothing
