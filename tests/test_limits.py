@@ -415,7 +415,8 @@ def test_score_takes_rpm_and_tpm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(pipeline, "Evaluator", Recording)
     data = tmp_path / "in.jsonl"
-    data.write_text(json.dumps({"id": "a", "contexts": ["The shop opens at 9 am."], "claim": "It opens at 9."}) + "\n")
+    # an answer row: its claims are not cached, so the dry run needs no NLI model (a claim row's would load one)
+    data.write_text(json.dumps({"id": "a", "contexts": ["The shop opens at 9 am."], "answer": "It opens at 9."}) + "\n")
     runner = CliRunner()
     with ScriptedLLMServer(lambda req: Reply.json(GOOD)) as server:
         base = ["score", str(data), "--out", str(tmp_path / "o.jsonl"), "--cache-dir", str(tmp_path / "c")]
