@@ -23,9 +23,7 @@ measures on rows never used for that. Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import math
 import os
 import sys
 import tempfile
@@ -41,49 +39,42 @@ from benchmarks.cost import extract, verify
 from groundjudge.cache import Cache
 from groundjudge.checker.nli import NLIModel
 from groundjudge.config import Config
-from groundjudge.llm import LLMClient, RetryPolicy, get_provider
 from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, route
+from groundjudge.testing import Latency, RateLimit, RecordedRequest, Reply, ScriptedLLMServer, route
 
 MODEL = "openai/gpt-4o-mini"
 
 
-class Latency:
-    """A lognormal wait per request, drawn from a hash of its body; records when each call came and how long it
-    was made to wait."""
+class Timed:
+    """The server's latency model (:class:`groundjudge.testing.Latency`), applied by the script so that each call's
+    arrival and wait are recorded."""
 
     def __init__(self, median: float, sigma: float) -> None:
-        self.mu, self.sigma = math.log(median), sigma
+        self.latency = Latency(median=median, sigma=sigma)
         self.calls: list[tuple[float, float]] = []  # (arrival, wait)
         self.lock = threading.Lock()
-
-    def wait(self, req: RecordedRequest) -> float:
-        digest = hashlib.sha256(json.dumps(req.body, sort_keys=True).encode()).digest()
-        u1 = (int.from_bytes(digest[:8], "big") + 0.5) / 2**64
-        u2 = (int.from_bytes(digest[8:16], "big") + 0.5) / 2**64
-        z = math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)  # Box-Muller
-        return math.exp(self.mu + self.sigma * z)
 
     def script(self, inner: Any) -> Any:
         def answer(req: RecordedRequest) -> Reply:
             reply = inner(req)
-            seconds = self.wait(req)
+            seconds = self.latency.seconds(json.dumps(req.body, sort_keys=True).encode())
             with self.lock:
-                self.calls.append((time.perf_counter(), seconds))
+                self.calls.append((req.received_at, seconds))
             return Reply.slow(seconds, then=reply)
 
         return answer
 
 
 def evaluator(server: ScriptedLLMServer, nli: NLIModel, cache_dir: Path, **kw: Any) -> Evaluator:
-    cache = Cache(cache_dir, mode="off")
-    provider = get_provider(MODEL, base_url=server.openai_base_url, timeout=60)
-    client = LLMClient(provider, cache=cache, retry=RetryPolicy(max_attempts=8, initial_wait=0.05, jitter=0.05))
-    return Evaluator(Config(llm=MODEL, qa=True, **kw), nli=nli, client=client, cache=cache)
+    """The evaluator a user gets from a config (its client, limiter and retry policy), groundjudge's cache off."""
+    config = Config(
+        llm=MODEL, base_url=server.openai_base_url, qa=True, cache_dir=str(cache_dir), cache_mode="off", **kw
+    )
+    return Evaluator(config, nli=nli)
 
 
 def measure(
-    name: str, ev: Evaluator, latency: Latency, rows: list[dict[str, Any]], concurrency: int, batch_size: int
+    name: str, ev: Evaluator, latency: Timed, rows: list[dict[str, Any]], concurrency: int, batch_size: int
 ) -> dict[str, Any]:
     latency.calls.clear()
     t0 = time.perf_counter()
@@ -116,13 +107,15 @@ def main() -> None:
     ap.add_argument("--sigma", type=float, default=0.5, help="lognormal shape of the reply time")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--window", type=int, default=None, help="rows in flight (default: the engine's)")
+    ap.add_argument("--rate-limit", type=float, default=None, help="requests/s past which the server answers 429")
     ap.add_argument("--nli-model", default=None)
     args = ap.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
     rows = [r for r in read_rows(args.data, args.offset + args.limit)[args.offset :] if "answer" in r]
     nli = NLIModel.shared(args.nli_model or default_nli_model())
-    latency = Latency(args.median, args.sigma)
-    script = latency.script(route({"claims": extract, "claims_qa": extract, "judge": verify, "verify": verify}))
+    latency = Timed(args.median, args.sigma)
+    plain = route({"claims": extract, "claims_qa": extract, "judge": verify, "verify": verify})
+    script = latency.script(plain)
     results = []
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(script) as server:
         base = Path(tmp)
@@ -133,7 +126,32 @@ def main() -> None:
         for i, c in enumerate(int(x) for x in args.concurrency.split(",")):
             ev = evaluator(server, nli, base / f"c{i}", concurrency=c, window=args.window)
             results.append(measure(f"cascade+QA c={c}", ev, latency, rows, c, args.batch_size))
+    limited = None
+    if args.rate_limit:
+        c = max(int(x) for x in args.concurrency.split(","))
+        rl = RateLimit(requests_per_second=args.rate_limit)
+        with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(latency.script(plain), rate_limit=rl) as server:
+            ev = evaluator(server, nli, Path(tmp), concurrency=c, window=args.window)
+            latency.calls.clear()
+            t0 = time.perf_counter()
+            reports = list(ev.evaluate_many(rows, batch_size=args.batch_size))
+            wall = time.perf_counter() - t0
+            ok = [r for r in server.requests if not r.rate_limited and r.received_at]
+            span = max(r.received_at for r in ok) - min(r.received_at for r in ok) if len(ok) > 1 else 0.0
+            limited = {
+                "concurrency": c,
+                "limit_rps": args.rate_limit,
+                "requests_per_s": round((len(ok) - 1) / span, 2) if span else None,
+                "share_of_limit": round((len(ok) - 1) / span / args.rate_limit, 3) if span else None,
+                "rate_limited_429s": server.rate_limited,
+                "rows_lost": len(rows) - sum(1 for r in reports if r.verdict != "ERROR"),
+                "billed_twice": server.billed - ev.usage.calls,
+                "rows_per_s": round(len(reports) / wall, 2),
+                "wall_s": round(wall, 2),
+            }
     print_table(list(results[0]), [list(r.values()) for r in results])
+    if limited is not None:
+        print("against a rate limit:", json.dumps(limited))
     print(f"NLI only (same rows, nli mode, no LLM): {nli_seconds:.1f} s")
     summary = {
         "answers": len(rows),
@@ -141,7 +159,8 @@ def main() -> None:
         "nli_only_s": round(nli_seconds, 2),
         "runs": {r["concurrency"]: {k: v for k, v in r.items() if k not in ("run", "concurrency")} for r in results},
         "span_utilisation": {r["concurrency"]: r["span_utilisation"] for r in results},
-        "targets": {"span_utilisation": 0.85},
+        "rate_limited": limited,
+        "targets": {"span_utilisation": 0.85, "share_of_limit": 0.85, "rows_lost": 0, "billed_twice": 0},
     }
     print(json.dumps(summary))
 

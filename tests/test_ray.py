@@ -212,6 +212,20 @@ def answer_rows(n: int) -> list[dict[str, Any]]:
     return [{"id": f"a{i}", "contexts": [f"{CONTEXT} Row {i}."], "answer": f"{GOOD_ANSWER} Row {i}."} for i in range(n)]
 
 
+def test_an_actor_streams_several_batches_as_the_local_engine_does(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """With an LLM each actor call takes a window of whole batches (here 6 batches of 2 in one call to one actor)
+    and streams them through the local engine: the reports are the local engine's, row for row."""
+    src = write_rows(tmp_path / "in.jsonl", answer_rows(12))
+    out = tmp_path / "out.jsonl"
+    gj_ray.score_file(str(src), out, llm_config(llm_server, tmp_path / "c1", concurrency=3), actors=1, batch_size=2)
+    local = local_lines(src, llm_config(llm_server, tmp_path / "c2", concurrency=3), batch_size=2)
+    got = out.read_text(encoding="utf-8").splitlines()
+    assert without_usage(got) == without_usage(local)
+    assert [r.usage.calls for r in reports(got)] == [2] * 12
+
+
 def test_the_call_budget_holds_across_actors_and_resume_finishes(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     src = write_rows(tmp_path / "in.jsonl", answer_rows(8))
     out = tmp_path / "out.jsonl"
