@@ -316,15 +316,19 @@ def test_budget_stop_exits_3_with_a_valid_partial_output(tmp_path: Path) -> None
         said = " ".join(result.output.split())
         assert "stopped: budget reached: 5 of 5 calls made" in said or "stopped: call budget reached" in said, said
         assert said.count("budget reached") == 1, said  # issue 18: it said "budget reached: budget reached: ..."
-        partial = lines(out)
-        assert [r["id"] for r in partial] == ["r0", "r1"]  # 2 calls each; the 6th call would judge r2
-        assert all(r["verdict"] == "PASS" for r in partial)
+        # which answers finished first depends on timing (claims calls of answers in flight may come before an
+        # earlier answer's judge call; none may have finished, and then OUT is not made): every answer written is
+        # whole (2 calls, PASS), in input order
+        partial = lines(out) if out.exists() else []
+        ids = [r["id"] for r in partial]
+        assert ids == sorted(ids) and len(ids) <= 2, ids
+        assert all(r["verdict"] == "PASS" and r["usage"]["calls"] == 2 for r in partial)
         assert len(server.requests) == 5
-        # a larger budget and --resume finish the rest; r2's cached claims call is not paid twice
+        # a larger budget and --resume finish the rest; no call made before the stop is paid twice (5 rows x 2)
         result = runner.invoke(app, [*args, "--max-calls", "100", "--resume"])
         assert result.exit_code == 0, result.output
-        assert [r["id"] for r in lines(out)] == [r["id"] for r in rows]
-        assert len(server.requests) == 5 + 1 + 2 * 2
+        assert sorted(r["id"] for r in lines(out)) == [r["id"] for r in rows]
+        assert len(server.requests) == 10
 
 
 def test_dry_run_counts_the_cache(tmp_path: Path) -> None:
