@@ -66,13 +66,14 @@ def tables(draw: st.DrawFn) -> tuple[list[str], list[dict[str, Any]], list[str]]
     }
     if draw(st.booleans()):
         types[question_col] = draw(st.sampled_from(["text", "int"]))
-    for name in draw(st.lists(st.sampled_from(["extra", "Ünïcode col", "ref, erence", "metadata", "label"]), max_size=2)):
+    extras = st.sampled_from(["extra", "Ünïcode col", "ref, erence", "metadata", "label"])
+    for name in draw(st.lists(extras, max_size=2)):
         types[name] = draw(st.sampled_from(["text", "int", "float", "bool"]))
     if draw(st.integers(0, 4)) == 0:
         types.pop(id_col)  # no id column: ids are row numbers
     n = draw(st.integers(1, 5))
     rows = []
-    for i in range(n):
+    for _ in range(n):
         row: dict[str, Any] = {}
         for col, kind in types.items():
             if draw(st.integers(0, 5)) == 0:

@@ -71,6 +71,8 @@ LLM_FAULTS = [
     "error400", "error429", "error500", "error503", "refusal", "content_filter", "malformed_body", "truncated",
     "empty_text", "empty_json", "nan", "missing_ids", "wrong_ids", "no_questions", "no_answers",
 ]  # fmt: skip
+# the faults that leave some claims judged and others not are the ones a score could hide: drawn more often
+WEIGHTED = [*LLM_FAULTS, "missing_ids", "missing_ids", "missing_ids", "wrong_ids", "nan"]
 BATCH_FAULTS = [None, "damaged_state", "expired", "status_errors"]
 
 
@@ -101,7 +103,9 @@ class Case:
         return " ".join(SENTENCE.format(name=f.name, year=f.true_year) for f in known) or "Nothing about bridges."
 
     def rows(self) -> list[dict[str, Any]]:
-        return [{"id": f"a{i}", "answer": self.answer(i), "contexts": [self.context(i)]} for i in range(len(self.facts))]
+        return [
+            {"id": f"a{i}", "answer": self.answer(i), "contexts": [self.context(i)]} for i in range(len(self.facts))
+        ]
 
     def fact(self, name: str) -> Fact | None:
         return next((f for facts in self.facts for f in facts if f.name == name), None)
@@ -113,11 +117,13 @@ class Case:
 
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
-    n_answers = draw(st.integers(1, 3))
+    n_answers = draw(st.integers(2, 3))
     facts = []
     for i in range(n_answers):
         names = NAMES[i * PER_ANSWER : (i + 1) * PER_ANSWER]
-        kinds = draw(st.lists(st.sampled_from(["supported", "contradicted", "unsupported", "extra"]), min_size=1, max_size=4))
+        kinds = draw(
+            st.lists(st.sampled_from(["supported", "contradicted", "unsupported", "extra"]), min_size=2, max_size=4)
+        )
         if all(k == "extra" for k in kinds):
             kinds[0] = "supported"
         row = []
@@ -128,9 +134,9 @@ def cases(draw: st.DrawFn) -> Case:
         facts.append(row)
     faults: dict[tuple[int, str], Any] = {}
     for i in range(n_answers):
-        for stage in ("answer", "sources"):
-            if draw(st.booleans()):
-                faults[(i, stage)] = draw(st.sampled_from(LLM_FAULTS))
+        for stage, odds in (("answer", 2), ("sources", 4)):
+            if draw(st.integers(1, odds)) > 1:
+                faults[(i, stage)] = draw(st.sampled_from(WEIGHTED))
         if draw(st.integers(0, 3)) == 0:  # NaN from the NLI model on some of this answer's claims
             faults[(i, "nli")] = set(draw(st.lists(st.sampled_from([f.name for f in facts[i]]), min_size=1)))
     return Case(facts, faults, draw(st.integers(0, 15)), draw(st.sampled_from(BATCH_FAULTS)))
