@@ -352,7 +352,7 @@ def scripted() -> Any:
         yield server
 
 
-@settings(deadline=None, max_examples=30, database=None)
+@settings(deadline=None, max_examples=25, database=None)
 @given(
     case=cases(),
     provider=st.sampled_from(["openai", "anthropic"]),
