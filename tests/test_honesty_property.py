@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from groundjudge.cache import Cache
@@ -121,9 +121,9 @@ def cases(draw: st.DrawFn) -> Case:
     facts = []
     for i in range(n_answers):
         names = NAMES[i * PER_ANSWER : (i + 1) * PER_ANSWER]
-        kinds = draw(
-            st.lists(st.sampled_from(["supported", "contradicted", "unsupported", "extra"]), min_size=2, max_size=4)
-        )
+        # half the answers are faithful (an honest PASS to lose), the others mix in contradicted and unsupported facts
+        pool = ["supported", "extra"] if draw(st.booleans()) else ["supported", "contradicted", "unsupported", "extra"]
+        kinds = draw(st.lists(st.sampled_from(pool), min_size=2, max_size=4))
         if all(k == "extra" for k in kinds):
             kinds[0] = "supported"
         row = []
@@ -346,6 +346,13 @@ def worst_ratio(r: AnswerReport) -> float:
     return (s.n_contradicted + s.n_errors) / s.n_claims if s.n_claims else 1.0
 
 
+def nli_rescue(case: Case, honest: AnswerReport) -> bool:
+    """Whether the plan makes the NLI model fail on a claim the honest run decided locally: the faulty run sends it
+    to the judge instead (see test_an_nli_failure_never_buys_a_claim_the_judge)."""
+    names = case.faults.get((int(honest.id[1:]), "nli"), set())
+    return any(c.route == "nli" and any(n in c.claim.text for n in names) for c in honest.claims)
+
+
 @pytest.fixture(scope="module")
 def scripted() -> Any:
     with ScriptedLLMServer() as server:
@@ -379,21 +386,28 @@ def test_no_injected_failure_scores_better_than_the_honest_run(
         honest = run(case, setup, scripted, shared_nli, root / "honest", faulty=False)
         faulty = run(case, setup, scripted, nan_model(shared_nli, case), root / "faulty", faulty=True)
         assert [r.id for r in faulty] == [r.id for r in honest]
+        rescued = {int(h.id[1:]) for h in honest if nli_rescue(case, h)}
         for h, f in zip(honest, faulty, strict=True):
             where = f"{f.id}: honest {h.verdict} {h.scores}, faulty {f.verdict} {f.scores} {f.errors}"
             assert not h.errors and h.verdict != "ERROR", where  # the honest run is honest
-            assert RANK[f.verdict] <= RANK[h.verdict], where
-            for part in ("combined", "nli", "qa"):
-                assert at_most(getattr(f.scores, part), getattr(h.scores, part)), (part, where)
-            assert at_most(supported_share(f), supported_share(h)), where
-            assert worst_ratio(f) >= worst_ratio(h) - 1e-9, where
-            assert not grounding_problems(h) or grounding_problems(f), where
             i = int(f.id[1:])
+            for part in ("nli", "qa"):
+                assert at_most(getattr(f.scores, part), getattr(h.scores, part)), (part, where)
+            assert worst_ratio(f) >= worst_ratio(h) - 1e-9, where
+            if i not in rescued:  # see test_an_nli_failure_never_buys_a_claim_the_judge
+                assert RANK[f.verdict] <= RANK[h.verdict], where
+                assert at_most(f.scores.combined, h.scores.combined), where
+                assert at_most(supported_share(f), supported_share(h)), where
+                assert not grounding_problems(h) or grounding_problems(f), where
             fired = sorted(stage for a, stage in case.fired if a == i)
             batch_failed = batch and case.batch_fault == "damaged_state"
             if fired or batch_failed:
                 assert f.errors, (fired, where)  # the fault is in the report, not only in a better-looking score
+        event(f"faults that reached the pipeline: {', '.join(sorted({s for _, s in case.fired})) or 'none'}")
+        event(f"verdicts {sorted(r.verdict for r in honest)} -> {sorted(r.verdict for r in faulty)}")
         # the gates and the summary
+        if rescued:
+            return
         baseline = root / "honest.jsonl"
         baseline.write_text("".join(dumps(r) + "\n" for r in honest))
         assert not gate_passes(faulty, baseline) or gate_passes(honest, baseline)
@@ -420,3 +434,28 @@ def test_an_nli_failure_the_judge_recovers_from_is_still_in_errors(
     assert faulty.scores.nli == 0.0 and RANK[faulty.verdict] < RANK[honest.verdict]
     assert faulty.errors == ["NLI: claim c1 not scored: the NLI model returned a non-finite probability for this claim"]
     assert summarize([faulty]).rows_failed == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an open question for the lead: in the cascade a claim the NLI model fails on goes to the judge, so a "
+    "failure can buy a claim the judge's verdict where the honest run decided it locally (UNSUPPORTED)",
+)
+def test_an_nli_failure_never_buys_a_claim_the_judge(
+    scripted: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+) -> None:
+    """Found by the property above. The shared model reads "The Istra bridge was built in 1800." as unsupported by
+    sources that say exactly that, and the cascade decides it locally: UNSUPPORTED. When the model returns NaN for
+    it instead, the claim is escalated (as a claim too long for the model is), the judge finds it SUPPORTED, and the
+    answer's combined score rises although the NLI part counts the failed claim as 0."""
+    facts = [Fact("Istra", "supported", 1800, 1800), Fact("Jorvik", "supported", 1800, 1800)]
+    facts.append(Fact("Kelmar", "contradicted", 1873, 1874))
+    case = Case([[], [], facts], {(2, "nli"): {"Istra"}}, 0, None)
+    setup = Setup("openai", qa=False, batch=False, attempts=1, reasks=0)
+    (tmp_path / "h").mkdir()
+    (tmp_path / "f").mkdir()
+    honest = run(case, setup, scripted, shared_nli, tmp_path / "h", faulty=False)[2]
+    faulty = run(case, setup, scripted, nan_model(shared_nli, case), tmp_path / "f", faulty=True)[2]
+    assert honest.claims[0].route == "nli" and honest.claims[0].label == "UNSUPPORTED"
+    assert faulty.claims[0].route == "judge" and faulty.errors  # the failure is reported
+    assert at_most(faulty.scores.combined, honest.scores.combined)  # fails: 0.24 against 0.05
