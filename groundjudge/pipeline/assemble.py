@@ -91,6 +91,9 @@ def final_report(
                 contradiction_checked=d.contradiction_checked and label != "ERROR",
             )
         )
+    # a claim the NLI stage could not score counts 0 in the NLI part; the report says why, even when the judge
+    # went on to decide the claim
+    unscored = [f"NLI: claim {v.claim.id} not scored: {v.nli.error}" for v in verdicts if v.nli and v.nli.error]
     scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=qa_expected)
     if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
         raise NLIError("a score is not a finite number")  # never written; the batch driver makes the row ERROR
@@ -103,6 +106,6 @@ def final_report(
         scores=scores,
         claims=verdicts,
         qa=w.qa,
-        errors=list(w.errors),
+        errors=[*w.errors, *unscored],
         versions=versions(),
     )
