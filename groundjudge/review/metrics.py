@@ -213,10 +213,22 @@ def unsupported_rate(
 
 def corrected_json(reports: Sequence[Any], level: str, reviewed: Sequence[ReviewedClaim] = ()) -> dict[str, Any]:
     """:func:`unsupported_rate` as the JSON ``corrected_unsupported_rate`` of ``metrics``."""
-    out = unsupported_rate(reports, level, reviewed).as_json(level)
+    return corrected_as_json(unsupported_rate(reports, level, reviewed), level, failed_whole(reports))
+
+
+def corrected_as_json(rate: CorrectedRate, level: str, failed_answers: int) -> dict[str, Any]:
+    """A :class:`CorrectedRate` as the JSON ``corrected_unsupported_rate`` (``metrics``, the run summary,
+    ``compare``); at the claim level it counts the answers that failed whole (their claims are in no rate)."""
+    out = rate.as_json(level)
     if level == "claim":
-        out["failed_answers"] = failed_whole(reports)  # not in a claim-level rate: their claims are unknown
+        out["failed_answers"] = failed_answers
     return out
+
+
+def label_level(claim_labels: int, answer_labels: int) -> str:
+    """The level a file's gold labels are read at: claims when at least as many rows carry a claim label as an
+    answer label, else answers."""
+    return "claim" if claim_labels >= answer_labels else "answer"
 
 
 def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
@@ -231,7 +243,7 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
         raise ValueError(
             "no report carries a gold label (SUPPORTED/UNSUPPORTED/CONTRADICTED or consistent/hallucinated)"
         )
-    level = "claim" if len(claim_rows) >= len(answer_rows) else "answer"
+    level = label_level(len(claim_rows), len(answer_rows))
     rows = claim_rows if level == "claim" else answer_rows
 
     def binary(label: str) -> str:
