@@ -436,7 +436,8 @@ def decision_rows(reports: Sequence[AnswerReport], reviews: Sequence[Review] | N
     (labels: the rows' gold labels and ``reviews``, a previous export of decisions) and, with ``reviews``, how much
     those decisions moved it."""
     before = unsupported_rate(reports, "claim")
-    after = unsupported_rate(reports, "claim", join_reviews(reports, reviews).matched) if reviews else before
+    matched = join_reviews(reports, reviews).matched if reviews else []
+    after = unsupported_rate(reports, "claim", matched) if matched else before
 
     def said(c: Any) -> str:
         if c.value is None:
@@ -454,10 +455,10 @@ def decision_rows(reports: Sequence[AnswerReport], reviews: Sequence[Review] | N
         needed = after.reason or "-"
     rows = [("decisions the corrected unsupported rate still needs", needed)]
     if reviews:
-        used = after.positives + after.negatives - before.positives - before.negatives
+        used = len(matched)  # a decision on a claim with a gold label replaces it
         rows.append(
             (
-                f"moved by {used} previous decision{'s' * (used != 1)}",
+                f"moved by {used} previous decision{'s' * (used != 1)} ({len(reviews) - used} match no claim here)",
                 f"corrected rate {said(before)} -> {said(after)}; labels {before.positives} + {before.negatives} -> "
                 f"{after.positives} + {after.negatives} (not supported + supported)",
             )
