@@ -24,7 +24,7 @@ from typing import Any
 from groundjudge.models import AnswerReport
 from groundjudge.review.metrics import Review, join_reviews, unsupported_rate
 from groundjudge.review.plots import histogram_svg
-from groundjudge.review.report import finite_report, summarize, summary_rows
+from groundjudge.review.report import corrected_rows, finite_report, summarize, summary_rows
 
 _CSS = """
 body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f6f4}
@@ -542,6 +542,12 @@ def _f(x: float | None, fmt: str = ".3f") -> str:
     return "-" if x is None or not math.isfinite(x) else format(x, fmt)
 
 
+def _needs(m: dict[str, Any]) -> str:
+    """How many paired answers would detect a metric's difference that was not significant ("" when not asked)."""
+    n = m.get("answers_needed")
+    return "" if n is None else f"needs {n} answers to detect it"
+
+
 def render_compare_html(
     a: Sequence[AnswerReport],
     b: Sequence[AnswerReport],
@@ -575,16 +581,32 @@ def render_compare_html(
         f"<td class='num'>{_f(m['mean_b'])}</td><td class='num'>{_f(m['diff'], '+.3f')}</td>"
         f"<td class='num'>[{_f(m['ci95'][0], '+.3f')}, {_f(m['ci95'][1], '+.3f')}]</td>"
         f"<td class='num'>{_f(m['p_value'], '.4f')}</td>"
+        f"<td class='num'>{_f(m.get('min_detectable_diff'), '.3f')}</td>"
         f"<td class='{'worse' if m['b_worse'] else ''}'>"
-        f"{'B worse' if m['b_worse'] else ('significant' if m['significant'] else '')}</td></tr>"
+        f"{'B worse' if m['b_worse'] else ('significant' if m['significant'] else '')}"
+        f"{_text(_needs(m))}"
+        "</td></tr>"
         for name, m in result["metrics"].items()
     )
     metrics = (
         f"<section id='differences'><h2>Paired differences, B - A ({result['paired']} paired answers; "
         f"A={na}, B={nb})</h2>{interval_svg(intervals)}<table id='metrics-table'><tr><th>metric</th><th>n</th>"
-        f"<th>mean A</th><th>mean B</th><th>diff</th><th>95% bootstrap CI</th><th>permutation p</th><th></th></tr>"
-        f"{rows}</table></section>"
+        f"<th>mean A</th><th>mean B</th><th>diff</th><th>95% bootstrap CI</th><th>permutation p</th>"
+        f"<th>detectable at 80% power</th><th></th></tr>{rows}</table></section>"
     )
+    corrected = result.get("corrected_unsupported_rate")
+    if corrected is not None:
+        cells = "".join(
+            f"<tr><th>{side.upper()}</th><td>{_text(name)}</td><td>{_text(value)}</td></tr>"
+            for side in ("a", "b")
+            for name, value in corrected_rows(corrected[side])
+        )
+        paired = "the same labelled answers in both runs" if corrected["paired"] else "labels on different answers"
+        metrics += (
+            f"<section id='corrected'><h2>Unsupported rate, raw and corrected for the checker's error ({paired})"
+            f"</h2><table>{cells}</table><p>B - A: raw {_f(corrected['raw_diff'], '+.3f')}, corrected "
+            f"{_f(corrected['diff'], '+.3f')}</p></section>"
+        )
     vt = verdict_table(a, b)
     head = "".join(f"<th>{_text(v)}</th>" for v in vt["labels"])
     body_rows = "".join(
