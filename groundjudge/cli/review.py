@@ -294,17 +294,15 @@ def compare_command(
         table = Table(title=f"B vs A over {result['paired']} paired samples")
         # a narrow terminal wraps the other columns, never cuts a metric's name
         table.add_column("metric", no_wrap=True, min_width=max(map(len, result["metrics"]), default=6))
-        for col in ("mean A", "mean B", "diff", "95% CI", "p", "detectable", ""):
+        for col in ("mean A", "mean B", "diff", "95% CI", "p", "MDD", ""):
             table.add_column(col)
         for name, m in result["metrics"].items():
             mark = "[red]B worse[/red]" if m["b_worse"] else ("significant" if m["significant"] else "")
-            if not m["significant"] and m["answers_needed"] is not None:
-                mark = f"needs {m['answers_needed']} answers to detect {m['diff']:+.3f}"
             mdd = m["min_detectable_diff"]
             table.add_row(
                 name,
-                f"{m['mean_a']:.3f} {_ci(m['mean_a_ci'], False)}",
-                f"{m['mean_b']:.3f} {_ci(m['mean_b_ci'], False)}",
+                f"{m['mean_a']:.3f}",
+                f"{m['mean_b']:.3f}",
                 f"{m['diff']:+.3f}",
                 f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]",
                 f"{m['p_value']:.4f}",
@@ -313,10 +311,21 @@ def compare_command(
             )
         console.print(table)
         console.print(
-            f"detectable: the smallest mean difference these {result['paired']} pairs detect 80% of the time "
-            f"(two-sided, alpha {alpha:g})",
+            f"MDD: the minimum detectable difference, the smallest these {result['paired']} pairs detect 80% of "
+            f"the time (two-sided, alpha {alpha:g})",
             highlight=False,
         )
+        for name, m in result["metrics"].items():
+            console.print(
+                f"  {name}: A {m['mean_a']:.3f} {_ci(m['mean_a_ci'], False)}, B {m['mean_b']:.3f} "
+                f"{_ci(m['mean_b_ci'], False)}"
+                + (
+                    f"; not significant: {m['answers_needed']} paired answers would detect {m['diff']:+.3f}"
+                    if m["answers_needed"] is not None
+                    else ""
+                ),
+                highlight=False,
+            )
         if corrected is not None:
             for side, path in (("a", a), ("b", b)):
                 console.print(f"[bold]{side.upper()}[/bold] ({escape(path.name)}):")

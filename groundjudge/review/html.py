@@ -542,6 +542,12 @@ def _f(x: float | None, fmt: str = ".3f") -> str:
     return "-" if x is None or not math.isfinite(x) else format(x, fmt)
 
 
+def _iv(m: dict[str, Any], side: str) -> str:
+    """`` [lo, hi]`` of a run's mean in a compare result ("" when the result has none)."""
+    ci = m.get(f"mean_{side}_ci")
+    return "" if not ci or None in ci else f" <small>[{_f(ci[0])}, {_f(ci[1])}]</small>"
+
+
 def _needs(m: dict[str, Any]) -> str:
     """How many paired answers would detect a metric's difference that was not significant ("" when not asked)."""
     n = m.get("answers_needed")
@@ -577,8 +583,8 @@ def render_compare_html(
         for name, m in result["metrics"].items()
     ]
     rows = "".join(
-        f"<tr><td>{_text(name)}</td><td class='num'>{m['n']}</td><td class='num'>{_f(m['mean_a'])}</td>"
-        f"<td class='num'>{_f(m['mean_b'])}</td><td class='num'>{_f(m['diff'], '+.3f')}</td>"
+        f"<tr><td>{_text(name)}</td><td class='num'>{m['n']}</td><td class='num'>{_f(m['mean_a'])}{_iv(m, 'a')}</td>"
+        f"<td class='num'>{_f(m['mean_b'])}{_iv(m, 'b')}</td><td class='num'>{_f(m['diff'], '+.3f')}</td>"
         f"<td class='num'>[{_f(m['ci95'][0], '+.3f')}, {_f(m['ci95'][1], '+.3f')}]</td>"
         f"<td class='num'>{_f(m['p_value'], '.4f')}</td>"
         f"<td class='num'>{_f(m.get('min_detectable_diff'), '.3f')}</td>"
