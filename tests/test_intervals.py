@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
@@ -17,6 +19,7 @@ from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scor
 from groundjudge.review.compare import compare_runs, corrected_rates
 from groundjudge.review.html import (
     decision_rows,
+    disagrees,
     informative_key,
     informative_reasons,
     label_shares,
@@ -361,3 +364,73 @@ def test_the_page_orders_by_information_and_says_what_the_decisions_are_worth(tm
     assert _page_data(html.read_text(encoding="utf-8"))["reports"][0]["id"] == "disagree"
     bad = CliRunner().invoke(app, ["report", str(out), "--html", str(html), "--order", "newest"])
     assert bad.exit_code == 2 and "--order must be one of risk, informative" in bad.output
+
+
+_LABELS = ["SUPPORTED", "UNSUPPORTED", "CONTRADICTED", "ERROR"]
+_claims = st.lists(
+    st.tuples(st.sampled_from(_LABELS), st.sampled_from(["nli", "judge"]), st.floats(0, 1)), min_size=0, max_size=4
+)
+_runs = st.lists(
+    st.tuples(_claims, st.one_of(st.none(), st.floats(0, 1)), st.sampled_from([None, "SUPPORTED", "UNSUPPORTED"])),
+    max_size=12,
+)
+
+
+def _build(run: list[Any]) -> list[AnswerReport]:
+    return [
+        _answer(
+            f"r{i}",
+            [c[0] for c in claims],
+            routes=[c[1] for c in claims],
+            support=[c[2] for c in claims],
+            combined=combined,
+            gold=gold,
+            verdict="NO_CLAIMS" if not claims else "WARN",
+        )
+        for i, (claims, combined, gold) in enumerate(run)
+    ]
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(run=_runs)
+def test_every_summary_figure_lies_in_its_interval(run: list[Any]) -> None:
+    data = summarize(_build(run)).model_dump(mode="json")
+    keys = [k[: -len("_ci")] for k in data if k.endswith("_ci")]
+    assert len(keys) == 11
+    for key in keys:
+        value, (lo, hi) = data[key], data[f"{key}_ci"]
+        if value is None:
+            assert (lo, hi) in ((None, None), (0.0, 1.0)), key
+        else:
+            assert 0.0 <= lo <= value + 1e-12 and value - 1e-12 <= hi <= 1.0, key
+    c = data["corrected_unsupported_rate"]
+    # a claim row's gold label needs a claim to fall on: no such row, no corrected rate
+    assert (c is None) == all(gold is None or not claims for claims, _, gold in run)
+    if c is not None and c["value"] is not None:
+        assert c["ci"][0] <= c["value"] <= c["ci"][1]
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(run=_runs)
+def test_the_informative_order_puts_every_disagreement_before_the_rest(run: list[Any]) -> None:
+    reports = _build(run)
+    shares = label_shares(reports)
+    ordered = sorted(reports, key=lambda r: informative_key(r, shares))
+    flags = [any(disagrees(c) for c in r.claims) for r in ordered]
+    assert flags == sorted(flags, reverse=True)  # every answer with a disagreement first
+    assert sorted(r.id for r in ordered) == sorted(r.id for r in reports)
+
+
+def test_the_compare_page_shows_what_the_runs_could_detect_and_the_corrected_rates() -> None:
+    from groundjudge.review.html import render_compare_html
+
+    a, b = _gold_run(20, 25, 45, 50), _gold_run(25, 25, 45, 50)
+    result = compare_runs(a, b)
+    result["corrected_unsupported_rate"] = corrected_rates(a, b)
+    page = render_compare_html(a, b, result)
+    table = page.split("id='metrics-table'>", 1)[1].split("</table>", 1)[0]
+    claims = result["metrics"]["claims"]
+    assert "detectable at 80% power" in table
+    assert f"<td class='num'>{claims['min_detectable_diff']:.3f}</td>" in table
+    assert f"[{claims['mean_a_ci'][0]:.3f}, {claims['mean_a_ci'][1]:.3f}]" in table
+    assert "unsupported claims, corrected for the checker&#x27;s error" in page.split("id='corrected'>", 1)[1]
