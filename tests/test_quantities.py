@@ -246,7 +246,7 @@ def test_the_summary_names_each_share_and_shows_why_answers_did_not_pass() -> No
     rows = summary_rows(s)
     names = [name for name, _ in rows]
     assert not any("hallucinat" in name for name in names)
-    assert dict(rows)["answers with a claim not supported"] == "50.0% of 2"
+    assert dict(rows)["answers with a claim not supported"] == "50.0% [9.5, 90.5] of 2"  # Wilson, 1 of 2
     assert ("not passed", "bad: FAIL: 1 of 4 claims contradicted (0.25 > 0.10)") in rows
     # the notebook: a report's table and the frame carry the reasons
     assert "FAIL: 1 of 4 claims contradicted (0.25 &gt; 0.10)" in reports[1]._repr_html_()

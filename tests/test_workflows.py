@@ -380,8 +380,8 @@ def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer
     assert s.answers_contradicted_share == pytest.approx(1 / 4)
     assert s.contradiction_unchecked == 3 and s.claims == 4
     rows = dict(summary_rows(s))
-    assert rows["answers scoring below 0.8"] == "50.0% of 4 scored"
-    assert rows["answers with a contradicted claim"] == "25.0%"
+    assert rows["answers scoring below 0.8"] == "50.0% [15.0, 85.0] of 4 scored"  # with the Wilson interval
+    assert rows["answers with a contradicted claim"] == "25.0% [4.6, 69.9]"
     assert rows["contradiction not checked"] == (
         "3 of 4 claims (decided locally by a model with no calibrated contradiction head)"
     )

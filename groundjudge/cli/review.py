@@ -19,16 +19,42 @@ def report_command(
     scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score'.")],
     html: Annotated[Optional[Path], typer.Option(help="Write a self-contained HTML review page here.")] = None,  # noqa: UP045
     only_flagged: Annotated[bool, typer.Option(help="Only answers that did not pass cleanly.")] = False,
+    order: Annotated[
+        str,
+        typer.Option(
+            help="The page's queue: 'risk' (riskiest first) or 'informative' (NLI / judge disagreements, decisions "
+            "near a local threshold, rare labels first)."
+        ),
+    ] = "risk",
+    reviews: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            help="A previous export of decisions (JSONL): the page says how much they moved the corrected rate."
+        ),
+    ] = None,
 ) -> None:
     """Summarize a scored file; with --html, write a review page for reviewers."""
     from groundjudge.review.report import summarize
 
     reports = load_reports(scored)
     if html is not None:
-        from groundjudge.review.html import render_html
+        from groundjudge.review.html import ORDERS, render_html
+        from groundjudge.review.metrics import read_reviews
 
+        if order not in ORDERS:
+            raise fail(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
+        try:
+            decided = read_reviews(reviews) if reviews is not None else None
+        except InputError as exc:
+            raise fail(str(exc)) from exc
         html.write_text(
-            render_html(reports, title=f"groundjudge review: {scored.name}", only_flagged=only_flagged),
+            render_html(
+                reports,
+                title=f"groundjudge review: {scored.name}",
+                only_flagged=only_flagged,
+                order=order,
+                reviews=decided,
+            ),
             encoding="utf-8",
         )
         err.print(escape(f"wrote {html} ({sum(1 for r in reports if r.flagged or not only_flagged)} answers)"))
@@ -222,14 +248,35 @@ def compare_command(
         Optional[Path],  # noqa: UP045
         typer.Option(help="Also write a self-contained HTML page: intervals, verdict flips, changed claims."),
     ] = None,
+    labels: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            help="Gold labels (JSONL rows with id and label) for both runs: the unsupported rate corrected for the "
+            "checker's error."
+        ),
+    ] = None,
+    reviews: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Reviewer decisions exported by the review page (JSONL), as labels for the corrected rate."),
+    ] = None,
 ) -> None:
-    """Paired comparison of two runs: mean differences with bootstrap CIs, paired tests, verdict flips."""
-    from groundjudge.review.compare import compare_runs
+    """Paired comparison of two runs: mean differences with bootstrap CIs, paired tests, verdict flips; the smallest
+    difference the runs could detect; with labels, the unsupported rate corrected for the checker's error."""
+    from groundjudge.review.compare import compare_runs, corrected_rates
+    from groundjudge.review.metrics import read_labels, read_reviews
 
     runs = load_reports(a), load_reports(b)
     result = compare_runs(*runs, alpha=alpha)
     if result["paired"] == 0:
         raise fail("the two runs share no sample ids")
+    try:
+        gold = read_labels(labels) if labels is not None else None
+        decided = read_reviews(reviews) if reviews is not None else []
+    except InputError as exc:
+        raise fail(str(exc)) from exc
+    corrected = corrected_rates(*runs, labels=gold, reviews=decided)
+    if corrected is not None:
+        result["corrected_unsupported_rate"] = corrected
     if html is not None:
         from groundjudge.review.html import render_compare_html
 
@@ -247,10 +294,11 @@ def compare_command(
         table = Table(title=f"B vs A over {result['paired']} paired samples")
         # a narrow terminal wraps the other columns, never cuts a metric's name
         table.add_column("metric", no_wrap=True, min_width=max(map(len, result["metrics"]), default=6))
-        for col in ("mean A", "mean B", "diff", "95% CI", "p", ""):
+        for col in ("mean A", "mean B", "diff", "95% CI", "p", "MDD", ""):
             table.add_column(col)
         for name, m in result["metrics"].items():
             mark = "[red]B worse[/red]" if m["b_worse"] else ("significant" if m["significant"] else "")
+            mdd = m["min_detectable_diff"]
             table.add_row(
                 name,
                 f"{m['mean_a']:.3f}",
@@ -258,9 +306,36 @@ def compare_command(
                 f"{m['diff']:+.3f}",
                 f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]",
                 f"{m['p_value']:.4f}",
+                "-" if mdd is None else f"±{mdd:.3f}",
                 mark,
             )
         console.print(table)
+        console.print(
+            f"MDD: the minimum detectable difference, the smallest these {result['paired']} pairs detect 80% of "
+            f"the time (two-sided, alpha {alpha:g})",
+            highlight=False,
+        )
+        for name, m in result["metrics"].items():
+            console.print(
+                f"  {name}: A {m['mean_a']:.3f} {_ci(m['mean_a_ci'], False)}, B {m['mean_b']:.3f} "
+                f"{_ci(m['mean_b_ci'], False)}"
+                + (
+                    f"; not significant: {m['answers_needed']} paired answers would detect {m['diff']:+.3f}"
+                    if m["answers_needed"] is not None
+                    else ""
+                ),
+                highlight=False,
+            )
+        if corrected is not None:
+            for side, path in (("a", a), ("b", b)):
+                console.print(f"[bold]{side.upper()}[/bold] ({escape(path.name)}):")
+                _print_corrected(console, corrected[side])
+            said = "paired: the same labelled answers" if corrected["paired"] else "not paired: labels differ"
+            diff = corrected["diff"]
+            console.print(
+                f"corrected rate B - A: {'-' if diff is None else f'{100 * diff:+.1f} points'} ({said})",
+                highlight=False,
+            )
         mc = result["mcnemar"]
         console.print(
             f"verdict flips: {result['verdict_flips'] or 'none'}; PASS lost {mc['pass_lost']}, "

@@ -1,4 +1,11 @@
-"""Two runs of the same samples (prompt v1 vs v2): paired differences, bootstrap CIs, tests, verdict flips."""
+"""Two runs of the same samples (prompt v1 vs v2): paired differences, bootstrap CIs, tests, verdict flips.
+
+Each metric also gives each run's mean with its bootstrap interval over answers, the minimum difference the
+comparison could detect (80% power, two-sided at ``alpha``, from the paired differences' spread) and, when the
+difference is not significant, how many paired answers would detect the observed one
+(:mod:`groundjudge.review.stats`). With labels, :func:`corrected_rates` gives both runs' unsupported rate raw and
+corrected for the checker's error.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from groundjudge.models import AnswerReport, ClaimVerdict
+from groundjudge.review.metrics import (
+    Review,
+    corrected_as_json,
+    failed_whole,
+    gold_items,
+    join_reviews,
+    label_level,
+    unsupported_rate,
+)
+from groundjudge.review.stats import answers_needed, bootstrap_mean, minimum_detectable_difference
 
 # The per-answer quantities compared (README "Quantities"); report files written before ``contradicted_share`` was
 # named so carry it as ``hallucination_ratio`` and read as it; ``not_supported_share`` comes from the claim counts.
@@ -78,15 +95,22 @@ def compare_runs(
         lo, hi = bootstrap_ci(diffs) if len(diffs) > 1 else (mean_diff, mean_diff)
         p = permutation_p(diffs)
         worse = (mean_diff > 0) if metric in LOWER_IS_BETTER else (mean_diff < 0)
+        significant = p < alpha and not (lo <= 0 <= hi)
         out["metrics"][metric] = {
             "n": len(vals),
             "mean_a": sum(x for x, _ in vals) / len(vals),
+            "mean_a_ci": bootstrap_mean([x for x, _ in vals]).ci,
             "mean_b": sum(y for _, y in vals) / len(vals),
+            "mean_b_ci": bootstrap_mean([y for _, y in vals]).ci,
             "diff": mean_diff,
             "ci95": [lo, hi],
             "p_value": p,
-            "significant": p < alpha and not (lo <= 0 <= hi),
-            "b_worse": worse and p < alpha and not (lo <= 0 <= hi),
+            "significant": significant,
+            "b_worse": worse and significant,
+            # the smallest mean difference these pairs detect 80% of the time; and, for a difference they did not
+            # find significant, how many paired answers would (None: no spread or no difference to detect)
+            "min_detectable_diff": minimum_detectable_difference(diffs, alpha=alpha),
+            "answers_needed": None if significant else answers_needed(diffs, alpha=alpha),
         }
     flips = Counter(f"{x.verdict}->{y.verdict}" for x, y in pairs if x.verdict != y.verdict)
     lost = sum(1 for x, y in pairs if x.verdict == "PASS" and y.verdict != "PASS")
@@ -200,3 +224,52 @@ def changed_claims(a: Sequence[AnswerReport], b: Sequence[AnswerReport], top: in
         )
     out.sort(key=lambda r: (-(abs(r["combined_diff"]) if r["combined_diff"] is not None else 1.0), r["id"]))
     return out[:top]
+
+
+def corrected_rates(
+    a: Sequence[AnswerReport],
+    b: Sequence[AnswerReport],
+    labels: dict[str, str] | None = None,
+    reviews: Sequence[Review] = (),
+) -> dict[str, Any] | None:
+    """Both runs' unsupported rate, raw and corrected for the checker's error measured on labels
+    (:func:`groundjudge.review.metrics.unsupported_rate`), over the answers both runs have; None without labels.
+
+    Labels: the gold labels the rows carry, replaced by ``labels`` (answer id -> label, e.g. from
+    :func:`groundjudge.review.metrics.read_labels`) where given, and reviewer decisions (``reviews``; a claim
+    matches in a run when its answer id, claim id and text are the same there), which make the level "claim".
+    ``paired`` is True when both runs' labels fall on the same answers: the two rates are then measured on the same
+    answers with the same labels, and ``diff`` (B - A) compares like with like. With too few labels a run's
+    ``value`` is None and its ``needs`` says how many more of each class it takes.
+    """
+    pairs = _pairs(a, b)
+    runs = [[x for x, _ in pairs], [y for _, y in pairs]]
+    if labels:
+        runs = [[r.model_copy(update={"label": labels[r.id]}) if r.id in labels else r for r in run] for run in runs]
+    matched = [join_reviews(run, reviews).matched if reviews else [] for run in runs]
+    claim_gold = len(gold_items(runs[0], "claim"))
+    level = "claim" if reviews else label_level(claim_gold, len(gold_items(runs[0], "answer")))
+    labelled = [
+        {x.cluster for x in gold_items(run, level)} | {m.report.id for m in found}
+        for run, found in zip(runs, matched, strict=True)
+    ]
+    if not labelled[0] and not labelled[1]:
+        return None
+    rates = [
+        corrected_as_json(unsupported_rate(run, level, found), level, failed_whole(run))
+        for run, found in zip(runs, matched, strict=True)
+    ]
+
+    def diff(key: str) -> float | None:
+        x, y = rates[0][key], rates[1][key]
+        return None if x is None or y is None else y - x
+
+    return {
+        "level": level,
+        "paired": labelled[0] == labelled[1],
+        "labelled_answers": [len(labelled[0]), len(labelled[1])],
+        "a": rates[0],
+        "b": rates[1],
+        "raw_diff": diff("raw"),
+        "diff": diff("value"),
+    }

@@ -15,13 +15,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
 from groundjudge.models import AnswerReport
+from groundjudge.review.metrics import Review, join_reviews, unsupported_rate
 from groundjudge.review.plots import histogram_svg
-from groundjudge.review.report import finite_report, summarize, summary_rows
+from groundjudge.review.report import corrected_rows, finite_report, summarize, summary_rows
 
 _CSS = """
 body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f6f4}
@@ -314,6 +317,95 @@ def risk_reasons(r: AnswerReport) -> list[str]:
     return out
 
 
+_THRESHOLD = re.compile(r"(support|contradict|unsupported)(>=|<=)(\S+)")
+
+
+def local_thresholds(versions: dict[str, str]) -> dict[str, float]:
+    """The local thresholds a report was decided with, from its versions' ``thresholds`` string
+    (``support>=0.9 contradict>=never unsupported<=0.1``): those in force, by name; "never" ones are left out."""
+    out = {}
+    for name, _, value in _THRESHOLD.findall(versions.get("thresholds", "")):
+        try:
+            out[name] = float(value)
+        except ValueError:  # "never": no claim is decided on that side
+            continue
+    return out
+
+
+def disagrees(c: Any) -> bool:
+    """The local model and the judge disagree on a judged claim: its NLI support (the entailment, or the verdict
+    head's probability) is at least even odds and the judge did not find it SUPPORTED, or below even odds and the
+    judge did."""
+    if c.route != "judge" or c.nli is None or c.nli.error or c.label == "ERROR":
+        return False
+    return (c.nli.support >= 0.5) != (c.label == "SUPPORTED")
+
+
+def threshold_margin(c: Any, thresholds: dict[str, float]) -> float | None:
+    """How close a locally decided claim came to the other side: the distance of its support to the support and
+    unsupported thresholds, and of its contradiction to the contradiction threshold (None: no such claim, or no
+    threshold in force)."""
+    if c.route != "nli" or c.nli is None or c.nli.error:
+        return None
+    gaps = [abs(c.nli.support - thresholds[k]) for k in ("support", "unsupported") if k in thresholds]
+    if "contradict" in thresholds:
+        gaps.append(abs(c.nli.contradiction - thresholds["contradict"]))
+    return min(gaps, default=None)
+
+
+def informative_counts(r: AnswerReport, label_share: dict[str, float]) -> dict[str, Any]:
+    """What a reviewer's decisions on an answer would teach: its claims where the local model and the judge disagree
+    (:func:`disagrees`), the locally decided claim nearest a local threshold (:func:`threshold_margin`), and its
+    rarest claim label (``label_share``: each label's share of the run's claims)."""
+    thresholds = local_thresholds(r.versions)
+    margins = [(m, c) for c in r.claims if (m := threshold_margin(c, thresholds)) is not None]
+    near = min(margins, key=lambda mc: mc[0], default=None)
+    rare = min(r.claims, key=lambda c: label_share.get(c.label, 0.0), default=None)
+    return {
+        "disagree": sum(disagrees(c) for c in r.claims),
+        "margin": None if near is None else near[0],
+        "near": None if near is None else near[1],
+        "rare": None if rare is None else rare.label,
+        "rare_share": None if rare is None else label_share.get(rare.label, 0.0),
+    }
+
+
+def label_shares(reports: Sequence[AnswerReport]) -> dict[str, float]:
+    """Each claim label's share of the claims of ``reports``."""
+    counts = Counter(c.label for r in reports for c in r.claims)
+    total = sum(counts.values())
+    return {label: n / total for label, n in counts.items()}
+
+
+def informative_key(r: AnswerReport, label_share: dict[str, float]) -> tuple[int, int, float, float]:
+    """Sort key, most informative first (``report --html --order informative``): answers with a claim where the
+    local model and the judge disagree, most such claims first; then the locally decided claim nearest a local
+    threshold; then the rarest claim label. Riskiest first is :func:`risk_key`."""
+    n = informative_counts(r, label_share)
+    return (
+        0 if n["disagree"] else 1,
+        -n["disagree"],
+        math.inf if n["margin"] is None else n["margin"],
+        1.0 if n["rare_share"] is None else n["rare_share"],
+    )
+
+
+def informative_reasons(r: AnswerReport, label_share: dict[str, float]) -> list[str]:
+    """Why an answer is where it is in the most-informative-first queue, in words (shown on its card)."""
+    n = informative_counts(r, label_share)
+    out: list[str] = []
+    if n["disagree"]:
+        out.append(f"{n['disagree']} NLI / judge disagreement{'s' * (n['disagree'] > 1)}")
+    if n["margin"] is not None and n["margin"] < 0.1:
+        out.append(f"decided locally {n['margin']:.2f} from a threshold")
+    if n["rare_share"] is not None and n["rare_share"] < 0.1:
+        out.append(f"rare label {n['rare']} ({100 * n['rare_share']:.0f}% of claims)")
+    return out
+
+
+ORDERS = ("risk", "informative")
+
+
 def run_identity(reports: Sequence[AnswerReport]) -> str:
     """A short hash of the answer ids, claim ids and texts, and versions: the key reviews are stored under."""
     h = hashlib.sha256()
@@ -339,18 +431,73 @@ _HELP = (
 )
 
 
-def render_html(reports: Iterable[AnswerReport], title: str = "groundjudge review", only_flagged: bool = False) -> str:
-    """The review page for ``reports`` as one HTML string: a queue, riskiest first (see :func:`risk_key`)."""
-    chosen = [finite_report(r) for r in reports if r.flagged or not only_flagged]
+def decision_rows(reports: Sequence[AnswerReport], reviews: Sequence[Review] | None = None) -> list[tuple[str, str]]:
+    """The page header's rows on decisions: how many more the claim-level corrected unsupported rate needs
+    (labels: the rows' gold labels and ``reviews``, a previous export of decisions) and, with ``reviews``, how much
+    those decisions moved it."""
+    before = unsupported_rate(reports, "claim")
+    matched = join_reviews(reports, reviews).matched if reviews else []
+    after = unsupported_rate(reports, "claim", matched) if matched else before
+
+    def said(c: Any) -> str:
+        if c.value is None:
+            return "no number"
+        return f"{100 * c.value:.1f}% [{100 * c.lo:.1f}, {100 * c.hi:.1f}]"
+
+    if after.needs is None:
+        needed = f"none: the corrected rate is {said(after)}"
+    elif after.needs["positives"] or after.needs["negatives"]:
+        needed = (
+            f"at least {after.needs['positives'] + after.needs['negatives']} ({after.needs['positives']} on claims "
+            f"that are not supported, {after.needs['negatives']} on supported ones)"
+        )
+    else:
+        needed = after.reason or "-"
+    rows = [("decisions the corrected unsupported rate still needs", needed)]
+    if reviews:
+        used = len(matched)  # a decision on a claim with a gold label replaces it
+        rows.append(
+            (
+                f"moved by {used} previous decision{'s' * (used != 1)} ({len(reviews) - used} match no claim here)",
+                f"corrected rate {said(before)} -> {said(after)}; labels {before.positives} + {before.negatives} -> "
+                f"{after.positives} + {after.negatives} (not supported + supported)",
+            )
+        )
+    return rows
+
+
+def render_html(
+    reports: Iterable[AnswerReport],
+    title: str = "groundjudge review",
+    only_flagged: bool = False,
+    order: str = "risk",
+    reviews: Sequence[Review] | None = None,
+) -> str:
+    """The review page for ``reports`` as one HTML string: a queue, riskiest first (``order`` "risk":
+    :func:`risk_key`) or most informative first ("informative": :func:`informative_key`). The header gives the
+    summary with its intervals and how many decisions the corrected unsupported rate still needs; ``reviews`` (a
+    previous export of decisions) count as labels there, and the header says how much they moved it."""
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
+    every = [finite_report(r) for r in reports]
+    chosen = [r for r in every if r.flagged or not only_flagged]
     summary = summarize(chosen)  # in file order: "the first failed rows" are the file's
-    chosen.sort(key=risk_key)  # stable: equally risky answers keep their file order
+    if order == "risk":
+        chosen.sort(key=risk_key)  # stable: equally risky answers keep their file order
+        reasons = [risk_reasons(r) for r in chosen]
+    else:
+        shares = label_shares(every)
+        chosen.sort(key=lambda r: informative_key(r, shares))
+        reasons = [informative_reasons(r, shares) for r in chosen]
     payload: dict[str, Any] = {
         "reports": [r.model_dump(mode="json") for r in chosen],
-        "risk": [risk_reasons(r) for r in chosen],
+        "risk": reasons,
+        "order": order,
         "run": run_identity(chosen),
     }
     blob = embed_json(payload)
-    rows = "".join(f"<div><span>{_text(name)}:</span> {_text(value)}</div>" for name, value in summary_rows(summary))
+    head = summary_rows(summary) + decision_rows(every, reviews)
+    rows = "".join(f"<div><span>{_text(name)}:</span> {_text(value)}</div>" for name, value in head)
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
@@ -395,6 +542,18 @@ def _f(x: float | None, fmt: str = ".3f") -> str:
     return "-" if x is None or not math.isfinite(x) else format(x, fmt)
 
 
+def _iv(m: dict[str, Any], side: str) -> str:
+    """`` [lo, hi]`` of a run's mean in a compare result ("" when the result has none)."""
+    ci = m.get(f"mean_{side}_ci")
+    return "" if not ci or None in ci else f" <small>[{_f(ci[0])}, {_f(ci[1])}]</small>"
+
+
+def _needs(m: dict[str, Any]) -> str:
+    """How many paired answers would detect a metric's difference that was not significant ("" when not asked)."""
+    n = m.get("answers_needed")
+    return "" if n is None else f"needs {n} answers to detect it"
+
+
 def render_compare_html(
     a: Sequence[AnswerReport],
     b: Sequence[AnswerReport],
@@ -424,20 +583,36 @@ def render_compare_html(
         for name, m in result["metrics"].items()
     ]
     rows = "".join(
-        f"<tr><td>{_text(name)}</td><td class='num'>{m['n']}</td><td class='num'>{_f(m['mean_a'])}</td>"
-        f"<td class='num'>{_f(m['mean_b'])}</td><td class='num'>{_f(m['diff'], '+.3f')}</td>"
+        f"<tr><td>{_text(name)}</td><td class='num'>{m['n']}</td><td class='num'>{_f(m['mean_a'])}{_iv(m, 'a')}</td>"
+        f"<td class='num'>{_f(m['mean_b'])}{_iv(m, 'b')}</td><td class='num'>{_f(m['diff'], '+.3f')}</td>"
         f"<td class='num'>[{_f(m['ci95'][0], '+.3f')}, {_f(m['ci95'][1], '+.3f')}]</td>"
         f"<td class='num'>{_f(m['p_value'], '.4f')}</td>"
+        f"<td class='num'>{_f(m.get('min_detectable_diff'), '.3f')}</td>"
         f"<td class='{'worse' if m['b_worse'] else ''}'>"
-        f"{'B worse' if m['b_worse'] else ('significant' if m['significant'] else '')}</td></tr>"
+        f"{'B worse' if m['b_worse'] else ('significant' if m['significant'] else '')}"
+        f"{_text(_needs(m))}"
+        "</td></tr>"
         for name, m in result["metrics"].items()
     )
     metrics = (
         f"<section id='differences'><h2>Paired differences, B - A ({result['paired']} paired answers; "
         f"A={na}, B={nb})</h2>{interval_svg(intervals)}<table id='metrics-table'><tr><th>metric</th><th>n</th>"
-        f"<th>mean A</th><th>mean B</th><th>diff</th><th>95% bootstrap CI</th><th>permutation p</th><th></th></tr>"
-        f"{rows}</table></section>"
+        f"<th>mean A</th><th>mean B</th><th>diff</th><th>95% bootstrap CI</th><th>permutation p</th>"
+        f"<th>detectable at 80% power</th><th></th></tr>{rows}</table></section>"
     )
+    corrected = result.get("corrected_unsupported_rate")
+    if corrected is not None:
+        cells = "".join(
+            f"<tr><th>{side.upper()}</th><td>{_text(name)}</td><td>{_text(value)}</td></tr>"
+            for side in ("a", "b")
+            for name, value in corrected_rows(corrected[side])
+        )
+        paired = "the same labelled answers in both runs" if corrected["paired"] else "labels on different answers"
+        metrics += (
+            f"<section id='corrected'><h2>Unsupported rate, raw and corrected for the checker's error ({paired})"
+            f"</h2><table>{cells}</table><p>B - A: raw {_f(corrected['raw_diff'], '+.3f')}, corrected "
+            f"{_f(corrected['diff'], '+.3f')}</p></section>"
+        )
     vt = verdict_table(a, b)
     head = "".join(f"<th>{_text(v)}</th>" for v in vt["labels"])
     body_rows = "".join(

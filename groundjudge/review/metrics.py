@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from groundjudge.errors import InputError
+from groundjudge.io.jsonl import read_jsonl
 from groundjudge.models import Usage
 from groundjudge.review.stats import CorrectedRate, Item, corrected_rate, percentile_interval, resampled_sums, share
 
@@ -213,10 +214,22 @@ def unsupported_rate(
 
 def corrected_json(reports: Sequence[Any], level: str, reviewed: Sequence[ReviewedClaim] = ()) -> dict[str, Any]:
     """:func:`unsupported_rate` as the JSON ``corrected_unsupported_rate`` of ``metrics``."""
-    out = unsupported_rate(reports, level, reviewed).as_json(level)
+    return corrected_as_json(unsupported_rate(reports, level, reviewed), level, failed_whole(reports))
+
+
+def corrected_as_json(rate: CorrectedRate, level: str, failed_answers: int) -> dict[str, Any]:
+    """A :class:`CorrectedRate` as the JSON ``corrected_unsupported_rate`` (``metrics``, the run summary,
+    ``compare``); at the claim level it counts the answers that failed whole (their claims are in no rate)."""
+    out = rate.as_json(level)
     if level == "claim":
-        out["failed_answers"] = failed_whole(reports)  # not in a claim-level rate: their claims are unknown
+        out["failed_answers"] = failed_answers
     return out
+
+
+def label_level(claim_labels: int, answer_labels: int) -> str:
+    """The level a file's gold labels are read at: claims when at least as many rows carry a claim label as an
+    answer label, else answers."""
+    return "claim" if claim_labels >= answer_labels else "answer"
 
 
 def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
@@ -231,7 +244,7 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
         raise ValueError(
             "no report carries a gold label (SUPPORTED/UNSUPPORTED/CONTRADICTED or consistent/hallucinated)"
         )
-    level = "claim" if len(claim_rows) >= len(answer_rows) else "answer"
+    level = label_level(len(claim_rows), len(answer_rows))
     rows = claim_rows if level == "claim" else answer_rows
 
     def binary(label: str) -> str:
@@ -342,6 +355,38 @@ def read_reviews(path: str | Path) -> list[Review]:
             return parse_reviews(fh)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read reviews {path}: {exc}") from exc
+
+
+def read_labels(path: str | Path) -> dict[str, str]:
+    """Gold labels by answer id from a JSONL file of rows with ``id`` and ``label`` (input rows, or scored reports):
+    a claim label (SUPPORTED / UNSUPPORTED / CONTRADICTED) or an answer label (consistent / hallucinated), read as
+    :func:`gold_items` reads a scored row's label. Rows whose label is null or missing are skipped; a later row of
+    the same id replaces an earlier one.
+
+    Raises:
+        InputError: the file cannot be read, or a row that is not an object, or has no string ``id`` or an unknown
+            ``label`` (the row and field are named).
+    """
+    out: dict[str, str] = {}
+    try:
+        for n, row in read_jsonl(Path(path)):
+            if isinstance(row, InputError):
+                raise row
+            if not isinstance(row, dict):
+                raise InputError("a label line must be a JSON object", row=n)
+            label = row.get("label")
+            if label is None:
+                continue
+            if not isinstance(row.get("id"), str):
+                raise InputError("missing or not a string", row=n, field="id")
+            if not isinstance(label, str) or (label.upper() not in CLAIM_LABELS and label.lower() not in ANSWER_LABELS):
+                raise InputError(
+                    f"{label!r} is not one of {', '.join(CLAIM_LABELS + ANSWER_LABELS)}", row=n, field="label"
+                )
+            out[row["id"]] = label
+    except OSError as exc:
+        raise InputError(f"cannot read labels {path}: {exc}") from exc
+    return out
 
 
 @dataclass(frozen=True)

@@ -5,17 +5,43 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from groundjudge.errors import ConfigError
 from groundjudge.io.jsonl import read_jsonl, read_lines
 from groundjudge.models import AnswerReport, Scores, Usage
-from groundjudge.review.metrics import answer_prediction
+from groundjudge.review.metrics import (
+    answer_prediction,
+    corrected_as_json,
+    failed_whole,
+    gold_items,
+    label_level,
+    scored_items,
+)
+from groundjudge.review.stats import Item, corrected_rate, percentile_interval, resampled_sums, wilson
+
+# The summary's figures with a 95% interval: the key of the figure, beside it the key of its interval
+# (``<key>_ci``). Shares of answers take Wilson's interval; means over answers and the share of claims escalated
+# take the bootstrap over answers (stats.resampled_sums: an answer is resampled with all its claims).
+CI = list[float | None]
+
+
+def _ci(share: bool = False, claims: bool = False) -> Any:
+    """The field of a figure's 95% interval ``[lo, hi]``; with nothing to estimate from, ``[0, 1]`` for a share and
+    ``[null, null]`` for a mean."""
+    how = (
+        "Wilson, or the bootstrap over answers when an answer holds several claims"
+        if claims
+        else ("Wilson" if share else "bootstrap over answers")
+    )
+    return Field(default_factory=lambda: [0.0, 1.0] if share else [None, None], description=f"95% interval ({how})")
 
 
 class RunSummary(BaseModel):
@@ -28,26 +54,42 @@ class RunSummary(BaseModel):
     answers_below_threshold_share: float | None = Field(
         None, description="share of scored answers whose combined score is below score_threshold"
     )
+    answers_below_threshold_share_ci: CI = _ci(share=True)
     answers_scored: int = Field(0, description="answers with a finite combined score")
     answers_contradicted_share: float | None = Field(
         None, description="share of answers with a judged claim that have a CONTRADICTED claim"
     )
+    answers_contradicted_share_ci: CI = _ci(share=True)
     answers_not_supported_share: float | None = Field(
         None,
         description="share of answers with claims that have a claim not SUPPORTED (contradicted, unsupported, "
         "or not judged)",
     )
+    answers_not_supported_share_ci: CI = _ci(share=True)
     answers_with_claims: int = Field(0, description="answers with at least one claim")
     mean_contradicted_share: float | None = Field(None, description="mean of the answers' contradicted_share")
+    mean_contradicted_share_ci: CI = _ci()
     mean_not_supported_share: float | None = Field(None, description="mean of the answers' not_supported_share")
+    mean_not_supported_share_ci: CI = _ci()
     mean_combined: float | None = Field(None, description="mean combined score")
+    mean_combined_ci: CI = _ci()
     p10_combined: float | None = Field(None, description="10th percentile of the combined score")
     mean_claim_score: float | None = None
+    mean_claim_score_ci: CI = _ci()
     mean_nli_score: float | None = None
+    mean_nli_score_ci: CI = _ci()
     mean_qa_score: float | None = None
+    mean_qa_score_ci: CI = _ci()
     mean_coverage: float | None = None
+    mean_coverage_ci: CI = _ci()
     claims: int = 0
     escalation_rate: float | None = Field(None, description="share of claims sent to the LLM judge")
+    escalation_rate_ci: CI = _ci(share=True, claims=True)
+    corrected_unsupported_rate: dict[str, Any] | None = Field(
+        None,
+        description="with gold labels in the rows: the unsupported rate raw and corrected for the checker's measured "
+        "error (metrics' corrected_unsupported_rate, at the level of the labels), or how many more labels it needs",
+    )
     nli_pairs: int = 0
     contradiction_unchecked: int = Field(0, description="claims decided without a check for contradiction")
     usage: Usage = Field(default_factory=Usage)
@@ -60,11 +102,26 @@ class RunSummary(BaseModel):
 
 
 class Summarizer:
-    """Accumulates :class:`AnswerReport` objects one at a time in constant memory (a dataset of any size).
+    """Accumulates :class:`AnswerReport` objects one at a time (a dataset of any size).
 
     Means are running sums; the 10th percentile of the combined score comes from a 1000-bin histogram (scores
-    live in [0, 1]), so it is exact to 0.001.
+    live in [0, 1]), so it is exact to 0.001. For the intervals it keeps a few numbers per answer and one byte per
+    claim (about 80 bytes an answer, in flat arrays): shares of answers take Wilson's interval from the counts,
+    means over answers and the share of claims escalated a bootstrap over answers (one seeded resample for all of
+    them, :func:`groundjudge.review.stats.resampled_sums`; an answer is resampled with all its claims). With gold
+    labels in the rows it also gives the unsupported rate corrected for the checker's error, as ``metrics`` does.
     """
+
+    # the summary field of each mean of _KEYS
+    _MEANS: ClassVar[dict[str, str]] = {
+        "combined": "mean_combined",
+        "claims": "mean_claim_score",
+        "nli": "mean_nli_score",
+        "qa": "mean_qa_score",
+        "coverage": "mean_coverage",
+        "contradicted_share": "mean_contradicted_share",
+        "not_supported_share": "mean_not_supported_share",
+    }
 
     _KEYS = ("combined", "claims", "nli", "qa", "coverage", "contradicted_share", "not_supported_share")
     _BINS = 1000
@@ -91,6 +148,36 @@ class Summarizer:
         self.nli_pairs = 0
         self.usage = Usage()
         self.failures: list[str] = []
+        # per answer, for the intervals: each mean's value (NaN: none), its claims and escalated claims
+        self._values = {key: array("d") for key in self._KEYS}
+        self._n_claims, self._n_escalated = array("q"), array("q")
+        # for the corrected rate: each scored claim's answer and (route, flagged) code, each answer's code, the gold
+        # items (cluster: the answer's place in the run), the answers that failed whole
+        self._routes: list[str] = []
+        self._claim_owner, self._claim_code, self._answer_code = array("q"), array("B"), array("B")
+        self._gold: dict[str, list[Item]] = {"claim": [], "answer": []}
+        self._failed_whole = 0
+
+    def _code(self, item: Item) -> int:
+        if item.route not in self._routes:
+            self._routes.append(item.route)
+        return 2 * self._routes.index(item.route) + item.flagged
+
+    def _keep(self, r: AnswerReport, non_finite: list[str]) -> None:
+        """What the intervals and the corrected rate need of one report."""
+        index = self.n - 1
+        for key in self._KEYS:
+            value = getattr(r.scores, key)
+            self._values[key].append(math.nan if value is None or key in non_finite else float(value))
+        self._n_claims.append(r.scores.n_claims)
+        self._n_escalated.append(r.scores.n_escalated)
+        for item in scored_items([r], "claim"):
+            self._claim_owner.append(index)
+            self._claim_code.append(self._code(item))
+        self._answer_code.extend(self._code(item) for item in scored_items([r], "answer"))
+        for level, gold in self._gold.items():
+            gold.extend(Item(index, x.flagged, x.route, x.truth) for x in gold_items([r], level))
+        self._failed_whole += failed_whole([r])
 
     def add(self, r: AnswerReport) -> None:
         """Count one report; a non-finite score is skipped and makes the row a failed one."""
@@ -132,6 +219,57 @@ class Summarizer:
         self.nli_pairs += r.nli_pairs
         if _finite(r.usage.cost_usd):
             self.usage = self.usage + r.usage
+        self._keep(r, non_finite)
+
+    def _intervals(self) -> dict[str, CI]:
+        """The ``*_ci`` fields of the summary."""
+        out: dict[str, CI] = {
+            "answers_below_threshold_share_ci": wilson(self.below_threshold, self.counts["combined"]).ci,
+            "answers_contradicted_share_ci": wilson(self.with_contradiction, self.scored).ci,
+            "answers_not_supported_share_ci": wilson(self.not_all_supported, self.with_claims).ci,
+        }
+        claims = np.frombuffer(self._n_claims, dtype=np.int64).astype(np.float64)
+        escalated = np.frombuffer(self._n_escalated, dtype=np.int64).astype(np.float64)
+        # each mean is sum of values / answers with a value over the resampled answers (an answer without the value
+        # weighs nothing), the escalation rate escalated / claims: the clustered bootstrap's ratio
+        columns = [escalated, claims]
+        for key in self._KEYS:
+            values = np.frombuffer(self._values[key], dtype=np.float64)
+            present = ~np.isnan(values)
+            columns += [np.where(present, values, 0.0), present.astype(np.float64)]
+        draws = resampled_sums(np.column_stack(columns)) if self.n else np.zeros((0, len(columns)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = draws[:, 0::2] / draws[:, 1::2]
+        for i, key in enumerate(self._KEYS, start=1):
+            point = self._mean(key)
+            out[f"{self._MEANS[key]}_ci"] = (
+                [None, None]
+                if point is None
+                else list(percentile_interval(point, ratios[:, i], undefined_lo=point, undefined_hi=point))
+            )
+        if not self.claims or claims.max() <= 1:  # one claim an answer at most: independent items (stats.share)
+            out["escalation_rate_ci"] = wilson(self.escalated, self.claims).ci
+        else:
+            rate = self.escalated / self.claims
+            out["escalation_rate_ci"] = list(
+                percentile_interval(rate, ratios[:, 0], undefined_lo=rate, undefined_hi=rate)
+            )
+        return out
+
+    def _corrected(self) -> dict[str, Any] | None:
+        """The unsupported rate corrected for the checker's error measured on the rows' gold labels (None: none)."""
+        level = label_level(len(self._gold["claim"]), len(self._gold["answer"]))
+        if not self._gold[level]:
+            return None
+        routes = self._routes
+        if level == "claim":
+            scored = [
+                Item(owner, bool(code & 1), routes[code >> 1])
+                for owner, code in zip(self._claim_owner, self._claim_code, strict=True)
+            ]
+        else:
+            scored = [Item(i, bool(code & 1), routes[code >> 1]) for i, code in enumerate(self._answer_code)]
+        return corrected_as_json(corrected_rate(scored, self._gold[level]), level, self._failed_whole)
 
     def _mean(self, key: str) -> float | None:
         return self.sums[key] / self.counts[key] if self.counts[key] else None
@@ -176,6 +314,8 @@ class Summarizer:
             worst=[(rid, -neg) for neg, rid in sorted(self._worst, reverse=True)],
             failures=list(self.failures),
             not_passed=list(self.not_passed),
+            corrected_unsupported_rate=self._corrected(),
+            **self._intervals(),
         )
 
 
@@ -224,14 +364,56 @@ def is_report_row(row: Any) -> bool:
     return isinstance(row, dict) and "verdict" in row and "claims" in row
 
 
+def needs_text(c: dict[str, Any]) -> str:
+    """Why a corrected rate (``corrected_unsupported_rate`` JSON) has no number, with how many more labels it needs."""
+    things = f"{c['labels']['level']}s"
+    needs = c.get("needs") or {}
+    if needs.get("positives") or needs.get("negatives"):
+        return (
+            f"needs {needs['positives']} more labelled {things} that are not supported "
+            f"(has {c['labels']['positives']}) and {needs['negatives']} more that are supported "
+            f"(has {c['labels']['negatives']})"
+        )
+    return str(c.get("reason") or "no number")
+
+
+def corrected_rows(c: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Table rows of a ``corrected_unsupported_rate`` (none without labels): the raw rate and the corrected one
+    with their 95% intervals, or how many more labels the correction needs."""
+    if c is None:
+        return []
+    things = f"{c['labels']['level']}s"
+
+    def pct(x: float | None, ci: CI) -> str:
+        if x is None:
+            return "-"
+        return f"{100 * x:.1f}%" + ("" if None in ci else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]")  # type: ignore[operator]
+
+    if c["value"] is None:
+        corrected = f"no number: {needs_text(c)}"
+    else:
+        corrected = (
+            f"{pct(c['value'], c['ci'])} (sensitivity {c['sensitivity']:.3f}, specificity {c['specificity']:.3f}; "
+            f"{c['labels']['positives']} + {c['labels']['negatives']} labelled {things})"
+        )
+    return [
+        (f"unsupported {things} (raw)", f"{pct(c['raw'], c['raw_ci'])} of {c['n']}"),
+        (f"unsupported {things}, corrected for the checker's error", corrected),
+    ]
+
+
 def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
-    """The summary as (name, value) rows for a table."""
+    """The summary as (name, value) rows for a table; each share and mean with its 95% interval ``[lo, hi]``."""
 
-    def pct(x: float | None) -> str:
-        return "-" if x is None else f"{100 * x:.1f}%"
+    def pct(x: float | None, ci: CI | None = None) -> str:
+        if x is None:
+            return "-"
+        return f"{100 * x:.1f}%" + ("" if ci is None or None in ci else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]")  # type: ignore[operator]
 
-    def num(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3f}"
+    def num(x: float | None, ci: CI | None = None) -> str:
+        if x is None:
+            return "-"
+        return f"{x:.3f}" + ("" if ci is None or None in ci else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
 
     verdicts = ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items()))
     u, n = s.usage, s.n
@@ -255,25 +437,32 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("rows failed", str(s.rows_failed)),
         (
             f"answers scoring below {s.score_threshold:g}",
-            f"{pct(s.answers_below_threshold_share)} of {s.answers_scored} scored" if s.answers_scored else "-",
+            f"{pct(s.answers_below_threshold_share, s.answers_below_threshold_share_ci)} of {s.answers_scored} scored"
+            if s.answers_scored
+            else "-",
         ),
-        ("answers with a contradicted claim", pct(s.answers_contradicted_share)),
+        ("answers with a contradicted claim", pct(s.answers_contradicted_share, s.answers_contradicted_share_ci)),
         (
             "answers with a claim not supported",
-            f"{pct(s.answers_not_supported_share)} of {s.answers_with_claims}" if s.answers_with_claims else "-",
+            f"{pct(s.answers_not_supported_share, s.answers_not_supported_share_ci)} of {s.answers_with_claims}"
+            if s.answers_with_claims
+            else "-",
         ),
+        *corrected_rows(s.corrected_unsupported_rate),
         (
             "mean share of claims contradicted / not supported",
-            f"{pct(s.mean_contradicted_share)} / {pct(s.mean_not_supported_share)}",
+            f"{pct(s.mean_contradicted_share, s.mean_contradicted_share_ci)} / "
+            f"{pct(s.mean_not_supported_share, s.mean_not_supported_share_ci)}",
         ),
         ("contradiction not checked", unchecked),
-        ("mean combined score / p10", f"{num(s.mean_combined)} / {num(s.p10_combined)}"),
+        ("mean combined score / p10", f"{num(s.mean_combined, s.mean_combined_ci)} / {num(s.p10_combined)}"),
         (
             "mean claim / NLI / QA score",
-            f"{num(s.mean_claim_score)} / {num(s.mean_nli_score)} / {num(s.mean_qa_score)}",
+            f"{num(s.mean_claim_score, s.mean_claim_score_ci)} / {num(s.mean_nli_score, s.mean_nli_score_ci)} / "
+            f"{num(s.mean_qa_score, s.mean_qa_score_ci)}",
         ),
-        ("mean coverage", pct(s.mean_coverage)),
-        ("claims / escalated to judge", f"{s.claims} / {pct(s.escalation_rate)}"),
+        ("mean coverage", pct(s.mean_coverage, s.mean_coverage_ci)),
+        ("claims / escalated to judge", f"{s.claims} / {pct(s.escalation_rate, s.escalation_rate_ci)}"),
         ("NLI pairs scored", str(s.nli_pairs)),
         ("LLM calls (cached)", f"{s.usage.calls} ({s.usage.cached_calls})"),
         ("tokens in / out", f"{s.usage.input_tokens} / {s.usage.output_tokens}"),
