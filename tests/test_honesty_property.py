@@ -348,7 +348,7 @@ def worst_ratio(r: AnswerReport) -> float:
 
 def nli_rescue(case: Case, honest: AnswerReport) -> bool:
     """Whether the plan makes the NLI model fail on a claim the honest run decided locally: the faulty run sends it
-    to the judge instead (see test_an_nli_failure_never_buys_a_claim_the_judge)."""
+    to the judge instead (see test_an_nli_failure_sends_the_claim_to_the_judge_whose_verdict_stands)."""
     names = case.faults.get((int(honest.id[1:]), "nli"), set())
     return any(c.route == "nli" and any(n in c.claim.text for n in names) for c in honest.claims)
 
@@ -394,7 +394,7 @@ def test_no_injected_failure_scores_better_than_the_honest_run(
             for part in ("nli", "qa"):
                 assert at_most(getattr(f.scores, part), getattr(h.scores, part)), (part, where)
             assert worst_ratio(f) >= worst_ratio(h) - 1e-9, where
-            if i not in rescued:  # see test_an_nli_failure_never_buys_a_claim_the_judge
+            if i not in rescued:  # see test_an_nli_failure_sends_the_claim_to_the_judge_whose_verdict_stands
                 assert RANK[f.verdict] <= RANK[h.verdict], where
                 assert at_most(f.scores.combined, h.scores.combined), where
                 assert at_most(supported_share(f), supported_share(h)), where
@@ -436,18 +436,16 @@ def test_an_nli_failure_the_judge_recovers_from_is_still_in_errors(
     assert summarize([faulty]).rows_failed == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an open question for the lead: in the cascade a claim the NLI model fails on goes to the judge, so a "
-    "failure can buy a claim the judge's verdict where the honest run decided it locally (UNSUPPORTED)",
-)
-def test_an_nli_failure_never_buys_a_claim_the_judge(
+def test_an_nli_failure_sends_the_claim_to_the_judge_whose_verdict_stands(
     scripted: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
 ) -> None:
-    """Found by the property above. The shared model reads "The Istra bridge was built in 1800." as unsupported by
-    sources that say exactly that, and the cascade decides it locally: UNSUPPORTED. When the model returns NaN for
-    it instead, the claim is escalated (as a claim too long for the model is), the judge finds it SUPPORTED, and the
-    answer's combined score rises although the NLI part counts the failed claim as 0."""
+    """The one way a failure may score better, and why it is the rule: in the cascade a claim the NLI model cannot
+    score goes to the judge (as a claim too long for the model does), and the judge, the stronger checker, decides
+    it. Found by the property above: the shared model reads "The Istra bridge was built in 1800." as unsupported by
+    sources that say exactly that, and decides it locally (UNSUPPORTED); with the model returning NaN for it, the
+    judge finds it SUPPORTED and the answer's combined score rises (0.05 -> 0.24). A failure never decides a claim
+    itself: the NLI part still counts the failed claim 0, the failure is named in ``errors``, and the verdict is the
+    judge's, which the honest run would have got with ``--mode llm``."""
     facts = [Fact("Istra", "supported", 1800, 1800), Fact("Jorvik", "supported", 1800, 1800)]
     facts.append(Fact("Kelmar", "contradicted", 1873, 1874))
     case = Case([[], [], facts], {(2, "nli"): {"Istra"}}, 0, None)
@@ -457,5 +455,7 @@ def test_an_nli_failure_never_buys_a_claim_the_judge(
     honest = run(case, setup, scripted, shared_nli, tmp_path / "h", faulty=False)[2]
     faulty = run(case, setup, scripted, nan_model(shared_nli, case), tmp_path / "f", faulty=True)[2]
     assert honest.claims[0].route == "nli" and honest.claims[0].label == "UNSUPPORTED"
-    assert faulty.claims[0].route == "judge" and faulty.errors  # the failure is reported
-    assert at_most(faulty.scores.combined, honest.scores.combined)  # fails: 0.24 against 0.05
+    failed = faulty.claims[0]
+    assert failed.route == "judge" and failed.label == "SUPPORTED" and failed.nli is not None and failed.nli.error
+    assert any("NLI" in e and failed.claim.id in e for e in faulty.errors)  # the failure is reported
+    assert at_most(faulty.scores.nli, honest.scores.nli)  # the failed claim counts 0 in the NLI part
