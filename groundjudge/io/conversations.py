@@ -151,6 +151,12 @@ class _Reader:
         except (TypeError, ValueError) as exc:
             raise self.error(f"cannot be read as JSON: {exc}", where) from None
 
+    def items(self, message: dict[str, Any], key: str, at: str) -> list[Any]:
+        value = message.get(key)
+        if value is not None and not isinstance(value, list):
+            raise self.error(f"must be a list, not {type(value).__name__}", f"{at}.{key}")
+        return value or []
+
     def note_call(self, call_id: Any, name: Any, where: str) -> None:
         if call_id is not None and not isinstance(call_id, str):
             raise self.error("must be a string", f"{where}.id")
@@ -196,12 +202,12 @@ class _Reader:
         else:
             turn = self.blocks(i, role, content, where)
         if role == "assistant":
-            for j, call in enumerate(message.get("tool_calls") or []):
+            for j, call in enumerate(self.items(message, "tool_calls", at)):
                 if not isinstance(call, dict):
                     raise self.error("must be an object", f"{at}.tool_calls[{j}]")
-                fn = call.get("function") if isinstance(call.get("function"), dict) else call
+                fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else call
                 self.note_call(call.get("id"), fn.get("name"), f"{at}.tool_calls[{j}]")
-            for j, tool in enumerate(message.get("tools_called") or []):  # DeepEval: the call and its output
+            for j, tool in enumerate(self.items(message, "tools_called", at)):  # DeepEval: the call and its output
                 if not isinstance(tool, dict):
                     raise self.error("must be an object", f"{at}.tools_called[{j}]")
                 text = self.tool_text(tool.get("output"), f"{at}.tools_called[{j}].output")
@@ -362,6 +368,7 @@ def each_turn(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             continue
         count = sum(t.role == "assistant" and bool(t.text.strip()) for t in turns)
         rid = row.get("id", f"row-{n}")
-        options = row.get("conversation_options") if isinstance(row.get("conversation_options"), dict) else {}
+        given = row.get("conversation_options")
+        options: dict[str, Any] = given if isinstance(given, dict) else {}
         for k in range(1, count + 1):
             yield {**row, "id": f"{rid}#turn{k}", "conversation_options": {**options, "turn": k}}
