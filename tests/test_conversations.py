@@ -25,9 +25,11 @@ from groundjudge.io.rows import parse_sample
 from groundjudge.io.tables import read_rows
 from groundjudge.models import AnswerReport, Claim, ClaimVerdict, Scores
 from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.review.html import render_html
 from groundjudge.stages.judge import select_sources, verify_quote
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import make_test_client
+from tests.test_html import browser  # noqa: F401  (the headless Chromium fixture)
 
 TOOL = "The Eiffel Tower is in Paris. It was completed in 1889 and is 330 metres tall."
 FALSE = "The Eiffel Tower was completed in 1899."
@@ -408,3 +410,41 @@ def test_property_no_assistant_or_system_text_is_evidence_and_quotes_point_into_
                 located = source_text(turns, q.source)[q.source.start : q.source.end]
                 assert located == sample.contexts[q.source.doc][q.start : q.end]
                 assert q.match != "exact" or located == q.text.strip()  # the locator trims the quote's ends
+
+
+# -- the review page -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_review_page_shows_the_conversation_with_the_cited_message_highlighted(
+    shape: str,
+    browser: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    sample = parse_sample(SHAPES[shape](f"The Eiffel Tower is in Paris. {FALSE}"), 1)
+    quote = verify_quote("The Eiffel Tower is in Paris", 1, select_sources(sample.contexts, []))
+    claims = [
+        ClaimVerdict(claim=Claim(id="c1", text="The Eiffel Tower is in Paris."), label="SUPPORTED", route="judge",
+                     quotes=[quote]),
+        ClaimVerdict(claim=Claim(id="c2", text=FALSE), label="UNSUPPORTED", route="judge"),
+    ]  # fmt: skip
+    report = AnswerReport(id="conv", verdict="WARN", mode="cascade", scores=Scores(), claims=claims,
+                          answer=sample.answer, contexts=sample.contexts, sources=sample.sources,
+                          conversation=sample.conversation)  # fmt: skip
+    page = tmp_path / "review.html"
+    page.write_text(render_html([report]), encoding="utf-8")
+    browser.get(page.as_uri())
+    card = browser.find_element(By.ID, "answer-conv")
+    messages = card.find_elements(By.CSS_SELECTOR, ".conversation .msg")
+    assert len(messages) == 7 and FALSE in messages[2].text and "assistant" in messages[2].text
+    assert [m.get_attribute("data-msg") for m in card.find_elements(By.CSS_SELECTOR, ".msg.evidence")] == ["5"]
+    card.find_element(By.CSS_SELECTOR, ".claim.SUPPORTED").click()
+    assert [m.get_attribute("data-msg") for m in card.find_elements(By.CSS_SELECTOR, ".msg.cited")] == ["5"]
+    detail = browser.find_element(By.ID, "detail").text
+    assert "messages[5], tool search" in detail and TOOL[:20] in detail
+    if shape == "anthropic":  # the tool result is a block of a user message: the block is marked too
+        assert card.find_element(By.CSS_SELECTOR, ".part.cited").text == TOOL
+    card.find_element(By.CSS_SELECTOR, ".claim.UNSUPPORTED").click()
+    assert not card.find_elements(By.CSS_SELECTOR, ".msg.cited")
