@@ -126,8 +126,7 @@ def cites_an_assistant_turn(report: AnswerReport) -> bool:
 def measure(ev: Evaluator, rows: list[dict[str, Any]]) -> dict[str, Any]:
     built = [readings(r, "openai" if i % 2 == 0 else "anthropic") for i, r in enumerate(rows)]
     reports = {
-        kind: list(ev.evaluate_many([b[kind] for b in built]))
-        for kind in ("conversation", "evidence_only", "naive")
+        kind: list(ev.evaluate_many([b[kind] for b in built])) for kind in ("conversation", "evidence_only", "naive")
     }
     caught = not_supported = naive = errors = 0
     for conv, plain, loose in zip(reports["conversation"], reports["evidence_only"], reports["naive"], strict=True):

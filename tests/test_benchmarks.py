@@ -225,3 +225,12 @@ def test_accuracy_measures_a_tuned_models_cascade_with_its_heads_thresholds(tmp_
     assert out["escalation_rate"] == 0.0  # all UNSUPPORTED locally on the head's scale
     plain = run("accuracy.py", *args, "--nli-model", str(tuned), "--no-head", cache=tmp_path)
     assert plain["cascade_thresholds"] == raw.model_dump()  # the model's own, on the entailment
+
+
+def test_conversations_benchmark_catches_every_self_supported_claim(tmp_path: Path) -> None:
+    out = run("conversations.py", "--limit", "6", cache=tmp_path)
+    for mode in ("nli", "cascade"):
+        assert out[mode]["rows"] == 6 and out[mode]["errors"] == 0
+        assert out[mode]["self_supported_caught"] == 1.0  # issue 20: 100% in every mode
+        assert out[mode]["naive_self_supported"] > 0  # the control: counting the assistant's turns does accept them
+    assert out["target_met"] is True
