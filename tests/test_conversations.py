@@ -211,6 +211,13 @@ def test_jsonl_csv_parquet_and_a_dataframe_read_the_same_conversations(tmp_path:
     table.to_csv(tmp_path / "in.csv", index=False)
     table.to_parquet(tmp_path / "in.parquet")
     objects = pd.DataFrame([{"id": r["id"], "messages": r["messages"]} for r in rows])
+    # a Parquet list-of-struct column (one wire format: a struct column has one type per field)
+    plain = [{**m, "content": "Look it up."} if isinstance(m["content"], list) else m for m in rows[0]["messages"]]
+    pd.DataFrame([{"id": "oa", "messages": plain}]).to_parquet(tmp_path / "structs.parquet")
+    # ... read by the reader, or by pandas (numpy arrays of dicts holding numpy arrays) and handed over
+    for source in (tmp_path / "structs.parquet", pd.read_parquet(tmp_path / "structs.parquet")):
+        (struct,) = _samples(source)
+        assert (struct.contexts, struct.sources, struct.answer) == (want[0].contexts, want[0].sources, want[0].answer)
     for source in (jsonl, tmp_path / "in.csv", tmp_path / "in.parquet", objects, rows):
         got = _samples(source)
         assert [(s.contexts, s.sources, s.answer) for s in got] == [(s.contexts, s.sources, s.answer) for s in want]
@@ -333,6 +340,29 @@ def test_nli_mode_an_assistant_turn_never_supports_its_own_repetition(shared_nli
     supported = next(ev.evaluate_many([openai_row("The Eiffel Tower is in Paris.")]))
     (c,) = supported.claims
     assert c.label == "SUPPORTED" and c.source is not None and c.source.message == 5 and c.source.role == "tool"
+
+
+def test_the_score_command_writes_the_provenance(
+    shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+    from tests.conftest import SHARED_MODEL
+
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    data, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    bad = {"id": "bad", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": ["x", 3]}]}
+    data.write_text("".join(json.dumps(r) + "\n" for r in [openai_row(), bad, anthropic_row()]))
+    args = ["score", str(data), "--out", str(out), "--mode", "nli", "--no-qa", "--cache-dir", str(tmp_path / "c")]
+    result = CliRunner().invoke(app, [*args, "--no-progress"])
+    assert result.exit_code == 1, result.output  # one row failed
+    good, failed, anthropic = (json.loads(line) for line in out.read_text().splitlines())
+    assert failed["verdict"] == "ERROR" and "messages[1].content[1]" in failed["errors"][0]
+    for report in (good, anthropic):
+        (claim,) = report["claims"]
+        assert claim["label"] == "SUPPORTED" and claim["source"]["message"] == 5 and claim["source"]["role"] == "tool"
+        assert report["sources"][0]["tool_name"] == "search" and len(report["conversation"]) == 7
 
 
 def test_a_plain_report_has_none_of_the_conversation_fields() -> None:
