@@ -161,6 +161,10 @@ BAD: list[tuple[Any, str]] = [
     ([{"role": "user", "content": [{"type": "text", "text": None}]}], "messages[0].content[0].text"),
     ([{"role": "user", "content": [{"type": "video"}]}], "messages[0].content[0]"),
     ([{"role": "tool", "tool_call_id": 7, "content": "x"}], "messages[0].tool_call_id"),
+    (
+        [{"role": "user", "content": [{"type": "tool_use", "id": "t"}, {"type": "text", "text": 5}]}],
+        "messages[0].content[1].text",
+    ),  # the index of the block in the message, tool blocks counted
     ([{"role": "assistant", "content": "a", "tool_calls": {"id": "x"}}], "messages[0].tool_calls"),
     ([{"role": "user", "content": "q"}, {"role": "tool", "content": "t"}], "messages"),  # no assistant turn
     ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "messages"),  # no evidence
@@ -172,6 +176,21 @@ def test_a_malformed_conversation_is_an_input_error_naming_row_and_field(message
     with pytest.raises(InputError) as err:
         parse_sample({"id": "x", "messages": messages}, 7)
     assert (err.value.row, err.value.field) == (7, field)
+
+
+def test_anthropic_documents_and_search_results_are_evidence_and_a_pdf_or_encrypted_result_is_left_out() -> None:
+    pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"}}
+    text_doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": TOOL}}
+    found = {"type": "search_result", "source": "https://x", "title": "t", "content": [{"type": "text", "text": "S."}]}
+    web = {"type": "web_search_tool_result", "tool_use_id": "srv_1", "content": [{"encrypted_content": "zzz"}]}
+    row = {"messages": [
+        {"role": "user", "content": [pdf, text_doc, found, {"type": "text", "text": "Where is it?"}]},
+        {"role": "assistant", "content": [{"type": "server_tool_use", "id": "srv_1", "name": "web_search"}, web,
+                                          {"type": "text", "text": "In Paris."}]},
+    ]}  # fmt: skip
+    s = parse_sample(row, 1)
+    assert s.contexts == [TOOL, "S."] and s.answer == "In Paris." and s.question == "Where is it?"
+    assert [(x.message, x.role, x.part) for x in s.sources or []] == [(0, "document", 1), (0, "document", 2)]
 
 
 def test_bad_options_and_mixed_rows_name_their_field() -> None:

@@ -59,7 +59,17 @@ _ROLES = {
     "function": "tool",
     "ipython": "tool",
 }
-_SKIPPED_PARTS = {"image", "image_url", "input_image", "input_audio", "audio", "file", "thinking", "redacted_thinking"}
+_SKIPPED_PARTS = {
+    "image",
+    "image_url",
+    "input_image",
+    "input_audio",
+    "audio",
+    "file",
+    "thinking",
+    "redacted_thinking",
+    "refusal",
+}
 PART_JOIN = "\n\n"  # between the text parts of one message, or one tool result
 
 
@@ -121,24 +131,23 @@ class _Reader:
             return self.string(content, where)
         if not isinstance(content, list):
             raise self.error(f"must be a string or a list of parts, not {type(content).__name__}", where)
-        texts = []
-        for j, part in enumerate(content):
-            at = f"{where}[{j}]"
-            if isinstance(part, str):
-                texts.append(self.string(part, at))
-                continue
-            if not isinstance(part, dict):
-                raise self.error(f"must be an object or a string, not {type(part).__name__}", at)
-            kind = part.get("type") or "text"
-            if kind in _SKIPPED_PARTS:
-                continue
-            if kind in ("text", "input_text", "output_text"):
-                texts.append(self.string(part.get("text"), f"{at}.text"))
-            elif kind == "json":
-                texts.append(json.dumps(part.get("json"), ensure_ascii=False))
-            else:
-                raise self.error(f"has a part of type {kind!r} this reader does not know", at)
-        return PART_JOIN.join(texts)
+        texts = [self.part_text(part, f"{where}[{j}]") for j, part in enumerate(content)]
+        return PART_JOIN.join(t for t in texts if t is not None)
+
+    def part_text(self, part: Any, at: str) -> str | None:
+        """The text of one part of a content list; None for a part that holds no text (an image)."""
+        if isinstance(part, str):
+            return self.string(part, at)
+        if not isinstance(part, dict):
+            raise self.error(f"must be an object or a string, not {type(part).__name__}", at)
+        kind = part.get("type") or "text"
+        if kind in _SKIPPED_PARTS:
+            return None
+        if kind in ("text", "input_text", "output_text"):
+            return self.string(part.get("text"), f"{at}.text")
+        if kind == "json":
+            return json.dumps(part.get("json"), ensure_ascii=False)
+        raise self.error(f"has a part of type {kind!r} this reader does not know", at)
 
     def tool_text(self, value: Any, where: str) -> str:
         """A tool's output: text as it is, parts joined whole, anything structured written as JSON."""
@@ -224,29 +233,33 @@ class _Reader:
 
     def blocks(self, i: int, role: str, content: list[Any], where: str) -> Turn:
         """A content list: text parts make the message's text; tool results and documents are evidence."""
-        texts: list[Any] = []
+        texts: list[str] = []
         evidence: list[Evidence] = []
         for j, block in enumerate(content):
             at = f"{where}[{j}]"
             kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "tool_use":
+            if kind in ("tool_use", "server_tool_use"):
                 self.note_call(block.get("id"), block.get("name"), at)
             elif kind == "tool_result":
                 text = self.tool_text(block.get("content"), f"{at}.content")
                 evidence.append(self.result(i, text, block.get("tool_use_id"), None, f"{at}.tool_use_id", j))
-            elif kind == "document":
+            elif kind in ("document", "search_result"):
                 source = block.get("source")
                 data = source.get("data") if isinstance(source, dict) else None
-                if isinstance(source, dict) and source.get("type") == "content":
+                if kind == "search_result":  # Anthropic search results: text blocks under content
+                    text = self.text_of(block.get("content"), f"{at}.content")
+                elif isinstance(source, dict) and source.get("type") == "content":
                     text = self.text_of(source.get("content"), f"{at}.source.content")
-                elif isinstance(data, str):
+                elif isinstance(source, dict) and source.get("type") == "text" and isinstance(data, str):
                     text = self.string(data, f"{at}.source.data")
                 else:
                     continue  # a PDF or an image: no text to check against
                 evidence.append(Evidence(text, SourceInfo(message=i, role="document", part=j)))
-            else:
-                texts.append(block)
-        return Turn(role, self.text_of(texts, where) if texts else "", evidence)
+            elif kind == "web_search_tool_result":
+                continue  # the server's search results come encrypted: no text to check against
+            elif (piece := self.part_text(block, at)) is not None:
+                texts.append(piece)
+        return Turn(role, PART_JOIN.join(texts), evidence)
 
 
 def _options(value: Any, row: int | None) -> dict[str, Any]:
