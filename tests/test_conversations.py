@@ -143,6 +143,10 @@ def test_a_tool_result_with_several_parts_is_kept_whole_and_json_keeps_its_struc
     assert s.contexts == ["Part one.\n\nTwo.", '{"height_m": 330,\n "city": "Paris"}']
     assert o.contexts == ["Part one.\n\nTwo."]
     assert d.contexts == ['{"height_m": 330}'] and (d.sources or [])[0].tool_name == "facts"
+    records = {
+        "messages": [{"role": "tool", "content": [{"id": 1, "city": "Paris"}]}, {"role": "assistant", "content": "P"}]
+    }
+    assert parse_sample(records, 1).contexts == ['[{"id": 1, "city": "Paris"}]']  # a JSON array, not content parts
     # a tool_call_id that matches no call: kept as a tool result, with a note saying so
     first, second = s.sources or []
     assert (first.part, first.tool_call_id, first.note) == (0, "toolu_1", None)
@@ -497,3 +501,40 @@ def test_the_review_page_shows_the_conversation_with_the_cited_message_highlight
         assert card.find_element(By.CSS_SELECTOR, ".part.cited").text == TOOL
     card.find_element(By.CSS_SELECTOR, ".claim.UNSUPPORTED").click()
     assert not card.find_elements(By.CSS_SELECTOR, ".msg.cited")
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+_KEYS = "role type content tool_calls tool_call_id name text id tool_use_id function source data retrieval_context"
+_key = st.sampled_from([*_KEYS.split(), "tools_called", "output", "input", "json"])
+_value = _json | st.sampled_from(["user", "assistant", "tool", "system", "human", "ai", "text", "tool_use",
+                                  "tool_result", "document", "search_result", "json"])  # fmt: skip
+_block = st.dictionaries(_key, _value, max_size=5)
+_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool", "system", "robot"])},
+    optional={
+        "content": st.none() | st.text(max_size=8) | st.lists(_block | st.text(max_size=4) | _json, max_size=3),
+        "tool_calls": _json | st.lists(_block, max_size=2),
+        "tool_call_id": _json,
+        "name": _json,
+        "tools_called": _json | st.lists(_block, max_size=2),
+        "retrieval_context": _json,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(_message | _json, max_size=5), st.none() | st.dictionaries(st.text(max_size=6), _json, max_size=2))
+def test_property_any_messages_give_a_sample_or_an_input_error_naming_them(messages: Any, options: Any) -> None:
+    row = {"id": "h", "messages": messages, **({} if options is None else {"conversation_options": options})}
+    try:
+        sample = parse_sample(row, 3)
+    except InputError as exc:  # never another exception: a bad row is that row's error, naming the field
+        assert exc.row == 3 and (exc.field or "").startswith(("messages", "conversation_options"))
+        return
+    assert sample.answer and any(c.strip() for c in sample.contexts)
+    assert len(sample.contexts) == len(sample.sources or [])
+    json.dumps(sample.model_dump(), allow_nan=False)  # the report can carry it

@@ -146,19 +146,23 @@ class _Reader:
         if kind in ("text", "input_text", "output_text"):
             return self.string(part.get("text"), f"{at}.text")
         if kind == "json":
-            return json.dumps(part.get("json"), ensure_ascii=False)
+            return self.as_json(part.get("json"), f"{at}.json")
         raise self.error(f"has a part of type {kind!r} this reader does not know", at)
 
     def tool_text(self, value: Any, where: str) -> str:
         """A tool's output: text as it is, parts joined whole, anything structured written as JSON."""
-        if isinstance(value, (str, list)) or value is None:
-            if isinstance(value, list) and not all(isinstance(p, (dict, str)) for p in value):
-                return json.dumps(value, ensure_ascii=False)
+        parts = isinstance(value, list) and all(
+            isinstance(p, str) or (isinstance(p, dict) and "type" in p) for p in value
+        )
+        if isinstance(value, str) or value is None or parts:
             return self.text_of(value, where)
+        return self.as_json(value, where)  # a JSON array or object of the tool's own
+
+    def as_json(self, value: Any, where: str) -> str:
         try:
             return json.dumps(value, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise self.error(f"cannot be read as JSON: {exc}", where) from None
+            raise self.error(f"cannot be written as JSON: {exc}", where) from None
 
     def items(self, message: dict[str, Any], key: str, at: str) -> list[Any]:
         value = message.get(key)
@@ -175,7 +179,14 @@ class _Reader:
             self.calls[call_id] = name
         self.pending.append(name)
 
-    def result(self, i: int, text: str, call_id: Any, name: Any, where: str, part: int | None = None) -> Evidence:
+    def check_name(self, value: Any, where: str) -> str | None:
+        if value is not None and not isinstance(value, str):
+            raise self.error(f"must be a string, not {type(value).__name__}", where)
+        return value
+
+    def result(
+        self, i: int, text: str, call_id: Any, name: str | None, where: str, part: int | None = None
+    ) -> Evidence:
         if call_id is not None and not isinstance(call_id, str):
             raise self.error("must be a string", where)
         note = None
@@ -203,7 +214,8 @@ class _Reader:
         where = f"{at}.content"
         if role == "tool":
             text = self.tool_text(content, where)
-            ev = self.result(i, text, message.get("tool_call_id"), message.get("name"), f"{at}.tool_call_id")
+            name = self.check_name(message.get("name"), f"{at}.name")
+            ev = self.result(i, text, message.get("tool_call_id"), name, f"{at}.tool_call_id")
             return Turn("tool", ev.text, [ev], ev.info.tool_call_id, ev.info.tool_name)
         if not isinstance(content, list):
             text = self.text_of(content, where)
@@ -220,7 +232,8 @@ class _Reader:
                 if not isinstance(tool, dict):
                     raise self.error("must be an object", f"{at}.tools_called[{j}]")
                 text = self.tool_text(tool.get("output"), f"{at}.tools_called[{j}].output")
-                info = SourceInfo(message=i, role="tool", tool_name=tool.get("name"), part=j)
+                name = self.check_name(tool.get("name"), f"{at}.tools_called[{j}].name")
+                info = SourceInfo(message=i, role="tool", tool_name=name, part=j)
                 turn.evidence.append(Evidence(text, info))
         retrieved = message.get("retrieval_context")  # DeepEval: what this turn retrieved, before its text
         if retrieved is not None:
