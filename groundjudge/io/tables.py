@@ -5,9 +5,11 @@ Columns are mapped to groundjudge's fields (``id``, ``answer``, ``claim``, ``con
 ``--map answer=response,contexts=retrieved_contexts``), else by name: groundjudge's own names first, then the usual
 names of RAGAS (``user_input``, ``response``, ``retrieved_contexts``, ``reference``; older ``question``, ``answer``,
 ``contexts``, ``ground_truth``) and DeepEval (``input``, ``actual_output``, ``retrieval_context``,
-``expected_output``, ``context``) datasets. A mapped column the table does not have is a :class:`ConfigError`,
-before any row. A reference answer is kept as ``metadata["reference"]`` (what :mod:`groundjudge.diagnose` measures
-context recall with).
+``expected_output``, ``context``) datasets. A conversation (``messages``; DeepEval's conversational ``turns``; a
+RAGAS multi-turn sample's ``user_input``, which is then a list of messages, not a question) is a list of objects, in
+a CSV cell (or a string column) as JSON: :mod:`groundjudge.io.conversations` reads it. A mapped column the table
+does not have is a :class:`ConfigError`, before any row. A reference answer is kept as ``metadata["reference"]``
+(what :mod:`groundjudge.diagnose` measures context recall with).
 
 The contexts are a list of strings; a CSV cell (or a string cell of a DataFrame or Parquet file) holds the list as
 JSON, or as the Python list pandas' ``to_csv`` writes (``['a', 'b']``). A plain string where the list belongs is a
