@@ -151,6 +151,46 @@ Route = Literal["nli", "judge"]
 AnswerVerdict = Literal["PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR"]
 
 
+class SourceInfo(BaseModel):
+    """Where one context of a conversation row comes from (``groundjudge.io.conversations``).
+
+    ``message`` is the index in the row's ``messages`` (None: a document given in the row's ``contexts``); ``role``
+    is ``tool``, ``document`` (a retrieved document), ``user`` or ``system`` (only when an option makes them
+    evidence); ``part`` is the content block or list item inside the message when it holds several sources. The
+    context's text is exactly that source's text, so offsets in the context are offsets in the source.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    message: int | None = None
+    role: Literal["tool", "document", "user", "system"]
+    tool_call_id: str | None = Field(None, exclude_if=lambda v: v is None)
+    tool_name: str | None = Field(None, exclude_if=lambda v: v is None)
+    part: int | None = Field(None, exclude_if=lambda v: v is None)
+    note: str | None = Field(None, exclude_if=lambda v: v is None)  # e.g. a tool_call_id that matches no call
+
+
+class SourceRef(SourceInfo):
+    """A piece of one source: context ``doc`` (its :class:`SourceInfo`) from character ``start`` to ``end``."""
+
+    doc: int
+    start: int | None = None
+    end: int | None = None
+
+
+class ConversationTurn(BaseModel):
+    """One message of a conversation row as the report keeps it (for the review page): its role and text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Literal["system", "user", "assistant", "tool"]
+    text: str
+    tool_call_id: str | None = Field(None, exclude_if=lambda v: v is None)
+    tool_name: str | None = Field(None, exclude_if=lambda v: v is None)
+    evidence: bool = False  # some context comes from this message
+    answer: bool = False  # the assistant turn the report judges
+
+
 class Sample(BaseModel):
     """One thing to evaluate: an answer (or a single claim) and the sources it should be grounded in."""
 
@@ -163,6 +203,9 @@ class Sample(BaseModel):
     question: str | None = None
     label: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # a conversation row: where each context comes from, and the messages (groundjudge.io.conversations)
+    sources: list[SourceInfo] | None = None
+    conversation: list[ConversationTurn] | None = None
 
 
 class Claim(BaseModel):
@@ -185,6 +228,8 @@ class Quote(BaseModel):
     match: Literal["exact", "normalized"] | None = None
     parts: list[tuple[int, int]] | None = None  # a quote joined by an ellipsis: where each piece stands in ``doc``
     problem: str | None = None  # why it does not count as evidence (not found, too short)
+    # a conversation row: the message the quote is in (filled from AnswerReport.sources)
+    source: SourceRef | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class ClaimVerdict(BaseModel):
@@ -202,6 +247,12 @@ class ClaimVerdict(BaseModel):
         False,
         description="whether a contradiction would have been found: judged claims, or a local model whose "
         "contradiction threshold is in force; False for claims decided by a model that cannot call CONTRADICTED",
+    )
+    source: SourceRef | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="a conversation row: the message the verdict rests on (its first verified quote, else the "
+        "NLI passage) for a SUPPORTED or CONTRADICTED claim; filled from AnswerReport.sources",
     )
 
 
@@ -276,6 +327,36 @@ class AnswerReport(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     row: int | None = None
     versions: dict[str, str] = Field(default_factory=dict)
+    sources: list[SourceInfo] | None = Field(
+        None, exclude_if=lambda v: v is None, description="a conversation row: where each context comes from"
+    )
+    conversation: list[ConversationTurn] | None = Field(
+        None, exclude_if=lambda v: v is None, description="a conversation row: its messages, for the review page"
+    )
+
+    @model_validator(mode="after")
+    def _name_sources(self) -> AnswerReport:
+        """A conversation row's quotes and verdicts name the message they come from (``Quote.doc`` -> sources)."""
+        if not self.sources:
+            return self
+        sources = self.sources
+
+        def ref(doc: int | None, start: int | None, end: int | None) -> SourceRef | None:
+            if doc is None or not 0 <= doc < len(sources):
+                return None
+            return SourceRef(**sources[doc].model_dump(), doc=doc, start=start, end=end)
+
+        for c in self.claims:
+            for q in c.quotes:
+                q.source = ref(q.doc, q.start, q.end)
+            verified = next((q.source for q in c.quotes if q.verified and q.source is not None), None)
+            passage = None
+            if c.nli is not None:
+                passage = c.nli.contradiction_passage if c.label == "CONTRADICTED" else c.nli.entailment_passage
+            if verified is None and passage is not None:
+                verified = ref(passage.doc, passage.start, passage.end)
+            c.source = verified if c.label in ("SUPPORTED", "CONTRADICTED") else None
+        return self
 
     @model_validator(mode="after")
     def _error_reasons(self) -> AnswerReport:

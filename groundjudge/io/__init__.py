@@ -1,12 +1,13 @@
 """Rows in: the one reader of input rows (JSONL, CSV, Parquet, DataFrame, ``datasets.Dataset``; local paths and
-URIs), the column mapping, the row contract, the id rule and the batch cutter; the strict JSONL reader that report
-files are read with too.
+URIs), the column mapping, the row contract (conversations and agent traces included), the id rule and the batch
+cutter; the strict JSONL reader that report files are read with too.
 
 Imports only ``models`` and ``errors``.
 """
 
 from __future__ import annotations
 
+from groundjudge.io.conversations import each_turn
 from groundjudge.io.tables import ColumnMap, input_rows, parse_mapping, read_rows, table_format
 
-__all__ = ["ColumnMap", "input_rows", "parse_mapping", "read_rows", "table_format"]
+__all__ = ["ColumnMap", "each_turn", "input_rows", "parse_mapping", "read_rows", "table_format"]

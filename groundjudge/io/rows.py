@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from groundjudge.errors import InputError
+from groundjudge.io.conversations import parse_conversation
 from groundjudge.models import Sample
 
 
@@ -61,6 +62,14 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         raise InputError(f"a row must be a JSON object, not {type(row).__name__}", row=row_number)
     if isinstance(row.get("id"), (dict, list)):
         raise InputError("must be a string or a number", row=row_number, field="id")
+    conversation = None
+    if row.get("messages") is not None:  # a conversation or agent trace: its answer and evidence, with provenance
+        for name in ("answer", "claim"):
+            if row.get(name) is not None:
+                raise InputError(f"give either 'messages' or '{name}', not both", row=row_number, field=name)
+        conversation = parse_conversation(row, row_number)
+        row = {**row, "answer": conversation.answer, "contexts": conversation.contexts}
+        row["question"] = row.get("question") if row.get("question") is not None else conversation.question
     if row.get("contexts") is None and "context" in row:
         contexts = row.get("context")
         if isinstance(contexts, str):  # the singular name: one passage
@@ -108,6 +117,8 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         question=row.get("question"),
         label=None if label is None else str(label),
         metadata=metadata,
+        sources=conversation and conversation.sources,
+        conversation=conversation and conversation.turns,
     )
 
 

@@ -5,9 +5,11 @@ Columns are mapped to groundjudge's fields (``id``, ``answer``, ``claim``, ``con
 ``--map answer=response,contexts=retrieved_contexts``), else by name: groundjudge's own names first, then the usual
 names of RAGAS (``user_input``, ``response``, ``retrieved_contexts``, ``reference``; older ``question``, ``answer``,
 ``contexts``, ``ground_truth``) and DeepEval (``input``, ``actual_output``, ``retrieval_context``,
-``expected_output``, ``context``) datasets. A mapped column the table does not have is a :class:`ConfigError`,
-before any row. A reference answer is kept as ``metadata["reference"]`` (what :mod:`groundjudge.diagnose` measures
-context recall with).
+``expected_output``, ``context``) datasets. A conversation (``messages``; DeepEval's conversational ``turns``; a
+RAGAS multi-turn sample's ``user_input``, which is then a list of messages, not a question) is a list of objects, in
+a CSV cell (or a string column) as JSON: :mod:`groundjudge.io.conversations` reads it. A mapped column the table
+does not have is a :class:`ConfigError`, before any row. A reference answer is kept as ``metadata["reference"]``
+(what :mod:`groundjudge.diagnose` measures context recall with).
 
 The contexts are a list of strings; a CSV cell (or a string cell of a DataFrame or Parquet file) holds the list as
 JSON, or as the Python list pandas' ``to_csv`` writes (``['a', 'b']``). A plain string where the list belongs is a
@@ -50,7 +52,18 @@ from groundjudge.errors import ConfigError, InputError
 from groundjudge.io.jsonl import read_jsonl
 from groundjudge.io.rows import parse_sample, unique_rows
 
-FIELDS = ("id", "answer", "claim", "contexts", "question", "label", "reference", "metadata")
+FIELDS = (
+    "id",
+    "answer",
+    "claim",
+    "contexts",
+    "question",
+    "label",
+    "reference",
+    "metadata",
+    "messages",
+    "conversation_options",
+)
 
 # Column names recognised for each field, in order of preference (the first one a row has wins).
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -62,6 +75,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "label": ("label",),
     "reference": ("reference", "ground_truth", "ground_truths", "expected_output", "reference_answer"),
     "metadata": ("metadata",),
+    # a conversation (groundjudge.io.conversations): OpenAI / Anthropic messages, DeepEval's conversational turns;
+    # RAGAS' multi-turn samples give the messages as user_input (a list where the single-turn one has a string)
+    "messages": ("messages", "turns"),
+    "conversation_options": ("conversation_options",),
 }
 
 TABLE_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -114,8 +131,10 @@ def _plain(value: Any) -> Any:
     """A cell as plain Python: numpy arrays and scalars become lists and numbers, missing cells None."""
     if _missing(value):
         return None
-    if isinstance(value, (str, bool, int, float, dict)):
+    if isinstance(value, (str, bool, int, float)):
         return value
+    if isinstance(value, dict):  # a struct cell (Parquet messages): its fields plain too
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     tolist = getattr(value, "tolist", None)  # numpy arrays (Parquet list columns in pandas) and numpy scalars
@@ -159,6 +178,18 @@ def _decode_list(value: Any) -> Any:
         except ValueError:
             decoded = _python_list(value.strip())
         if isinstance(decoded, list) and all(isinstance(x, str) for x in decoded):
+            return decoded
+    return value
+
+
+def _decode_messages(value: Any) -> Any:
+    """Messages held as JSON in a cell (a CSV, or a string column of a DataFrame or Parquet file) as the list."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(decoded, list) and all(isinstance(m, dict) for m in decoded):
             return decoded
     return value
 
@@ -247,6 +278,16 @@ class ColumnMap:
                 out["reference"] = _decode_list(out["reference"])
             if "metadata" in out:
                 out["metadata"] = _decode_object(out["metadata"])
+            if "conversation_options" in out:
+                out["conversation_options"] = _decode_object(out["conversation_options"])
+        if isinstance(out.get("messages"), str):  # JSON in a cell (a CSV, a string column)
+            out["messages"] = _decode_messages(out["messages"])
+        if "messages" not in out and self.source(row, "question") == "user_input":
+            question = _decode_messages(out.get("question"))
+            if isinstance(question, list):  # RAGAS multi-turn: user_input is the conversation
+                out["messages"] = question
+                del out["question"]
+                renamed["messages"] = renamed.pop("question")
         if isinstance(out.get("contexts"), str) and self.source(row, "contexts") in ("context", self.single):
             out["contexts"] = [out["contexts"]]  # the singular name, or a column mapped as context: one passage
         reference = out.pop("reference", None)

@@ -31,6 +31,8 @@ def answer_report(work: Work, mode: str, **fields: Any) -> AnswerReport:
         label=s.label,
         metadata=s.metadata,
         row=work.row,
+        sources=s.sources,
+        conversation=s.conversation,
         **fields,
     )
 

@@ -61,6 +61,10 @@ padding:14px 16px;max-height:calc(100vh - 130px);overflow:auto}
 #detail dt{color:#666}.passage{white-space:pre-wrap;background:#fafafa;border:1px solid #eee;padding:8px;
 font-size:13px;margin-top:6px}mark{background:#ffe066}.flag{color:#c62828;font-weight:600}
 .hidden{display:none}.reasons{font-size:13px;color:#333;margin:2px 0 6px;padding-left:18px}
+.conversation{margin:6px 0;font-size:13px}.msg{border-left:3px solid #ccc;padding:2px 8px;margin:4px 0;
+white-space:pre-wrap}.msg .role{font-weight:600;color:#555;margin-right:6px}.msg.evidence{border-color:#2e7d32;
+background:#f3faf3}.msg.answer-turn{border-color:#1565c0}.msg.cited{outline:2px solid #f9a825;background:#fff8e1}
+.msg .part{border:1px dashed #bbb;padding:2px 6px;margin-top:3px}.msg .part.cited{outline:2px solid #f9a825}
 """
 
 _JS = r"""
@@ -145,16 +149,49 @@ function showClaim(rep, cv, node) {
   if (cv.error) row('error', cv.error, 'flag');
   d.append(dl);
   const quotes = cv.quotes || [];
+  const docs = [];
   if (!quotes.length && cv.nli && cv.nli.entailment_passage) {
-    const p = cv.nli.entailment_passage;
-    d.append(el('h4', null, 'Best NLI passage (document ' + (p.doc + 1) + ')'));
+    const p = cv.nli.entailment_passage; docs.push(p.doc);
+    d.append(el('h4', null, 'Best NLI passage (' + docName(rep, p.doc) + ')'));
     d.append(passage(rep, p.doc, p.start, p.end, null, null));
   }
   quotes.forEach(q => {
-    d.append(el('h4', null, 'Evidence' + (q.verified ? ' (document ' + (q.doc + 1) + ')' : ' — not found in the sources')));
+    if (q.verified) docs.push(q.doc);
+    d.append(el('h4', null, 'Evidence' + (q.verified ? ' (' + docName(rep, q.doc) + ')' : ' — not found in the sources')));
     if (q.verified) d.append(passage(rep, q.doc, Math.max(0, q.start - 300), q.end + 300, q.start, q.end));
     else d.append(el('div', 'passage flag', q.text));
   });
+  citeMessages(rep, docs);
+}
+function docName(rep, doc) {
+  const src = rep.sources && rep.sources[doc];
+  if (!src) return 'document ' + (doc + 1);
+  const where = src.message === null || src.message === undefined ? 'contexts[' + (src.part || 0) + ']'
+    : 'messages[' + src.message + ']';
+  return where + ', ' + src.role + (src.tool_name ? ' ' + src.tool_name : '') +
+    (src.tool_call_id ? ' (' + src.tool_call_id + ')' : '') + (src.note ? ': ' + src.note : '');
+}
+function citeMessages(rep, docs) {
+  document.querySelectorAll('.msg.cited, .part.cited').forEach(n => n.classList.remove('cited'));
+  const card = document.getElementById('answer-' + rep.id); if (!card || !rep.sources) return;
+  docs.forEach(doc => { const src = rep.sources[doc]; if (!src) return;
+    card.querySelectorAll('.msg[data-msg="' + src.message + '"], .part[data-doc="' + doc + '"]')
+      .forEach(n => n.classList.add('cited')); });
+}
+function conversation(rep) {
+  const box = el('details', 'conversation'); box.open = true;
+  box.append(el('summary', null, 'Conversation (' + rep.conversation.length + ' messages; evidence in green)'));
+  rep.conversation.forEach((m, i) => {
+    const cls = 'msg' + (m.evidence ? ' evidence' : '') + (m.answer ? ' answer-turn' : '');
+    const n = el('div', cls); n.dataset.msg = String(i);
+    n.append(el('span', 'role', '[' + i + '] ' + m.role + (m.tool_name ? ' ' + m.tool_name : '') +
+      (m.answer ? ' (the answer judged)' : '')));
+    n.append(document.createTextNode(m.text));
+    (rep.sources || []).forEach((src, doc) => { if (src.message === i && src.part !== null && src.part !== undefined) {
+      const p = el('div', 'part', rep.contexts[doc]); p.dataset.doc = String(doc); n.append(p); } });
+    box.append(n);
+  });
+  return box;
 }
 function passage(rep, doc, from, to, ms, me) {
   const text = rep.contexts[doc] || ''; const box = el('div', 'passage');
@@ -184,6 +221,7 @@ function render() {
     if (why.length) { const ul = el('ul', 'reasons'); ul.title = 'why ' + rep.verdict;
       why.forEach(r => ul.append(el('li', null, r))); card.append(ul); }
     if (rep.question) card.append(el('div', 'q', rep.question));
+    if (rep.conversation) card.append(conversation(rep));
     const text = rep.answer || ''; const body = el('div', 'text');
     const spans = rep.claims.filter(c => c.claim.span).sort((a, b) => a.claim.span.start - b.claim.span.start);
     const placed = new Set(); let pos = 0;

@@ -1,0 +1,400 @@
+"""A conversation or agent trace as a row: ``messages`` in, an answer and its evidence (with provenance) out.
+
+A row may carry ``messages`` instead of ``answer`` + ``contexts``. Read here, in one place, for
+:func:`groundjudge.io.rows.parse_sample`; nothing after it knows the row was a conversation except the report's
+``sources`` / ``conversation`` fields and the review page.
+
+Wire formats, told apart per message:
+
+- OpenAI chat: ``system`` / ``developer``, ``user``, ``assistant`` (``tool_calls``), ``tool`` (``tool_call_id``),
+  legacy ``function``; ``content`` a string, None or a list of parts (``{"type": "text", "text": ...}``; parts
+  without text, such as images, are left out).
+- Anthropic messages: ``content`` a string or a list of blocks: ``text``, ``tool_use`` (``id``, ``name``),
+  ``tool_result`` (``tool_use_id``, ``content`` a string or blocks), ``document`` (a retrieved document, text
+  source), ``thinking`` (left out); the system prompt is a ``system`` message.
+- RAGAS multi-turn (``type``: ``human``, ``ai`` with ``tool_calls``, ``tool``, ``system``).
+- DeepEval conversational turns (``role``, ``content``, ``retrieval_context``, ``tools_called``).
+
+Which text is what:
+
+- The answer is the text of the last assistant turn that has text (``conversation_options.turn`` = k picks the k-th
+  such turn, from 1); it is judged against what came before it only. :func:`each_turn` makes one row per assistant
+  turn, ids ``<id>#turn<k>``.
+- Evidence: tool results (each one whole: several parts are joined by a blank line; JSON stays as its text, or is
+  written as JSON when a tool's output is structured), retrieved documents (Anthropic ``document`` blocks, DeepEval
+  ``retrieval_context``, and the row's own ``contexts``). User turns only with
+  ``conversation_options.user_evidence``, the system prompt only with ``conversation_options.system_evidence``.
+  The assistant's own turns are never evidence.
+- A tool result whose ``tool_call_id`` matches no earlier tool call is kept as evidence (it is still what a tool
+  returned), with a ``note`` on its source saying so.
+- The question, unless the row gives one, is the text of the last user turn before the answer.
+
+Each context carries a :class:`~groundjudge.models.SourceInfo`: the message index, role, tool call id, tool name and
+part; the context's text is exactly that source's text (:func:`source_text`), so a quote's ``start``/``end`` in the
+context are its offsets in the message's text.
+
+Imports only ``models`` and ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from groundjudge.errors import InputError
+from groundjudge.models import ConversationTurn, SourceInfo
+
+OPTIONS = ("turn", "user_evidence", "system_evidence")
+_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "ipython": "tool",
+}
+_SKIPPED_PARTS = {
+    "image",
+    "image_url",
+    "input_image",
+    "input_audio",
+    "audio",
+    "file",
+    "thinking",
+    "redacted_thinking",
+    "refusal",
+}
+PART_JOIN = "\n\n"  # between the text parts of one message, or one tool result
+
+
+@dataclass
+class Evidence:
+    """One context taken from the conversation, with where it came from."""
+
+    text: str
+    info: SourceInfo
+
+
+@dataclass
+class Turn:
+    """One message read: its role, its text (answer text for an assistant), and the evidence it holds."""
+
+    role: str
+    text: str
+    evidence: list[Evidence] = field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+
+
+@dataclass
+class Conversation:
+    """What :func:`parse_conversation` gives :func:`~groundjudge.io.rows.parse_sample`."""
+
+    answer: str
+    question: str | None
+    contexts: list[str]
+    sources: list[SourceInfo]
+    turns: list[ConversationTurn]
+
+
+class _Reader:
+    """Reads the messages of one row, remembering tool calls so a result can name its tool."""
+
+    def __init__(self, row: int | None, name: str) -> None:
+        self.row, self.name = row, name
+        self.calls: dict[str, str | None] = {}  # tool call id -> tool name
+        self.pending: list[str | None] = []  # names of calls not yet answered, for results without ids (RAGAS)
+
+    def error(self, reason: str, where: str) -> InputError:
+        return InputError(reason, row=self.row, field=f"{self.name}{where}")
+
+    def string(self, value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise self.error(f"must be a string, not {type(value).__name__}", where)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise self.error(f"is not valid Unicode text: a lone surrogate at character {exc.start}", where) from None
+        return value
+
+    def text_of(self, content: Any, where: str) -> str:
+        """The text of a ``content``: a string, None, or a list of parts whose text parts are joined."""
+        if content is None:
+            return ""
+        if isinstance(content, str):
+            return self.string(content, where)
+        if not isinstance(content, list):
+            raise self.error(f"must be a string or a list of parts, not {type(content).__name__}", where)
+        texts = [self.part_text(part, f"{where}[{j}]") for j, part in enumerate(content)]
+        return PART_JOIN.join(t for t in texts if t is not None)
+
+    def part_text(self, part: Any, at: str) -> str | None:
+        """The text of one part of a content list; None for a part that holds no text (an image)."""
+        if isinstance(part, str):
+            return self.string(part, at)
+        if not isinstance(part, dict):
+            raise self.error(f"must be an object or a string, not {type(part).__name__}", at)
+        kind = part.get("type") or "text"
+        if kind in _SKIPPED_PARTS:
+            return None
+        if kind in ("text", "input_text", "output_text"):
+            return self.string(part.get("text"), f"{at}.text")
+        if kind == "json":
+            return self.as_json(part.get("json"), f"{at}.json")
+        raise self.error(f"has a part of type {kind!r} this reader does not know", at)
+
+    def tool_text(self, value: Any, where: str) -> str:
+        """A tool's output: text as it is, parts joined whole, anything structured written as JSON."""
+        parts = isinstance(value, list) and all(
+            isinstance(p, str) or (isinstance(p, dict) and "type" in p) for p in value
+        )
+        if isinstance(value, str) or value is None or parts:
+            return self.text_of(value, where)
+        return self.as_json(value, where)  # a JSON array or object of the tool's own
+
+    def as_json(self, value: Any, where: str) -> str:
+        try:
+            return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise self.error(f"cannot be written as JSON: {exc}", where) from None
+
+    def items(self, message: dict[str, Any], key: str, at: str) -> list[Any]:
+        value = message.get(key)
+        if value is not None and not isinstance(value, list):
+            raise self.error(f"must be a list, not {type(value).__name__}", f"{at}.{key}")
+        return value or []
+
+    def note_call(self, call_id: Any, name: Any, where: str) -> None:
+        if call_id is not None and not isinstance(call_id, str):
+            raise self.error("must be a string", f"{where}.id")
+        if name is not None and not isinstance(name, str):
+            raise self.error("must be a string", f"{where}.name")
+        if call_id is not None:
+            self.calls[call_id] = name
+        self.pending.append(name)
+
+    def check_name(self, value: Any, where: str) -> str | None:
+        if value is not None and not isinstance(value, str):
+            raise self.error(f"must be a string, not {type(value).__name__}", where)
+        return value
+
+    def result(
+        self, i: int, text: str, call_id: Any, name: str | None, where: str, part: int | None = None
+    ) -> Evidence:
+        if call_id is not None and not isinstance(call_id, str):
+            raise self.error("must be a string", where)
+        note = None
+        if call_id is not None:
+            if call_id in self.calls:
+                name = name or self.calls[call_id]
+            else:
+                note = f"tool_call_id {call_id!r} matches no earlier tool call"
+            if name in self.pending:
+                self.pending.remove(name)
+        elif self.pending:
+            name = name or self.pending.pop(0)
+        info = SourceInfo(message=i, role="tool", tool_call_id=call_id, tool_name=name, part=part, note=note)
+        return Evidence(text, info)
+
+    def turn(self, i: int, message: Any) -> Turn:
+        at = f"[{i}]"
+        if not isinstance(message, dict):
+            raise self.error(f"must be an object with a role, not {type(message).__name__}", at)
+        raw_role = message.get("role") or message.get("type")
+        if raw_role not in _ROLES:
+            raise self.error(f"is {raw_role!r}; roles are system, user, assistant and tool", f"{at}.role")
+        role = _ROLES[raw_role]
+        content = message.get("content")
+        where = f"{at}.content"
+        if role == "tool":
+            text = self.tool_text(content, where)
+            name = self.check_name(message.get("name"), f"{at}.name")
+            ev = self.result(i, text, message.get("tool_call_id"), name, f"{at}.tool_call_id")
+            return Turn("tool", ev.text, [ev], ev.info.tool_call_id, ev.info.tool_name)
+        if not isinstance(content, list):
+            text = self.text_of(content, where)
+            turn = Turn(role, text)
+        else:
+            turn = self.blocks(i, role, content, where)
+        if role == "assistant":
+            for j, call in enumerate(self.items(message, "tool_calls", at)):
+                if not isinstance(call, dict):
+                    raise self.error("must be an object", f"{at}.tool_calls[{j}]")
+                fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else call
+                self.note_call(call.get("id"), fn.get("name"), f"{at}.tool_calls[{j}]")
+            for j, tool in enumerate(self.items(message, "tools_called", at)):  # DeepEval: the call and its output
+                if not isinstance(tool, dict):
+                    raise self.error("must be an object", f"{at}.tools_called[{j}]")
+                text = self.tool_text(tool.get("output"), f"{at}.tools_called[{j}].output")
+                name = self.check_name(tool.get("name"), f"{at}.tools_called[{j}].name")
+                info = SourceInfo(message=i, role="tool", tool_name=name, part=j)
+                turn.evidence.append(Evidence(text, info))
+        retrieved = message.get("retrieval_context")  # DeepEval: what this turn retrieved, before its text
+        if retrieved is not None:
+            if not isinstance(retrieved, list):
+                raise self.error("must be a list of strings", f"{at}.retrieval_context")
+            for j, doc in enumerate(retrieved):
+                text = self.string(doc, f"{at}.retrieval_context[{j}]")
+                turn.evidence.append(Evidence(text, SourceInfo(message=i, role="document", part=j)))
+        return turn
+
+    def blocks(self, i: int, role: str, content: list[Any], where: str) -> Turn:
+        """A content list: text parts make the message's text; tool results and documents are evidence."""
+        texts: list[str] = []
+        evidence: list[Evidence] = []
+        for j, block in enumerate(content):
+            at = f"{where}[{j}]"
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in ("tool_use", "server_tool_use"):
+                self.note_call(block.get("id"), block.get("name"), at)
+            elif kind == "tool_result":
+                text = self.tool_text(block.get("content"), f"{at}.content")
+                evidence.append(self.result(i, text, block.get("tool_use_id"), None, f"{at}.tool_use_id", j))
+            elif kind in ("document", "search_result"):
+                source = block.get("source")
+                data = source.get("data") if isinstance(source, dict) else None
+                if kind == "search_result":  # Anthropic search results: text blocks under content
+                    text = self.text_of(block.get("content"), f"{at}.content")
+                elif isinstance(source, dict) and source.get("type") == "content":
+                    text = self.text_of(source.get("content"), f"{at}.source.content")
+                elif isinstance(source, dict) and source.get("type") == "text" and isinstance(data, str):
+                    text = self.string(data, f"{at}.source.data")
+                else:
+                    continue  # a PDF or an image: no text to check against
+                evidence.append(Evidence(text, SourceInfo(message=i, role="document", part=j)))
+            elif kind == "web_search_tool_result":
+                continue  # the server's search results come encrypted: no text to check against
+            elif (piece := self.part_text(block, at)) is not None:
+                texts.append(piece)
+        return Turn(role, PART_JOIN.join(texts), evidence)
+
+
+def _options(value: Any, row: int | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError("must be an object", row=row, field="conversation_options")
+    if unknown := sorted(set(value) - set(OPTIONS)):
+        raise InputError(
+            f"unknown option(s) {unknown}; options are {', '.join(OPTIONS)}", row=row, field="conversation_options"
+        )
+    for name in ("user_evidence", "system_evidence"):
+        if not isinstance(value.get(name, False), bool):
+            raise InputError("must be true or false", row=row, field=f"conversation_options.{name}")
+    turn = value.get("turn")
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+        raise InputError("must be a whole number from 1", row=row, field="conversation_options.turn")
+    return value
+
+
+def read_turns(messages: Any, row: int | None, name: str = "messages") -> list[Turn]:
+    """Every message of ``messages`` read, in order (turn i is message i); a bad one is an InputError naming it."""
+    if not isinstance(messages, list) or not messages:
+        raise InputError("must be a non-empty list of messages", row=row, field=name)
+    reader = _Reader(row, name)
+    return [reader.turn(i, m) for i, m in enumerate(messages)]
+
+
+def parse_conversation(row: dict[str, Any], row_number: int | None) -> Conversation:
+    """The answer, question and evidence of a conversation row (``row["messages"]``).
+
+    Raises:
+        InputError: a malformed message (naming it, e.g. ``messages[3].content``), no assistant turn with text, or
+            no evidence before it.
+    """
+    options = _options(row.get("conversation_options"), row_number)
+    turns = read_turns(row.get("messages"), row_number)
+    answers = [i for i, t in enumerate(turns) if t.role == "assistant" and t.text.strip()]
+    if not answers:
+        raise InputError(
+            "has no assistant turn with text: there is no answer to check", row=row_number, field="messages"
+        )
+    k = options.get("turn")
+    if k is not None and k > len(answers):
+        raise InputError(
+            f"asks for assistant turn {k}; the conversation has {len(answers)}",
+            row=row_number,
+            field="conversation_options.turn",
+        )
+    at = answers[(k or len(answers)) - 1]
+    evidence: list[Evidence] = []
+    for i, t in enumerate(turns[: at + 1]):
+        evidence.extend(t.evidence)  # the answer turn's own: what DeepEval says it retrieved or called before it
+        if (
+            i < at
+            and t.text.strip()
+            and (
+                (t.role == "user" and options.get("user_evidence"))
+                or (t.role == "system" and options.get("system_evidence"))
+            )
+        ):
+            evidence.append(Evidence(t.text, SourceInfo(message=i, role=t.role)))
+    base = row.get("contexts")
+    if base is not None and not (isinstance(base, list) and all(isinstance(c, str) for c in base)):
+        raise InputError("must be a list of strings", row=row_number, field="contexts")
+    documents = [Evidence(c, SourceInfo(role="document", part=j)) for j, c in enumerate(base or [])]
+    evidence = documents + evidence
+    if not any(e.text.strip() for e in evidence):
+        raise InputError(
+            "has no evidence before the answer: no tool result or retrieved document (user turns count only with "
+            "conversation_options.user_evidence, the system prompt with system_evidence)",
+            row=row_number,
+            field="messages",
+        )
+    users = [t.text for t in turns[:at] if t.role == "user" and t.text.strip()]
+    cited = {e.info.message for e in evidence}
+    shown = [
+        ConversationTurn(
+            role=t.role,
+            text=t.text,
+            tool_call_id=t.tool_call_id,
+            tool_name=t.tool_name,
+            evidence=i in cited,
+            answer=i == at,
+        )
+        for i, t in enumerate(turns)
+    ]
+    return Conversation(
+        answer=turns[at].text,
+        question=users[-1] if users else None,
+        contexts=[e.text for e in evidence],
+        sources=[e.info for e in evidence],
+        turns=shown,
+    )
+
+
+def source_text(turns: list[Turn], info: SourceInfo) -> str:
+    """The text of the source ``info`` names, read again from the messages: a context is exactly this text."""
+    if info.message is None:
+        raise ValueError("a document given in the row's contexts: its text is the context itself")
+    t = turns[info.message]
+    if info.part is None:
+        return t.text
+    return next(e.text for e in t.evidence if e.info.part == info.part and e.info.role == info.role)
+
+
+def each_turn(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """One row per assistant turn of each conversation row, id ``<id>#turn<k>`` (k from 1), each judged against what
+    came before it; other rows as they are. A row whose messages cannot be read is passed on as it is (its report
+    then says why)."""
+    for n, row in enumerate(rows, 1):
+        if not isinstance(row, dict) or row.get("messages") is None:
+            yield row
+            continue
+        try:
+            turns = read_turns(row["messages"], n)
+        except InputError:
+            yield row
+            continue
+        count = sum(t.role == "assistant" and bool(t.text.strip()) for t in turns)
+        rid = row.get("id", f"row-{n}")
+        given = row.get("conversation_options")
+        options: dict[str, Any] = given if isinstance(given, dict) else {}
+        for k in range(1, count + 1):
+            yield {**row, "id": f"{rid}#turn{k}", "conversation_options": {**options, "turn": k}}
