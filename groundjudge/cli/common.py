@@ -8,6 +8,7 @@ still running (re-run to collect it).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,15 +44,14 @@ def human_console(as_json: bool) -> Console:
 
 
 def print_table(console: Console, table: RenderableType) -> None:
-    """Print a table: on a terminal at the terminal's width (label columns are ``no_wrap`` with a ``min_width``, so
-    only values wrap); to a pipe, a file or a CI log at the table's own width, so that no cell is wrapped or cut,
-    whatever COLUMNS says."""
-    if console.is_terminal:
-        console.print(table)
-        return
-    natural = console.measure(table, options=console.options.update_width(1_000_000)).maximum
+    """Print a table: on a terminal at the terminal's width, where only values wrap (label columns are ``no_wrap``
+    with a ``min_width``; a terminal narrower than the labels gets lines as long as they need, which it folds
+    itself); to a pipe, a file or a CI log at the table's own width, so that no cell is wrapped or cut, whatever
+    COLUMNS says."""
+    wide = console.measure(table, options=console.options.update_width(1_000_000))
+    needed = wide.minimum if console.is_terminal else wide.maximum
     width = console.width
-    console.width = max(natural, 1)  # print(width=...) is capped at the console's width
+    console.width = max(needed, width if console.is_terminal else 1)  # print(width=...) is capped at this width
     try:
         console.print(table)
     finally:
@@ -59,8 +59,19 @@ def print_table(console: Console, table: RenderableType) -> None:
 
 
 def print_json(value: Any) -> None:
-    """The one JSON object of ``--json`` on stdout (strict JSON: a NaN would be a bug, and is refused)."""
-    typer.echo(json.dumps(value, allow_nan=False))
+    """The one JSON object of ``--json`` on stdout, on one line; strict JSON: a number that is not finite (no number
+    could be computed) is null, never NaN, which most JSON readers refuse."""
+
+    def finite(x: Any) -> Any:
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {str(k): finite(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [finite(v) for v in x]
+        return x
+
+    typer.echo(json.dumps(finite(value), allow_nan=False))
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
