@@ -259,7 +259,8 @@ def readme_example() -> tuple[str, list[str], str, list[str], list[str]]:
     )
     kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
     verdict = re.search(r"report\.verdict\s+#\s+(PASS|WARN|FAIL) here", block)
-    labels = re.search(r"# NLI-only with the project's small model gj-nli-minilm-l6: ([A-Z, ]+?) \(flagged (\w+)", block)
+    small = r"# NLI-only with the project's small model gj-nli-minilm-l6: ([A-Z, ]+?) \(flagged (\w+)"
+    labels = re.search(small, block)
     assert verdict and labels, block
     return (
         kwargs["answer"],

@@ -45,7 +45,7 @@ def local_model_note(name: str, kind: str | None = None, parameters: int | None 
         note += f". It is {'a small model' if small or parameters is None else 'a model'} measured at {measured}"
         note += ": expect supported paraphrases called UNSUPPORTED"
     elif small:
-        note += ". It is a small model with no accuracy measured here (README, \"Accuracy\")"
+        note += '. It is a small model with no accuracy measured here (README, "Accuracy")'
     else:
         return note + "."
     return f"{note}; {STRONGER}."

@@ -328,7 +328,7 @@ def score_command(
         total = count_rows(input, input_format)
         total = None if total is None else max(0, total - len(pending.skip))
     code = EXIT_OK
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     try:
         with progress_bar(console, progress) as bar:
             limiter = getattr(evaluator.client, "limiter", None)
@@ -442,7 +442,7 @@ def _score_on_ray(
         from groundjudge.checker.nli import resolve_model_name
 
         err.print(escape(local_model_note(resolve_model_name(cfg.nli_model))), highlight=False)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     code = EXIT_OK
     summary: Any = None
     with progress_bar(console, progress) as bar:
