@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -138,6 +140,34 @@ def test_on_a_narrow_terminal_only_the_values_wrap(scored: tuple[Path, Any]) -> 
         assert any(name in line for line in text.splitlines()), (name, text)
 
 
+ASCII = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
+CELL = st.lists(ASCII, min_size=1, max_size=12).map(" ".join)  # words, as labels and values are
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(rows=st.lists(st.tuples(CELL, CELL), min_size=1, max_size=8), columns=st.integers(20, 200))
+def test_a_table_to_a_pipe_is_never_wrapped_or_cut(rows: list[tuple[str, str]], columns: int) -> None:
+    """Whatever the console's width (COLUMNS), a table printed to something that is not a terminal has each row
+    whole on one line."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from groundjudge.cli.common import print_table
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=columns, soft_wrap=True, color_system=None)
+    table = Table(title="some title", show_header=False)
+    table.add_column("")
+    table.add_column("")
+    for label, value in rows:
+        table.add_row(escape(label), escape(value))
+    print_table(console, table)
+    text = buf.getvalue()
+    for label, value in rows:
+        assert any(f"│ {label}" in line and f"│ {value}" in line for line in text.splitlines()), (label, value, text)
+    assert console.width == columns  # put back
+
+
 def test_metrics_json_is_the_metrics_dict(scored: tuple[Path, Any]) -> None:
     out, _ = scored
     result = runner.invoke(app, ["metrics", str(out), "--json"], env=NARROW)
@@ -234,9 +264,10 @@ def test_ray_is_told_to_keep_its_info_lines_to_itself(monkeypatch: pytest.Monkey
     from groundjudge.cli.notes import third_party_output
 
     monkeypatch.delenv("RAY_LOGGER_LEVEL", raising=False)
+    monkeypatch.delenv("RAY_DATA_LOG_LEVEL", raising=False)
     with third_party_output(verbose=False):
-        assert os.environ["RAY_LOGGER_LEVEL"] == "warning"
-    assert "RAY_LOGGER_LEVEL" not in os.environ
+        assert os.environ["RAY_LOGGER_LEVEL"] == "warning" and os.environ["RAY_DATA_LOG_LEVEL"] == "WARNING"
+    assert "RAY_LOGGER_LEVEL" not in os.environ and "RAY_DATA_LOG_LEVEL" not in os.environ
     with third_party_output(verbose=True):
         assert "RAY_LOGGER_LEVEL" not in os.environ
     monkeypatch.setenv("RAY_LOGGER_LEVEL", "debug")

@@ -35,10 +35,11 @@ def local_model_note(name: str, kind: str | None = None, parameters: int | None 
     it was measured at, and how to get a stronger check."""
     key = model_key(name)
     where = f" ({name})" if key != name else ""
-    size = f"{parameters / 1e6:.1f}M parameters" if parameters else "size unknown"
     kinds = {"nli": "3-way NLI", "binary": "binary grounding classifier", "seq2seq": "seq2seq checker"}
-    what = f"{kinds.get(kind, kind)}, {size}" if kind else size
-    note = f"nli mode: every claim is decided by the local model {key}{where}, {what}, with no LLM judge"
+    about = [kinds.get(kind, kind)] if kind else []
+    about += [f"{parameters / 1e6:.1f}M parameters"] if parameters else []
+    what = "".join(f", {x}" for x in about)
+    note = f"nli mode: every claim is decided by the local model {key}{where}{what}, with no LLM judge"
     measured = MEASURED.get(key)
     small = parameters is not None and parameters < SMALL_PARAMETERS
     if measured:
@@ -61,24 +62,35 @@ def model_parameters(model: Any) -> int | None:
 
 # transformers (through huggingface_hub) reads this when it is imported: the CLI imports it later, on first use
 _HF_BARS = "HF_HUB_DISABLE_PROGRESS_BARS"
-# Ray reads this when it is imported, and its worker processes inherit it: "warning" drops the INFO lines
+# Ray reads these when it is imported and when Ray Data configures its logger; its worker processes inherit them:
+# "warning" drops the INFO lines ("Started a local Ray instance", "Starting execution of Dataset ...")
 _RAY_LEVEL = "RAY_LOGGER_LEVEL"
+_RAY_DATA_LEVEL = "RAY_DATA_LOG_LEVEL"
 
 
 @contextmanager
 def third_party_output(verbose: bool) -> Iterator[None]:
-    """Unless ``verbose``: no transformers progress bars ("Loading weights: 100%|...") and no Ray INFO lines, for the
-    duration of one command; transformers' switch is put back when it ends (the process may be a test)."""
+    """Unless ``verbose``: no transformers or Hugging Face hub progress bars ("Loading weights: 100%|...") and no Ray
+    INFO lines, for the duration of one command, unless the environment already says otherwise
+    (HF_HUB_DISABLE_PROGRESS_BARS, RAY_LOGGER_LEVEL, RAY_DATA_LOG_LEVEL); the libraries' switches are put back when
+    it ends (the process may be a test)."""
     if verbose:
         yield
         return
-    saved = {key: os.environ.get(key) for key in (_HF_BARS, _RAY_LEVEL)}
-    os.environ[_HF_BARS] = "1"
-    if saved[_RAY_LEVEL] is None:  # a level the user chose stays
-        os.environ[_RAY_LEVEL] = "warning"
-    hf_logging = sys.modules.get("transformers.utils.logging")  # already imported: its switch, not the variable
-    bars_were_on = hf_logging is not None and hf_logging.is_progress_bar_enabled()
-    if hf_logging is not None:
+    saved = {key: os.environ.get(key) for key in (_HF_BARS, _RAY_LEVEL, _RAY_DATA_LEVEL)}
+    quiet = {_HF_BARS: "1", _RAY_LEVEL: "warning", _RAY_DATA_LEVEL: "WARNING"}
+    for key, value in quiet.items():  # read when the library is imported (later)
+        if saved[key] is None:
+            os.environ[key] = value
+    # already imported (a test, a second command in one process): their switches, not the variable
+    hub = sys.modules.get("huggingface_hub.utils")
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    quiet_bars = saved[_HF_BARS] is None
+    hub_was_on = quiet_bars and hub is not None and not hub.are_progress_bars_disabled()
+    bars_were_on = quiet_bars and hf_logging is not None and hf_logging.is_progress_bar_enabled()
+    if hub_was_on:
+        hub.disable_progress_bars()
+    if bars_were_on:
         hf_logging.disable_progress_bar()
     try:
         yield
@@ -86,8 +98,8 @@ def third_party_output(verbose: bool) -> Iterator[None]:
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        if hub_was_on:
+            hub.enable_progress_bars()
         imported_here = hf_logging is None and "transformers.utils.logging" in sys.modules
-        if bars_were_on or (imported_here and saved[_HF_BARS] in (None, "", "0")):
+        if bars_were_on or (quiet_bars and imported_here):
             sys.modules["transformers.utils.logging"].enable_progress_bar()
