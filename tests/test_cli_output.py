@@ -336,3 +336,12 @@ def test_the_fixtures_say_what_the_small_model_returns(scored: tuple[Path, Any])
         else:
             expected = {"consistent": "PASS", "hallucinated": "FAIL"}.get(row["label"], row["label"])
             assert got == expected, (report.id, got, row["label"])
+
+
+def test_dry_run_json_is_one_object_on_one_line(tmp_path: Path) -> None:
+    args = ["score", str(FIXTURES / "samples.jsonl"), "--out", str(tmp_path / "o.jsonl"), "--dry-run"]
+    result = runner.invoke(app, [*args, "--cache-dir", str(tmp_path / "c"), "--json"], env=NARROW)
+    assert result.exit_code == 0, result.output
+    estimate = one_json_object(result.stdout)
+    assert estimate["note"] in " ".join(result.stderr.split())  # the same in words, for people, on stderr
+    assert not (tmp_path / "o.jsonl").exists()

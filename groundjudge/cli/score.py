@@ -313,7 +313,10 @@ def score_command(
             estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
         except GroundjudgeError as exc:  # a bad --nli-model, when some row needed the model
             raise fail(str(exc)) from exc
-        typer.echo(json.dumps(estimate, indent=2))  # for scripts, on stdout; the sentence for people, on stderr
+        if as_json:  # one line, as every --json
+            print_json(estimate)
+        else:
+            typer.echo(json.dumps(estimate, indent=2))  # for scripts, on stdout; the sentence for people, on stderr
         err.print(escape(estimate["note"]), highlight=False)
         raise typer.Exit(EXIT_OK)
 
