@@ -71,7 +71,12 @@ def print_json(value: Any) -> None:
             return [finite(v) for v in x]
         return x
 
-    typer.echo(json.dumps(finite(value), allow_nan=False))
+    def scalar(x: Any) -> Any:  # a numpy number: its Python value
+        if hasattr(x, "item"):
+            return finite(x.item())
+        raise TypeError(f"{type(x).__name__} is not JSON")
+
+    typer.echo(json.dumps(finite(value), allow_nan=False, default=scalar))
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
