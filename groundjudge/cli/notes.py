@@ -79,12 +79,12 @@ def third_party_output(verbose: bool) -> Iterator[None]:
         return
     saved = {key: os.environ.get(key) for key in (_HF_BARS, _RAY_LEVEL, _RAY_DATA_LEVEL)}
     quiet = {_HF_BARS: "1", _RAY_LEVEL: "warning", _RAY_DATA_LEVEL: "WARNING"}
-    for key, value in quiet.items():  # read when the library is imported (later)
+    for key, level in quiet.items():  # read when the library is imported (later)
         if saved[key] is None:
-            os.environ[key] = value
+            os.environ[key] = level
     # already imported (a test, a second command in one process): their switches, not the variable
-    hub = sys.modules.get("huggingface_hub.utils")
-    hf_logging = sys.modules.get("transformers.utils.logging")
+    hub: Any = sys.modules.get("huggingface_hub.utils")
+    hf_logging: Any = sys.modules.get("transformers.utils.logging")
     quiet_bars = saved[_HF_BARS] is None
     hub_was_on = quiet_bars and hub is not None and not hub.are_progress_bars_disabled()
     bars_were_on = quiet_bars and hf_logging is not None and hf_logging.is_progress_bar_enabled()
@@ -95,8 +95,8 @@ def third_party_output(verbose: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
+        for key, before in saved.items():
+            if before is None:
                 os.environ.pop(key, None)
         if hub_was_on:
             hub.enable_progress_bars()
