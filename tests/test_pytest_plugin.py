@@ -123,7 +123,14 @@ def test_cache_only_replays_without_keys_or_calls(
         )
         new = pytester.runpytest_subprocess(*common, "--groundjudge-cache-only", "test_new.py")
         new.assert_outcomes(failed=1)
-        assert "CacheMissError" in new.stdout.str() and len(server.requests) == calls
+        missed = new.stdout.str()
+        assert "CacheMissError" in missed and len(server.requests) == calls
+        # issue 22: the miss names the test, the answer, the call (the stage) and the fix, ahead of any library frame
+        said = " ".join(missed.split())
+        assert re.search(r"cache-only replay missed in \S*test_new\.py::test_new ", said), missed
+        assert f'for the answer "{INVENTED}"' in said and re.search(r"the claims(_qa)? call", said)
+        assert "run this test once without --groundjudge-cache-only" in said and str(tmp_path / "cache") in said
+        assert "client.py" not in missed and "During handling" not in missed, missed
 
 
 def test_the_baseline_fixture_is_the_option_or_none(pytester: pytest.Pytester, tmp_path: Path) -> None:

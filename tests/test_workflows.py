@@ -236,7 +236,7 @@ def test_compare_command_gates_ci(tmp_path: Path) -> None:
     a.write_text("".join(dumps(r) + "\n" for r in _run(base, ["PASS"] * 30)))
     b.write_text("".join(dumps(r) + "\n" for r in _run([s - 0.3 for s in base], ["FAIL"] * 30)))
     worse = runner.invoke(app, ["compare", str(a), str(b), "--json", "--fail-if-worse"])
-    assert worse.exit_code == 1 and json.loads(worse.output)["b_significantly_worse"]
+    assert worse.exit_code == 1 and json.loads(worse.stdout)["b_significantly_worse"]
     same = runner.invoke(app, ["compare", str(a), str(a), "--fail-if-worse"])
     assert same.exit_code == 0 and "not significantly worse" in same.output
 

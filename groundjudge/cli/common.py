@@ -1,5 +1,5 @@
 """What every command shares: exit codes, the error console, usage errors, the progress bar, the summary table,
-reading a report file.
+tables that a pipe never wraps, ``--json`` output, reading a report file.
 
 Exit codes: 0 ok, 1 some rows failed, 2 usage or configuration error, 3 budget reached, 4 a provider batch is
 still running (re-run to collect it).
@@ -7,13 +7,15 @@ still running (re-run to collect it).
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_PENDING = 0, 1, 2, 3, 4
@@ -24,6 +26,57 @@ CacheDir = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs Optional at runtime on 3.10
     typer.Option("--cache-dir", help="Cache directory \\[default: $GROUNDJUDGE_CACHE_DIR or ~/.cache/groundjudge]."),
 ]
+
+
+JsonOutput = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print one JSON object on stdout and nothing else (the Python API's keys); the tables go to stderr.",
+    ),
+]
+
+
+def human_console(as_json: bool) -> Console:
+    """Where a command's tables and sentences go: stdout, or stderr when ``--json`` keeps stdout for the one JSON
+    object. A sentence is never hard-wrapped (soft_wrap); print tables with :func:`print_table`."""
+    return Console(stderr=as_json, soft_wrap=True)
+
+
+def print_table(console: Console, table: RenderableType) -> None:
+    """Print a table: on a terminal at the terminal's width, where only values wrap (label columns are ``no_wrap``
+    with a ``min_width``; a terminal narrower than the labels gets lines as long as they need, which it folds
+    itself); to a pipe, a file or a CI log at the table's own width, so that no cell is wrapped or cut, whatever
+    COLUMNS says."""
+    wide = console.measure(table, options=console.options.update_width(1_000_000))
+    needed = wide.minimum if console.is_terminal else wide.maximum
+    width = console.width
+    console.width = max(needed, width if console.is_terminal else 1)  # print(width=...) is capped at this width
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
+def print_json(value: Any) -> None:
+    """The one JSON object of ``--json`` on stdout, on one line; strict JSON: a number that is not finite (no number
+    could be computed) is null, never NaN, which most JSON readers refuse."""
+
+    def finite(x: Any) -> Any:
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {str(k): finite(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [finite(v) for v in x]
+        return x
+
+    def scalar(x: Any) -> Any:  # a numpy number: its Python value
+        if hasattr(x, "item"):
+            return finite(x.item())
+        raise TypeError(f"{type(x).__name__} is not JSON")
+
+    typer.echo(json.dumps(finite(value), allow_nan=False, default=scalar))
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -86,12 +139,14 @@ def print_summary(console: Console, summary: Any) -> None:
 
     from groundjudge.review.report import summary_rows
 
+    rows = summary_rows(summary)
     table = Table(title="groundjudge summary", show_header=False)
-    table.add_column("", style="bold")
+    # a narrow terminal wraps the values, never a quantity's name
+    table.add_column("", style="bold", no_wrap=True, min_width=max((len(name) for name, _ in rows), default=1))
     table.add_column("")
-    for name, value in summary_rows(summary):
+    for name, value in rows:
         table.add_row(escape(name), escape(value))  # ids and reasons are data, not markup
-    console.print(table)
+    print_table(console, table)
 
 
 def load_reports(path: Path) -> list[Any]:

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
-from groundjudge.cli.common import CacheDir, err, fail, load_reports
+from groundjudge.cli.common import CacheDir, err, fail, human_console, load_reports, print_table
 from groundjudge.errors import GroundjudgeError, InputError
 from groundjudge.learn.tune import STATE_DIR, TuneSettings, tune
 
@@ -313,7 +313,6 @@ def tune_command(
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
 ) -> None:
     """Fine-tune the local NLI checker on labelled claims (gold, judge verdicts, reviews); rerun to resume."""
-    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -395,7 +394,7 @@ def tune_command(
             pct(m["contradiction_precision"]),
             pct(m["contradiction_recall"]),
         )
-    Console().print(table)
+    print_table(human_console(False), table)  # on stdout, as before; to a pipe at its own width, never cut
     if not result["head"]["fitted"]:
         err.print(f"no verdict head stored: {result['head']['reason']}", highlight=False)
     stored = read_model_profile(out)

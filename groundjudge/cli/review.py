@@ -11,7 +11,18 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from groundjudge.cli.common import EXIT_ROWS_FAILED, CacheDir, err, fail, load_reports, print_summary
+from groundjudge.cli.common import (
+    EXIT_ROWS_FAILED,
+    CacheDir,
+    JsonOutput,
+    err,
+    fail,
+    human_console,
+    load_reports,
+    print_json,
+    print_summary,
+    print_table,
+)
 from groundjudge.errors import GroundjudgeError, InputError
 
 
@@ -32,8 +43,10 @@ def report_command(
             help="A previous export of decisions (JSONL): the page says how much they moved the corrected rate."
         ),
     ] = None,
+    as_json: JsonOutput = False,
 ) -> None:
-    """Summarize a scored file; with --html, write a review page for reviewers."""
+    """Summarize a scored file; with --html, write a review page for reviewers. --json: the summary as one JSON object
+    (RunSummary's keys) on stdout, the table on stderr."""
     from groundjudge.review.report import summarize
 
     reports = load_reports(scored)
@@ -58,7 +71,10 @@ def report_command(
             encoding="utf-8",
         )
         err.print(escape(f"wrote {html} ({sum(1 for r in reports if r.flagged or not only_flagged)} answers)"))
-    print_summary(Console(), summarize(r for r in reports if r.flagged or not only_flagged))
+    summary = summarize(r for r in reports if r.flagged or not only_flagged)
+    print_summary(human_console(as_json), summary)
+    if as_json:
+        print_json(summary.model_dump(mode="json"))
 
 
 def metrics_command(
@@ -67,19 +83,21 @@ def metrics_command(
         Optional[Path],  # noqa: UP045
         typer.Option(help="Reviewer decisions exported by the review page (JSONL): agreement with them instead."),
     ] = None,
+    as_json: JsonOutput = False,
 ) -> None:
     """Agreement with gold labels (or with reviewers): balanced accuracy, P/R/F1, confusion, kappa, by route;
-    last line JSON."""
+    last line JSON (a summary of it). --json: the whole metrics dict of label_metrics / review_metrics as one JSON
+    object on stdout, the tables on stderr."""
     from groundjudge.review.metrics import label_metrics
 
     if reviews is not None:
-        _review_metrics(scored, reviews)
+        _review_metrics(scored, reviews, as_json)
         return
     try:
         m = label_metrics(load_reports(scored))
     except ValueError as exc:
         raise fail(str(exc)) from exc
-    console = Console()
+    console = human_console(as_json)
     console.print(f"[bold]{m['level']}-level labels[/bold]: n={m['n']}, unlabelled={m['unlabelled']}")
     _print_block(console, "all", m)
     for route, block in m["by_route"].items():
@@ -112,7 +130,10 @@ def metrics_command(
     }
     if "three_way" in m:
         summary["balanced_accuracy_3way"] = m["three_way"]["balanced_accuracy"]
-    typer.echo(json.dumps(summary))
+    if as_json:
+        print_json(m)
+    else:  # the last line, as before --json existed
+        typer.echo(json.dumps(summary))
 
 
 def _ci(ci: list[float | None], percent: bool = True) -> str:
@@ -151,8 +172,9 @@ def _print_corrected(console: Console, c: dict[str, Any]) -> None:
         console.print(f"{c['failed_answers']} answer(s) failed whole: their claims are in no claim-level rate")
 
 
-def _review_metrics(scored: Path, reviews: Path) -> None:
-    """``metrics --reviews``: groundjudge's claim verdicts against reviewer labels; last line JSON."""
+def _review_metrics(scored: Path, reviews: Path, as_json: bool) -> None:
+    """``metrics --reviews``: groundjudge's claim verdicts against reviewer labels; last line JSON, or with
+    ``as_json`` the whole dict alone on stdout."""
     from groundjudge.review.metrics import read_reviews, review_metrics
 
     if not reviews.is_file():
@@ -161,7 +183,7 @@ def _review_metrics(scored: Path, reviews: Path) -> None:
         m = review_metrics(load_reports(scored), read_reviews(reviews))
     except (ValueError, InputError) as exc:
         raise fail(f"{reviews}: {exc}") from exc
-    console = Console()
+    console = human_console(as_json)
     console.print(
         f"[bold]reviewer labels[/bold] (rows) against groundjudge (columns): n={m['n']} of {m['n_reviews']} "
         f"reviews, unmatched={m['unmatched']}, changed since review={m['changed_since_review']}, "
@@ -176,6 +198,9 @@ def _review_metrics(scored: Path, reviews: Path) -> None:
             f"{m['unmatched']} reviews match no claim of {escape(str(scored))} (answer id, claim id and claim text)",
             highlight=False,
         )
+    if as_json:
+        print_json(m)
+        return
     typer.echo(
         json.dumps(
             {
@@ -225,23 +250,24 @@ def _print_block(console: Console, title: str, block: dict[str, Any]) -> None:
         title=f"{title}: n={block['n']}, balanced accuracy {100 * block['balanced_accuracy']:.1f}{ba_ci}, "
         f"kappa {block['kappa']:.3f}{kappa_ci}"
     )
-    table.add_column("gold \\ predicted")
+    # a narrow terminal wraps the numbers, never a label
+    table.add_column("gold \\ predicted", no_wrap=True, min_width=max(map(len, labels), default=1))
     for label in labels:
-        table.add_column(label, justify="right")
+        table.add_column(label, justify="right", no_wrap=True, min_width=len(label))
     for label in ("precision", "recall", "f1"):
-        table.add_column(label, justify="right")
+        table.add_column(label, justify="right", no_wrap=True, min_width=len(label))
     for i, label in enumerate(labels):
         pl = block["per_label"][label]
         table.add_row(
             label, *map(str, block["confusion"][i]), f"{pl['precision']:.3f}", f"{pl['recall']:.3f}", f"{pl['f1']:.3f}"
         )
-    console.print(table)
+    print_table(console, table)
 
 
 def compare_command(
     a: Annotated[Path, typer.Argument(help="Scored run A (e.g. prompt v1).")],
     b: Annotated[Path, typer.Argument(help="Scored run B of the same samples (e.g. prompt v2).")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+    as_json: JsonOutput = False,
     fail_if_worse: Annotated[bool, typer.Option(help="Exit 1 when B is significantly worse than A.")] = False,
     alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
     html: Annotated[
@@ -261,7 +287,8 @@ def compare_command(
     ] = None,
 ) -> None:
     """Paired comparison of two runs: mean differences with bootstrap CIs, paired tests, verdict flips; the smallest
-    difference the runs could detect; with labels, the unsupported rate corrected for the checker's error."""
+    difference the runs could detect; with labels, the unsupported rate corrected for the checker's error. --json:
+    the compare_runs dict as one JSON object on stdout, the table on stderr."""
     from groundjudge.review.compare import compare_runs, corrected_rates
     from groundjudge.review.metrics import read_labels, read_reviews
 
@@ -286,71 +313,71 @@ def compare_command(
         html.write_text(page, encoding="utf-8")
         err.print(escape(f"wrote {html}"), highlight=False)
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
-    else:
-        from rich.table import Table
+        print_json(result)
+    # the table: on stdout, or on stderr beside --json
+    from rich.table import Table
 
-        console = Console()
-        table = Table(title=f"B vs A over {result['paired']} paired samples")
-        # a narrow terminal wraps the other columns, never cuts a metric's name
-        table.add_column("metric", no_wrap=True, min_width=max(map(len, result["metrics"]), default=6))
-        for col in ("mean A", "mean B", "diff", "95% CI", "p", "MDD", ""):
-            table.add_column(col)
-        for name, m in result["metrics"].items():
-            mark = "[red]B worse[/red]" if m["b_worse"] else ("significant" if m["significant"] else "")
-            mdd = m["min_detectable_diff"]
-            table.add_row(
-                name,
-                f"{m['mean_a']:.3f}",
-                f"{m['mean_b']:.3f}",
-                f"{m['diff']:+.3f}",
-                f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]",
-                f"{m['p_value']:.4f}",
-                "-" if mdd is None else f"±{mdd:.3f}",
-                mark,
-            )
-        console.print(table)
+    console = human_console(as_json)
+    table = Table(title=f"B vs A over {result['paired']} paired samples")
+    # a narrow terminal wraps the other columns, never cuts a metric's name
+    table.add_column("metric", no_wrap=True, min_width=max(map(len, result["metrics"]), default=6))
+    for col in ("mean A", "mean B", "diff", "95% CI", "p", "MDD", ""):
+        table.add_column(col)
+    for name, m in result["metrics"].items():
+        mark = "[red]B worse[/red]" if m["b_worse"] else ("significant" if m["significant"] else "")
+        mdd = m["min_detectable_diff"]
+        table.add_row(
+            name,
+            f"{m['mean_a']:.3f}",
+            f"{m['mean_b']:.3f}",
+            f"{m['diff']:+.3f}",
+            f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]",
+            f"{m['p_value']:.4f}",
+            "-" if mdd is None else f"±{mdd:.3f}",
+            mark,
+        )
+    print_table(console, table)
+    console.print(
+        f"MDD: the minimum detectable difference, the smallest these {result['paired']} pairs detect 80% of "
+        f"the time (two-sided, alpha {alpha:g})",
+        highlight=False,
+    )
+    for name, m in result["metrics"].items():
         console.print(
-            f"MDD: the minimum detectable difference, the smallest these {result['paired']} pairs detect 80% of "
-            f"the time (two-sided, alpha {alpha:g})",
+            f"  {name}: A {m['mean_a']:.3f} {_ci(m['mean_a_ci'], False)}, B {m['mean_b']:.3f} "
+            f"{_ci(m['mean_b_ci'], False)}"
+            + (
+                f"; not significant: {m['answers_needed']} paired answers would detect {m['diff']:+.3f}"
+                if m["answers_needed"] is not None
+                else ""
+            ),
             highlight=False,
         )
-        for name, m in result["metrics"].items():
-            console.print(
-                f"  {name}: A {m['mean_a']:.3f} {_ci(m['mean_a_ci'], False)}, B {m['mean_b']:.3f} "
-                f"{_ci(m['mean_b_ci'], False)}"
-                + (
-                    f"; not significant: {m['answers_needed']} paired answers would detect {m['diff']:+.3f}"
-                    if m["answers_needed"] is not None
-                    else ""
-                ),
-                highlight=False,
-            )
-        if corrected is not None:
-            for side, path in (("a", a), ("b", b)):
-                console.print(f"[bold]{side.upper()}[/bold] ({escape(path.name)}):")
-                _print_corrected(console, corrected[side])
-            said = "paired: the same labelled answers" if corrected["paired"] else "not paired: labels differ"
-            diff = corrected["diff"]
-            console.print(
-                f"corrected rate B - A: {'-' if diff is None else f'{100 * diff:+.1f} points'} ({said})",
-                highlight=False,
-            )
-        mc = result["mcnemar"]
+    if corrected is not None:
+        for side, path in (("a", a), ("b", b)):
+            console.print(f"[bold]{side.upper()}[/bold] ({escape(path.name)}):")
+            _print_corrected(console, corrected[side])
+        said = "paired: the same labelled answers" if corrected["paired"] else "not paired: labels differ"
+        diff = corrected["diff"]
         console.print(
-            f"verdict flips: {result['verdict_flips'] or 'none'}; PASS lost {mc['pass_lost']}, "
-            f"gained {mc['pass_gained']} (McNemar p={mc['p_value']:.4f})"
+            f"corrected rate B - A: {'-' if diff is None else f'{100 * diff:+.1f} points'} ({said})",
+            highlight=False,
         )
-        for row in result["most_changed"]:
-            console.print(
-                f"  {escape(row['id'])}: {row['verdict']}, combined {row['combined_diff']:+.3f}, "
-                f"{row['claim_label_changes']} claim label changes"
-            )
+    mc = result["mcnemar"]
+    console.print(
+        f"verdict flips: {result['verdict_flips'] or 'none'}; PASS lost {mc['pass_lost']}, "
+        f"gained {mc['pass_gained']} (McNemar p={mc['p_value']:.4f})"
+    )
+    for row in result["most_changed"]:
         console.print(
-            "[red]B is significantly worse than A[/red]"
-            if result["b_significantly_worse"]
-            else "B is not significantly worse than A"
+            f"  {escape(row['id'])}: {row['verdict']}, combined {row['combined_diff']:+.3f}, "
+            f"{row['claim_label_changes']} claim label changes"
         )
+    console.print(
+        "[red]B is significantly worse than A[/red]"
+        if result["b_significantly_worse"]
+        else "B is not significantly worse than A"
+    )
     if fail_if_worse and result["b_significantly_worse"]:
         raise typer.Exit(EXIT_ROWS_FAILED)
 

@@ -16,6 +16,7 @@ from groundjudge import __version__
 from groundjudge.cache import Cache
 from groundjudge.cli.common import CacheDir, fail
 from groundjudge.cli.learn import calibrate_command, tune_command
+from groundjudge.cli.notes import third_party_output
 from groundjudge.cli.review import compare_command, diagnose_command, metrics_command, report_command
 from groundjudge.cli.score import score_command
 from groundjudge.errors import GroundjudgeError
@@ -27,6 +28,24 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Also show the libraries' own output: transformers' loading bars, Ray's INFO lines.",
+        ),
+    ] = False,
+) -> None:
+    """How much of an LLM's answer is grounded in its sources."""
+    ctx.with_resource(third_party_output(verbose))
+
+
 cache_app = typer.Typer(help="Inspect or empty the disk cache.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 

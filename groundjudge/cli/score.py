@@ -18,13 +18,16 @@ from groundjudge.cli.common import (
     EXIT_ROWS_FAILED,
     EXIT_USAGE,
     CacheDir,
+    JsonOutput,
     cost_cell,
     err,
     fail,
     limits_cell,
+    print_json,
     print_summary,
     progress_bar,
 )
+from groundjudge.cli.notes import local_model_note, model_parameters
 from groundjudge.errors import BatchPendingError, BudgetExceededError, CacheMissError, GroundjudgeError, InputError
 
 _CONFIG_OPTIONS = {
@@ -166,6 +169,7 @@ def score_command(
         ),
     ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    as_json: JsonOutput = False,
     batch_api: Annotated[
         bool,
         typer.Option(
@@ -209,7 +213,8 @@ def score_command(
         ),
     ] = None,
 ) -> None:
-    """Score answers against their sources; one report per input row, written as each finishes."""
+    """Score answers against their sources; one report per input row, written as each finishes. The run's summary
+    goes to stderr as a table; with --json also to stdout as one JSON object (RunSummary's keys)."""
     from groundjudge.config import Config
     from groundjudge.io.tables import count_rows, is_local, local_path, parse_mapping, table_format
     from groundjudge.pipeline import Evaluator
@@ -287,6 +292,7 @@ def score_command(
                 columns=mapping or None,
                 batch_size=batch_size,
                 progress=progress,
+                as_json=as_json,
             )
         finally:
             if parquet_out is not None and out.exists():  # as the local engine does
@@ -307,20 +313,25 @@ def score_command(
             estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
         except GroundjudgeError as exc:  # a bad --nli-model, when some row needed the model
             raise fail(str(exc)) from exc
-        typer.echo(json.dumps(estimate, indent=2))  # for scripts, on stdout; the sentence for people, on stderr
+        if as_json:  # one line, as every --json
+            print_json(estimate)
+        else:
+            typer.echo(json.dumps(estimate, indent=2))  # for scripts, on stdout; the sentence for people, on stderr
         err.print(escape(estimate["note"]), highlight=False)
         raise typer.Exit(EXIT_OK)
 
     try:
-        _ = evaluator.nli  # load the model now: a bad --nli-model is a usage error; the rate excludes loading
+        nli = evaluator.nli  # load the model now: a bad --nli-model is a usage error; the rate excludes loading
     except GroundjudgeError as exc:
         raise fail(str(exc)) from exc
+    if evaluator.mode == "nli":  # no judge behind the local model: say which one decides, and what to expect of it
+        err.print(escape(local_model_note(nli.name, nli.kind, model_parameters(nli.model))), highlight=False)
     total = None
     if progress:  # a cheap line count, no parsing
         total = count_rows(input, input_format)
         total = None if total is None else max(0, total - len(pending.skip))
     code = EXIT_OK
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     try:
         with progress_bar(console, progress) as bar:
             limiter = getattr(evaluator.client, "limiter", None)
@@ -352,6 +363,8 @@ def score_command(
         if parquet_out is not None and out.exists():
             code = _write_parquet_out(out, parquet_out, code)
     print_summary(console, result.summary)
+    if as_json:
+        print_json(result.summary.model_dump(mode="json"))
     if code == EXIT_OK and result.summary.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
@@ -421,13 +434,18 @@ def _score_on_ray(
     columns: dict[str, str] | None,
     batch_size: int,
     progress: bool,
+    as_json: bool,
 ) -> int:
     """``score --engine ray``: the same reports, resume, summary and exit codes, computed on a Ray cluster."""
     try:
         from groundjudge.runs.ray import score_file
     except ImportError as exc:
         raise fail(f"--engine ray needs Ray: pip install 'groundjudge[ray]' ({exc})") from exc
-    console = Console(stderr=True)
+    if (cfg.mode or ("cascade" if cfg.llm else "nli")) == "nli":  # the model loads on the workers: its name only
+        from groundjudge.checker.nli import resolve_model_name
+
+        err.print(escape(local_model_note(resolve_model_name(cfg.nli_model))), highlight=False)
+    console = Console(stderr=True, soft_wrap=True)
     code = EXIT_OK
     summary: Any = None
     with progress_bar(console, progress) as bar:
@@ -451,6 +469,8 @@ def _score_on_ray(
             code = _stop_code(exc, out, summary.n)  # a run stop: the local engine's message and exit code
     if summary is not None:
         print_summary(console, summary)
+        if as_json:
+            print_json(summary.model_dump(mode="json"))
         if code == EXIT_OK and summary.rows_failed:
             code = EXIT_ROWS_FAILED
     return code

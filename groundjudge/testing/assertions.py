@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from groundjudge.errors import GroundjudgeError
+from groundjudge.errors import CacheMissError, GroundjudgeError
 
 
 class GroundingAssertionError(AssertionError, GroundjudgeError):
@@ -40,6 +40,21 @@ def default_evaluator() -> Any:
 def _short(text: str, width: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cache_miss(exc: CacheMissError, evaluator: Any, answer: str | None = None) -> CacheMissError:
+    """A cache-only replay missed: the same error, its message naming the test, the answer, the call (the stage,
+    from the client's message) and the fix."""
+    import os
+
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0] or "this check"
+    cache = getattr(getattr(evaluator, "cache", None), "directory", None)
+    where = f" ({cache})" if cache is not None else ""
+    what = f' for the answer "{_short(answer)}"' if answer is not None else ""
+    return CacheMissError(
+        f"cache-only replay missed in {test}{what}: {exc}. Fix: run this test once without --groundjudge-cache-only, "
+        f"with the LLM's key, to record the replies, then commit or restore the cache directory{where} for CI"
+    )
 
 
 def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: bool = False) -> list[str]:
@@ -105,7 +120,10 @@ def assert_grounded(
     """
     __tracebackhide__ = True  # pytest: the failure is the test's line and the message, not this function
     ev = evaluator if evaluator is not None else default_evaluator()
-    report = ev.evaluate(answer, sources, question)
+    try:
+        report = ev.evaluate(answer, sources, question)
+    except CacheMissError as exc:
+        raise cache_miss(exc, ev, answer) from None  # the message says it all; no chain of library frames
     problems = grounding_problems(report, min_score, allow_contradicted)
     if problems:
         head = f"answer not grounded: {'; '.join(problems)} (verdict {report.verdict})"
@@ -137,7 +155,10 @@ def assert_file_grounded(
     """
     __tracebackhide__ = True  # pytest: the failure is the test's line and the message, not this function
     ev = evaluator if evaluator is not None else default_evaluator()
-    run = ev.run(path_or_rows, columns=columns)
+    try:
+        run = ev.run(path_or_rows, columns=columns)
+    except CacheMissError as exc:  # its message names the row and the answer's id
+        raise cache_miss(exc, ev) from None
     baseline = baseline if baseline is not None else DEFAULTS.get("baseline")
     by_id = {r.id: r for r in run.reports}
     if baseline is not None:
