@@ -124,7 +124,7 @@ def _resolve(
                 (sources.append(k - 1) if 1 <= k <= n_sources else unknown.append(str(k)))
             continue
         m = _ID_NUMBER.match(item)
-        if ids and m and m.group(1) in prefixes:
+        if ids and style != "numeric" and m and m.group(1) in prefixes:
             unknown.append(item)
             continue
         return None
