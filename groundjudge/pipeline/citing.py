@@ -2,10 +2,10 @@
 
 The answer's markers are read once (:func:`citing_of`) and stripped from the text the claims come from; the claims'
 spans are put back into the original answer's offsets (:func:`attach_citations`). The NLI stage scores each cited
-claim against the passages of each source it cites (:func:`score_cited`); the local stage decides a citation only
-when a cited source entails the claim, else, in the cascade, the claim goes to the judge (:func:`route_cited`),
-which is told which sources the claim cites. :func:`citation_fields` gives each claim verdict its ``cited``,
-``cited_supporting`` and ``citation``.
+claim against the passages of each source it cites (:func:`score_cited`); in the cascade the local stage decides a
+citation only when a cited source entails the claim (or the claim is locally CONTRADICTED), else the claim goes to
+the judge (:func:`route_cited`), which is told which sources the claim cites. :func:`citation_fields` gives each
+claim verdict its ``cited``, ``cited_supporting`` and ``citation``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ def attach_citations(w: Work) -> None:
         return
     from groundjudge.stages.citations import claim_citations
 
+    if w.sample.claim is not None:  # a claim row is one claim: it cites every marker it carries
+        every = ClaimCites(
+            sorted({d for m in parsed.markers for d in m.sources}),
+            list(dict.fromkeys(u for m in parsed.markers for u in m.unknown)),
+        )
+        w.cites = [every for _ in w.claims]
+        return
     w.cites = claim_citations(parsed, w.claims)
     w.claims = [
         c.model_copy(update={"span": parsed.span_in_original(c.span)}) if c.span is not None else c for c in w.claims
@@ -69,9 +76,10 @@ def score_cited(
 
 
 def route_cited(w: Work, *, mode: str, thresholds: LocalThresholds) -> None:
-    """Which cited sources entail each claim locally; in the cascade, a claim whose local verdict disagrees with
-    what its cited sources say (SUPPORTED while no cited source entails it, or not SUPPORTED while one does) goes
-    to the judge."""
+    """Which cited sources entail each claim locally. In the cascade the local stage decides a cited claim only
+    when a cited source entails it (SUPPORTED: CITED_SUPPORTS) or when it is locally CONTRADICTED; a cited claim
+    locally SUPPORTED by another source only, or locally UNSUPPORTED (where a small model errs most), goes to the
+    judge, which is told which sources the claim cites."""
     w.cited_support = []
     for i, cites in enumerate(w.cites):
         found = w.cited_nli[i] if i < len(w.cited_nli) else {}
@@ -80,15 +88,15 @@ def route_cited(w: Work, *, mode: str, thresholds: LocalThresholds) -> None:
         }
         w.cited_support.append(supporting)
         d = w.decisions[i]
-        if mode != "cascade" or d.route != "nli" or not cites.sources:
+        if mode != "cascade" or d.route != "nli" or not cites.any:
             continue
-        if (d.label == "SUPPORTED") != bool(supporting):
-            note = (
-                "no cited source entails the claim alone"
-                if d.label == "SUPPORTED"
-                else "a cited source entails the claim, against the local verdict"
-            )
-            w.decisions[i] = Decision("", "judge", True, list(d.flags), note)
+        if d.label == "SUPPORTED" and not supporting:
+            note = "no cited source entails the claim alone"
+        elif d.label == "UNSUPPORTED":
+            note = "a cited claim the local model does not find entailed: the judge checks its citation"
+        else:
+            continue
+        w.decisions[i] = Decision("", "judge", True, list(d.flags), note)
 
 
 def citation_fields(w: Work, i: int, label: str, quotes: list[Quote]) -> dict[str, Any]:
