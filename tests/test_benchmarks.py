@@ -225,3 +225,11 @@ def test_accuracy_measures_a_tuned_models_cascade_with_its_heads_thresholds(tmp_
     assert out["escalation_rate"] == 0.0  # all UNSUPPORTED locally on the head's scale
     plain = run("accuracy.py", *args, "--nli-model", str(tuned), "--no-head", cache=tmp_path)
     assert plain["cascade_thresholds"] == raw.model_dump()  # the model's own, on the entailment
+
+
+def test_citations_benchmark_on_a_slice(tmp_path: Path) -> None:
+    out = run("citations.py", "--limit", "3", "--cache-dir", str(tmp_path), cache=tmp_path)
+    assert out["benchmark"] == "citations" and out["n"] == 6
+    for mode in ("nli", "cascade"):
+        assert {"wrong_flagged", "right_accepted", "uncited_reported", "n_wrong", "n_right"} <= set(out[mode])
+    assert out["cascade"]["errors"] == 0 and out["cascade"]["wrong_flagged"] == 1.0
