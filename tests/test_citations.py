@@ -419,3 +419,20 @@ def test_scores_keys() -> None:
 def test_find_markers_ignores_a_passage_of_nothing() -> None:
     assert find_markers("", 3) == [] and parse_citations("[1]", 0).markers[0].unknown == ("1",)
     assert Passage(doc=0, start=0, end=1, text="x").doc == 0
+
+
+def test_context_objects_from_a_csv_cell(tmp_path: Path) -> None:
+    import csv
+    import json
+
+    from groundjudge.io.tables import read_rows
+
+    path = tmp_path / "rows.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "answer", "contexts"])
+        w.writerow(["r1", "Rome is old [d2].", json.dumps([{"id": "d1", "text": "one"}, {"id": "d2", "text": "two"}])])
+    (n, row), *_ = list(read_rows(path))
+    sample = parse_sample(row, n)
+    assert sample.contexts == ["one", "two"] and sample.context_ids == ["d1", "d2"]
+    assert [m.sources for m in parse_citations(sample.answer or "", 2, sample.context_ids).markers] == [(1,)]

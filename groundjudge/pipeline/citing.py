@@ -88,7 +88,7 @@ def route_cited(w: Work, *, mode: str, thresholds: LocalThresholds) -> None:
         }
         w.cited_support.append(supporting)
         d = w.decisions[i]
-        if mode != "cascade" or d.route != "nli" or not cites.any:
+        if mode != "cascade" or d.route != "nli" or not cites.sources:  # only [9]: wrong whatever the judge says
             continue
         if d.label == "SUPPORTED" and not supporting:
             note = "no cited source entails the claim alone"
@@ -122,7 +122,7 @@ def cited_map(w: Work, claims: list[Claim]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for c in claims:
         i = by_id.get(c.id)
-        if i is not None and i < len(w.cites) and w.cites[i].any:
+        if i is not None and i < len(w.cites) and w.cites[i].sources:
             out[c.id] = list(w.cites[i].sources)
     return out
 
