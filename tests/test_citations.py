@@ -436,3 +436,25 @@ def test_context_objects_from_a_csv_cell(tmp_path: Path) -> None:
     sample = parse_sample(row, n)
     assert sample.contexts == ["one", "two"] and sample.context_ids == ["d1", "d2"]
     assert [m.sources for m in parse_citations(sample.answer or "", 2, sample.context_ids).markers] == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("label", "cites", "entail", "route"),
+    [
+        ("UNSUPPORTED", ClaimCites([0]), 0.1, "judge"),  # the judge checks a cited claim the model does not find
+        ("CONTRADICTED", ClaimCites([0]), 0.1, "nli"),  # a confident local finding stands
+        ("SUPPORTED", ClaimCites([], ["9"]), 0.0, "nli"),  # only a source that does not exist: wrong anyway
+        ("SUPPORTED", ClaimCites([0]), 0.95, "nli"),  # the cited source entails it: decided locally
+        ("SUPPORTED", ClaimCites([0]), 0.5, "judge"),  # another source does: the judge says which
+    ],
+)
+def test_which_cited_claims_the_cascade_sends_to_the_judge(
+    label: str, cites: ClaimCites, entail: float, route: str
+) -> None:
+    w = _work(2)
+    w.claims = [Claim(id="c1", text="x")]
+    w.cites = [cites]
+    w.cited_nli = [{d: ClaimNLI(entailment=entail, passages_scored=1) for d in cites.sources}]
+    w.decisions = [Decision(label, "nli", True)]  # type: ignore[arg-type]
+    route_cited(w, mode="cascade", thresholds=LocalThresholds(t_support=0.9, t_contradict=0.9))
+    assert w.decisions[0].route == route
