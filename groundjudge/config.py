@@ -124,6 +124,11 @@ class Config(BaseModel):
     escalate_conflicts: bool = Field(
         True, description="cascade: send such claims to the judge (the local model may miss the contradiction)"
     )
+    citation_style: Literal["auto", "numeric", "id", "footnote", "none"] = Field(
+        "auto",
+        description="how citation markers in answers are read: auto ([1], [2, 3], 【1】, ^1, [context-id]), numeric "
+        "(positions only), id (context ids only), footnote (^1, [^1] only), none (markers are not read)",
+    )
 
     # scores and verdict
     weights: dict[str, float] = Field(default_factory=lambda: {"claims": 0.4, "nli": 0.3, "qa": 0.3})

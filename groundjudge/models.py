@@ -149,6 +149,15 @@ class LocalThresholds(BaseModel):
 Label = Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "ERROR"]
 Route = Literal["nli", "judge"]
 AnswerVerdict = Literal["PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR"]
+# what a claim's citation markers are worth (groundjudge.stages.citations.classify)
+CitationLabel = Literal["CITED_SUPPORTS", "OTHER_SUPPORTS", "NOT_SUPPORTED", "UNCITED"]
+# what kind of error a claim that is not SUPPORTED makes
+ErrorType = Literal["number", "date", "entity", "relation", "negation", "unsupported_detail", "other"]
+ERROR_TYPES: tuple[str, ...] = ("number", "date", "entity", "relation", "negation", "unsupported_detail", "other")
+
+
+def _absent(value: Any) -> bool:
+    return value is None
 
 
 class SourceInfo(BaseModel):
@@ -198,6 +207,8 @@ class Sample(BaseModel):
 
     id: str
     contexts: list[str]
+    # the contexts' ids, when the row gave its contexts as objects {"id", "text"} (citation markers may name them)
+    context_ids: list[str] | None = Field(None, exclude_if=_absent)
     answer: str | None = None
     claim: str | None = None
     question: str | None = None
@@ -254,6 +265,24 @@ class ClaimVerdict(BaseModel):
         description="a conversation row: the message the verdict rests on (its first verified quote, else the "
         "NLI passage) for a SUPPORTED or CONTRADICTED claim; filled from AnswerReport.sources",
     )
+    cited: list[int] | None = Field(
+        None, exclude_if=_absent, description="the sources (numbered from 1) the claim's sentence cites"
+    )
+    cited_unknown: list[str] | None = Field(
+        None, exclude_if=_absent, description="citation markers of the claim that name no source ([9] of 3)"
+    )
+    cited_supporting: list[int] | None = Field(
+        None, exclude_if=_absent, description="the cited sources (from 1) that support the claim alone"
+    )
+    citation: CitationLabel | None = Field(
+        None,
+        exclude_if=_absent,
+        description="CITED_SUPPORTS, OTHER_SUPPORTS (only an uncited source supports it), NOT_SUPPORTED, UNCITED; "
+        "absent when the answer cites nothing",
+    )
+    error_type: ErrorType | None = Field(
+        None, exclude_if=_absent, description="the kind of error of a CONTRADICTED or UNSUPPORTED claim"
+    )
 
 
 class QAItem(BaseModel):
@@ -295,6 +324,12 @@ class Scores(BaseModel):
     n_escalated: int = 0
     n_weak: int = 0
     n_contradiction_unchecked: int = Field(0, description="claims decided without a check for contradiction")
+    citation_precision: float | None = Field(
+        None, description="share of citations that support the claim they are attached to; None: nothing cited"
+    )
+    citation_recall: float | None = Field(
+        None, description="share of claims whose cited sources support them; None when the answer cites nothing"
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -323,6 +358,7 @@ class AnswerReport(BaseModel):
     question: str | None = None
     answer: str | None = None
     contexts: list[str] = Field(default_factory=list)
+    context_ids: list[str] | None = Field(None, exclude_if=_absent)
     label: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     row: int | None = None

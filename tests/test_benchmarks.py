@@ -234,3 +234,11 @@ def test_conversations_benchmark_catches_every_self_supported_claim(tmp_path: Pa
         assert out[mode]["self_supported_caught"] == 1.0  # issue 20: 100% in every mode
         assert out[mode]["naive_self_supported"] > 0  # the control: counting the assistant's turns does accept them
     assert out["target_met"] is True
+
+
+def test_citations_benchmark_on_a_slice(tmp_path: Path) -> None:
+    out = run("citations.py", "--limit", "3", "--cache-dir", str(tmp_path), cache=tmp_path)
+    assert out["benchmark"] == "citations" and out["n"] == 6
+    for mode in ("nli", "cascade"):
+        assert {"wrong_flagged", "right_accepted", "uncited_reported", "n_wrong", "n_right"} <= set(out[mode])
+    assert out["cascade"]["errors"] == 0 and out["cascade"]["wrong_flagged"] == 1.0

@@ -288,3 +288,23 @@ def test_ci_sets_ci_itself_so_the_browser_tests_cannot_skip() -> None:
     exports = [i for i, line in enumerate(script) if line.strip() == "export CI=true"]
     runs = [i for i, line in enumerate(script) if ".venv/bin/pytest" in line]
     assert exports and runs and exports[0] < runs[0]
+
+
+def test_the_review_page_filters_answers_by_kind_of_error(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    def report(rid: str, kind: str) -> AnswerReport:
+        cv = ClaimVerdict(claim=Claim(id="c1", text=f"claim {rid}"), label="UNSUPPORTED", route="nli", error_type=kind)
+        return AnswerReport(id=rid, verdict="FAIL", mode="nli", scores=Scores(n_claims=1), claims=[cv])
+
+    page = tmp_path / "kinds.html"
+    page.write_text(render_html([report("n", "number"), report("d", "date")]), encoding="utf-8")
+    browser.get(page.as_uri())
+    select = Select(browser.find_element(By.ID, "error-type"))
+    assert [o.get_attribute("value") for o in select.options] == ["", "date", "number"]
+    select.select_by_value("date")
+    hidden = {c.get_attribute("id") for c in browser.find_elements(By.CSS_SELECTOR, ".answer.hidden")}
+    assert hidden == {"answer-n"}
+    select.select_by_value("")
+    assert not browser.find_elements(By.CSS_SELECTOR, ".answer.hidden")

@@ -153,7 +153,7 @@ def test_grounded_answer_passes_with_verified_quotes(
     # two calls with every check on: claims + QA questions from the answer; verdicts + QA answers from the sources
     assert report.usage.calls == 2 and len(llm_server.requests) == 2
     assert [prompt_name(r) for r in llm_server.requests] == ["claims_qa", "verify"]
-    assert report.versions["prompt.verify"].startswith("1+")
+    assert report.versions["prompt.verify"].startswith("2+")
     assert report.model_dump() == type(report).model_validate_json(report.model_dump_json()).model_dump()
 
 

@@ -77,12 +77,22 @@ def months(text: str) -> set[int]:
 
 
 def find_conflict(claim: str, passage: str, min_overlap: float = 0.5) -> str | None:
+    """What :func:`conflict_of` finds, as text ("the claim says 500; the passage says 330"), or None."""
+    found = conflict_of(claim, passage, min_overlap)
+    return found[1] if found is not None else None
+
+
+_YEAR = re.compile(r"^(1[5-9]|20)\d\d$")
+
+
+def conflict_of(claim: str, passage: str, min_overlap: float = 0.5) -> tuple[str, str] | None:
     """A cheap sign that a passage speaks of the same thing as the claim but disagrees on a number or a month.
 
     The passage must share at least ``min_overlap`` of the claim's content words (two at least, unless the claim has
     fewer: "It was completed in 1899" has one); then a number
     or month of the claim that the passage does not contain, while the passage gives other ones, is a conflict.
-    Returns what differs ("the claim says 500; the passage says 330"), or None. The NLI model of a cascade may miss
+    Returns its kind, ``date`` (a month, or a year on both sides) or ``number``, and what differs ("the claim says
+    500; the passage says 330"), or None. The NLI model of a cascade may miss
     such contradictions, so the pipeline escalates them to the judge rather than calling them itself.
     """
     claim_numbers, passage_numbers = numbers(claim), numbers(passage)
@@ -96,7 +106,9 @@ def find_conflict(claim: str, passage: str, min_overlap: float = 0.5) -> str | N
     missing = sorted(claim_numbers - passage_numbers)
     if missing and passage_numbers:
         others = sorted(passage_numbers - claim_numbers)[:3]
-        return f"the claim says {', '.join(missing)}; the passage says {', '.join(others) or 'other numbers'}"
+        years = all(_YEAR.match(x) for x in missing) and any(_YEAR.match(x) for x in passage_numbers - claim_numbers)
+        said = f"the claim says {', '.join(missing)}; the passage says {', '.join(others) or 'other numbers'}"
+        return "date" if years else "number", said
     month_missing = claim_months - passage_months
     if month_missing and passage_months and not claim_months & passage_months:
         names = [
@@ -114,7 +126,7 @@ def find_conflict(claim: str, passage: str, min_overlap: float = 0.5) -> str | N
             "November",
             "December",
         ]
-        return (
+        return "date", (
             f"the claim says {', '.join(names[m] for m in sorted(month_missing))}; the passage says "
             f"{', '.join(names[m] for m in sorted(passage_months))}"
         )

@@ -368,6 +368,9 @@ def compare_command(
         f"verdict flips: {result['verdict_flips'] or 'none'}; PASS lost {mc['pass_lost']}, "
         f"gained {mc['pass_gained']} (McNemar p={mc['p_value']:.4f})"
     )
+    if result.get("error_types"):
+        kinds = ", ".join(f"{k} {v['a']}->{v['b']} ({v['diff']:+d})" for k, v in result["error_types"].items())
+        console.print(f"kinds of error (A->B): {escape(kinds)}")
     for row in result["most_changed"]:
         console.print(
             f"  {escape(row['id'])}: {row['verdict']}, combined {row['combined_diff']:+.3f}, "

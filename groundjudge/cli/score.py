@@ -51,6 +51,7 @@ _CONFIG_OPTIONS = {
     "nli_trust_remote_code": "nli_trust_remote_code",
     "nli_max_length": "nli_max_length",
     "head": "use_head",
+    "citation_style": "citation_style",
 }
 
 
@@ -95,6 +96,13 @@ def score_command(
     mode: Annotated[
         str | None, typer.Option(help="nli, cascade or llm \\[default: cascade with --llm, else nli].")
     ] = None,
+    citation_style: Annotated[
+        str,
+        typer.Option(
+            help="Citation markers in answers: auto ([1], [2, 3], 【1】, ^1, [context-id]), numeric (positions "
+            "only), id (context ids only), footnote (^1 only) or none."
+        ),
+    ] = "auto",
     llm: Annotated[Optional[str], typer.Option(help="provider/model, e.g. openai/gpt-4o-mini.")] = None,  # noqa: UP045
     base_url: Annotated[Optional[str], typer.Option(help="Server for an OpenAI-compatible model.")] = None,  # noqa: UP045
     nli_model: Annotated[
@@ -262,6 +270,7 @@ def score_command(
         "nli_trust_remote_code": nli_trust_remote_code,
         "nli_max_length": nli_max_length,
         "head": head,
+        "citation_style": citation_style,
     }
     # only what was given: the CLI's own defaults must not overwrite a config file's values
     overrides = {_CONFIG_OPTIONS[k]: v for k, v in values.items() if v is not None and _given(ctx, k)}

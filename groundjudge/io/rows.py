@@ -49,10 +49,46 @@ CONTEXTS_STRING = (
 )
 
 
+def context_objects(contexts: Any, row: int | None) -> tuple[Any, list[str] | None]:
+    """Contexts given as objects ``{"id", "text"}`` (citation markers may name the ids): their texts and ids.
+    A list of strings, or anything else, comes back as it is, with no ids (``parse_sample`` checks it)."""
+    if not isinstance(contexts, list) or not any(isinstance(c, dict) for c in contexts):
+        return contexts, None
+    texts: list[str] = []
+    ids: list[str] = []
+    for i, c in enumerate(contexts):
+        field = f"contexts[{i}]"
+        if not isinstance(c, dict):
+            raise InputError(
+                f"is a {type(c).__name__} among objects: give every context as an object {{'id', 'text'}}, or "
+                "every one as a string",
+                row=row,
+                field=field,
+            )
+        text = c.get("text")
+        if not isinstance(text, str):
+            raise InputError("needs a 'text' string", row=row, field=f"{field}.text")
+        cid = c.get("id")
+        if cid is None or isinstance(cid, (dict, list, bool)) or not str(cid).strip():
+            raise InputError("needs an 'id' (a string or a number)", row=row, field=f"{field}.id")
+        cid = str(cid).strip()
+        if cid in ids:
+            raise InputError(
+                f"repeats the id {cid!r} of contexts[{ids.index(cid)}]: citations could not tell them apart",
+                row=row,
+                field=f"{field}.id",
+            )
+        check_text(cid, row, f"{field}.id")
+        texts.append(text)
+        ids.append(cid)
+    return texts, ids
+
+
 def parse_sample(row: Any, row_number: int | None = None) -> Sample:
     """A validated :class:`Sample` from an input row; a bad row is an :class:`InputError` naming row and field.
 
-    ``contexts`` is a list of strings: a plain string there is a mistyped field, an InputError (a string that was
+    ``contexts`` is a list of strings, or of objects ``{"id", "text"}`` whose ids citation markers may name
+    (:func:`context_objects`): a plain string there is a mistyped field, an InputError (a string that was
     meant as a list is not quietly taken for one passage). One passage may be given as a string under the singular
     name ``context``.
     """
@@ -78,6 +114,7 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         contexts = row.get("contexts")
         if isinstance(contexts, str):
             raise InputError(CONTEXTS_STRING, row=row_number, field="contexts")
+    contexts, context_ids = context_objects(contexts, row_number)
     if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
         raise InputError("must be a list of strings", row=row_number, field="contexts")
     if not any(c.strip() for c in contexts):
@@ -112,6 +149,7 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
     return Sample(
         id=row_id(row, row_number),
         contexts=contexts,
+        context_ids=context_ids,
         answer=answer,
         claim=claim,
         question=row.get("question"),

@@ -170,14 +170,14 @@ _LAYOUT_TOKENS = (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDEN
 
 
 def _decode_list(value: Any) -> Any:
-    """A list of strings encoded in a cell (how a CSV holds contexts: JSON, or the Python repr pandas' ``to_csv``
-    writes) as the list; anything else as it is."""
+    """A list of strings (or of context objects ``{"id", "text"}``) encoded in a cell (how a CSV holds contexts:
+    JSON, or the Python repr pandas' ``to_csv`` writes) as the list; anything else as it is."""
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
             decoded = json.loads(value)
         except ValueError:
             decoded = _python_list(value.strip())
-        if isinstance(decoded, list) and all(isinstance(x, str) for x in decoded):
+        if isinstance(decoded, list) and all(isinstance(x, (str, dict)) for x in decoded):  # or {"id", "text"}
             return decoded
     return value
 

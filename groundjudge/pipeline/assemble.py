@@ -13,6 +13,7 @@ from typing import Any
 from groundjudge.config import Config
 from groundjudge.errors import NLIError
 from groundjudge.models import AnswerReport, ClaimVerdict, Scores
+from groundjudge.pipeline.citing import citation_fields
 from groundjudge.pipeline.work import Work
 from groundjudge.stages.judge import JudgedClaim
 from groundjudge.stages.score import compute_scores, decide
@@ -28,6 +29,7 @@ def answer_report(work: Work, mode: str, **fields: Any) -> AnswerReport:
         question=s.question,
         answer=s.answer if s.answer is not None else s.claim,
         contexts=s.contexts,
+        context_ids=s.context_ids,
         label=s.label,
         metadata=s.metadata,
         row=work.row,
@@ -68,7 +70,7 @@ def final_report(
         return failed_report(w, mode)
     c = config
     verdicts: list[ClaimVerdict] = []
-    for claim, nli, d in zip(w.claims, w.nli, w.decisions, strict=True):
+    for i, (claim, nli, d) in enumerate(zip(w.claims, w.nli, w.decisions, strict=True)):
         judged = w.judged.get(claim.id)
         if d.route == "judge" and judged is None:
             judged = JudgedClaim(label="ERROR", error="not judged")
@@ -78,8 +80,13 @@ def final_report(
             flags.append("weak")
         if judged is not None:
             label, reason, quotes, error = judged.label, judged.reason, judged.quotes, judged.error
+            error_type = judged.error_type
         else:
             label, reason, quotes, error = d.label or "ERROR", d.note, [], nli.error
+            error_type = d.error_type
+        cites = citation_fields(w, i, label, quotes)
+        if cites.get("cited_unknown"):
+            flags.append("unknown_citation")
         verdicts.append(
             ClaimVerdict(
                 claim=claim,
@@ -91,6 +98,8 @@ def final_report(
                 flags=flags,
                 error=error,
                 contradiction_checked=d.contradiction_checked and label != "ERROR",
+                error_type=error_type if label in ("CONTRADICTED", "UNSUPPORTED") else None,
+                **cites,
             )
         )
     # a claim the NLI stage could not score counts 0 in the NLI part; the report says why, even when the judge

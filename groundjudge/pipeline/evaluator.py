@@ -27,6 +27,7 @@ from groundjudge.llm.batch import BatchOutcome
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, LocalThresholds, Passage, QAResult, Sample, Usage
 from groundjudge.pipeline.assemble import failed_report, final_report
 from groundjudge.pipeline.batching import run_llm_stage
+from groundjudge.pipeline.citing import attach_citations, cited_hints, cited_map, citing_of, route_cited, score_cited
 from groundjudge.pipeline.estimate import Stages, estimate
 from groundjudge.pipeline.flow import stream
 from groundjudge.pipeline.work import RUN_STOPS, Work, concurrently, describe, each, error_report
@@ -360,29 +361,32 @@ class Evaluator:
         """Claims that need no LLM (a claim row, sentences in nli mode, an empty answer): set them and say True;
         False when the claims call must run (:meth:`claims_call`)."""
         s = w.sample
+        text = citing_of(w, self.config.citation_style).text  # citation markers stripped (kept as citations)
         if s.claim is not None:
-            w.claims = claim_from_input(s.claim)
+            w.claims = claim_from_input(text if text.strip() else s.claim)
         elif self.client is None or self.mode == "nli":  # nli mode: no LLM at all
-            w.claims = claims_from_sentences(s.answer or "")
-        elif not (s.answer or "").strip():
+            w.claims = claims_from_sentences(text)
+        elif not text.strip():
             w.claims = []
         else:
             return False
+        attach_citations(w)
         return True
 
     def claims_call(self, w: Work) -> None:
         """The call that reads only the answer: its claims (and, with QA, its questions and replies)."""
         assert self.client is not None
         n_questions = self.config.qa_questions if self._qa_expected else 0
+        text = citing_of(w, self.config.citation_style).text
         try:
-            w.claims, w.questions, usage = claims_from_llm(
-                self.client, w.sample.answer or "", w.sample.question, n_questions
-            )
+            w.claims, w.questions, usage = claims_from_llm(self.client, text, w.sample.question, n_questions)
         except (*RUN_STOPS, DeferredCallError):
             raise
         except Exception:
-            w.claims = claims_from_sentences(w.sample.answer or "")
+            w.claims = claims_from_sentences(text)
+            attach_citations(w)
             raise  # recorded as an error; the sentence claims are still checked
+        attach_citations(w)
         w.usage = w.usage + usage
 
     def nli_stage(self, batch: list[Work]) -> None:
@@ -443,6 +447,13 @@ class Evaluator:
             log.warning("the NLI batch failed; scoring its %d answers one by one", len(live), exc_info=True)
             each(live, lambda w: check([w]))
 
+        def head(claims: list[str], res: list[ClaimNLI], w: Work) -> None:
+            assert self.head is not None
+            self.head.apply(claims, res, Sources.memo(sources, w.sample.contexts))
+
+        # each cited source alone, for the citation verdicts (pipeline.citing)
+        each([w for w in live if w.live and w.cites], lambda w: score_cited([w], selector, head if self.head else None))
+
     def _stage_route(self, batch: list[Work]) -> None:
         c = self.config
 
@@ -460,6 +471,8 @@ class Evaluator:
                 )
                 for cl, r in zip(w.claims, w.nli, strict=True)
             ]
+            if w.cites:
+                route_cited(w, mode=self.mode, thresholds=self.thresholds)
 
         each(batch, route)
 
@@ -496,10 +509,13 @@ class Evaluator:
                 hints = self._judge_hints(w, pairs)
                 if qa:  # the questions may be about any claim: the evidence of every claim
                     hints += [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p]
+                hints += cited_hints(w)
                 sources = select_sources(w.sample.contexts, hints)
                 if not sources:
                     raise InputError("no source passage could be selected for the judge", field="contexts")
-                w.judged, answers, usage = judge_claims(self.client, escalated, sources, w.questions if qa else ())
+                questions = w.questions if qa else ()
+                cited = cited_map(w, escalated)
+                w.judged, answers, usage = judge_claims(self.client, escalated, sources, questions, cited)
                 w.usage = w.usage + usage
         except (*RUN_STOPS, DeferredCallError):
             raise

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from groundjudge.errors import (
     BatchPendingError,
@@ -20,6 +21,7 @@ from groundjudge.errors import (
     GroundjudgeError,
 )
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, Passage, QAItem, QAResult, Sample, Scores, Usage
+from groundjudge.stages.citations import ClaimCites
 from groundjudge.stages.judge import JudgedClaim
 from groundjudge.stages.route import Decision
 
@@ -64,6 +66,12 @@ class Work:
     stop: GroundjudgeError | None = None
     failed: str | None = None  # an error that leaves nothing to score: the report is ERROR
     deferred: list[str] = field(default_factory=list)  # batch mode: cache keys of its calls waiting for the batch
+    # citations (pipeline.citing): the answer with its markers read, each claim's citations, each cited source's
+    # NLI result per claim, and the cited sources that entail each claim locally
+    citing: Any = None
+    cites: list[ClaimCites] = field(default_factory=list)
+    cited_nli: list[dict[int, ClaimNLI]] = field(default_factory=list)
+    cited_support: list[set[int]] = field(default_factory=list)
 
     @property
     def live(self) -> bool:

@@ -29,7 +29,17 @@ from groundjudge.review.stats import answers_needed, bootstrap_mean, minimum_det
 
 # The per-answer quantities compared (README "Quantities"); report files written before ``contradicted_share`` was
 # named so carry it as ``hallucination_ratio`` and read as it; ``not_supported_share`` comes from the claim counts.
-METRICS = ("combined", "claims", "nli", "qa", "contradicted_share", "not_supported_share", "coverage")
+METRICS = (
+    "combined",
+    "claims",
+    "nli",
+    "qa",
+    "contradicted_share",
+    "not_supported_share",
+    "coverage",
+    "citation_precision",
+    "citation_recall",
+)
 # For these a rise is bad.
 LOWER_IS_BETTER = {"contradicted_share", "not_supported_share"}
 
@@ -116,6 +126,7 @@ def compare_runs(
     lost = sum(1 for x, y in pairs if x.verdict == "PASS" and y.verdict != "PASS")
     gained = sum(1 for x, y in pairs if x.verdict != "PASS" and y.verdict == "PASS")
     out["verdict_flips"] = dict(flips)
+    out["error_types"] = error_type_changes(pairs)
     out["mcnemar"] = {"pass_lost": lost, "pass_gained": gained, "p_value": mcnemar_p(lost, gained)}
 
     def changed(x: AnswerReport, y: AnswerReport) -> tuple[float, int]:
@@ -148,6 +159,14 @@ def compare_runs(
 
 
 VERDICTS = ("PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR")
+
+
+def error_type_changes(pairs: Sequence[tuple[AnswerReport, AnswerReport]]) -> dict[str, dict[str, int]]:
+    """Claims of each kind of error in A and in B over the paired answers, and the change (B - A): which kinds rose
+    or fell; kinds found in neither run are left out."""
+    a = Counter(c.error_type for x, _ in pairs for c in x.claims if c.error_type is not None)
+    b = Counter(c.error_type for _, y in pairs for c in y.claims if c.error_type is not None)
+    return {k: {"a": a[k], "b": b[k], "diff": b[k] - a[k]} for k in sorted(set(a) | set(b))}
 
 
 def _pairs(a: Sequence[AnswerReport], b: Sequence[AnswerReport]) -> list[tuple[AnswerReport, AnswerReport]]:

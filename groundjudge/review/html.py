@@ -212,6 +212,7 @@ function render() {
   const list = document.getElementById('answers');
   data.reports.forEach((rep, ri) => {
     const card = el('section', 'answer'); card.dataset.verdict = rep.verdict; card.id = 'answer-' + rep.id;
+    card.dataset.errors = ' ' + rep.claims.map(c => c.error_type).filter(Boolean).join(' ') + ' ';
     const h = el('h2'); h.append(el('span', 'badge ' + rep.verdict, rep.verdict)); h.append(el('span', null, rep.id));
     const s = rep.scores;
     h.append(el('span', 'scores', 'combined ' + fmt(s.combined) + ' · claims ' + fmt(s.claims) + ' · coverage ' + fmt(s.coverage)));
@@ -242,6 +243,12 @@ function render() {
   verdicts.forEach(v => { const lab = el('label'); const box = el('input'); box.type = 'checkbox'; box.checked = true;
     box.value = v; box.onchange = applyFilters; lab.append(box); lab.append(document.createTextNode(' ' + v + ' (' +
     data.reports.filter(r => r.verdict === v).length + ')')); f.append(lab); });
+  const kinds = [...new Set(data.reports.flatMap(r => r.claims.map(c => c.error_type).filter(Boolean)))].sort();
+  if (kinds.length) { const sel = el('select'); sel.id = 'error-type'; sel.onchange = applyFilters;
+    sel.append(new Option('any kind of error', ''));
+    kinds.forEach(k => sel.append(new Option(k + ' (' + data.reports.filter(r => r.claims.some(c =>
+      c.error_type === k)).length + ')', k)));
+    const lab = el('label', null, 'Error: '); lab.append(sel); f.append(lab); }
   const who = document.getElementById('reviewer'); who.value = reviewer;
   who.oninput = () => { reviewer = who.value.trim(); try { localStorage.setItem('groundjudge-reviewer', reviewer); }
     catch (e) { storageOk = false; progress(); } };
@@ -250,7 +257,9 @@ function render() {
 }
 function applyFilters() {
   const on = new Set([...document.querySelectorAll('#filters input:checked')].map(b => b.value));
-  document.querySelectorAll('.answer').forEach(c => c.classList.toggle('hidden', !on.has(c.dataset.verdict)));
+  const sel = document.getElementById('error-type'); const kind = sel ? sel.value : '';
+  document.querySelectorAll('.answer').forEach(c => c.classList.toggle('hidden', !on.has(c.dataset.verdict) ||
+    (kind !== '' && !c.dataset.errors.includes(' ' + kind + ' '))));
 }
 function exportJsonl() {
   return items.filter(it => decisions[it.key] && decisions[it.key].label).map(it => {
@@ -318,18 +327,21 @@ def risk_counts(r: AnswerReport) -> dict[str, int]:
         "contradiction_unchecked": sum(not c.contradiction_checked for c in r.claims),
         "conflict": sum("conflict" in c.flags for c in r.claims),
         "error_claims": sum(c.label == "ERROR" for c in r.claims),
+        "wrong_citation": sum(c.citation in ("OTHER_SUPPORTS", "NOT_SUPPORTED") for c in r.claims),
     }
 
 
-def risk_key(r: AnswerReport) -> tuple[int, int, int, float, int, int]:
-    """Sort key, riskiest first: flagged before clean; ERROR/FAIL; a contradicted claim; lowest combined score;
-    then most unverified quotes; then most claims whose contradiction was not checked or that carry ``conflict``."""
+def risk_key(r: AnswerReport) -> tuple[int, int, int, int, float, int, int]:
+    """Sort key, riskiest first: flagged (or citing wrongly) before clean; ERROR/FAIL; a contradicted claim; most
+    wrong citations (a claim whose cited sources do not support it); lowest combined score; then most unverified
+    quotes; then most claims whose contradiction was not checked or that carry ``conflict``."""
     n = risk_counts(r)
     combined = r.scores.combined
     return (
-        0 if r.flagged else 1,
+        0 if r.flagged or n["wrong_citation"] else 1,
         0 if r.verdict in ("ERROR", "FAIL") else 1,
         0 if n["contradicted"] else 1,
+        -n["wrong_citation"],
         combined if combined is not None and math.isfinite(combined) else -1.0,
         -n["unverified_quote"],
         -(n["contradiction_unchecked"] + n["conflict"]),
@@ -348,6 +360,7 @@ def risk_reasons(r: AnswerReport) -> list[str]:
         "unverified_quote": "unverified quotes",
         "contradiction_unchecked": "contradiction not checked",
         "conflict": "conflict",
+        "wrong_citation": "wrong citations",
     }
     out.extend(f"{n[k]} {w}" for k, w in words.items() if n[k])
     if _finite(r.scores.combined) and r.scores.combined is not None and r.scores.combined < 0.5:
@@ -698,7 +711,20 @@ def render_compare_html(
         + "</section>"
     )
     subtitle = f"A: {names[0]} ({result['n_a']} answers) · B: {names[1]} ({result['n_b']} answers)"
-    return _static_page(title, subtitle, metrics + flips + changed)
+    kinds = result.get("error_types") or {}
+    errors = (
+        "<section id='error-types'><h2>Kinds of error (claims not SUPPORTED)</h2><table id='error-type-table'>"
+        "<tr><th>kind</th><th>A</th><th>B</th><th>B - A</th></tr>"
+        + "".join(
+            f"<tr><td>{_text(k)}</td><td class='num'>{v['a']}</td><td class='num'>{v['b']}</td>"
+            f"<td class='num {'worse' if v['diff'] > 0 else ''}'>{v['diff']:+d}</td></tr>"
+            for k, v in kinds.items()
+        )
+        + "</table></section>"
+        if kinds
+        else ""
+    )
+    return _static_page(title, subtitle, metrics + flips + errors + changed)
 
 
 def render_reliability_html(

@@ -92,6 +92,17 @@ class RunSummary(BaseModel):
     )
     nli_pairs: int = 0
     contradiction_unchecked: int = Field(0, description="claims decided without a check for contradiction")
+    mean_citation_precision: float | None = Field(None, description="mean citation precision of the answers citing")
+    mean_citation_recall: float | None = Field(None, description="mean citation recall of the answers that cite")
+    mean_citation_precision_ci: CI = _ci()
+    mean_citation_recall_ci: CI = _ci()
+    answers_citing: int = Field(0, description="answers with at least one citation marker")
+    citations: dict[str, int] = Field(
+        default_factory=dict, description="claims of citing answers by citation label (CITED_SUPPORTS ...)"
+    )
+    error_types: dict[str, int] = Field(
+        default_factory=dict, description="claims not SUPPORTED by kind of error (number, date, entity ...)"
+    )
     usage: Usage = Field(default_factory=Usage)
     worst: list[tuple[str, float]] = Field(default_factory=list, description="lowest combined scores (id, score)")
     failures: list[str] = Field(default_factory=list, description="the first failed rows and why (at most 10)")
@@ -121,9 +132,11 @@ class Summarizer:
         "coverage": "mean_coverage",
         "contradicted_share": "mean_contradicted_share",
         "not_supported_share": "mean_not_supported_share",
+        "citation_precision": "mean_citation_precision",
+        "citation_recall": "mean_citation_recall",
     }
 
-    _KEYS = ("combined", "claims", "nli", "qa", "coverage", "contradicted_share", "not_supported_share")
+    _KEYS = tuple(_MEANS)
     _BINS = 1000
 
     def __init__(self, worst: int = 5, threshold: float = 0.8) -> None:
@@ -178,6 +191,8 @@ class Summarizer:
         for level, gold in self._gold.items():
             gold.extend(Item(index, x.flagged, x.route, x.truth) for x in gold_items([r], level))
         self._failed_whole += failed_whole([r])
+        self.citations: Counter[str] = Counter()
+        self.error_types: Counter[str] = Counter()
 
     def add(self, r: AnswerReport) -> None:
         """Count one report; a non-finite score is skipped and makes the row a failed one."""
@@ -217,6 +232,8 @@ class Summarizer:
         self.escalated += s.n_escalated
         self.contradiction_unchecked += s.n_contradiction_unchecked
         self.nli_pairs += r.nli_pairs
+        self.citations.update(c.citation for c in r.claims if c.citation is not None)
+        self.error_types.update(c.error_type for c in r.claims if c.error_type is not None)
         if _finite(r.usage.cost_usd):
             self.usage = self.usage + r.usage
         self._keep(r, non_finite)
@@ -310,6 +327,11 @@ class Summarizer:
             escalation_rate=self.escalated / self.claims if self.claims else None,
             nli_pairs=self.nli_pairs,
             contradiction_unchecked=self.contradiction_unchecked,
+            mean_citation_precision=self._mean("citation_precision"),
+            mean_citation_recall=self._mean("citation_recall"),
+            answers_citing=self.counts["citation_precision"],
+            citations=dict(sorted(self.citations.items())),
+            error_types=dict(self.error_types.most_common()),
             usage=self.usage,
             worst=[(rid, -neg) for neg, rid in sorted(self._worst, reverse=True)],
             failures=list(self.failures),
@@ -464,6 +486,19 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("mean coverage", pct(s.mean_coverage, s.mean_coverage_ci)),
         ("claims / escalated to judge", f"{s.claims} / {pct(s.escalation_rate, s.escalation_rate_ci)}"),
         ("NLI pairs scored", str(s.nli_pairs)),
+        *(
+            [
+                (
+                    "citation precision / recall",
+                    f"{num(s.mean_citation_precision, s.mean_citation_precision_ci)} / "
+                    f"{num(s.mean_citation_recall, s.mean_citation_recall_ci)} ({s.answers_citing} answers)",
+                ),
+                ("claims by citation", ", ".join(f"{k} {v}" for k, v in s.citations.items())),
+            ]
+            if s.answers_citing
+            else []
+        ),
+        *([("errors by kind", ", ".join(f"{k} {v}" for k, v in s.error_types.items()))] if s.error_types else []),
         ("LLM calls (cached)", f"{s.usage.calls} ({s.usage.cached_calls})"),
         ("tokens in / out", f"{s.usage.input_tokens} / {s.usage.output_tokens}"),
         ("LLM requests per answer", per_answer),

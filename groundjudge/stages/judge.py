@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -32,11 +32,28 @@ class JudgeQuote(BaseModel):
     text: str = Field(description="verbatim excerpt of that passage")
 
 
+ERROR_TYPE = Literal["number", "date", "entity", "relation", "negation", "unsupported_detail", "other"]
+
+
 class JudgeItem(BaseModel):
     claim_id: str
     verdict: Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED"]
     reason: str
     quotes: list[JudgeQuote]
+    error_type: ERROR_TYPE | None = Field(
+        None, description="for CONTRADICTED or UNSUPPORTED: the kind of error; null for SUPPORTED"
+    )
+
+    @field_validator("error_type", mode="before")
+    @classmethod
+    def _known_type(cls, value: object) -> object:
+        """A kind outside the list (or in another case) is "other", never a failed reply."""
+        if not isinstance(value, str):
+            return value
+        v = value.strip().lower().replace(" ", "_")
+        if v in ("", "none", "null"):
+            return None
+        return v if v in get_args(ERROR_TYPE) else "other"
 
     @field_validator("verdict", mode="before")
     @classmethod
@@ -78,6 +95,7 @@ class JudgedClaim:
     quotes: list[Quote] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     error: str | None = None
+    error_type: str | None = None
 
 
 SOURCE_CHARS = 24_000  # the most source text one judge prompt shows
@@ -169,7 +187,9 @@ def _decide(item: JudgeItem, sources: Sequence[Source]) -> JudgedClaim:
     if label == "SUPPORTED" and not any(q.verified for q in quotes):
         label = "UNSUPPORTED"
         flags = ["unverified_quote"]
-    return JudgedClaim(label=label, reason=item.reason.strip(), quotes=quotes, flags=flags)
+    # every claim that is not SUPPORTED carries a kind of error; a downgraded SUPPORTED has its detail unbacked
+    kind = None if label == "SUPPORTED" else item.error_type or ("unsupported_detail" if flags else "other")
+    return JudgedClaim(label=label, reason=item.reason.strip(), quotes=quotes, flags=flags, error_type=kind)
 
 
 def question_listing(questions: Sequence[QAItem]) -> str:
@@ -189,12 +209,28 @@ def with_stable_prefix(messages: list[Message], per_call: str) -> list[Message]:
     return messages
 
 
+def cites_text(docs: Sequence[int], sources: Sequence[Source]) -> str:
+    """How a claim's citations are shown to the judge: the numbers of the sources shown from the cited contexts."""
+    shown = [s.number for s in sources if s.doc in docs]
+    if not shown:
+        return " (cites: a source not shown)"
+    return f" (cites: SOURCE {', '.join(map(str, shown))})"
+
+
 def judge_messages(
-    claims: Sequence[Claim], sources: Sequence[Source], questions: Sequence[QAItem] = ()
+    claims: Sequence[Claim],
+    sources: Sequence[Source],
+    questions: Sequence[QAItem] = (),
+    cited: Mapping[str, Sequence[int]] | None = None,
 ) -> list[Message]:
     """The judge prompt for these claims and sources (with the QA questions, the combined ``verify`` prompt), fenced;
-    instructions and sources first, the per-answer part last."""
-    claims_text = "\n".join(f"[{c.id}] {c.text}" for c in claims) or "(none)"
+    instructions and sources first, the per-answer part last. ``cited``: the contexts (0-based) each claim id
+    cites, shown beside the claim as the sources it names."""
+    cited = cited or {}
+    claims_text = (
+        "\n".join(f"[{c.id}] {c.text}" + (cites_text(cited[c.id], sources) if c.id in cited else "") for c in claims)
+        or "(none)"
+    )
     listing = question_listing(questions) if questions else ""
     fence = make_fence(claims_text, listing, *(s.text for s in sources))
     claims_block = fenced(fence, "CLAIMS", claims_text)
@@ -222,7 +258,11 @@ def _claim_id(raw: str) -> str:
 
 
 def judge_claims(
-    client: LLMClient, claims: Sequence[Claim], sources: Sequence[Source], questions: Sequence[QAItem] = ()
+    client: LLMClient,
+    claims: Sequence[Claim],
+    sources: Sequence[Source],
+    questions: Sequence[QAItem] = (),
+    cited: Mapping[str, Sequence[int]] | None = None,
 ) -> tuple[dict[str, JudgedClaim], dict[str, str], Usage]:
     """Verdicts for ``claims`` by claim id and, in the same call, the sources' answers to ``questions`` by question
     id (q1, q2, ...). Ids the judge never answers (after the client's re-asks, which name them) come back as ERROR
@@ -243,7 +283,7 @@ def judge_claims(
     usage = Usage()
     try:
         reply, usage = client.complete_json(
-            judge_messages(claims, sources, questions), schema, prompt=prompt.ref, check=every_id_answered
+            judge_messages(claims, sources, questions, cited), schema, prompt=prompt.ref, check=every_id_answered
         )
     except InvalidOutputError as exc:
         if not isinstance(exc.partial, (JudgeReply, VerifyReply)):

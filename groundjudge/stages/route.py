@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from groundjudge.checker.signals import find_conflict
+from groundjudge.checker.signals import conflict_of
 from groundjudge.models import Claim, ClaimNLI, Label, LocalThresholds, Route
 
 HEAD_MARGIN = 0.5  # a verdict head's P(SUPPORTED) must be past this for a local verdict (see decide_locally)
@@ -56,6 +56,18 @@ class Decision:
     contradiction_checked: bool
     flags: list[str] = field(default_factory=list)
     note: str = ""
+    error_type: str | None = None  # a local CONTRADICTED or UNSUPPORTED: what kind of error (see local_error_type)
+
+
+def local_error_type(label: str, conflict: str | None) -> str | None:
+    """The kind of error of a claim decided locally: the conflict signal's (``number``, ``date``) where it explains
+    the call; else ``unsupported_detail`` for UNSUPPORTED (the sources do not state it) and ``other`` for
+    CONTRADICTED; None for SUPPORTED (and ERROR: no finding about the answer)."""
+    if label not in ("CONTRADICTED", "UNSUPPORTED"):
+        return None
+    if conflict is not None:
+        return conflict
+    return "unsupported_detail" if label == "UNSUPPORTED" else "other"
 
 
 def route_claim(
@@ -90,10 +102,14 @@ def route_claim(
     if local is None and mode == "nli":
         local = "UNSUPPORTED"
     conflict = None
+    passages = dict.fromkeys(p.text for p in (nli.entailment_passage, nli.contradiction_passage) if p)
     if local in ("SUPPORTED", "UNSUPPORTED") and conflict_check:
-        passages = dict.fromkeys(p.text for p in (nli.entailment_passage, nli.contradiction_passage) if p)
-        conflict = next((x for p in passages if (x := find_conflict(claim.text, p))), None)
+        conflict = next((x for p in passages if (x := conflict_of(claim.text, p))), None)
     if local is None or (conflict and mode == "cascade" and escalate_conflicts):
-        return Decision("", "judge", True, ["conflict"] if conflict else [], conflict or "")
+        return Decision("", "judge", True, ["conflict"] if conflict else [], conflict[1] if conflict else "")
+    kind = conflict[0] if conflict else None
+    if local == "CONTRADICTED":  # the signal only names the kind here: it raises no flag
+        kind = next((x[0] for p in passages if (x := conflict_of(claim.text, p))), None)
     checked = local == "CONTRADICTED" or local_contradiction
-    return Decision(local, "nli", checked, ["conflict"] if conflict else [], conflict or "")
+    flags = ["conflict"] if conflict else []
+    return Decision(local, "nli", checked, flags, conflict[1] if conflict else "", local_error_type(local, kind))

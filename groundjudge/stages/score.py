@@ -50,6 +50,9 @@ def compute_scores(
         qa_score = 0.0  # failed, refused or asked nothing (unanswered questions already count as inconsistent)
     claims_lower_bound = supported / n if n else None  # ERROR counted as not supported
     combined = combine({"claims": claims_lower_bound, "nli": nli_score, "qa": qa_score}, weights) if judged else None
+    precision, recall = citation_scores(
+        [(len(c.cited or []) + len(c.cited_unknown or []), len(c.cited_supporting or []), c.citation) for c in claims]
+    )
     return Scores(
         claims=claim_score,
         nli=nli_score,
@@ -66,7 +69,25 @@ def compute_scores(
         n_escalated=sum(c.route == "judge" for c in claims),
         n_weak=sum(1 for c in claims if "weak" in c.flags),
         n_contradiction_unchecked=sum(1 for c in judged if not c.contradiction_checked),
+        citation_precision=precision,
+        citation_recall=recall,
     )
+
+
+def citation_scores(claims: Sequence[tuple[int, int, str | None]]) -> tuple[float | None, float | None]:
+    """Citation precision and recall of an answer, as ALCE defines them, from each claim's (citations made,
+    citations that support it, its citation label: CITED_SUPPORTS when its cited sources support it).
+
+    Recall: the share of claims whose cited sources support them (an uncited claim counts as not supported).
+    Precision: the share of citations that support the claim they are attached to (a source that supports only
+    together with another one counts as not supporting: each source is checked alone). Both None when the answer
+    cites nothing.
+    """
+    made = sum(n for n, _, _ in claims)
+    if not made:
+        return None, None
+    good = sum(k for _, k, _ in claims)
+    return good / made, sum(1 for *_, label in claims if label == "CITED_SUPPORTS") / len(claims)
 
 
 class Ruling(NamedTuple):
