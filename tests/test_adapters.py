@@ -296,35 +296,46 @@ def subprocess_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def promptfoo_context(output: str) -> dict[str, Any]:
+    """What promptfoo hands a Python assertion besides the output (runAssertion's context)."""
+    values = {"question": QUESTION, "contexts": [CONTEXT]}
+    return {
+        "prompt": QUESTION,
+        "vars": values,
+        "test": {"vars": values, "assert": [{"type": "python", "value": "file://groundjudge_assert.py"}]},
+        "providerResponse": {"output": output},
+        "config": {"threshold": 0.8},
+    }
+
+
 def test_promptfoo_assertion_as_promptfoo_calls_it(tmp_path: Path) -> None:
     (tmp_path / "groundjudge_assert.py").write_text(USER_FILE)
-    wrapper = promptfoo_wrapper(tmp_path)
-    results = {}
-    for name, output in (("good", GOOD_ANSWER), ("bad", INVENTED)):
-        context = {
-            "prompt": QUESTION,
-            "vars": {"question": QUESTION, "contexts": [CONTEXT]},
-            "test": {"vars": {"question": QUESTION, "contexts": [CONTEXT]}},
-            "providerResponse": {"output": output},
-            "config": {"threshold": 0.8},
-        }
-        args, out = tmp_path / f"{name}-in.json", tmp_path / f"{name}-out.json"
-        args.write_text(json.dumps([output, context]))
-        out.write_text("")
-        subprocess.run(
-            [sys.executable, str(wrapper), str(tmp_path / "groundjudge_assert.py"), "get_assert", str(args), str(out)],
-            cwd=tmp_path,
-            env=subprocess_env(tmp_path),
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-        message = json.loads(out.read_text())
-        assert message["type"] == "final_result"
-        results[name] = message["data"]
-    assert results["good"]["pass"] is True and results["good"]["score"] >= 0.8
-    assert results["bad"]["pass"] is False and "UNSUPPORTED" in results["bad"]["reason"]
-    assert results["bad"]["metadata"]["claims"][0]["label"] == "UNSUPPORTED"
+    args, out = tmp_path / "in.json", tmp_path / "out.json"
+    args.write_text(json.dumps([INVENTED, promptfoo_context(INVENTED)]))
+    out.write_text("")
+    command = [sys.executable, str(promptfoo_wrapper(tmp_path)), str(tmp_path / "groundjudge_assert.py"), "get_assert"]
+    done = subprocess.run(
+        [*command, str(args), str(out)], cwd=tmp_path, env=subprocess_env(tmp_path), capture_output=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    message = json.loads(out.read_text())
+    assert message["type"] == "final_result"
+    result = message["data"]
+    assert result["pass"] is False and result["score"] < 0.8 and "UNSUPPORTED" in result["reason"]
+    assert result["metadata"]["claims"][0]["label"] == "UNSUPPORTED"
+    assert result["namedScores"] == {"groundjudge": result["score"]}
+
+
+def test_promptfoo_assertion_in_process(from_environment: None, shared_nli: Any) -> None:
+    from groundjudge.adapters.promptfoo import get_assert
+
+    good = get_assert(GOOD_ANSWER, promptfoo_context(GOOD_ANSWER))
+    assert good["pass"] is True and good["score"] >= 0.8 and good["metadata"]["verdict"] == "PASS"
+    passes = shared_nli.forward_passes
+    assert get_assert(GOOD_ANSWER, promptfoo_context(GOOD_ANSWER)) == good
+    assert shared_nli.forward_passes == passes  # every call shares the default evaluator and its cache
+    strict = {**promptfoo_context(INVENTED), "config": {"threshold": 0.0, "contexts_var": "contexts"}}
+    assert get_assert({"output": INVENTED}, strict)["pass"] is True  # the assertion's config sets the bar
 
 
 def promptfoo_runnable() -> str | None:
