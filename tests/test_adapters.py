@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -44,15 +45,37 @@ def needs(module: str, extra: str) -> Any:
     return pytest.importorskip(module, reason=f"{module} is not installed: pip install 'groundjudge[{extra}]'")
 
 
+LOCAL = ("127.0.0.1", "localhost", "::1")
+
+
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """The tools' telemetry off, their files in the test's folder, and any look-up or connection to a host that is
+    not this machine recorded: the test fails on it (a tool that phones home, a file fetched at run time)."""
     for name, value in QUIET.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a tool's config or login files land here, not in ~
+    monkeypatch.chdir(tmp_path)  # deepeval keeps its test-run files in the working folder
     monkeypatch.delenv("GROUNDJUDGE_LLM", raising=False)
+    outside: list[str] = []
+    lookup, connect = socket.getaddrinfo, socket.socket.connect
+
+    def guarded_lookup(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host not in LOCAL and host is not None:
+            outside.append(str(host))
+        return lookup(host, *args, **kwargs)
+
+    def guarded_connect(sock: socket.socket, address: Any) -> Any:
+        if isinstance(address, tuple) and address[0] not in LOCAL:
+            outside.append(str(address[0]))
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", guarded_lookup)
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
     DEFAULTS.clear()
     yield
     DEFAULTS.clear()
+    assert not outside, f"the test reached for hosts outside this machine: {sorted(set(outside))}"
 
 
 @pytest.fixture
@@ -203,7 +226,7 @@ def test_deepeval_assert_test_and_evaluate(nli_evaluator: Evaluator, shared_nli:
     assert shared_nli.forward_passes == passes  # measured above already: the cache answers
 
 
-def test_deepeval_no_argument_metric_uses_the_environment(from_environment: None) -> None:
+def test_deepeval_no_argument_metric_uses_the_environment(from_environment: None, shared_nli: Any) -> None:
     needs("deepeval", "deepeval")
     from deepeval.test_case import LLMTestCase
 
@@ -213,7 +236,7 @@ def test_deepeval_no_argument_metric_uses_the_environment(from_environment: None
     case = LLMTestCase(input=QUESTION, actual_output=GOOD_ANSWER, context=[CONTEXT])  # context when no retrieval
     assert metric.measure(case) >= 0.8 and metric.is_successful()
     assert metric.report.mode == "nli"
-    assert DEFAULTS["evaluator"].config.nli_model == str(SHARED_MODEL)  # the default evaluator, from the env
+    assert DEFAULTS["evaluator"].nli is shared_nli  # the default evaluator, built from the environment
 
 
 # -- Inspect --------------------------------------------------------------------------------------------------------
@@ -223,7 +246,7 @@ def test_inspect_eval_with_the_scorer(nli_evaluator: Evaluator, tmp_path: Path) 
     needs("inspect_ai", "inspect")
     from inspect_ai import Task, eval
     from inspect_ai.dataset import Sample
-    from inspect_ai.model import ModelOutput, get_model
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
     from inspect_ai.solver import generate
 
     from groundjudge.adapters.inspect import groundjudge_scorer
@@ -231,7 +254,9 @@ def test_inspect_eval_with_the_scorer(nli_evaluator: Evaluator, tmp_path: Path) 
     answers = {"good": GOOD_ANSWER, "bad": INVENTED}
 
     def reply(messages: Any, *args: Any) -> Any:
-        return ModelOutput.from_content("mockllm/model", answers[messages[-1].text.split(":")[0]])
+        output = ModelOutput.from_content("mockllm/model", answers[messages[-1].text.split(":")[0]])
+        output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)  # else tiktoken downloads a file
+        return output
 
     task = Task(
         dataset=[
