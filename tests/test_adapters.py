@@ -259,9 +259,7 @@ def test_inspect_eval_with_the_scorer(nli_evaluator: Evaluator, tmp_path: Path) 
         return output
 
     task = Task(
-        dataset=[
-            Sample(id=name, input=f"{name}: {QUESTION}", metadata={"contexts": [CONTEXT]}) for name in answers
-        ],
+        dataset=[Sample(id=name, input=f"{name}: {QUESTION}", metadata={"contexts": [CONTEXT]}) for name in answers],
         solver=generate(),
         scorer=groundjudge_scorer(evaluator=nli_evaluator),
     )
@@ -363,22 +361,27 @@ def test_promptfoo_assertion_in_process(from_environment: None, shared_nli: Any)
     assert get_assert({"output": INVENTED}, strict)["pass"] is True  # the assertion's config sets the bar
 
 
-def promptfoo_runnable() -> str | None:
-    """A promptfoo command whose node it supports, or None."""
+def promptfoo_command() -> list[str] | None:
+    """A promptfoo command whose node it supports, else the package named by ``PROMPTFOO_PACKAGE`` run by node
+    directly (past its start-up check of node's version: a developer's opt-in), else None."""
     command = shutil.which("promptfoo")
-    if command is None:
-        return None
-    try:
-        done = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return command if done.returncode == 0 else None
+    if command is not None:
+        try:
+            done = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            done = None
+        if done is not None and done.returncode == 0:
+            return [command]
+    package = os.environ.get("PROMPTFOO_PACKAGE")
+    main = Path(package) / "dist" / "src" / "main.js" if package else None
+    node = shutil.which("node")
+    return [node, str(main)] if main is not None and main.is_file() and node else None
 
 
 def test_promptfoo_eval_with_the_assertion(tmp_path: Path) -> None:
-    command = promptfoo_runnable()
+    command = promptfoo_command()
     if command is None:
-        pytest.skip("no runnable promptfoo (npm install -g promptfoo; 0.123 needs node >= 22.22)")
+        pytest.skip("no runnable promptfoo (npm install -g promptfoo@0.123, on node >= 22.22)")
     (tmp_path / "groundjudge_assert.py").write_text(USER_FILE)
     tests = [
         {"vars": {"answer": answer, "contexts": [CONTEXT]}, "description": name}
@@ -393,13 +396,14 @@ def test_promptfoo_eval_with_the_assertion(tmp_path: Path) -> None:
     (tmp_path / "promptfooconfig.yaml").write_text(json.dumps(config))  # JSON is YAML
     env = {**subprocess_env(tmp_path), "PROMPTFOO_PYTHON": sys.executable, "PROMPTFOO_DISABLE_TELEMETRY": "1"}
     env.update(PROMPTFOO_DISABLE_UPDATE="1", PROMPTFOO_CONFIG_DIR=str(tmp_path / "pf"), PROMPTFOO_CACHE_ENABLED="0")
-    subprocess.run(
-        [command, "eval", "-c", "promptfooconfig.yaml", "-o", "out.json", "--no-progress-bar", "--no-cache"],
+    done = subprocess.run(
+        [*command, "eval", "-c", "promptfooconfig.yaml", "-o", "out.json", "--no-progress-bar", "--no-cache"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         timeout=600,
     )
+    assert (tmp_path / "out.json").is_file(), done.stdout.decode()[-2000:] + done.stderr.decode()[-2000:]
     results = json.loads((tmp_path / "out.json").read_text())["results"]["results"]
     passed = {r["testCase"]["description"]: r["success"] for r in results}
     assert passed == {"good": True, "bad": False}

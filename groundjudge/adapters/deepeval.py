@@ -25,7 +25,7 @@ from groundjudge.adapters.common import DEFAULT_THRESHOLD, Grounding, Outcome, r
 require("deepeval", "deepeval")
 
 from deepeval.metrics import BaseMetric  # noqa: E402
-from deepeval.test_case import LLMTestCase, SingleTurnParams  # noqa: E402
+from deepeval.test_case import LLMTestCase  # noqa: E402
 
 __all__ = ["GroundjudgeMetric", "Outcome"]
 
@@ -38,8 +38,6 @@ class GroundjudgeMetric(BaseMetric):
         evaluator: a :class:`~groundjudge.pipeline.Evaluator`; None: the default one, built on first use.
         allow_contradicted: let an answer with a contradicted claim pass when its score is high enough.
     """
-
-    _required_params = [SingleTurnParams.ACTUAL_OUTPUT]  # noqa: RUF012 (DeepEval's own class attribute)
 
     def __init__(
         self, threshold: float = DEFAULT_THRESHOLD, evaluator: Any = None, *, allow_contradicted: bool = False
@@ -60,7 +58,7 @@ class GroundjudgeMetric(BaseMetric):
         return self.outcome.report if self.outcome is not None else None
 
     @property
-    def __name__(self) -> str:  # type: ignore[override]
+    def __name__(self) -> str:
         return "Groundjudge"
 
     def _fields(self, test_case: LLMTestCase) -> tuple[Any, Any, Any, Any]:

@@ -53,7 +53,9 @@ def groundjudge_scorer(
         answer = state.output.completion
         contexts = (state.metadata or {}).get(contexts_key)
         reference = target.text if target.text else None
-        result = await grounding.acheck(answer, contexts, state.input_text, reference=reference, id=str(state.sample_id))
+        result = await grounding.acheck(
+            answer, contexts, state.input_text, reference=reference, id=str(state.sample_id)
+        )
         report = result.report
         return Score(
             value=result.score,
