@@ -142,6 +142,31 @@ def test_an_answer_that_cannot_be_judged_scores_zero_and_fails(nli_evaluator: Ev
     assert "contexts" in result.reason
 
 
+def test_the_async_check_leaves_the_event_loop_free(nli_evaluator: Evaluator) -> None:
+    import asyncio
+    import threading
+
+    from groundjudge.adapters.common import Grounding
+
+    released = threading.Event()
+
+    class WaitsForTheLoop:
+        """Answers only after a coroutine on the event loop has run: a check that blocked the loop never would."""
+
+        def evaluate_many(self, rows: Any) -> Any:
+            if not released.wait(timeout=60):
+                raise AssertionError("the event loop was blocked while the answer was checked")
+            return nli_evaluator.evaluate_many(rows)
+
+    async def main() -> Any:
+        check = asyncio.ensure_future(Grounding(WaitsForTheLoop()).acheck(GOOD_ANSWER, [CONTEXT]))
+        await asyncio.sleep(0)
+        released.set()
+        return await check
+
+    assert asyncio.run(main()).success
+
+
 # -- RAGAS ----------------------------------------------------------------------------------------------------------
 
 
