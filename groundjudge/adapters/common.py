@@ -1,0 +1,143 @@
+"""What every adapter shares: one evaluator, one way to check an answer, one score, verdict and reason.
+
+:class:`Grounding` holds the evaluator (given, else the pytest plugin's default, built from the environment on first
+use: ``GROUNDJUDGE_LLM``, else nli mode; see :func:`groundjudge.testing.default_evaluator`), the threshold and the
+contradiction rule, and turns a tool's sample into an :class:`Outcome`: the groundjudge report, the score the tool
+records, whether it passes and why. Passing is :func:`groundjudge.testing.grounding_problems`' rule, the one
+``assert_grounded`` applies: a judged answer whose combined score reaches the threshold, with no contradicted claim
+(unless allowed). An answer that could not be judged (ERROR, NO_CLAIMS) scores 0.0 and fails: no failure scores
+better than an honest judgement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from groundjudge.models import AnswerReport
+from groundjudge.testing.assertions import default_evaluator, explain_report, grounding_problems
+
+DEFAULT_THRESHOLD = 0.8  # assert_grounded's min_score
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import a tool's package, or raise an ImportError that names the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"groundjudge.adapters.{extra} needs the {module.split('.')[0]} package: pip install 'groundjudge[{extra}]'"
+        ) from exc
+
+
+def as_contexts(value: Any) -> Any:
+    """A tool's contexts as a list of passages: a single string is one passage; None stays None (the row's
+    ERROR then names the field)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence):
+        return list(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One checked answer: ``report`` (the whole :class:`~groundjudge.models.AnswerReport`), ``score`` (the combined
+    score, 0.0 when the answer could not be judged), ``success`` and ``reason``."""
+
+    report: AnswerReport
+    score: float
+    success: bool
+    reason: str
+
+    def claims(self) -> list[dict[str, Any]]:
+        """The per-claim verdicts as plain data (text, label, route, reason, verified quotes)."""
+        return [
+            {
+                "claim": c.claim.text,
+                "label": c.label,
+                "route": c.route,
+                "reason": c.reason,
+                "quotes": [q.text for q in c.quotes if q.verified],
+            }
+            for c in self.report.claims
+        ]
+
+
+def outcome(report: AnswerReport, threshold: float, allow_contradicted: bool = False) -> Outcome:
+    """Score, verdict and reason of ``report`` against ``threshold``."""
+    combined = report.scores.combined
+    score = combined if combined is not None and math.isfinite(combined) else 0.0
+    problems = grounding_problems(report, threshold, allow_contradicted)
+    s = report.scores
+    if problems:
+        head = f"not grounded: {'; '.join(problems)} (verdict {report.verdict})"
+    else:
+        head = (
+            f"grounded: combined score {score:.3f} >= {threshold}, {s.n_supported} of {s.n_claims} claim(s) "
+            f"supported (verdict {report.verdict})"
+        )
+    reason = "\n".join([head, *explain_report(report)])
+    return Outcome(report=report, score=score, success=not problems, reason=reason)
+
+
+class Grounding:
+    """One evaluator and one pass rule, shared by an adapter instance.
+
+    Args:
+        evaluator: the :class:`~groundjudge.pipeline.Evaluator` to use; None: the default one (the pytest plugin's,
+            else built from the environment on first use: ``GROUNDJUDGE_LLM``, else nli mode).
+        threshold: the combined score an answer needs to pass.
+        allow_contradicted: let an answer with a contradicted claim pass when its score is high enough.
+    """
+
+    def __init__(
+        self, evaluator: Any = None, threshold: float = DEFAULT_THRESHOLD, allow_contradicted: bool = False
+    ) -> None:
+        if not (isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0):
+            raise ValueError(f"threshold must be a number between 0 and 1, not {threshold!r}")
+        self._evaluator = evaluator
+        self.threshold = float(threshold)
+        self.allow_contradicted = allow_contradicted
+
+    @property
+    def evaluator(self) -> Any:
+        """The evaluator given, else the default one (built on first use, then shared by every adapter)."""
+        return self._evaluator if self._evaluator is not None else default_evaluator()
+
+    def check(
+        self,
+        answer: Any,
+        contexts: Any,
+        question: str | None = None,
+        *,
+        reference: str | None = None,
+        id: str = "answer",
+    ) -> Outcome:
+        """Check ``answer`` against ``contexts``; a bad field (no contexts, no answer) is an ERROR report naming it.
+
+        Raises:
+            BudgetExceededError, CacheMissError: the run's stops, as :meth:`Evaluator.evaluate_many` raises them.
+        """
+        row: dict[str, Any] = {"id": id, "answer": answer, "contexts": as_contexts(contexts), "question": question}
+        if reference is not None:
+            row["reference"] = reference  # io.tables keeps it as metadata["reference"]
+        report = next(iter(self.evaluator.evaluate_many([row])))
+        return outcome(report, self.threshold, self.allow_contradicted)
+
+    async def acheck(
+        self,
+        answer: Any,
+        contexts: Any,
+        question: str | None = None,
+        *,
+        reference: str | None = None,
+        id: str = "answer",
+    ) -> Outcome:
+        """:meth:`check` in a worker thread, so the event loop goes on while the answer is checked."""
+        return await asyncio.to_thread(self.check, answer, contexts, question, reference=reference, id=id)
