@@ -406,7 +406,9 @@ def test_summary_compare_and_review_page() -> None:
     assert s.error_types == {"number": 2} and s.answers_citing == 1 and s.citations == {"OTHER_SUPPORTS": 1}
     assert s.mean_citation_precision == 0.0 and s.mean_citation_recall == 0.0
     rows = dict(summary_rows(s))
-    assert rows["errors by kind"] == "number 2" and rows["citation precision / recall"].startswith("0.000 / 0.000")
+    assert rows["errors by kind"] == "number 2" and rows["citation precision / recall"].startswith(
+        "0.000 [0.000, 0.000] / 0.000 [0.000, 0.000]"
+    )
     result = compare_runs(a, b)
     assert {"citation_precision", "citation_recall"} <= set(METRICS)
     assert result["metrics"]["citation_precision"]["diff"] == -1.0

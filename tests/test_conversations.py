@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from groundjudge.config import Config
@@ -528,6 +528,9 @@ _message = st.fixed_dictionaries(
 
 @settings(max_examples=300, deadline=None, database=None)
 @given(st.lists(_message | _json, max_size=5), st.none() | st.dictionaries(st.text(max_size=6), _json, max_size=2))
+@example([{"role": "user", "content": [{"type": [None]}]}], None)  # a part's type that is not a string: was a TypeError
+@example([{"role": ["user"], "content": "hi"}], None)  # a role that is not a string
+@example([{"role": "assistant", "content": [{"type": {"a": 1}}]}], None)  # a block's type that is not a string
 def test_property_any_messages_give_a_sample_or_an_input_error_naming_them(messages: Any, options: Any) -> None:
     row = {"id": "h", "messages": messages, **({} if options is None else {"conversation_options": options})}
     try:

@@ -200,7 +200,7 @@ def test_compare_with_a_label_file_prints_the_corrected_rate_paired(tmp_path: Pa
     pb.write_text("".join(dumps(r) + "\n" for r in b))
     result = CliRunner().invoke(app, ["compare", str(pa), str(pb), "--labels", str(labels), "--json"])
     assert result.exit_code == 0, result.output
-    c = json.loads(result.output)["corrected_unsupported_rate"]
+    c = json.loads(result.stdout)["corrected_unsupported_rate"]
     assert c["paired"] and c["level"] == "claim" and c["labelled_answers"] == [75, 75]
     # A: raw 25/75, (1/3 - 0.1) / 0.7 = 1/3; B: raw 30/75 = 0.4, sensitivity 1: (0.4 - 0.1) / 0.9 = 1/3
     assert c["a"]["value"] == pytest.approx((25 / 75 - 0.1) / 0.7) and c["b"]["value"] == pytest.approx(1 / 3)
@@ -396,7 +396,7 @@ def _build(run: list[Any]) -> list[AnswerReport]:
 def test_every_summary_figure_lies_in_its_interval(run: list[Any]) -> None:
     data = summarize(_build(run)).model_dump(mode="json")
     keys = [k[: -len("_ci")] for k in data if k.endswith("_ci")]
-    assert len(keys) == 11
+    assert len(keys) == 13  # every share and mean of the summary, citation precision and recall included
     for key in keys:
         value, (lo, hi) = data[key], data[f"{key}_ci"]
         if value is None:

@@ -141,6 +141,8 @@ class _Reader:
         if not isinstance(part, dict):
             raise self.error(f"must be an object or a string, not {type(part).__name__}", at)
         kind = part.get("type") or "text"
+        if not isinstance(kind, str):
+            raise self.error(f"has a part whose type is not a string: {kind!r:.40}", f"{at}.type")
         if kind in _SKIPPED_PARTS:
             return None
         if kind in ("text", "input_text", "output_text"):
@@ -207,7 +209,7 @@ class _Reader:
         if not isinstance(message, dict):
             raise self.error(f"must be an object with a role, not {type(message).__name__}", at)
         raw_role = message.get("role") or message.get("type")
-        if raw_role not in _ROLES:
+        if not isinstance(raw_role, str) or raw_role not in _ROLES:
             raise self.error(f"is {raw_role!r}; roles are system, user, assistant and tool", f"{at}.role")
         role = _ROLES[raw_role]
         content = message.get("content")
@@ -251,6 +253,8 @@ class _Reader:
         for j, block in enumerate(content):
             at = f"{where}[{j}]"
             kind = block.get("type") if isinstance(block, dict) else None
+            if kind is not None and not isinstance(kind, str):
+                raise self.error(f"has a block whose type is not a string: {kind!r:.40}", f"{at}.type")
             if kind in ("tool_use", "server_tool_use"):
                 self.note_call(block.get("id"), block.get("name"), at)
             elif kind == "tool_result":

@@ -170,6 +170,8 @@ class Summarizer:
         self._claim_owner, self._claim_code, self._answer_code = array("q"), array("B"), array("B")
         self._gold: dict[str, list[Item]] = {"claim": [], "answer": []}
         self._failed_whole = 0
+        self.citations: Counter[str] = Counter()
+        self.error_types: Counter[str] = Counter()
 
     def _code(self, item: Item) -> int:
         if item.route not in self._routes:
@@ -191,8 +193,6 @@ class Summarizer:
         for level, gold in self._gold.items():
             gold.extend(Item(index, x.flagged, x.route, x.truth) for x in gold_items([r], level))
         self._failed_whole += failed_whole([r])
-        self.citations: Counter[str] = Counter()
-        self.error_types: Counter[str] = Counter()
 
     def add(self, r: AnswerReport) -> None:
         """Count one report; a non-finite score is skipped and makes the row a failed one."""
