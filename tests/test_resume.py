@@ -202,10 +202,13 @@ def test_retry_errors_stopped_early_keeps_the_old_reports_of_the_rows_it_did_not
     after = reports(out)
     assert sorted(r["id"] for r in after) == sorted([f"r{i}" for i in range(6)] + ["gone"])  # each once
     by_id = {r["id"]: r for r in after}
-    assert by_id["r1"]["verdict"] != "ERROR" and not by_id["r1"]["metadata"]  # scored again, replaced
-    for rid in ("r3", "r4", "gone"):  # not reached, or not in the input: the old report stays
+    # the three rows to retry are in flight together: whichever took the one call allowed is scored again and
+    # replaces its old report (timing decides which); the others were not reached and keep theirs
+    again = [rid for rid in ("r1", "r3", "r4") if by_id[rid]["verdict"] != "ERROR" and not by_id[rid]["metadata"]]
+    assert len(again) == 1, again
+    for rid in {"r1", "r3", "r4", "gone"} - set(again):  # not reached, or not in the input: the old report stays
         assert by_id[rid]["verdict"] == "ERROR" and by_id[rid]["metadata"] == {"earlier": True}
-    assert [r["id"] for r in after][-1] == "r1" and not out.with_name("out.jsonl.tmp").exists()
+    assert [r["id"] for r in after][-1] == again[0] and not out.with_name("out.jsonl.tmp").exists()
 
 
 def test_a_killed_retry_leaves_two_reports_of_an_id_and_the_last_one_counts(
