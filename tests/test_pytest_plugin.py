@@ -298,7 +298,10 @@ def test_nli_mode_errors_and_empty_answers_fail(shared_nli: Any, tmp_path: Path)
 
     ev = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "c"))
     too_long = "The Eiffel Tower " + "is very tall and " * 300 + "stands in Paris."  # past the NLI window
-    with pytest.raises(GroundingAssertionError, match=r"could not be evaluated: ERROR \(verdict ERROR\)"):
+    with pytest.raises(
+        GroundingAssertionError,
+        match=r"could not be evaluated: NLI: claim c1 not scored: .*split it into smaller claims \(verdict ERROR\)",
+    ):
         assert_grounded(too_long, [CONTEXT], min_score=0.0, evaluator=ev)
     with pytest.raises(GroundingAssertionError, match=r"no claim could be checked \(NO_CLAIMS\)"):
         assert_grounded("Thanks for asking.", [CONTEXT], min_score=0.0, evaluator=ev)
