@@ -126,8 +126,11 @@ def cost_cell(usage: Any) -> str:
 def limits_cell(stats: Any) -> str:
     """The progress bar's LLM calls of a :class:`~groundjudge.llm.LimiterStats`: "LLM 3/8 in flight, 429s 2" (calls
     in flight / the current concurrency limit, rate-limit answers seen), "LLM 3 in flight, 429s 0" with no
-    concurrency limit, and ", waiting 12s" added while a Retry-After holds every send."""
+    concurrency limit, ", at most 3.6/s" once a rate limit has set the learned send rate, and ", waiting 12s" added
+    while a Retry-After holds every send."""
     cell = f"LLM {stats.in_flight}" + (f"/{stats.limit}" if stats.limit is not None else "") + " in flight"
+    if getattr(stats, "send_rate", None) is not None:
+        cell += f", at most {stats.send_rate:.3g}/s"
     cell += f", 429s {stats.rate_limited}"
     if stats.cooldown_seconds >= 1:
         cell += f", waiting {stats.cooldown_seconds:.0f}s"
