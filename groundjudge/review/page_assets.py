@@ -39,7 +39,7 @@ font-weight:600}#done.partial{background:#fff8e1;border-color:#b26a00;color:#6d4
 #decision-state{font-size:13px;margin-bottom:4px}
 main{display:grid;grid-template-columns:minmax(0,3fr) minmax(300px,2fr);gap:20px;padding:16px 24px}
 .answer{background:#fff;border:1px solid #ddd;border-radius:8px;padding:14px 16px;margin-bottom:16px;min-width:0}
-.answer.complete{border-color:#9ccc9f}
+.answer[data-complete=true]{border-color:#9ccc9f}
 .answer h2{font-size:15px;margin:0 0 6px;display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center;
 overflow-wrap:anywhere}.card-progress{font-size:12px;font-weight:400;color:#555;margin-left:auto}
 .badge{font-size:12px;font-weight:600;border-radius:4px;padding:1px 7px;color:#fff}
@@ -123,7 +123,7 @@ function progress() {
   document.querySelectorAll('.answer').forEach(card => {
     const mine = items.filter(it => it.card === card); const n = mine.filter(isDecided).length;
     if (mine.length) withClaims += 1; if (mine.length && n === mine.length) done += 1;
-    card.classList.toggle('complete', mine.length > 0 && n === mine.length);
+    card.dataset.complete = String(mine.length > 0 && n === mine.length);  // a data attribute: the class stays 'answer'
     const p = card.querySelector('.card-progress'); if (p) p.textContent = n + ' of ' + mine.length + ' decided';
   });
   document.getElementById('progress-answers').textContent = done + ' of ' + withClaims + ' answers done';
