@@ -127,6 +127,10 @@ def test_report_command_only_flagged(browser: Any, reports: list[Any], tmp_path:
     browser.get(page.as_uri())
     ids = [c.get_attribute("id") for c in browser.find_elements(By.CSS_SELECTOR, ".answer")]
     assert "answer-good" not in ids and "answer-bad" in ids
+    # the header says what the queue holds and why
+    queue = browser.find_element(By.ID, "queue").text
+    assert queue.startswith("2 of 3 answers in this queue") and "only the flagged answers" in queue
+    assert "--only-flagged" in queue and "riskiest first" in queue
     assert "http" not in page.read_text().split("<script type='application/json'")[0]  # no network resources
 
 

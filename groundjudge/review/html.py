@@ -5,9 +5,15 @@ evidence on click, and for each claim a reviewer's decision (accept, or SUPPORTE
 with a note) made with the mouse or the keyboard, kept in the browser's localStorage under the run's identity
 (:func:`run_identity`) and exported as JSONL (``groundjudge metrics --reviews``, ``groundjudge calibrate --reviews``).
 
+Each card holds the answer's sources in full (long ones collapsed, searchable), every verified quote and NLI
+passage marked in place and linked from its claim's row; the header says what the queue holds, why, and what is
+decided, with the run's summary folded away.
+
 The reports travel inside the page as JSON (escaped so that no text can end the script element: see
-:func:`embed_json`); a small script builds the page with DOM calls (``textContent``, never ``innerHTML`` on data),
-so nothing in an answer or a source can inject markup. Plots are inline SVG from :mod:`groundjudge.review.plots`.
+:func:`embed_json`); a small script (:mod:`groundjudge.review.page_assets`) builds the page with DOM calls
+(``textContent``, never ``innerHTML`` on data); the sources arrive as static HTML cut at the marks' offsets and
+escaped piece by piece (:mod:`groundjudge.review.page_sources`), so nothing in an answer or a source can inject
+markup. Plots are inline SVG from :mod:`groundjudge.review.plots`.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ function progress() {
   const bar = document.getElementById('progress-bar'); bar.max = Math.max(1, items.length); bar.value = decided;
   let done = 0; let withClaims = 0;
   document.querySelectorAll('.answer').forEach(card => {
-    const mine = items.filter(it => it.card === card); const n = mine.filter(isDecided).length;
+    const mine = card.gjItems || []; const n = mine.filter(isDecided).length;
     if (mine.length) withClaims += 1; if (mine.length && n === mine.length) done += 1;
     card.dataset.complete = String(mine.length > 0 && n === mine.length);  // a data attribute: the class stays 'answer'
     const p = card.querySelector('.card-progress'); if (p) p.textContent = n + ' of ' + mine.length + ' decided';
@@ -386,7 +386,7 @@ function render() {
       why.forEach(r => ul.append(el('li', null, r))); card.append(ul); clamp(ul, LIMITS.reasons, 'reasons'); }
     if (rep.question) { const q = el('div', 'q', rep.question); card.append(q); clamp(q, LIMITS.question, 'of the question'); }
     const mine = rep.claims.map((cv, ci) => { const it = {rep: rep, ri: ri, ci: ci, cv: cv, card: card, node: null,
-      row: null, key: JSON.stringify([rep.id, cv.claim.id])}; return it; });
+      row: null, key: JSON.stringify([rep.id, cv.claim.id])}; return it; }); card.gjItems = mine;
     const text = rep.answer || ''; const body = el('div', 'text');
     const spans = mine.filter(it => it.cv.claim.span).sort((a, b) => a.cv.claim.span.start - b.cv.claim.span.start);
     let pos = 0;
