@@ -45,7 +45,9 @@ marks_st = st.lists(
 @settings(max_examples=300, deadline=None, database=None)
 @given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=60) | st.just(HOSTILE_TEXT), marks=marks_st)
 @example(text="<b>&</b>", marks=[Mark(0, 3, "quote", "c0-q0"), Mark(2, 99, "entail", "c0-entail")])
-@example(text="abc", marks=[Mark(5, 9, "quote", "c1-q0"), Mark(2, 1, "contra", "c1-contra"), Mark(-3, 0, "quote", "c2-q0")])
+@example(
+    text="abc", marks=[Mark(5, 9, "quote", "c1-q0"), Mark(2, 1, "contra", "c1-contra"), Mark(-3, 0, "quote", "c2-q0")]
+)
 def test_highlight_keeps_the_text_and_adds_only_its_own_tags(text: str, marks: list[Mark]) -> None:
     out = highlight(text, marks)
     assert _shown(out) == text.replace("\x00", "\ufffd")  # the text, whole and in order
@@ -362,3 +364,26 @@ def test_auto_advance_next_undecided_and_the_end_of_the_queue(browser: Any, tmp_
     browser.refresh()
     assert browser.find_element(By.ID, "autoadvance").is_selected()
     assert browser.find_element(By.ID, "done").is_displayed()
+
+
+def test_a_long_answer_is_cut_and_opens_for_its_claims(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    answer = "The first claim is here. " + "Filler words go on and on. " * 120 + "The last claim is here."
+    claims = [
+        _cv(answer, "c1", "The first claim is here.", "SUPPORTED"),
+        _cv(answer, "c2", "The last claim is here.", "UNSUPPORTED"),
+    ]
+    report = AnswerReport(id="long", verdict="WARN", mode="cascade", scores=Scores(n_claims=2), claims=claims,
+                          answer=answer, contexts=["A short source."])  # fmt: skip
+    _open(browser, tmp_path, [report], (1280, 800))
+    body = browser.find_element(By.CSS_SELECTOR, "#answer-long .text")
+    toggle = browser.find_element(By.CSS_SELECTOR, "#answer-long .text + .toggle")
+    assert "clamped" in body.get_attribute("class")
+    assert toggle.text == f"Show all of the answer ({len(answer):,} characters)"
+    assert browser.execute_script("return window.scrollY") == 0  # a fresh queue opens at the top
+    _keys(browser, "j")  # the next claim lies in the cut part: the answer opens for it
+    assert _current(browser) == ("long", "c2") and "clamped" not in body.get_attribute("class")
+    assert toggle.text == "Show less"
+    _click(browser, toggle)
+    assert "clamped" in body.get_attribute("class")

@@ -186,9 +186,14 @@ function clamp(node, limit, what) {
   b.onclick = () => { node.classList.toggle('clamped'); node.gjLabel(); };
   node.after(b); node.gjLabel();
 }
-function openAround(node) {
+function cutOff(node, box) {  // node lies in the part of a cut box that is hidden or faded
+  const r = node.getBoundingClientRect(); const b = box.getBoundingClientRect();
+  return r.bottom > b.top + 0.6 * b.height || r.top < b.top;
+}
+function openAround(node, force) {  // open what hides node: cut boxes (all of them with force), closed details
   for (let p = node; p && p !== document.body; p = p.parentElement) {
-    if (p.classList && p.classList.contains('clamped')) { p.classList.remove('clamped'); if (p.gjLabel) p.gjLabel(); }
+    if (p.classList && p.classList.contains('clamped') && (force || cutOff(node, p))) {
+      p.classList.remove('clamped'); if (p.gjLabel) p.gjLabel(); }
     if (p.tagName === 'DETAILS' && !p.open) p.open = true;
   }
 }
@@ -335,7 +340,7 @@ function search(card, query, info) {
   const re = new RegExp(query.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi');
   let total = 0; let where = 0;
   card.querySelectorAll('.src-text').forEach(block => { const k = markHits(block, re, 1000 - total);
-    if (k) { total += k; where += 1; openAround(block); } });
+    if (k) { total += k; where += 1; openAround(block, true); } });
   info.textContent = total ? total + (total === 1 ? ' match' : ' matches') + ' in ' + where +
     (where === 1 ? ' source' : ' sources') : 'not in the sources';
   const first = card.querySelector('mark.hit'); if (first) { first.classList.add('cur'); first.scrollIntoView({block: 'center'}); }
@@ -482,5 +487,5 @@ render(); barHeight(); window.addEventListener('resize', barHeight);
 window.groundjudgeReview = {run: data.run, exportJsonl: exportJsonl, download: download, nextUndecided: nextUndecided,
   current: () => current < 0 ? null : {id: items[current].rep.id, claim_id: items[current].cv.claim.id}};
 const firstOpen = items.findIndex(it => !isDecided(it));
-if (items.length) select(firstOpen < 0 ? 0 : firstOpen);
+if (items.length) select(firstOpen < 0 ? 0 : firstOpen, firstOpen > 0);  // a fresh queue opens at the top
 """
