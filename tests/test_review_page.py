@@ -188,40 +188,40 @@ def test_the_sources_are_in_the_page_escaped_and_marked() -> None:
 # -- in the browser ---------------------------------------------------------------------------------------------
 
 
-def _open(browser: Any, tmp_path: Path, reports: list[AnswerReport], size: tuple[int, int], **kw: Any) -> None:
+def _open(driver: Any, tmp_path: Path, reports: list[AnswerReport], size: tuple[int, int], **kw: Any) -> None:
     page = tmp_path / "page.html"
     page.write_text(render_html(reports, **kw), encoding="utf-8")
-    browser.set_window_size(*size)
-    browser.get(page.as_uri())
-    browser.execute_script("localStorage.clear()")  # the module's browser may have run other pages before
-    browser.refresh()
+    driver.set_window_size(*size)
+    driver.get(page.as_uri())
+    driver.execute_script("localStorage.clear()")  # the module's driver may have run other pages before
+    driver.refresh()
     # the window's size is the outer one: make the viewport the size asked for
-    inner = browser.execute_script("return [window.innerWidth, window.innerHeight]")
-    browser.set_window_size(2 * size[0] - inner[0], 2 * size[1] - inner[1])
-    browser.execute_script("window.scrollTo(0, 0)")
+    inner = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+    driver.set_window_size(2 * size[0] - inner[0], 2 * size[1] - inner[1])
+    driver.execute_script("window.scrollTo(0, 0)")
 
 
-def _keys(browser: Any, *keys: str) -> None:
+def _keys(driver: Any, *keys: str) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
 
     for k in keys:
-        ActionChains(browser).send_keys(k).perform()
+        ActionChains(driver).send_keys(k).perform()
 
 
-def _click(browser: Any, element: Any) -> None:
+def _click(driver: Any, element: Any) -> None:
     """Click as a reviewer would: with the element scrolled to mid-screen, clear of the sticky queue bar."""
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
     element.click()
 
 
-def _current(browser: Any) -> tuple[str, str] | None:
-    cur = browser.execute_script("return window.groundjudgeReview.current()")
+def _current(driver: Any) -> tuple[str, str] | None:
+    cur = driver.execute_script("return window.groundjudgeReview.current()")
     return None if cur is None else (cur["id"], cur["claim_id"])
 
 
-def _in_view(browser: Any, element: Any) -> bool:
+def _in_view(driver: Any, element: Any) -> bool:
     return bool(
-        browser.execute_script(
+        driver.execute_script(
             "const r = arguments[0].getBoundingClientRect();"
             "return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight && r.left >= 0 "
             "&& r.right <= window.innerWidth",
@@ -234,15 +234,15 @@ def _in_view(browser: Any, element: Any) -> bool:
 def test_the_first_screen_at_common_sizes(browser: Any, tmp_path: Path, size: tuple[int, int]) -> None:  # noqa: F811
     from selenium.webdriver.common.by import By
 
-    _open(browser, tmp_path, page_reports(), size, only_flagged=False)
+    _open(browser, tmp_path, page_reports(), size, only_flagged=True)  # as the issue saw it
     assert browser.execute_script("return [window.innerWidth, window.innerHeight]") == list(size)
     # nothing wider than the window, even a 300-character word in an answer and a source
     assert browser.execute_script("return document.documentElement.scrollWidth") <= size[0]
     header = browser.find_element(By.TAG_NAME, "header")
     queue = browser.find_element(By.ID, "queue")
-    assert _in_view(browser, queue) and "4 of 4 answers in this queue, 7 claims to decide" in queue.text
-    assert "riskiest first" in queue.text and "every answer" in queue.text
-    assert "Decided so far: 0 of 7 claims, 0 of 4 answers." in header.text
+    assert _in_view(browser, queue) and "2 of 4 answers in this queue, 5 claims to decide" in queue.text
+    assert "riskiest first" in queue.text and "only the flagged answers" in queue.text
+    assert "Decided so far: 0 of 5 claims, 0 of 2 answers." in header.text
     legend = browser.find_element(By.ID, "legend")
     assert _in_view(browser, legend)
     for word in ("SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "decided by you", "judge's quote", "NLI support passage"):
@@ -254,7 +254,7 @@ def test_the_first_screen_at_common_sizes(browser: Any, tmp_path: Path, size: tu
     chips = first.find_elements(By.CSS_SELECTOR, ".badge")
     assert [c.text for c in chips] == ["FAIL"] and _in_view(browser, chips[0])  # one verdict chip, on screen
     assert first.find_element(By.TAG_NAME, "h2").text.count("combined") == 1
-    assert browser.find_element(By.ID, "progress").text == "0 of 7 claims decided"
+    assert browser.find_element(By.ID, "progress").text == "0 of 5 claims decided"
     shot = tmp_path / "first.png"
     browser.save_screenshot(str(shot))
     assert pixel_variance(png_pixels(shot.read_bytes())) > 100  # not a blank page
