@@ -277,7 +277,10 @@ def test_sources_are_whole_collapsed_searchable_and_linked(browser: Any, tmp_pat
     assert toggle.text.startswith("Show all of this source (")
     # search: marks every match, opens the collapsed source that holds one
     box = card.find_element(By.CSS_SELECTOR, ".search input")
-    box.send_keys("CLOSES at 5")
+    _keys(browser, "/")  # the key for the current card's search box
+    assert browser.switch_to.active_element == box
+    _keys(browser, "CLOSES at 5")  # typed into the box, not taken as keys
+    assert _current(browser) == ("museum", "c1")
     hits = card.find_elements(By.CSS_SELECTOR, "mark.hit")
     assert [h.text for h in hits] == ["closes at 5"]  # one match, split by no mark: the quote covers it
     assert "clamped" not in long_block.get_attribute("class") and toggle.text == "Show less"
@@ -285,7 +288,13 @@ def test_sources_are_whole_collapsed_searchable_and_linked(browser: Any, tmp_pat
     assert browser.execute_script(text_of, long_block) == long_source()  # the marks did not change the text
     box.clear()
     box.send_keys("station 4")  # across the NLI passage's edge, and in several places
-    assert len(card.find_elements(By.CSS_SELECTOR, "mark.hit")) >= 11
+    hits = card.find_elements(By.CSS_SELECTOR, "mark.hit")
+    assert len({h.get_attribute("data-n") for h in hits}) == 11  # Station 4 and 40 to 49
+    assert "".join(h.text for h in hits if h.get_attribute("data-n") == "10").lower() == "station 4"
+    current = lambda: {h.get_attribute("data-n") for h in hits if "cur" in h.get_attribute("class")}  # noqa: E731
+    assert current() == {"0"}
+    box.send_keys(Keys.ENTER)  # the next match
+    assert current() == {"1"}
     box.send_keys("zzz")
     assert not card.find_elements(By.CSS_SELECTOR, "mark.hit")
     assert card.find_element(By.CSS_SELECTOR, ".search .hits").text == "not in the sources"

@@ -321,7 +321,7 @@ function sources(rep, ri, shown) {
 function unmarkHits(card) {
   card.querySelectorAll('mark.hit').forEach(m => { const p = m.parentNode; m.replaceWith(...m.childNodes); p.normalize(); });
 }
-function markHits(block, re, room) {
+function markHits(block, re, room, base) {  // each match's pieces share data-n (base + its number)
   const walker = document.createTreeWalker(block, NodeFilter.SHOW_TEXT); const nodes = []; let all = '';
   for (let n = walker.nextNode(); n; n = walker.nextNode()) { nodes.push([n, all.length]); all += n.data; }
   const hits = []; re.lastIndex = 0; let m;
@@ -330,7 +330,7 @@ function markHits(block, re, room) {
   for (let h = hits.length - 1; h >= 0; h--) { const [s, e] = hits[h];  // last first: earlier offsets stay valid
     for (let k = nodes.length - 1; k >= 0; k--) { const [node, at] = nodes[k];
       const a = Math.max(s, at); const b = Math.min(e, at + node.data.length); if (a >= b) continue;
-      node.splitText(b - at); const mid = node.splitText(a - at); const w = el('mark', 'hit');
+      node.splitText(b - at); const mid = node.splitText(a - at); const w = el('mark', 'hit'); w.dataset.n = String(base + h);
       mid.replaceWith(w); w.append(mid); } }
   return hits.length;
 }
@@ -339,16 +339,20 @@ function search(card, query, info) {
   if (!query) return;
   const re = new RegExp(query.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi');
   let total = 0; let where = 0;
-  card.querySelectorAll('.src-text').forEach(block => { const k = markHits(block, re, 1000 - total);
+  card.querySelectorAll('.src-text').forEach(block => { const k = markHits(block, re, 1000 - total, total);
     if (k) { total += k; where += 1; openAround(block, true); } });
   info.textContent = total ? total + (total === 1 ? ' match' : ' matches') + ' in ' + where +
     (where === 1 ? ' source' : ' sources') : 'not in the sources';
-  const first = card.querySelector('mark.hit'); if (first) { first.classList.add('cur'); first.scrollIntoView({block: 'center'}); }
+  showHit(card, 0);
+}
+function showHit(card, n) {  // outline every piece of match n, and bring it into view
+  const pieces = [...card.querySelectorAll('mark.hit')]; pieces.forEach(h => h.classList.toggle('cur', h.dataset.n === String(n)));
+  const first = pieces.find(h => h.dataset.n === String(n)); if (first) first.scrollIntoView({block: 'center'});
 }
 function nextHit(card) {
-  const hits = [...card.querySelectorAll('mark.hit')]; if (!hits.length) return;
-  const at = hits.findIndex(h => h.classList.contains('cur')); hits.forEach(h => h.classList.remove('cur'));
-  const h = hits[(at + 1) % hits.length]; h.classList.add('cur'); h.scrollIntoView({block: 'center'});
+  const ns = [...new Set([...card.querySelectorAll('mark.hit')].map(h => Number(h.dataset.n)))].sort((a, b) => a - b);
+  if (!ns.length) return; const cur = card.querySelector('mark.hit.cur');
+  const at = cur ? ns.indexOf(Number(cur.dataset.n)) : -1; showHit(card, ns[(at + 1) % ns.length]);
 }
 function searchBox(rep, card) {
   const box = el('div', 'search'); const input = el('input'); input.type = 'search';
