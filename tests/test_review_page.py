@@ -295,6 +295,11 @@ def test_sources_are_whole_collapsed_searchable_and_linked(browser: Any, tmp_pat
     assert current() == {"0"}
     box.send_keys(Keys.ENTER)  # the next match
     assert current() == {"1"}
+    box.clear()
+    box.send_keys("museum opens at 9")  # across the edges of the marks: one match in pieces
+    hits = card.find_elements(By.CSS_SELECTOR, "mark.hit")
+    assert len(hits) > 1 and {h.get_attribute("data-n") for h in hits} == {"0"}
+    assert "".join(h.text for h in hits) == "museum opens at 9"
     box.send_keys("zzz")
     assert not card.find_elements(By.CSS_SELECTOR, "mark.hit")
     assert card.find_element(By.CSS_SELECTOR, ".search .hits").text == "not in the sources"
