@@ -367,6 +367,14 @@ def test_auto_advance_next_undecided_and_the_end_of_the_queue(browser: Any, tmp_
     browser.find_element(By.ID, "autoadvance").click()  # on again
     _keys(browser, "a", "a")
     assert _current(browser) == ("plain-0", "c1") and not done.is_displayed()
+    # the filters hide the one answer left: the sign says the undecided claims are in hidden answers
+    pass_box = browser.find_element(By.CSS_SELECTOR, "#filters input[value='PASS']")
+    _click(browser, pass_box)
+    assert done.is_displayed() and "No undecided claim in the answers shown: 1 more in answers the filters hide" in (
+        done.text
+    )
+    _click(browser, pass_box)
+    assert not done.is_displayed()
     _keys(browser, "a")  # the last one: the end of the queue says so, and stays on the claim
     assert _current(browser) == ("plain-0", "c1")
     assert done.is_displayed() and "End of the queue: all 6 claims are decided" in done.text
