@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from groundjudge.cli import app
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores, Span
-from groundjudge.review.html import _JS, render_html, risk_key
+from groundjudge.review.html import render_html, risk_key
+from groundjudge.review.page_assets import REVIEW_JS
 from groundjudge.review.report import dumps
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
@@ -79,7 +80,10 @@ def test_reviewer_sees_highlighted_claims_and_evidence(browser: Any, reports: li
     page.write_text(render_html(reports), encoding="utf-8")
     browser.get(page.as_uri())
     body = browser.find_element(By.TAG_NAME, "body").text
-    assert "answers: 3" in body and "verdicts:" in body
+    # the header says what is in the queue; the run's summary (costs, versions) is folded away and opens
+    assert "3 of 3 answers in this queue, 5 claims to decide" in body and "verdicts:" not in body
+    browser.find_element(By.CSS_SELECTOR, "#run summary").click()
+    assert "answers: 3" in browser.find_element(By.ID, "run").text
     cards = browser.find_elements(By.CSS_SELECTOR, ".answer")
     # a queue, riskiest first: the FAIL with a contradicted claim, then the other flagged one, the clean PASS last
     assert [c.get_attribute("id") for c in cards] == ["answer-bad", "answer-hostile", "answer-good"]
@@ -123,6 +127,10 @@ def test_report_command_only_flagged(browser: Any, reports: list[Any], tmp_path:
     browser.get(page.as_uri())
     ids = [c.get_attribute("id") for c in browser.find_elements(By.CSS_SELECTOR, ".answer")]
     assert "answer-good" not in ids and "answer-bad" in ids
+    # the header says what the queue holds and why
+    queue = browser.find_element(By.ID, "queue").text
+    assert queue.startswith("2 of 3 answers in this queue") and "only the flagged answers" in queue
+    assert "--only-flagged" in queue and "riskiest first" in queue
     assert "http" not in page.read_text().split("<script type='application/json'")[0]  # no network resources
 
 
@@ -218,7 +226,7 @@ def parse_page(page: str) -> tuple[PageParser, dict[str, Any]]:
     assert [attrs.get("id") for attrs, _ in parser.scripts] == ["gj-data", None]  # nothing split or added a script
     attrs, blob = parser.scripts[0]
     assert attrs["type"] == "application/json"
-    assert parser.scripts[1][1] == _JS  # the page's code arrives whole
+    assert parser.scripts[1][1] == REVIEW_JS  # the page's code arrives whole
     return parser, json.loads(blob)
 
 

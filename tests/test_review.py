@@ -386,6 +386,7 @@ def test_reviewer_works_through_the_queue_reloads_exports_and_scores(
     reviewer = browser.find_element(By.ID, "reviewer")
     reviewer.send_keys("alice")
     reviewer.send_keys(Keys.ESCAPE)  # leave the field: keys drive the queue again
+    browser.find_element(By.ID, "autoadvance").click()  # this walk moves by hand (auto-advance: test_review_page)
 
     assert _current(browser) == ("r-fail", "c1")  # the queue opens on its first claim
     _keys(browser, "a")  # accept SUPPORTED

@@ -5,9 +5,15 @@ evidence on click, and for each claim a reviewer's decision (accept, or SUPPORTE
 with a note) made with the mouse or the keyboard, kept in the browser's localStorage under the run's identity
 (:func:`run_identity`) and exported as JSONL (``groundjudge metrics --reviews``, ``groundjudge calibrate --reviews``).
 
+Each card holds the answer's sources in full (long ones collapsed, searchable), every verified quote and NLI
+passage marked in place and linked from its claim's row; the header says what the queue holds, why, and what is
+decided, with the run's summary folded away.
+
 The reports travel inside the page as JSON (escaped so that no text can end the script element: see
-:func:`embed_json`); a small script builds the page with DOM calls (``textContent``, never ``innerHTML`` on data),
-so nothing in an answer or a source can inject markup. Plots are inline SVG from :mod:`groundjudge.review.plots`.
+:func:`embed_json`); a small script (:mod:`groundjudge.review.page_assets`) builds the page with DOM calls
+(``textContent``, never ``innerHTML`` on data); the sources arrive as static HTML cut at the marks' offsets and
+escaped piece by piece (:mod:`groundjudge.review.page_sources`), so nothing in an answer or a source can inject
+markup. Plots are inline SVG from :mod:`groundjudge.review.plots`.
 """
 
 from __future__ import annotations
@@ -18,296 +24,20 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from html import escape
 from typing import Any
 
 from groundjudge.models import AnswerReport
 from groundjudge.review.metrics import Review, join_reviews, unsupported_rate
+from groundjudge.review.page_assets import REVIEW_CSS, REVIEW_JS
+from groundjudge.review.page_sources import claim_links, source_blocks
+from groundjudge.review.page_sources import html_text as _text
 from groundjudge.review.plots import histogram_svg
 from groundjudge.review.report import corrected_rows, finite_report, summarize, summary_rows
-
-_CSS = """
-body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f6f4}
-header{background:#20242b;color:#fff;padding:16px 24px}header h1{margin:0 0 8px;font-size:20px}
-#summary{display:grid;grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:4px 24px;font-size:13px}
-#summary div span{opacity:.7}
-#headgrid{display:flex;flex-wrap:wrap;gap:16px 32px;align-items:flex-start}#summary{flex:1 1 480px}
-#distribution svg{border-radius:6px;display:block}
-#bar{padding:8px 24px;background:#fff;border-bottom:1px solid #ddd;position:sticky;top:0;z-index:2;font-size:13px}
-#queuebar{display:flex;flex-wrap:wrap;gap:6px 18px;align-items:center}#progress{font-weight:600}
-#storage.warn{color:#c62828;font-weight:600}#help{color:#555;margin:4px 0}kbd{border:1px solid #bbb;
-border-radius:3px;padding:0 4px;background:#f4f4f4;font-size:12px}
-#filters label{margin-right:14px;cursor:pointer}
-.risk{font-size:12px;color:#8a1c1c;background:#fdecea;border-radius:4px;padding:0 6px}
-.claim.decided{text-decoration:underline 3px #1565c0;text-underline-offset:3px}
-.claim.overridden{text-decoration-color:#6a1b9a}
-#decide{border:1px solid #cfd8e3;background:#f3f7fb;border-radius:6px;padding:8px;margin-bottom:10px}
-#decide button{margin:2px 4px 2px 0;font-size:13px;cursor:pointer}#decide button.on{outline:2px solid #1565c0}
-#decide textarea{width:100%;box-sizing:border-box;min-height:48px;margin-top:6px;font:inherit;font-size:13px}
-#decision-state{font-size:13px;margin-bottom:4px}
-main{display:grid;grid-template-columns:minmax(0,3fr) minmax(320px,2fr);gap:20px;padding:20px 24px}
-.answer{background:#fff;border:1px solid #ddd;border-radius:8px;padding:14px 16px;margin-bottom:16px}
-.answer h2{font-size:15px;margin:0 0 6px;display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center}
-.badge{font-size:12px;font-weight:600;border-radius:4px;padding:1px 7px;color:#fff}
-.PASS{background:#2e7d32}.WARN{background:#b26a00}.FAIL{background:#c62828}.NO_CLAIMS,.ERROR{background:#666}
-.q{color:#555;font-style:italic;margin:4px 0}.text{white-space:pre-wrap}
-.claim{cursor:pointer;border-radius:3px;padding:0 1px;border-bottom:2px solid;scroll-margin:150px 0 40px}
-.claim.SUPPORTED{background:#e3f3e4;border-color:#2e7d32}.claim.CONTRADICTED{background:#fde2e2;border-color:#c62828}
-.claim.UNSUPPORTED{background:#fff1d6;border-color:#b26a00}.claim.ERROR{background:#eee;border-color:#666}
-.claim.selected{outline:2px solid #1565c0}.extra{margin-top:6px;font-size:13px}
-#detail{position:sticky;top:110px;align-self:start;background:#fff;border:1px solid #ddd;border-radius:8px;
-padding:14px 16px;max-height:calc(100vh - 130px);overflow:auto}
-#detail h3{margin:0 0 8px;font-size:15px}#detail dl{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0}
-#detail dt{color:#666}.passage{white-space:pre-wrap;background:#fafafa;border:1px solid #eee;padding:8px;
-font-size:13px;margin-top:6px}mark{background:#ffe066}.flag{color:#c62828;font-weight:600}
-.hidden{display:none}.reasons{font-size:13px;color:#333;margin:2px 0 6px;padding-left:18px}
-.conversation{margin:6px 0;font-size:13px}.msg{border-left:3px solid #ccc;padding:2px 8px;margin:4px 0;
-white-space:pre-wrap}.msg .role{font-weight:600;color:#555;margin-right:6px}.msg.evidence{border-color:#2e7d32;
-background:#f3faf3}.msg.answer-turn{border-color:#1565c0}.msg.cited{outline:2px solid #f9a825;background:#fff8e1}
-.msg .part{border:1px dashed #bbb;padding:2px 6px;margin-top:3px}.msg .part.cited{outline:2px solid #f9a825}
-"""
-
-_JS = r"""
-const data = JSON.parse(document.getElementById('gj-data').textContent);
-const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = String(text); return e; };
-const fmt = x => (x === null || x === undefined) ? '-' : Number(x).toFixed(3);
-const LABELS = ['SUPPORTED', 'CONTRADICTED', 'UNSUPPORTED'];
-const STORE = 'groundjudge-review:' + data.run;
-const items = [];  // every claim on the page, in page order: {rep, cv, node, key}
-let current = -1; let decisions = {}; let storageOk = true;
-try { decisions = JSON.parse(localStorage.getItem(STORE) || '{}') || {}; } catch (e) { storageOk = false; }
-let reviewer = '';
-try { reviewer = localStorage.getItem('groundjudge-reviewer') || ''; } catch (e) { storageOk = false; }
-function save() {
-  try { localStorage.setItem(STORE, JSON.stringify(decisions)); } catch (e) { storageOk = false; }
-  progress();
-}
-function progress() {
-  const decided = items.filter(it => decisions[it.key] && decisions[it.key].label).length;
-  document.getElementById('progress').textContent = decided + ' of ' + items.length + ' claims decided';
-  const st = document.getElementById('storage');
-  st.textContent = storageOk ? 'decisions are kept in this browser (run ' + data.run + ')'
-    : 'this browser will not keep decisions: export before closing';
-  st.className = storageOk ? '' : 'warn';
-}
-function mark(it) {
-  const d = decisions[it.key]; const on = !!(d && d.label);
-  it.node.classList.toggle('decided', on); it.node.classList.toggle('overridden', on && d.label !== it.cv.label);
-  if (on) it.node.dataset.review = d.label; else delete it.node.dataset.review;
-}
-function decide(label) {
-  if (current < 0) return; const it = items[current];
-  const d = decisions[it.key] || {note: ''};
-  d.label = label; d.decided_at = new Date().toISOString(); if (reviewer) d.reviewer = reviewer; else delete d.reviewer;
-  decisions[it.key] = d; save(); mark(it); decisionPanel(it);
-}
-function accept() { if (current >= 0 && LABELS.includes(items[current].cv.label)) decide(items[current].cv.label); }
-function clearDecision() {
-  if (current < 0) return; const it = items[current]; const d = decisions[it.key];
-  if (d) { delete d.label; delete d.decided_at; if (!d.note) delete decisions[it.key]; }
-  save(); mark(it); decisionPanel(it);
-}
-function decisionPanel(it) {
-  const box = document.getElementById('decide'); if (!box) return; box.replaceChildren();
-  const d = decisions[it.key] || {};
-  const state = el('div', null, d.label ? 'Your verdict: ' + d.label + (d.label === it.cv.label ? ' (agrees)' : ' (groundjudge: ' + it.cv.label + ')')
-    : 'Not decided yet (groundjudge: ' + it.cv.label + ')'); state.id = 'decision-state'; box.append(state);
-  const acc = el('button', 'accept', 'Accept ' + it.cv.label + ' (a)'); acc.dataset.action = 'accept';
-  acc.disabled = !LABELS.includes(it.cv.label); acc.onclick = accept; box.append(acc);
-  LABELS.forEach((lab, i) => { const b = el('button', d.label === lab ? 'on' : null, (i + 1) + ' ' + lab);
-    b.dataset.label = lab; b.onclick = () => decide(lab); box.append(b); });
-  const clr = el('button', null, 'Clear'); clr.dataset.action = 'clear'; clr.onclick = clearDecision; box.append(clr);
-  const note = el('textarea'); note.id = 'note'; note.placeholder = 'Note (n to type here, Esc to leave)';
-  note.value = d.note || '';
-  note.oninput = () => { const r = decisions[it.key] || {}; r.note = note.value; decisions[it.key] = r; save(); };
-  box.append(note);
-}
-function select(i) {
-  if (i < 0 || i >= items.length) return; current = i; const it = items[i];
-  showClaim(it.rep, it.cv, it.node); it.node.scrollIntoView({block: 'nearest'});
-}
-function visible(i) { return !items[i].node.closest('.answer').classList.contains('hidden'); }
-function move(step) {
-  for (let i = current + step; i >= 0 && i < items.length; i += step) if (visible(i)) { select(i); return; }
-}
-function showClaim(rep, cv, node) {
-  document.querySelectorAll('.claim.selected').forEach(n => n.classList.remove('selected'));
-  if (node) { node.classList.add('selected'); current = Number(node.dataset.idx); }
-  const d = document.getElementById('detail'); d.replaceChildren();
-  d.append(el('h3', null, cv.claim.text));
-  const box = el('div'); box.id = 'decide'; d.append(box);
-  if (current >= 0) decisionPanel(items[current]);
-  const dl = el('dl');
-  const row = (k, v, cls) => { dl.append(el('dt', null, k)); dl.append(el('dd', cls, v)); };
-  row('answer', rep.id); row('verdict', cv.label, 'verdict ' + cv.label); row('route', cv.route);
-  if (cv.nli) { row('entailment', fmt(cv.nli.entailment)); row('contradiction', fmt(cv.nli.contradiction));
-    if (cv.nli.supported != null) row('P(supported), verdict head', fmt(cv.nli.supported));
-    row('passages scored', cv.nli.passages_scored + ' of ' + cv.nli.passages_total); }
-  row('contradiction checked', cv.contradiction_checked ? 'yes' : 'no', cv.contradiction_checked ? null : 'flag');
-  row('reason', cv.reason || '-'); row('flags', (cv.flags || []).join(', ') || '-', cv.flags.length ? 'flag' : null);
-  if (cv.error) row('error', cv.error, 'flag');
-  d.append(dl);
-  const quotes = cv.quotes || [];
-  const docs = [];
-  if (!quotes.length && cv.nli && cv.nli.entailment_passage) {
-    const p = cv.nli.entailment_passage; docs.push(p.doc);
-    d.append(el('h4', null, 'Best NLI passage (' + docName(rep, p.doc) + ')'));
-    d.append(passage(rep, p.doc, p.start, p.end, null, null));
-  }
-  quotes.forEach(q => {
-    if (q.verified) docs.push(q.doc);
-    d.append(el('h4', null, 'Evidence' + (q.verified ? ' (' + docName(rep, q.doc) + ')' : ' — not found in the sources')));
-    if (q.verified) d.append(passage(rep, q.doc, Math.max(0, q.start - 300), q.end + 300, q.start, q.end));
-    else d.append(el('div', 'passage flag', q.text));
-  });
-  citeMessages(rep, docs);
-}
-function docName(rep, doc) {
-  const src = rep.sources && rep.sources[doc];
-  if (!src) return 'document ' + (doc + 1);
-  const where = src.message === null || src.message === undefined ? 'contexts[' + (src.part || 0) + ']'
-    : 'messages[' + src.message + ']';
-  return where + ', ' + src.role + (src.tool_name ? ' ' + src.tool_name : '') +
-    (src.tool_call_id ? ' (' + src.tool_call_id + ')' : '') + (src.note ? ': ' + src.note : '');
-}
-function citeMessages(rep, docs) {
-  document.querySelectorAll('.msg.cited, .part.cited').forEach(n => n.classList.remove('cited'));
-  const card = document.getElementById('answer-' + rep.id); if (!card || !rep.sources) return;
-  docs.forEach(doc => { const src = rep.sources[doc]; if (!src) return;
-    card.querySelectorAll('.msg[data-msg="' + src.message + '"], .part[data-doc="' + doc + '"]')
-      .forEach(n => n.classList.add('cited')); });
-}
-function conversation(rep) {
-  const box = el('details', 'conversation'); box.open = true;
-  box.append(el('summary', null, 'Conversation (' + rep.conversation.length + ' messages; evidence in green)'));
-  rep.conversation.forEach((m, i) => {
-    const cls = 'msg' + (m.evidence ? ' evidence' : '') + (m.answer ? ' answer-turn' : '');
-    const n = el('div', cls); n.dataset.msg = String(i);
-    n.append(el('span', 'role', '[' + i + '] ' + m.role + (m.tool_name ? ' ' + m.tool_name : '') +
-      (m.answer ? ' (the answer judged)' : '')));
-    n.append(document.createTextNode(m.text));
-    (rep.sources || []).forEach((src, doc) => { if (src.message === i && src.part !== null && src.part !== undefined) {
-      const p = el('div', 'part', rep.contexts[doc]); p.dataset.doc = String(doc); n.append(p); } });
-    box.append(n);
-  });
-  return box;
-}
-function passage(rep, doc, from, to, ms, me) {
-  const text = rep.contexts[doc] || ''; const box = el('div', 'passage');
-  from = Math.max(0, from); to = Math.min(text.length, to);
-  if (ms === null) { box.textContent = text.slice(from, to); return box; }
-  box.append(document.createTextNode((from > 0 ? '…' : '') + text.slice(from, ms)));
-  box.append(el('mark', null, text.slice(ms, me)));
-  box.append(document.createTextNode(text.slice(me, to) + (to < text.length ? '…' : '')));
-  return box;
-}
-function claimNode(rep, cv, text) {
-  const n = el('span', 'claim ' + cv.label, text); n.dataset.label = cv.label; n.dataset.claim = cv.claim.id;
-  n.title = cv.label + ': ' + cv.claim.text; n.dataset.idx = String(items.length);
-  const it = {rep: rep, cv: cv, node: n, key: JSON.stringify([rep.id, cv.claim.id])}; items.push(it);
-  n.onclick = () => select(Number(n.dataset.idx)); mark(it); return n;
-}
-function render() {
-  const list = document.getElementById('answers');
-  data.reports.forEach((rep, ri) => {
-    const card = el('section', 'answer'); card.dataset.verdict = rep.verdict; card.id = 'answer-' + rep.id;
-    card.dataset.errors = ' ' + rep.claims.map(c => c.error_type).filter(Boolean).join(' ') + ' ';
-    const h = el('h2'); h.append(el('span', 'badge ' + rep.verdict, rep.verdict)); h.append(el('span', null, rep.id));
-    const s = rep.scores;
-    h.append(el('span', 'scores', 'combined ' + fmt(s.combined) + ' · claims ' + fmt(s.claims) + ' · coverage ' + fmt(s.coverage)));
-    (data.risk[ri] || []).forEach(r => h.append(el('span', 'risk', r)));
-    card.append(h);
-    const why = rep.verdict_reasons || [];
-    if (why.length) { const ul = el('ul', 'reasons'); ul.title = 'why ' + rep.verdict;
-      why.forEach(r => ul.append(el('li', null, r))); card.append(ul); }
-    if (rep.question) card.append(el('div', 'q', rep.question));
-    if (rep.conversation) card.append(conversation(rep));
-    const text = rep.answer || ''; const body = el('div', 'text');
-    const spans = rep.claims.filter(c => c.claim.span).sort((a, b) => a.claim.span.start - b.claim.span.start);
-    const placed = new Set(); let pos = 0;
-    spans.forEach(cv => { const sp = cv.claim.span; if (sp.start < pos) return;
-      body.append(document.createTextNode(text.slice(pos, sp.start)));
-      body.append(claimNode(rep, cv, text.slice(sp.start, sp.end))); placed.add(cv); pos = sp.end; });
-    body.append(document.createTextNode(text.slice(pos)));
-    card.append(body);
-    const rest = rep.claims.filter(c => !placed.has(c));
-    if (rest.length) { const extra = el('div', 'extra', 'Claims: ');
-      rest.forEach(cv => { extra.append(claimNode(rep, cv, cv.claim.text)); extra.append(document.createTextNode(' ')); });
-      card.append(extra); }
-    (rep.errors || []).forEach(e => card.append(el('div', 'flag', e)));
-    list.append(card);
-  });
-  const verdicts = [...new Set(data.reports.map(r => r.verdict))];
-  const f = document.getElementById('filters'); f.append(el('strong', null, 'Show: '));
-  verdicts.forEach(v => { const lab = el('label'); const box = el('input'); box.type = 'checkbox'; box.checked = true;
-    box.value = v; box.onchange = applyFilters; lab.append(box); lab.append(document.createTextNode(' ' + v + ' (' +
-    data.reports.filter(r => r.verdict === v).length + ')')); f.append(lab); });
-  const kinds = [...new Set(data.reports.flatMap(r => r.claims.map(c => c.error_type).filter(Boolean)))].sort();
-  if (kinds.length) { const sel = el('select'); sel.id = 'error-type'; sel.onchange = applyFilters;
-    sel.append(new Option('any kind of error', ''));
-    kinds.forEach(k => sel.append(new Option(k + ' (' + data.reports.filter(r => r.claims.some(c =>
-      c.error_type === k)).length + ')', k)));
-    const lab = el('label', null, 'Error: '); lab.append(sel); f.append(lab); }
-  const who = document.getElementById('reviewer'); who.value = reviewer;
-  who.oninput = () => { reviewer = who.value.trim(); try { localStorage.setItem('groundjudge-reviewer', reviewer); }
-    catch (e) { storageOk = false; progress(); } };
-  document.getElementById('export').onclick = download;
-  progress();
-}
-function applyFilters() {
-  const on = new Set([...document.querySelectorAll('#filters input:checked')].map(b => b.value));
-  const sel = document.getElementById('error-type'); const kind = sel ? sel.value : '';
-  document.querySelectorAll('.answer').forEach(c => c.classList.toggle('hidden', !on.has(c.dataset.verdict) ||
-    (kind !== '' && !c.dataset.errors.includes(' ' + kind + ' '))));
-}
-function exportJsonl() {
-  return items.filter(it => decisions[it.key] && decisions[it.key].label).map(it => {
-    const d = decisions[it.key];
-    const line = {id: it.rep.id, claim_id: it.cv.claim.id, claim: it.cv.claim.text, label: d.label,
-      groundjudge_label: it.cv.label, route: it.cv.route, note: d.note || ''};
-    if (d.reviewer) line.reviewer = d.reviewer;
-    line.decided_at = d.decided_at; line.run = data.run;
-    return JSON.stringify(line) + '\n';
-  }).join('');
-}
-function download() {
-  const blob = new Blob([exportJsonl()], {type: 'application/x-ndjson'});
-  const url = URL.createObjectURL(blob); const a = el('a'); a.href = url;
-  a.download = 'groundjudge-reviews-' + data.run + '.jsonl'; document.body.append(a); a.click(); a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10000);
-}
-document.addEventListener('keydown', ev => {
-  const t = ev.target;
-  if (t && (t.tagName === 'TEXTAREA' || (t.tagName === 'INPUT' && t.type === 'text'))) {
-    if (ev.key === 'Escape') t.blur(); return; }
-  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-  const k = ev.key;
-  if (k === 'j' || k === 'ArrowDown' || k === 'ArrowRight') move(1);
-  else if (k === 'k' || k === 'ArrowUp' || k === 'ArrowLeft') move(-1);
-  else if (k === '1' || k === '2' || k === '3') decide(LABELS[Number(k) - 1]);
-  else if (k === 'a') accept();
-  else if (k === 'n') { const n = document.getElementById('note'); if (n) n.focus(); }
-  else return;
-  ev.preventDefault();
-});
-render();
-window.groundjudgeReview = {run: data.run, exportJsonl: exportJsonl, download: download,
-  current: () => current < 0 ? null : {id: items[current].rep.id, claim_id: items[current].cv.claim.id}};
-const firstOpen = items.findIndex(it => !(decisions[it.key] && decisions[it.key].label));
-if (items.length) select(firstOpen < 0 ? 0 : firstOpen);
-"""
-
 
 # Inside <script> the HTML parser ends the element at "</script" and enters a double-escaped state at
 # "<!--<script", whatever the JSON says; so the data carries no "<", ">" or "&" at all (JSON escapes instead),
 # and is ASCII (lone surrogates and line separators as \u escapes), so no text can end or bend the element.
 _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
-
-
-def _text(value: str) -> str:
-    """``value`` as HTML text that can be written as UTF-8 (a lone surrogate shows as its escape)."""
-    return escape(value.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def embed_json(data: Any) -> str:
@@ -475,11 +205,49 @@ def score_histogram(reports: Sequence[AnswerReport]) -> str:
 
 
 _HELP = (
-    "<kbd>j</kbd>/<kbd>k</kbd> or arrows: next / previous claim · <kbd>1</kbd> SUPPORTED · <kbd>2</kbd> CONTRADICTED"
-    " · <kbd>3</kbd> UNSUPPORTED · <kbd>a</kbd> accept groundjudge's verdict · <kbd>n</kbd> note (<kbd>Esc</kbd> to"
-    " leave it) · decisions are saved in this browser; export them as JSONL for <code>groundjudge metrics --reviews"
-    "</code>"
+    "<kbd>j</kbd>/<kbd>k</kbd> or arrows: next / previous claim · <kbd>u</kbd> next undecided · <kbd>1</kbd> SUPPORTED"
+    " · <kbd>2</kbd> CONTRADICTED · <kbd>3</kbd> UNSUPPORTED · <kbd>a</kbd> accept groundjudge's verdict ·"
+    " <kbd>n</kbd> note (<kbd>Esc</kbd> to leave it) · <kbd>/</kbd> search the answer's sources"
 )
+
+_LEGEND = (
+    "<div id='legend'><strong>Claims:</strong>"
+    "<span class='swatch SUPPORTED'>SUPPORTED</span><span class='swatch CONTRADICTED'>CONTRADICTED</span>"
+    "<span class='swatch UNSUPPORTED'>UNSUPPORTED</span><span class='swatch ERROR'>ERROR (not judged)</span>"
+    "<span class='swatch you'>decided by you</span><span class='swatch over'>you overrode groundjudge</span>"
+    "<strong>Sources:</strong><mark class='hl quote'>judge's quote</mark>"
+    "<mark class='hl entail'>NLI support passage</mark><mark class='hl contra'>NLI contradiction passage</mark></div>"
+)
+
+_ORDER_WORDS = {
+    "risk": "riskiest first (ERROR and FAIL, a contradicted claim, wrong citations, the lowest combined score, "
+    "unverified quotes, claims not checked for contradiction)",
+    "informative": "most informative first (NLI / judge disagreements, claims decided near a local threshold, "
+    "rare labels)",
+}
+
+
+def queue_header(every: Sequence[AnswerReport], chosen: Sequence[AnswerReport], only_flagged: bool, order: str) -> str:
+    """The header's lines for a reviewer: what is in the queue, why, in what order (HTML)."""
+    n_claims = sum(len(r.claims) for r in chosen)
+    which = (
+        "only the flagged answers (not a clean PASS, or a claim with a flag: <code>--only-flagged</code>)"
+        if only_flagged
+        else "every answer of the file"
+    )
+    verdicts = ", ".join(f"{k} {v}" for k, v in sorted(Counter(r.verdict for r in chosen).items())) or "none"
+    return (
+        f"<p id='queue'><b>{len(chosen)} of {len(every)} answers</b> in this queue, {n_claims} claim"
+        f"{'s' * (n_claims != 1)} to decide: {which}, {_text(_ORDER_WORDS[order])}. Verdicts: {_text(verdicts)}.</p>"
+    )
+
+
+def _versions(reports: Sequence[AnswerReport]) -> list[tuple[str, str]]:
+    seen: dict[str, set[str]] = {}
+    for r in reports:
+        for k, v in r.versions.items():
+            seen.setdefault(k, set()).add(v)
+    return [(f"version: {k}", " | ".join(sorted(v))) for k, v in sorted(seen.items())]
 
 
 def decision_rows(reports: Sequence[AnswerReport], reviews: Sequence[Review] | None = None) -> list[tuple[str, str]]:
@@ -545,22 +313,36 @@ def render_html(
         "risk": reasons,
         "order": order,
         "run": run_identity(chosen),
+        "links": [claim_links(r) for r in chosen],  # what each claim's row links to in its sources
     }
     blob = embed_json(payload)
-    head = summary_rows(summary) + decision_rows(every, reviews)
+    decided = decision_rows(every, reviews)
+    head = summary_rows(summary) + decided + _versions(chosen)
     rows = "".join(f"<div><span>{_text(name)}:</span> {_text(value)}</div>" for name, value in head)
+    needs = [f"Decisions still needed for a corrected unsupported rate: {decided[0][1]}."] + [
+        f"{name}: {value}." for name, value in decided[1:]
+    ]
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-        f"<title>{_text(title)}</title><style>{_CSS}</style></head><body>"
-        f"<header><h1>{_text(title)}</h1><div id='headgrid'><div id='summary'>{rows}</div>"
-        f"<div id='distribution'>{score_histogram(chosen)}</div></div></header>"
-        "<div id='bar'><div id='queuebar'><span id='progress'></span><span id='storage'></span>"
-        "<label>reviewer <input id='reviewer' type='text' size='14' autocomplete='off'></label>"
-        "<button id='export' type='button'>Export decisions (JSONL)</button></div>"
-        f"<div id='help'>{_HELP}</div><div id='filters'></div></div><main><div id='answers'></div>"
+        f"<title>{_text(title)}</title><style>{REVIEW_CSS}</style></head><body>"
+        f"<header><h1>{_text(title)}</h1>{queue_header(every, chosen, only_flagged, order)}"
+        f"<p><span id='queue-decided'></span> {' '.join(_text(n) for n in needs)}</p>{_LEGEND}"
+        "<details id='run'><summary>Run summary: scores with their intervals, costs, versions</summary>"
+        f"<div id='headgrid'><div id='summary'>{rows}</div><div id='distribution'>{score_histogram(chosen)}</div>"
+        "</div></details></header>"
+        "<div id='bar'><div id='queuebar'><span id='progress'></span><progress id='progress-bar'></progress>"
+        "<span id='progress-answers'></span>"
+        "<label title='after a decision, go to the next undecided claim'><input id='autoadvance' type='checkbox'"
+        " checked> auto-advance</label><label>reviewer <input id='reviewer' type='text' size='12' "
+        "autocomplete='off'></label><button id='export' type='button'>Export decisions (JSONL)</button>"
+        "<span id='storage'></span></div>"
+        "<div id='done' class='hidden' role='status'><span id='done-text'></span> "
+        "<button id='done-export' type='button'>Export decisions (JSONL)</button></div>"
+        f"<div id='row2'><div id='filters'></div><div id='help'>{_HELP}</div></div></div><main><div id='answers'></div>"
         "<aside id='detail'><p>Click a highlighted claim to see its verdict and evidence.</p></aside></main>"
-        f"<script type='application/json' id='gj-data'>{blob}</script><script>{_JS}</script></body></html>"
+        f"<script type='application/json' id='gj-data'>{blob}</script>"
+        f"<div id='gj-sources' hidden>{source_blocks(chosen)}</div><script>{REVIEW_JS}</script></body></html>"
     )
 
 
