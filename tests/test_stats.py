@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from groundjudge.review.stats import (
@@ -295,8 +295,9 @@ def test_corrected_rate_covers_the_true_prevalence() -> None:
     se=st.floats(0, 1),
     sp=st.floats(0, 1),
 )
+@example(raw=0.5, se=0.1, sp=0.9)  # se + sp - 1 is 0.0 in floats, se - (1 - sp) is 2.8e-17: the test must ask as rg does
 def test_rogan_gladen_is_a_rate(raw: float, se: float, sp: float) -> None:
-    if se + sp - 1 <= 0:
+    if se - (1 - sp) <= 0:  # sensitivity + specificity - 1, computed as rogan_gladen computes it
         with pytest.raises(ValueError):
             rogan_gladen(raw, se, sp)
         return
