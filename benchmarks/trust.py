@@ -168,39 +168,41 @@ def main() -> None:
     if len(gold) != len(rows):
         raise SystemExit("claim rows with the same id in the data: ids must be unique")
     inputs = [{"id": r["id"], "claim": r["claim"], "contexts": r["contexts"]} for r in rows]  # no label: reviews only
-    cache_dir = args.cache_dir or Path(tempfile.mkdtemp(prefix="gj-trust-"))
     state: dict[str, frozenset[str]] = {"now": frozenset()}
     judge = gold_judge(rows, lambda: state["now"])
     ids = sorted(gold)
     started = time.perf_counter()
-    with ScriptedLLMServer(route({"judge": judge})) as server:
-        client = make_client(
-            MODEL,
-            base_url=server.openai_base_url,
-            cache=Cache(cache_dir / "llm", mode="off"),  # never replay a judge reply given under other flips
-            limits=Limits(concurrency=args.concurrency),
-        )
-        ev = Evaluator(
-            Config(llm=MODEL, mode="cascade", qa=False),
-            nli=NLIModel.shared(default_nli_model()),
-            client=client,
-            cache=Cache(cache_dir / "nli"),  # NLI scores: computed in the first run, read in the others
-        )
-        # an answer's report depends on its own judge reply alone, so a repetition's run is, answer by answer, the
-        # run where the judge is right (not flipped) or the one where it is wrong on every row (flipped); the first
-        # --verify-runs repetitions are also run for real and must match
-        right = run(ev, inputs, state, frozenset())
-        first = time.perf_counter() - started
-        wrong = run(ev, inputs, state, frozenset(ids))
-        verified = 0
-        for rep in range(args.verify_runs):
-            flips, _ = flips_for(ids, args.flip, args.seed, rep)
-            real = run(ev, inputs, state, flips)
-            for i in ids:
-                made = wrong[i] if i in flips else right[i]
-                if outcome(real[i]) != outcome(made):
-                    raise SystemExit(f"repetition {rep}, row {i}: the real run differs from the composed one")
-            verified += 1
+    # the caches: a fresh temporary directory (removed at the end) unless --cache-dir keeps the NLI scores
+    with tempfile.TemporaryDirectory(prefix="gj-trust-") as tmp:
+        cache_dir = args.cache_dir or Path(tmp)
+        with ScriptedLLMServer(route({"judge": judge})) as server:
+            client = make_client(
+                MODEL,
+                base_url=server.openai_base_url,
+                cache=Cache(cache_dir / "llm", mode="off"),  # never replay a judge reply given under other flips
+                limits=Limits(concurrency=args.concurrency),
+            )
+            ev = Evaluator(
+                Config(llm=MODEL, mode="cascade", qa=False),
+                nli=NLIModel.shared(default_nli_model()),
+                client=client,
+                cache=Cache(cache_dir / "nli"),  # NLI scores: computed in the first run, read in the others
+            )
+            # an answer's report depends on its own judge reply alone, so a repetition's run is, answer by answer, the
+            # run where the judge is right (not flipped) or the one where it is wrong on every row (flipped); the first
+            # --verify-runs repetitions are also run for real and must match
+            right = run(ev, inputs, state, frozenset())
+            first = time.perf_counter() - started
+            wrong = run(ev, inputs, state, frozenset(ids))
+            verified = 0
+            for rep in range(args.verify_runs):
+                flips, _ = flips_for(ids, args.flip, args.seed, rep)
+                real = run(ev, inputs, state, flips)
+                for i in ids:
+                    made = wrong[i] if i in flips else right[i]
+                    if outcome(real[i]) != outcome(made):
+                        raise SystemExit(f"repetition {rep}, row {i}: the real run differs from the composed one")
+                verified += 1
     runs = []
     for rep in range(args.repetitions):
         flips, rng = flips_for(ids, args.flip, args.seed, rep)
