@@ -242,3 +242,21 @@ def test_citations_benchmark_on_a_slice(tmp_path: Path) -> None:
     for mode in ("nli", "cascade"):
         assert {"wrong_flagged", "right_accepted", "uncited_reported", "n_wrong", "n_right"} <= set(out[mode])
     assert out["cascade"]["errors"] == 0 and out["cascade"]["wrong_flagged"] == 1.0
+
+
+def test_trust_benchmark_on_a_slice(tmp_path: Path) -> None:
+    # every claim reviewed: the checker's error is measured on the whole run, so the corrected rate is the true rate
+    # in every repetition (while the raw rate carries the judge's flips and the local model's mistakes)
+    out = run(
+        "trust.py",
+        *("--data", str(DATA / "factcheckgpt-stance.jsonl"), "--claims", "130", "--repetitions", "4"),
+        *("--review-share", "1", "--cache-dir", str(tmp_path)),
+        cache=tmp_path,
+    )
+    assert out["benchmark"] == "trust" and out["repetitions"] == 4 and out["claims"] >= 130
+    assert out["verified_runs"] == 1 and out["errors"] == 0 and out["judge_unmatched"] == 0
+    assert out["reviews"] == out["claims"] and 0 < out["true_rate"] < 1
+    assert out["corrected"]["no_number"] == 0 and out["corrected"]["coverage"] == 1.0
+    assert out["corrected"]["rmse"] == pytest.approx(0, abs=1e-9)
+    assert out["raw"]["rmse"] > 0.005 and 0 <= out["raw"]["coverage"] <= 1
+    assert set(out["raw_error_by_route"]) == {"nli", "judge"} and "targets_met" in out

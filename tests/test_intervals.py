@@ -205,9 +205,16 @@ def test_compare_with_a_label_file_prints_the_corrected_rate_paired(tmp_path: Pa
     # A: raw 25/75, (1/3 - 0.1) / 0.7 = 1/3; B: raw 30/75 = 0.4, sensitivity 1: (0.4 - 0.1) / 0.9 = 1/3
     assert c["a"]["value"] == pytest.approx((25 / 75 - 0.1) / 0.7) and c["b"]["value"] == pytest.approx(1 / 3)
     assert c["raw_diff"] == pytest.approx(5 / 75) and c["diff"] == pytest.approx(0.0, abs=1e-12)
+    # every answer labelled: each resample corrects both runs to that resample's own true rate, so the corrected
+    # difference is 0 in every draw, while the raw difference (B flags 5 more) stays above 0
+    assert c["diff_ci"] == pytest.approx([0.0, 0.0], abs=1e-12)
+    assert 0 < c["raw_diff_ci"][0] < 5 / 75 < c["raw_diff_ci"][1]
     table = CliRunner().invoke(app, ["compare", str(pa), str(pb), "--labels", str(labels)])
     said = " ".join(table.output.split())
     assert "corrected for the checker's error: 33.3%" in said and "paired: the same labelled answers" in said
+    assert "corrected rate B - A: +0.0 points [+0.0, +0.0] (paired" in said
+    lo, hi = (f"{100 * x:+.1f}" for x in c["raw_diff_ci"])
+    assert f"raw rate B - A: +6.7 points [{lo}, {hi}]" in said
     assert "detectable" in said
 
 
@@ -215,7 +222,8 @@ def test_compare_with_few_labels_says_how_many_more(tmp_path: Path) -> None:
     runs = _gold_run(4, 5, 9, 10), _gold_run(5, 5, 9, 10)
     c = corrected_rates(*runs)  # the gold labels the rows carry
     assert c is not None and c["a"]["value"] is None and c["a"]["needs"] == {"positives": 15, "negatives": 10}
-    assert c["diff"] is None and c["raw_diff"] == pytest.approx(1 / 15)
+    assert c["diff"] is None and c["diff_ci"] == [None, None] and c["raw_diff"] == pytest.approx(1 / 15)
+    assert c["raw_diff_ci"][0] < 1 / 15 < c["raw_diff_ci"][1]
     paths = []
     for name, run in zip("ab", runs, strict=True):
         paths.append(tmp_path / f"{name}.jsonl")
@@ -434,3 +442,8 @@ def test_the_compare_page_shows_what_the_runs_could_detect_and_the_corrected_rat
     assert f"<td class='num'>{claims['min_detectable_diff']:.3f}</td>" in table
     assert f"[{claims['mean_a_ci'][0]:.3f}, {claims['mean_a_ci'][1]:.3f}]" in table
     assert "unsupported claims, corrected for the checker&#x27;s error" in page.split("id='corrected'>", 1)[1]
+    c = result["corrected_unsupported_rate"]
+    lo, hi = c["diff_ci"]
+    diff = page.split("id='corrected-diff'>", 1)[1].split("</p>", 1)[0]
+    assert f"corrected {c['diff']:+.3f} <small>95% CI [{lo:+.3f}, {hi:+.3f}]</small>" in diff
+    assert lo <= c["diff"] <= hi and "raw +0.067 <small>95% CI [" in diff

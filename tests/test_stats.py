@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from groundjudge.review.stats import (
@@ -15,6 +15,7 @@ from groundjudge.review.stats import (
     answers_needed,
     bootstrap_mean,
     clustered_mean,
+    corrected_difference,
     corrected_rate,
     minimum_detectable_difference,
     percentile_interval,
@@ -210,6 +211,46 @@ def test_too_few_labels_say_how_many_more() -> None:
     assert "barely separates" in (weak.reason or "")
 
 
+def _run(truth: list[bool], flagged: set[int], labelled: set[int], route: str = "all") -> tuple[list[Item], list[Item]]:
+    """One run over answers 0..n-1 (one claim each): its scored items and the labelled ones among them."""
+    items = [Item(i, i in flagged, route, t) for i, t in enumerate(truth)]
+    return [Item(x.cluster, x.flagged, route) for x in items], [x for x in items if x.cluster in labelled]
+
+
+def test_corrected_difference_worked_example() -> None:
+    # 200 answers, 0-59 truly not supported; both runs' labels on answers 0-24 (positives) and 100-149 (negatives)
+    # A flags 0-19 (20/25 labelled positives), 25-59, 100-104 (5/50 labelled negatives): raw 60/200 = 0.3,
+    #   sensitivity 0.8, specificity 0.9: (0.3 - 0.1) / (0.8 - 0.1) = 0.285714
+    # B flags 0-22 (23/25), 25-59, 100-101 (2/50) and 150-159 (unlabelled): raw 70/200 = 0.35,
+    #   sensitivity 0.92, specificity 0.96: (0.35 - 0.04) / (0.92 - 0.04) = 0.352273
+    # B - A: corrected 0.066558, raw 0.05
+    truth = [i < 60 for i in range(200)]
+    labelled = set(range(25)) | set(range(100, 150))
+    a = corrected_rate(*_run(truth, set(range(20)) | set(range(25, 60)) | set(range(100, 105)), labelled))
+    b = corrected_rate(*_run(truth, set(range(23)) | set(range(25, 60)) | {100, 101} | set(range(150, 160)), labelled))
+    assert a.value == pytest.approx(0.2 / 0.7) and b.value == pytest.approx(0.31 / 0.88)
+    d = corrected_difference(a, b)
+    assert d["value"] == pytest.approx(0.31 / 0.88 - 0.2 / 0.7) and d["raw"] == pytest.approx(0.05)
+    assert d["paired"] is True and d["n"] == 200
+    lo, hi = d["ci"]
+    assert lo < d["value"] < hi and d["raw_ci"][0] < 0.05 < d["raw_ci"][1]
+    # paired: the shared labels and answers cancel, so the difference is surer than either rate
+    assert hi - lo < min(a.hi - a.lo, b.hi - b.lo)  # type: ignore[operator]
+    # the same with B's labels on other answers: not paired
+    other = set(range(25, 50)) | set(range(150, 200))
+    c = corrected_rate(*_run(truth, set(range(23)) | set(range(25, 60)) | {100, 101} | set(range(150, 160)), other))
+    assert corrected_difference(a, c)["paired"] is False
+
+
+def test_corrected_difference_without_a_number_keeps_the_raw_one() -> None:
+    truth = [i < 60 for i in range(200)]
+    a = corrected_rate(*_run(truth, set(range(50)), set(range(25)) | set(range(100, 150))))
+    b = corrected_rate(*_run(truth, set(range(70)), set(range(5))))  # 5 labels: no number
+    d = corrected_difference(a, b)
+    assert b.value is None and d["value"] is None and d["ci"] == [None, None]
+    assert d["raw"] == pytest.approx(0.1) and d["raw_ci"][0] < 0.1 < d["raw_ci"][1]
+
+
 # -- coverage by simulation ----------------------------------------------------------------------------------------
 
 RUNS = 1000
@@ -286,6 +327,36 @@ def test_corrected_rate_covers_the_true_prevalence() -> None:
     assert _coverage(raw) < 0.8
 
 
+def test_corrected_difference_covers_the_true_difference() -> None:
+    # 1,000 comparisons of two runs over the same 400 answers (one claim each). Even runs: two checkers (sensitivity
+    # 0.85 / specificity 0.9 and 0.75 / 0.95) score the SAME answers (p = 0.3 not supported), labelled on the same
+    # 200 answers (a label file): the true difference is 0, while the raw rates differ by 0.26 - 0.325 = -0.065.
+    # Odd runs: B's answers are another prompt's (p = 0.2, each answer's truth tied to A's), each run's 200 labels on
+    # its own random answers: the true difference is -0.1 (raw: 0.19 - 0.325 = -0.135). 300 resamples each.
+    rng = np.random.default_rng(15)
+    n, hits, raw_hits = 400, [], []
+    for run in range(RUNS):
+        truth_a = rng.random(n) < 0.3
+        truth_b = truth_a if run % 2 == 0 else np.where(truth_a, rng.random(n) < 2 / 3, False)
+        flags_a = np.where(truth_a, rng.random(n) < 0.85, rng.random(n) >= 0.9)
+        flags_b = np.where(truth_b, rng.random(n) < 0.75, rng.random(n) >= 0.95)
+        lab_a = set(rng.choice(n, 200, replace=False).tolist())
+        lab_b = lab_a if run % 2 == 0 else set(rng.choice(n, 200, replace=False).tolist())
+        rates = []
+        for truth, flags, lab in ((truth_a, flags_a, lab_a), (truth_b, flags_b, lab_b)):
+            flagged = set(np.flatnonzero(flags).tolist())
+            # each rate's own interval is not used here: one resample keeps the test at seconds
+            rates.append(corrected_rate(*_run(truth.tolist(), flagged, lab), resamples=1, seed=run))
+        assert rates[0].value is not None and rates[1].value is not None
+        d = corrected_difference(*rates, resamples=300, seed=run)
+        true = 0.0 if run % 2 == 0 else -0.1
+        hits.append(d["ci"][0] <= true <= d["ci"][1])
+        raw_hits.append(d["raw_ci"][0] <= true <= d["raw_ci"][1])
+    assert 0.93 <= _coverage(hits) <= 0.97
+    assert 0.925 <= sum(hits[0::2]) / 500 <= 0.975 and 0.925 <= sum(hits[1::2]) / 500 <= 0.975
+    assert _coverage(raw_hits) < 0.8  # the raw difference carries the checkers' different errors
+
+
 # -- properties ----------------------------------------------------------------------------------------------------
 
 
@@ -295,8 +366,9 @@ def test_corrected_rate_covers_the_true_prevalence() -> None:
     se=st.floats(0, 1),
     sp=st.floats(0, 1),
 )
+@example(raw=0.5, se=0.1, sp=0.9)  # se + sp - 1 is 0.0 in floats, se - (1 - sp) 2.8e-17: ask as rogan_gladen does
 def test_rogan_gladen_is_a_rate(raw: float, se: float, sp: float) -> None:
-    if se + sp - 1 <= 0:
+    if se - (1 - sp) <= 0:  # sensitivity + specificity - 1, computed as rogan_gladen computes it
         with pytest.raises(ValueError):
             rogan_gladen(raw, se, sp)
         return

@@ -358,11 +358,14 @@ def compare_command(
             console.print(f"[bold]{side.upper()}[/bold] ({escape(path.name)}):")
             _print_corrected(console, corrected[side])
         said = "paired: the same labelled answers" if corrected["paired"] else "not paired: labels differ"
-        diff = corrected["diff"]
-        console.print(
-            f"corrected rate B - A: {'-' if diff is None else f'{100 * diff:+.1f} points'} ({said})",
-            highlight=False,
-        )
+
+        def points(x: float) -> str:  # signed percentage points; a rounding speck below zero shows as +0.0
+            return f"{round(100 * x, 1) + 0.0:+.1f}"
+
+        for what, key in (("raw", "raw_diff"), ("corrected", "diff")):
+            diff, (lo, hi) = corrected[key], corrected[f"{key}_ci"]
+            shown = "-" if diff is None or lo is None else f"{points(diff)} points [{points(lo)}, {points(hi)}]"
+            console.print(f"{what} rate B - A: {shown} ({said})", highlight=False)
     mc = result["mcnemar"]
     console.print(
         f"verdict flips: {result['verdict_flips'] or 'none'}; PASS lost {mc['pass_lost']}, "

@@ -4,7 +4,7 @@ Each metric also gives each run's mean with its bootstrap interval over answers,
 comparison could detect (80% power, two-sided at ``alpha``, from the paired differences' spread) and, when the
 difference is not significant, how many paired answers would detect the observed one
 (:mod:`groundjudge.review.stats`). With labels, :func:`corrected_rates` gives both runs' unsupported rate raw and
-corrected for the checker's error.
+corrected for the checker's error, and the difference with its interval.
 """
 
 from __future__ import annotations
@@ -25,7 +25,12 @@ from groundjudge.review.metrics import (
     label_level,
     unsupported_rate,
 )
-from groundjudge.review.stats import answers_needed, bootstrap_mean, minimum_detectable_difference
+from groundjudge.review.stats import (
+    answers_needed,
+    bootstrap_mean,
+    corrected_difference,
+    minimum_detectable_difference,
+)
 
 # The per-answer quantities compared (README "Quantities"); report files written before ``contradicted_share`` was
 # named so carry it as ``hallucination_ratio`` and read as it; ``not_supported_share`` comes from the claim counts.
@@ -258,8 +263,11 @@ def corrected_rates(
     :func:`groundjudge.review.metrics.read_labels`) where given, and reviewer decisions (``reviews``; a claim
     matches in a run when its answer id, claim id and text are the same there), which make the level "claim".
     ``paired`` is True when both runs' labels fall on the same answers: the two rates are then measured on the same
-    answers with the same labels, and ``diff`` (B - A) compares like with like. With too few labels a run's
-    ``value`` is None and its ``needs`` says how many more of each class it takes.
+    answers with the same labels, and ``diff`` (B - A) compares like with like. ``diff_ci`` and ``raw_diff_ci``:
+    95% intervals of the differences from one bootstrap over the answers both runs have, each answer drawn with
+    both runs' claims and labels (:func:`groundjudge.review.stats.corrected_difference`), so that what the runs
+    share cancels. With too few labels a run's ``value`` is None, its ``needs`` says how many more of each class it
+    takes, and ``diff`` is None.
     """
     pairs = _pairs(a, b)
     runs = [[x for x, _ in pairs], [y for _, y in pairs]]
@@ -274,21 +282,17 @@ def corrected_rates(
     ]
     if not labelled[0] and not labelled[1]:
         return None
-    rates = [
-        corrected_as_json(unsupported_rate(run, level, found), level, failed_whole(run))
-        for run, found in zip(runs, matched, strict=True)
-    ]
-
-    def diff(key: str) -> float | None:
-        x, y = rates[0][key], rates[1][key]
-        return None if x is None or y is None else y - x
-
+    measured = [unsupported_rate(run, level, found) for run, found in zip(runs, matched, strict=True)]
+    rates = [corrected_as_json(m, level, failed_whole(run)) for m, run in zip(measured, runs, strict=True)]
+    d = corrected_difference(*measured)
     return {
         "level": level,
         "paired": labelled[0] == labelled[1],
         "labelled_answers": [len(labelled[0]), len(labelled[1])],
         "a": rates[0],
         "b": rates[1],
-        "raw_diff": diff("raw"),
-        "diff": diff("value"),
+        "raw_diff": d["raw"],
+        "raw_diff_ci": d["raw_ci"],
+        "diff": d["value"],
+        "diff_ci": d["ci"],
     }

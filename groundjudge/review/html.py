@@ -441,10 +441,15 @@ def render_compare_html(
             for name, value in corrected_rows(corrected[side])
         )
         paired = "the same labelled answers in both runs" if corrected["paired"] else "labels on different answers"
+
+        def _pm(ci: list[float | None] | None) -> str:  # the 95% interval of a difference ("" without one)
+            return "" if not ci or None in ci else f" <small>95% CI [{_f(ci[0], '+.3f')}, {_f(ci[1], '+.3f')}]</small>"
+
         metrics += (
             f"<section id='corrected'><h2>Unsupported rate, raw and corrected for the checker's error ({paired})"
-            f"</h2><table>{cells}</table><p>B - A: raw {_f(corrected['raw_diff'], '+.3f')}, corrected "
-            f"{_f(corrected['diff'], '+.3f')}</p></section>"
+            f"</h2><table>{cells}</table><p id='corrected-diff'>B - A: raw {_f(corrected['raw_diff'], '+.3f')}"
+            f"{_pm(corrected.get('raw_diff_ci'))}, corrected {_f(corrected['diff'], '+.3f')}"
+            f"{_pm(corrected.get('diff_ci'))}</p></section>"
         )
     vt = verdict_table(a, b)
     head = "".join(f"<th>{_text(v)}</th>" for v in vt["labels"])

@@ -9,7 +9,8 @@
   (normal approximation, 80% power, two-sided alpha 0.05 by default).
 - :func:`rogan_gladen` and :func:`corrected_rate`: a rate corrected for the checker's measured sensitivity and
   specificity, with an interval from a bootstrap over both the scored and the labelled items, or, with too few
-  labels, no number and how many more labels it needs.
+  labels, no number and how many more labels it needs. :func:`corrected_difference`: the difference of two runs'
+  corrected (and raw) rates, with an interval from one bootstrap over the answers both runs have (paired).
 
 Every bootstrap is seeded (``seed``) and vectorised: a resample is a row of counts (how often each answer was
 drawn) and every statistic is that row times a matrix of per-answer sums, so 2,000 resamples of a few thousand
@@ -265,6 +266,10 @@ class CorrectedRate:
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)
     undefined_resamples: int = 0
     level: float = LEVEL
+    # what :func:`corrected_difference` needs to resample this rate beside another: its items and its strata
+    scored: list[Item] = field(default_factory=list, repr=False, compare=False)
+    labelled: list[Item] = field(default_factory=list, repr=False, compare=False)
+    strata: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def as_json(self, level: str) -> dict[str, Any]:
         """The JSON form: ``{"value", "ci", "raw", "raw_ci", "sensitivity", "specificity", "labels", ...}``."""
@@ -352,6 +357,7 @@ def corrected_rate(
     raw = share(list(clusters.values()), resamples=resamples, seed=seed, level=level)
     se_iv, sp_iv = wilson(tp, pos, level), wilson(tn, neg, level)
     result = CorrectedRate(None, None, None, raw, se_iv, sp_iv, pos, neg, level=level)
+    result.scored, result.labelled = list(scored), labelled
     reason = _check_labels(pos, neg, se_iv.value, sp_iv.value, min_per_class, min_youden)
     if reason is not None or raw.value is None:
         result.needs = {"positives": max(0, min_per_class - pos), "negatives": max(0, min_per_class - neg)}
@@ -370,50 +376,17 @@ def corrected_rate(
         )
     )
     strata = routes if by_route else ["all"]
-    col = {s: i for i, s in enumerate(strata)}
-    k = len(strata)
-
-    # per answer: scored items and flagged items of each stratum (2k columns), then labelled positives, true
-    # positives, negatives and true negatives of each stratum (4k columns). A labelled item of a scored answer
-    # rides with it (the labels are a subsample of the scored items: one resample draws both); a labelled item of
-    # an answer not scored here is resampled on its own, independently
-    s_index = {c: i for i, c in enumerate(clusters)}
-    joint = np.zeros((len(s_index), 6 * k))
-    outside: dict[Hashable, np.ndarray] = {}
-    for x in scored:
-        s = col[x.route] if by_route else 0
-        joint[s_index[x.cluster], s] += 1
-        joint[s_index[x.cluster], k + s] += x.flagged
-    for x in labelled:
-        s = col[x.route] if by_route else 0
-        i = s_index.get(x.cluster)
-        row = joint[i, 2 * k :] if i is not None else outside.setdefault(x.cluster, np.zeros(4 * k))
-        if x.truth:
-            row[s] += 1
-            row[k + s] += x.flagged
-        else:
-            row[2 * k + s] += 1
-            row[3 * k + s] += not x.flagged
-
-    def estimate(sums: np.ndarray) -> np.ndarray:
-        n_items, n_flag, lab = sums[:, :k], sums[:, k : 2 * k], sums[:, 2 * k :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            se = lab[:, k : 2 * k] / lab[:, :k]
-            sp = lab[:, 3 * k :] / lab[:, 2 * k : 3 * k]
-            corrected = _rg_array(n_flag / n_items, se, sp)
-        if k == 1:  # pooled: exactly the corrected raw rate (a perfect checker gives the raw rate, bit for bit)
-            return corrected[:, 0]
-        corrected = np.where(n_items > 0, corrected, 0.0)  # an empty stratum weighs nothing
-        return (corrected * n_items).sum(axis=1) / n_items.sum(axis=1)
-
+    result.strata = strata
+    main = {c: i for i, c in enumerate(clusters)}
+    outside = {c: i for i, c in enumerate(dict.fromkeys(x.cluster for x in labelled if x.cluster not in main))}
+    joint, extra = _design(scored, labelled, strata, main, outside)
     total = joint.sum(axis=0)
     draws_sums = resampled_sums(joint, resamples, seed)
     if outside:
-        extra = np.array(list(outside.values()))
-        total[2 * k :] += extra.sum(axis=0)
-        draws_sums[:, 2 * k :] += resampled_sums(extra, resamples, seed + 1)
-    point = float(estimate(total[None, :])[0])
-    draws = estimate(draws_sums)
+        total[2 * len(strata) :] += extra.sum(axis=0)
+        draws_sums[:, 2 * len(strata) :] += resampled_sums(extra, resamples, seed + 1)
+    point = float(_estimate(total[None, :], len(strata))[0])
+    draws = _estimate(draws_sums, len(strata))
     result.value = point
     result.lo, result.hi = percentile_interval(point, draws, level)
     result.undefined_resamples = int(np.isnan(draws).sum())
@@ -423,6 +396,107 @@ def corrected_rate(
             c["corrected"] = rogan_gladen(c["raw"], c["sensitivity"], c["specificity"])
         result.routes[r] = c
     return result
+
+
+def _design(
+    scored: Sequence[Item],
+    labelled: Sequence[Item],
+    strata: Sequence[str],
+    main: dict[Hashable, int],
+    outside: dict[Hashable, int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-answer sums for the bootstrap of a corrected rate with ``k = len(strata)`` strata (``["all"]``: pooled,
+    else one route each): ``(len(main), 6k)`` for the answers ``main`` indexes (scored items and flagged items of
+    each stratum, then labelled positives, true positives, negatives and true negatives of each stratum) and
+    ``(len(outside), 4k)``, the label columns alone, for labelled answers ``outside`` indexes. A labelled item of an
+    answer in ``main`` rides with it (labels are a subsample of the scored items: one resample draws both)."""
+    k = len(strata)
+    col = {s: i for i, s in enumerate(strata)}
+    joint = np.zeros((len(main), 6 * k))
+    extra = np.zeros((len(outside), 4 * k))
+    for x in scored:
+        s = col.get(x.route, 0)
+        joint[main[x.cluster], s] += 1
+        joint[main[x.cluster], k + s] += x.flagged
+    for x in labelled:
+        s = col.get(x.route, 0)
+        i = main.get(x.cluster)
+        row = joint[i, 2 * k :] if i is not None else extra[outside[x.cluster]]
+        if x.truth:
+            row[s] += 1
+            row[k + s] += x.flagged
+        else:
+            row[2 * k + s] += 1
+            row[3 * k + s] += not x.flagged
+    return joint, extra
+
+
+def _estimate(sums: np.ndarray, k: int) -> np.ndarray:
+    """The corrected rate of each row of :func:`_design`'s column sums: pooled (``k == 1``), exactly the corrected
+    raw rate (a perfect checker gives the raw rate, bit for bit); by route, the item-weighted mean of each route's
+    correction. NaN where a checker does not separate the classes or a rate is 0 of 0."""
+    n_items, n_flag, lab = sums[:, :k], sums[:, k : 2 * k], sums[:, 2 * k :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = lab[:, k : 2 * k] / lab[:, :k]
+        sp = lab[:, 3 * k :] / lab[:, 2 * k : 3 * k]
+        corrected = _rg_array(n_flag / n_items, se, sp)
+    if k == 1:
+        return corrected[:, 0]
+    corrected = np.where(n_items > 0, corrected, 0.0)  # an empty stratum weighs nothing
+    return (corrected * n_items).sum(axis=1) / n_items.sum(axis=1)
+
+
+def corrected_difference(
+    a: CorrectedRate, b: CorrectedRate, *, resamples: int = RESAMPLES, seed: int = 0, level: float = LEVEL
+) -> dict[str, Any]:
+    """The difference B - A of two corrected rates of the same answers (two runs compared), and of their raw rates,
+    each with a bootstrap interval: a draw resamples the answers once for both runs, each answer with both runs'
+    items and labels on it, and corrects each run as its own rate did (same strata). Labels on the same answers
+    (``paired``: the same labelled answers in both runs) then measure both checkers on the same draw, and what the
+    two runs share cancels in the difference; labelled answers that neither run scored are resampled apart, once
+    for both. A draw where either checker does not separate the classes counts against both ends.
+
+    Returns ``{"value", "ci", "raw", "raw_ci", "paired", "n", "method"}``; ``value`` and ``ci`` are None when either
+    rate has no number (too few labels)."""
+    paired = {x.cluster for x in a.labelled} == {x.cluster for x in b.labelled}
+    main = {c: i for i, c in enumerate(dict.fromkeys(x.cluster for x in (*a.scored, *b.scored)))}
+    labels = (x.cluster for x in (*a.labelled, *b.labelled) if x.cluster not in main)
+    outside = {c: i for i, c in enumerate(dict.fromkeys(labels))}
+    out: dict[str, Any] = {
+        "value": None,
+        "ci": [None, None],
+        "raw": None,
+        "raw_ci": [None, None],
+        "paired": paired,
+        "n": len(main),
+        "method": "paired bootstrap over answers",
+    }
+    if a.raw.value is None or b.raw.value is None:
+        return out
+    # raw rates: share of flagged items among each run's items, resampled by answer together
+    ra, rb = (_design(r.scored, [], ["all"], main, {})[0][:, :2] for r in (a, b))
+    raw_sums = resampled_sums(np.hstack([ra, rb]), resamples, seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        raw_draws = raw_sums[:, 3] / raw_sums[:, 2] - raw_sums[:, 1] / raw_sums[:, 0]
+    out["raw"] = b.raw.value - a.raw.value
+    lo, hi = percentile_interval(out["raw"], raw_draws, level, undefined_lo=-1.0, undefined_hi=1.0)
+    out["raw_ci"] = [lo, hi]
+    if a.value is None or b.value is None:
+        return out
+    designs = [_design(r.scored, r.labelled, r.strata, main, outside) for r in (a, b)]
+    widths = [d[0].shape[1] for d in designs]
+    sums = resampled_sums(np.hstack([designs[0][0], designs[1][0]]), resamples, seed)
+    parts = [sums[:, : widths[0]], sums[:, widths[0] :]]
+    if outside:
+        extra = resampled_sums(np.hstack([designs[0][1], designs[1][1]]), resamples, seed + 1)
+        cut = designs[0][1].shape[1]
+        for part, add, k in zip(parts, (extra[:, :cut], extra[:, cut:]), (len(a.strata), len(b.strata)), strict=True):
+            part[:, 2 * k :] += add
+    draws = _estimate(parts[1], len(b.strata)) - _estimate(parts[0], len(a.strata))
+    out["value"] = b.value - a.value
+    lo, hi = percentile_interval(out["value"], draws, level, undefined_lo=-1.0, undefined_hi=1.0)
+    out["ci"] = [lo, hi]
+    return out
 
 
 def _route_counts(route: str, scored: Sequence[Item], labelled: Sequence[Item]) -> dict[str, Any]:
