@@ -27,6 +27,7 @@ def run_llm_stage(
     config: Config,
     progress: Callable[[int, int], None] | None,
     outcomes: list[BatchOutcome],
+    fail: Callable[[Work, str], None] | None = None,
 ) -> None:
     """Run a stage that calls the LLM; in batch mode, first collect the calls the cache cannot answer, send them
     through the provider's batch API (half price; they land in the cache), then run the stage for the answers
@@ -39,6 +40,8 @@ def run_llm_stage(
         config: the batch settings.
         progress: called with (answered, total) while the provider batch is waited for.
         outcomes: what each provider batch did is appended here.
+        fail: what a provider batch that failed as a whole does to an answer that waited for it (default: the
+            answer fails, its report is ERROR; the second judge's stage records its own error instead).
     """
     if not config.batch_api or client is None:
         stage(batch)
@@ -56,7 +59,10 @@ def run_llm_stage(
         except Exception as exc:  # the batch failed as a whole: these answers fail, the run goes on
             log.warning("the provider batch failed: %s", describe(exc), exc_info=True)
             for w in waiting:
-                w.failed = f"provider batch: {describe(exc)}"
+                if fail is not None:
+                    fail(w, f"provider batch: {describe(exc)}")
+                else:
+                    w.failed = f"provider batch: {describe(exc)}"
             return
         outcomes.append(outcome)
         charged: set[str] = set()
