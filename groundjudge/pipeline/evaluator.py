@@ -55,6 +55,13 @@ def _second_failed(w: Work, why: str) -> None:
         w.second.error = why
 
 
+def _second_charged(w: Work, usage: Usage) -> None:
+    """What a second-judge call answered in a provider batch cost: the answer's, and the second judge's apart."""
+    w.usage = w.usage + usage
+    if w.second is not None:
+        w.second.usage = w.second.usage + usage
+
+
 def _never(threshold: float | None) -> str:
     return "never" if threshold is None else str(threshold)
 
@@ -383,6 +390,7 @@ class Evaluator:
                     progress=self.batch_progress,
                     outcomes=self.batch_outcomes,
                     fail=_second_failed,  # never the answer's ERROR: the second judge is not scored
+                    charge=_second_charged,
                 )
         stop: GroundjudgeError | None = None
         for item in order:
