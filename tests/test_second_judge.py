@@ -26,7 +26,7 @@ from groundjudge.llm import Ledger
 from groundjudge.models import AnswerReport, ClaimVerdict, SecondVerdict
 from groundjudge.pipeline.evaluator import Evaluator, in_second_sample
 from groundjudge.review.html import informative_key, label_shares, risk_key
-from groundjudge.review.metrics import judges_agreement, review_metrics, Review
+from groundjudge.review.metrics import Review, judges_agreement, review_metrics
 from groundjudge.review.report import dumps, summarize
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, route
 from tests.conftest import SHARED_MODEL, make_test_client
@@ -45,7 +45,7 @@ TABLE = [
     ("c4", "The tower is 330 metres tall.", "UNSUPPORTED", "SUPPORTED"),  # flagged (FAIL, NLI disagrees)
     ("c5", "The Eiffel Tower is made of gold.", "UNSUPPORTED", "UNSUPPORTED"),  # flagged; they agree
 ]
-ROWS = [{"id": rid, "claim": text, "contexts": [CONTEXT]} for rid, text, _, _ in TABLE]
+ROWS: list[dict[str, Any]] = [{"id": rid, "claim": text, "contexts": [CONTEXT]} for rid, text, _, _ in TABLE]
 FIRST = {text: v for _, text, v, _ in TABLE}
 SECOND = {text: v for _, text, _, v in TABLE}
 FLAGGED = ["c3", "c4", "c5"]
@@ -59,7 +59,14 @@ def verdicts(table: dict[str, str]) -> Callable[[RecordedRequest], Reply]:
         out = []
         for cid, text in claims_in(req).items():
             quote = "completed in 1889 for the World's Fair"  # found in the sources: a verified quote
-            out.append({"claim_id": cid, "verdict": table[text], "reason": "scripted", "quotes": [{"source": 1, "text": quote}]})
+            out.append(
+                {
+                    "claim_id": cid,
+                    "verdict": table[text],
+                    "reason": "scripted",
+                    "quotes": [{"source": 1, "text": quote}],
+                }
+            )
         return Reply.json({"verdicts": out})
 
     return reply
@@ -67,15 +74,22 @@ def verdicts(table: dict[str, str]) -> Callable[[RecordedRequest], Reply]:
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[ScriptedLLMServer, ScriptedLLMServer]]:
-    with ScriptedLLMServer(route({"judge": verdicts(FIRST)})) as first, ScriptedLLMServer(
-        route({"judge": verdicts(SECOND)})
-    ) as second:
+    with (
+        ScriptedLLMServer(route({"judge": verdicts(FIRST)})) as first,
+        ScriptedLLMServer(route({"judge": verdicts(SECOND)})) as second,
+    ):
         yield first, second
 
 
 def settings_for(second: ScriptedLLMServer | None, **kw: Any) -> Config:
     judge = {"second_judge": SECOND_MODEL, "second_judge_base_url": second.anthropic_base_url} if second else {}
-    base = {"mode": "cascade", "t_support": "never", "t_contradict": "never", "t_unsupported": None, "max_attempts": 1}
+    base: dict[str, Any] = {
+        "mode": "cascade",
+        "t_support": "never",
+        "t_contradict": "never",
+        "t_unsupported": None,
+        "max_attempts": 1,
+    }
     base["weights"] = {"claims": 1.0, "nli": 0.0, "qa": 0.0}  # the verdict follows the judge's labels alone
     return Config(**{**base, "batch_poll_seconds": 0.0, **judge, **kw})
 
@@ -133,7 +147,8 @@ def test_flagged_answers_go_to_the_second_judge_and_disagreements_are_flagged_ne
     assert ev.usage.calls == len(ROWS) + len(FLAGGED)
     s = summarize(reports)
     assert s.second_judge is not None
-    assert (s.second_judge["answers"], s.second_judge["answers_disagree"], s.second_judge["claims_disagree"]) == (3, 2, 2)
+    j = s.second_judge
+    assert (j["answers"], j["answers_disagree"], j["claims_disagree"]) == (3, 2, 2)
     assert s.second_judge["usage"]["calls"] == 3 and s.usage.calls == len(ROWS) + len(FLAGGED)
     assert s.rows_failed == 0 and ev.versions()["second_judge"] == SECOND_MODEL
 
@@ -175,7 +190,8 @@ def test_the_sample_is_deterministic_and_the_same_for_both_engines(
     seen = []
     for batch in (False, True):
         s0 = len(second.requests)
-        reports = list(make(servers, shared_nli, tmp_path / f"c{batch}", second_judge_sample=0.7, batch_api=batch).evaluate_many(ROWS))
+        ev = make(servers, shared_nli, tmp_path / f"c{batch}", second_judge_sample=0.7, batch_api=batch)
+        reports = list(ev.evaluate_many(ROWS))
         seen.append(judged(second, s0))
         for r in reports:
             if r.id in [x["id"] for x in sampled]:
@@ -196,7 +212,7 @@ def test_a_cached_run_replays_both_judges_for_free(servers: Any, shared_nli: Any
 
 
 def test_the_budget_counts_the_second_judges_calls(servers: Any, shared_nli: Any, tmp_path: Path) -> None:
-    first, second = servers
+    _, second = servers
     s0 = len(second.requests)
     ev = make(servers, shared_nli, tmp_path / "c", ledger=Ledger(max_calls=len(ROWS) + 1), concurrency=1)
     got: list[AnswerReport] = []
@@ -255,7 +271,12 @@ reply_strategy = st.one_of(
                 "verdict": st.sampled_from(LABELS),
                 "reason": st.text(max_size=5),
                 "quotes": st.lists(
-                    st.fixed_dictionaries({"source": st.integers(-1, 3), "text": st.sampled_from(["", "It is 330 metres tall", "nonsense here ok"])}),
+                    st.fixed_dictionaries(
+                        {
+                            "source": st.integers(-1, 3),
+                            "text": st.sampled_from(["", "It is 330 metres tall", "nonsense here ok"]),
+                        }
+                    ),
                     max_size=2,
                 ),
             }
@@ -281,7 +302,7 @@ def test_whatever_the_second_judge_replies_the_score_and_verdict_are_the_first_j
             if p == "error500":
                 return Reply.error(500)
             if p == "malformed":
-                return Reply.text("{\"verdicts\": [")
+                return Reply.text('{"verdicts": [')
             if p == "empty":
                 return Reply.text("")
             if p == "refusal":
@@ -291,10 +312,12 @@ def test_whatever_the_second_judge_replies_the_score_and_verdict_are_the_first_j
         other.script = script
         cache = Cache(Path(tmp) / "c")
         cfg = settings_for(None, second_judge_sample=None)
-        plain = list(Evaluator(cfg, nli=shared_nli, client=make_test_client(first, cache=cache), cache=cache).evaluate_many(ROWS))
+        ev = Evaluator(cfg, nli=shared_nli, client=make_test_client(first, cache=cache), cache=cache)
+        plain = list(ev.evaluate_many(ROWS))
         twin = make_test_client(other, "anthropic", model=SECOND_MODEL, max_reasks=0)
         cfg2 = settings_for(other, second_judge_sample=sample)
-        ev = Evaluator(cfg2, nli=shared_nli, client=make_test_client(first, cache=cache), cache=cache, second_client=twin)
+        client = make_test_client(first, cache=cache)
+        ev = Evaluator(cfg2, nli=shared_nli, client=client, cache=cache, second_client=twin)
         reports = list(ev.evaluate_many(ROWS))
         assert [ruling(r) for r in reports] == [ruling(r) for r in plain]
         assert summarize(reports).rows_failed == summarize(plain).rows_failed
@@ -304,7 +327,7 @@ def test_whatever_the_second_judge_replies_the_score_and_verdict_are_the_first_j
 
 
 def test_the_dry_run_counts_the_second_judge(servers: Any, shared_nli: Any, tmp_path: Path) -> None:
-    first, second = servers
+    _, second = servers
     # nothing cached: up to one call of each judge per row (any answer could be flagged)
     dry = make(servers, shared_nli, tmp_path / "c").estimate(ROWS)
     assert dry["second_judge_calls"] == {"cached": 0, "exact": 0, "upper_bound": len(ROWS)}
@@ -337,7 +360,8 @@ def _report(rid: str, pairs: list[tuple[str, str | None]]) -> AnswerReport:
         )
         for i, (a, b) in enumerate(pairs)
     ]
-    return AnswerReport(id=rid, verdict="PASS", mode="cascade", scores={}, claims=claims, judges_disagree=any(c.judges_disagree for c in claims))
+    disagree = any(c.judges_disagree for c in claims)
+    return AnswerReport(id=rid, verdict="PASS", mode="cascade", scores={}, claims=claims, judges_disagree=disagree)
 
 
 def test_metrics_kappa_of_the_two_judges_on_a_worked_example() -> None:
@@ -361,11 +385,7 @@ def test_metrics_kappa_of_the_two_judges_on_a_worked_example() -> None:
     assert j["confusion"] == [[4, 1, 0], [1, 2, 0], [0, 1, 1]]  # rows first (S, U, C), columns second
     assert judges_agreement(reports[3:]) is None
     # with reviews: each judge against the people, on the same claims
-    reviews = [
-        Review(id=r.id, claim_id=c.claim.id, claim=c.claim.text, label=S)
-        for r in reports[:3]
-        for c in r.claims
-    ]
+    reviews = [Review(id=r.id, claim_id=c.claim.id, claim=c.claim.text, label=S) for r in reports[:3] for c in r.claims]
     m = review_metrics(reports, reviews)
     vs = m["judges"]["vs_people"]
     assert vs["n"] == 10
