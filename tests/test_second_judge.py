@@ -261,6 +261,20 @@ def test_a_failing_second_judge_is_noted_and_changes_nothing(
     assert summarize(reports).second_judge["errors"] == (len(FLAGGED) if fault != "missing_ids" else 0)  # type: ignore[index]
 
 
+def test_a_failed_provider_batch_of_second_judge_calls_is_its_error_not_the_answers(
+    servers: Any, shared_nli: Any, tmp_path: Path
+) -> None:
+    state = tmp_path / "batches.json"
+    kw: Any = {"batch_api": True, "batch_state": str(state)}
+    plain = list(make(servers, shared_nli, tmp_path / "c", second=False, **kw).evaluate_many(ROWS))
+    state.write_text("{ damaged")  # the runner refuses it: the second judge's batch fails as a whole
+    reports = list(make(servers, shared_nli, tmp_path / "c", **kw).evaluate_many(ROWS))  # first judge: cached
+    assert [ruling(r) for r in reports] == [ruling(r) for r in plain]
+    for r in reports:
+        if r.id in FLAGGED:
+            assert r.second_judge is not None and "provider batch" in (r.second_judge.error or "")
+
+
 LABELS = ["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "supported", "ERROR", "maybe"]
 reply_strategy = st.one_of(
     st.sampled_from(["error400", "error500", "malformed", "empty", "refusal"]),
