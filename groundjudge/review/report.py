@@ -106,9 +106,8 @@ class RunSummary(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     second_judge: dict[str, Any] | None = Field(
         None,
-        exclude_if=lambda v: v is None,
         description="with a second judge (README 'Second judge'): answers it judged, answers and claims where the "
-        "judges disagree, claims compared, its failures and its cost (in usage too); absent without one",
+        "judges disagree, claims compared, its failures and its cost (in usage too); None without one",
     )
     worst: list[tuple[str, float]] = Field(default_factory=list, description="lowest combined scores (id, score)")
     failures: list[str] = Field(default_factory=list, description="the first failed rows and why (at most 10)")
