@@ -9,6 +9,8 @@ model runs. Here each answer moves on as soon as its own step is done:
   sources-side call of answers past the NLI stage), claims calls first (they feed the NLI stage), the older answer
   first within a kind; the client's limiter (``--rpm``/``--tpm``, adaptive concurrency) decides how many of them
   send at once;
+- with a second judge (README "Second judge"), an answer it looks at makes one more call after its sources-side
+  call (:meth:`Steps.needs_second`, :meth:`Steps.second`), last in the pool's order;
 - the NLI stage runs on its own thread, one batch at a time, while calls are in flight. Its batches are the cut
   batches (:func:`groundjudge.io.rows.batches`), run in input order as soon as every claim of the batch is known:
   the NLI model's probabilities move in the 7th digit with the other pairs of a forward pass on some CPUs, so only
