@@ -229,6 +229,8 @@ def test_a_second_judge_needs_a_first(tmp_path: Path) -> None:
         Evaluator(Config(mode="nli", second_judge=SECOND_MODEL))
     with pytest.raises(ConfigError, match="second_judge"):
         Config.make(second_judge_sample=0.1)
+    with pytest.raises(ConfigError, match="first judge's model"):
+        Evaluator(Config(llm="openai/gpt-4o-mini", second_judge="openai/gpt-4o-mini"))
 
 
 # -- failure honesty ---------------------------------------------------------------------------------------------------
