@@ -139,13 +139,12 @@ class Evaluator:
                 limits=Limits(c.concurrency, c.rpm, c.tpm, c.adaptive_concurrency),
             )
         self.second_client = second_client if self.mode != "nli" else None
-        if self.second_client is not None and client is not None:
-            if self.second_client.provider.identity() == client.provider.identity():
-                raise ConfigError(
-                    f"second_judge {self.second_client.model_id} is the first judge's model at the same server: at "
-                    "temperature 0 it would repeat the first verdicts (and replay them from the cache); name another "
-                    "model"
-                )
+        second = self.second_client
+        if second is not None and client is not None and second.provider.identity() == client.provider.identity():
+            raise ConfigError(
+                f"second_judge {second.model_id} is the first judge's model at the same server: at temperature 0 it "
+                "would repeat the first verdicts (and replay them from the cache); name another model"
+            )
         self._nli = nli
         self._scorer: NLIScorer | None = None
         self.batch_outcomes: list[BatchOutcome] = []  # batch mode: what each provider batch did
