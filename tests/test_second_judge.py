@@ -29,6 +29,7 @@ from groundjudge.review.html import informative_key, label_shares, risk_key
 from groundjudge.review.metrics import Review, judges_agreement, review_metrics
 from groundjudge.review.report import dumps, summarize
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, route
+from groundjudge.testing.assertions import grounding_problems
 from tests.conftest import SHARED_MODEL, make_test_client
 
 runner = CliRunner()
@@ -337,6 +338,7 @@ def test_whatever_the_second_judge_replies_the_score_and_verdict_are_the_first_j
         reports = list(ev.evaluate_many(ROWS))
         assert [ruling(r) for r in reports] == [ruling(r) for r in plain]
         assert summarize(reports).rows_failed == summarize(plain).rows_failed
+        assert [grounding_problems(r) for r in reports] == [grounding_problems(r) for r in plain]  # the gate
 
 
 # -- the dry run -----------------------------------------------------------------------------------------------------
