@@ -173,6 +173,27 @@ class Config(BaseModel):
         "price table; needed for a USD budget on a model the table does not know (every openai-compatible one)",
     )
 
+    # a second judge for what matters (README "Second judge"): never changes a score or a verdict
+    second_judge: str | None = Field(
+        None,
+        description="provider/model of a second judge: it judges the claims the first judge judged, with the same "
+        "prompt and sources, for flagged answers (FAIL, a CONTRADICTED claim, a judge verdict the local model "
+        "disagrees with) and the sampled ones; disagreements are flagged (judges_disagree), never scored",
+    )
+    second_judge_base_url: str | None = Field(
+        None, description="server of the second judge (base_url serves the first judge only)"
+    )
+    second_judge_sample: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="share of answers the second judge also sees when not flagged, picked by a hash of the row id "
+        "(the same answers on every rerun and engine)",
+    )
+    second_judge_price: dict[PriceKey, UsdPerMTok] | None = Field(
+        None, description="the second judge's price in USD per million tokens, as price is for the first"
+    )
+
     # provider batch APIs (offline runs at half price; see groundjudge.llm.batch)
     batch_api: bool = Field(False, description="send each stage's LLM calls through the provider's batch API")
     batch_state: str | None = Field(
@@ -201,6 +222,12 @@ class Config(BaseModel):
             VerdictHead(**self.head)  # a malformed head is a config error now, not a crash mid-run
         if self.price is not None and len(self.price) != 2:
             raise ValueError("price takes both input_per_mtok and output_per_mtok (USD per million tokens)")
+        if self.second_judge_price is not None and len(self.second_judge_price) != 2:
+            raise ValueError(
+                "second_judge_price takes both input_per_mtok and output_per_mtok (USD per million tokens)"
+            )
+        if self.second_judge is None and (self.second_judge_sample is not None or self.second_judge_base_url):
+            raise ValueError("second_judge_sample and second_judge_base_url go with second_judge (provider/model)")
         if self.batch_api and self.cache_mode != "use":
             raise ValueError("batch_api answers calls into the cache and reads them back: it needs cache_mode 'use'")
         return self

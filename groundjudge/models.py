@@ -243,6 +243,30 @@ class Quote(BaseModel):
     source: SourceRef | None = Field(None, exclude_if=lambda v: v is None)
 
 
+class SecondVerdict(BaseModel):
+    """The second judge's verdict on a claim (README "Second judge"): shown beside the first, never scored."""
+
+    label: Label
+    reason: str = ""
+    error_type: ErrorType | None = Field(None, exclude_if=_absent)
+    flags: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    error: str | None = Field(None, exclude_if=_absent)
+
+
+class SecondJudging(BaseModel):
+    """What the second judge did for an answer: why it looked, how many claims it judged, how many verdicts differ
+    from the report's, what it cost, and its error if it failed (the answer is scored all the same)."""
+
+    model: str
+    why: list[str] = Field(
+        default_factory=list, description="FAIL, contradicted, nli_disagrees (flagged), sample (the sampled share)"
+    )
+    claims: int = 0
+    disagree: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    error: str | None = Field(None, exclude_if=_absent)
+
+
 class ClaimVerdict(BaseModel):
     """The verdict on one claim and everything behind it."""
 
@@ -282,6 +306,14 @@ class ClaimVerdict(BaseModel):
     )
     error_type: ErrorType | None = Field(
         None, exclude_if=_absent, description="the kind of error of a CONTRADICTED or UNSUPPORTED claim"
+    )
+    second_judge: SecondVerdict | None = Field(
+        None, exclude_if=_absent, description="the second judge's verdict (README 'Second judge'); never scored"
+    )
+    judges_disagree: bool | None = Field(
+        None,
+        exclude_if=_absent,
+        description="the second judge gave another verdict than this one (None: no second verdict to compare)",
     )
 
 
@@ -368,6 +400,14 @@ class AnswerReport(BaseModel):
     )
     conversation: list[ConversationTurn] | None = Field(
         None, exclude_if=lambda v: v is None, description="a conversation row: its messages, for the review page"
+    )
+    second_judge: SecondJudging | None = Field(
+        None, exclude_if=_absent, description="what the second judge did for this answer (README 'Second judge')"
+    )
+    judges_disagree: bool | None = Field(
+        None,
+        exclude_if=_absent,
+        description="the second judge disagrees with a claim verdict of this answer (None: it gave none to compare)",
     )
 
     @model_validator(mode="after")

@@ -88,15 +88,24 @@ def metrics_command(
     """Agreement with gold labels (or with reviewers): balanced accuracy, P/R/F1, confusion, kappa, by route;
     last line JSON (a summary of it). --json: the whole metrics dict of label_metrics / review_metrics as one JSON
     object on stdout, the tables on stderr."""
-    from groundjudge.review.metrics import label_metrics
+    from groundjudge.review.metrics import judges_agreement, label_metrics
 
     if reviews is not None:
         _review_metrics(scored, reviews, as_json)
         return
+    reports = load_reports(scored)
     try:
-        m = label_metrics(load_reports(scored))
+        m = label_metrics(reports)
     except ValueError as exc:
-        raise fail(str(exc)) from exc
+        judges = judges_agreement(reports)
+        if judges is None:
+            raise fail(str(exc)) from exc
+        _print_judges(human_console(as_json), judges)  # no labels, but two judges to compare
+        if as_json:
+            print_json({"level": "judges", "judges": judges})
+        else:
+            typer.echo(json.dumps({"level": "judges", "judges": judges}))
+        return
     console = human_console(as_json)
     console.print(f"[bold]{m['level']}-level labels[/bold]: n={m['n']}, unlabelled={m['unlabelled']}")
     _print_block(console, "all", m)
@@ -130,10 +139,33 @@ def metrics_command(
     }
     if "three_way" in m:
         summary["balanced_accuracy_3way"] = m["three_way"]["balanced_accuracy"]
+    if "judges" in m:
+        _print_judges(console, m["judges"])
+        summary["judges"] = m["judges"]
     if as_json:
         print_json(m)
     else:  # the last line, as before --json existed
         typer.echo(json.dumps(summary))
+
+
+def _print_judges(console: Console, j: dict[str, Any]) -> None:
+    """The two judges' agreement (README "Second judge"), and each one's with the labels when there are some."""
+    if j["kappa"] is None:
+        console.print(f"two judges: no claim with a verdict from both ({j['second_judge_errors']} second-judge errors)")
+    else:
+        console.print(
+            f"two judges: n={j['n']} claims of {j['answers']} answers, agreement {100 * j['agreement']:.1f}% "
+            f"{_ci(j['agreement_ci'])}, kappa {j['kappa']:.3f} {_ci(j['kappa_ci'], False)}, disagree on "
+            f"{j['disagree']} claims ({j['answers_disagree']} answers), second-judge errors {j['second_judge_errors']}",
+            highlight=False,
+        )
+    for name, v in (j.get("vs_people") or {}).items():
+        if name != "n":
+            console.print(
+                f"{name} judge vs people (n={j['vs_people']['n']}): agreement {100 * v['agreement']:.1f}% "
+                f"{_ci(v['agreement_ci'])}, kappa {v['kappa']:.3f} {_ci(v['kappa_ci'], False)}",
+                highlight=False,
+            )
 
 
 def _ci(ci: list[float | None], percent: bool = True) -> str:
@@ -193,6 +225,8 @@ def _review_metrics(scored: Path, reviews: Path, as_json: bool) -> None:
     for route, block in m["by_route"].items():
         _print_block(console, f"decided by {route}", block)
     _print_corrected(console, m["corrected_unsupported_rate"])
+    if "judges" in m:
+        _print_judges(console, m["judges"])
     if m["unmatched"]:
         err.print(
             f"{m['unmatched']} reviews match no claim of {escape(str(scored))} (answer id, claim id and claim text)",
@@ -235,6 +269,7 @@ def _review_metrics(scored: Path, reviews: Path, as_json: bool) -> None:
                 "changed_since_review": m["changed_since_review"],
                 "reviewers": m["reviewers"],
                 "corrected_unsupported_rate": m["corrected_unsupported_rate"],
+                **({"judges": m["judges"]} if "judges" in m else {}),
             }
         )
     )

@@ -52,6 +52,10 @@ _CONFIG_OPTIONS = {
     "nli_max_length": "nli_max_length",
     "head": "use_head",
     "citation_style": "citation_style",
+    "second_judge": "second_judge",
+    "second_judge_base_url": "second_judge_base_url",
+    "second_judge_sample": "second_judge_sample",
+    "second_judge_price": "second_judge_price",
 }
 
 
@@ -108,6 +112,30 @@ def score_command(
     nli_model: Annotated[
         str | None,
         typer.Option(help="NLI model id or path \\[default: $GROUNDJUDGE_NLI_MODEL or the hub default]."),
+    ] = None,
+    second_judge: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            metavar="PROVIDER/MODEL",
+            help="A second judge for flagged answers (FAIL, a contradicted claim, a judge verdict the local model "
+            "disagrees with) and the --second-judge-sample: it judges the same claims with the same prompt; "
+            "disagreements are flagged (judges_disagree) and counted, never scored.",
+        ),
+    ] = None,
+    second_judge_base_url: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Server of the second judge (--base-url serves the first)."),
+    ] = None,
+    second_judge_sample: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            help="Share of the other answers the second judge also sees (e.g. 0.1), picked by a hash of the row id: "
+            "the same answers on every rerun."
+        ),
+    ] = None,
+    second_judge_price: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(metavar="IN,OUT", help="The second judge's price in USD per million input and output tokens."),
     ] = None,
     qa: Annotated[bool, typer.Option("--qa/--no-qa", help="QA-consistency check (with an LLM).")] = True,
     cache_dir: CacheDir = None,
@@ -249,6 +277,7 @@ def score_command(
     if retry_errors and not resume:
         raise fail("--retry-errors goes with --resume")
     per_mtok = _parse_price(price) if price is not None else None
+    second_per_mtok = _parse_price(second_judge_price, "--second-judge-price") if second_judge_price else None
     values = {
         "mode": mode,
         "llm": llm,
@@ -271,6 +300,10 @@ def score_command(
         "nli_max_length": nli_max_length,
         "head": head,
         "citation_style": citation_style,
+        "second_judge": second_judge,
+        "second_judge_base_url": second_judge_base_url,
+        "second_judge_sample": second_judge_sample,
+        "second_judge_price": second_per_mtok,
     }
     # only what was given: the CLI's own defaults must not overwrite a config file's values
     overrides = {_CONFIG_OPTIONS[k]: v for k, v in values.items() if v is not None and _given(ctx, k)}
@@ -379,7 +412,7 @@ def score_command(
     raise typer.Exit(code)
 
 
-def _parse_price(text: str) -> dict[str, float]:
+def _parse_price(text: str, option: str = "--price") -> dict[str, float]:
     """``--price IN,OUT`` as ``Config.price``; the values are checked (>= 0) by the config."""
     parts = text.split(",")
     try:
@@ -388,7 +421,7 @@ def _parse_price(text: str) -> dict[str, float]:
         return {"input_per_mtok": float(parts[0]), "output_per_mtok": float(parts[1])}
     except ValueError:
         raise fail(
-            f"--price {text!r}: two numbers IN,OUT, USD per million input and output tokens (e.g. --price 0.5,1.5)"
+            f"{option} {text!r}: two numbers IN,OUT, USD per million input and output tokens (e.g. {option} 0.5,1.5)"
         ) from None
 
 

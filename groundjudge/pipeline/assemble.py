@@ -12,9 +12,9 @@ from typing import Any
 
 from groundjudge.config import Config
 from groundjudge.errors import NLIError
-from groundjudge.models import AnswerReport, ClaimVerdict, Scores
+from groundjudge.models import AnswerReport, ClaimVerdict, Label, Scores, SecondJudging, SecondVerdict
 from groundjudge.pipeline.citing import citation_fields
-from groundjudge.pipeline.work import Work
+from groundjudge.pipeline.work import SecondPlan, Work
 from groundjudge.stages.judge import JudgedClaim
 from groundjudge.stages.score import compute_scores, decide
 
@@ -37,6 +37,24 @@ def answer_report(work: Work, mode: str, **fields: Any) -> AnswerReport:
         conversation=s.conversation,
         **fields,
     )
+
+
+_VERDICTS = ("SUPPORTED", "CONTRADICTED", "UNSUPPORTED")
+
+
+def second_verdict(plan: SecondPlan | None, claim_id: str, first: Label) -> tuple[SecondVerdict | None, bool | None]:
+    """The second judge's verdict on a claim and whether it differs from the report's (None: nothing to compare:
+    no second verdict, or one side is ERROR). Any difference counts, UNSUPPORTED against CONTRADICTED too."""
+    if plan is None or claim_id not in plan.claim_ids:
+        return None, None
+    j = plan.judged.get(claim_id)
+    if j is None:
+        why = plan.error or "the second judge gave no verdict"
+        return SecondVerdict(label="ERROR", error=why), None
+    verdict = SecondVerdict(label=j.label, reason=j.reason, error_type=j.error_type, flags=j.flags, error=j.error)
+    if j.label not in _VERDICTS or first not in _VERDICTS:
+        return verdict, None
+    return verdict, j.label != first
 
 
 def failed_report(work: Work, mode: str) -> AnswerReport:
@@ -87,6 +105,9 @@ def final_report(
         cites = citation_fields(w, i, label, quotes)
         if cites.get("cited_unknown"):
             flags.append("unknown_citation")
+        second, differ = second_verdict(w.second, claim.id, label)
+        if differ:
+            flags.append("judges_disagree")
         verdicts.append(
             ClaimVerdict(
                 claim=claim,
@@ -99,6 +120,8 @@ def final_report(
                 error=error,
                 contradiction_checked=d.contradiction_checked and label != "ERROR",
                 error_type=error_type if label in ("CONTRADICTED", "UNSUPPORTED") else None,
+                second_judge=second,
+                judges_disagree=differ,
                 **cites,
             )
         )
@@ -109,6 +132,20 @@ def final_report(
     if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
         raise NLIError("a score is not a finite number")  # never written; the batch driver makes the row ERROR
     ruling = decide(scores, c.effective_thresholds, c.weights, w.qa)
+    extra: dict[str, Any] = {}
+    if w.second is not None:  # shown beside the verdicts; never in the scores or the verdict above
+        compared = [v.judges_disagree for v in verdicts if v.judges_disagree is not None]
+        plan = w.second
+        error = plan.error or (None if plan.judged else "the second judge gave no verdict")
+        extra["second_judge"] = SecondJudging(
+            model=plan.model,
+            why=plan.why,
+            claims=len(plan.claim_ids),
+            disagree=sum(compared),
+            usage=plan.usage,
+            error=error,
+        )
+        extra["judges_disagree"] = any(compared) if compared else None
     return answer_report(
         w,
         mode,
@@ -119,4 +156,5 @@ def final_report(
         qa=w.qa,
         errors=[*w.errors, *unscored],
         versions=versions(),
+        **extra,
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from groundjudge.config import Config
 from groundjudge.llm import LLMClient
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
+from groundjudge.models import Usage
 from groundjudge.pipeline.work import RUN_STOPS, Work, describe
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,8 @@ def run_llm_stage(
     config: Config,
     progress: Callable[[int, int], None] | None,
     outcomes: list[BatchOutcome],
+    fail: Callable[[Work, str], None] | None = None,
+    charge: Callable[[Work, Usage], None] | None = None,
 ) -> None:
     """Run a stage that calls the LLM; in batch mode, first collect the calls the cache cannot answer, send them
     through the provider's batch API (half price; they land in the cache), then run the stage for the answers
@@ -39,6 +42,10 @@ def run_llm_stage(
         config: the batch settings.
         progress: called with (answered, total) while the provider batch is waited for.
         outcomes: what each provider batch did is appended here.
+        fail: what a provider batch that failed as a whole does to an answer that waited for it (default: the
+            answer fails, its report is ERROR; the second judge's stage records its own error instead).
+        charge: what a call answered in the batch cost, to the answer that made it (default: added to its usage;
+            the second judge's stage keeps it apart too).
     """
     if not config.batch_api or client is None:
         stage(batch)
@@ -56,7 +63,10 @@ def run_llm_stage(
         except Exception as exc:  # the batch failed as a whole: these answers fail, the run goes on
             log.warning("the provider batch failed: %s", describe(exc), exc_info=True)
             for w in waiting:
-                w.failed = f"provider batch: {describe(exc)}"
+                if fail is not None:
+                    fail(w, f"provider batch: {describe(exc)}")
+                else:
+                    w.failed = f"provider batch: {describe(exc)}"
             return
         outcomes.append(outcome)
         charged: set[str] = set()
@@ -64,7 +74,10 @@ def run_llm_stage(
             for key in w.deferred:
                 if key in outcome.usage_by_key and key not in charged:
                     charged.add(key)
-                    w.usage = w.usage + outcome.usage_by_key[key]
+                    if charge is not None:
+                        charge(w, outcome.usage_by_key[key])
+                    else:
+                        w.usage = w.usage + outcome.usage_by_key[key]
         if outcome.failures:
             log.info("%d batch request(s) failed; calling them directly", len(outcome.failures))
     for w in waiting:

@@ -45,10 +45,12 @@ class Stages:
     nli: Stage
     route: Stage
     verify: Stage
+    second: Stage | None = None  # the second judge's calls (README "Second judge")
 
 
-StagesFor = Callable[[LLMClient, Cache, Callable[[NLIModel], NLIScorer]], Stages]
-"""(LLM client, NLI cache, NLI scorer factory) -> the stage steps of an Evaluator twin using them."""
+StagesFor = Callable[[LLMClient, Cache, Callable[[NLIModel], NLIScorer], LLMClient | None], Stages]
+"""(LLM client, NLI cache, NLI scorer factory, second judge's client) -> the stage steps of an Evaluator twin
+using them."""
 
 
 class ReadOnlyCache(Cache):
@@ -124,6 +126,8 @@ class _Tally:
     bounded: int = 0  # may be sent: an upper bound (the claims or their NLI scores are not cached yet)
     cost: float = 0.0
     bounded_rows: dict[str, int] = field(default_factory=lambda: {"claims": 0, "nli": 0})
+    # the second judge's calls, counted in the three above too
+    second: dict[str, int] = field(default_factory=lambda: {"cached": 0, "exact": 0, "upper_bound": 0})
 
 
 def estimate(
@@ -135,6 +139,7 @@ def estimate(
     qa_expected: bool,
     cache: Cache,
     stages: StagesFor,
+    second_client: LLMClient | None = None,
 ) -> dict[str, Any]:
     """A dry run: the LLM calls scoring ``rows`` needs, how many the cache holds, the cost, and a ``note`` that says
     it in words ("all 12 calls are cached: this run is free").
@@ -145,6 +150,13 @@ def estimate(
     stages build it from the cached claims, the NLI routing and hints, and its cache key is checked. Otherwise it
     is an upper bound: one call per answer, priced as if every claim went to the judge with the whole sources up to
     the judge's character budget.
+
+    With a second judge (``second_client``), one more call for each answer it would look at: which answers the run
+    flags is known only once the first judge has ruled, so where the first judge's verdicts are not cached (or the
+    claims or their NLI scores are not), every answer that could be flagged counts as one second-judge call "up to"
+    (an upper bound, priced as above at the second judge's price); where they are cached, the second judge's own
+    call is built and checked against the cache as the first judge's is. Its calls are in every total, and apart
+    under ``second_judge_calls``.
 
     Writes nothing: no cache entry (LLM or NLI; the caches are read through :class:`ReadOnlyCache`), no batch
     state, no output; sends nothing. Loads the NLI model (through the evaluator, which keeps it) only when some row
@@ -157,12 +169,15 @@ def estimate(
         config: the QA question count, the cache mode and whether calls go through the provider batch API.
         qa_expected: whether answers get the QA check.
         cache: the evaluator's cache (NLI scores; the client's own cache holds its replies).
-        stages: builds the Evaluator's stage steps on a dry client, a read-only cache and an NLI scorer.
+        stages: builds the Evaluator's stage steps on a dry client, a read-only cache, an NLI scorer and a dry
+            second-judge client.
+        second_client: the second judge's client, if any.
 
     Returns:
         ``rows``, ``bad_rows``; ``cached_calls`` (free); ``exact_calls`` (to send, known exactly) and
         ``upper_bound_calls`` (may be sent), ``llm_calls_upper_bound`` (their sum: the most calls the run sends),
-        ``upper_bound_rows`` (why: claims or NLI scores not cached yet); ``estimated_cost_usd`` (None, with a
+        ``upper_bound_rows`` (why: claims or NLI scores not cached yet); with a second judge
+        ``second_judge_calls`` ({cached, exact, upper_bound}, inside the totals); ``estimated_cost_usd`` (None, with a
         ``cost`` note, for a model without a price: unknown, not 0); ``priced_as`` in batch mode; ``note``.
     """
     out: dict[str, Any] = {"rows": 0, "bad_rows": 0}
@@ -180,7 +195,7 @@ def estimate(
         if not llm or not works:
             continue
         assert client is not None
-        dry = dry or _DryRun(client, cache, stages)
+        dry = dry or _DryRun(client, cache, stages, second_client)
         dry.count(works, tally, config=config, qa_expected=qa_expected)
     to_send = tally.exact + tally.bounded
     out.update(
@@ -193,11 +208,20 @@ def estimate(
             "estimated_cost_usd": round(tally.cost, 6),
         }
     )
-    if client is not None and client.price is None and to_send:  # unknown, not 0
+    if second_client is not None and llm:
+        out["second_judge_calls"] = dict(tally.second)
+    second_sends = tally.second["exact"] + tally.second["upper_bound"]
+    if client is not None and client.price is None and to_send - second_sends:  # unknown, not 0
         out["estimated_cost_usd"] = None
         out["cost"] = (
             f"unknown: no price known for {client.model_id}; give one with --price IN,OUT (USD per million tokens "
             "input and output tokens) or price={'input_per_mtok': ..., 'output_per_mtok': ...} in Python"
+        )
+    elif second_client is not None and second_client.price is None and second_sends:
+        out["estimated_cost_usd"] = None
+        out["cost"] = (
+            f"unknown: no price known for the second judge {second_client.model_id}; give one with "
+            "second_judge_price={'input_per_mtok': ..., 'output_per_mtok': ...}"
         )
     if config.batch_api:
         out["priced_as"] = "provider batch API"
@@ -208,21 +232,11 @@ def estimate(
 class _DryRun:
     """The Evaluator's stages on a client that defers its misses, over caches that are read, never written."""
 
-    def __init__(self, client: LLMClient, cache: Cache, stages: StagesFor) -> None:
+    def __init__(self, client: LLMClient, cache: Cache, stages: StagesFor, second: LLMClient | None = None) -> None:
         self.client = client
-        llm_cache = ReadOnlyCache(client.cache) if client.cache is not None else None
-        # same provider and request settings, so the same cache keys; its own ledger: the dry run spends nothing
-        self.dry_client = LLMClient(
-            client.provider,
-            cache=llm_cache,
-            ledger=Ledger(),
-            retry=client.retry,
-            max_reasks=client.max_reasks,
-            temperature=client.temperature,
-            seed=client.seed,
-            max_tokens=client.max_tokens,
-            price=client.price,
-        )
+        self.second = second
+        self.dry_client = _dry_twin(client)
+        self.dry_second = _dry_twin(second) if second is not None else None
         self.scorers: list[CachedScores] = []
         nli_cache = ReadOnlyCache(cache)
 
@@ -231,7 +245,7 @@ class _DryRun:
             self.scorers.append(made)
             return made
 
-        self.stages = stages(self.dry_client, nli_cache, scorer)
+        self.stages = stages(self.dry_client, nli_cache, scorer, self.dry_second)
 
     def count(self, works: list[Work], tally: _Tally, *, config: Config, qa_expected: bool) -> None:
         """Add the calls of one batch of answers to ``tally``."""
@@ -252,9 +266,17 @@ class _DryRun:
             st.verify([w for w in known if w.live and id(w) not in unscored])
         calls = {call.key: call for call in deferred}
         batch = config.batch_api
+        # the second judge: exact where the first judge's verdicts are known (cached, or none needed)
+        first_keys = {id(w): len(w.deferred) for w in works}
+        ruled = [w for w in known if w.live and id(w) not in unscored and not w.deferred]
+        if self.dry_second is not None and self.stages.second is not None:
+            with self.dry_second.deferring() as second_deferred:
+                self.stages.second(ruled)
+            calls.update({call.key: call for call in second_deferred})
+            self._count_second(works, ruled, first_keys, tally, batch, calls)
         for w in works:
-            tally.cached += w.usage.cached_calls
-            for key in w.deferred:  # a miss: the exact request the run would send
+            tally.cached += w.usage.cached_calls - (w.second.usage.cached_calls if w.second is not None else 0)
+            for key in w.deferred[: first_keys[id(w)]]:  # a miss: the exact request the run would send
                 tally.exact += 1
                 tally.cost += self.client.estimate_cost(_messages(calls[key]), batch=batch)
             if id(w) in unextracted:
@@ -265,6 +287,50 @@ class _DryRun:
                 continue
             tally.bounded += 1  # at most one sources-side call: an upper bound
             tally.cost += self.client.estimate_cost(_bound_messages(w, qa_expected), batch=batch)
+
+    def _count_second(
+        self,
+        works: list[Work],
+        ruled: list[Work],
+        first_keys: dict[int, int],
+        tally: _Tally,
+        batch: bool,
+        calls: dict[str, DeferredCall],
+    ) -> None:
+        """The second judge's calls of one batch: cached and exact for the answers whose first verdicts are known
+        (``ruled``), one "up to" for each other answer that could be flagged (claims unknown, or some)."""
+        assert self.second is not None and self.dry_second is not None
+        known = {id(w) for w in ruled}
+        for w in works:
+            if id(w) in known:
+                if w.second is None:
+                    continue
+                tally.second["cached"] += w.second.usage.cached_calls
+                tally.cached += w.second.usage.cached_calls
+                for key in w.deferred[first_keys[id(w)] :]:
+                    tally.second["exact"] += 1
+                    tally.exact += 1
+                    tally.cost += self.second.estimate_cost(_messages(calls[key]), batch=batch)
+            elif w.live:  # its claims, their NLI scores or the first judge's verdicts are not cached yet
+                tally.second["upper_bound"] += 1
+                tally.bounded += 1
+                tally.cost += self.second.estimate_cost(_bound_messages(w, False), batch=batch)
+
+
+def _dry_twin(client: LLMClient) -> LLMClient:
+    """A client with ``client``'s provider and request settings, so the same cache keys, reading its cache without
+    writing it; its own ledger: the dry run spends nothing."""
+    return LLMClient(
+        client.provider,
+        cache=ReadOnlyCache(client.cache) if client.cache is not None else None,
+        ledger=Ledger(),
+        retry=client.retry,
+        max_reasks=client.max_reasks,
+        temperature=client.temperature,
+        seed=client.seed,
+        max_tokens=client.max_tokens,
+        price=client.price,
+    )
 
 
 def _messages(call: DeferredCall) -> list[Message]:
@@ -308,7 +374,9 @@ def _note(out: dict[str, Any], *, llm: bool, client: LLMClient | None, config: C
         head += f"cost unknown (no price known for {client.model_id}: give one with --price IN,OUT)"
     else:
         head += f"about {_usd(cost)}" + (" at the batch API's price" if config.batch_api else "")
-    if bounded:
+    second = out.get("second_judge_calls") or {"cached": 0, "exact": 0, "upper_bound": 0}
+    first_exact, first_bounded = exact - second["exact"], bounded - second["upper_bound"]
+    if first_bounded:
         rows = out["upper_bound_rows"]
         why = []
         if rows["claims"]:
@@ -316,9 +384,16 @@ def _note(out: dict[str, Any], *, llm: bool, client: LLMClient | None, config: C
         if rows["nli"]:
             why.append(f"{rows['nli']} whose NLI scores are not cached yet")
         head += (
-            f"; {exact} exactly and up to {bounded} more: one sources-side call for each row "
+            f"; {first_exact} exactly and up to {first_bounded} more: one sources-side call for each row "
             f"({' and '.join(why)}), counted as if every claim went to the judge"
         )
+    if second["exact"] or second["upper_bound"]:
+        head += f"; of these, second judge: {second['exact']} exactly"
+        if second["upper_bound"]:
+            head += (
+                f" and up to {second['upper_bound']} more, one for each answer that could be flagged (which answers "
+                "the run flags is known only once the first judge has ruled)"
+            )
     if config.cache_mode == "only":
         head += "; in cache-only mode the run stops at the first call not cached"
     elif config.cache_mode in ("off", "refresh"):

@@ -8,6 +8,7 @@ after the answers already finished are handed out.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -30,11 +31,12 @@ from groundjudge.pipeline.batching import run_llm_stage
 from groundjudge.pipeline.citing import attach_citations, cited_hints, cited_map, citing_of, route_cited, score_cited
 from groundjudge.pipeline.estimate import Stages, estimate
 from groundjudge.pipeline.flow import stream
-from groundjudge.pipeline.work import RUN_STOPS, Work, concurrently, describe, each, error_report
+from groundjudge.pipeline.work import RUN_STOPS, SecondPlan, Work, concurrently, describe, each, error_report
 from groundjudge.prompts import load_prompt
+from groundjudge.review.html import disagrees
 from groundjudge.review.report import Run
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
-from groundjudge.stages.judge import JudgedClaim, judge_claims, select_sources
+from groundjudge.stages.judge import JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.stages.qa import score_qa
 from groundjudge.stages.route import route_claim
 
@@ -47,8 +49,31 @@ def _as_list(contexts: Sequence[str] | str) -> Any:
     return [contexts] if isinstance(contexts, str) else contexts
 
 
+def _second_failed(w: Work, why: str) -> None:
+    """A provider batch of second-judge calls failed as a whole: the second judge's error, not the answer's."""
+    if w.second is not None:
+        w.second.error = why
+
+
+def _second_charged(w: Work, usage: Usage) -> None:
+    """What a second-judge call answered in a provider batch cost: the answer's, and the second judge's apart."""
+    w.usage = w.usage + usage
+    if w.second is not None:
+        w.second.usage = w.second.usage + usage
+
+
 def _never(threshold: float | None) -> str:
     return "never" if threshold is None else str(threshold)
+
+
+def in_second_sample(row_id: str, share: float | None) -> bool:
+    """Whether the answer ``row_id`` is in the second judge's sample of ``share`` of the answers: a hash of the id
+    (SHA-256, its first 8 bytes as a fraction of 2**64) below ``share``, so every rerun and both engines pick the
+    same answers whatever the order or batching."""
+    if not share:
+        return False
+    digest = hashlib.sha256(row_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
 class Evaluator:
@@ -59,6 +84,8 @@ class Evaluator:
         nli: an already loaded :class:`NLIModel` to share between evaluators.
         client: an :class:`LLMClient` to use instead of building one from ``config.llm``.
         cache: a :class:`Cache` instead of one at ``config.cache_dir``.
+        second_client: the second judge's client instead of one built from ``config.second_judge`` (which shares
+            the first judge's ledger, so one budget caps both, and the cache).
     """
 
     def __init__(
@@ -68,6 +95,7 @@ class Evaluator:
         nli: NLIModel | None = None,
         client: LLMClient | None = None,
         cache: Cache | None = None,
+        second_client: LLMClient | None = None,
         **overrides: Any,
     ) -> None:
         base = config.model_dump(exclude_unset=True) if config is not None else {}
@@ -92,6 +120,30 @@ class Evaluator:
             raise ConfigError(
                 f"mode {self.mode!r} needs an LLM judge: give one as --llm provider/model (command line) or "
                 "llm='provider/model' (Python), or use --mode nli"
+            )
+        if c.second_judge and (self.client is None or self.mode == "nli"):
+            raise ConfigError(
+                "second_judge (--second-judge) checks the first judge: it needs an LLM judge (--llm) and mode "
+                "cascade or llm"
+            )
+        if second_client is None and c.second_judge and client is not None:
+            second_client = make_client(
+                c.second_judge,
+                base_url=c.second_judge_base_url,
+                timeout=c.timeout,
+                cache=self.cache,
+                ledger=client.ledger,  # one budget for both judges
+                retry=RetryPolicy(max_attempts=c.max_attempts),
+                max_reasks=c.max_reasks,
+                price=c.second_judge_price,
+                limits=Limits(c.concurrency, c.rpm, c.tpm, c.adaptive_concurrency),
+            )
+        self.second_client = second_client if self.mode != "nli" else None
+        second = self.second_client
+        if second is not None and client is not None and second.provider.identity() == client.provider.identity():
+            raise ConfigError(
+                f"second_judge {second.model_id} is the first judge's model at the same server: at temperature 0 it "
+                "would repeat the first verdicts (and replay them from the cache); name another model"
             )
         self._nli = nli
         self._scorer: NLIScorer | None = None
@@ -179,6 +231,8 @@ class Evaluator:
                 out["head"] = self.head.digest
             if self.client is not None:
                 out["llm"] = self.client.model_id
+                if self.second_client is not None:
+                    out["second_judge"] = self.second_client.model_id
                 # every prompt a row of this evaluator may use (claim rows and answers without questions: judge)
                 names = ["claims_qa", "verify", "judge"] if self._qa_expected else ["claims", "judge"]
                 out.update({f"prompt.{n}": load_prompt(n).version for n in names})
@@ -290,12 +344,20 @@ class Evaluator:
             qa_expected=self._qa_expected,
             cache=self.cache,
             stages=self._dry_stages,
+            second_client=self.second_client,
         )
 
-    def _dry_stages(self, client: LLMClient, cache: Cache, scorer: Callable[[NLIModel], NLIScorer]) -> Stages:
-        """The stage steps of a twin of this evaluator that calls ``client``, reads ``cache`` and scores with
-        ``scorer`` (made when the NLI stage first runs, so the model loads only then): for the dry run."""
-        twin = Evaluator(self.config, nli=self._nli, client=client, cache=cache)
+    def _dry_stages(
+        self,
+        client: LLMClient,
+        cache: Cache,
+        scorer: Callable[[NLIModel], NLIScorer],
+        second_client: LLMClient | None = None,
+    ) -> Stages:
+        """The stage steps of a twin of this evaluator that calls ``client`` (and ``second_client`` as its second
+        judge), reads ``cache`` and scores with ``scorer`` (made when the NLI stage first runs, so the model loads
+        only then): for the dry run."""
+        twin = Evaluator(self.config, nli=self._nli, client=client, cache=cache, second_client=second_client)
         twin.head, twin.thresholds = self.head, self.thresholds  # this evaluator's routing, whatever the twin found
 
         def nli(batch: list[Work]) -> None:
@@ -304,7 +366,13 @@ class Evaluator:
                 twin._scorer = scorer(twin._nli)
             twin._stage_nli(batch)
 
-        return Stages(claims=twin._stage_claims, nli=nli, route=twin._stage_route, verify=twin._stage_verify)
+        return Stages(
+            claims=twin._stage_claims,
+            nli=nli,
+            route=twin._stage_route,
+            verify=twin._stage_verify,
+            second=twin._stage_second,
+        )
 
     # -- stages ---------------------------------------------------------------------------------------------
 
@@ -319,6 +387,17 @@ class Evaluator:
                 for w in batch:
                     w.stop = w.stop or exc
             self._llm_stage(self._stage_verify, batch)
+            if self.second_client is not None:
+                run_llm_stage(
+                    self._stage_second,
+                    batch,
+                    client=self.second_client,
+                    config=self.config,
+                    progress=self.batch_progress,
+                    outcomes=self.batch_outcomes,
+                    fail=_second_failed,  # never the answer's ERROR: the second judge is not scored
+                    charge=_second_charged,
+                )
         stop: GroundjudgeError | None = None
         for item in order:
             if isinstance(item, AnswerReport):
@@ -354,6 +433,10 @@ class Evaluator:
     def _stage_verify(self, batch: list[Work]) -> None:
         todo = [w for w in batch if w.live and self.needs_verify(w)]
         concurrently(todo, self.verify, self.config.concurrency)
+
+    def _stage_second(self, batch: list[Work]) -> None:
+        todo = [w for w in batch if w.live and self.needs_second(w)]
+        concurrently(todo, self.second, self.config.concurrency)
 
     # -- the steps of one answer (and one batch's NLI); pipeline.flow and _run_batch drive them ----------------
 
@@ -492,6 +575,17 @@ class Evaluator:
             hints += [w.passages[i] for cl in unscored for i in bm25.rank(cl.text)[:k]]
         return hints
 
+    def _judge_sources(self, w: Work, pairs: Sequence[tuple[Claim, ClaimNLI]], qa: bool) -> list[Source]:
+        """The sources the judge sees for the claims of ``pairs`` (with ``qa``, the evidence of every claim too)."""
+        hints = self._judge_hints(w, pairs)
+        if qa:  # the questions may be about any claim: the evidence of every claim
+            hints += [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p]
+        hints += cited_hints(w)
+        sources = select_sources(w.sample.contexts, hints)
+        if not sources:
+            raise InputError("no source passage could be selected for the judge", field="contexts")
+        return sources
+
     def needs_verify(self, w: Work) -> bool:
         """Whether the answer needs its sources-side call: an escalated claim, or the QA check."""
         return self.client is not None and (any(d.route == "judge" for d in w.decisions) or self._qa_expected_for(w))
@@ -506,13 +600,7 @@ class Evaluator:
         answers: dict[str, str] = {}
         try:
             if escalated or (qa and w.questions):
-                hints = self._judge_hints(w, pairs)
-                if qa:  # the questions may be about any claim: the evidence of every claim
-                    hints += [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p]
-                hints += cited_hints(w)
-                sources = select_sources(w.sample.contexts, hints)
-                if not sources:
-                    raise InputError("no source passage could be selected for the judge", field="contexts")
+                sources = self._judge_sources(w, pairs, qa)
                 questions = w.questions if qa else ()
                 cited = cited_map(w, escalated)
                 w.judged, answers, usage = judge_claims(self.client, escalated, sources, questions, cited)
@@ -532,6 +620,65 @@ class Evaluator:
             w.qa = score_qa(w.questions, answers, self._answers_agree)
             if w.qa.error:
                 w.errors.append(f"QA: {w.qa.error}")
+
+    # -- the second judge (README "Second judge"): after verify, never scored --------------------------------
+
+    def needs_second(self, w: Work) -> bool:
+        """Whether the second judge looks at the answer (and which claims: ``w.second``): a flagged answer (its
+        verdict FAIL, a CONTRADICTED claim, or a judged claim whose verdict the local model disagrees with:
+        :func:`groundjudge.review.html.disagrees`) or one in the sample (:func:`in_second_sample`). It judges the
+        claims the first judge judged; a flagged answer with none judges its claims not SUPPORTED. An answer that
+        failed, or has nothing to judge, gets no second look."""
+        if self.second_client is None or not w.live:
+            return False
+        if w.second is None:
+            w.second = self._second_plan(w, self.second_client.model_id)
+        return w.second is not None and not w.second.judged and w.second.error is None
+
+    def _second_plan(self, w: Work, model: str) -> SecondPlan | None:
+        try:  # the report as the first judge left it (no versions: not written)
+            first = final_report(
+                w, mode=self.mode, config=self.config, versions=dict, qa_expected=self._qa_expected_for(w)
+            )
+        except Exception:  # the report will say ERROR: nothing to check
+            return None
+        if first.verdict == "ERROR":
+            return None
+        why = ["FAIL"] if first.verdict == "FAIL" else []
+        if any(c.label == "CONTRADICTED" for c in first.claims):
+            why.append("contradicted")
+        if any(disagrees(c) for c in first.claims):
+            why.append("nli_disagrees")
+        flagged = bool(why)
+        if in_second_sample(w.sample.id, self.config.second_judge_sample):
+            why.append("sample")
+        ids = [c.claim.id for c in first.claims if c.route == "judge" and c.label != "ERROR"]
+        if not ids and flagged:
+            ids = [c.claim.id for c in first.claims if c.label in ("CONTRADICTED", "UNSUPPORTED")]
+        return SecondPlan(model, why, ids) if why and ids else None
+
+    def second(self, w: Work) -> None:
+        """The second judge's call: the claims of ``w.second`` with the judge prompt and the sources the first
+        judge saw. A failure is the second judge's error (in ``w.second``), never the answer's: the answer is
+        scored by the first judge alone. The budget and a cache-only miss stop the run as any call does."""
+        assert self.second_client is not None and w.second is not None
+        plan = w.second
+        wanted = set(plan.claim_ids)
+        claims = [cl for cl in w.claims if cl.id in wanted]
+        escalated = [(cl, r) for cl, r, d in zip(w.claims, w.nli, w.decisions, strict=True) if d.route == "judge"]
+        # the first judge's sources: from its escalated claims (and QA evidence); else from these claims
+        pairs = escalated or [(cl, r) for cl, r in zip(w.claims, w.nli, strict=True) if cl.id in wanted]
+        try:
+            sources = self._judge_sources(w, pairs, bool(escalated) and self._qa_expected_for(w))
+            plan.judged, _, usage = judge_claims(self.second_client, claims, sources, (), cited_map(w, claims))
+        except (*RUN_STOPS, DeferredCallError):
+            raise
+        except Exception as exc:  # recorded as the second judge's error; the answer goes on unharmed
+            log.info("row %s: the second judge failed: %s", w.row, describe(exc))
+            plan.error = describe(exc)
+            usage = getattr(exc, "usage", None) or Usage()
+        plan.usage = plan.usage + usage
+        w.usage = w.usage + usage
 
     @property
     def _qa_expected(self) -> bool:

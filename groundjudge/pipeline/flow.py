@@ -9,6 +9,8 @@ model runs. Here each answer moves on as soon as its own step is done:
   sources-side call of answers past the NLI stage), claims calls first (they feed the NLI stage), the older answer
   first within a kind; the client's limiter (``--rpm``/``--tpm``, adaptive concurrency) decides how many of them
   send at once;
+- with a second judge (README "Second judge"), an answer it looks at makes one more call after its sources-side
+  call (:meth:`Steps.needs_second`, :meth:`Steps.second`), last in the pool's order;
 - the NLI stage runs on its own thread, one batch at a time, while calls are in flight. Its batches are the cut
   batches (:func:`groundjudge.io.rows.batches`), run in input order as soon as every claim of the batch is known:
   the NLI model's probabilities move in the 7th digit with the other pairs of a forward pass on some CPUs, so only
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 # span utilisation at concurrency 8 0.886 / 0.714 against 0.833 / 0.725 the other way round, at 32 0.345 / 0.195
 # against 0.314 / 0.195.
 _CLAIMS, _VERIFY = 0, 1
+_SECOND = 2  # the second judge's call (README "Second judge"), after the answer's own calls
 
 
 class Steps(Protocol):
@@ -62,6 +65,10 @@ class Steps(Protocol):
     def needs_verify(self, w: Work) -> bool: ...
 
     def verify(self, w: Work) -> None: ...
+
+    def needs_second(self, w: Work) -> bool: ...  # after verify: whether the second judge looks at the answer
+
+    def second(self, w: Work) -> None: ...
 
     def report(self, w: Work) -> AnswerReport: ...
 
@@ -201,12 +208,30 @@ class _Flow:
                 if verify:
                     self.calls.submit((_VERIFY, row.seq), self._task("verify", w, self.steps.verify))
                 else:
-                    row.done = True
+                    self._after_verify(w)
                 self.stopping = self.stopping or w.stop is not None
+        elif kind == "verify":
+            assert isinstance(obj, Work)
+            self._after_verify(obj)
+            self.stopping = self.stopping or obj.stop is not None
         else:
             assert isinstance(obj, Work)
             self.rows[id(obj)].done = True
             self.stopping = self.stopping or obj.stop is not None
+
+    def _after_verify(self, w: Work) -> None:
+        """The second judge's call if it looks at the answer, else the answer is done."""
+        row = self.rows[id(w)]
+        second = False
+        if w.live:
+            try:
+                second = self.steps.needs_second(w)
+            except Exception:  # a bug in the second judge's choice never harms the answer
+                log.exception("row %s: choosing the second judge's claims failed", w.row)
+        if second:
+            self.calls.submit((_SECOND, row.seq), self._task("second", w, self.steps.second))
+        else:
+            row.done = True
 
     def finished(self, item: Work | AnswerReport) -> bool:
         return isinstance(item, AnswerReport) or self.rows[id(item)].done

@@ -49,6 +49,19 @@ def describe(exc: BaseException) -> str:
 
 
 @dataclass
+class SecondPlan:
+    """The second judge's part of an answer (README "Second judge"): why it looks, the claims it judges, what it
+    said and cost, its error. Never scored: the report shows it beside the first judge's verdicts."""
+
+    model: str
+    why: list[str]
+    claim_ids: list[str]
+    judged: dict[str, JudgedClaim] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+
+@dataclass
 class Work:
     """One answer in flight: its sample and row, and what each stage found for it."""
 
@@ -72,6 +85,7 @@ class Work:
     cites: list[ClaimCites] = field(default_factory=list)
     cited_nli: list[dict[int, ClaimNLI]] = field(default_factory=list)
     cited_support: list[set[int]] = field(default_factory=list)
+    second: SecondPlan | None = None  # the second judge's part, when it looks at this answer
 
     @property
     def live(self) -> bool:

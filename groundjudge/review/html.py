@@ -61,15 +61,17 @@ def risk_counts(r: AnswerReport) -> dict[str, int]:
     }
 
 
-def risk_key(r: AnswerReport) -> tuple[int, int, int, int, float, int, int]:
-    """Sort key, riskiest first: flagged (or citing wrongly) before clean; ERROR/FAIL; a contradicted claim; most
-    wrong citations (a claim whose cited sources do not support it); lowest combined score; then most unverified
-    quotes; then most claims whose contradiction was not checked or that carry ``conflict``."""
+def risk_key(r: AnswerReport) -> tuple[int, int, int, int, int, float, int, int]:
+    """Sort key, riskiest first: flagged (or citing wrongly) before clean; ERROR/FAIL; two judges that disagree
+    (README "Second judge"); a contradicted claim; most wrong citations (a claim whose cited sources do not support
+    it); lowest combined score; then most unverified quotes; then most claims whose contradiction was not checked or
+    that carry ``conflict``."""
     n = risk_counts(r)
     combined = r.scores.combined
     return (
         0 if r.flagged or n["wrong_citation"] else 1,
         0 if r.verdict in ("ERROR", "FAIL") else 1,
+        0 if r.judges_disagree else 1,
         0 if n["contradicted"] else 1,
         -n["wrong_citation"],
         combined if combined is not None and math.isfinite(combined) else -1.0,
@@ -84,6 +86,8 @@ def risk_reasons(r: AnswerReport) -> list[str]:
     out: list[str] = []
     if r.verdict in ("ERROR", "FAIL"):
         out.append(r.verdict)
+    if r.judges_disagree:
+        out.append("judges disagree")
     words = {
         "contradicted": "contradicted",
         "error_claims": "claim errors",
@@ -158,13 +162,16 @@ def label_shares(reports: Sequence[AnswerReport]) -> dict[str, float]:
     return {label: n / total for label, n in counts.items()}
 
 
-def informative_key(r: AnswerReport, label_share: dict[str, float]) -> tuple[int, int, float, float]:
-    """Sort key, most informative first (``report --html --order informative``): answers with a claim where the
-    local model and the judge disagree, most such claims first; then the locally decided claim nearest a local
-    threshold; then the rarest claim label. Riskiest first is :func:`risk_key`."""
+def informative_key(r: AnswerReport, label_share: dict[str, float]) -> tuple[int, int, int, float, float]:
+    """Sort key, most informative first (``report --html --order informative``): answers with a claim where two
+    judges (README "Second judge") or the local model and the judge disagree, most claims two judges disagree on
+    first, then most NLI / judge disagreements; then the locally decided claim nearest a local threshold; then the
+    rarest claim label. Riskiest first is :func:`risk_key`."""
     n = informative_counts(r, label_share)
+    judges = sum(bool(c.judges_disagree) for c in r.claims)
     return (
-        0 if n["disagree"] else 1,
+        0 if n["disagree"] or judges else 1,
+        -judges,
         -n["disagree"],
         math.inf if n["margin"] is None else n["margin"],
         1.0 if n["rare_share"] is None else n["rare_share"],
@@ -175,6 +182,9 @@ def informative_reasons(r: AnswerReport, label_share: dict[str, float]) -> list[
     """Why an answer is where it is in the most-informative-first queue, in words (shown on its card)."""
     n = informative_counts(r, label_share)
     out: list[str] = []
+    judges = sum(bool(c.judges_disagree) for c in r.claims)
+    if judges:
+        out.append(f"{judges} claim{'s' * (judges > 1)} the two judges disagree on")
     if n["disagree"]:
         out.append(f"{n['disagree']} NLI / judge disagreement{'s' * (n['disagree'] > 1)}")
     if n["margin"] is not None and n["margin"] < 0.1:

@@ -6,7 +6,9 @@ the scored file they were made on (:func:`join_reviews`), scored by :func:`revie
 Each block carries 95% intervals (``*_ci``): agreement by :func:`groundjudge.review.stats.share` (Wilson, or a
 bootstrap over answers when an answer holds several labelled claims), kappa and balanced accuracy by a bootstrap
 over answers. Both metrics also give the unsupported rate corrected for the checker's error measured on the labels
-(:func:`unsupported_rate`, under ``corrected_unsupported_rate``).
+(:func:`unsupported_rate`, under ``corrected_unsupported_rate``), and, when a second judge ran (README "Second
+judge"), the agreement of the two judges and each one's agreement with the labels (:func:`judges_agreement`, under
+``judges``).
 """
 
 from __future__ import annotations
@@ -277,6 +279,13 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     result["escalation_rate"] = sum(c.route == "judge" for c in claims) / len(claims) if claims else None
     result["escalation_rate_ci"] = share([[c.route == "judge" for c in r.claims] for r in rows]).ci
     result["corrected_unsupported_rate"] = corrected_json(reports, level)
+    if level == "claim":
+        gold = [(r, r.claims[0], r.label.upper()) for r in claim_rows]
+        judges = judges_agreement(reports, gold)
+    else:
+        judges = judges_agreement(reports)
+    if judges is not None:
+        result["judges"] = judges
     usage = sum((r.usage for r in rows), Usage())
     result["cost_usd"] = usage.known_cost()  # None when a call had no price: unknown, not 0
     result["cost"] = usage.cost_text()
@@ -458,4 +467,75 @@ def review_metrics(reports: Sequence[Any], reviews: Sequence[Review]) -> dict[st
     result["reviewers"] = sorted({m.review.reviewer for m in join.matched if m.review.reviewer})
     result["with_note"] = sum(bool(m.review.note.strip()) for m in join.matched)
     result["corrected_unsupported_rate"] = corrected_json(reports, "claim", join.matched)
+    judges = judges_agreement(reports, [(m.report, m.verdict, m.review.label) for m in join.matched])
+    if judges is not None:
+        result["judges"] = judges
     return result
+
+
+# -- two judges (README "Second judge") ---------------------------------------------------------------------------
+
+
+def judges_agreement(reports: Sequence[Any], people: Sequence[tuple[Any, Any, str]] = ()) -> dict[str, Any] | None:
+    """How well the first judge and the second agree, over every claim both gave a verdict on (SUPPORTED,
+    CONTRADICTED or UNSUPPORTED; the first verdict is the report's, whichever stage decided it): ``n`` claims of
+    ``answers`` answers, ``agreement`` and Cohen's ``kappa`` (3-way), each with a 95% interval from a bootstrap over
+    answers (an answer's claims resampled together: :func:`agreement_intervals`), the ``confusion`` (rows: first
+    judge, columns: second), and the disagreements and the second judge's failures counted. None when no claim
+    has a second verdict.
+
+    ``people``: (report, claim verdict, label) of claims a person labelled (reviews, or gold claim rows); on those
+    the second judge also judged, ``vs_people`` gives each judge's agreement and kappa with the labels (the same
+    claims for both, so the two are comparable).
+    """
+    first: list[str] = []
+    second: list[str] = []
+    units: list[str] = []
+    judged = errors = 0
+    for r in reports:
+        for c in r.claims:
+            if c.second_judge is None:
+                continue
+            judged += 1
+            errors += c.second_judge.label == "ERROR"
+            if c.label in CLAIM_LABELS and c.second_judge.label in CLAIM_LABELS:
+                first.append(c.label)
+                second.append(c.second_judge.label)
+                units.append(r.id)
+    if not judged:
+        return None
+    out: dict[str, Any] = {
+        "n": len(first),
+        "answers": len(set(units)),
+        "claims_judged": judged,
+        "second_judge_errors": errors,
+        "disagree": sum(a != b for a, b in zip(first, second, strict=True)),
+        "answers_disagree": sum(bool(r.judges_disagree) for r in reports),
+        "labels": list(CLAIM_LABELS),
+    }
+    if first:
+        out["kappa"] = cohen_kappa(first, second, CLAIM_LABELS)
+        out["confusion"] = confusion(first, second, CLAIM_LABELS)
+        out.update(agreement_intervals(first, second, CLAIM_LABELS, units))
+        out.pop("balanced_accuracy_ci", None)  # the first judge is no gold
+    else:
+        out.update({"kappa": None, "kappa_ci": [None, None], "agreement": None, "agreement_ci": [None, None]})
+    both = [
+        (r.id, c.label, c.second_judge.label, label.upper())
+        for r, c, label in people
+        if c.second_judge is not None and c.label in CLAIM_LABELS and c.second_judge.label in CLAIM_LABELS
+    ]
+    if both:
+        vs: dict[str, Any] = {"n": len(both)}
+        gold = [g for _, _, _, g in both]
+        clusters = [rid for rid, _, _, _ in both]
+        for name, pred in (("first", [a for _, a, _, _ in both]), ("second", [b for _, _, b, _ in both])):
+            block = agreement_intervals(gold, pred, CLAIM_LABELS, clusters)
+            vs[name] = {
+                "agreement": block["agreement"],
+                "agreement_ci": block["agreement_ci"],
+                "kappa": cohen_kappa(gold, pred, CLAIM_LABELS),
+                "kappa_ci": block["kappa_ci"],
+            }
+        out["vs_people"] = vs
+    return out

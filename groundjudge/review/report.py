@@ -104,6 +104,11 @@ class RunSummary(BaseModel):
         default_factory=dict, description="claims not SUPPORTED by kind of error (number, date, entity ...)"
     )
     usage: Usage = Field(default_factory=Usage)
+    second_judge: dict[str, Any] | None = Field(
+        None,
+        description="with a second judge (README 'Second judge'): answers it judged, answers and claims where the "
+        "judges disagree, claims compared, its failures and its cost (in usage too); None without one",
+    )
     worst: list[tuple[str, float]] = Field(default_factory=list, description="lowest combined scores (id, score)")
     failures: list[str] = Field(default_factory=list, description="the first failed rows and why (at most 10)")
     not_passed: list[str] = Field(
@@ -172,6 +177,31 @@ class Summarizer:
         self._failed_whole = 0
         self.citations: Counter[str] = Counter()
         self.error_types: Counter[str] = Counter()
+        self.second: dict[str, Any] | None = None  # the second judge's counts, from its first report
+
+    def _add_second(self, r: AnswerReport) -> None:
+        """Count what the second judge did for one answer (README "Second judge")."""
+        j = r.second_judge
+        if j is None:
+            return
+        s = self.second = self.second or {
+            "model": j.model,
+            "answers": 0,
+            "answers_disagree": 0,
+            "claims": 0,
+            "claims_compared": 0,
+            "claims_disagree": 0,
+            "errors": 0,
+            "usage": Usage(),
+        }
+        s["answers"] += 1
+        s["answers_disagree"] += bool(r.judges_disagree)
+        s["claims"] += j.claims
+        s["claims_compared"] += sum(c.judges_disagree is not None for c in r.claims)
+        s["claims_disagree"] += sum(bool(c.judges_disagree) for c in r.claims)
+        s["errors"] += j.error is not None
+        if _finite(j.usage.cost_usd):
+            s["usage"] = s["usage"] + j.usage
 
     def _code(self, item: Item) -> int:
         if item.route not in self._routes:
@@ -234,6 +264,7 @@ class Summarizer:
         self.nli_pairs += r.nli_pairs
         self.citations.update(c.citation for c in r.claims if c.citation is not None)
         self.error_types.update(c.error_type for c in r.claims if c.error_type is not None)
+        self._add_second(r)
         if _finite(r.usage.cost_usd):
             self.usage = self.usage + r.usage
         self._keep(r, non_finite)
@@ -333,6 +364,9 @@ class Summarizer:
             citations=dict(sorted(self.citations.items())),
             error_types=dict(self.error_types.most_common()),
             usage=self.usage,
+            second_judge=(
+                None if self.second is None else {**self.second, "usage": self.second["usage"].model_dump(mode="json")}
+            ),
             worst=[(rid, -neg) for neg, rid in sorted(self._worst, reverse=True)],
             failures=list(self.failures),
             not_passed=list(self.not_passed),
@@ -424,6 +458,22 @@ def corrected_rows(c: dict[str, Any] | None) -> list[tuple[str, str]]:
     ]
 
 
+def second_rows(j: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The second judge's part of the summary table (none without a second judge)."""
+    if j is None:
+        return []
+    usage = Usage(**j["usage"])
+    failed = f"; failed on {j['errors']}" if j["errors"] else ""
+    return [
+        (
+            f"second judge ({j['model']})",
+            f"{j['answers']} answers, {j['claims_compared']} claims compared{failed}; cost {usage.cost_text()} "
+            "(in the cost above)",
+        ),
+        ("judges disagree", f"{j['answers_disagree']} answers, {j['claims_disagree']} claims"),
+    ]
+
+
 def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
     """The summary as (name, value) rows for a table; each share and mean with its 95% interval ``[lo, hi]``."""
 
@@ -504,6 +554,7 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("LLM requests per answer", per_answer),
         ("input tokens from the provider's prompt cache", cached_share),
         ("cost", s.usage.cost_text()),
+        *second_rows(s.second_judge),
         ("worst", ", ".join(f"{rid} ({score:.2f})" for rid, score in s.worst) or "-"),
         *(("failed", failure) for failure in s.failures),
         *(("not passed", why) for why in s.not_passed),
