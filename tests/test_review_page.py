@@ -172,6 +172,13 @@ def test_marks_and_links_of_a_report() -> None:
     # a quote on a document the report does not have is neither marked nor linked
     assert 5 not in source_marks(hostile) and all(ln.get("doc") != 5 for ln in claim_links(hostile)[0])
 
+    # the most contradicting passage of a SUPPORTED claim is not evidence: not marked, not linked
+    supported = museum.claims[0]
+    assert supported.label == "SUPPORTED" and supported.nli is not None
+    supported.nli.contradiction_passage = Passage(doc=1, start=0, end=5, text="")
+    assert 1 not in {m_doc for m_doc, ms in source_marks(museum).items() if any(m.kind == "contra" for m in ms)}
+    assert [ln["kind"] for ln in claim_links(museum)[0]] == ["quote", "entail"]
+
 
 def test_the_sources_are_in_the_page_escaped_and_marked() -> None:
     page = render_html(page_reports(0))

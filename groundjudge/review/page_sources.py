@@ -16,7 +16,7 @@ from html import escape
 from itertools import pairwise
 from typing import Any
 
-from groundjudge.models import AnswerReport
+from groundjudge.models import AnswerReport, ClaimVerdict, Passage
 
 KINDS = ("quote", "entail", "contra")  # a judge's verified quote, the NLI's support passage, its contradiction passage
 
@@ -73,6 +73,17 @@ def _ref(claim: int, kind: str, quote: int | None = None) -> str:
     return f"c{claim}-{'q' + str(quote) if kind == 'quote' else kind}"
 
 
+def nli_passages(c: ClaimVerdict) -> list[tuple[str, Passage]]:
+    """The NLI passages a claim marks: its best support passage, and its best contradiction passage unless the claim
+    is SUPPORTED (the most contradicting passage of a supported claim is noise, not evidence, on the page)."""
+    if c.nli is None:
+        return []
+    pairs = [("entail", c.nli.entailment_passage)]
+    if c.label != "SUPPORTED":
+        pairs.append(("contra", c.nli.contradiction_passage))
+    return [(kind, p) for kind, p in pairs if p is not None]
+
+
 def source_marks(report: AnswerReport) -> dict[int, list[Mark]]:
     """Each document's marks: the claims' verified quotes and their NLI passages, by document index (marks on a
     document the report does not have are left out)."""
@@ -89,10 +100,8 @@ def source_marks(report: AnswerReport) -> dict[int, list[Mark]]:
                 pieces: list[tuple[int | None, int | None]] = [(q.start, q.end)] if not q.parts else list(q.parts)
                 for s, e in pieces:
                     add(q.doc, s, e, "quote", _ref(ci, "quote", qi))
-        if c.nli is not None:
-            for kind, p in (("entail", c.nli.entailment_passage), ("contra", c.nli.contradiction_passage)):
-                if p is not None:
-                    add(p.doc, p.start, p.end, kind, _ref(ci, kind))
+        for kind, p in nli_passages(c):
+            add(p.doc, p.start, p.end, kind, _ref(ci, kind))
     return out
 
 
@@ -110,10 +119,9 @@ def claim_links(report: AnswerReport) -> list[list[dict[str, Any]]]:
                 links.append({"ref": ref, "kind": "quote", "doc": q.doc})
             elif not q.verified:
                 links.append({"kind": "unverified", "text": q.text})
-        if c.nli is not None:
-            for kind, p in (("entail", c.nli.entailment_passage), ("contra", c.nli.contradiction_passage)):
-                if p is not None and _ref(ci, kind) in marked:
-                    links.append({"ref": _ref(ci, kind), "kind": kind, "doc": p.doc})
+        for kind, p in nli_passages(c):
+            if _ref(ci, kind) in marked:
+                links.append({"ref": _ref(ci, kind), "kind": kind, "doc": p.doc})
         out.append(links)
     return out
 
