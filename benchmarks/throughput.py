@@ -10,6 +10,11 @@ call is made. Per run:
   ever idles;
 - rows/s, and the NLI-only time of the same rows (nli mode, no LLM), the floor a run cannot go below.
 
+With ``--warm-nli`` each concurrency runs once more with the NLI scores read from a cache filled by an unmeasured
+run (every LLM call still made, as in a rerun with another judge or prompt): the engine alone, without the CPU's
+share of the work. On 2 CPU cores the NLI of 160 answers takes longer than the calls' ideal at concurrency 32, so
+only this run can say whether the engine keeps 32 slots busy.
+
 With ``--rate-limit N`` one more run at the highest concurrency against a server that answers HTTP 429 (with
 Retry-After) past N requests in any second: 429s seen, requests/s against the limit, rows lost (must be 0) and calls
 billed twice (must be 0).
@@ -39,6 +44,7 @@ from benchmarks.cost import extract, verify
 from groundjudge.cache import Cache
 from groundjudge.checker.nli import NLIModel
 from groundjudge.config import Config
+from groundjudge.llm import Limits, RetryPolicy, make_client
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import Latency, RateLimit, RecordedRequest, Reply, ScriptedLLMServer, route
 
@@ -65,12 +71,28 @@ class Timed:
         return answer
 
 
-def evaluator(server: ScriptedLLMServer, nli: NLIModel, cache_dir: Path, **kw: Any) -> Evaluator:
-    """The evaluator a user gets from a config (its client, limiter and retry policy), groundjudge's cache off."""
+def evaluator(
+    server: ScriptedLLMServer, nli: NLIModel, cache_dir: Path, *, nli_cache: Path | None = None, **kw: Any
+) -> Evaluator:
+    """The evaluator a user gets from a config (its client, limiter and retry policy), groundjudge's cache off.
+
+    ``nli_cache``: the NLI scores are read from (and written to) a cache there while every LLM call is still made
+    (a rerun after a prompt or judge change: the CPU's share of the work is done, the calls are not)."""
     config = Config(
         llm=MODEL, base_url=server.openai_base_url, qa=True, cache_dir=str(cache_dir), cache_mode="off", **kw
     )
-    return Evaluator(config, nli=nli)
+    if nli_cache is None:
+        return Evaluator(config, nli=nli)
+    c = config
+    client = make_client(
+        MODEL,
+        base_url=c.base_url,
+        timeout=c.timeout,
+        cache=Cache(cache_dir, mode="off"),
+        retry=RetryPolicy(max_attempts=c.max_attempts),
+        limits=Limits(c.concurrency, c.rpm, c.tpm, c.adaptive_concurrency),
+    )
+    return Evaluator(config, nli=nli, client=client, cache=Cache(nli_cache, mode="use"))
 
 
 def measure(
@@ -109,6 +131,12 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=None, help="rows in flight (default: the engine's)")
     ap.add_argument("--rate-limit", type=float, default=None, help="requests/s past which the server answers 429")
     ap.add_argument("--nli-model", default=None)
+    ap.add_argument(
+        "--warm-nli",
+        action="store_true",
+        help="also run each concurrency with the NLI scores cached (every LLM call still made): the engine alone, "
+        "without the CPU's share of the work",
+    )
     args = ap.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
     rows = [r for r in read_rows(args.data, args.offset + args.limit)[args.offset :] if "answer" in r]
@@ -126,6 +154,13 @@ def main() -> None:
         for i, c in enumerate(int(x) for x in args.concurrency.split(",")):
             ev = evaluator(server, nli, base / f"c{i}", concurrency=c, window=args.window)
             results.append(measure(f"cascade+QA c={c}", ev, latency, rows, c, args.batch_size))
+        if args.warm_nli:
+            top = max(int(x) for x in args.concurrency.split(","))  # fill the NLI cache (not measured)
+            prime = evaluator(server, nli, base / "prime", nli_cache=base / "nli", concurrency=top)
+            list(prime.evaluate_many(rows, batch_size=args.batch_size))
+            for i, c in enumerate(int(x) for x in args.concurrency.split(",")):
+                ev = evaluator(server, nli, base / f"w{i}", nli_cache=base / "nli", concurrency=c, window=args.window)
+                results.append(measure(f"NLI cached c={c}", ev, latency, rows, c, args.batch_size))
     limited = None
     if args.rate_limit:
         c = max(int(x) for x in args.concurrency.split(","))
@@ -157,8 +192,18 @@ def main() -> None:
         "answers": len(rows),
         "latency": {"median": args.median, "sigma": args.sigma},
         "nli_only_s": round(nli_seconds, 2),
-        "runs": {r["concurrency"]: {k: v for k, v in r.items() if k not in ("run", "concurrency")} for r in results},
-        "span_utilisation": {r["concurrency"]: r["span_utilisation"] for r in results},
+        "runs": {
+            r["concurrency"]: {k: v for k, v in r.items() if k not in ("run", "concurrency")}
+            for r in results
+            if r["run"].startswith("cascade")
+        },
+        "span_utilisation": {
+            r["concurrency"]: r["span_utilisation"] for r in results if r["run"].startswith("cascade")
+        },
+        "span_utilisation_nli_cached": {
+            r["concurrency"]: r["span_utilisation"] for r in results if r["run"].startswith("NLI cached")
+        }
+        or None,
         "rate_limited": limited,
         "targets": {"span_utilisation": 0.85, "share_of_limit": 0.85, "rows_lost": 0, "billed_twice": 0},
     }
