@@ -6,7 +6,8 @@
 Claim rows of ../shared/benchmarks (Factcheck-GPT and WiCE; a seeded sample of whole claim texts, never part of the
 rows of one text) are scored in cascade mode as a user's run is: the shared NLI model decides what it can, the rest
 goes to the judge, here a :class:`~groundjudge.testing.ScriptedLLMServer` (real OpenAI SDK over real HTTP) that
-answers each claim's gold label with a seeded ``--flip`` share of all rows turned over (a judge that errs). The rows
+answers each claim's gold label with a seeded ``--flip`` share of all rows turned over (a judge that errs; with
+``--errs lenient`` only rows truly not supported are turned over, to SUPPORTED: a judge that errs one way). The rows
 carry no label: the only labels are reviews, the gold labels of a seeded ``--review-share`` sample of the scored
 claims, in the shape the review page exports. The unsupported rate is then read as ``groundjudge metrics --reviews``
 reads it (``review.metrics.corrected_json``: the raw share of claims not SUPPORTED with its interval, and that share
@@ -155,6 +156,13 @@ def main() -> None:
     ap.add_argument("--claims", "--limit", type=int, default=800, help="claim rows scored (whole claim texts)")
     ap.add_argument("--repetitions", type=int, default=200)
     ap.add_argument("--flip", type=float, default=0.1, help="share of rows whose judge verdict is turned over")
+    ap.add_argument(
+        "--errs",
+        choices=("both", "lenient"),
+        default="both",
+        help="which rows the judge errs on: any ('both'), or only truly not supported ones, called SUPPORTED "
+        "('lenient': --flip is then the share of those)",
+    )
     ap.add_argument("--review-share", type=float, default=0.2, help="share of scored claims reviewed")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--concurrency", type=int, default=8, help="judge calls in flight")
@@ -171,6 +179,8 @@ def main() -> None:
     state: dict[str, frozenset[str]] = {"now": frozenset()}
     judge = gold_judge(rows, lambda: state["now"])
     ids = sorted(gold)
+    # the rows the judge may err on: any, or (a lenient judge) only those truly not supported
+    candidates = ids if args.errs == "both" else [i for i in ids if gold[i] != "SUPPORTED"]
     started = time.perf_counter()
     # the caches: a fresh temporary directory (removed at the end) unless --cache-dir keeps the NLI scores
     with tempfile.TemporaryDirectory(prefix="gj-trust-") as tmp:
@@ -196,7 +206,7 @@ def main() -> None:
             wrong = run(ev, inputs, state, frozenset(ids))
             verified = 0
             for rep in range(args.verify_runs):
-                flips, _ = flips_for(ids, args.flip, args.seed, rep)
+                flips, _ = flips_for(candidates, args.flip, args.seed, rep)
                 real = run(ev, inputs, state, flips)
                 for i in ids:
                     made = wrong[i] if i in flips else right[i]
@@ -205,7 +215,7 @@ def main() -> None:
                 verified += 1
     runs = []
     for rep in range(args.repetitions):
-        flips, rng = flips_for(ids, args.flip, args.seed, rep)
+        flips, rng = flips_for(candidates, args.flip, args.seed, rep)
         reports = [wrong[i] if i in flips else right[i] for i in ids]
         runs.append(repetition(reports, gold, flips, args.review_share, rng))
     seconds = time.perf_counter() - started
@@ -216,6 +226,7 @@ def main() -> None:
         "claim_texts": len({r["claim"] for r in rows}),
         "repetitions": args.repetitions,
         "flip": args.flip,
+        "errs": args.errs,
         "review_share": args.review_share,
         "seed": args.seed,
         "true_rate": statistics.fmean(r["truth"] for r in runs),
