@@ -150,12 +150,12 @@ def metrics_command(
 
 def _print_judges(console: Console, j: dict[str, Any]) -> None:
     """The two judges' agreement (README "Second judge"), and each one's with the labels when there are some."""
-    if j["kappa"] is None:
+    if not j["n"]:
         console.print(f"two judges: no claim with a verdict from both ({j['second_judge_errors']} second-judge errors)")
     else:
         console.print(
             f"two judges: n={j['n']} claims of {j['answers']} answers, agreement {100 * j['agreement']:.1f}% "
-            f"{_ci(j['agreement_ci'])}, kappa {j['kappa']:.3f} {_ci(j['kappa_ci'], False)}, disagree on "
+            f"{_ci(j['agreement_ci'])}, {_kappa_text(j)}, disagree on "
             f"{j['disagree']} claims ({j['answers_disagree']} answers), second-judge errors {j['second_judge_errors']}",
             highlight=False,
         )
@@ -163,9 +163,16 @@ def _print_judges(console: Console, j: dict[str, Any]) -> None:
         if name != "n":
             console.print(
                 f"{name} judge vs people (n={j['vs_people']['n']}): agreement {100 * v['agreement']:.1f}% "
-                f"{_ci(v['agreement_ci'])}, kappa {v['kappa']:.3f} {_ci(v['kappa_ci'], False)}",
+                f"{_ci(v['agreement_ci'])}, {_kappa_text(v)}",
                 highlight=False,
             )
+
+
+def _kappa_text(block: dict[str, Any]) -> str:
+    """``kappa 0.508 [0.210, 0.759]``, or why there is none (one label only: chance agreement is total)."""
+    if block["kappa"] is None:
+        return "kappa undefined (one label only)"
+    return f"kappa {block['kappa']:.3f} {_ci(block['kappa_ci'], False)}"
 
 
 def _ci(ci: list[float | None], percent: bool = True) -> str:

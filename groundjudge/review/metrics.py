@@ -476,6 +476,13 @@ def review_metrics(reports: Sequence[Any], reviews: Sequence[Review]) -> dict[st
 # -- two judges (README "Second judge") ---------------------------------------------------------------------------
 
 
+def _kappa(a: Sequence[str], b: Sequence[str]) -> float | None:
+    """Cohen's kappa of two raters over the claim labels; None where it is undefined (both gave one same label to
+    every claim: chance agreement is total), never 0.0, which would read as agreement no better than chance."""
+    k = float(kappas(confusion(a, b, CLAIM_LABELS), undefined=np.nan))
+    return None if np.isnan(k) else k
+
+
 def judges_agreement(reports: Sequence[Any], people: Sequence[tuple[Any, Any, str]] = ()) -> dict[str, Any] | None:
     """How well the first judge and the second agree, over every claim both gave a verdict on (SUPPORTED,
     CONTRADICTED or UNSUPPORTED; the first verdict is the report's, whichever stage decided it): ``n`` claims of
@@ -514,10 +521,12 @@ def judges_agreement(reports: Sequence[Any], people: Sequence[tuple[Any, Any, st
         "labels": list(CLAIM_LABELS),
     }
     if first:
-        out["kappa"] = cohen_kappa(first, second, CLAIM_LABELS)
+        out["kappa"] = _kappa(first, second)
         out["confusion"] = confusion(first, second, CLAIM_LABELS)
         out.update(agreement_intervals(first, second, CLAIM_LABELS, units))
         out.pop("balanced_accuracy_ci", None)  # the first judge is no gold
+        if out["kappa"] is None:
+            out["kappa_ci"] = [None, None]
     else:
         out.update({"kappa": None, "kappa_ci": [None, None], "agreement": None, "agreement_ci": [None, None]})
     both = [
@@ -531,11 +540,12 @@ def judges_agreement(reports: Sequence[Any], people: Sequence[tuple[Any, Any, st
         clusters = [rid for rid, _, _, _ in both]
         for name, pred in (("first", [a for _, a, _, _ in both]), ("second", [b for _, _, b, _ in both])):
             block = agreement_intervals(gold, pred, CLAIM_LABELS, clusters)
+            kappa = _kappa(gold, pred)
             vs[name] = {
                 "agreement": block["agreement"],
                 "agreement_ci": block["agreement_ci"],
-                "kappa": cohen_kappa(gold, pred, CLAIM_LABELS),
-                "kappa_ci": block["kappa_ci"],
+                "kappa": kappa,
+                "kappa_ci": block["kappa_ci"] if kappa is not None else [None, None],
             }
         out["vs_people"] = vs
     return out

@@ -1,0 +1,168 @@
+"""Attacks on the second judge (README "Second judge"): the options combined as a careless user would, hostile and
+malformed second-judge replies, the budget running out on a second-judge call, and the two judges' metrics on
+degenerate files. Invariant: no second-judge outcome makes a score, verdict or gate better."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from groundjudge.cache import Cache
+from groundjudge.models import AnswerReport, ClaimVerdict, SecondVerdict
+from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.review.metrics import judges_agreement
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, route
+from tests.conftest import SHARED_MODEL, make_test_client
+from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.test_second_judge import ROWS, SECOND_MODEL, ruling, servers, settings_for  # noqa: F401
+
+runner = CliRunner()
+
+HOSTILE = '</script><!--<script>]]>\u2028\u2029\x00\u202e<img src=x onerror="window.pwned=1">'
+
+
+def _cli_args(data: Path, out: Path, tmp_path: Path, first: Any, second: Any) -> list[str]:
+    tmp_path.mkdir(exist_ok=True)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"t_support": "never", "t_contradict": "never", "t_unsupported": None}))
+    args = ["score", str(data), "--out", str(out), "--cache-dir", str(tmp_path / "c"), "--no-progress"]
+    args += ["--llm", "openai/gpt-4o-mini", "--base-url", first.openai_base_url, "--config", str(config)]
+    args += ["--second-judge", SECOND_MODEL, "--second-judge-base-url", second.anthropic_base_url]
+    return [*args, "--concurrency", "1"]
+
+
+def _without_usage(path: Path) -> list[dict[str, Any]]:
+    skip: Any = {"usage": True, "second_judge": {"usage"}}
+    return [AnswerReport.model_validate_json(x).model_dump(exclude=skip) for x in path.read_text().splitlines()]
+
+
+def test_the_budget_running_out_on_a_second_judge_call_loses_nothing_and_resume_gives_one_runs_file(
+    servers: Any,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from groundjudge.cli import app
+
+    first, second = servers
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    whole = tmp_path / "whole.jsonl"
+    res = runner.invoke(app, _cli_args(data, whole, tmp_path / "w", first, second))
+    assert res.exit_code == 0, res.output
+    # one call for each row's first judge, then the flagged rows' second judge: the cap stops on the second one
+    out = tmp_path / "out.jsonl"
+    s0 = len(second.requests)
+    args = _cli_args(data, out, tmp_path / "s", first, second)
+    res = runner.invoke(app, [*args, "--max-calls", str(len(ROWS) + 1)])
+    assert res.exit_code == 3, res.output
+    assert len(second.requests) - s0 == 1
+    written = _without_usage(out)
+    whole_rows = _without_usage(whole)
+    assert written == whole_rows[: len(written)]  # what is written is what the whole run writes
+    res = runner.invoke(app, [*args, "--resume"])
+    assert res.exit_code == 0, res.output
+    assert sorted(_without_usage(out), key=lambda r: r["id"]) == sorted(whole_rows, key=lambda r: r["id"])
+
+
+def _second_judge_script(req: RecordedRequest) -> Reply:
+    """A hostile second judge: hostile reasons, an id twice (the second reading worse), ids it was not asked."""
+    out = []
+    for cid, _ in claims_in(req).items():
+        out.append({"claim_id": cid, "verdict": "SUPPORTED", "reason": HOSTILE, "quotes": []})
+        out.append({"claim_id": cid, "verdict": "UNSUPPORTED", "reason": "second reading " + HOSTILE, "quotes": []})
+    out.append({"claim_id": "c99", "verdict": "CONTRADICTED", "reason": "not asked", "quotes": []})
+    out.append({"claim_id": "", "verdict": "CONTRADICTED", "reason": "no id", "quotes": []})
+    return Reply.json({"verdicts": out})
+
+
+@pytest.mark.parametrize("mode,qa", [("cascade", True), ("llm", False), ("llm", True)])
+def test_answer_rows_with_qa_and_a_hostile_second_judge_change_nothing_of_the_first_judges(
+    shared_nli: Any, tmp_path: Path, mode: str, qa: bool
+) -> None:
+    rows = [
+        {"id": "good", "contexts": [CONTEXT], "answer": GOOD_ANSWER, "question": "When?"},
+        {"id": "bad", "contexts": [CONTEXT], "answer": BAD_ANSWER, "question": "When?"},
+        {"id": "cited", "contexts": [CONTEXT, "Other."], "answer": BAD_ANSWER + " [2]"},
+        {"id": "claim", "contexts": [CONTEXT], "claim": "The Eiffel Tower was completed in 1899."},
+    ]
+    with (
+        ScriptedLLMServer(route(HANDLERS)) as first,
+        ScriptedLLMServer(route({"judge": _second_judge_script})) as other,
+    ):
+        cache = Cache(tmp_path / "c")
+        kw: dict[str, Any] = {"mode": mode, "qa": qa, "second_judge_sample": 1.0}
+        plain_cfg = settings_for(None, **{**kw, "second_judge_sample": None})
+        plain = list(
+            Evaluator(
+                plain_cfg, nli=shared_nli, client=make_test_client(first, cache=cache), cache=cache
+            ).evaluate_many(rows)
+        )
+        twin = make_test_client(other, "anthropic", model=SECOND_MODEL)
+        ev = Evaluator(
+            settings_for(other, **kw),
+            nli=shared_nli,
+            client=make_test_client(first, cache=cache),
+            cache=cache,
+            second_client=twin,
+        )
+        got = list(ev.evaluate_many(rows))
+    assert [ruling(r) for r in got] == [ruling(r) for r in plain]
+    looked = [r for r in got if r.second_judge is not None]
+    assert looked, "the sample of 1.0 sends every answer with a judged claim"
+    for r in looked:
+        assert r.second_judge is not None and r.second_judge.error is None
+        for c in r.claims:
+            if c.second_judge is not None:
+                # the reading that flatters least stands (a SUPPORTED without a quote is not one); its reason as given
+                assert c.second_judge.label == "UNSUPPORTED" and HOSTILE in (c.second_judge.reason or "")
+                assert c.judges_disagree == (c.label != "UNSUPPORTED")
+
+
+def _pairs(rid: str, pairs: list[tuple[str, str | None]]) -> AnswerReport:
+    """A report whose claims carry (first verdict, second verdict or None: not second-judged)."""
+    claims = [
+        ClaimVerdict(
+            claim={"id": f"k{i}", "text": f"{rid} claim {i}"},
+            label=a,
+            route="judge",
+            second_judge=SecondVerdict(label=b) if b else None,
+            judges_disagree=(a != b) if b else None,
+        )
+        for i, (a, b) in enumerate(pairs)
+    ]
+    return AnswerReport(
+        id=rid,
+        verdict="PASS",
+        mode="cascade",
+        scores={},
+        claims=claims,
+        judges_disagree=any(c.judges_disagree for c in claims) if any(b for _, b in pairs) else None,
+    )
+
+
+def test_the_two_judges_metrics_when_they_use_one_label_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Two judges that said SUPPORTED to every claim agree fully, and kappa is undefined (chance agreement is
+    # total): the old metrics said kappa 0.000 [0.000, 0.000], "no better than chance", with certainty.
+    from groundjudge.cli import app
+    from groundjudge.review.report import dumps
+
+    S = "SUPPORTED"
+    reports = [_pairs("a", [(S, S), (S, S)]), _pairs("b", [(S, S), (S, None)]), _pairs("c", [])]
+    j = judges_agreement(reports)
+    assert j is not None and j["n"] == 3 and j["agreement"] == 1.0 and j["disagree"] == 0
+    assert j["kappa"] is None and j["kappa_ci"] == [None, None]
+    json.dumps(j, allow_nan=False)  # finite JSON
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text("".join(dumps(r) + "\n" for r in reports))
+    res = runner.invoke(app, ["metrics", str(scored)])
+    assert res.exit_code == 0, res.output
+    assert "kappa undefined" in res.stderr + res.stdout and "no claim with a verdict from both" not in res.output
+    # where kappa is defined, it is as before; a mixed file (some answers second-judged, some not) counts only those
+    U = "UNSUPPORTED"
+    j = judges_agreement([*reports, _pairs("d", [(U, U), (U, S)])])
+    assert j is not None and j["n"] == 5 and j["kappa"] is not None and None not in j["kappa_ci"]
