@@ -166,7 +166,10 @@ def _check_head(config: Config) -> None:
     force is the model loaded here, once, to compare identities."""
     if _mode(config) == "llm" or not config.use_head:
         return
-    local = Config.make(**{**config.model_dump(exclude_unset=True), "llm": None, "mode": "nli", "batch_api": False})
+    # the NLI side alone: no judge, so no second judge either (it needs a first)
+    second = ("second_judge", "second_judge_base_url", "second_judge_sample", "second_judge_price")
+    off = {"llm": None, "mode": "nli", "batch_api": False, **dict.fromkeys(second)}
+    local = Config.make(**{**config.model_dump(exclude_unset=True), **off})
     evaluator = Evaluator(local)
     if evaluator.head is not None:
         _ = evaluator.nli
