@@ -221,3 +221,25 @@ def test_without_a_second_judge_the_run_summary_json_is_as_before() -> None:
     assert "second_judge" not in plain.model_dump(mode="json") and "second_judge" not in plain.model_dump_json()
     looked = _pairs("a", [(S, S)]).model_copy(update={"second_judge": SecondJudging(model="m", why=["FAIL"], claims=1)})
     assert summarize([looked]).model_dump(mode="json")["second_judge"]["answers"] == 1
+
+
+def test_a_usd_budget_on_an_unpriced_second_judge_says_how_to_price_the_second_judge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The refusal named --price, which prices the first judge: a user who followed it got the same refusal again.
+    from groundjudge.config import Config
+    from groundjudge.errors import ConfigError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    base: dict[str, Any] = {
+        "llm": "openai/gpt-4o-mini",
+        "budget_usd": 1.0,
+        "price": {"input_per_mtok": 1.0, "output_per_mtok": 1.0},
+    }
+    local = {"second_judge": "openai-compatible/llama", "second_judge_base_url": "http://127.0.0.1:9/v1"}
+    with pytest.raises(ConfigError, match="--second-judge-price") as info:
+        Evaluator(Config(**base, **local))
+    assert "second_judge_price=" in str(info.value) and "--price IN,OUT" not in str(info.value)
+    price = {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
+    ev = Evaluator(Config(**base, **local, second_judge_price=price))  # priced: accepted
+    assert ev.second_client is not None

@@ -23,7 +23,7 @@ from groundjudge.chunking import chunk_documents
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError, DeferredCallError, GroundjudgeError, InputError
 from groundjudge.io.rows import batches, row_id
-from groundjudge.llm import Ledger, Limits, LLMClient, RetryPolicy, make_client
+from groundjudge.llm import Ledger, Limits, LLMClient, RetryPolicy, make_client, price_for
 from groundjudge.llm.batch import BatchOutcome
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, LocalThresholds, Passage, QAResult, Sample, Usage
 from groundjudge.pipeline.assemble import failed_report, final_report
@@ -127,6 +127,14 @@ class Evaluator:
                 "cascade or llm"
             )
         if second_client is None and c.second_judge and client is not None:
+            if client.ledger.budget_usd is not None and c.second_judge_price is None and not price_for(c.second_judge):
+                raise ConfigError(  # the client's own refusal names --price, which prices the first judge
+                    f"no price known for the second judge {c.second_judge}, so a USD budget cannot be enforced: "
+                    "give its price in USD per million input and output tokens with --second-judge-price IN,OUT "
+                    "(--second-judge-price 0.5,1.5) or, in Python, second_judge_price={'input_per_mtok': 0.5, "
+                    f"'output_per_mtok': 1.5}}; or register it once with groundjudge.llm.register_price("
+                    f"{c.second_judge!r}, 0.5, 1.5); or cap the calls with --max-calls instead"
+                )
             second_client = make_client(
                 c.second_judge,
                 base_url=c.second_judge_base_url,
