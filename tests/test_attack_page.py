@@ -192,3 +192,21 @@ def test_five_thousand_claims_on_a_megabyte_source(browser: Any, tmp_path: Path)
     body = browser.find_element(By.TAG_NAME, "body")
     body.send_keys("u")
     assert browser.execute_script("return window.groundjudgeReview.current()") is not None
+
+
+def test_duplicate_ids_and_the_informative_order_keep_the_page_working(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    # a careless user concatenates two runs' files: the same ids twice; and the other queue order
+    from selenium.webdriver.common.by import By
+
+    reports = _second_reports()
+    twice = [*reports, *reports]
+    for order in ("risk", "informative"):
+        page = render_html(twice, order=order)
+        parse_page(page)
+        _loaded(browser, tmp_path, page, f"{order}.html")
+        assert len(browser.find_elements(By.CSS_SELECTOR, ".answer")) == len(twice)
+        body = browser.find_element(By.TAG_NAME, "body")
+        for key in ("u", "1", "j", "a", "u", "k"):
+            body.send_keys(key)
+        assert browser.execute_script("return window.pwned === undefined")
+        assert browser.execute_script("return window.groundjudgeReview.current()") is not None
