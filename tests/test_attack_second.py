@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from groundjudge.cache import Cache
 from groundjudge.config import Config
-from groundjudge.models import AnswerReport, ClaimVerdict, SecondJudging, SecondVerdict
+from groundjudge.models import AnswerReport, ClaimVerdict, SecondVerdict
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.metrics import judges_agreement
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, route
@@ -210,17 +210,6 @@ def test_ray_carries_the_second_judge_into_its_actors_and_writes_the_local_file(
     got = [AnswerReport.model_validate_json(x).model_dump(exclude=skip) for x in out.read_text().splitlines()]
     assert got == [AnswerReport.model_validate_json(x).model_dump(exclude=skip) for x in local]
     assert any(r.get("second_judge") for r in got)
-
-
-def test_without_a_second_judge_the_run_summary_json_is_as_before() -> None:
-    # The option off must leave every output as it was: the --json run summary gained "second_judge": null.
-    from groundjudge.review.report import summarize
-
-    S = "SUPPORTED"
-    plain = summarize([_pairs("a", [(S, None)]), _pairs("b", [])])
-    assert "second_judge" not in plain.model_dump(mode="json") and "second_judge" not in plain.model_dump_json()
-    looked = _pairs("a", [(S, S)]).model_copy(update={"second_judge": SecondJudging(model="m", why=["FAIL"], claims=1)})
-    assert summarize([looked]).model_dump(mode="json")["second_judge"]["answers"] == 1
 
 
 def test_a_usd_budget_on_an_unpriced_second_judge_says_how_to_price_the_second_judge(

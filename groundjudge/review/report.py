@@ -106,7 +106,6 @@ class RunSummary(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     second_judge: dict[str, Any] | None = Field(
         None,
-        exclude_if=lambda v: v is None,  # without one, the summary is as it was before the second judge
         description="with a second judge (README 'Second judge'): answers it judged, answers and claims where the "
         "judges disagree, claims compared, its failures and its cost (in usage too); None without one",
     )
