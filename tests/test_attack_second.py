@@ -232,3 +232,41 @@ def test_a_usd_budget_on_an_unpriced_second_judge_says_how_to_price_the_second_j
     price = {"input_per_mtok": 0.0, "output_per_mtok": 0.0}
     ev = Evaluator(Config(**base, **local, second_judge_price=price))  # priced: accepted
     assert ev.second_client is not None
+
+
+def test_a_second_judge_slower_than_the_first_changes_neither_the_order_nor_the_reports(
+    servers: Any,  # noqa: F811
+    shared_nli: Any,
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    from tests.test_second_judge import SECOND, make, verdicts
+
+    first, _ = servers
+    ev = make(servers, shared_nli, tmp_path / "fast", second_judge_sample=1.0)
+    fast = list(ev.evaluate_many(ROWS, batch_size=2))  # the same NLI batches (scores move in the 7th digit)
+    gate = threading.Event()
+    answer = verdicts(SECOND)
+    with ScriptedLLMServer() as slow:
+
+        def script(req: RecordedRequest) -> Reply:
+            if "1901" in json.dumps(claims_in(req)):  # the first flagged row waits until a later one was answered
+                gate.wait(10)
+            else:
+                gate.set()
+            return answer(req)
+
+        slow.script = route({"judge": script})
+        cache = Cache(tmp_path / "slow")
+        ev = Evaluator(
+            settings_for(slow, second_judge_sample=1.0, concurrency=4),
+            nli=shared_nli,
+            client=make_test_client(first, cache=cache),
+            cache=cache,
+            second_client=make_test_client(slow, "anthropic", model=SECOND_MODEL),
+        )
+        got = list(ev.evaluate_many(ROWS, batch_size=2))
+    assert gate.is_set()
+    skip: Any = {"usage": True, "second_judge": {"usage"}}
+    assert [r.model_dump(exclude=skip) for r in got] == [r.model_dump(exclude=skip) for r in fast]
