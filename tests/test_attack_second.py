@@ -163,6 +163,14 @@ def test_the_two_judges_metrics_when_they_use_one_label_only(monkeypatch: pytest
     res = runner.invoke(app, ["metrics", str(scored)])
     assert res.exit_code == 0, res.output
     assert "kappa undefined" in res.stderr + res.stdout and "no claim with a verdict from both" not in res.output
+    # against reviewers who also said SUPPORTED to each: each judge's kappa with the people is undefined too
+    reviews = tmp_path / "reviews.jsonl"
+    lines = [{"id": r.id, "claim_id": c.claim.id, "claim": c.claim.text, "label": S} for r in reports for c in r.claims]
+    reviews.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = runner.invoke(app, ["metrics", str(scored), "--reviews", str(reviews), "--json"])
+    assert res.exit_code == 0, res.output
+    vs = json.loads(res.stdout)["judges"]["vs_people"]
+    assert vs["first"]["kappa"] is None and vs["second"]["kappa_ci"] == [None, None] and vs["n"] == 3
     # where kappa is defined, it is as before; a mixed file (some answers second-judged, some not) counts only those
     U = "UNSUPPORTED"
     j = judges_agreement([*reports, _pairs("d", [(U, U), (U, S)])])
