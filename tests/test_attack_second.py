@@ -278,3 +278,34 @@ def test_a_second_judge_slower_than_the_first_changes_neither_the_order_nor_the_
     assert gate.is_set()
     skip: Any = {"usage": True, "second_judge": {"usage"}}
     assert [r.model_dump(exclude=skip) for r in got] == [r.model_dump(exclude=skip) for r in fast]
+
+
+def test_the_budget_running_out_on_the_second_judges_provider_batch_loses_nothing(
+    servers: Any,  # noqa: F811
+    shared_nli: Any,
+    tmp_path: Path,
+) -> None:
+    from groundjudge.errors import BudgetExceededError
+    from groundjudge.llm import Ledger
+    from tests.test_second_judge import make
+
+    kw: dict[str, Any] = {"batch_api": True, "batch_state": str(tmp_path / "b.json")}
+    whole = list(make(servers, shared_nli, tmp_path / "whole", **kw).evaluate_many(ROWS))
+    got: list[AnswerReport] = []
+    capped = make(servers, shared_nli, tmp_path / "c", ledger=Ledger(max_calls=len(ROWS) + 1), **kw)
+    with pytest.raises(BudgetExceededError):
+        for r in capped.evaluate_many(ROWS, batch_size=len(ROWS)):
+            got.append(r)
+    skip: Any = {"usage": True, "second_judge": {"usage"}}
+    by_id = {r.id: r.model_dump(exclude=skip) for r in whole}
+    assert all(r.model_dump(exclude=skip) == by_id[r.id] for r in got)  # what is written is the whole run's
+    assert all(r.second_judge is None for r in got)  # the flagged rows wait for a rerun; nothing half-judged
+    done = {r.id for r in got}
+    rerun = list(
+        make(servers, shared_nli, tmp_path / "c", **kw).evaluate_many([x for x in ROWS if x["id"] not in done])
+    )
+
+    def outcome(r: AnswerReport) -> Any:  # the NLI scores move in the 7th digit with the batch: not compared
+        return r.id, ruling(r), r.judges_disagree, [(c.label, c.second_judge) for c in r.claims]
+
+    assert sorted(map(outcome, [*got, *rerun]), key=str) == sorted(map(outcome, whole), key=str)
