@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
@@ -146,11 +146,12 @@ CELL = st.lists(ASCII, min_size=1, max_size=12).map(" ".join)  # words, as label
 
 @settings(max_examples=40, deadline=None, database=None)
 @given(rows=st.lists(st.tuples(CELL, CELL), min_size=1, max_size=8), columns=st.integers(20, 200))
+@example(rows=[("0", "\\[")], columns=20)  # rich's markup escape drops this backslash: data cells are Text
 def test_a_table_to_a_pipe_is_never_wrapped_or_cut(rows: list[tuple[str, str]], columns: int) -> None:
     """Whatever the console's width (COLUMNS), a table printed to something that is not a terminal has each row
     whole on one line."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from groundjudge.cli.common import print_table
 
@@ -160,7 +161,7 @@ def test_a_table_to_a_pipe_is_never_wrapped_or_cut(rows: list[tuple[str, str]], 
     table.add_column("")
     table.add_column("")
     for label, value in rows:
-        table.add_row(escape(label), escape(value))
+        table.add_row(Text(label), Text(value))
     print_table(console, table)
     text = buf.getvalue()
     for label, value in rows:

@@ -139,6 +139,7 @@ def limits_cell(stats: Any) -> str:
 
 def print_summary(console: Console, summary: Any) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from groundjudge.review.report import summary_rows
 
@@ -148,7 +149,7 @@ def print_summary(console: Console, summary: Any) -> None:
     table.add_column("", style="bold", no_wrap=True, min_width=max((len(name) for name, _ in rows), default=1))
     table.add_column("")
     for name, value in rows:
-        table.add_row(escape(name), escape(value))  # ids and reasons are data, not markup
+        table.add_row(Text(name), Text(value))  # data, not markup (rich's escape drops the backslash of "\\[")
     print_table(console, table)
 
 
