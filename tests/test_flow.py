@@ -193,6 +193,34 @@ def test_the_call_slots_fill_across_stages_and_batches(
     assert delays.peak == 6
 
 
+def test_no_call_slot_waits_for_the_qa_comparison(server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
+    """The QA check compares an answer's replies with the local model after its sources-side call; that CPU work
+    runs on the NLI thread, so with one call slot the next answer's call goes out while the comparison runs (it
+    used to wait: the slot's thread did the comparison)."""
+    ended: list[float] = []
+
+    class SlowComparison(Evaluator):  # the comparison of a slow CPU
+        def _answers_agree(self, pairs: Any) -> list[float]:
+            time.sleep(0.5)
+            ended.append(time.monotonic())
+            return super()._answers_agree(pairs)
+
+    cache = Cache(tmp_path, mode="off")
+    ev = SlowComparison(
+        Config(llm="openai/gpt-4o-mini", qa=True, concurrency=1),
+        nli=shared_nli,
+        client=make_test_client(server, cache=cache),
+        cache=cache,
+    )
+    first = len(server.requests)
+    rows = rows_of([[2, 3], [3, 2]])  # replies "Bradfield." / "traffic." against "1932": only the model can tell
+    reports = list(ev.evaluate_many(rows, batch_size=2))
+    assert [r.id for r in reports] == ["a0", "a1"] and all(r.qa is not None and r.qa.score is not None for r in reports)
+    sent = [r.received_at for r in server.requests[first:] if prompt_name(r) == "verify"]
+    assert len(sent) == 2 and len(ended) == 2
+    assert sent[1] < ended[0]  # the second answer's call did not wait for the first answer's comparison
+
+
 def test_the_input_is_read_only_a_window_ahead(server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
     """Memory stays flat: rows are pulled from the input only as reports go out (a window of 4 rows, batches of 2:
     at most one batch more than the window is read ahead)."""

@@ -31,7 +31,16 @@ from groundjudge.pipeline.batching import run_llm_stage
 from groundjudge.pipeline.citing import attach_citations, cited_hints, cited_map, citing_of, route_cited, score_cited
 from groundjudge.pipeline.estimate import Stages, estimate
 from groundjudge.pipeline.flow import stream
-from groundjudge.pipeline.work import RUN_STOPS, SecondPlan, Work, concurrently, describe, each, error_report
+from groundjudge.pipeline.work import (
+    RUN_STOPS,
+    SecondPlan,
+    Work,
+    concurrently,
+    describe,
+    each,
+    error_report,
+    run_call,
+)
 from groundjudge.prompts import load_prompt
 from groundjudge.review.html import disagrees
 from groundjudge.review.report import Run
@@ -441,6 +450,9 @@ class Evaluator:
     def _stage_verify(self, batch: list[Work]) -> None:
         todo = [w for w in batch if w.live and self.needs_verify(w)]
         concurrently(todo, self.verify, self.config.concurrency)
+        for w in todo:  # in batch mode, once the provider batch has answered (before, verify deferred: no replies)
+            if self.needs_compare(w):
+                run_call(w, self.compare)
 
     def _stage_second(self, batch: list[Work]) -> None:
         todo = [w for w in batch if w.live and self.needs_second(w)]
@@ -625,9 +637,20 @@ class Evaluator:
         if unjudged:
             w.errors.append(f"judge: no verdict for claim(s) {', '.join(unjudged)}")
         if qa:
-            w.qa = score_qa(w.questions, answers, self._answers_agree)
-            if w.qa.error:
-                w.errors.append(f"QA: {w.qa.error}")
+            w.qa_replies = answers  # compared by the local model in compare(), off the call's slot
+
+    def needs_compare(self, w: Work) -> bool:
+        """Whether the answer's QA replies wait for their comparison (:meth:`compare`)."""
+        return w.qa_replies is not None
+
+    def compare(self, w: Work) -> None:
+        """The QA check's comparison of each question's two replies by the local NLI model, pairs of this answer
+        alone (so its scores never depend on which answers ran with it). A local step: the engine runs it on the NLI
+        thread, so a call slot never waits for the CPU."""
+        answers, w.qa_replies = w.qa_replies or {}, None
+        w.qa = score_qa(w.questions, answers, self._answers_agree)
+        if w.qa.error:
+            w.errors.append(f"QA: {w.qa.error}")
 
     # -- the second judge (README "Second judge"): after verify, never scored --------------------------------
 

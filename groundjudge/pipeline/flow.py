@@ -11,7 +11,9 @@ model runs. Here each answer moves on as soon as its own step is done:
   send at once;
 - with a second judge (README "Second judge"), an answer it looks at makes one more call after its sources-side
   call (:meth:`Steps.needs_second`, :meth:`Steps.second`), last in the pool's order;
-- the NLI stage runs on its own thread, one batch at a time, while calls are in flight. Its batches are the cut
+- the NLI stage runs on its own thread, one batch at a time, while calls are in flight; so does the QA check's
+  comparison of an answer's replies (the local model, after its sources-side call), so no call slot waits for the
+  CPU. Its batches are the cut
   batches (:func:`groundjudge.io.rows.batches`), run in input order as soon as every claim of the batch is known:
   the NLI model's probabilities move in the 7th digit with the other pairs of a forward pass on some CPUs, so only
   batches that do not depend on timing give the same reports as a stage-by-stage run (and as the Ray engine);
@@ -65,6 +67,10 @@ class Steps(Protocol):
     def needs_verify(self, w: Work) -> bool: ...
 
     def verify(self, w: Work) -> None: ...
+
+    def needs_compare(self, w: Work) -> bool: ...  # after verify: the QA replies wait for the local comparison
+
+    def compare(self, w: Work) -> None: ...  # a local step (the NLI model): run on the NLI thread
 
     def needs_second(self, w: Work) -> bool: ...  # after verify: whether the second judge looks at the answer
 
@@ -165,6 +171,14 @@ class _Flow:
         finally:
             self.events.put(("nli", batch))
 
+    def _compare_task(self, w: Work) -> None:
+        try:
+            run_call(w, self.steps.compare)  # as a part of the sources-side call: its error is the answer's note
+        except BaseException as exc:  # never leave the coordinator waiting for this answer
+            w.failed = w.failed or describe(exc)
+        finally:
+            self.events.put(("compared", w))
+
     # -- the coordinator (the caller's thread) -----------------------------------------------------------------
 
     def admit(self, items: list[Work | AnswerReport]) -> None:
@@ -211,6 +225,19 @@ class _Flow:
                     self._after_verify(w)
                 self.stopping = self.stopping or w.stop is not None
         elif kind == "verify":
+            assert isinstance(obj, Work)
+            compare = False
+            if obj.live:
+                try:
+                    compare = self.steps.needs_compare(obj)
+                except Exception as exc:  # a bug for this answer alone
+                    obj.failed = describe(exc)
+            if compare:  # on the NLI thread: the call slot is free again at once
+                self.nli.submit(self._compare_task, obj)
+            else:
+                self._after_verify(obj)
+            self.stopping = self.stopping or obj.stop is not None
+        elif kind == "compared":
             assert isinstance(obj, Work)
             self._after_verify(obj)
             self.stopping = self.stopping or obj.stop is not None
