@@ -102,7 +102,8 @@ def test_a_429_with_retry_after_keeps_the_calls_in_flight_and_paces_the_sends_at
         limiter.release(permit, "ok")
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert all(g == pytest.approx(1 / 8.1, rel=0.15) for g in gaps)
-    assert limiter.stats().send_rate == pytest.approx(8.1 * 1.01**5)  # it held each send back: 1% a send
+    # the first send after the cut goes at once (the room the server made), the four others were held: 1% each
+    assert limiter.stats().send_rate == pytest.approx(8.1 * 1.01**4)
     clock.now += 60  # a minute idle earns nothing
     rate = limiter.stats().send_rate
     limiter.release(limiter.acquire(), "ok")
