@@ -171,14 +171,6 @@ class _Flow:
         finally:
             self.events.put(("nli", batch))
 
-    def _compare_task(self, w: Work) -> None:
-        try:
-            run_call(w, self.steps.compare)  # as a part of the sources-side call: its error is the answer's note
-        except BaseException as exc:  # never leave the coordinator waiting for this answer
-            w.failed = w.failed or describe(exc)
-        finally:
-            self.events.put(("compared", w))
-
     # -- the coordinator (the caller's thread) -----------------------------------------------------------------
 
     def admit(self, items: list[Work | AnswerReport]) -> None:
@@ -213,27 +205,16 @@ class _Flow:
             assert isinstance(obj, _Batch)
             for w in obj.works:
                 row = self.rows[id(w)]
-                verify = False
-                if w.live:
-                    try:
-                        verify = self.steps.needs_verify(w)
-                    except Exception as exc:  # a bug for this answer alone
-                        w.failed = describe(exc)
-                if verify:
+                if self._asks(w, self.steps.needs_verify):
                     self.calls.submit((_VERIFY, row.seq), self._task("verify", w, self.steps.verify))
                 else:
                     self._after_verify(w)
                 self.stopping = self.stopping or w.stop is not None
         elif kind == "verify":
             assert isinstance(obj, Work)
-            compare = False
-            if obj.live:
-                try:
-                    compare = self.steps.needs_compare(obj)
-                except Exception as exc:  # a bug for this answer alone
-                    obj.failed = describe(exc)
-            if compare:  # on the NLI thread: the call slot is free again at once
-                self.nli.submit(self._compare_task, obj)
+            if self._asks(obj, self.steps.needs_compare):  # on the NLI thread: the call slot is free at once
+                # a part of the sources-side call, as run_call runs it: its error is the answer's note
+                self.nli.submit(self._task("compared", obj, self.steps.compare))
             else:
                 self._after_verify(obj)
             self.stopping = self.stopping or obj.stop is not None
@@ -245,6 +226,18 @@ class _Flow:
             assert isinstance(obj, Work)
             self.rows[id(obj)].done = True
             self.stopping = self.stopping or obj.stop is not None
+
+    @staticmethod
+    def _asks(w: Work, needs: Callable[[Work], bool]) -> bool:
+        """Whether a live answer needs the next step (``needs``: a ``Steps.needs_*``); a failure here is a bug for
+        this answer alone: it fails."""
+        if not w.live:
+            return False
+        try:
+            return needs(w)
+        except Exception as exc:
+            w.failed = describe(exc)
+            return False
 
     def _after_verify(self, w: Work) -> None:
         """The second judge's call if it looks at the answer, else the answer is done."""
