@@ -316,6 +316,15 @@ class ClaimVerdict(BaseModel):
         description="the second judge gave another verdict than this one (None: no second verdict to compare)",
     )
 
+    @property
+    def nli_disagrees(self) -> bool:
+        """The local model and the judge disagree on this judged claim: its NLI support (the entailment, or the
+        verdict head's probability) is at least even odds and the judge did not find it SUPPORTED, or below even
+        odds and the judge did. (The review queue's rule and the second judge's: one place.)"""
+        if self.route != "judge" or self.nli is None or self.nli.error or self.label == "ERROR":
+            return False
+        return (self.nli.support >= 0.5) != (self.label == "SUPPORTED")
+
 
 class QAItem(BaseModel):
     question: str

@@ -316,3 +316,17 @@ def test_the_review_page_filters_answers_by_kind_of_error(browser: Any, tmp_path
     assert hidden == {"answer-n"}
     select.select_by_value("")
     assert not browser.find_elements(By.CSS_SELECTOR, ".answer.hidden")
+
+
+def keys(driver: Any, *keys: str) -> None:
+    """Press keys on the page, one at a time, as a reviewer would."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    for k in keys:
+        ActionChains(driver).send_keys(k).perform()
+
+
+def click(driver: Any, element: Any) -> None:
+    """Click as a reviewer would: with the element scrolled to mid-screen, clear of the sticky queue bar."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()

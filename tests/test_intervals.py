@@ -19,7 +19,6 @@ from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scor
 from groundjudge.review.compare import compare_runs, corrected_rates
 from groundjudge.review.html import (
     decision_rows,
-    disagrees,
     informative_key,
     informative_reasons,
     label_shares,
@@ -424,7 +423,7 @@ def test_the_informative_order_puts_every_disagreement_before_the_rest(run: list
     reports = _build(run)
     shares = label_shares(reports)
     ordered = sorted(reports, key=lambda r: informative_key(r, shares))
-    flags = [any(disagrees(c) for c in r.claims) for r in ordered]
+    flags = [any(c.nli_disagrees for c in r.claims) for r in ordered]
     assert flags == sorted(flags, reverse=True)  # every answer with a disagreement first
     assert sorted(r.id for r in ordered) == sorted(r.id for r in reports)
 

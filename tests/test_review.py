@@ -15,7 +15,7 @@ from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scor
 from groundjudge.review.html import render_html, risk_key, risk_reasons, run_identity
 from groundjudge.review.metrics import cohen_kappa, join_reviews, parse_reviews, review_metrics
 from groundjudge.review.report import dumps
-from tests.test_html import browser  # noqa: F401 - the module-scoped headless Chromium fixture
+from tests.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
 from tests.test_plots import pixel_variance, png_pixels
 
 CONTEXT = "The Eiffel Tower in Paris was completed in 1889 for the World's Fair. It is 330 metres tall."
@@ -340,19 +340,6 @@ def test_calibrate_reads_reviews_joined_to_the_out_file(tmp_path: Path) -> None:
 # -- in the browser: click and type through the queue, reload, export, score -----------------------------------
 
 
-def _keys(driver: Any, *keys: str) -> None:
-    from selenium.webdriver.common.action_chains import ActionChains
-
-    for k in keys:
-        ActionChains(driver).send_keys(k).perform()
-
-
-def _click(driver: Any, element: Any) -> None:
-    """Click as a reviewer would: with the element scrolled to mid-screen, clear of the sticky queue bar."""
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
-    element.click()
-
-
 def _current(driver: Any) -> tuple[str, str]:
     cur = driver.execute_script("return window.groundjudgeReview.current()")
     return cur["id"], cur["claim_id"]
@@ -389,28 +376,28 @@ def test_reviewer_works_through_the_queue_reloads_exports_and_scores(
     browser.find_element(By.ID, "autoadvance").click()  # this walk moves by hand (auto-advance: test_review_page)
 
     assert _current(browser) == ("r-fail", "c1")  # the queue opens on its first claim
-    _keys(browser, "a")  # accept SUPPORTED
-    _keys(browser, "j")
+    keys(browser, "a")  # accept SUPPORTED
+    keys(browser, "j")
     assert _current(browser) == ("r-fail", "c2")
-    _keys(browser, "3", "n")  # UNSUPPORTED, then a note; digits typed in the note are text, not verdicts
-    _keys(browser, "source says 1889, 2 sources", Keys.ESCAPE)
+    keys(browser, "3", "n")  # UNSUPPORTED, then a note; digits typed in the note are text, not verdicts
+    keys(browser, "source says 1889, 2 sources", Keys.ESCAPE)
     assert browser.find_element(By.ID, "note").get_attribute("value") == "source says 1889, 2 sources"
-    _keys(browser, "j", "a")  # an ERROR claim has no verdict to accept: nothing is recorded
+    keys(browser, "j", "a")  # an ERROR claim has no verdict to accept: nothing is recorded
     assert _current(browser) == ("r-error", "c1")
     assert "Not decided yet" in browser.find_element(By.ID, "decision-state").text
-    _keys(browser, "2")
-    _keys(browser, Keys.ARROW_DOWN)
+    keys(browser, "2")
+    keys(browser, Keys.ARROW_DOWN)
     assert _current(browser) == ("r-warn", "c1")
     supported = browser.find_element(By.CSS_SELECTOR, "#decide button[data-label='SUPPORTED']")
-    _click(browser, supported)  # the mouse works too
-    _keys(browser, "k")
+    click(browser, supported)  # the mouse works too
+    keys(browser, "k")
     assert _current(browser) == ("r-error", "c1")
-    _keys(browser, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, "a")
+    keys(browser, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, "a")
     assert _current(browser) == ("r-warn", "c2")
     # a click on a claim selects it; a verdict then changes, the latest one counts
-    _click(browser, browser.find_element(By.CSS_SELECTOR, "#answer-r-pass .claim[data-claim='c2']"))
+    click(browser, browser.find_element(By.CSS_SELECTOR, "#answer-r-pass .claim[data-claim='c2']"))
     assert _current(browser) == ("r-pass", "c2")
-    _keys(browser, "1", "3", "1")
+    keys(browser, "1", "3", "1")
     # r-pass c1 stays undecided
     assert browser.find_element(By.ID, "progress").text == "6 of 7 claims decided"
     expected = {
@@ -439,7 +426,7 @@ def test_reviewer_works_through_the_queue_reloads_exports_and_scores(
     assert reviewed_on_page() == {k: v[0] for k, v in expected.items()}
     assert _current(browser) == ("r-pass", "c1")
     assert browser.find_element(By.ID, "reviewer").get_attribute("value") == "alice"
-    _click(browser, browser.find_element(By.CSS_SELECTOR, "#answer-r-fail .claim[data-claim='c2']"))
+    click(browser, browser.find_element(By.CSS_SELECTOR, "#answer-r-fail .claim[data-claim='c2']"))
     assert browser.find_element(By.ID, "note").get_attribute("value") == "source says 1889, 2 sources"
     assert "Your verdict: UNSUPPORTED (groundjudge: CONTRADICTED)" in browser.find_element(By.ID, "detail").text
 
@@ -447,7 +434,7 @@ def test_reviewer_works_through_the_queue_reloads_exports_and_scores(
     downloads = tmp_path / "downloads"
     downloads.mkdir()
     browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
-    _click(browser, browser.find_element(By.ID, "export"))
+    click(browser, browser.find_element(By.ID, "export"))
     run = browser.execute_script("return window.groundjudgeReview.run")
     exported = downloads / f"groundjudge-reviews-{run}.jsonl"
     import time

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Passage, Quote, Scores, Span
 from groundjudge.review.html import render_html
 from groundjudge.review.page_sources import KINDS, Mark, claim_links, highlight, source_marks
-from tests.test_html import browser  # noqa: F401 - the module-scoped headless Chromium fixture
+from tests.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
 from tests.test_plots import pixel_variance, png_pixels
 
 # -- the highlight function: offsets on the raw text, escaped piece by piece -------------------------------------
@@ -208,19 +208,6 @@ def _open(driver: Any, tmp_path: Path, reports: list[AnswerReport], size: tuple[
     driver.execute_script("window.scrollTo(0, 0)")
 
 
-def _keys(driver: Any, *keys: str) -> None:
-    from selenium.webdriver.common.action_chains import ActionChains
-
-    for k in keys:
-        ActionChains(driver).send_keys(k).perform()
-
-
-def _click(driver: Any, element: Any) -> None:
-    """Click as a reviewer would: with the element scrolled to mid-screen, clear of the sticky queue bar."""
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
-    element.click()
-
-
 def _current(driver: Any) -> tuple[str, str] | None:
     cur = driver.execute_script("return window.groundjudgeReview.current()")
     return None if cur is None else (cur["id"], cur["claim_id"])
@@ -284,9 +271,9 @@ def test_sources_are_whole_collapsed_searchable_and_linked(browser: Any, tmp_pat
     assert toggle.text.startswith("Show all of this source (")
     # search: marks every match, opens the collapsed source that holds one
     box = card.find_element(By.CSS_SELECTOR, ".search input")
-    _keys(browser, "/")  # the key for the current card's search box
+    keys(browser, "/")  # the key for the current card's search box
     assert browser.switch_to.active_element == box
-    _keys(browser, "CLOSES at 5")  # typed into the box, not taken as keys
+    keys(browser, "CLOSES at 5")  # typed into the box, not taken as keys
     assert _current(browser) == ("museum", "c1")
     hits = card.find_elements(By.CSS_SELECTOR, "mark.hit")
     assert [h.text for h in hits] == ["closes at 5"]  # one match, split by no mark: the quote covers it
@@ -312,14 +299,14 @@ def test_sources_are_whole_collapsed_searchable_and_linked(browser: Any, tmp_pat
     assert card.find_element(By.CSS_SELECTOR, ".search .hits").text == "not in the sources"
     box.send_keys(Keys.ESCAPE)
     browser.find_element(By.TAG_NAME, "body").click()
-    _click(browser, toggle)
+    click(browser, toggle)
     assert "clamped" in long_block.get_attribute("class")
     # the claim's row links to its quote: the source opens, scrolls there, the mark flashes
     browser.execute_script("window.scrollTo(0, 0)")
     row = card.find_element(By.CSS_SELECTOR, ".crow[data-claim='c2']")
     assert row.find_element(By.CSS_SELECTOR, ".lab").text == "CONTRADICTED"
     link = row.find_element(By.CSS_SELECTOR, "button.link.quote")
-    _click(browser, link)
+    click(browser, link)
     quote = card.find_element(By.CSS_SELECTOR, "mark.hl.quote[data-hl~='c1-q0']")
     assert quote.text == "closes at 5 pm" and "flash" in quote.get_attribute("class")
     assert "clamped" not in long_block.get_attribute("class") and _in_view(browser, quote)
@@ -330,11 +317,11 @@ def test_sources_are_whole_collapsed_searchable_and_linked(browser: Any, tmp_pat
     assert contra.text.startswith("NLI contradiction passage")
     unverified = card.find_element(By.CSS_SELECTOR, ".crow[data-claim='c3'] .nolink")
     assert unverified.text == "quote not in the sources"
-    _click(browser, card.find_element(By.CSS_SELECTOR, ".crow[data-claim='c3'] button.link.entail"))
+    click(browser, card.find_element(By.CSS_SELECTOR, ".crow[data-claim='c3'] button.link.entail"))
     passage = card.find_element(By.CSS_SELECTOR, "mark.hl.entail[data-hl~='c2-entail']")
     assert passage.text == "Opening hours change in summer; ask at the desk." and _in_view(browser, passage)
     # the detail pane links there as well; the long reason is cut, with a toggle
-    _click(browser, card.find_element(By.CSS_SELECTOR, ".claim[data-claim='c2']"))
+    click(browser, card.find_element(By.CSS_SELECTOR, ".claim[data-claim='c2']"))
     detail = browser.find_element(By.ID, "detail")
     assert detail.find_element(By.CSS_SELECTOR, "button.link.quote").is_displayed()
     assert detail.find_element(By.CSS_SELECTOR, ".toggle").text.startswith("Show all of the reason")
@@ -353,36 +340,36 @@ def test_auto_advance_next_undecided_and_the_end_of_the_queue(browser: Any, tmp_
     progress = browser.find_element(By.ID, "progress")
     done = browser.find_element(By.ID, "done")
     assert _current(browser) == ("museum", "c1") and not done.is_displayed()
-    _keys(browser, "a")  # accept: the page moves on to the next claim by itself
+    keys(browser, "a")  # accept: the page moves on to the next claim by itself
     assert _current(browser) == ("museum", "c2")
-    _keys(browser, "2")
+    keys(browser, "2")
     assert _current(browser) == ("museum", "c3")
     assert progress.text == "2 of 6 claims decided"
     assert "0 of 3 answers done" in browser.find_element(By.ID, "progress-answers").text
     assert browser.find_element(By.CSS_SELECTOR, "#answer-museum .card-progress").text == "2 of 3 decided"
     # auto-advance off: a decision stays; "u" jumps to the next undecided claim, past decided ones
     browser.find_element(By.ID, "autoadvance").click()
-    _keys(browser, "k", "k")
+    keys(browser, "k", "k")
     assert _current(browser) == ("museum", "c1")
-    _keys(browser, "3")
+    keys(browser, "3")
     assert _current(browser) == ("museum", "c1")
-    _keys(browser, "u")
+    keys(browser, "u")
     assert _current(browser) == ("museum", "c3")
-    _keys(browser, "1", "u")
+    keys(browser, "1", "u")
     assert _current(browser) == ("hostile <b>", "c1")
     assert "1 of 3 answers done" in browser.find_element(By.ID, "progress-answers").text
     browser.find_element(By.ID, "autoadvance").click()  # on again
-    _keys(browser, "a", "a")
+    keys(browser, "a", "a")
     assert _current(browser) == ("plain-0", "c1") and not done.is_displayed()
     # the filters hide the one answer left: the sign says the undecided claims are in hidden answers
     pass_box = browser.find_element(By.CSS_SELECTOR, "#filters input[value='PASS']")
-    _click(browser, pass_box)
+    click(browser, pass_box)
     assert done.is_displayed() and "No undecided claim in the answers shown: 1 more in answers the filters hide" in (
         done.text
     )
-    _click(browser, pass_box)
+    click(browser, pass_box)
     assert not done.is_displayed()
-    _keys(browser, "a")  # the last one: the end of the queue says so, and stays on the claim
+    keys(browser, "a")  # the last one: the end of the queue says so, and stays on the claim
     assert _current(browser) == ("plain-0", "c1")
     assert done.is_displayed() and "End of the queue: all 6 claims are decided" in done.text
     assert progress.text == "6 of 6 claims decided"
@@ -411,8 +398,8 @@ def test_a_long_answer_is_cut_and_opens_for_its_claims(browser: Any, tmp_path: P
     assert "clamped" in body.get_attribute("class")
     assert toggle.text == f"Show all of the answer ({len(answer):,} characters)"
     assert browser.execute_script("return window.scrollY") == 0  # a fresh queue opens at the top
-    _keys(browser, "j")  # the next claim lies in the cut part: the answer opens for it
+    keys(browser, "j")  # the next claim lies in the cut part: the answer opens for it
     assert _current(browser) == ("long", "c2") and "clamped" not in body.get_attribute("class")
     assert toggle.text == "Show less"
-    _click(browser, toggle)
+    click(browser, toggle)
     assert "clamped" in body.get_attribute("class")

@@ -42,7 +42,6 @@ from groundjudge.pipeline.work import (
     run_call,
 )
 from groundjudge.prompts import load_prompt
-from groundjudge.review.html import disagrees
 from groundjudge.review.report import Run
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.stages.judge import JudgedClaim, Source, judge_claims, select_sources
@@ -657,9 +656,9 @@ class Evaluator:
     def needs_second(self, w: Work) -> bool:
         """Whether the second judge looks at the answer (and which claims: ``w.second``): a flagged answer (its
         verdict FAIL, a CONTRADICTED claim, or a judged claim whose verdict the local model disagrees with:
-        :func:`groundjudge.review.html.disagrees`) or one in the sample (:func:`in_second_sample`). It judges the
-        claims the first judge judged; a flagged answer with none judges its claims not SUPPORTED. An answer that
-        failed, or has nothing to judge, gets no second look."""
+        :attr:`~groundjudge.models.ClaimVerdict.nli_disagrees`) or one in the sample (:func:`in_second_sample`). It
+        judges the claims the first judge judged; a flagged answer with none judges its claims not SUPPORTED. An
+        answer that failed, or has nothing to judge, gets no second look."""
         if self.second_client is None or not w.live:
             return False
         if w.second is None:
@@ -678,7 +677,7 @@ class Evaluator:
         why = ["FAIL"] if first.verdict == "FAIL" else []
         if any(c.label == "CONTRADICTED" for c in first.claims):
             why.append("contradicted")
-        if any(disagrees(c) for c in first.claims):
+        if any(c.nli_disagrees for c in first.claims):
             why.append("nli_disagrees")
         flagged = bool(why)
         if in_second_sample(w.sample.id, self.config.second_judge_sample):

@@ -117,15 +117,6 @@ def local_thresholds(versions: dict[str, str]) -> dict[str, float]:
     return out
 
 
-def disagrees(c: Any) -> bool:
-    """The local model and the judge disagree on a judged claim: its NLI support (the entailment, or the verdict
-    head's probability) is at least even odds and the judge did not find it SUPPORTED, or below even odds and the
-    judge did."""
-    if c.route != "judge" or c.nli is None or c.nli.error or c.label == "ERROR":
-        return False
-    return (c.nli.support >= 0.5) != (c.label == "SUPPORTED")
-
-
 def threshold_margin(c: Any, thresholds: dict[str, float]) -> float | None:
     """How close a locally decided claim came to the other side: the distance of its support to the support and
     unsupported thresholds, and of its contradiction to the contradiction threshold (None: no such claim, or no
@@ -140,14 +131,14 @@ def threshold_margin(c: Any, thresholds: dict[str, float]) -> float | None:
 
 def informative_counts(r: AnswerReport, label_share: dict[str, float]) -> dict[str, Any]:
     """What a reviewer's decisions on an answer would teach: its claims where the local model and the judge disagree
-    (:func:`disagrees`), the locally decided claim nearest a local threshold (:func:`threshold_margin`), and its
-    rarest claim label (``label_share``: each label's share of the run's claims)."""
+    (:attr:`~groundjudge.models.ClaimVerdict.nli_disagrees`), the locally decided claim nearest a local threshold
+    (:func:`threshold_margin`), and its rarest claim label (``label_share``: each label's share of the run's claims)."""
     thresholds = local_thresholds(r.versions)
     margins = [(m, c) for c in r.claims if (m := threshold_margin(c, thresholds)) is not None]
     near = min(margins, key=lambda mc: mc[0], default=None)
     rare = min(r.claims, key=lambda c: label_share.get(c.label, 0.0), default=None)
     return {
-        "disagree": sum(disagrees(c) for c in r.claims),
+        "disagree": sum(c.nli_disagrees for c in r.claims),
         "margin": None if near is None else near[0],
         "near": None if near is None else near[1],
         "rare": None if rare is None else rare.label,
