@@ -493,3 +493,30 @@ def test_score_takes_rpm_and_tpm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         assert limiter.limits == Limits(concurrency=3, rpm=600, tpm=90000, adaptive=True)
         bad = runner.invoke(app, [*base, "--rpm", "0"])
         assert bad.exit_code == 2 and "rpm" in bad.output and server.requests == []
+
+
+def test_each_ray_actor_takes_its_share_of_the_runs_rates_for_both_judges(tmp_path: Path) -> None:
+    """A Ray run of four actors at --rpm 120 --tpm 60000 sends at most 120 requests a minute in all: each actor's
+    judge and second judge take a quarter, and the second judge settles on the actor's (the cluster's) ledger."""
+    from groundjudge.pipeline.evaluator import Evaluator
+    from tests.conftest import SHARED_MODEL
+
+    ray_engine = pytest.importorskip("groundjudge.runs.ray")
+    config = Config(
+        llm="openai/gpt-4o-mini@http://127.0.0.1:9/v1",
+        second_judge="anthropic/claude-haiku-4-5",
+        second_judge_base_url="http://127.0.0.1:9",
+        rpm=120,
+        tpm=60000,
+        concurrency=5,
+        cache_dir=str(tmp_path / "c"),
+        nli_model=str(SHARED_MODEL),
+    )
+    ledger = Ledger(budget_usd=None, max_calls=10)
+    scorer = ray_engine._Scorer(config, ledger, None, 8, actors=4)  # built in this process: no Ray started
+    first, second = scorer.evaluator.client, scorer.evaluator.second_client
+    assert first is not None and second is not None and first.limiter is not None and second.limiter is not None
+    assert first.limiter.limits == second.limiter.limits == Limits(concurrency=5, rpm=30, tpm=15000)
+    assert first.ledger is ledger and second.ledger is ledger
+    with pytest.raises(errors.ConfigError, match="rate_share"):
+        Evaluator(config, rate_share=0)

@@ -84,6 +84,15 @@ def in_second_sample(row_id: str, share: float | None) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
+def run_limits(config: Config, share: float = 1.0) -> Limits:
+    """The limits of one LLM client of a run: its concurrency (and whether it adapts) and ``share`` of the run's
+    ``rpm`` and ``tpm`` (1: all of them; a Ray actor: 1 / actors, so the cluster keeps to the run's rate)."""
+    if not 0 < share <= 1:
+        raise ConfigError(f"rate_share must be in (0, 1], not {share}")
+    c = config
+    return Limits(c.concurrency, c.rpm and c.rpm * share, c.tpm and c.tpm * share, c.adaptive_concurrency)
+
+
 class Evaluator:
     """Evaluates answers against their sources.
 
@@ -94,6 +103,10 @@ class Evaluator:
         cache: a :class:`Cache` instead of one at ``config.cache_dir``.
         second_client: the second judge's client instead of one built from ``config.second_judge`` (which shares
             the first judge's ledger, so one budget caps both, and the cache).
+        ledger: the ledger the clients built here reserve and settle on, instead of a new one from the config's
+            ``budget_usd`` and ``max_calls`` (a Ray actor passes the cluster's).
+        rate_share: this evaluator's share of the run's ``rpm`` and ``tpm``, for every client built here (a Ray
+            actor's is 1 / actors, so the cluster keeps to the run's rate).
     """
 
     def __init__(
@@ -104,6 +117,8 @@ class Evaluator:
         client: LLMClient | None = None,
         cache: Cache | None = None,
         second_client: LLMClient | None = None,
+        ledger: Ledger | None = None,
+        rate_share: float = 1.0,
         **overrides: Any,
     ) -> None:
         base = config.model_dump(exclude_unset=True) if config is not None else {}
@@ -116,11 +131,11 @@ class Evaluator:
                 base_url=c.base_url,
                 timeout=c.timeout,
                 cache=self.cache,
-                ledger=Ledger(budget_usd=c.budget_usd, max_calls=c.max_calls),
+                ledger=ledger if ledger is not None else Ledger(budget_usd=c.budget_usd, max_calls=c.max_calls),
                 retry=RetryPolicy(max_attempts=c.max_attempts),
                 max_reasks=c.max_reasks,
                 price=c.price,
-                limits=Limits(c.concurrency, c.rpm, c.tpm, c.adaptive_concurrency),
+                limits=run_limits(c, rate_share),
             )
         self.client = client
         self.mode = c.mode or ("cascade" if client is not None else "nli")
@@ -152,7 +167,7 @@ class Evaluator:
                 retry=RetryPolicy(max_attempts=c.max_attempts),
                 max_reasks=c.max_reasks,
                 price=c.second_judge_price,
-                limits=Limits(c.concurrency, c.rpm, c.tpm, c.adaptive_concurrency),
+                limits=run_limits(c, rate_share),
             )
         self.second_client = second_client if self.mode != "nli" else None
         second = self.second_client

@@ -20,9 +20,9 @@ What is shared across workers:
 - the budget: one named Ray actor holds the run's :class:`~groundjudge.llm.accounting.Ledger`; every worker's LLM
   client reserves and settles through it, so ``budget_usd`` and ``max_calls`` cap the whole cluster, not each
   worker (each call in flight holds its worst case there, as locally);
-- the provider's rate limits: ``rpm`` and ``tpm`` are the run's; each actor's client takes its share (the run's
-  divided by the number of actors). Concurrency and its adaptation to 429s are each actor's own
-  (``Config.concurrency`` calls in flight at most per actor);
+- the provider's rate limits: ``rpm`` and ``tpm`` are the run's; each actor's clients (the judge's and the second
+  judge's) take their share (the run's divided by the number of actors). Concurrency and its adaptation to 429s
+  are each actor's own (``Config.concurrency`` calls in flight at most per actor);
 - the cache: keys are the local engine's. ``cache_dir`` on a filesystem every node mounts (NFS, a shared disk) is
   shared by all workers and by the local engine (diskcache is safe across processes); left unset, the driver's
   ``$GROUNDJUDGE_CACHE_DIR`` is used if set, else each node's own default cache (shared by the workers of that
@@ -47,7 +47,7 @@ from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
 from groundjudge.io.rows import batches, row_id
 from groundjudge.io.tables import ColumnMap, InvalidRow, is_local, local_path
-from groundjudge.llm import Ledger, Limits, RetryPolicy, make_client
+from groundjudge.llm import Ledger
 from groundjudge.models import Usage
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.pipeline.flow import default_window
@@ -185,31 +185,12 @@ class _Scorer:
     def __init__(
         self, config: Config, ledger: LedgerProxy | None, threads: int | None, batch_size: int, actors: int = 1
     ) -> None:
-        from groundjudge.cache import Cache
-
         if threads:
             import torch
 
             torch.set_num_threads(threads)
-        c = config
-        cache = Cache(c.cache_dir, mode=c.cache_mode)
-        client = None
-        if c.llm:  # as Evaluator builds it, with the cluster's ledger instead of a local one
-            client = make_client(
-                c.llm,
-                base_url=c.base_url,
-                timeout=c.timeout,
-                cache=cache,
-                ledger=ledger if ledger is not None else Ledger(budget_usd=c.budget_usd, max_calls=c.max_calls),  # type: ignore[arg-type]
-                retry=RetryPolicy(max_attempts=c.max_attempts),
-                max_reasks=c.max_reasks,
-                price=c.price,
-                # rpm and tpm: this actor's share of the run's
-                limits=Limits(
-                    c.concurrency, c.rpm and c.rpm / actors, c.tpm and c.tpm / actors, c.adaptive_concurrency
-                ),
-            )
-        self.evaluator = Evaluator(config, client=client, cache=cache)
+        # the cluster's ledger for both judges, and this actor's share of the run's rpm and tpm
+        self.evaluator = Evaluator(config, ledger=ledger, rate_share=1.0 / actors)  # type: ignore[arg-type]
         self.batch_size = batch_size
         _ = self.evaluator.nli  # the model is loaded once, here
 
