@@ -3,8 +3,10 @@ the scripted server's rate limit through the real openai and anthropic SDKs."""
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
+import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -110,46 +112,106 @@ def test_a_429_with_retry_after_keeps_the_calls_in_flight_and_paces_the_sends_at
     assert limiter.stats().send_rate == pytest.approx(rate)
 
 
-def simulate(rps: float, latency: float, seconds: float, limits: Limits) -> tuple[int, int]:
+def test_a_refused_send_gives_its_place_in_the_pace_back() -> None:
+    """The server counted none of a refused send: when its Retry-After has passed, the next send goes at once, not
+    a whole pace after the refused one (at a few requests a second, a pace lost at every 429 was 3-7% of the
+    limit)."""
+    limiter, clock = fake_limiter(Limits(concurrency=10))
+    a, b, c = (limiter.acquire() for _ in range(3))
+    limiter.release(c, "rate_limited", retry_after=0.1)  # learned: 0.9 x the two sends that went through
+    limiter.release(a, "ok")
+    limiter.release(b, "ok")
+    assert limiter.stats().send_rate == pytest.approx(1.8)
+    limiter.release(limiter.acquire(), "ok")  # the room the server made
+    sent = clock.now
+    refused = limiter.acquire()  # a pace later, the server refuses the next one
+    assert clock.now - sent == pytest.approx(1 / 1.8, rel=0.05)
+    limiter.release(refused, "rate_limited", retry_after=0.05)
+    limiter.cool_down(0.05)
+    told = clock.now
+    limiter.release(limiter.acquire(), "ok")
+    assert clock.now - told == pytest.approx(0.05)  # when the server has room, not a pace later
+
+
+def simulate(
+    rps: float, latency: float, seconds: float, limits: Limits, travel: float = 0.0, seed: int = 0
+) -> tuple[int, int]:
     """A client that always has a call to send, paced by a limiter on a fake clock, against a server that accepts
-    ``rps`` requests in any second (a sliding window, Retry-After exactly until there is room) and answers after
-    ``latency``: (requests accepted, 429s)."""
-    limiter, clock = fake_limiter(limits)
+    ``rps`` requests in any second (a sliding window of arrivals, Retry-After exactly until there is room) and
+    answers after ``latency``: (requests accepted, 429s). Each request takes a time drawn from 0 to ``travel`` to
+    reach the server, and the same time back with a 429, so requests may arrive in another order than they were
+    sent and the server's second is not the client's. The limiter's waits run the events due meanwhile."""
+    rng = random.Random(seed)
+    clock = FakeClock()
     accepted: list[float] = []
-    in_flight: list[tuple[float, object]] = []  # (answered at, permit)
+    events: list[tuple[float, int, str, Any]] = []  # (when, order, what, payload): a heap
+    order = itertools.count()
     rejected = 0
+
+    def handle(when: float, what: str, payload: Any) -> None:
+        nonlocal rejected
+        permit, way = payload[0], payload[1]
+        if what == "arrives":
+            window = [t for t in accepted if t > when - 1.0]
+            if len(window) < rps:
+                accepted.append(when)
+                heapq.heappush(events, (when + latency, next(order), "answered", payload))
+            else:
+                rejected += 1
+                wait = window[-int(rps)] + 1.0 - when  # until the oldest of the window's last rps leaves it
+                heapq.heappush(events, (when + way, next(order), "refused", (permit, way, wait)))
+        elif what == "answered":
+            limiter.release(permit, "ok")
+        else:  # the 429 is back: the server's wait, less the way back
+            limiter.release(permit, "rate_limited", retry_after=payload[2])
+            limiter.cool_down(max(0.0, payload[2] - way))
+
+    def advance(seconds: float) -> None:
+        end = clock.now + seconds
+        while events and events[0][0] <= end:
+            when, _, what, payload = heapq.heappop(events)
+            clock.now = max(clock.now, when)
+            handle(when, what, payload)
+        clock.now = max(clock.now, end)
+
+    limiter = Limiter(limits, clock=clock, sleep=advance)
     while clock.now < seconds:
-        for done in [x for x in in_flight if x[0] <= clock.now]:
-            in_flight.remove(done)
-            limiter.release(done[1], "ok")  # type: ignore[arg-type]
-        if len(in_flight) >= (limiter.limit or 10**9):  # the gate is full: time passes to the next answer
-            clock.now = min(t for t, _ in in_flight)
+        advance(0.0)
+        if limiter.stats().in_flight >= (limiter.limit or 10**9):  # the gate is full: time passes to the next event
+            advance(events[0][0] - clock.now)
             continue
         permit = limiter.acquire()
-        window = [t for t in accepted if t > clock.now - 1.0]
-        if len(window) < rps:
-            accepted.append(clock.now)
-            in_flight.append((clock.now + latency, permit))
-        else:
-            rejected += 1
-            wait = window[-int(rps)] + 1.0 - clock.now  # until the oldest of the window's last rps leaves it
-            limiter.release(permit, "rate_limited", retry_after=wait)
-            limiter.cool_down(wait)
+        way = rng.uniform(0.0, travel)
+        heapq.heappush(events, (clock.now + way, next(order), "arrives", (permit, way)))
         clock.now += 1e-4  # the request's own time on the wire
     return len(accepted), rejected
 
 
 @settings(max_examples=40, deadline=None, database=None)
-@given(rps=st.integers(2, 60), latency=st.sampled_from([0.05, 0.3, 1.0, 2.0]), concurrency=st.sampled_from([8, 64]))
-def test_at_a_rate_limit_the_learned_rate_neither_floods_nor_idles(rps: int, latency: float, concurrency: int) -> None:
+@given(
+    rps=st.integers(2, 60),
+    latency=st.sampled_from([0.05, 0.3, 1.0, 2.0]),
+    concurrency=st.sampled_from([8, 64]),
+    travel=st.sampled_from([0.0, 0.0, 0.01, 0.02, 0.05]),
+    seed=st.integers(0, 2**16),
+)
+def test_at_a_rate_limit_the_learned_rate_neither_floods_nor_idles(
+    rps: int, latency: float, concurrency: int, travel: float, seed: int
+) -> None:
     """Against a sliding-window rate limit with Retry-After, a client whose concurrency allows the rate sends
-    within 15% of the limit and has at most one 429 for every three sends accepted. (Cutting the calls in flight
-    instead, 0.9 a 429, stayed at 75-80% of 4 requests/s at 1 s a reply.)"""
+    within 15% of the limit and has at most one 429 for every three sends accepted (besides, when requests take
+    time to arrive, the opening burst: every slot sends before the first 429 is back). (Cutting the calls in flight
+    instead, 0.9 a 429, stayed at 75-80% of 4 requests/s at 1 s a reply. A learned rate measured on the sends of the
+    second before the 429 came back kept 53-64% of the limit when requests took up to 10-20 ms to arrive: the
+    server's second is not the client's, a send still in the server's window was missed, and the rate was cut to
+    0.9 of one a second, which takes minutes to grow back.)"""
     seconds = 60.0
-    sent, rejected = simulate(rps, latency, seconds, Limits(concurrency=max(concurrency, int(rps * latency * 2) + 2)))
+    limits = Limits(concurrency=max(concurrency, int(rps * latency * 2) + 2))
+    sent, rejected = simulate(rps, latency, seconds, limits, travel=travel, seed=seed)
     assert sent >= 0.85 * rps * seconds
     assert sent <= rps * (seconds + 1)  # the server's own bound: the simulation is honest
-    assert rejected <= sent / 3
+    burst = limits.concurrency if travel else 0  # the first sends all go before the first 429 is back
+    assert rejected - burst <= sent / 3
 
 
 def test_the_limit_never_falls_below_one_call() -> None:

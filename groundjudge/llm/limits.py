@@ -13,12 +13,14 @@ waits until the send may start, :meth:`Limiter.release` after it with what happe
 - A learned send rate, for 429s that come with a Retry-After (a rate limit says when there is room again): a rate
   limit is a rate, so it is met with a rate, not fewer calls in flight (cutting the calls in flight by 0.9 at each
   such 429 kept a run at 75-80% of a 4 requests/s limit at 1 s a reply: the calls in flight a rate needs grow with
-  the reply time). The first such 429 starts a token bucket at ``rate_decrease`` (0.9) times the sends of the last
-  second that went through (none: nothing is learned, the cooldown alone holds); a later one cuts it to that share
+  the reply time). The first such 429 starts a token bucket at ``rate_decrease`` (0.9) times the sends the server
+  can have counted when it refused (those of the second before the refused send, up to the 429: see
+  ``Limiter._cut_rate``; none: nothing is learned, the cooldown alone holds); a later one cuts it to that share
   of the lower of it and those sends; while the bucket holds sends back it grows by ``rate_growth`` (1%) with each
   send it held, so the run finds the limit again after about ten sends and keeps close under it, at any rate (a
-  simulated sliding window from 2 to 60 requests/s in tests/test_limits.py; the scripted server at 4 and 20
-  requests/s, 0.1 and 1 s replies: 84-98% of the limit). The calls in flight are not cut.
+  simulated sliding window from 2 to 60 requests/s, requests taking up to 50 ms to arrive, in
+  tests/test_limits.py: at least 85%; the scripted server at 4 requests/s and 1 s replies: 96%). A refused send
+  gives its place in the pace back (the server counted none of it). The calls in flight are not cut.
 - Retry-After: :meth:`Limiter.cool_down` (called by the client when it waits for a Retry-After) stops every new
   send, on every thread, until the server's time has passed, not only the call that was told.
 - ``rpm`` / ``tpm``: token buckets that refill at the rate per second and hold at most ``burst_seconds`` of it (at
@@ -149,6 +151,8 @@ class _Bucket:
 
 _MIN_RATE = 1.0 / 60.0  # the learned rate never goes below one send a minute
 _HORIZON = 1.0  # seconds of sends the learned rate is measured on
+_SLACK = 0.1  # ... and a little more: a send's way to the server takes time, and the burst of a run's start more
+_KEPT = 4 * _HORIZON  # seconds of sends kept: a 429 may come back after its send's horizon has passed
 
 
 class Limiter:
@@ -182,7 +186,7 @@ class Limiter:
         self._sent = 0
         self._waited = 0.0
         self._learned: _Bucket | None = None  # the send rate learned from 429s with a Retry-After
-        self._sends: deque[float] = deque()  # when the sends of the last _HORIZON seconds were granted
+        self._sends: deque[float] = deque()  # when the sends of the last _KEPT seconds were granted
 
     def _gate(self) -> float:
         return max(1, math.floor(self._limit + 1e-9)) if math.isfinite(self._limit) else math.inf
@@ -203,15 +207,21 @@ class Limiter:
         if self._learned is not None and held and self.limits.adaptive:
             self._learned.set_rate(self._learned.rate * (1.0 + self.limits.rate_growth), 0.0)
 
-    def _cut_rate(self, now: float) -> None:
-        """A 429 with a Retry-After: the learned rate to ``rate_decrease`` of the lower of it and the last second's
-        sends (less those already refused; none: nothing is learned). The bucket holds one send: when the
-        cooldown ends the send the server made room for goes at once, the others paced after it, never a burst.
-        (Emptying it, so that the first send also waited a pace, measured 0.83-0.85 of a 4 requests/s limit at 1 s
-        a reply against 0.87 this way.)"""
-        while self._sends and self._sends[0] <= now - _HORIZON:
+    def _cut_rate(self, now: float, sent_at: float) -> None:
+        """A 429 with a Retry-After for a send granted at ``sent_at``: the learned rate to ``rate_decrease`` of the
+        lower of it and the sends the server can have counted when it refused it: those from a second (and
+        ``_SLACK``) before that send up to now, less those already refused (none: nothing is learned). A send takes
+        time to reach the server, so its second is not the client's: counted on the second before the 429 came
+        back, a send still in the server's window was missed now and then, the rate was cut to a fraction of the
+        limit and took minutes to grow back (53-64% of a 2 requests/s limit when requests took up to 20 ms to
+        arrive, in tests/test_limits.py; 0.82-0.87 of a 4 requests/s limit against the scripted server, against
+        0.96 this way). Counting one send too many costs one more 429 and cut; one too few, a minute at a lower
+        rate. The bucket holds one send: when the cooldown ends the send the server made room for goes at once, the
+        others paced after it, never a burst. (Emptying it, so that the first send also waited a pace, measured
+        0.83-0.85 of a 4 requests/s limit at 1 s a reply against 0.87 this way.)"""
+        while self._sends and self._sends[0] <= now - _KEPT:
             self._sends.popleft()
-        measured = len(self._sends) / _HORIZON
+        measured = sum(1 for t in self._sends if t > sent_at - _HORIZON - _SLACK) / _HORIZON
         if not measured:  # no send of the last second went through: it says nothing of a rate (the cooldown holds)
             return
         current = self._learned.rate if self._learned is not None else math.inf
@@ -242,7 +252,7 @@ class Limiter:
                         if self._learned is not None:
                             self._learned.add(-1.0)
                         self._sends.append(now)
-                        while self._sends[0] <= now - _HORIZON:
+                        while self._sends[0] <= now - _KEPT:
                             self._sends.popleft()
                         self._in_flight += 1
                         self._sent += 1
@@ -286,9 +296,11 @@ class Limiter:
                     self._sends.remove(permit.at)
                 if self._tokens is not None:
                     self._tokens.add(permit.tokens)
+                if self._learned is not None:  # nor a send of the pace: the send the cooldown's end allows goes at once
+                    self._learned.add(1.0)
                 if self.limits.adaptive and permit.epoch == self._epoch:  # once a round trip, not once a 429
                     if retry_after is not None:  # a rate limit that says when: a rate (see the module docstring)
-                        self._cut_rate(now)
+                        self._cut_rate(now, permit.at)
                     elif adaptive:
                         self._limit = max(1.0, self._limit * self.limits.decrease)
                     self._epoch += 1
