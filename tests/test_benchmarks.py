@@ -260,3 +260,35 @@ def test_trust_benchmark_on_a_slice(tmp_path: Path) -> None:
     assert out["corrected"]["rmse"] == pytest.approx(0, abs=1e-9)
     assert out["raw"]["rmse"] > 0.005 and 0 <= out["raw"]["coverage"] <= 1
     assert set(out["raw_error_by_route"]) == {"nli", "judge"} and "targets_met" in out
+
+
+def test_throughput_benchmark_on_a_slice(tmp_path: Path) -> None:
+    out = run(
+        "throughput.py",
+        *("--limit", "6", "--offset", "0", "--concurrency", "2,4", "--median", "0.05", "--sigma", "0.2"),
+        *("--rate-limit", "20", "--warm-nli"),
+        cache=tmp_path,
+    )
+    assert out["answers"] == 6 and set(out["span_utilisation"]) == {"2", "4"}
+    for c in ("2", "4"):
+        run_ = out["runs"][c]
+        assert run_["rows"] == 6 and run_["calls"] == 12 and run_["errors"] == 0
+        assert 0 < out["span_utilisation"][c] <= 1 and 0 < out["span_utilisation_nli_cached"][c] <= 1
+        bound = out["greedy_bound"][c]
+        assert 0 < bound["p10"] <= bound["mean"] <= bound["p90"] <= 1
+    limited = out["rate_limited"]
+    assert limited["rows_lost"] == 0 and limited["billed_twice"] == 0
+
+
+def test_the_greedy_bound_of_the_throughput_benchmark() -> None:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.throughput import greedy_bound
+
+    # equal replies: 160 answers' claims calls fill five waves of 32, their second calls five more, no slot idles
+    assert greedy_bound(160, 32, 1.0, 0.0, draws=3) == {"mean": 1.0, "p10": 1.0, "p90": 1.0}
+    # one answer: two calls one after the other, one slot of 32 busy
+    assert greedy_bound(1, 32, 1.0, 0.0, draws=3)["mean"] == round(1 / 32, 3)
+    # 33 answers at 32 slots: the second wave of claims holds one call, and its second call goes alone at the end
+    assert greedy_bound(33, 32, 1.0, 0.0, draws=3)["mean"] == round(66 / (32 * 3), 3)
+    spread = greedy_bound(160, 32, 1.0, 0.5, draws=50)
+    assert 0.7 < spread["mean"] < 0.95  # the lognormal tail: the last calls' slowest replies idle the other slots
