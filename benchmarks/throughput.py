@@ -31,11 +31,13 @@ measures on rows never used for that. Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import heapq
 import json
 import math
 import os
 import random
+import re
 import sys
 import tempfile
 import threading
@@ -52,29 +54,88 @@ from groundjudge.checker.nli import NLIModel
 from groundjudge.config import Config
 from groundjudge.llm import Limits, RetryPolicy, make_client
 from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.testing import Latency, RateLimit, RecordedRequest, Reply, ScriptedLLMServer, route
+from groundjudge.testing import (
+    Latency,
+    RateLimit,
+    RecordedRequest,
+    Reply,
+    ScriptedLLMServer,
+    fenced_block,
+    prompt_name,
+    route,
+)
 
 MODEL = "openai/gpt-4o-mini"
 
 
+def answer_key(answer: str) -> str:
+    """What ties an answer's two calls together in this benchmark: a digest of the answer."""
+    return hashlib.sha256(answer.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def keyed_extract(req: RecordedRequest) -> Reply:
+    """:func:`benchmarks.cost.extract`, each question ending in its answer's key, which the sources-side call
+    carries back (its request shows the questions, never the answer)."""
+    reply = extract(req)
+    out = json.loads(reply.content)
+    key = answer_key(fenced_block(req, "ANSWER"))
+    for q in out.get("questions", []):
+        q["question"] = f"{q['question']} [{key}]"
+    return Reply.json(out)
+
+
+def call_key(req: RecordedRequest) -> tuple[int, str] | None:
+    """(stage, answer key) of a request: 0 the claims call, 1 the sources-side call; None if neither."""
+    name = prompt_name(req)
+    if name in ("claims", "claims_qa"):
+        return 0, answer_key(fenced_block(req, "ANSWER"))
+    if name == "verify":
+        found = re.search(r"\[([0-9a-f]{12})\]", fenced_block(req, "QUESTIONS"))
+        return (1, found.group(1)) if found else None
+    return None
+
+
 class Timed:
     """The server's latency model (:class:`groundjudge.testing.Latency`), applied by the script so that each call's
-    arrival and wait are recorded."""
+    arrival, wait and answer (:func:`call_key`) are recorded."""
 
     def __init__(self, median: float, sigma: float) -> None:
         self.latency = Latency(median=median, sigma=sigma)
         self.calls: list[tuple[float, float]] = []  # (arrival, wait)
+        self.waits: dict[tuple[int, str], list[float]] = {}  # (stage, answer key) -> its waits, in arrival order
         self.lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.calls.clear()
+            self.waits.clear()
 
     def script(self, inner: Any) -> Any:
         def answer(req: RecordedRequest) -> Reply:
             reply = inner(req)
             seconds = self.latency.seconds(json.dumps(req.body, sort_keys=True).encode())
+            key = call_key(req)
             with self.lock:
                 self.calls.append((req.received_at, seconds))
+                if key is not None:
+                    self.waits.setdefault(key, []).append(seconds)
             return Reply.slow(seconds, then=reply)
 
         return answer
+
+    def same_replies(self, rows: list[dict[str, Any]]) -> list[tuple[float, float]] | None:
+        """Each answer's two reply times in the last run, in row order (None when they cannot be told apart: two
+        answers with the same key, a call missing or retried)."""
+        keys = [answer_key(str(r["answer"])) for r in rows]  # the ANSWER block is the row's answer, stripped
+        if len(set(keys)) != len(keys):
+            return None
+        out = []
+        for k in keys:
+            first, second = self.waits.get((0, k), []), self.waits.get((1, k), [])
+            if len(first) != 1 or len(second) != 1:
+                return None
+            out.append((first[0], second[0]))
+        return out
 
 
 def evaluator(
@@ -101,29 +162,39 @@ def evaluator(
     return Evaluator(config, nli=nli, client=client, cache=Cache(nli_cache, mode="use"))
 
 
+def greedy(waits: list[tuple[float, float]], concurrency: int) -> float:
+    """Span utilisation of an engine that costs nothing but the replies, given each answer's two reply times
+    (claims, then the sources-side call): claims calls first, in order, every slot refilled the instant it frees."""
+    ready = [(0, a) for a in range(len(waits))]  # (stage, answer)
+    heapq.heapify(ready)
+    running: list[tuple[float, int, int]] = []  # (ends at, stage, answer)
+    now, busy = 0.0, 0.0
+    while ready or running:
+        while ready and len(running) < concurrency:
+            stage, a = heapq.heappop(ready)
+            busy += waits[a][stage]
+            heapq.heappush(running, (now + waits[a][stage], stage, a))
+        now, stage, a = heapq.heappop(running)
+        if stage == 0:
+            heapq.heappush(ready, (1, a))
+    return busy / (concurrency * now) if now else 0.0
+
+
 def greedy_bound(answers: int, concurrency: int, median: float, sigma: float, draws: int = 300) -> dict[str, float]:
-    """Span utilisation of an engine that costs nothing but the replies: each answer's two calls (claims, then the
-    sources-side call), claims calls first, every slot refilled the instant it frees, reply times drawn from the
-    same lognormal (``draws`` runs, seeded): mean, 10th and 90th percentile. No engine that does not know the reply
-    times in advance does much better: the last calls' slowest replies are the span's tail."""
+    """:func:`greedy` over ``draws`` draws (seeded) of the reply times from the benchmark's lognormal: mean, 10th
+    and 90th percentile. No engine that does not know the reply times in advance does much better: the last
+    calls' slowest replies are the span's tail."""
     rng = random.Random(0)
-    shares = []
-    for _ in range(draws):
-        waits = [[median * math.exp(sigma * rng.gauss(0.0, 1.0)) for _ in range(2)] for _ in range(answers)]
-        ready = [(0, a) for a in range(answers)]  # (stage, answer): claims calls first, in order
-        heapq.heapify(ready)
-        running: list[tuple[float, int, int]] = []  # (ends at, stage, answer)
-        now, busy = 0.0, 0.0
-        while ready or running:
-            while ready and len(running) < concurrency:
-                stage, a = heapq.heappop(ready)
-                busy += waits[a][stage]
-                heapq.heappush(running, (now + waits[a][stage], stage, a))
-            now, stage, a = heapq.heappop(running)
-            if stage == 0:
-                heapq.heappush(ready, (1, a))
-        shares.append(busy / (concurrency * now))
-    shares.sort()
+    shares = sorted(
+        greedy(
+            [
+                (median * math.exp(sigma * rng.gauss(0.0, 1.0)), median * math.exp(sigma * rng.gauss(0.0, 1.0)))
+                for _ in range(answers)
+            ],
+            concurrency,
+        )
+        for _ in range(draws)
+    )
     return {
         "mean": round(sum(shares) / len(shares), 3),
         "p10": round(shares[len(shares) // 10], 3),
@@ -134,11 +205,12 @@ def greedy_bound(answers: int, concurrency: int, median: float, sigma: float, dr
 def measure(
     name: str, ev: Evaluator, latency: Timed, rows: list[dict[str, Any]], concurrency: int, batch_size: int
 ) -> dict[str, Any]:
-    latency.calls.clear()
+    latency.clear()
     t0 = time.perf_counter()
     reports = list(ev.evaluate_many(rows, batch_size=batch_size))
     wall = time.perf_counter() - t0
     calls = list(latency.calls)
+    same = latency.same_replies(rows)
     reply_seconds = sum(w for _, w in calls)
     span = max(a + w for a, w in calls) - min(a for a, _ in calls) if calls else 0.0
     mean = reply_seconds / len(calls) if calls else 0.0
@@ -150,6 +222,7 @@ def measure(
         "wall_s": round(wall, 2),
         "ideal_s": round(len(calls) * mean / concurrency, 2),
         "span_utilisation": round(reply_seconds / (concurrency * span), 3) if span else None,
+        "greedy_same_replies": round(greedy(same, concurrency), 3) if same else None,
         "rows_per_s": round(len(reports) / wall, 2),
         "errors": sum(1 for r in reports if r.verdict == "ERROR" or r.errors),
     }
@@ -178,7 +251,7 @@ def main() -> None:
     rows = [r for r in read_rows(args.data, args.offset + args.limit)[args.offset :] if "answer" in r]
     nli = NLIModel.shared(args.nli_model or default_nli_model())
     latency = Timed(args.median, args.sigma)
-    plain = route({"claims": extract, "claims_qa": extract, "judge": verify, "verify": verify})
+    plain = route({"claims": extract, "claims_qa": keyed_extract, "judge": verify, "verify": verify})
     script = latency.script(plain)
     results = []
     keep = tempfile.TemporaryDirectory()  # the NLI cache of the --warm-nli runs, kept for the rate-limited one
@@ -205,7 +278,7 @@ def main() -> None:
         rl = RateLimit(requests_per_second=args.rate_limit)
         with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(latency.script(plain), rate_limit=rl) as server:
             ev = evaluator(server, nli, Path(tmp), nli_cache=nli_cache, concurrency=c, window=args.window)
-            latency.calls.clear()
+            latency.clear()
             t0 = time.perf_counter()
             reports = list(ev.evaluate_many(rows, batch_size=args.batch_size))
             wall = time.perf_counter() - t0

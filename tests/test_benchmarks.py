@@ -274,6 +274,7 @@ def test_throughput_benchmark_on_a_slice(tmp_path: Path) -> None:
         run_ = out["runs"][c]
         assert run_["rows"] == 6 and run_["calls"] == 12 and run_["errors"] == 0
         assert 0 < out["span_utilisation"][c] <= 1 and 0 < out["span_utilisation_nli_cached"][c] <= 1
+        assert 0 < run_["greedy_same_replies"] <= 1  # each answer's two calls were told apart
         bound = out["greedy_bound"][c]
         assert 0 < bound["p10"] <= bound["mean"] <= bound["p90"] <= 1
     limited = out["rate_limited"]
