@@ -124,17 +124,16 @@ class Timed:
         return answer
 
     def same_replies(self, rows: list[dict[str, Any]]) -> list[tuple[float, float]] | None:
-        """Each answer's two reply times in the last run, in row order (None when they cannot be told apart: two
-        answers with the same key, a call missing or retried)."""
-        keys = [answer_key(str(r["answer"])) for r in rows]  # the ANSWER block is the row's answer, stripped
-        if len(set(keys)) != len(keys):
+        """Each answer's two reply times in the last run, in row order (the same answer in two rows takes them in
+        the order they came; None when a call is missing or was sent twice)."""
+        keys = [answer_key(str(r["answer"])) for r in rows]  # the ANSWER block is the row's answer
+        if any(len(self.waits.get((stage, k), [])) != keys.count(k) for k in set(keys) for stage in (0, 1)):
             return None
+        taken: dict[str, int] = {}
         out = []
         for k in keys:
-            first, second = self.waits.get((0, k), []), self.waits.get((1, k), [])
-            if len(first) != 1 or len(second) != 1:
-                return None
-            out.append((first[0], second[0]))
+            n = taken[k] = taken.get(k, -1) + 1
+            out.append((self.waits[(0, k)][n], self.waits[(1, k)][n]))
         return out
 
 
