@@ -13,7 +13,18 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Passage, Quote, Scores, Span
+from groundjudge.models import (
+    AnswerReport,
+    Claim,
+    ClaimNLI,
+    ClaimVerdict,
+    Passage,
+    Quote,
+    Scores,
+    SecondJudging,
+    SecondVerdict,
+    Span,
+)
 from groundjudge.review.html import render_html
 from groundjudge.review.page_sources import KINDS, Mark, claim_links, highlight, source_marks
 from tests.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
@@ -403,3 +414,39 @@ def test_a_long_answer_is_cut_and_opens_for_its_claims(browser: Any, tmp_path: P
     assert toggle.text == "Show less"
     click(browser, toggle)
     assert "clamped" in body.get_attribute("class")
+
+
+def test_the_detail_shows_the_second_judges_verdict_beside_the_first(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """A reviewer deciding a claim the two judges disagree on sees what the second one said, marked as a
+    disagreement; one that agrees is shown plainly, one that failed says so; hostile text stays text."""
+    from selenium.webdriver.common.by import By
+
+    reports = page_reports(0)
+    museum = reports[0]
+    hostile = '<img src=x onerror="window.pwned=1"> the source says nothing of 7 pm'
+    museum.second_judge = SecondJudging(model="anthropic/claude-haiku-4-5", why=["FAIL"], claims=3, disagree=1)
+    c1, c2, c3 = museum.claims
+    c1.second_judge, c1.judges_disagree = SecondVerdict(label="SUPPORTED", reason="It opens at 9 am."), False
+    c2.second_judge, c2.judges_disagree = SecondVerdict(label="UNSUPPORTED", reason=hostile), True
+    c3.second_judge = SecondVerdict(label="ERROR", error="the second judge's call timed out")
+    _open(browser, tmp_path, reports, (1280, 800))
+
+    def second(cid: str) -> tuple[str, str, str]:
+        card = browser.find_element(By.ID, "answer-museum")
+        click(browser, card.find_element(By.CSS_SELECTOR, f".claim[data-claim='{cid}']"))
+        detail = browser.find_element(By.ID, "detail")
+        terms = detail.find_elements(By.TAG_NAME, "dt")
+        at = [t.text for t in terms].index("second judge (anthropic/claude-haiku-4-5)")
+        dd = detail.find_elements(By.TAG_NAME, "dd")[at]
+        return terms[at].text, dd.text, dd.get_attribute("class") or ""
+
+    assert second("c1")[1:] == ("SUPPORTED: It opens at 9 am.", "")
+    _, said, cls = second("c2")
+    assert said == f"disagrees: UNSUPPORTED: {hostile}" and "flag" in cls
+    _, said, cls = second("c3")
+    assert said == "no verdict: the second judge's call timed out" and "flag" in cls
+    assert browser.execute_script("return window.pwned === undefined")
+    # an answer the second judge did not look at: no such row
+    click(browser, browser.find_element(By.ID, "answer-hostile <b>").find_element(By.CSS_SELECTOR, ".claim"))
+    texts = [t.text for t in browser.find_element(By.ID, "detail").find_elements(By.TAG_NAME, "dt")]
+    assert "verdict" in texts and not any(t.startswith("second judge") for t in texts)

@@ -248,6 +248,14 @@ function showClaim(it) {
     row('passages scored', cv.nli.passages_scored + ' of ' + cv.nli.passages_total); }
   row('contradiction checked', cv.contradiction_checked ? 'yes' : 'no', cv.contradiction_checked ? null : 'flag');
   const why = el('div', null, cv.reason || '-'); row('reason', '').append(why); clamp(why, LIMITS.reason, 'of the reason');
+  const sj = cv.second_judge;  // README "Second judge": shown beside the first verdict, never scored
+  if (sj) {
+    const who = 'second judge' + (rep.second_judge && rep.second_judge.model ? ' (' + rep.second_judge.model + ')' : '');
+    const said = sj.error ? 'no verdict: ' + sj.error : sj.label + (sj.reason ? ': ' + sj.reason : '');
+    const two = el('div', null, (cv.judges_disagree ? 'disagrees: ' : '') + said);
+    row(who, '', cv.judges_disagree || sj.error ? 'flag' : null).append(two);
+    clamp(two, LIMITS.reason, "of the second judge's reason");
+  }
   row('flags', (cv.flags || []).join(', ') || '-', cv.flags.length ? 'flag' : null);
   if (cv.error) row('error', cv.error, 'flag');
   const where = el('div', 'crow'); linkButtons(it, where);
