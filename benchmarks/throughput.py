@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,7 @@ def answer_key(answer: str) -> str:
 def keyed_extract(req: RecordedRequest) -> Reply:
     """:func:`benchmarks.cost.extract`, each question ending in its answer's key, which the sources-side call
     carries back (its request shows the questions, never the answer)."""
-    reply = extract(req)
-    out = json.loads(reply.content)
+    out = json.loads(extract(req).content)
     key = answer_key(fenced_block(req, "ANSWER"))
     for q in out.get("questions", []):
         q["question"] = f"{q['question']} [{key}]"
@@ -127,13 +127,14 @@ class Timed:
         """Each answer's two reply times in the last run, in row order (the same answer in two rows takes them in
         the order they came; None when a call is missing or was sent twice)."""
         keys = [answer_key(str(r["answer"])) for r in rows]  # the ANSWER block is the row's answer
-        if any(len(self.waits.get((stage, k), [])) != keys.count(k) for k in set(keys) for stage in (0, 1)):
+        counts = Counter(keys)
+        if any(len(self.waits.get((stage, k), [])) != n for k, n in counts.items() for stage in (0, 1)):
             return None
-        taken: dict[str, int] = {}
+        taken: Counter[str] = Counter()
         out = []
         for k in keys:
-            n = taken[k] = taken.get(k, -1) + 1
-            out.append((self.waits[(0, k)][n], self.waits[(1, k)][n]))
+            out.append((self.waits[(0, k)][taken[k]], self.waits[(1, k)][taken[k]]))
+            taken[k] += 1
         return out
 
 

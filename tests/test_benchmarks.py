@@ -282,8 +282,7 @@ def test_throughput_benchmark_on_a_slice(tmp_path: Path) -> None:
 
 
 def test_the_greedy_bound_of_the_throughput_benchmark() -> None:
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.throughput import greedy_bound
+    from benchmarks.throughput import greedy_bound  # the repository root is on the path, as for tests.conftest
 
     # equal replies: 160 answers' claims calls fill five waves of 32, their second calls five more, no slot idles
     assert greedy_bound(160, 32, 1.0, 0.0, draws=3) == {"mean": 1.0, "p10": 1.0, "p90": 1.0}

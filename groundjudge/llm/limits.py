@@ -219,8 +219,6 @@ class Limiter:
         rate. The bucket holds one send: when the cooldown ends the send the server made room for goes at once, the
         others paced after it, never a burst. (Emptying it, so that the first send also waited a pace, measured
         0.83-0.85 of a 4 requests/s limit at 1 s a reply against 0.87 this way.)"""
-        while self._sends and self._sends[0] <= now - _KEPT:
-            self._sends.popleft()
         measured = sum(1 for t in self._sends if t > sent_at - _HORIZON - _SLACK) / _HORIZON
         if not measured:  # no send of the last second went through: it says nothing of a rate (the cooldown holds)
             return
