@@ -292,3 +292,15 @@ def test_the_greedy_bound_of_the_throughput_benchmark() -> None:
     assert greedy_bound(33, 32, 1.0, 0.0, draws=3)["mean"] == round(66 / (32 * 3), 3)
     spread = greedy_bound(160, 32, 1.0, 0.5, draws=50)
     assert 0.7 < spread["mean"] < 0.95  # the lognormal tail: the last calls' slowest replies idle the other slots
+
+
+def test_gpu_script_runs_its_cpu_branches(tmp_path: Path) -> None:
+    """benchmarks/gpu.py is run on a lent GPU machine only; here its smoke run takes the CPU branch of each part."""
+    out = run("gpu.py", "--smoke", "--parts", "dtype,batch,oom", "--device", "cpu", cache=tmp_path)
+    assert out["env"]["device"] == "cpu" and out["dtype"]["pairs"] > 0
+    for dtype in ("float32", "float16", "bfloat16"):
+        stats = out["dtype"][dtype]
+        assert stats["pairs_per_s"] > 0 and 0 <= stats["argmax_changed_share"] <= 1
+    assert out["dtype"]["float32"]["argmax_changed"] == 0  # the reference against itself
+    assert [b["asked"] for b in out["batch"]] == [16, 64] and not any(b["halved"] for b in out["batch"])
+    assert out["oom"] == {"skipped": "no cuda"}
