@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from groundjudge.config import Config, Thresholds
 from groundjudge.errors import ConfigError
+from groundjudge.io.reports import dumps, read_reports
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, QAItem, QAResult, Scores
 from groundjudge.review.compare import LOWER_IS_BETTER, METRICS, compare_runs
-from groundjudge.review.report import dumps, read_reports, summarize, summary_rows
+from groundjudge.review.summary import summarize, summary_rows
 from groundjudge.stages.score import SEVERITY, compute_scores, decide
 
 WEIGHTS = {"claims": 0.4, "nli": 0.3, "qa": 0.3}
@@ -255,7 +256,7 @@ def test_the_summary_names_each_share_and_shows_why_answers_did_not_pass() -> No
     # the notebook: a report's table and the frame carry the reasons
     assert "FAIL: 1 of 4 claims contradicted (0.25 &gt; 0.10)" in reports[1]._repr_html_()
     pytest.importorskip("pandas")
-    from groundjudge.review.report import to_dataframe
+    from groundjudge.review.notebook import to_dataframe
 
     assert to_dataframe(reports).loc["bad", "verdict_reasons"] == "FAIL: 1 of 4 claims contradicted (0.25 > 0.10)"
 
