@@ -21,6 +21,7 @@ from groundjudge.review.metrics import (
     failed_whole,
     gold_items,
     label_level,
+    rated_answer,
     scored_items,
 )
 from groundjudge.review.stats import Item, corrected_rate, percentile_interval, resampled_sums, wilson
@@ -60,11 +61,21 @@ class RunSummary(BaseModel):
     answers_contradicted_share_ci: CI = _ci(share=True)
     answers_not_supported_share: float | None = Field(
         None,
-        description="share of answers with claims that have a claim not SUPPORTED (contradicted, unsupported, "
-        "or not judged)",
+        description="share of the rated answers (answers_rated) that have a claim not SUPPORTED (contradicted, "
+        "unsupported, or not judged)",
     )
     answers_not_supported_share_ci: CI = _ci(share=True)
     answers_with_claims: int = Field(0, description="answers with at least one claim")
+    answers_rated: int = Field(
+        0,
+        description="answers the answer-level rates count (answers_not_supported_share, the answer-level corrected "
+        "rate): with claims, verdict not ERROR",
+    )
+    answers_not_rated: dict[str, int] = Field(
+        default_factory=dict,
+        description="answers left out of the answer-level rates, by verdict (NO_CLAIMS, ERROR): no answer-level "
+        "prediction, so counted here and never as not supported",
+    )
     mean_contradicted_share: float | None = Field(None, description="mean of the answers' contradicted_share")
     mean_contradicted_share_ci: CI = _ci()
     mean_not_supported_share: float | None = Field(None, description="mean of the answers' not_supported_share")
@@ -153,6 +164,8 @@ class Summarizer:
         self.rows_failed = 0
         self.with_contradiction = 0
         self.with_claims = 0
+        self.rated = 0
+        self.not_rated: Counter[str] = Counter()
         self.not_all_supported = 0
         self.not_passed: list[str] = []
         self.scored = 0
@@ -167,10 +180,11 @@ class Summarizer:
         # per answer, for the intervals: each mean's value (NaN: none), its claims and escalated claims
         self._values = {key: array("d") for key in self._KEYS}
         self._n_claims, self._n_escalated = array("q"), array("q")
-        # for the corrected rate: each scored claim's answer and (route, flagged) code, each answer's code, the gold
+        # for the corrected rate: each scored claim's and rated answer's answer and (route, flagged) code, the gold
         # items (cluster: the answer's place in the run), the answers that failed whole
         self._routes: list[str] = []
-        self._claim_owner, self._claim_code, self._answer_code = array("q"), array("B"), array("B")
+        self._claim_owner, self._claim_code = array("q"), array("B")
+        self._answer_owner, self._answer_code = array("q"), array("B")  # rated answers only (metrics.rated_answer)
         self._gold: dict[str, list[Item]] = {"claim": [], "answer": []}
         self._failed_whole = 0
         self.citations: Counter[str] = Counter()
@@ -217,7 +231,9 @@ class Summarizer:
         for item in scored_items([r], "claim"):
             self._claim_owner.append(index)
             self._claim_code.append(self._code(item))
-        self._answer_code.extend(self._code(item) for item in scored_items([r], "answer"))
+        for item in scored_items([r], "answer"):
+            self._answer_owner.append(index)
+            self._answer_code.append(self._code(item))
         for level, gold in self._gold.items():
             gold.extend(Item(index, x.flagged, x.route, x.truth) for x in gold_items([r], level))
         self._failed_whole += failed_whole([r])
@@ -243,9 +259,12 @@ class Summarizer:
         if s.n_judged:
             self.scored += 1
             self.with_contradiction += s.n_contradicted > 0
-        if s.n_claims:
-            self.with_claims += 1
+        self.with_claims += bool(s.n_claims)
+        if rated_answer(r):
+            self.rated += 1
             self.not_all_supported += answer_prediction(r) == "hallucinated"
+        else:
+            self.not_rated[r.verdict] += 1
         if r.verdict not in ("PASS", "ERROR") and r.verdict_reasons and len(self.not_passed) < 10:
             self.not_passed.append(f"{r.id}: {'; '.join(r.verdict_reasons)}")
         if s.combined is not None and "combined" not in non_finite:
@@ -272,7 +291,7 @@ class Summarizer:
         out: dict[str, CI] = {
             "answers_below_threshold_share_ci": wilson(self.below_threshold, self.counts["combined"]).ci,
             "answers_contradicted_share_ci": wilson(self.with_contradiction, self.scored).ci,
-            "answers_not_supported_share_ci": wilson(self.not_all_supported, self.with_claims).ci,
+            "answers_not_supported_share_ci": wilson(self.not_all_supported, self.rated).ci,
         }
         claims = np.frombuffer(self._n_claims, dtype=np.int64).astype(np.float64)
         escalated = np.frombuffer(self._n_escalated, dtype=np.int64).astype(np.float64)
@@ -314,8 +333,13 @@ class Summarizer:
                 for owner, code in zip(self._claim_owner, self._claim_code, strict=True)
             ]
         else:
-            scored = [Item(i, bool(code & 1), routes[code >> 1]) for i, code in enumerate(self._answer_code)]
-        return corrected_as_json(corrected_rate(scored, self._gold[level]), level, self._failed_whole)
+            scored = [
+                Item(owner, bool(code & 1), routes[code >> 1])
+                for owner, code in zip(self._answer_owner, self._answer_code, strict=True)
+            ]
+        not_rated = dict(self.not_rated) if level == "answer" else None
+        rate = corrected_rate(scored, self._gold[level], not_rated=not_rated)
+        return corrected_as_json(rate, level, self._failed_whole)
 
     def _mean(self, key: str) -> float | None:
         return self.sums[key] / self.counts[key] if self.counts[key] else None
@@ -342,8 +366,10 @@ class Summarizer:
             ),
             answers_scored=self.counts["combined"],
             answers_contradicted_share=self.with_contradiction / self.scored if self.scored else None,
-            answers_not_supported_share=self.not_all_supported / self.with_claims if self.with_claims else None,
+            answers_not_supported_share=self.not_all_supported / self.rated if self.rated else None,
             answers_with_claims=self.with_claims,
+            answers_rated=self.rated,
+            answers_not_rated=dict(self.not_rated),
             mean_contradicted_share=self._mean("contradicted_share"),
             mean_not_supported_share=self._mean("not_supported_share"),
             mean_combined=self._mean("combined"),
@@ -395,6 +421,13 @@ def needs_text(c: dict[str, Any]) -> str:
     return str(c.get("reason") or "no number")
 
 
+def not_rated_text(not_rated: dict[str, int] | None) -> str:
+    """`` (not rated: 2 NO_CLAIMS, 1 ERROR)``: the answers left out of an answer-level rate; empty when none."""
+    if not not_rated:
+        return ""
+    return " (not rated: " + ", ".join(f"{n} {verdict}" for verdict, n in sorted(not_rated.items(), reverse=True)) + ")"
+
+
 def corrected_rows(c: dict[str, Any] | None) -> list[tuple[str, str]]:
     """Table rows of a ``corrected_unsupported_rate`` (none without labels): the raw rate and the corrected one
     with their 95% intervals, or how many more labels the correction needs."""
@@ -415,7 +448,10 @@ def corrected_rows(c: dict[str, Any] | None) -> list[tuple[str, str]]:
             f"{c['labels']['positives']} + {c['labels']['negatives']} labelled {things})"
         )
     return [
-        (f"unsupported {things} (raw)", f"{pct(c['raw'], c['raw_ci'])} of {c['n']}"),
+        (
+            f"unsupported {things} (raw)",
+            f"{pct(c['raw'], c['raw_ci'])} of {c['n']}{not_rated_text(c.get('not_rated'))}",
+        ),
         (f"unsupported {things}, corrected for the checker's error", corrected),
     ]
 
@@ -478,9 +514,10 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("answers with a contradicted claim", pct(s.answers_contradicted_share, s.answers_contradicted_share_ci)),
         (
             "answers with a claim not supported",
-            f"{pct(s.answers_not_supported_share, s.answers_not_supported_share_ci)} of {s.answers_with_claims}"
-            if s.answers_with_claims
-            else "-",
+            f"{pct(s.answers_not_supported_share, s.answers_not_supported_share_ci)} of {s.answers_rated}"
+            f"{not_rated_text(s.answers_not_rated)}"
+            if s.answers_rated
+            else "-" + not_rated_text(s.answers_not_rated),
         ),
         *corrected_rows(s.corrected_unsupported_rate),
         (
