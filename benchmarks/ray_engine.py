@@ -35,9 +35,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from groundjudge.config import Config
+    from groundjudge.io.reports import dumps, finite_report
     from groundjudge.io.tables import input_rows
     from groundjudge.pipeline.evaluator import Evaluator
-    from groundjudge.review.report import dumps, finite_report
 
     work = Path(tempfile.mkdtemp(prefix="gj-ray-bench-"))
     src = work / "in.jsonl"

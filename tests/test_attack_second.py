@@ -150,7 +150,7 @@ def test_the_two_judges_metrics_when_they_use_one_label_only(monkeypatch: pytest
     # Two judges that said SUPPORTED to every claim agree fully, and kappa is undefined (chance agreement is
     # total): the old metrics said kappa 0.000 [0.000, 0.000], "no better than chance", with certainty.
     from groundjudge.cli import app
-    from groundjudge.review.report import dumps
+    from groundjudge.io.reports import dumps
 
     S = "SUPPORTED"
     reports = [_pairs("a", [(S, S), (S, S)]), _pairs("b", [(S, S), (S, None)]), _pairs("c", [])]
@@ -183,8 +183,8 @@ def test_ray_carries_the_second_judge_into_its_actors_and_writes_the_local_file(
     # NLI-only evaluator that kept the second judge, which needs a first): one small case, local and Ray alike.
     ray = pytest.importorskip("ray")
     gj_ray = pytest.importorskip("groundjudge.runs.ray")
+    from groundjudge.io.reports import dumps, finite_report
     from groundjudge.io.tables import input_rows
-    from groundjudge.review.report import dumps, finite_report
     from tests.test_ray import OPENAI_KEY
     from tests.test_second_judge import FIRST, SECOND, verdicts
 

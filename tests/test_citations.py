@@ -32,7 +32,7 @@ from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.pipeline.work import Work
 from groundjudge.review.compare import METRICS, compare_runs
 from groundjudge.review.html import render_html, risk_key
-from groundjudge.review.report import summarize, summary_rows
+from groundjudge.review.summary import summarize, summary_rows
 from groundjudge.stages.citations import ClaimCites, claim_citations, classify, find_markers, parse_citations
 from groundjudge.stages.judge import JudgeItem
 from groundjudge.stages.route import Decision, local_error_type

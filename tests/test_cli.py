@@ -399,7 +399,7 @@ def test_engine_ray_writes_a_parquet_out(tmp_path: Path, monkeypatch: pytest.Mon
     import types
 
     from groundjudge.models import AnswerReport
-    from groundjudge.review.report import Summarizer
+    from groundjudge.review.summary import Summarizer
 
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": "a", "contexts": ["It opens at 9."], "claim": "It opens at 9."}) + "\n")
@@ -503,7 +503,7 @@ def test_a_ray_run_stop_says_and_exits_as_a_local_one(
     import types
 
     from groundjudge.errors import BudgetExceededError, CacheMissError, GroundjudgeError
-    from groundjudge.review.report import Summarizer
+    from groundjudge.review.summary import Summarizer
 
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": "a", "contexts": ["It opens at 9."], "claim": "It opens at 9."}) + "\n")

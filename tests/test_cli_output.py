@@ -20,9 +20,10 @@ from typer.testing import CliRunner
 from groundjudge.cli import app
 from groundjudge.cli.common import print_summary
 from groundjudge.cli.notes import local_model_note
+from groundjudge.io.reports import read_reports
 from groundjudge.review.compare import compare_runs
 from groundjudge.review.metrics import label_metrics, read_reviews, review_metrics
-from groundjudge.review.report import RunSummary, read_reports, summarize, summary_rows
+from groundjudge.review.summary import RunSummary, summarize, summary_rows
 from groundjudge.testing.fixtures import tiny_nli_model
 from tests.conftest import FIXTURES, ROOT, SHARED_MODEL
 

@@ -232,8 +232,8 @@ def test_a_price_on_the_command_line_makes_the_budget_bite(
 
 @pytest.mark.usefixtures("_cli_nli")
 def test_without_a_price_the_cost_is_unknown_never_zero(tmp_path: Path) -> None:
+    from groundjudge.io.reports import dumps
     from groundjudge.models import AnswerReport
-    from groundjudge.review.report import dumps
 
     with ScriptedLLMServer(_one_claim()) as server:
         dry = _score(server, tmp_path, "--dry-run")
@@ -256,8 +256,8 @@ def test_without_a_price_the_cost_is_unknown_never_zero(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("_cli_nli")
 def test_a_priced_report_is_byte_identical_to_before(tmp_path: Path) -> None:
+    from groundjudge.io.reports import dumps
     from groundjudge.models import AnswerReport
-    from groundjudge.review.report import dumps
 
     with ScriptedLLMServer(_one_claim()) as server:
         result = _score(server, tmp_path, llm="openai/gpt-4o-mini")
@@ -298,7 +298,7 @@ def test_usage_sums_never_show_a_known_zero_when_a_call_had_no_price(
 ) -> None:
     from groundjudge.llm import Ledger, LLMResponse
     from groundjudge.models import AnswerReport, Scores, Usage
-    from groundjudge.review.report import summarize, summary_rows
+    from groundjudge.review.summary import summarize, summary_rows
 
     priced, unpriced = _clients()
     ledger = Ledger()
@@ -385,7 +385,7 @@ def test_an_unknown_cost_is_said_wherever_a_cost_is() -> None:
     from groundjudge.cli.common import cost_cell
     from groundjudge.models import Usage
     from groundjudge.review.metrics import label_metrics
-    from groundjudge.review.report import Run, to_dataframe
+    from groundjudge.review.notebook import Run, to_dataframe
     from tests.test_workflows import _report
 
     priced, unpriced = Usage(calls=2, cost_usd=0.01), Usage(calls=3, unpriced_calls=3)

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from groundjudge.cache import Cache
 from groundjudge.chunking import claim_sentences
 from groundjudge.config import Config
+from groundjudge.io.reports import dumps, finite_report
 from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.review.report import dumps, finite_report
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, prompt_name, route
 from tests.conftest import make_test_client
 

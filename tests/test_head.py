@@ -27,7 +27,7 @@ from groundjudge.errors import ConfigError
 from groundjudge.learn.calibrate import build_head
 from groundjudge.models import ClaimNLI, LocalThresholds, Passage
 from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.review.report import claims_dataframe
+from groundjudge.review.notebook import claims_dataframe
 from groundjudge.stages.route import decide_locally
 from tests.conftest import SHARED_MODEL
 

@@ -40,10 +40,12 @@ from hypothesis import strategies as st
 
 from groundjudge.cache import Cache
 from groundjudge.config import Config
+from groundjudge.io.reports import dumps
 from groundjudge.llm import RetryPolicy
 from groundjudge.models import AnswerReport, Usage
 from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.review.report import Run, dumps, summarize
+from groundjudge.review.notebook import Run
+from groundjudge.review.summary import summarize
 from groundjudge.testing import (
     GroundingAssertionError,
     RecordedRequest,

@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
+from groundjudge.io.reports import dumps
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores, Span
 from groundjudge.review.html import render_html, risk_key
 from groundjudge.review.page_assets import REVIEW_JS
-from groundjudge.review.report import dumps
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
+from groundjudge.io.reports import dumps
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scores
 from groundjudge.review.compare import compare_runs, corrected_rates
 from groundjudge.review.html import (
@@ -27,8 +28,9 @@ from groundjudge.review.html import (
     risk_key,
 )
 from groundjudge.review.metrics import label_metrics, parse_reviews, read_labels
-from groundjudge.review.report import Run, dumps, summarize, summary_rows
+from groundjudge.review.notebook import Run
 from groundjudge.review.stats import bootstrap_mean, clustered_mean, wilson
+from groundjudge.review.summary import summarize, summary_rows
 
 THRESHOLDS = {"thresholds": "support>=0.9 contradict>=never unsupported<=0.1"}
 

@@ -1,5 +1,8 @@
 """The house rules the import linter cannot state (the others are contracts in pyproject.toml, run by
-``lint-imports``): no module imports a private name of another, and no module grows past 900 lines."""
+``lint-imports``): no module imports a private name of another, and no module grows past 900 lines; and rule 7
+once more, by folder, so that a new module in ``review/`` is covered without a new contract line: ``io/`` never
+imports ``review/``, ``runs/`` takes only the run summary from it (the report line is ``io.reports``), and
+``review/`` imports only ``models``, ``errors``, ``io.jsonl``, ``io.reports`` and itself."""
 
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 MAX_LINES = 900
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module_name(path: Path, root: Path = PACKAGE.parent) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -52,6 +55,95 @@ def test_the_private_import_check_can_fail(tmp_path: Path) -> None:
     assert private_imports(bad, tmp_path) == [
         "bad.py:1 imports _given from groundjudge.cli.score",
         "bad.py:4 imports _hidden from rows",
+    ]
+
+
+def groundjudge_imports(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str]]:
+    """``(line, module)`` of each ``groundjudge`` module that ``path`` imports (``from x import y`` gives ``x.y``
+    too, since ``y`` may be a module; a relative import is resolved against ``path``'s package)."""
+    package = _module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+            found += [(node.lineno, base)] + [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return [(line, name) for line, name in found if name == "groundjudge" or name.startswith("groundjudge.")]
+
+
+def _in(name: str, *prefixes: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def folder_import_breaches(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """Rule 7 by folder for ``path``: what it imports that its folder may not."""
+    module = _module_name(path, root)
+    found = []
+    for line, name in groundjudge_imports(path, root):
+        if _in(module, "groundjudge.io") and _in(name, "groundjudge.review"):
+            why = "io/ never imports review/"
+        elif (
+            _in(module, "groundjudge.runs")
+            and _in(name, "groundjudge.review")
+            and not _in(name, "groundjudge.review.summary")
+            and name != "groundjudge.review"
+        ):
+            why = "runs/ takes only review.summary from review/ (the report line is io.reports)"
+        elif (
+            _in(module, "groundjudge.review")
+            and not _in(
+                name,
+                "groundjudge.models",
+                "groundjudge.errors",
+                "groundjudge.io.jsonl",
+                "groundjudge.io.reports",
+                "groundjudge.review",
+            )
+            and name not in ("groundjudge", "groundjudge.io")
+        ):
+            why = "review/ imports only models, errors, io.jsonl, io.reports and itself"
+        else:
+            continue
+        found.append(f"{path.relative_to(root)}:{line} imports {name}: {why}")
+    return found
+
+
+def test_the_folders_import_what_rule_7_allows() -> None:
+    found = [line for path in MODULES for line in folder_import_breaches(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_rule_7_check_can_fail(tmp_path: Path) -> None:
+    for folder, text in {
+        "io": "from groundjudge.review.summary import Summarizer\n",
+        "runs": "from groundjudge.review.report import dumps\nfrom groundjudge.review import metrics\n"
+        "from groundjudge.review.summary import Summarizer\nfrom groundjudge.io.reports import dumps\n",
+        "review": "from groundjudge.io.tables import read_rows\nfrom ..pipeline import Evaluator\n"
+        "from groundjudge.io.reports import dumps\nfrom . import stats\n",
+    }.items():
+        bad = tmp_path / "groundjudge" / folder / "bad.py"
+        bad.parent.mkdir(parents=True)
+        bad.write_text(text)
+    breaches = [
+        line
+        for folder in ("io", "runs", "review")
+        for line in folder_import_breaches(tmp_path / "groundjudge" / folder / "bad.py", tmp_path)
+    ]
+    assert [line.split(": ")[0] for line in breaches] == [
+        "groundjudge/io/bad.py:1 imports groundjudge.review.summary",
+        "groundjudge/io/bad.py:1 imports groundjudge.review.summary.Summarizer",
+        "groundjudge/runs/bad.py:1 imports groundjudge.review.report",
+        "groundjudge/runs/bad.py:1 imports groundjudge.review.report.dumps",
+        "groundjudge/runs/bad.py:2 imports groundjudge.review.metrics",
+        "groundjudge/review/bad.py:1 imports groundjudge.io.tables",
+        "groundjudge/review/bad.py:1 imports groundjudge.io.tables.read_rows",
+        "groundjudge/review/bad.py:2 imports groundjudge.pipeline",
+        "groundjudge/review/bad.py:2 imports groundjudge.pipeline.Evaluator",
     ]
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from groundjudge.review import report
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 
@@ -35,3 +40,24 @@ def test_rerunning_a_cell_is_free_and_says_so(shared_nli: Any, tmp_path: Path) -
     html = second[1]._repr_html_()
     assert "<b>FAIL</b>" in html and "CONTRADICTED" in html and "The source says 1889." in html
     assert "answers" in second._repr_html_() and len(second) == 2
+
+
+def test_the_old_report_module_still_gives_each_moved_name_and_warns() -> None:
+    """``groundjudge.review.report`` split into ``io.reports``, ``review.summary`` and ``review.notebook``; the old
+    path (the README names ``groundjudge.review.report.summarize``) keeps working with a DeprecationWarning that
+    names the new home, and gives the very same object."""
+    assert set(report.MOVED) >= {
+        "dumps", "finite_report", "read_reports", "is_report_file", "is_report_row", "write_parquet",
+        "RunSummary", "Summarizer", "summarize", "summary_rows", "to_dataframe", "claims_dataframe", "Run",
+    }  # fmt: skip
+    for name, home in report.MOVED.items():
+        with pytest.warns(DeprecationWarning, match=f"review.report.{name} moved to {home}.{name}"):
+            moved = getattr(report, name)
+        assert moved is getattr(importlib.import_module(home), name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DeprecationWarning):
+            exec("from groundjudge.review.report import summarize", {})
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        report.nothing  # noqa: B018
+    assert "read_reports" in dir(report)

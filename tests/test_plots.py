@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
+from groundjudge.io.reports import dumps
 from groundjudge.learn.calibrate import expected_calibration_error, reliability_bins
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scores
 from groundjudge.review.compare import align_claims, changed_claims, compare_runs, verdict_table
 from groundjudge.review.html import render_compare_html
 from groundjudge.review.plots import Interval, ReliabilityBin, histogram_svg, interval_svg, reliability_svg, standalone
-from groundjudge.review.report import dumps
 from tests.test_html import browser  # noqa: F401 - the module-scoped headless Chromium fixture
 
 # -- PNG pixels without an imaging library ----------------------------------------------------------------------

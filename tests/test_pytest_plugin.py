@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groundjudge.models import AnswerReport, AnswerVerdict, Scores, Usage
-from groundjudge.review.report import Run
+from groundjudge.review.notebook import Run
 from groundjudge.testing import (
     GroundingAssertionError,
     Reply,
@@ -335,8 +335,8 @@ def test_a_baseline_vouches_only_for_answers_it_has(shared_nli: Any, tmp_path: P
     """New ids and answers that failed to be evaluated have no paired score: each must meet the bar itself."""
     from groundjudge.cache import Cache
     from groundjudge.config import Config
+    from groundjudge.io.reports import dumps
     from groundjudge.pipeline.evaluator import Evaluator
-    from groundjudge.review.report import dumps
 
     ev = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "c"))
     good = {"id": "good", "answer": GOOD_ANSWER, "contexts": [CONTEXT]}
@@ -351,7 +351,7 @@ def test_a_baseline_vouches_only_for_answers_it_has(shared_nli: Any, tmp_path: P
 
 
 def write_baseline(path: Path, reports: list[AnswerReport]) -> Path:
-    from groundjudge.review.report import dumps
+    from groundjudge.io.reports import dumps
 
     path.write_text("".join(dumps(r) + "\n" for r in reports))
     return path
@@ -408,7 +408,8 @@ def test_an_answer_missing_from_the_run_fails_the_baseline_gate(tmp_path: Path) 
 
 GATE_FAILURES = """
 from groundjudge.models import AnswerReport, Claim, ClaimVerdict, Scores, Usage
-from groundjudge.review.report import Run, dumps
+from groundjudge.io.reports import dumps
+from groundjudge.review.notebook import Run
 from groundjudge.testing import assert_file_grounded, assert_grounded
 
 def failing(id):

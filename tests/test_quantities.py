@@ -14,9 +14,11 @@ from hypothesis import strategies as st
 
 from groundjudge.config import Config, Thresholds
 from groundjudge.errors import ConfigError
+from groundjudge.io.reports import dumps, read_reports
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, QAItem, QAResult, Scores
-from groundjudge.review.compare import LOWER_IS_BETTER, METRICS, compare_runs
-from groundjudge.review.report import dumps, read_reports, summarize, summary_rows
+from groundjudge.review.compare import LOWER_IS_BETTER, METRICS, compare_runs, corrected_rates
+from groundjudge.review.metrics import label_metrics, unsupported_rate
+from groundjudge.review.summary import summarize, summary_rows
 from groundjudge.stages.score import SEVERITY, compute_scores, decide
 
 WEIGHTS = {"claims": 0.4, "nli": 0.3, "qa": 0.3}
@@ -255,7 +257,7 @@ def test_the_summary_names_each_share_and_shows_why_answers_did_not_pass() -> No
     # the notebook: a report's table and the frame carry the reasons
     assert "FAIL: 1 of 4 claims contradicted (0.25 &gt; 0.10)" in reports[1]._repr_html_()
     pytest.importorskip("pandas")
-    from groundjudge.review.report import to_dataframe
+    from groundjudge.review.notebook import to_dataframe
 
     assert to_dataframe(reports).loc["bad", "verdict_reasons"] == "FAIL: 1 of 4 claims contradicted (0.25 > 0.10)"
 
@@ -275,3 +277,111 @@ def test_max_hallucinated_is_a_deprecated_name_of_max_contradicted(tmp_path: Pat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert Thresholds(max_contradicted=0.2).max_contradicted == 0.2  # the new name warns of nothing
+
+
+# -- issue 29 defect 5: answers with no claims or that failed are not rated at the answer level ------------------
+
+
+def _labelled(report: AnswerReport, label: str | None) -> AnswerReport:
+    return report.model_copy(update={"label": label})
+
+
+def _failed_whole(rid: str, label: str | None = None) -> AnswerReport:
+    """An answer that failed before its claims were known (verdict ERROR, no claim)."""
+    return AnswerReport(id=rid, verdict="ERROR", mode="nli", scores=Scores(), errors=["boom"], label=label)
+
+
+def test_no_claims_and_error_answers_are_left_out_of_the_answer_level_rates() -> None:
+    # the issue's run: 5 answers with claims (one not supported), 2 NO_CLAIMS, 1 that failed whole; it read
+    # answers_not_supported_share 20% of 5 but corrected_unsupported_rate.raw 50% of 8
+    rated = [_report(f"ok{i}", ["SUPPORTED"] * 2) for i in range(4)] + [_report("bad", ["SUPPORTED", "UNSUPPORTED"])]
+    run = [
+        *[_labelled(r, "hallucinated" if r.id == "bad" else "consistent") for r in rated],
+        _labelled(_report("none1", []), "consistent"),
+        _labelled(_report("none2", []), "hallucinated"),
+        _failed_whole("failed", "consistent"),
+    ]
+    assert [r.verdict for r in run[5:]] == ["NO_CLAIMS", "NO_CLAIMS", "ERROR"]
+    s = summarize(run)
+    assert s.answers_not_supported_share == pytest.approx(0.2) and s.answers_rated == 5
+    assert s.answers_not_rated == {"NO_CLAIMS": 2, "ERROR": 1}
+    c = s.corrected_unsupported_rate
+    assert c is not None and c["labels"]["level"] == "answer"
+    assert c["raw"] == pytest.approx(0.2) and c["n"] == 5 and c["not_rated"] == {"NO_CLAIMS": 2, "ERROR": 1}
+    assert c["labels"]["positives"] == 1 and c["labels"]["negatives"] == 4  # no label of an unrated answer
+    assert c == label_metrics(run)["corrected_unsupported_rate"]  # metrics: the same numbers
+    rows = dict(summary_rows(s))
+    assert rows["answers with a claim not supported"].endswith("of 5 (not rated: 2 NO_CLAIMS, 1 ERROR)")
+    assert rows["unsupported answers (raw)"].endswith("of 5 (not rated: 2 NO_CLAIMS, 1 ERROR)")
+    # an ERROR answer with claims (none could be judged) is not rated either
+    error = _report("unjudged", ["ERROR", "ERROR"])
+    assert error.verdict == "ERROR"
+    s = summarize([*run, _labelled(error, "consistent")])
+    assert s.answers_not_supported_share == pytest.approx(0.2) and s.answers_rated == 5
+    assert s.answers_not_rated == {"NO_CLAIMS": 2, "ERROR": 2} and s.answers_with_claims == 6
+
+
+def test_unrated_answers_no_longer_lower_the_specificity_the_correction_divides_by() -> None:
+    clean = [_labelled(_report(f"c{i}", ["SUPPORTED"]), "consistent") for i in range(20)]
+    flagged = [_labelled(_report(f"f{i}", ["UNSUPPORTED"]), "hallucinated") for i in range(20)]
+    empty = [_labelled(_report(f"e{i}", []), "consistent") for i in range(10)]
+    run = clean + flagged + empty
+    for c in (
+        summarize(run).corrected_unsupported_rate,
+        label_metrics(run)["corrected_unsupported_rate"],
+        (corrected_rates(run, run) or {})["a"],
+    ):
+        assert c is not None and c["labels"]["level"] == "answer"
+        # a perfect checker on the rated answers: the correction is the raw rate (it read specificity 20/30)
+        assert c["specificity"] == 1.0 and c["sensitivity"] == 1.0
+        assert c["raw"] == c["value"] == 0.5 and c["n"] == 40 and c["not_rated"] == {"NO_CLAIMS": 10}
+
+
+_rated_answers = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(["SUPPORTED", "UNSUPPORTED", "CONTRADICTED"]), min_size=1, max_size=3),
+        st.sampled_from([None, "consistent", "hallucinated"]),
+    ),
+    max_size=30,
+)
+_unrated_answers = st.lists(
+    st.tuples(
+        st.sampled_from(["no claims", "failed whole", "unjudged"]),
+        st.sampled_from([None, "consistent", "hallucinated"]),
+        st.integers(0, 40),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(rated=_rated_answers, unrated=_unrated_answers)
+def test_adding_unrated_answers_never_changes_the_answer_level_rates(rated: list, unrated: list) -> None:
+    """Property: NO_CLAIMS and ERROR answers added anywhere in a run change no answer-level rate of the rated
+    answers (raw, corrected, sensitivity, specificity, intervals); they are counted beside it."""
+    base = [_labelled(_report(f"r{i}", labels), gold) for i, (labels, gold) in enumerate(rated)]
+    run = list(base)
+    for j, (kind, gold, at) in enumerate(unrated):
+        extra = {
+            "no claims": lambda rid: _report(rid, []),
+            "failed whole": _failed_whole,
+            "unjudged": lambda rid: _report(rid, ["ERROR"]),
+        }[kind](f"u{j}")
+        run.insert(min(at, len(run)), _labelled(extra, gold))
+    before, after = summarize(base), summarize(run)
+    assert after.answers_rated == before.answers_rated == len(base)
+    assert sum(after.answers_not_rated.values()) == len(unrated)
+    assert after.answers_not_supported_share == before.answers_not_supported_share
+    assert after.answers_not_supported_share_ci == before.answers_not_supported_share_ci
+    was, now = before.corrected_unsupported_rate, after.corrected_unsupported_rate
+    assert (was is None) == (now is None)
+    if was is not None and now is not None:
+        now.pop("not_rated")
+        was.pop("not_rated", None)
+        assert now == was
+    rate_before = unsupported_rate(base, "answer").as_json("answer")
+    rate_after = unsupported_rate(run, "answer").as_json("answer")
+    assert rate_after.pop("not_rated") == after.answers_not_rated
+    rate_before.pop("not_rated", None)
+    assert rate_after == rate_before

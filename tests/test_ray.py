@@ -16,9 +16,10 @@ import pytest
 
 from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError
+from groundjudge.io.reports import dumps, finite_report
 from groundjudge.models import AnswerReport
 from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.review.report import Summarizer, dumps, finite_report
+from groundjudge.review.summary import Summarizer
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import FIXTURES, SHARED, SHARED_MODEL
 from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from groundjudge.cli import app
 from groundjudge.errors import InputError
+from groundjudge.io.reports import dumps
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scores, Span
 from groundjudge.review.html import render_html, risk_key, risk_reasons, run_identity
 from groundjudge.review.metrics import cohen_kappa, join_reviews, parse_reviews, review_metrics
-from groundjudge.review.report import dumps
 from tests.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
 from tests.test_plots import pixel_variance, png_pixels
 

@@ -22,12 +22,13 @@ from typer.testing import CliRunner
 from groundjudge.cache import Cache
 from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, ConfigError
+from groundjudge.io.reports import dumps
 from groundjudge.llm import Ledger
 from groundjudge.models import AnswerReport, ClaimVerdict, SecondVerdict
 from groundjudge.pipeline.evaluator import Evaluator, in_second_sample
 from groundjudge.review.html import informative_key, label_shares, risk_key
 from groundjudge.review.metrics import Review, judges_agreement, review_metrics
-from groundjudge.review.report import dumps, summarize
+from groundjudge.review.summary import summarize
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, route
 from groundjudge.testing.assertions import grounding_problems
 from tests.conftest import SHARED_MODEL, make_test_client

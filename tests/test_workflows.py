@@ -11,11 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
+from groundjudge.io.reports import dumps
 from groundjudge.learn.calibrate import fit_thresholds
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scores
 from groundjudge.review.compare import compare_runs, mcnemar_p, permutation_p
 from groundjudge.review.metrics import balanced_accuracy, cohen_kappa, confusion, label_metrics, per_label
-from groundjudge.review.report import dumps
 
 runner = CliRunner()
 
@@ -319,7 +319,7 @@ def test_calibrate_command_writes_a_config_score_takes(
 
 
 def test_summarizer_is_exact_in_constant_memory() -> None:
-    from groundjudge.review.report import Summarizer
+    from groundjudge.review.summary import Summarizer
 
     rng = random.Random(3)
     scores = [round(rng.random(), 3) for _ in range(501)]
@@ -336,7 +336,8 @@ def test_summarizer_is_exact_in_constant_memory() -> None:
 
 def test_summarizer_skips_non_finite_scores_and_counts_the_row_failed() -> None:
     # Issue 13: the run summary died on a NaN score.
-    from groundjudge.review.report import Summarizer, finite_report
+    from groundjudge.io.reports import finite_report
+    from groundjudge.review.summary import Summarizer
 
     s = Summarizer()
     s.add(_report("ok", None, combined=0.8))
@@ -362,7 +363,7 @@ def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer
     # Issue 12.5: the share of answers scoring below 0.8 beside the share of answers with a contradicted claim; the
     # claims nobody checked for a contradiction; requests and tokens per answer.
     from groundjudge.models import Usage
-    from groundjudge.review.report import Summarizer, summarize, summary_rows
+    from groundjudge.review.summary import Summarizer, summarize, summary_rows
 
     reports = [
         _report("a", None, combined=0.9),

@@ -141,7 +141,7 @@ def print_summary(console: Console, summary: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from groundjudge.review.report import summary_rows
+    from groundjudge.review.summary import summary_rows
 
     rows = summary_rows(summary)
     table = Table(title="groundjudge summary", show_header=False)
@@ -154,7 +154,7 @@ def print_summary(console: Console, summary: Any) -> None:
 
 
 def load_reports(path: Path) -> list[Any]:
-    from groundjudge.review.report import read_reports
+    from groundjudge.io.reports import read_reports
 
     if not path.is_file():
         raise fail(f"no file {path}")

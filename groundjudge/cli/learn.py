@@ -68,12 +68,12 @@ def calibrate_command(
     write a config 'score' takes. Labels: gold if LABELED has them, else the reviews (if given) and the judge's
     verdicts with verified quotes on the other claims."""
     from groundjudge.config import Config
+    from groundjudge.io.reports import is_report_file
     from groundjudge.io.tables import input_rows
     from groundjudge.learn.calibrate import fit_calibration_head, fit_thresholds, foreign_fingerprints
     from groundjudge.learn.labels import collect_labels
     from groundjudge.pipeline import Evaluator
     from groundjudge.review.metrics import read_reviews
-    from groundjudge.review.report import is_report_file
 
     if not labeled.is_file():
         raise fail(f"no file {labeled}")

@@ -47,7 +47,7 @@ def report_command(
 ) -> None:
     """Summarize a scored file; with --html, write a review page for reviewers. --json: the summary as one JSON object
     (RunSummary's keys) on stdout, the table on stderr."""
-    from groundjudge.review.report import summarize
+    from groundjudge.review.summary import summarize
 
     reports = load_reports(scored)
     if html is not None:

@@ -454,7 +454,7 @@ def _stop_code(stopped: GroundjudgeError | None, out: Path, written: int) -> int
 
 def _write_parquet_out(out: Path, parquet_out: Path, code: int) -> int:
     """Convert the run's JSONL ``out`` to the ``--out *.parquet`` the user asked for; returns the exit code."""
-    from groundjudge.review.report import write_parquet
+    from groundjudge.io.reports import write_parquet
 
     try:
         written = write_parquet(out, parquet_out)

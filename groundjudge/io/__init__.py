@@ -1,6 +1,8 @@
 """Rows in: the one reader of input rows (JSONL, CSV, Parquet, DataFrame, ``datasets.Dataset``; local paths and
 URIs), the column mapping, the row contract (conversations and agent traces included), the id rule and the batch
-cutter; the strict JSONL reader that report files are read with too.
+cutter; the strict JSONL reader that report files are read with too. Reports out: the report line's format
+(``reports``: writing a line, reading a report file, telling a report from an input row, Parquet), which both
+engines write OUT with.
 
 Imports only ``models`` and ``errors``.
 """

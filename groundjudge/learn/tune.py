@@ -44,10 +44,10 @@ from groundjudge.checker.profile import write_model_head, write_model_profile
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.io.jsonl import read_jsonl
+from groundjudge.io.reports import is_report_row
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
-from groundjudge.review.report import is_report_row
 
 _WHICH = {"SUPPORTED": ENTAILMENT, "UNSUPPORTED": NEUTRAL, "CONTRADICTED": CONTRADICTION}
 STATE_DIR = ".tune"

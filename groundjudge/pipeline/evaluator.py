@@ -42,7 +42,7 @@ from groundjudge.pipeline.work import (
     run_call,
 )
 from groundjudge.prompts import load_prompt
-from groundjudge.review.report import Run
+from groundjudge.review.notebook import Run
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.stages.judge import JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.stages.qa import score_qa

@@ -26,13 +26,14 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from groundjudge.io.reports import finite_report
 from groundjudge.models import AnswerReport
 from groundjudge.review.metrics import Review, join_reviews, unsupported_rate
 from groundjudge.review.page_assets import REVIEW_CSS, REVIEW_JS
 from groundjudge.review.page_sources import claim_links, source_blocks
 from groundjudge.review.page_sources import html_text as _text
 from groundjudge.review.plots import histogram_svg
-from groundjudge.review.report import corrected_rows, finite_report, summarize, summary_rows
+from groundjudge.review.summary import corrected_rows, summarize, summary_rows
 
 # Inside <script> the HTML parser ends the element at "</script" and enters a double-escaped state at
 # "<!--<script", whatever the JSON says; so the data carries no "<", ">" or "&" at all (JSON escapes instead),

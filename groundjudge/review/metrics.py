@@ -138,9 +138,25 @@ def answer_prediction(report: Any) -> str:
     """The response rule, the one place it is written: an answer is consistent when every claim was judged and
     judged SUPPORTED (a claim that could not be judged counts against it); else ``hallucinated``, the one meaning
     of the word (README "Quantities": the run summary's ``answers_not_supported_share`` counts these answers among
-    those with claims)."""
+    the rated ones, :func:`rated_answer`)."""
     s = report.scores
     return "consistent" if s.n_claims and s.n_supported == s.n_claims else "hallucinated"
+
+
+def rated_answer(report: Any) -> bool:
+    """Whether an answer counts in the answer-level rates: it has claims and its verdict is not ERROR. A NO_CLAIMS
+    or ERROR answer has no answer-level prediction; it is left out of the rate's items and its labels, and counted
+    beside it (:func:`not_rated_answers`), never as hallucinated."""
+    return bool(report.scores.n_claims) and report.verdict != "ERROR"
+
+
+def not_rated_answers(reports: Iterable[Any]) -> dict[str, int]:
+    """The answers :func:`rated_answer` leaves out, by verdict (NO_CLAIMS, ERROR)."""
+    out: dict[str, int] = {}
+    for r in reports:
+        if not rated_answer(r):
+            out[r.verdict] = out.get(r.verdict, 0) + 1
+    return out
 
 
 def _block(
@@ -169,10 +185,13 @@ def _answer_route(report: Any) -> str:
 
 def scored_items(reports: Sequence[Any], level: str) -> list[Item]:
     """Every scored claim (``level`` "claim", grouped by answer) or answer ("answer", flagged when
-    :func:`answer_prediction` says hallucinated): the population whose unsupported rate is estimated. An answer
-    that failed whole has no claims, so it is in no claim-level rate (:func:`failed_whole` counts them)."""
+    :func:`answer_prediction` says hallucinated; only :func:`rated_answer` answers): the population whose
+    unsupported rate is estimated. An answer that failed whole has no claims, so it is in no claim-level rate
+    (:func:`failed_whole` counts them)."""
     if level == "answer":
-        return [Item(r.id, answer_prediction(r) == "hallucinated", _answer_route(r)) for r in reports]
+        return [
+            Item(r.id, answer_prediction(r) == "hallucinated", _answer_route(r)) for r in reports if rated_answer(r)
+        ]
     return [Item(r.id, flagged(c.label), c.route) for r in reports for c in r.claims]
 
 
@@ -193,7 +212,7 @@ def gold_items(reports: Sequence[Any], level: str, skip: Collection[tuple[str, s
             c = r.claims[0]
             if (r.id, c.claim.id) not in skip:
                 out.append(Item(r.id, flagged(c.label), c.route, r.label.upper() != "SUPPORTED"))
-        elif level == "answer" and r.label.lower() in ANSWER_LABELS:
+        elif level == "answer" and r.label.lower() in ANSWER_LABELS and rated_answer(r):
             out.append(
                 Item(r.id, answer_prediction(r) == "hallucinated", _answer_route(r), r.label.lower() != "consistent")
             )
@@ -211,7 +230,8 @@ def unsupported_rate(
         Item(m.report.id, flagged(m.verdict.label), m.verdict.route, m.review.label != "SUPPORTED") for m in reviewed
     ]
     labelled += gold_items(reports, level, {(m.report.id, m.verdict.claim.id) for m in reviewed})
-    return corrected_rate(scored_items(reports, level), labelled, seed=seed)
+    not_rated = not_rated_answers(reports) if level == "answer" else None
+    return corrected_rate(scored_items(reports, level), labelled, seed=seed, not_rated=not_rated)
 
 
 def corrected_json(reports: Sequence[Any], level: str, reviewed: Sequence[ReviewedClaim] = ()) -> dict[str, Any]:

@@ -21,7 +21,7 @@ clipped statistic leaves it outside. Pure numpy and the standard library.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -249,7 +249,9 @@ class CorrectedRate:
 
     ``value`` is None when the labels are too few (``needs`` says how many more of each class) or the checker
     separates the classes too little (``reason``). ``by`` is "route" when each route's sensitivity and
-    specificity correct that route's items, "pooled" when one pair corrects all.
+    specificity correct that route's items, "pooled" when one pair corrects all. ``not_rated``: at the answer
+    level, the answers left out of the rate by verdict (NO_CLAIMS, ERROR: no answer-level prediction to count,
+    neither among the scored items nor among the labelled ones); None at the claim level.
     """
 
     value: float | None
@@ -266,6 +268,7 @@ class CorrectedRate:
     routes: dict[str, dict[str, Any]] = field(default_factory=dict)
     undefined_resamples: int = 0
     level: float = LEVEL
+    not_rated: dict[str, int] | None = None
     # what :func:`corrected_difference` needs to resample this rate beside another: its items and its strata
     scored: list[Item] = field(default_factory=list, repr=False, compare=False)
     labelled: list[Item] = field(default_factory=list, repr=False, compare=False)
@@ -288,6 +291,8 @@ class CorrectedRate:
         }
         if self.routes:
             out["routes"] = self.routes
+        if self.not_rated is not None:
+            out["not_rated"] = dict(self.not_rated)
         if self.needs is not None:
             out["needs"] = self.needs
         if self.reason is not None:
@@ -328,6 +333,7 @@ def corrected_rate(
     level: float = LEVEL,
     min_per_class: int = MIN_PER_CLASS,
     min_youden: float = MIN_YOUDEN,
+    not_rated: Mapping[str, int] | None = None,
 ) -> CorrectedRate:
     """The share of ``scored`` items the checker flags, corrected for its error measured on ``labelled`` items.
 
@@ -345,6 +351,9 @@ def corrected_rate(
     ones. A draw whose checker does not
     separate the classes counts against both ends (:func:`percentile_interval`). Labelled items should be a
     random sample within each class: items picked because the checker flagged them bias both rates.
+
+    ``not_rated`` (answer level): the answers the caller left out of ``scored`` and ``labelled`` because they have
+    no answer-level prediction (NO_CLAIMS, ERROR), by verdict; carried into the result to be shown beside the rate.
     """
     labelled = [x for x in labelled if x.truth is not None]
     pos = sum(bool(x.truth) for x in labelled)
@@ -357,6 +366,7 @@ def corrected_rate(
     raw = share(list(clusters.values()), resamples=resamples, seed=seed, level=level)
     se_iv, sp_iv = wilson(tp, pos, level), wilson(tn, neg, level)
     result = CorrectedRate(None, None, None, raw, se_iv, sp_iv, pos, neg, level=level)
+    result.not_rated = None if not_rated is None else {k: v for k, v in not_rated.items() if v}
     result.scored, result.labelled = list(scored), labelled
     reason = _check_labels(pos, neg, se_iv.value, sp_iv.value, min_per_class, min_youden)
     if reason is not None or raw.value is None:

@@ -15,9 +15,10 @@ from typing import Any
 
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError, GroundjudgeError
+from groundjudge.io.reports import dumps, finite_report
 from groundjudge.models import AnswerReport
 from groundjudge.pipeline import Evaluator
-from groundjudge.review.report import RunSummary, Summarizer, dumps, finite_report
+from groundjudge.review.summary import RunSummary, Summarizer
 from groundjudge.runs.out import Pending, ReportWriter, pending_rows
 
 log = logging.getLogger(__name__)

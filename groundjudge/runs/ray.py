@@ -45,6 +45,7 @@ from typing import Any
 
 from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
+from groundjudge.io.reports import dumps, finite_report
 from groundjudge.io.rows import batches, row_id
 from groundjudge.io.tables import ColumnMap, InvalidRow, is_local, local_path
 from groundjudge.llm import Ledger
@@ -52,7 +53,7 @@ from groundjudge.models import Usage
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.pipeline.flow import default_window
 from groundjudge.pipeline.work import RUN_STOPS, describe, error_report
-from groundjudge.review.report import RunSummary, Summarizer, dumps, finite_report
+from groundjudge.review.summary import RunSummary, Summarizer
 from groundjudge.runs.out import ReportWriter, pending_rows
 
 try:

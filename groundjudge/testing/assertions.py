@@ -143,7 +143,7 @@ def assert_file_grounded(
     show: int = 5,
 ) -> Any:
     """Evaluate a whole file of rows (JSONL, CSV, Parquet), a DataFrame, a Dataset or a list of dicts; returns the
-    :class:`~groundjudge.review.report.Run`.
+    :class:`~groundjudge.review.notebook.Run`.
 
     Without ``baseline`` every answer must pass :func:`assert_grounded`'s bar. With ``baseline`` (a stored
     ``groundjudge score`` output of the same ids; default: the plugin's ``--groundjudge-baseline``) it fails on
@@ -162,8 +162,8 @@ def assert_file_grounded(
     baseline = baseline if baseline is not None else DEFAULTS.get("baseline")
     by_id = {r.id: r for r in run.reports}
     if baseline is not None:
+        from groundjudge.io.reports import read_reports
         from groundjudge.review.compare import compare_runs
-        from groundjudge.review.report import read_reports
 
         before = list(read_reports(baseline))
         result = compare_runs(before, run.reports, alpha=alpha)

@@ -1,0 +1,201 @@
+"""The report line: the one format of a report file (``groundjudge score`` output, one :class:`AnswerReport` a
+line), written by both engines and read by every command.
+
+``dumps`` writes a line (strict JSON, after :func:`finite_report` made the report finite), ``read_reports`` reads
+a file back, ``is_report_file`` / ``is_report_row`` tell a report from an input row, and ``write_parquet`` converts
+a report file to Parquet.
+
+Imports only ``models``, ``errors`` and ``io.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from groundjudge.errors import ConfigError
+from groundjudge.io.jsonl import read_jsonl, read_lines
+from groundjudge.models import AnswerReport, Scores
+
+__all__ = ["dumps", "finite_report", "is_finite", "is_report_file", "is_report_row", "read_reports", "write_parquet"]
+
+
+def dumps(report: AnswerReport) -> str:
+    """One JSONL line; strict JSON (a NaN or Infinity raises ValueError: pass the report through
+    :func:`finite_report` first). Characters that ``str.splitlines`` takes for line ends are escaped."""
+    return json.dumps(report.model_dump(mode="json"), ensure_ascii=False, allow_nan=False).translate(_LINE_ENDS)
+
+
+# JSON escapes control characters itself; these three are not control characters but splitlines() splits on them
+_LINE_ENDS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def is_finite(value: Any) -> bool:
+    """Whether ``value`` is not a float or a finite one (NaN and Infinity are not)."""
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def _non_finite_paths(obj: Any, path: str = "") -> list[str]:
+    """Where ``obj`` (plain JSON data) holds NaN or Infinity, as dotted paths."""
+    if isinstance(obj, dict):
+        return [p for k, v in obj.items() for p in _non_finite_paths(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(obj, list):
+        return [p for i, v in enumerate(obj) for p in _non_finite_paths(v, f"{path}[{i}]")]
+    return [] if is_finite(obj) else [path or "value"]
+
+
+def _scrub(obj: Any) -> Any:
+    """``obj`` with every non-finite number replaced by None."""
+    if isinstance(obj, dict):
+        return {k: _scrub(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_scrub(v) for v in obj]
+    return obj if is_finite(obj) else None
+
+
+def finite_report(report: AnswerReport) -> AnswerReport:
+    """``report`` itself when it holds only finite numbers; else an ERROR report of that row that says where.
+
+    A NaN or Infinity is never written: claims whose NLI scores were not finite keep their text but lose the
+    scores and become ERROR, every other non-finite number becomes null, and the scores (not the counts) are
+    cleared.
+    """
+    data = report.model_dump(mode="json")
+    paths = _non_finite_paths(data)
+    if not paths:
+        return report
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    message = f"non-finite number (NaN or Infinity) in {shown}: the report cannot be trusted"
+    clean = _scrub(data)
+    clean.pop("nli_pairs", None)
+    for claim in clean.get("claims", []):
+        nli = claim.get("nli")
+        if isinstance(nli, dict) and any(
+            v is None for k, v in nli.items() if k in ("entailment", "contradiction", "neutral")
+        ):
+            claim.update(nli=None, label="ERROR", error="non-finite NLI score")
+    counts = {k: v for k, v in clean["scores"].items() if k.startswith("n_")}
+    clean.update(
+        verdict="ERROR",
+        verdict_reasons=[f"ERROR: {message}"],
+        scores={**Scores().model_dump(), **counts},
+        errors=[*report.errors, message],
+    )
+    try:
+        return AnswerReport.model_validate(clean)
+    except ValidationError:  # something else held the number: keep only what identifies the row
+        return AnswerReport(
+            id=report.id,
+            verdict="ERROR",
+            mode=report.mode,
+            scores=Scores(),
+            errors=[*report.errors, message],
+            row=report.row,
+            label=report.label,
+        )
+
+
+def read_reports(path: str | Path) -> Iterator[AnswerReport]:
+    """Reports from a JSONL file written by ``groundjudge score``, read line by line with the one JSONL reader's
+    rules (a byte order mark skipped, blank lines skipped); a torn last line (a killed run) is skipped.
+
+    Raises:
+        ValueError: a line that is not a report (its number is in the message).
+    """
+    for n, raw in read_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            yield AnswerReport.model_validate_json(raw)
+        except ValueError as exc:
+            if not raw.endswith(b"\n"):
+                return  # the last line of a run that was killed mid-write
+            raise ValueError(f"line {n}: {exc}") from exc
+
+
+def is_report_file(path: str | Path) -> bool:
+    """Whether ``path`` holds reports (``groundjudge score`` output) rather than input rows: its first row that
+    parses has a verdict and claims. Only JSONL files can; a file that cannot be read is not one."""
+    if Path(path).suffix.lower() in (".csv", ".parquet") or Path(path).is_dir():
+        return False
+    try:
+        first = next((row for _, row in read_jsonl(Path(path)) if isinstance(row, dict)), {})
+    except OSError:
+        return False
+    return is_report_row(first)
+
+
+def is_report_row(row: Any) -> bool:
+    """Whether a parsed JSON row is a report (``groundjudge score`` output) rather than an input row or a review:
+    the one rule calibrate and tune tell their inputs apart by."""
+    return isinstance(row, dict) and "verdict" in row and "claims" in row
+
+
+def write_parquet(jsonl: str | Path, out: str | Path) -> int:
+    """Convert a reports JSONL file (``groundjudge score`` output) into Parquet; returns the rows written.
+
+    One row per answer: id, row, verdict, mode, the scores, usage, errors and label as columns, and the whole
+    report as JSON in ``report`` (``AnswerReport.model_validate_json`` reads it back).
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ConfigError("writing Parquet needs pyarrow: pip install 'groundjudge[parquet]'") from None
+
+    score_fields = [*Scores.model_fields, *Scores.model_computed_fields]
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("row", pa.int64()),
+            ("verdict", pa.string()),
+            ("verdict_reasons", pa.string()),
+            ("mode", pa.string()),
+            *[(k, pa.int64() if k.startswith("n_") else pa.float64()) for k in score_fields],
+            ("calls", pa.int64()),
+            ("cached_calls", pa.int64()),
+            ("input_tokens", pa.int64()),
+            ("output_tokens", pa.int64()),
+            ("cost_usd", pa.float64()),
+            ("errors", pa.string()),
+            ("label", pa.string()),
+            ("report", pa.string()),
+        ]
+    )
+    tmp = Path(str(out) + ".tmp")
+    written = 0
+    with pq.ParquetWriter(str(tmp), schema) as writer:
+        batch: list[dict[str, Any]] = []
+        for r in read_reports(jsonl):
+            batch.append(
+                {
+                    "id": r.id,
+                    "row": r.row,
+                    "verdict": r.verdict,
+                    "verdict_reasons": "; ".join(r.verdict_reasons),
+                    "mode": r.mode,
+                    **r.scores.model_dump(),
+                    "calls": r.usage.calls,
+                    "cached_calls": r.usage.cached_calls,
+                    "input_tokens": r.usage.input_tokens,
+                    "output_tokens": r.usage.output_tokens,
+                    "cost_usd": r.usage.known_cost(),
+                    "errors": "; ".join(r.errors),
+                    "label": r.label,
+                    "report": dumps(r),
+                }
+            )
+            if len(batch) >= 1024:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                written += len(batch)
+                batch = []
+        if batch or not written:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            written += len(batch)
+    tmp.replace(out)
+    return written
