@@ -529,6 +529,14 @@ def test_the_table_cites_enough_peers() -> None:
         assert repo.count("/") == 1 and number.isdigit() and "http" not in c.cite
 
 
+def test_the_readme_names_every_case() -> None:
+    """README "Tested against peers' known bugs" says which peer bugs groundjudge is tested against: all of them."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Tested against peers' known bugs", 1)[1].split("\n## ", 1)[0]
+    for c in CASES:
+        assert f"#{c.cite.split('#')[1]}" in section, c.cite
+
+
 # -- the scripted server: one for the module, dispatching on the answer (claims) and the claim text (judge) ---------
 
 
