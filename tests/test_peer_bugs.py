@@ -721,10 +721,10 @@ def test_command_line_rerun_is_identical(cli: CliRun) -> None:
 
 
 @pytest.fixture(scope="module")
-def adapter_evaluator(
-    server: ScriptedLLMServer, shared_nli: Any, keys: None, tmp_path_factory: pytest.TempPathFactory
-) -> Evaluator:
-    return make_evaluator(server, shared_nli, tmp_path_factory.mktemp("peer-adapters") / "cache")
+def adapter_evaluator(server: ScriptedLLMServer, shared_nli: Any, api: ApiRun) -> Evaluator:
+    """The adapters' evaluator reads the API run's cache: what is checked here is what each adapter makes of a
+    report (the judge's accepted replies are the same; a failed call is never cached, so it fails here again)."""
+    return make_evaluator(server, shared_nli, api.cache_dir)
 
 
 @pytest.mark.parametrize("case", [c.param() for c in CASES])
@@ -733,7 +733,10 @@ def test_adapter_grounding(case: Case, adapter_evaluator: Evaluator) -> None:
     result = Grounding(adapter_evaluator).check(case.answer, case.contexts, QUESTION, id=case.id)
     assert_honest(case, result.report.model_dump(mode="json"))
     assert result.success is case.passes
-    assert math.isfinite(result.score) and 0.0 <= result.score <= 1.0
+    if result.report.verdict in ("ERROR", "NO_CLAIMS"):  # not judged: no score that reads as a judgement
+        assert result.score is None or math.isnan(result.score) or result.score == 0.0  # 0.0 until defect 8 lands
+    else:
+        assert math.isfinite(result.score) and 0.0 <= result.score <= 1.0
     assert result.report.verdict in result.reason
 
 
@@ -811,7 +814,14 @@ def test_adapter_deepeval(case: Case, adapter_evaluator: Evaluator) -> None:
     assert_honest(case, metric.report.model_dump(mode="json"))
 
 
-@pytest.mark.parametrize("case", [c.param() for c in CASES])
+def ragas_param(c: Case) -> Any:
+    """RAGAS's ``outcome_for`` raised KeyError for a row scored as an input ERROR (issue 29 defect 8)."""
+    if c.check is names_contexts:
+        return pytest.param(c, id=c.id, marks=[XFAIL_8])
+    return c.param()
+
+
+@pytest.mark.parametrize("case", [ragas_param(c) for c in CASES])
 def test_adapter_ragas(case: Case, adapter_evaluator: Evaluator) -> None:
     pytest.importorskip("ragas", reason="ragas is not installed: pip install 'groundjudge[ragas]'")
     import asyncio
