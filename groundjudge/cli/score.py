@@ -82,6 +82,7 @@ BATCH_API = setting(
     panel=LLM,
 )
 PRICE = setting("price", parser=parse_price, metavar="IN,OUT", extra="e.g. --price 0.5,1.5", panel=COST)
+SECOND_JUDGE_PRICE = setting("second_judge_price", parser=parse_price, metavar="IN,OUT", panel=COST)
 DRY_RUN = typer.Option(
     help="Say how many LLM calls the run needs (exact where the cache holds the claims and their NLI scores, else an "
     "upper bound), how many are cached (free) and the cost, and exit: JSON on stdout, the same in words on stderr; "
@@ -132,9 +133,7 @@ def score_command(
     preset: Annotated[str, setting("preset", panel=LOCAL)] = default("preset"),
     budget_usd: Annotated[float | None, setting("budget_usd", "--budget", extra="see --price", panel=COST)] = None,
     price: Annotated[dict[str, float] | None, PRICE] = None,
-    second_judge_price: Annotated[
-        dict[str, float] | None, setting("second_judge_price", parser=parse_price, metavar="IN,OUT", panel=COST)
-    ] = None,
+    second_judge_price: Annotated[dict[str, float] | None, SECOND_JUDGE_PRICE] = None,
     max_calls: Annotated[int | None, setting("max_calls", panel=COST)] = None,
     concurrency: Annotated[int, setting("concurrency", panel=COST)] = default("concurrency"),
     rpm: Annotated[float | None, setting("rpm", panel=COST)] = None,
@@ -214,10 +213,7 @@ def score_command(
             highlight=False,
         )
     if dry_run:  # writes nothing, ever
-        try:
-            estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
-        except GroundjudgeError as exc:  # a bad --nli-model, when some row needed the model
-            raise fail(str(exc)) from exc
+        estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
         if as_json:  # one line, as every --json
             print_json(estimate)
         else:
