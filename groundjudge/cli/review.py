@@ -55,10 +55,7 @@ def report_command(
 
         if order not in ORDERS:
             raise fail(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
-        try:
-            decided = read_reviews(reviews) if reviews is not None else None
-        except InputError as exc:
-            raise fail(str(exc)) from exc
+        decided = read_reviews(reviews) if reviews is not None else None
         html.write_text(
             render_html(
                 reports,
@@ -340,11 +337,8 @@ def compare_command(
     result = compare_runs(*runs, alpha=alpha)
     if result["paired"] == 0:
         raise fail("the two runs share no sample ids")
-    try:
-        gold = read_labels(labels) if labels is not None else None
-        decided = read_reviews(reviews) if reviews is not None else []
-    except InputError as exc:
-        raise fail(str(exc)) from exc
+    gold = read_labels(labels) if labels is not None else None
+    decided = read_reviews(reviews) if reviews is not None else []
     corrected = corrected_rates(*runs, labels=gold, reviews=decided)
     if corrected is not None:
         result["corrected_unsupported_rate"] = corrected
