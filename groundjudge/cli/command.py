@@ -45,6 +45,7 @@ class Command(TyperCommand):
         for paragraph in (self.help or "").split("\n\n"):  # a docstring's paragraphs, each wrapped, indented by one
             console.print()
             for line in Text(" ".join(paragraph.split())).wrap(console, console.width - 2):
+                line.rstrip()
                 console.print(Text(" ") + line)
         panels: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
@@ -75,6 +76,8 @@ def _entries(console: Console, records: list[tuple[str, str]], inner: int) -> li
     lines: list[Text] = []
     for names, help_text in records:
         wrapped: list[Text] = list(Text(" ".join(help_text.split())).wrap(console, help_width)) if help_text else []
+        for line in wrapped:
+            line.rstrip()
         pad = " " * (names_width + 2)
         if len(names) > names_width:
             lines.append(Text(names, style="bold cyan"))
