@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from groundjudge.cache import CacheMode
 from groundjudge.checker.profile import profile_for
@@ -72,28 +72,46 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # what runs
-    mode: Mode | None = Field(None, description="nli, cascade or llm; default cascade with an LLM, else nli")
-    llm: str | None = Field(None, description="provider/model, e.g. openai/gpt-4o-mini")
-    base_url: str | None = None
+    mode: Mode | None = Field(
+        None,
+        description="what decides the claims: nli (the local checker alone), cascade (the local checker, then the "
+        "LLM judge on what it cannot decide) or llm (the judge on every claim) [default: cascade with an llm, else "
+        "nli]",
+    )
+    llm: str | None = Field(None, description="the judge: provider/model, e.g. openai/gpt-4o-mini")
+    base_url: str | None = Field(None, description="server of an OpenAI-compatible judge")
     qa: bool = Field(True, description="run the QA-consistency check (needs an LLM)")
     qa_questions: int = Field(4, ge=1, le=8)
 
     # NLI
-    nli_model: str | None = Field(None, description="hub id or path; default $GROUNDJUDGE_NLI_MODEL or hub default")
+    nli_model: str | None = Field(
+        None, description="local checker: a hub id or a path [default: $GROUNDJUDGE_NLI_MODEL or the hub default]"
+    )
     device: str | None = None
     batch_size: int | None = Field(None, ge=1)
     passage_tokens: int = Field(128, ge=16, description="passage size in NLI-model tokens")
     passage_overlap: int = Field(32, ge=0)
     evidence_k: int | None = Field(2, ge=1, description="passages scored per claim, best BM25 first; None: all")
     nli_kind: Literal["auto", "nli", "binary", "seq2seq"] = Field(
-        "auto", description="local checker kind; auto: from the model's config or its groundjudge.json"
+        "auto",
+        description="local checker kind: auto (from the model's config or its groundjudge.json), nli, "
+        "binary or seq2seq",
     )
     nli_supported_label: int | None = Field(
-        None, ge=0, le=1, description="binary checkers: the output index meaning supported (1 for MiniCheck, HHEM)"
+        None,
+        ge=0,
+        le=1,
+        description="binary checkers (labels LABEL_0/LABEL_1): the output index meaning supported (1 for MiniCheck, "
+        "HHEM)",
     )
-    nli_trust_remote_code: bool = Field(False, description="run a checker's own code (HHEM-2.1-open); opt-in")
+    nli_trust_remote_code: bool = Field(
+        False, description="allow a local checker that runs its own code (e.g. HHEM-2.1-open); opt-in"
+    )
     nli_max_length: int | None = Field(
-        None, ge=16, description="tokens per NLI pair; default the model's own limit (long-context checkers: more)"
+        None,
+        ge=16,
+        description="tokens per (passage, claim) pair; long-context checkers take more [default: the model's own "
+        "limit]",
     )
     # None: the model's stored or measured profile for the mode, else GENERIC_PROFILE; "never": not decided locally
     t_support: Probability | Literal["never"] | None = Field(
@@ -114,7 +132,11 @@ class Config(BaseModel):
         description="a verdict head (checker.head, as 'calibrate' writes it) with its thresholds; default: the "
         "one stored beside the model's weights, if any",
     )
-    use_head: bool = Field(True, description="apply the verdict head (given or stored with the model); false: raw NLI")
+    use_head: bool = Field(
+        True,
+        description="apply the verdict head (the config's, or the one stored beside the model's weights, if any); "
+        "off: raw NLI scores",
+    )
     weak_floor: float = Field(
         0.5, ge=0, le=1, description="claims whose support score (the head's, else entailment) is below this are weak"
     )
@@ -132,41 +154,53 @@ class Config(BaseModel):
 
     # scores and verdict
     weights: dict[str, float] = Field(default_factory=lambda: {"claims": 0.4, "nli": 0.3, "qa": 0.3})
-    preset: str = "default"
+    preset: str = Field(
+        "default", description="thresholds by use case: " + ", ".join(PRESETS) + " (unless the config sets thresholds)"
+    )
     thresholds: Thresholds | None = None
 
     # LLM calls
     timeout: float = Field(60.0, gt=0)
     max_attempts: int = Field(6, ge=1)
     max_reasks: int = Field(2, ge=0)
-    concurrency: int = Field(4, ge=1, description="LLM calls in flight at once, shared by every stage")
+    concurrency: int = Field(
+        4,
+        ge=1,
+        description="LLM calls in flight at once, at most, shared by every stage; a provider's 429 cuts it, calls "
+        "that succeed grow it back",
+    )
     window: int | None = Field(
         None,
         ge=1,
         description="answers in flight at once, finished ones waiting for their turn in the output included "
-        "[default: the larger of 8 x concurrency and 2 x batch size]",
+        "(default: the larger of 8 x concurrency and 2 x batch size)",
     )
     rpm: float | None = Field(
         None,
         gt=0,
         allow_inf_nan=False,
-        description="LLM requests per minute, at most (a token bucket: sent evenly, not a minute's worth at once); "
-        "None: no cap. Ray: each actor takes its share (rpm / actors)",
+        description="LLM requests per minute, at most, sent evenly (the provider's limit for the model); none: no "
+        "cap. Ray: each actor takes its share",
     )
     tpm: float | None = Field(
         None,
         gt=0,
         allow_inf_nan=False,
-        description="LLM tokens (input + output) per minute, at most: each call takes its estimate when sent and is "
-        "trued up to its real usage; None: no cap. Ray: each actor takes its share (tpm / actors)",
+        description="LLM tokens (input + output) per minute, at most (the provider's limit), counted as estimated "
+        "when sent and trued up; none: no cap. Ray: each actor takes its share",
     )
     adaptive_concurrency: bool = Field(
         True,
         description="on a 429 halve the LLM calls in flight (once per round trip), then grow back by one a round "
         "trip while calls succeed, never above concurrency; false: always up to concurrency",
     )
-    budget_usd: float | None = Field(None, ge=0)
-    max_calls: int | None = Field(None, ge=0)
+    budget_usd: float | None = Field(
+        None,
+        ge=0,
+        description="stop before spending more than this many USD (the judge needs a price: the price table's, or "
+        "one given)",
+    )
+    max_calls: int | None = Field(None, ge=0, description="stop before more than this many LLM calls")
     price: dict[PriceKey, UsdPerMTok] | None = Field(
         None,
         description="the LLM's price in USD per million tokens, {input_per_mtok, output_per_mtok}, winning over the "
@@ -181,7 +215,7 @@ class Config(BaseModel):
         "disagrees with) and the sampled ones; disagreements are flagged (judges_disagree), never scored",
     )
     second_judge_base_url: str | None = Field(
-        None, description="server of the second judge (base_url serves the first judge only)"
+        None, description="server of an OpenAI-compatible second judge (base_url serves the first judge only)"
     )
     second_judge_sample: float | None = Field(
         None,
@@ -191,25 +225,38 @@ class Config(BaseModel):
         "(the same answers on every rerun and engine)",
     )
     second_judge_price: dict[PriceKey, UsdPerMTok] | None = Field(
-        None, description="the second judge's price in USD per million tokens, as price is for the first"
+        None, description="the second judge's price in USD per million input and output tokens"
     )
 
     # provider batch APIs (offline runs at half price; see groundjudge.llm.batch)
-    batch_api: bool = Field(False, description="send each stage's LLM calls through the provider's batch API")
+    batch_api: bool = Field(
+        False,
+        description="send each stage's LLM calls through the provider's batch API (half price, results within a day; "
+        "a rerun resumes the batches)",
+    )
     batch_state: str | None = Field(
-        None, description="file that records submitted batches, so that a rerun resumes them [default: in the cache]"
+        None, description="file that records submitted batches, so that a rerun resumes them (default: in the cache)"
     )
     batch_poll_seconds: float = Field(30.0, ge=0, description="seconds between batch status reads")
     batch_max_wait_hours: float = Field(24.0, gt=0, description="stop waiting (the batch goes on; a rerun collects)")
 
     # cache
-    cache_dir: str | None = None
-    cache_mode: CacheMode = "use"
+    cache_dir: str | None = Field(
+        None, description="cache directory [default: $GROUNDJUDGE_CACHE_DIR or ~/.cache/groundjudge]"
+    )
+    cache_mode: CacheMode = Field(
+        "use", description="how the cache is used: use, off, only (replay; a miss is an error) or refresh"
+    )
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, value: str) -> str:
+        if value not in PRESETS:
+            raise ValueError(f"must be one of {', '.join(PRESETS)}")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        if self.preset not in PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(PRESETS)}")
         if set(self.weights) - {"claims", "nli", "qa"} or any(w < 0 for w in self.weights.values()):
             raise ValueError("weights take the keys claims, nli, qa with values >= 0")
         if not any(w > 0 for w in self.weights.values()):
@@ -271,5 +318,20 @@ class Config(BaseModel):
         try:
             return cls(**values)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(problems) from exc
+            raise ConfigError("; ".join(f"{f}: {m}" if f else m for f, m in problems(exc))) from exc
+
+
+def problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """A config's validation errors in plain words: (field, message) pairs, the field "" for a rule across fields
+    (whose message names them); "Input should be ..." reads "must be ...", with the value given."""
+    found = []
+    for e in exc.errors():
+        message = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        message = message.replace("Input should be", "must be", 1)
+        given = e.get("input")
+        if e["type"] == "extra_forbidden":
+            message, given = "not a setting of groundjudge's Config", None
+        if e["loc"] and isinstance(given, (str, int, float)) and not isinstance(given, bool):
+            message += f" (not {given!r})"
+        found.append((".".join(map(str, e["loc"])), message))
+    return found

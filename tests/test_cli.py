@@ -72,7 +72,7 @@ def test_score_help_shows_the_defaults() -> None:
     assert result.exit_code == 0
     flat = " ".join(result.output.replace("│", " ").split())
     for shown in (
-        "[default: cascade with --llm, else nli]",
+        "[default: cascade with an llm, else nli]",
         "[default: $GROUNDJUDGE_NLI_MODEL or the hub default]",
         "[default: $GROUNDJUDGE_CACHE_DIR or ~/.cache/groundjudge]",
         "[default: use]",
@@ -450,8 +450,10 @@ def test_batch_api_sends_one_provider_batch_per_stage_for_the_whole_input(tmp_pa
     with ScriptedLLMServer(ONE_CLAIM) as server:
         assert batches(server, "whole") == 2  # the extractions, then the judge calls: one batch each
         assert batches(server, "given", "--batch-size", "32") == 4  # an explicit --batch-size is kept
-    help_text = " ".join(runner.invoke(app, ["score", "--help"], env={"COLUMNS": "200"}).output.split())
-    assert "5000 at a time unless --batch-size is given" in help_text.replace("│", "").replace("  ", " ")
+    help_text = " ".join(
+        runner.invoke(app, ["score", "--help"], env={"COLUMNS": "200"}).output.replace("│", " ").split()
+    )
+    assert "5000 at a time unless --batch-size is given" in help_text
 
 
 def test_an_error_message_is_never_hard_wrapped(tmp_path: Path) -> None:

@@ -122,12 +122,26 @@ def test_score_summary_on_stderr_is_never_wrapped(scored: tuple[Path, Any]) -> N
 
 
 def assert_summary_whole(text: str, summary: Any) -> None:
-    """Each row of the summary table is on one line: its name and its whole value (nothing wrapped or cut)."""
+    """Each row of the summary table: its name whole on one line, its value whole (a long one wraps in its cell at
+    SUMMARY_WIDTH, issue 29: a CI log had 825-character lines; nothing is cut)."""
+    from groundjudge.cli.common import SUMMARY_WIDTH
+
     rows = summary_rows(summary)
     assert len(rows) > 10
+    cells: list[list[str]] = []  # [name, value] of each table row, the value's wrapped lines joined
+    for line in text.splitlines():
+        parts = line.split("│")
+        if len(parts) == 4 and line.startswith("│"):
+            if parts[1].strip() or not cells:
+                cells.append([parts[1].strip(), parts[2].strip()])
+            else:
+                cells[-1][1] += " " + parts[2].strip()
+    shown = [(name, " ".join(value.split())) for name, value in cells]
     for name, value in rows:
-        assert any(name in line and value in line for line in text.splitlines()), (name, value, text)
+        assert (name, " ".join(value.split())) in shown, (name, value, text)
     assert "…" not in text
+    longest = max(len(name) for name, _ in rows) + max(len(w) for _, v in rows for w in v.split()) + 7
+    assert all(len(line) <= max(SUMMARY_WIDTH, longest) for line in text.splitlines() if line.startswith("│"))
 
 
 def test_on_a_narrow_terminal_only_the_values_wrap(scored: tuple[Path, Any]) -> None:

@@ -1,5 +1,6 @@
 """What every command shares: exit codes, the error console, usage errors, the progress bar, the summary table,
-tables that a pipe never wraps, ``--json`` output, reading a report file.
+tables that a pipe never wraps, ``--json`` output, reading a report file. The options several commands share are in
+:mod:`groundjudge.cli.options`.
 
 Exit codes: 0 ok, 1 some rows failed, 2 usage or configuration error, 3 budget reached, 4 a provider batch is
 still running (re-run to collect it).
@@ -12,7 +13,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console, RenderableType
@@ -22,20 +23,6 @@ EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_PENDING = 0, 1, 2, 3, 4
 
 err = Console(stderr=True, soft_wrap=True)  # a message to a pipe or a CI log is never hard-wrapped mid-path
 
-CacheDir = Annotated[
-    Optional[Path],  # noqa: UP045 - typer needs Optional at runtime on 3.10
-    typer.Option("--cache-dir", help="Cache directory \\[default: $GROUNDJUDGE_CACHE_DIR or ~/.cache/groundjudge]."),
-]
-
-
-JsonOutput = Annotated[
-    bool,
-    typer.Option(
-        "--json",
-        help="Print one JSON object on stdout and nothing else (the Python API's keys); the tables go to stderr.",
-    ),
-]
-
 
 def human_console(as_json: bool) -> Console:
     """Where a command's tables and sentences go: stdout, or stderr when ``--json`` keeps stdout for the one JSON
@@ -43,13 +30,16 @@ def human_console(as_json: bool) -> Console:
     return Console(stderr=as_json, soft_wrap=True)
 
 
-def print_table(console: Console, table: RenderableType) -> None:
+def print_table(console: Console, table: RenderableType, pipe_width: int | None = None) -> None:
     """Print a table: on a terminal at the terminal's width, where only values wrap (label columns are ``no_wrap``
     with a ``min_width``; a terminal narrower than the labels gets lines as long as they need, which it folds
     itself); to a pipe, a file or a CI log at the table's own width, so that no cell is wrapped or cut, whatever
-    COLUMNS says."""
+    COLUMNS says, or with ``pipe_width`` at most that wide (values wrap; the labels and the longest word decide
+    the least)."""
     wide = console.measure(table, options=console.options.update_width(1_000_000))
     needed = wide.minimum if console.is_terminal else wide.maximum
+    if pipe_width is not None and not console.is_terminal:
+        needed = max(wide.minimum, min(needed, pipe_width))
     width = console.width
     console.width = max(needed, width if console.is_terminal else 1)  # print(width=...) is capped at this width
     try:
@@ -137,20 +127,23 @@ def limits_cell(stats: Any) -> str:
     return cell
 
 
-def print_summary(console: Console, summary: Any) -> None:
+SUMMARY_WIDTH = 120  # the summary table in a pipe or a CI log: values wrap at this width, never a label
+
+
+def print_summary(console: Console, summary: Any, title: str = "groundjudge summary") -> None:
     from rich.table import Table
     from rich.text import Text
 
     from groundjudge.review.summary import summary_rows
 
     rows = summary_rows(summary)
-    table = Table(title="groundjudge summary", show_header=False)
+    table = Table(title=title, show_header=False)
     # a narrow terminal wraps the values, never a quantity's name
     table.add_column("", style="bold", no_wrap=True, min_width=max((len(name) for name, _ in rows), default=1))
     table.add_column("")
     for name, value in rows:
         table.add_row(Text(name), Text(value))  # data, not markup (rich's escape drops the backslash of "\\[")
-    print_table(console, table)
+    print_table(console, table, pipe_width=SUMMARY_WIDTH)
 
 
 def load_reports(path: Path) -> list[Any]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
-from groundjudge.cli.common import CacheDir, err, fail, human_console, load_reports, print_table
+from groundjudge.cli.common import err, fail, human_console, load_reports, print_table
+from groundjudge.cli.options import CacheDir, NliModel, Overwrite, ShowProgress
 from groundjudge.errors import GroundjudgeError, InputError
 from groundjudge.learn.tune import STATE_DIR, TuneSettings, tune
 
@@ -18,51 +19,49 @@ if TYPE_CHECKING:  # heavy imports (numpy, torch): only where a command needs th
     from groundjudge.checker.head import VerdictHead
 
 
+# calibrate's options, declared here so that its signature reads as a list of names
+LABELED = typer.Argument(
+    help="Claim rows with gold labels, or 'score' output: on such rows (gold labels), with --reviews, or else the "
+    "judge's own verdicts (best: a sample scored with --mode llm).",
+    show_default=False,
+)
+CONFIG_OUT = typer.Option(
+    "--out",
+    "-o",
+    help="Config file to write (JSON, for 'score --config'); without it the fit is shown and no file is written.",
+)
+CALIBRATE_REVIEWS = typer.Option(
+    help="Reviewer decisions (JSONL from the review page) on the claims of LABELED, a 'score' OUT; without gold "
+    "labels there, the judge's verdicts teach on the claims no reviewer decided."
+)
+SAVE_TO_MODEL = typer.Option(
+    help="Also store the cascade thresholds (and the verdict head, if one was fitted) beside the local model's "
+    "weights (groundjudge.json), so that every later run with that model uses them with no flags; without a head, a "
+    "head stored there before is removed."
+)
+CALIBRATE_HEAD = typer.Option(
+    "--head/--no-head",
+    help="Also fit a verdict head (a logistic model over the NLI scores and text signals, with its own thresholds) on "
+    f"the same claims; it needs {MIN_CLAIMS}+ claims, {MIN_CLASS}+ SUPPORTED and not. The config then carries the "
+    "head instead of the raw thresholds.",
+)
+
+
 def calibrate_command(
-    labeled: Annotated[
-        Path,
-        typer.Argument(
-            help="Claim rows with gold labels, or 'score' output: on such rows (gold labels), with --reviews, or else "
-            "the judge's own verdicts (best: a sample scored with --mode llm)."
-        ),
-    ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Config file to write (JSON, for 'score --config').")] = Path(
-        "groundjudge-config.json"
-    ),
-    target: Annotated[float, typer.Option(help="Precision the NLI-decided verdicts must reach.")] = 0.95,
+    labeled: Annotated[Path, LABELED],
+    out: Annotated[Path | None, CONFIG_OUT] = None,
+    target: Annotated[float, typer.Option(help="Precision the NLI-decided verdicts must reach.")] = 0.9,
     min_decided: Annotated[int, typer.Option(help="Fewest claims a threshold may rest on.")] = 10,
     unsupported: Annotated[bool, typer.Option("--unsupported/--no-unsupported", help="Also fit t_unsupported.")] = True,
-    nli_model: Annotated[Optional[str], typer.Option(help="NLI model id or path.")] = None,  # noqa: UP045
+    nli_model: NliModel = None,
     cache_dir: CacheDir = None,
-    reviews: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option(
-            help="Reviewer decisions (JSONL from the review page) on the claims of LABELED, a 'score' OUT; without "
-            "gold labels there, the judge's verdicts teach on the claims no reviewer decided."
-        ),
-    ] = None,
+    reviews: Annotated[Path | None, CALIBRATE_REVIEWS] = None,
     reliability: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option(help="Write a reliability diagram of the NLI entailment (.html or .svg)."),
+        Path | None, typer.Option(help="Write a reliability diagram of the NLI entailment (.html or .svg).")
     ] = None,
     bins: Annotated[int, typer.Option(help="Bins of the reliability diagram.", min=2, max=50)] = 10,
-    save_to_model: Annotated[
-        bool,
-        typer.Option(
-            help="Also store the cascade thresholds (and the verdict head, if one was fitted) beside the local "
-            "model's weights (groundjudge.json), so that every later run with that model uses them with no flags; "
-            "without a head, a head stored there before is removed."
-        ),
-    ] = False,
-    head: Annotated[
-        bool,
-        typer.Option(
-            "--head/--no-head",
-            help="Also fit a verdict head (a logistic model over the NLI scores and text signals, with its own "
-            f"thresholds) on the same claims; it needs {MIN_CLAIMS}+ claims, {MIN_CLASS}+ SUPPORTED "
-            "and not. The config then carries the head instead of the raw thresholds.",
-        ),
-    ] = True,
+    save_to_model: Annotated[bool, SAVE_TO_MODEL] = False,
+    head: Annotated[bool, CALIBRATE_HEAD] = True,
 ) -> None:
     """Fit t_support / t_contradict (and t_unsupported) to a precision target, and a verdict head on the same claims;
     write a config 'score' takes. Labels: gold if LABELED has them, else the reviews (if given) and the judge's
@@ -80,26 +79,18 @@ def calibrate_command(
     if reliability is not None and reliability.suffix.lower() not in (".html", ".htm", ".svg"):
         raise fail(f"--reliability {reliability}: write .html or .svg")
     evaluator: Any = None
-    try:
-        from_out = is_report_file(labeled)  # a 'score' OUT: the claims are scored already
-        # raw scores: a head stored beside the model must neither change them nor stop the run (it may be stale)
-        cfg = Config.make(
-            nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli", use_head=False
-        )
-        if from_out:
-            reports = load_reports(labeled)
-        elif reviews is not None:
-            raise fail(f"--reviews needs the 'groundjudge score' OUT the reviews were made on; {labeled} is not one")
-        else:  # claim rows, read as 'score' reads its input (JSONL, CSV, Parquet; the id rule), scored in nli mode
-            evaluator = Evaluator(cfg)
-            reports = list(evaluator.evaluate_numbered(input_rows(labeled, set()), batch_size=64))
-    except GroundjudgeError as exc:
-        raise fail(str(exc)) from exc
-    bad = [r for r in reports if r.verdict == "ERROR" and not r.claims] if not from_out else []
-    for r in bad[:5]:
-        err.print(f"[yellow]skipped:[/yellow] {escape('; '.join(r.errors))}", highlight=False)
-    if len(bad) > 5:
-        err.print(f"[yellow]skipped:[/yellow] {len(bad) - 5} more rows that could not be read", highlight=False)
+    from_out = is_report_file(labeled)  # a 'score' OUT: the claims are scored already
+    # raw scores: a head stored beside the model must neither change them nor stop the run (it may be stale)
+    cfg = Config.make(nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli", use_head=False)
+    if from_out:
+        reports = load_reports(labeled)
+    elif reviews is not None:
+        raise fail(f"--reviews needs the 'groundjudge score' OUT the reviews were made on; {labeled} is not one")
+    else:  # claim rows, read as 'score' reads its input (JSONL, CSV, Parquet; the id rule), scored in nli mode
+        evaluator = Evaluator(cfg)
+        reports = list(evaluator.evaluate_numbered(input_rows(labeled, set()), batch_size=64))
+    if not from_out:
+        _say_skipped([r for r in reports if r.verdict == "ERROR" and not r.claims])
     review_rows = None
     if reviews is not None:
         if not reviews.is_file():
@@ -140,20 +131,8 @@ def calibrate_command(
     con = [r.contradiction for r in results]
     gold = [label == "SUPPORTED" for label in labels]
     if reliability is not None:
-        from groundjudge.learn.calibrate import expected_calibration_error, reliability_bins
-        from groundjudge.review.html import render_reliability_html
-        from groundjudge.review.plots import reliability_svg, standalone
-
-        diagram = reliability_bins(ent, gold, n_bins=bins)
-        ece = expected_calibration_error(diagram)
-        source = f"{labeled.name}" + (f" + reviews {reviews.name}" if reviews is not None else "")
-        if reliability.suffix.lower() == ".svg":
-            reliability.write_text(standalone(reliability_svg(diagram)), encoding="utf-8")
-        else:
-            page = render_reliability_html(diagram, subtitle=f"{len(gold)} claims from {source}", ece=ece)
-            reliability.write_text(page, encoding="utf-8")
-        err.print(
-            escape(f"wrote {reliability} ({len(gold)} claims, expected calibration error {ece:.3f})"), highlight=False
+        _write_reliability(
+            reliability, ent, gold, bins, f"{labeled.name}" + (f" + reviews {reviews.name}" if reviews else "")
         )
     fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
     fitted: VerdictHead | None = None
@@ -185,39 +164,16 @@ def calibrate_command(
     written: dict[str, Any] = {"head": fitted.model_dump()} if fitted else {**fit.config_values(), "use_head": False}
     if nli_model:
         written["nli_model"] = nli_model
-    out.write_text(json.dumps(written, indent=2) + "\n")
+    if out is not None:
+        out.write_text(json.dumps(written, indent=2) + "\n")
     if save_to_model:
-        from groundjudge.checker.nli import resolve_model_name
-        from groundjudge.checker.profile import read_model_head, write_model_head, write_model_profile
-
-        model_dir = Path(resolve_model_name(nli_model))
-        if not model_dir.is_dir():
-            raise fail(f"--save-to-model needs a local model folder; {model_dir} is not one (pass --nli-model PATH)")
         meta = {
             "source": str(labeled),
             "target": target,
-            "n": fit.n,
-            "measured": "in-sample",  # on the claims the thresholds were fitted on: expect less on new rows
-            "local_precision": fit.local_precision,
-            "escalation_rate": fit.escalation_rate,
             "reviews": str(reviews) if reviews else None,
             "labels": taught,
         }
-        try:
-            saved = write_model_profile(model_dir, {"cascade": fit.local}, meta)
-            # without a new head, an older one stored there would override the thresholds just stored: removed
-            stale = fitted is None and read_model_head(model_dir) is not None
-            if fitted is not None or stale:
-                write_model_head(model_dir, fitted.model_dump() if fitted else None)
-        except (GroundjudgeError, OSError) as exc:
-            raise fail(f"could not store the thresholds beside {model_dir}: {exc}") from exc
-        if fitted is not None:
-            said = f"stored the cascade thresholds and the verdict head in {saved} (the head's thresholds are in force)"
-        else:
-            said = f"stored the cascade thresholds in {saved}" + (
-                "; removed the verdict head stored there (it would have overridden them)" if stale else ""
-            )
-        err.print(escape(said), highlight=False)
+        _save_to_model(nli_model, fit, fitted, meta)
     head_json = None
     if fitted is not None:
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
@@ -226,14 +182,76 @@ def calibrate_command(
         f"Raw thresholds (on the entailment, in-sample): NLI decides {fit.decided} of {fit.n} claims locally "
         f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%."
         + ("" if head_json is None else " " + _head_line(head_json))
-        + f" Wrote {out}"
-        + (" (with the head and its thresholds)." if fitted else "."),
+        + (f" Wrote {out}" + (" (with the head and its thresholds)." if fitted else ".") if out is not None else "")
+        + ("" if out is not None else " No config written (pass --out FILE to keep it for 'score --config')."),
         highlight=False,
     )
 
 
+def _say_skipped(bad: list[Any]) -> None:
+    """The claim rows calibrate could not read: the first five, then how many more."""
+    for r in bad[:5]:
+        err.print(f"[yellow]skipped:[/yellow] {escape('; '.join(r.errors))}", highlight=False)
+    if len(bad) > 5:
+        err.print(f"[yellow]skipped:[/yellow] {len(bad) - 5} more rows that could not be read", highlight=False)
+
+
+def _write_reliability(path: Path, entailment: list[float], gold: list[bool], bins: int, source: str) -> None:
+    """``calibrate --reliability``: the reliability diagram of the NLI entailment, as .svg or an .html page."""
+    from groundjudge.learn.calibrate import expected_calibration_error, reliability_bins
+    from groundjudge.review.html import render_reliability_html
+    from groundjudge.review.plots import reliability_svg, standalone
+
+    diagram = reliability_bins(entailment, gold, n_bins=bins)
+    ece = expected_calibration_error(diagram)
+    if path.suffix.lower() == ".svg":
+        path.write_text(standalone(reliability_svg(diagram)), encoding="utf-8")
+    else:
+        page = render_reliability_html(diagram, subtitle=f"{len(gold)} claims from {source}", ece=ece)
+        path.write_text(page, encoding="utf-8")
+    err.print(escape(f"wrote {path} ({len(gold)} claims, expected calibration error {ece:.3f})"), highlight=False)
+
+
+def _save_to_model(nli_model: str | None, fit: Any, fitted: VerdictHead | None, meta: dict[str, Any]) -> None:
+    """``calibrate --save-to-model``: the cascade thresholds (and the head, if one was fitted) beside the weights."""
+    from groundjudge.checker.nli import resolve_model_name
+    from groundjudge.checker.profile import read_model_head, write_model_head, write_model_profile
+
+    model_dir = Path(resolve_model_name(nli_model))
+    if not model_dir.is_dir():
+        raise fail(f"--save-to-model needs a local model folder; {model_dir} is not one (pass --nli-model PATH)")
+    meta = {
+        **meta,
+        "n": fit.n,
+        "measured": "in-sample",  # on the claims the thresholds were fitted on: expect less on new rows
+        "local_precision": fit.local_precision,
+        "escalation_rate": fit.escalation_rate,
+    }
+    try:
+        saved = write_model_profile(model_dir, {"cascade": fit.local}, meta)
+        # without a new head, an older one stored there would override the thresholds just stored: removed
+        stale = fitted is None and read_model_head(model_dir) is not None
+        if fitted is not None or stale:
+            write_model_head(model_dir, fitted.model_dump() if fitted else None)
+    except (GroundjudgeError, OSError) as exc:
+        raise fail(f"could not store the thresholds beside {model_dir}: {exc}") from exc
+    if fitted is not None:
+        said = f"stored the cascade thresholds and the verdict head in {saved} (the head's thresholds are in force)"
+    else:
+        said = f"stored the cascade thresholds in {saved}" + (
+            "; removed the verdict head stored there (it would have overridden them)" if stale else ""
+        )
+    err.print(escape(said), highlight=False)
+
+
 def _fit_line(
-    fit: Any, head: VerdictHead | None, head_json: dict[str, Any] | None, *, out: Path, target: float, taught: Any
+    fit: Any,
+    head: VerdictHead | None,
+    head_json: dict[str, Any] | None,
+    *,
+    out: Path | None,
+    target: float,
+    taught: Any,
 ) -> dict[str, Any]:
     """calibrate's JSON line: first what the config holds and how it was measured (a head's thresholds on its
     probability, out of fold; else the raw thresholds on the entailment, in-sample), then the raw fit, marked
@@ -262,7 +280,7 @@ def _fit_line(
             "escalation_rate": raw["escalation_rate"],
         }
     return {
-        "config": str(out),
+        "config": None if out is None else str(out),
         **held,
         "n": fit.n,
         "target": target,
@@ -295,7 +313,9 @@ def tune_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the tuned model and its thresholds.")],
     epochs: Annotated[int, typer.Option(min=1)] = TuneSettings.epochs,
     lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, linear warmup and decay).")] = TuneSettings.lr,
-    batch_size: Annotated[Optional[int], typer.Option(help="\\[default: 16 on CPU, 32 on a GPU]")] = None,  # noqa: UP045
+    batch_size: Annotated[
+        int | None, typer.Option(help="Pairs per training step [default: 16 on CPU, 32 on a GPU].")
+    ] = None,
     max_length: Annotated[int, typer.Option(help="Tokens per training pair.")] = TuneSettings.max_length,
     distill: Annotated[
         float, typer.Option(help="Weight of the pull towards the base model's predictions (against forgetting).")
@@ -304,13 +324,13 @@ def tune_command(
     holdout: Annotated[float, typer.Option(help="Share of claims held out for calibration and the report.")] = 0.2,
     target: Annotated[float, typer.Option(help="Precision the cascade's local verdicts must reach.")] = 0.9,
     seed: Annotated[int, typer.Option()] = 0,
-    device: Annotated[Optional[str], typer.Option(help="cuda, mps or cpu \\[default: best available].")] = None,  # noqa: UP045
-    cache_dir: Annotated[Optional[Path], typer.Option(help="NLI score cache [default: the user cache].")] = None,  # noqa: UP045
-    overwrite: Annotated[bool, typer.Option(help="Replace OUT if it holds another run.")] = False,
+    device: Annotated[str | None, typer.Option(help="cuda, mps or cpu [default: best available].")] = None,
+    cache_dir: CacheDir = None,
+    overwrite: Overwrite = False,
     head: Annotated[
         bool, typer.Option("--head/--no-head", help="Fit a verdict head on the held-out slice and store it.")
     ] = TuneSettings.head,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    progress: ShowProgress = True,
 ) -> None:
     """Fine-tune the local NLI checker on labelled claims (gold, judge verdicts, reviews); rerun to resume."""
     from rich.progress import (
@@ -372,9 +392,6 @@ def tune_command(
             f"[yellow]interrupted:[/yellow] checkpoint kept in {out / STATE_DIR}; rerun the same command to resume"
         )
         raise typer.Exit(130) from None
-    except GroundjudgeError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from exc
     table = Table(title=f"held-out slice: {result['n_held_out']} claims never trained on")
     for col in ("", "NLI-only bal. acc.", f"escalation @{target:.0%}", "local precision", "contra P", "contra R"):
         table.add_column(col)
@@ -395,8 +412,7 @@ def tune_command(
             pct(m["contradiction_recall"]),
         )
     print_table(human_console(False), table)  # on stdout, as before; to a pipe at its own width, never cut
-    if not result["head"]["fitted"]:
-        err.print(f"no verdict head stored: {result['head']['reason']}", highlight=False)
+    # "no verdict head stored: why" was said by tune() itself, through log, as it happened
     stored = read_model_profile(out)
     if stored:
         err.print(f"wrote {out} with thresholds { ({m: t.model_dump() for m, t in stored.items()}) }", highlight=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -13,8 +13,6 @@ from rich.markup import escape
 
 from groundjudge.cli.common import (
     EXIT_ROWS_FAILED,
-    CacheDir,
-    JsonOutput,
     err,
     fail,
     human_console,
@@ -23,12 +21,13 @@ from groundjudge.cli.common import (
     print_summary,
     print_table,
 )
-from groundjudge.errors import GroundjudgeError, InputError
+from groundjudge.cli.options import CacheDir, JsonOutput, NliModel, Scored
+from groundjudge.errors import InputError
 
 
 def report_command(
-    scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score'.")],
-    html: Annotated[Optional[Path], typer.Option(help="Write a self-contained HTML review page here.")] = None,  # noqa: UP045
+    scored: Scored,
+    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML review page here.")] = None,
     only_flagged: Annotated[bool, typer.Option(help="Only answers that did not pass cleanly.")] = False,
     order: Annotated[
         str,
@@ -38,7 +37,7 @@ def report_command(
         ),
     ] = "risk",
     reviews: Annotated[
-        Optional[Path],  # noqa: UP045
+        Path | None,
         typer.Option(
             help="A previous export of decisions (JSONL): the page says how much they moved the corrected rate."
         ),
@@ -56,10 +55,7 @@ def report_command(
 
         if order not in ORDERS:
             raise fail(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
-        try:
-            decided = read_reviews(reviews) if reviews is not None else None
-        except InputError as exc:
-            raise fail(str(exc)) from exc
+        decided = read_reviews(reviews) if reviews is not None else None
         html.write_text(
             render_html(
                 reports,
@@ -72,7 +68,10 @@ def report_command(
         )
         err.print(escape(f"wrote {html} ({sum(1 for r in reports if r.flagged or not only_flagged)} answers)"))
     summary = summarize(r for r in reports if r.flagged or not only_flagged)
-    print_summary(human_console(as_json), summary)
+    title = "groundjudge summary"
+    if only_flagged:  # the subset's numbers: not the run's
+        title += f" of the flagged answers only ({summary.n} of {len(reports)})"
+    print_summary(human_console(as_json), summary, title)
     if as_json:
         print_json(summary.model_dump(mode="json"))
 
@@ -80,7 +79,7 @@ def report_command(
 def metrics_command(
     scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score' on rows that carried gold labels.")],
     reviews: Annotated[
-        Optional[Path],  # noqa: UP045
+        Path | None,
         typer.Option(help="Reviewer decisions exported by the review page (JSONL): agreement with them instead."),
     ] = None,
     as_json: JsonOutput = False,
@@ -313,18 +312,18 @@ def compare_command(
     fail_if_worse: Annotated[bool, typer.Option(help="Exit 1 when B is significantly worse than A.")] = False,
     alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
     html: Annotated[
-        Optional[Path],  # noqa: UP045
+        Path | None,
         typer.Option(help="Also write a self-contained HTML page: intervals, verdict flips, changed claims."),
     ] = None,
     labels: Annotated[
-        Optional[Path],  # noqa: UP045
+        Path | None,
         typer.Option(
             help="Gold labels (JSONL rows with id and label) for both runs: the unsupported rate corrected for the "
             "checker's error."
         ),
     ] = None,
     reviews: Annotated[
-        Optional[Path],  # noqa: UP045
+        Path | None,
         typer.Option(help="Reviewer decisions exported by the review page (JSONL), as labels for the corrected rate."),
     ] = None,
 ) -> None:
@@ -338,11 +337,8 @@ def compare_command(
     result = compare_runs(*runs, alpha=alpha)
     if result["paired"] == 0:
         raise fail("the two runs share no sample ids")
-    try:
-        gold = read_labels(labels) if labels is not None else None
-        decided = read_reviews(reviews) if reviews is not None else []
-    except InputError as exc:
-        raise fail(str(exc)) from exc
+    gold = read_labels(labels) if labels is not None else None
+    decided = read_reviews(reviews) if reviews is not None else []
     corrected = corrected_rates(*runs, labels=gold, reviews=decided)
     if corrected is not None:
         result["corrected_unsupported_rate"] = corrected
@@ -431,12 +427,9 @@ def compare_command(
 
 
 def diagnose_command(
-    scored: Annotated[Path, typer.Argument(help="Output of 'groundjudge score'.")],
-    id: Annotated[Optional[str], typer.Option("--id", help="Only this answer (default: every failed one).")] = None,  # noqa: UP045
-    nli_model: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(help="NLI model for context recall \\[default: $GROUNDJUDGE_NLI_MODEL or the hub default]."),
-    ] = None,
+    scored: Scored,
+    id: Annotated[str | None, typer.Option("--id", help="Only this answer [default: every failed one].")] = None,
+    nli_model: NliModel = None,
     cache_dir: CacheDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON diagnosis a line.")] = False,
 ) -> None:
@@ -457,22 +450,15 @@ def diagnose_command(
         from groundjudge.config import Config
         from groundjudge.pipeline.evaluator import Evaluator
 
-        try:
-            evaluator = Evaluator(
-                Config.make(mode="nli", nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None)
-            )
-        except GroundjudgeError as exc:
-            raise fail(str(exc)) from exc
+        cfg = Config.make(mode="nli", nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None)
+        evaluator = Evaluator(cfg)  # context recall needs the local model
     console = Console()
-    try:
-        for r in reports:
-            d = run_diagnosis(r, evaluator)
-            if as_json:
-                typer.echo(d.model_dump_json())
-            else:
-                for line in diagnosis_lines(d):
-                    console.print(escape(line), highlight=False, soft_wrap=True)
-    except GroundjudgeError as exc:
-        raise fail(str(exc)) from exc
+    for r in reports:
+        d = run_diagnosis(r, evaluator)
+        if as_json:
+            typer.echo(d.model_dump_json())
+        else:
+            for line in diagnosis_lines(d):
+                console.print(escape(line), highlight=False, soft_wrap=True)
     if not reports:
         err.print("no failed answers to diagnose")

@@ -1,25 +1,27 @@
 """The command line's root: the Typer app, ``version``, ``cache stats`` / ``cache clear``, the registration of every
 command (one function each, in ``score``, ``review`` and ``learn``), and the console entry point.
 
-Library errors become exit codes in this package and nowhere else (codes in :mod:`groundjudge.cli.common`).
+Library errors become exit codes in this package and nowhere else: a :class:`GroundjudgeError` out of any command is
+a message and exit 2 (:class:`groundjudge.cli.command.Command`, the class of every command); a run's stops keep their
+own codes (1, 3, 4; :mod:`groundjudge.cli.common`).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from groundjudge import __version__
 from groundjudge.cache import Cache
-from groundjudge.cli.common import CacheDir, fail
+from groundjudge.cli.command import Command
 from groundjudge.cli.learn import calibrate_command, tune_command
 from groundjudge.cli.notes import third_party_output
+from groundjudge.cli.options import CacheDir
 from groundjudge.cli.review import compare_command, diagnose_command, metrics_command, report_command
 from groundjudge.cli.score import score_command
-from groundjudge.errors import GroundjudgeError
 
 app = typer.Typer(
     name="groundjudge",
@@ -50,25 +52,25 @@ cache_app = typer.Typer(help="Inspect or empty the disk cache.", no_args_is_help
 app.add_typer(cache_app, name="cache")
 
 
-@app.command()
+@app.command(cls=Command)
 def version() -> None:
     """Print the version."""
     typer.echo(__version__)
 
 
-@cache_app.command("stats")
+@cache_app.command("stats", cls=Command)
 def cache_stats(cache_dir: CacheDir = None) -> None:
     """Entries per kind (llm, nli) and size on disk, as JSON."""
-    try:
-        typer.echo(json.dumps(Cache(cache_dir).stats(), indent=2))
-    except GroundjudgeError as exc:
-        raise fail(str(exc)) from exc
+    stats = Cache(cache_dir).stats()
+    for per_process in ("hits", "misses"):  # this process's own lookups: none, in a command that looks nothing up
+        stats.pop(per_process, None)
+    typer.echo(json.dumps(stats, indent=2))
 
 
-@cache_app.command("clear")
+@cache_app.command("clear", cls=Command)
 def cache_clear(
     cache_dir: CacheDir = None,
-    kind: Annotated[Optional[str], typer.Option(help="Only this kind: llm or nli.")] = None,  # noqa: UP045
+    kind: Annotated[str | None, typer.Option(help="Only this kind: llm or nli.")] = None,
 ) -> None:
     """Delete cached entries (all, or one kind)."""
     removed = Cache(cache_dir).clear(kind)
@@ -76,15 +78,13 @@ def cache_clear(
 
 
 # every command, in the order --help lists them
-app.command("score")(score_command)
-app.command("report")(report_command)
-app.command("metrics")(metrics_command)
-app.command("compare")(compare_command)
-app.command("calibrate")(calibrate_command)
-app.command("tune", help="Fine-tune the local checker on gold labels, judge verdicts and review decisions.")(
-    tune_command
-)
-app.command("diagnose")(diagnose_command)
+app.command("score", cls=Command)(score_command)
+app.command("report", cls=Command)(report_command)
+app.command("metrics", cls=Command)(metrics_command)
+app.command("compare", cls=Command)(compare_command)
+app.command("calibrate", cls=Command)(calibrate_command)
+app.command("tune", cls=Command)(tune_command)
+app.command("diagnose", cls=Command)(diagnose_command)
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,8 +17,6 @@ from groundjudge.cli.common import (
     EXIT_PENDING,
     EXIT_ROWS_FAILED,
     EXIT_USAGE,
-    CacheDir,
-    JsonOutput,
     cost_cell,
     err,
     fail,
@@ -28,230 +26,128 @@ from groundjudge.cli.common import (
     progress_bar,
 )
 from groundjudge.cli.notes import local_model_note, model_parameters
+from groundjudge.cli.options import (
+    COST,
+    INPUT_OUTPUT,
+    LLM,
+    LOCAL,
+    RUN,
+    cache_dir_option,
+    config_from_options,
+    default,
+    json_option,
+    nli_model_option,
+    overwrite_option,
+    parse_price,
+    progress_option,
+    setting,
+)
 from groundjudge.errors import BatchPendingError, BudgetExceededError, CacheMissError, GroundjudgeError, InputError
-
-_CONFIG_OPTIONS = {
-    "mode": "mode",
-    "llm": "llm",
-    "base_url": "base_url",
-    "nli_model": "nli_model",
-    "qa": "qa",
-    "cache_dir": "cache_dir",
-    "cache_mode": "cache_mode",
-    "budget": "budget_usd",
-    "price": "price",
-    "max_calls": "max_calls",
-    "concurrency": "concurrency",
-    "rpm": "rpm",
-    "tpm": "tpm",
-    "preset": "preset",
-    "batch_api": "batch_api",
-    "nli_kind": "nli_kind",
-    "nli_supported_label": "nli_supported_label",
-    "nli_trust_remote_code": "nli_trust_remote_code",
-    "nli_max_length": "nli_max_length",
-    "head": "use_head",
-    "citation_style": "citation_style",
-    "second_judge": "second_judge",
-    "second_judge_base_url": "second_judge_base_url",
-    "second_judge_sample": "second_judge_sample",
-    "second_judge_price": "second_judge_price",
-}
-
 
 # --batch-api without --batch-size: rows evaluated together, so that each stage sends one provider batch.
 _BATCH_API_ROWS = 5000
 
 
-def _given(ctx: typer.Context, name: str) -> bool:
-    """Whether option ``name`` was given on the command line (or in the environment), not left at its default."""
-    source = ctx.get_parameter_source(name)  # by name: typer may bring its own copy of click's enum
-    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+# score's own options (not Config fields), declared here so that its signature reads as a list of names
+INPUT = typer.Argument(
+    help="Rows {id, contexts, answer | claim, question?, label?, reference?}: .jsonl, .csv, .parquet or a folder of "
+    "Parquet files; a path or a URI pyarrow reads (s3://...). RAGAS and DeepEval column names are recognised.",
+    show_default=False,
+)
+OUT = typer.Option(
+    "--out",
+    "-o",
+    help="Where the reports go, one JSON object a line; a .parquet OUT is written from OUT.jsonl (kept, for --resume) "
+    "at the end.",
+    rich_help_panel=INPUT_OUTPUT,
+)
+MAP = typer.Option(
+    "--map",
+    help="Column mapping field=column,...: e.g. answer=response,contexts=retrieved_contexts (context=COLUMN: a cell "
+    "may be one passage).",
+    rich_help_panel=INPUT_OUTPUT,
+)
+CONFIG = typer.Option(
+    help="JSON config (e.g. from 'groundjudge calibrate'); options given here override it.",
+    rich_help_panel=INPUT_OUTPUT,
+)
+RESUME = typer.Option(help="Skip ids already in OUT and append.", rich_help_panel=INPUT_OUTPUT)
+RETRY_ERRORS = typer.Option(
+    help="With --resume: score again the rows whose report in OUT failed, replacing it.", rich_help_panel=INPUT_OUTPUT
+)
+BATCH_API = setting(
+    "batch_api",
+    extra=f"rows go {_BATCH_API_ROWS} at a time unless --batch-size is given: one provider batch per stage for the "
+    "whole input, not one per 32 rows, each awaited in turn",
+    panel=LLM,
+)
+PRICE = setting("price", parser=parse_price, metavar="IN,OUT", extra="e.g. --price 0.5,1.5", panel=COST)
+SECOND_JUDGE_PRICE = setting("second_judge_price", parser=parse_price, metavar="IN,OUT", panel=COST)
+DRY_RUN = typer.Option(
+    help="Say how many LLM calls the run needs (exact where the cache holds the claims and their NLI scores, else an "
+    "upper bound), how many are cached (free) and the cost, and exit: JSON on stdout, the same in words on stderr; "
+    "sends and writes nothing.",
+    rich_help_panel=COST,
+)
+BATCH_SIZE = typer.Option(
+    help=f"Rows evaluated together (NLI batches across them); with --batch-api, unless given here, {_BATCH_API_ROWS} "
+    "[default: 32].",
+    min=1,
+    rich_help_panel=RUN,
+)
+ENGINE = typer.Option(
+    help="local, or ray: score on a Ray cluster (pip install 'groundjudge[ray]').", rich_help_panel=RUN
+)
+ADDRESS = typer.Option(
+    help="With --engine ray: the cluster (ray://HOST:10001, auto) [default: $RAY_ADDRESS or local].",
+    rich_help_panel=RUN,
+)
 
 
 def score_command(
     ctx: typer.Context,
-    input: Annotated[
-        str,
-        typer.Argument(
-            help="Rows {id, contexts, answer | claim, question?, label?, reference?}: .jsonl, .csv, .parquet or a "
-            "folder of Parquet files; a path or a URI pyarrow reads (s3://...). RAGAS and DeepEval column names "
-            "are recognised.",
-            show_default=False,
-        ),
-    ],
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Where the reports go, one JSON object a line; a .parquet OUT is written from OUT.jsonl (kept, "
-            "for --resume) at the end.",
-        ),
-    ],
-    columns: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(
-            "--map",
-            help="Column mapping field=column,...: e.g. answer=response,contexts=retrieved_contexts "
-            "(context=COLUMN: a cell may be one passage).",
-        ),
-    ] = None,
-    mode: Annotated[
-        str | None, typer.Option(help="nli, cascade or llm \\[default: cascade with --llm, else nli].")
-    ] = None,
-    citation_style: Annotated[
-        str,
-        typer.Option(
-            help="Citation markers in answers: auto ([1], [2, 3], 【1】, ^1, [context-id]), numeric (positions "
-            "only), id (context ids only), footnote (^1 only) or none."
-        ),
-    ] = "auto",
-    llm: Annotated[Optional[str], typer.Option(help="provider/model, e.g. openai/gpt-4o-mini.")] = None,  # noqa: UP045
-    base_url: Annotated[Optional[str], typer.Option(help="Server for an OpenAI-compatible model.")] = None,  # noqa: UP045
-    nli_model: Annotated[
-        str | None,
-        typer.Option(help="NLI model id or path \\[default: $GROUNDJUDGE_NLI_MODEL or the hub default]."),
-    ] = None,
-    second_judge: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(
-            metavar="PROVIDER/MODEL",
-            help="A second judge for flagged answers (FAIL, a contradicted claim, a judge verdict the local model "
-            "disagrees with) and the --second-judge-sample: it judges the same claims with the same prompt; "
-            "disagreements are flagged (judges_disagree) and counted, never scored.",
-        ),
-    ] = None,
-    second_judge_base_url: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(help="Server of the second judge (--base-url serves the first)."),
-    ] = None,
-    second_judge_sample: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option(
-            help="Share of the other answers the second judge also sees (e.g. 0.1), picked by a hash of the row id: "
-            "the same answers on every rerun."
-        ),
-    ] = None,
-    second_judge_price: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(metavar="IN,OUT", help="The second judge's price in USD per million input and output tokens."),
-    ] = None,
-    qa: Annotated[bool, typer.Option("--qa/--no-qa", help="QA-consistency check (with an LLM).")] = True,
-    cache_dir: CacheDir = None,
-    cache_mode: Annotated[str, typer.Option(help="use, off, only (replay; a miss is an error) or refresh.")] = "use",
-    budget: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option(
-            help="Stop before spending more than this many USD (the model needs a price: the table's or --price)."
-        ),
-    ] = None,
-    price: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(
-            metavar="IN,OUT",
-            help="The LLM's price in USD per million input and output tokens (e.g. 0.5,1.5), instead of the price "
-            "table's; a model without one (any openai-compatible/...) has an unknown cost and takes no --budget.",
-        ),
-    ] = None,
-    max_calls: Annotated[Optional[int], typer.Option(help="Stop before more than this many LLM calls.")] = None,  # noqa: UP045
-    concurrency: Annotated[
-        int,
-        typer.Option(
-            help="LLM calls in flight at once, at most: cut on a provider's 429 (halved; by a tenth when it sends "
-            "Retry-After), grown back by one a round trip while calls succeed."
-        ),
-    ] = 4,
-    rpm: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option(help="LLM requests per minute, at most, sent evenly (the provider's limit for the model)."),
-    ] = None,
-    tpm: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option(help="LLM tokens (input + output) per minute, at most (the provider's limit)."),
-    ] = None,
-    batch_size: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option(
-            help="Rows evaluated together (NLI batches across them); with --batch-api, unless given here, "
-            f"{_BATCH_API_ROWS}, so that each stage sends one provider batch \\[default: 32].",
-            min=1,
-        ),
-    ] = None,
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            help="Thresholds by use case: default, support-bot, knowledge-base, medical-legal, research "
-            "\\[default: default]."
-        ),
-    ] = None,
-    config: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option(help="JSON config (e.g. from 'groundjudge calibrate'); options given here override it."),
-    ] = None,
-    resume: Annotated[bool, typer.Option(help="Skip ids already in OUT and append.")] = False,
-    retry_errors: Annotated[
-        bool, typer.Option(help="With --resume: score again the rows whose report in OUT failed, replacing it.")
-    ] = False,
-    overwrite: Annotated[
-        bool, typer.Option(help="Replace OUT if it exists (kept until the new run has its first row).")
-    ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            help="Say how many LLM calls the run needs (exact where the cache holds the claims and their NLI scores, "
-            "else an upper bound), how many are cached (free) and the cost, and exit: JSON on stdout, the same in "
-            "words on stderr; sends and writes nothing."
-        ),
-    ] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
-    as_json: JsonOutput = False,
-    batch_api: Annotated[
-        bool,
-        typer.Option(
-            help="Send each stage's LLM calls through the provider's batch API (half price, results within a day; "
-            "the batch ids are kept beside OUT, so a rerun resumes them). Rows go "
-            f"{_BATCH_API_ROWS} at a time unless --batch-size is given: one provider batch per stage for the whole "
-            "input, not one per 32 rows, each awaited in turn."
-        ),
-    ] = False,
-    nli_kind: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(help="Local checker kind: auto, nli, binary, seq2seq \\[default: auto, from the model's config]."),
-    ] = None,
-    nli_supported_label: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option(help="Binary checkers whose labels are LABEL_0/LABEL_1: the index that means supported."),
-    ] = None,
-    nli_trust_remote_code: Annotated[
-        bool, typer.Option(help="Allow a local checker that runs its own code (e.g. HHEM-2.1-open).")
-    ] = False,
-    nli_max_length: Annotated[
-        Optional[int],  # noqa: UP045
-        typer.Option(help="Tokens per (passage, claim) pair \\[default: the model's own limit]."),
-    ] = None,
-    head: Annotated[
-        bool,
-        typer.Option(
-            "--head/--no-head",
-            help="Apply the verdict head of the config or the one stored beside the model's weights; --no-head: "
-            "raw NLI scores \\[default: a head if the config or the model has one].",
-            show_default=False,
-        ),
-    ] = True,
-    engine: Annotated[
-        str, typer.Option(help="local, or ray: score on a Ray cluster (pip install 'groundjudge\\[ray]').")
-    ] = "local",
-    address: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option(
-            help="With --engine ray: the cluster (ray://HOST:10001, auto) \\[default: $RAY_ADDRESS or local]."
-        ),
-    ] = None,
+    input: Annotated[str, INPUT],
+    out: Annotated[Path, OUT],
+    columns: Annotated[str | None, MAP] = None,
+    citation_style: Annotated[str, setting("citation_style", panel=INPUT_OUTPUT)] = default("citation_style"),
+    config: Annotated[Path | None, CONFIG] = None,
+    resume: Annotated[bool, RESUME] = False,
+    retry_errors: Annotated[bool, RETRY_ERRORS] = False,
+    overwrite: Annotated[bool, overwrite_option(INPUT_OUTPUT)] = False,
+    as_json: Annotated[bool, json_option(INPUT_OUTPUT)] = False,
+    # the settings: each parameter is named after its Config field (config_from_options reads them back)
+    mode: Annotated[str | None, setting("mode", panel=LLM)] = None,
+    llm: Annotated[str | None, setting("llm", panel=LLM)] = None,
+    base_url: Annotated[str | None, setting("base_url", panel=LLM)] = None,
+    qa: Annotated[bool, setting("qa", "--qa/--no-qa", panel=LLM)] = default("qa"),
+    second_judge: Annotated[str | None, setting("second_judge", metavar="PROVIDER/MODEL", panel=LLM)] = None,
+    second_judge_base_url: Annotated[str | None, setting("second_judge_base_url", panel=LLM)] = None,
+    second_judge_sample: Annotated[float | None, setting("second_judge_sample", panel=LLM)] = None,
+    batch_api: Annotated[bool, BATCH_API] = default("batch_api"),
+    nli_model: Annotated[str | None, nli_model_option(LOCAL)] = None,
+    nli_kind: Annotated[str, setting("nli_kind", panel=LOCAL)] = default("nli_kind"),
+    nli_supported_label: Annotated[int | None, setting("nli_supported_label", panel=LOCAL)] = None,
+    nli_trust_remote_code: Annotated[bool, setting("nli_trust_remote_code", panel=LOCAL)] = False,
+    nli_max_length: Annotated[int | None, setting("nli_max_length", panel=LOCAL)] = None,
+    use_head: Annotated[bool, setting("use_head", "--head/--no-head", panel=LOCAL, show_default=False)] = True,
+    preset: Annotated[str, setting("preset", panel=LOCAL)] = default("preset"),
+    budget_usd: Annotated[float | None, setting("budget_usd", "--budget", extra="see --price", panel=COST)] = None,
+    price: Annotated[dict[str, float] | None, PRICE] = None,
+    second_judge_price: Annotated[dict[str, float] | None, SECOND_JUDGE_PRICE] = None,
+    max_calls: Annotated[int | None, setting("max_calls", panel=COST)] = None,
+    concurrency: Annotated[int, setting("concurrency", panel=COST)] = default("concurrency"),
+    rpm: Annotated[float | None, setting("rpm", panel=COST)] = None,
+    tpm: Annotated[float | None, setting("tpm", panel=COST)] = None,
+    dry_run: Annotated[bool, DRY_RUN] = False,
+    cache_dir: Annotated[Path | None, cache_dir_option(RUN)] = None,
+    cache_mode: Annotated[str, setting("cache_mode", panel=RUN)] = default("cache_mode"),
+    batch_size: Annotated[int | None, BATCH_SIZE] = None,
+    engine: Annotated[str, ENGINE] = "local",
+    address: Annotated[str | None, ADDRESS] = None,
+    progress: Annotated[bool, progress_option(RUN)] = True,
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes. The run's summary
     goes to stderr as a table; with --json also to stdout as one JSON object (RunSummary's keys)."""
-    from groundjudge.config import Config
     from groundjudge.io.tables import count_rows, is_local, local_path, parse_mapping, table_format
     from groundjudge.pipeline import Evaluator
     from groundjudge.runs.local import score_rows
@@ -276,44 +172,10 @@ def score_command(
         raise fail(f"{out} exists: pass --resume to continue it or --overwrite to replace it")
     if retry_errors and not resume:
         raise fail("--retry-errors goes with --resume")
-    per_mtok = _parse_price(price) if price is not None else None
-    second_per_mtok = _parse_price(second_judge_price, "--second-judge-price") if second_judge_price else None
-    values = {
-        "mode": mode,
-        "llm": llm,
-        "base_url": base_url,
-        "nli_model": nli_model,
-        "qa": qa,
-        "cache_dir": str(cache_dir) if cache_dir else None,
-        "cache_mode": cache_mode,
-        "budget": budget,
-        "price": per_mtok,
-        "max_calls": max_calls,
-        "concurrency": concurrency,
-        "rpm": rpm,
-        "tpm": tpm,
-        "preset": preset,
-        "batch_api": batch_api,
-        "nli_kind": nli_kind,
-        "nli_supported_label": nli_supported_label,
-        "nli_trust_remote_code": nli_trust_remote_code,
-        "nli_max_length": nli_max_length,
-        "head": head,
-        "citation_style": citation_style,
-        "second_judge": second_judge,
-        "second_judge_base_url": second_judge_base_url,
-        "second_judge_sample": second_judge_sample,
-        "second_judge_price": second_per_mtok,
-    }
-    # only what was given: the CLI's own defaults must not overwrite a config file's values
-    overrides = {_CONFIG_OPTIONS[k]: v for k, v in values.items() if v is not None and _given(ctx, k)}
-    try:
-        cfg = Config.load(config, **overrides) if config else Config.make(**overrides)
-        if cfg.batch_api and cfg.batch_state is None:  # beside OUT: a rerun of this command resumes the batches
-            cfg = Config.make(**cfg.model_dump(exclude_unset=True), batch_state=str(batch_state_path(out)))
-        evaluator = Evaluator(cfg)
-    except GroundjudgeError as exc:
-        raise fail(str(exc)) from exc
+    cfg = config_from_options(ctx, config)  # the options the user gave, over the config file's values
+    if cfg.batch_api and cfg.batch_state is None:  # beside OUT: a rerun of this command resumes the batches
+        cfg = config_from_options(ctx, config, batch_state=str(batch_state_path(out)))
+    evaluator = Evaluator(cfg)
 
     if batch_size is None:  # one provider batch per stage, not one per 32 rows awaited in turn (up to a day each)
         batch_size = _BATCH_API_ROWS if cfg.batch_api else 32
@@ -351,10 +213,7 @@ def score_command(
             highlight=False,
         )
     if dry_run:  # writes nothing, ever
-        try:
-            estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
-        except GroundjudgeError as exc:  # a bad --nli-model, when some row needed the model
-            raise fail(str(exc)) from exc
+        estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
         if as_json:  # one line, as every --json
             print_json(estimate)
         else:
@@ -410,19 +269,6 @@ def score_command(
     if code == EXIT_OK and result.summary.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
-
-
-def _parse_price(text: str, option: str = "--price") -> dict[str, float]:
-    """``--price IN,OUT`` as ``Config.price``; the values are checked (>= 0) by the config."""
-    parts = text.split(",")
-    try:
-        if len(parts) != 2:
-            raise ValueError(text)
-        return {"input_per_mtok": float(parts[0]), "output_per_mtok": float(parts[1])}
-    except ValueError:
-        raise fail(
-            f"{option} {text!r}: two numbers IN,OUT, USD per million input and output tokens (e.g. {option} 0.5,1.5)"
-        ) from None
 
 
 def _stop_code(stopped: GroundjudgeError | None, out: Path, written: int) -> int:

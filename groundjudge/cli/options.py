@@ -1,0 +1,128 @@
+"""Options declared once: the aliases several commands share, and the options that are :class:`Config` fields.
+
+A command parameter named after a ``Config`` field *is* that setting: :func:`setting` takes its help (the field's
+description) and its default from the field, and :func:`config_from_options` reads every such parameter the user gave
+back into a ``Config`` in one loop; there is no table from option names to fields. Help texts are never rich markup
+(the commands print them as plain text, :mod:`groundjudge.cli.command`), so a ``[`` in one is kept as written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from pydantic_core import PydanticUndefined
+
+from groundjudge.config import Config, problems
+from groundjudge.errors import ConfigError
+
+# the help panels of 'score' (and of the commands that share its options), in the order --help lists them
+INPUT_OUTPUT = "Input and output"
+LLM = "LLM judges"
+LOCAL = "Local checker"
+COST = "Cost and pace"
+RUN = "Run"
+
+# parameters named after a Config field that are not that setting: score's --batch-size is rows per batch
+NOT_SETTINGS = frozenset({"batch_size"})
+
+
+def describe(field: str, extra: str = "") -> str:
+    """The help of the option for ``Config`` field ``field``: the field's description as a sentence, then ``extra``."""
+    text = Config.model_fields[field].description or ""
+    text = text[:1].upper() + text[1:]
+    if extra:
+        text = f"{text}; {extra}"
+    return text if text.endswith((".", "]")) or not text else text + "."
+
+
+def default(field: str) -> Any:
+    """The default of ``Config`` field ``field`` (None where it has a factory)."""
+    value = Config.model_fields[field].default
+    return None if value is PydanticUndefined else value
+
+
+def setting(field: str, *flags: str, extra: str = "", panel: str | None = None, **kwargs: Any) -> Any:
+    """``typer.Option`` for the parameter of ``Config`` field ``field``: its help from the field's description."""
+    return typer.Option(*flags, help=describe(field, extra), rich_help_panel=panel, **kwargs)
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (or in the environment), not left at its default."""
+    source = ctx.get_parameter_source(name)  # by name: typer may bring its own copy of click's enum
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def config_from_options(ctx: typer.Context, path: Path | None = None, **fixed: Any) -> Config:
+    """The ``Config`` of a command: the file at ``path`` (if any), then every parameter named after a field that the
+    user gave (a default never overwrites a file's value), then ``fixed``. A bad value names its option."""
+    overrides = {
+        name: str(value) if isinstance(value, Path) else value
+        for name, value in ctx.params.items()
+        if name in Config.model_fields and name not in NOT_SETTINGS and value is not None and given(ctx, name)
+    }
+    overrides.update(fixed)
+    try:
+        return Config.load(path, **overrides) if path else Config.make(**overrides)
+    except ConfigError as exc:
+        if not isinstance(exc.__cause__, ValidationError):
+            raise
+        flags = {p.name: max(p.opts, key=len) for p in ctx.command.params if p.name in overrides}
+        said = [
+            f"{flags.get(field, field)}: {message}" if field else message for field, message in problems(exc.__cause__)
+        ]
+        where = f" (with the config file {path})" if path else ""
+        raise ConfigError("; ".join(said) + where) from exc
+
+
+def parse_price(text: str) -> dict[str, float]:
+    """``--price IN,OUT`` (USD per million input and output tokens) as ``Config.price``; the config checks >= 0."""
+    parts = text.split(",")
+    try:
+        if len(parts) != 2:
+            raise ValueError(text)
+        return {"input_per_mtok": float(parts[0]), "output_per_mtok": float(parts[1])}
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: two numbers IN,OUT, USD per million input and output tokens (e.g. 0.5,1.5)"
+        ) from None
+
+
+def cache_dir_option(panel: str | None = None) -> Any:
+    """``--cache-dir``, its help from ``Config.cache_dir``."""
+    return setting("cache_dir", "--cache-dir", panel=panel, show_default=False)
+
+
+def json_option(panel: str | None = None) -> Any:
+    """``--json``: one JSON object on stdout."""
+    return typer.Option(
+        "--json",
+        help="Print one JSON object on stdout and nothing else (the Python API's keys); the tables go to stderr.",
+        rich_help_panel=panel,
+    )
+
+
+def nli_model_option(panel: str | None = None) -> Any:
+    """``--nli-model``, its help from ``Config.nli_model``."""
+    return setting("nli_model", "--nli-model", panel=panel)
+
+
+def progress_option(panel: str | None = None) -> Any:
+    """``--progress/--no-progress``."""
+    return typer.Option("--progress/--no-progress", help="Show a progress bar.", rich_help_panel=panel)
+
+
+def overwrite_option(panel: str | None = None) -> Any:
+    """``--overwrite``: replace OUT."""
+    return typer.Option(help="Replace OUT if it holds an earlier run.", rich_help_panel=panel)
+
+
+# the aliases, for a command with no panels; 'score' puts the same options in its panels (the functions above)
+CacheDir = Annotated[Path | None, cache_dir_option()]
+JsonOutput = Annotated[bool, json_option()]
+NliModel = Annotated[str | None, nli_model_option()]
+ShowProgress = Annotated[bool, progress_option()]
+Overwrite = Annotated[bool, overwrite_option()]
+Scored = Annotated[Path, typer.Argument(help="Output of 'groundjudge score'.", show_default=False)]

@@ -1,0 +1,180 @@
+"""Issue 29's new-user items in the command line: calibrate writes only where asked and targets what the README
+says, report --only-flagged says whose numbers it shows, a summary in a CI log keeps a sane width, errors in plain
+words naming the option, tune says "no verdict head stored" once, cache stats shows no always-empty counters."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+from typer.testing import CliRunner
+
+from groundjudge.cli import app
+from groundjudge.cli.common import SUMMARY_WIDTH, print_summary
+from groundjudge.review.report import read_reports, summarize
+from tests.conftest import ROOT, SHARED_MODEL
+
+runner = CliRunner()
+
+
+def gold_rows(n: int = 16) -> list[dict[str, Any]]:
+    """Claim rows with gold labels, a quarter of them SUPPORTED."""
+    labels = ["SUPPORTED", "UNSUPPORTED", "UNSUPPORTED", "CONTRADICTED"]
+    return [
+        {
+            "id": f"g{i}",
+            "contexts": [f"The museum of city number {i} opened in {1900 + i}. It has {i + 3} rooms."],
+            "claim": f"The museum of city number {i} opened in {1900 + i + (i % 4 == 3)}.",
+            "label": labels[i % 4],
+        }
+        for i in range(n)
+    ]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def flat(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from groundjudge.testing import tiny_nli_model
+
+    return tiny_nli_model(tmp_path_factory.mktemp("tiny") / "model", SHARED_MODEL)
+
+
+def test_calibrate_writes_no_config_unasked_and_targets_the_readmes_precision(
+    tmp_path: Path, tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = write_jsonl(tmp_path / "labelled.jsonl", gold_rows())
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = [str(rows), "--nli-model", str(tiny), "--cache-dir", str(tmp_path / "c"), "--no-head", "--min-decided", "2"]
+    result = runner.invoke(app, ["calibrate", *args])
+    assert result.exit_code == 0, result.output
+    assert list(work.iterdir()) == []  # it wrote groundjudge-config.json here, unasked
+    fit = json.loads(next(x for x in result.stdout.splitlines() if x.startswith("{")))
+    assert fit["config"] is None and fit["target"] == 0.9  # the README's --target 0.9; it was 0.95
+    assert "No config written (pass --out FILE" in flat(result.stderr)
+    readme = (ROOT / "README.md").read_text()
+    assert all("--target 0.9 " in line for line in readme.splitlines() if "groundjudge calibrate " in line)
+    written = runner.invoke(app, ["calibrate", *args, "--out", str(tmp_path / "cfg.json")])
+    assert written.exit_code == 0 and json.loads((tmp_path / "cfg.json").read_text())
+    assert f"Wrote {tmp_path / 'cfg.json'}" in flat(written.stderr)
+
+
+def _scored(tmp_path: Path) -> Path:
+    """Two reports: one that passed cleanly, one flagged (FAIL)."""
+    from groundjudge.models import AnswerReport, Scores
+
+    out = tmp_path / "out.jsonl"
+    reports = []
+    for rid, verdict in (("ok", "PASS"), ("bad", "FAIL")):
+        reports.append(AnswerReport(id=rid, verdict=verdict, mode="nli", scores=Scores()).model_dump_json())
+    out.write_text("\n".join(reports) + "\n")
+    return out
+
+
+def test_report_only_flagged_says_it_is_the_flagged_subset(tmp_path: Path) -> None:
+    out = _scored(tmp_path)
+    assert sum(r.flagged for r in read_reports(out)) == 1
+    whole = runner.invoke(app, ["report", str(out)], env={"COLUMNS": "200"})
+    subset = runner.invoke(app, ["report", str(out), "--only-flagged"], env={"COLUMNS": "200"})
+    assert whole.exit_code == subset.exit_code == 0, subset.output
+    assert "flagged" not in flat(whole.output)
+    assert "groundjudge summary of the flagged answers only (1 of 2)" in flat(subset.output), subset.output
+
+
+@settings(max_examples=25, deadline=None)
+@given(kinds=st.dictionaries(st.text("abcdefghij_ ", min_size=1, max_size=30), st.integers(1, 999), max_size=40))
+def test_a_summary_in_a_ci_log_wraps_its_values_at_a_sane_width(kinds: dict[str, int]) -> None:
+    """No TTY: the summary's values wrap at SUMMARY_WIDTH (a line reached 825 characters), the labels never."""
+    summary = summarize([]).model_copy(update={"error_types": kinds})
+    buf = io.StringIO()
+    print_summary(Console(file=buf, width=1000, soft_wrap=True, color_system=None), summary)
+    text = buf.getvalue()
+    longest_word = max((len(w) for w in " ".join(f"{k} {v}," for k, v in kinds.items()).split()), default=0)
+    label = max(len(line.split("│")[1]) for line in text.splitlines() if line.startswith("│"))
+    assert all(len(line) <= max(SUMMARY_WIDTH, label + longest_word + 7) for line in text.splitlines()), text
+    if kinds:
+        shown = flat(text)
+        assert all(f"{' '.join(k.split())} {v}" in shown for k, v in kinds.items())
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--preset", "strict"], "--preset: must be one of default, support-bot, knowledge-base"),
+        (["--mode", "fast"], "--mode: must be 'nli', 'cascade' or 'llm' (not 'fast')"),
+        (["--concurrency", "0"], "--concurrency: must be greater than or equal to 1 (not 0)"),
+        (["--price", "1"], "'1': two numbers IN,OUT"),
+    ],
+)
+def test_a_bad_option_is_said_in_plain_words_naming_it(tmp_path: Path, options: list[str], said: str) -> None:
+    data = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "contexts": ["c"], "answer": "a"}])
+    result = runner.invoke(app, ["score", str(data), "--out", str(tmp_path / "o.jsonl"), *options])
+    assert result.exit_code == 2, result.output
+    text = flat(result.output)
+    assert said in text, text
+    assert "Value error" not in text and "Input should" not in text and "config:" not in text
+
+
+def test_a_config_file_error_names_the_file(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "contexts": ["c"], "answer": "a"}])
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps({"preset": "strict"}))
+    result = runner.invoke(app, ["score", str(data), "--out", str(tmp_path / "o.jsonl"), "--config", str(config)])
+    assert result.exit_code == 2
+    assert "preset: must be one of default, support-bot" in flat(result.output)
+    assert f"(with the config file {config})" in flat(result.output)
+
+
+def test_cache_stats_shows_no_counters_that_are_always_empty(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["cache", "stats", "--cache-dir", str(tmp_path / "c")])
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.stdout)
+    assert "hits" not in stats and "misses" not in stats  # this process's lookups: a command that looks none up
+    assert {"directory", "entries", "total_entries", "bytes"} <= set(stats)
+
+
+def test_a_library_error_in_any_command_is_exit_2_with_its_message() -> None:
+    """One place maps errors to exit codes: a GroundjudgeError out of a command is 'error: ...' and exit 2."""
+    from groundjudge.cli.command import Command
+    from groundjudge.errors import InputError
+
+    one = typer.Typer()
+
+    @one.command(cls=Command)
+    def boom() -> None:
+        raise InputError("the rows are [bad]")
+
+    result = CliRunner().invoke(one, [])
+    assert result.exit_code == 2 and "error: the rows are [bad]" in result.output, result.output
+
+
+def test_tune_says_no_head_stored_once(tmp_path: Path, tiny: Path) -> None:
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    args = [str(data), "--base", str(tiny), "--out", str(tmp_path / "tuned"), "--epochs", "1", "--batch-size", "4"]
+    args += ["--max-length", "64", "--device", "cpu", "--no-progress", "--cache-dir", str(tmp_path / "c")]
+    result = runner.invoke(app, ["tune", *args])
+    assert result.exit_code == 0, result.output
+    assert len(re.findall("no verdict head stored", result.stderr)) == 1, result.stderr
