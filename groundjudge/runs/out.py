@@ -222,7 +222,7 @@ def pending_rows(
 
     Raises:
         ConfigError: no input file; ``out`` is the input; ``retry_errors`` without ``resume``.
-        InputError: the input's format cannot be told (.jsonl, .csv, .parquet or a folder of Parquet files).
+        ConfigError: also when the input's format cannot be told (.jsonl, .csv, .parquet or a Parquet folder).
     """
     if is_local(input) and not local_path(input).exists():
         raise ConfigError(f"no input file {input}")
