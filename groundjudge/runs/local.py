@@ -16,10 +16,9 @@ from typing import Any
 
 from groundjudge.config import Config
 from groundjudge.errors import GroundjudgeError
-from groundjudge.io.rows import batches
 from groundjudge.models import AnswerReport
 from groundjudge.pipeline import Evaluator
-from groundjudge.pipeline.fallback import evaluate_guarded
+from groundjudge.pipeline.fallback import evaluate_rows
 from groundjudge.review.report import RunSummary, Summarizer, dumps, finite_report
 from groundjudge.runs.out import Pending, ReportWriter, RunResult, pending_rows, run_stopped
 
@@ -43,7 +42,7 @@ def score_rows(
     ``fresh`` replaces OUT (at its first report, so a run that fails before one changes nothing); otherwise OUT is
     repaired and appended to. A run stop (budget, cache-only miss, a pending provider batch) or another
     GroundjudgeError ends the run after every finished report is written; it is returned, not raised. A batch that
-    breaks outside any one row is scored row by row (:func:`groundjudge.pipeline.fallback.evaluate_guarded`).
+    breaks outside any one row is scored row by row (:func:`groundjudge.pipeline.fallback.evaluate_rows`).
     ``note`` hears what the writer did to OUT (damaged lines moved).
     """
     summary = Summarizer()
@@ -52,7 +51,7 @@ def score_rows(
     finished = False
     stopped: GroundjudgeError | None = None
     try:
-        for report in evaluate_guarded(evaluator, batches(pending.rows, batch_size)):
+        for report in evaluate_rows(evaluator, pending.rows, batch_size=batch_size):
             report = finite_report(report)  # a NaN or Infinity makes the row an ERROR, never the file
             writer.write(dumps(report), report.id)
             summary.add(report)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from groundjudge.errors import BudgetExceededError
 from groundjudge.io.rows import batches
 from groundjudge.models import AnswerReport, Scores
-from groundjudge.pipeline.fallback import evaluate_guarded
+from groundjudge.pipeline.fallback import evaluate_guarded, evaluate_rows
 
 
 class Breaking:
@@ -48,7 +48,10 @@ class Breaking:
                 done += 1
 
     def evaluate_numbered(self, rows: Iterable[tuple[int, Any]], batch_size: int = 32) -> Iterator[AnswerReport]:
-        for n, row in rows:
+        if not isinstance(rows, list):  # a stream of rows (evaluate_rows): cut, as the Evaluator does
+            yield from self.evaluate_batches(batches(rows, batch_size))
+            return
+        for n, row in rows:  # one row alone (evaluate_alone)
             if n in self.bad and n not in self.stop:  # a stop comes first
                 raise ValueError(f"row {n} fails alone")
             yield self.report(n, row)
@@ -61,16 +64,21 @@ class Breaking:
     breaks=st.lists(st.one_of(st.none(), st.integers(0, 6)), max_size=4),
     bad=st.sets(st.integers(1, 12), max_size=4),
     stop=st.sets(st.integers(1, 12), max_size=1),
+    cut=st.booleans(),
 )
 def test_every_row_gets_one_report_in_order_whatever_breaks(
-    n_rows: int, batch_size: int, breaks: list[int | None], bad: set[int], stop: set[int]
+    n_rows: int, batch_size: int, breaks: list[int | None], bad: set[int], stop: set[int], cut: bool
 ) -> None:
     rows = [(n, {"id": f"r{n}"}) for n in range(1, n_rows + 1)]
     evaluator = Breaking(breaks, bad, stop)
     got: list[AnswerReport] = []
     stopped = False
     try:
-        for report in evaluate_guarded(evaluator, batches(rows, batch_size)):  # type: ignore[arg-type]
+        if cut:  # rows already cut (the Ray engine's actors)
+            reports = evaluate_guarded(evaluator, batches(rows, batch_size))  # type: ignore[arg-type]
+        else:  # rows as they stream in (the local engine)
+            reports = evaluate_rows(evaluator, rows, batch_size=batch_size)  # type: ignore[arg-type]
+        for report in reports:
             got.append(report)
     except BudgetExceededError:
         stopped = True
