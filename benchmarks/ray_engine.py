@@ -2,9 +2,9 @@
 
 Both score the same slice of a dev file (default the first 200 rows of ../shared/benchmarks/wice-dev.jsonl) with
 the same config; the local engine as ``groundjudge score`` runs it (model loaded before the clock starts), the Ray
-engine through :func:`groundjudge.runs.ray.score_file` on a local Ray started here (``ray.init(num_cpus=N)``), timed
-from the call to the last report written: actor start-up and one model load per actor are its overhead. The two
-outputs are compared line for line. Prints a table; the last line is one JSON object.
+engine through :func:`groundjudge.runs.score_file` (``engine="ray"``) on a local Ray started here
+(``ray.init(num_cpus=N)``), timed from the call to the last report written: actor start-up and one model load per
+actor are its overhead. The two outputs are compared line for line. Prints a table; the last line is one JSON object.
 
     python benchmarks/ray_engine.py --limit 200
 """
@@ -57,7 +57,8 @@ def main() -> None:
 
     import ray
 
-    from groundjudge.runs.ray import plan, score_file
+    from groundjudge.runs import score_file
+    from groundjudge.runs.ray import plan
 
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 2**20)
     logging.getLogger("ray.data").setLevel(logging.WARNING)
@@ -69,6 +70,7 @@ def main() -> None:
         str(src),
         out,
         config,
+        engine="ray",
         batch_size=args.batch_size,
         actors=args.actors,
         progress=lambda n: first.append(time.perf_counter() - t0) if n == 1 else None,

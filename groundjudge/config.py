@@ -300,6 +300,11 @@ class Config(BaseModel):
     def effective_thresholds(self) -> Thresholds:
         return self.thresholds or PRESETS[self.preset]
 
+    @property
+    def resolved_mode(self) -> Mode:
+        """The mode in force: ``mode`` if set, else ``cascade`` with an LLM judge and ``nli`` without one."""
+        return self.mode or ("cascade" if self.llm else "nli")
+
     @classmethod
     def load(cls, path: str | Path, **overrides: object) -> Config:
         """Read a JSON config file (as ``groundjudge calibrate`` writes), then apply overrides that are not None."""

@@ -400,6 +400,7 @@ def test_engine_ray_writes_a_parquet_out(tmp_path: Path, monkeypatch: pytest.Mon
 
     from groundjudge.models import AnswerReport
     from groundjudge.review.summary import Summarizer
+    from groundjudge.runs import RunResult
 
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": "a", "contexts": ["It opens at 9."], "claim": "It opens at 9."}) + "\n")
@@ -408,15 +409,15 @@ def test_engine_ray_writes_a_parquet_out(tmp_path: Path, monkeypatch: pytest.Mon
     assert done.exit_code == 0, done.output
     calls: list[Path] = []
 
-    def score_file(input: str, out: Path, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
+    def score_rows(pending: Any, out: Path, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
         calls.append(out)
         out.write_text(local.read_text())
         summary = Summarizer()
         for line in local.read_text().splitlines():
             summary.add(AnswerReport.model_validate_json(line))
-        return summary.summary()
+        return RunResult(summary.summary(), None, 1)
 
-    monkeypatch.setitem(sys.modules, "groundjudge.runs.ray", types.SimpleNamespace(score_file=score_file))
+    monkeypatch.setitem(sys.modules, "groundjudge.runs.ray", types.SimpleNamespace(score_rows=score_rows))
     target = tmp_path / "out.parquet"
     result = runner.invoke(app, ["score", str(src), "--out", str(target), "--engine", "ray", "--no-progress"])
     assert result.exit_code == 0, result.output
@@ -506,6 +507,7 @@ def test_a_ray_run_stop_says_and_exits_as_a_local_one(
 
     from groundjudge.errors import BudgetExceededError, CacheMissError, GroundjudgeError
     from groundjudge.review.summary import Summarizer
+    from groundjudge.runs import RunResult
 
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": "a", "contexts": ["It opens at 9."], "claim": "It opens at 9."}) + "\n")
@@ -515,12 +517,10 @@ def test_a_ray_run_stop_says_and_exits_as_a_local_one(
         "other": GroundjudgeError("Ray returned 1 reports of 2 rows"),
     }
 
-    def score_file(input: str, out: Path, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
-        exc = errors[stop]
-        exc.summary = Summarizer().summary()  # type: ignore[attr-defined]
-        raise exc
+    def score_rows(pending: Any, out: Path, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
+        return RunResult(Summarizer().summary(), errors[stop], 0)
 
-    monkeypatch.setitem(sys.modules, "groundjudge.runs.ray", types.SimpleNamespace(score_file=score_file))
+    monkeypatch.setitem(sys.modules, "groundjudge.runs.ray", types.SimpleNamespace(score_rows=score_rows))
     result = runner.invoke(app, ["score", str(src), "--out", str(tmp_path / "o.jsonl"), "--engine", "ray"])
     text = " ".join(result.output.split())
     assert result.exit_code == code and said in text and text.count("budget reached") <= 1, result.output

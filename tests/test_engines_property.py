@@ -27,7 +27,7 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from groundjudge.config import Config
-from groundjudge.runs import score_file as local_score_file
+from groundjudge.runs import score_file
 from tests.conftest import SHARED_MODEL
 
 ray = pytest.importorskip("ray")
@@ -158,14 +158,11 @@ def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     ray.shutdown()
 
 
-def outcome(engine: Any, src: Path, out: Path, cache: Path, batch_size: int) -> bytes | tuple[str, str]:
+def outcome(engine: str, src: Path, out: Path, cache: Path, batch_size: int) -> bytes | tuple[str, str]:
     """OUT's bytes, or the refusal (error type and message) when the engine wrote nothing."""
     config = Config(nli_model=str(SHARED_MODEL), cache_dir=str(cache), mode="nli")
-    try:
-        if engine == "ray":
-            gj_ray.score_file(str(src), out, config, batch_size=batch_size, actors=1)
-        else:
-            local_score_file(src, out, config, batch_size=batch_size)
+    try:  # one contract: the same call, only the engine named differs
+        score_file(src, out, config, engine=engine, batch_size=batch_size, actors=1)
     except Exception as exc:
         assert not out.exists(), (engine, exc)
         return type(exc).__name__, str(exc)

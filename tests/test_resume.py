@@ -229,22 +229,24 @@ def test_a_killed_retry_leaves_two_reports_of_an_id_and_the_last_one_counts(
 def test_the_python_run_writes_what_the_command_writes_and_raises_its_stop(tmp_path: Path) -> None:
     """Issue 17: the local engine existed only inside a Typer command. groundjudge.runs.score_file is the same run
     from Python: the same OUT line for line, --resume and --retry-errors with the same meaning, and a stop raised
-    after the finished rows are written (as the Ray engine's score_file does)."""
+    after the finished rows are written (issue 28: one RunResult, one RunStopped, for both engines)."""
     from groundjudge.config import Config
     from groundjudge.errors import BudgetExceededError
-    from groundjudge.runs import score_file
+    from groundjudge.runs import RunStopped, score_file
 
     data = write_rows(tmp_path / "in.jsonl", [*ROWS, {"id": "bad", "contexts": [], "answer": "x"}])
     assert score(tmp_path, data, tmp_path / "cli.jsonl").exit_code == 1  # the bad row fails
-    summary = score_file(data, tmp_path / "py.jsonl", Config.make(cache_dir=str(tmp_path / "c")))
+    result = score_file(data, tmp_path / "py.jsonl", Config.make(cache_dir=str(tmp_path / "c")))
     assert (tmp_path / "py.jsonl").read_text() == (tmp_path / "cli.jsonl").read_text()
-    assert summary.n == 7 and summary.rows_failed == 1
+    assert result.summary.n == 7 and result.summary.rows_failed == 1 and result.stopped is None
     again = score_file(data, tmp_path / "py.jsonl", Config.make(cache_dir=str(tmp_path / "c")), resume=True)
-    assert again.n == 0 and (tmp_path / "py.jsonl").read_text() == (tmp_path / "cli.jsonl").read_text()
+    assert again.summary.n == 0 and (tmp_path / "py.jsonl").read_text() == (tmp_path / "cli.jsonl").read_text()
     with ScriptedLLMServer(route(HANDLERS)) as server:
         cfg = Config.make(
             llm="openai/gpt-4o-mini", base_url=server.openai_base_url, cache_dir=str(tmp_path / "c2"), max_calls=1
         )
-        with pytest.raises(BudgetExceededError) as stop:
+        with pytest.raises(RunStopped) as stop:
             score_file(data, tmp_path / "llm.jsonl", cfg, batch_size=1)
-    assert stop.value.summary.n == len(reports(tmp_path / "llm.jsonl"))  # type: ignore[attr-defined]
+    assert isinstance(stop.value, BudgetExceededError) and isinstance(stop.value.cause, BudgetExceededError)
+    assert stop.value.summary is stop.value.result.summary and stop.value.calls == stop.value.cause.calls
+    assert stop.value.summary.n == len(reports(tmp_path / "llm.jsonl"))

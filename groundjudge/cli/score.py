@@ -1,11 +1,11 @@
-"""``groundjudge score``: options -> Config -> the local engine (:mod:`groundjudge.runs.local`) or the Ray engine;
-``--dry-run``; a run's stop -> its message and exit code."""
+"""``groundjudge score``: options -> Config -> the input checks and one engine call (:mod:`groundjudge.runs`: the
+local engine or Ray, one contract); ``--dry-run``; a run's stop -> its message and exit code."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -43,6 +43,9 @@ from groundjudge.cli.options import (
     setting,
 )
 from groundjudge.errors import BatchPendingError, BudgetExceededError, CacheMissError, GroundjudgeError, InputError
+
+if TYPE_CHECKING:
+    from groundjudge.runs.out import RunResult
 
 # --batch-api without --batch-size: rows evaluated together, so that each stage sends one provider batch.
 _BATCH_API_ROWS = 5000
@@ -148,30 +151,23 @@ def score_command(
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes. The run's summary
     goes to stderr as a table; with --json also to stdout as one JSON object (RunSummary's keys)."""
-    from groundjudge.io.tables import count_rows, is_local, local_path, parse_mapping, table_format
+    from groundjudge.io.tables import parse_mapping, table_format
     from groundjudge.pipeline import Evaluator
-    from groundjudge.runs.local import score_rows
-    from groundjudge.runs.out import batch_state_path, pending_rows
+    from groundjudge.runs import pending_rows, score_rows
+    from groundjudge.runs.engines import ENGINES
+    from groundjudge.runs.out import batch_state_path
 
-    if is_local(input) and not local_path(input).exists():
-        raise fail(f"no input file {input}")
     parquet_out: Path | None = None
-    try:
-        mapping = parse_mapping(columns)
-        input_format = table_format(input)  # the one reader's rule: .jsonl, .csv, .parquet or a Parquet folder
-        if out.suffix.lower() == ".parquet":  # reports go to OUT.jsonl (resumable), converted at the end
-            parquet_out, out = out, out.with_name(out.name + ".jsonl")
-            if parquet_out.exists() and parquet_out.stat().st_size and not (resume or overwrite or dry_run):
-                raise fail(f"{parquet_out} exists: pass --resume to continue it or --overwrite to replace it")
-            table_format(parquet_out)
-    except GroundjudgeError as exc:
-        raise fail(str(exc)) from exc
-    if out.exists() and is_local(input) and out.resolve() == local_path(input).resolve():
-        raise fail("--out is the input file")
+    mapping = parse_mapping(columns)
+    if out.suffix.lower() == ".parquet":  # reports go to OUT.jsonl (resumable), converted at the end
+        parquet_out, out = out, out.with_name(out.name + ".jsonl")
+        if parquet_out.exists() and parquet_out.stat().st_size and not (resume or overwrite or dry_run):
+            raise fail(f"{parquet_out} exists: pass --resume to continue it or --overwrite to replace it")
+        table_format(parquet_out)
+    # the run's input checks (no input file, --out is the input, --retry-errors without --resume, the format)
+    pending = pending_rows(input, out, columns=mapping, resume=resume, retry_errors=retry_errors)
     if out.exists() and out.stat().st_size and not (resume or overwrite or dry_run):
         raise fail(f"{out} exists: pass --resume to continue it or --overwrite to replace it")
-    if retry_errors and not resume:
-        raise fail("--retry-errors goes with --resume")
     cfg = config_from_options(ctx, config)  # the options the user gave, over the config file's values
     if cfg.batch_api and cfg.batch_state is None:  # beside OUT: a rerun of this command resumes the batches
         cfg = config_from_options(ctx, config, batch_state=str(batch_state_path(out)))
@@ -179,33 +175,10 @@ def score_command(
 
     if batch_size is None:  # one provider batch per stage, not one per 32 rows awaited in turn (up to a day each)
         batch_size = _BATCH_API_ROWS if cfg.batch_api else 32
-    if engine not in ("local", "ray"):
+    if engine not in ENGINES:
         raise fail(f"--engine {engine!r}: local or ray")
-    if engine == "ray" and not dry_run:
-        if cfg.batch_api:
-            raise fail("--engine ray does not take --batch-api yet (run it with the local engine)")
-        code = EXIT_USAGE
-        try:
-            code = _score_on_ray(
-                input,
-                out,
-                cfg,
-                address=address,
-                resume=resume,
-                retry_errors=retry_errors,
-                columns=mapping or None,
-                batch_size=batch_size,
-                progress=progress,
-                as_json=as_json,
-            )
-        finally:
-            if parquet_out is not None and out.exists():  # as the local engine does
-                code = _write_parquet_out(out, parquet_out, code)
-        raise typer.Exit(code)
-    try:
-        pending = pending_rows(input, out, columns=mapping, resume=resume, retry_errors=retry_errors)
-    except GroundjudgeError as exc:
-        raise fail(str(exc)) from exc
+    if engine == "ray" and cfg.batch_api and not dry_run:
+        raise fail("--engine ray does not take --batch-api yet (run it with the local engine)")
     for line, why in pending.existing.damaged:
         err.print(
             f"[yellow]{escape(str(out))}, line {line}:[/yellow] damaged ({escape(why)}); "
@@ -221,65 +194,86 @@ def score_command(
         err.print(escape(estimate["note"]), highlight=False)
         raise typer.Exit(EXIT_OK)
 
-    try:
-        nli = evaluator.nli  # load the model now: a bad --nli-model is a usage error; the rate excludes loading
-    except GroundjudgeError as exc:
-        raise fail(str(exc)) from exc
-    if evaluator.mode == "nli":  # no judge behind the local model: say which one decides, and what to expect of it
-        err.print(escape(local_model_note(nli.name, nli.kind, model_parameters(nli.model))), highlight=False)
-    total = None
-    if progress:  # a cheap line count, no parsing
-        total = count_rows(input, input_format)
-        total = None if total is None else max(0, total - len(pending.skip))
-    code = EXIT_OK
     console = Console(stderr=True, soft_wrap=True)
+    on_ray = engine == "ray"
+    if on_ray:
+        if cfg.resolved_mode == "nli":  # the model loads on the workers: its name only
+            from groundjudge.checker.nli import resolve_model_name
+
+            err.print(escape(local_model_note(resolve_model_name(cfg.nli_model))), highlight=False)
+    else:
+        nli = evaluator.nli  # load the model now: a bad --nli-model is a usage error; the rate excludes loading
+        if evaluator.mode == "nli":  # no judge behind the local model: say which one decides, what to expect of it
+            err.print(escape(local_model_note(nli.name, nli.kind, model_parameters(nli.model))), highlight=False)
+    total = pending.total() if progress and not on_ray else None  # a cheap line count, no parsing
+    code = EXIT_USAGE
+    result: Any = None
     try:
         with progress_bar(console, progress) as bar:
-            limiter = getattr(evaluator.client, "limiter", None)
+            limiter = None if on_ray else getattr(evaluator.client, "limiter", None)
             calls = (lambda: limits_cell(limiter.stats())) if limiter is not None else None  # read live
-            task = bar.add_task("scoring", total=total, cost=cost_cell(evaluator.usage), cached=0, llm=calls)
+            # on Ray the cost is the cluster's: in the summary, not on the bar
+            cost = (lambda: "") if on_ray else (lambda: cost_cell(evaluator.usage))
+            task = bar.add_task(
+                "scoring on ray" if on_ray else "scoring", total=total, cost=cost(), cached=0, llm=calls
+            )
             batch_task: list[Any] = []
 
             def on_batch(done: int, requests: int) -> None:
                 if not batch_task:
                     batch_task.append(bar.add_task("provider batch", total=requests, cost="", cached=0))
-                bar.update(batch_task[0], completed=done, total=requests, cost=cost_cell(evaluator.usage))
+                bar.update(batch_task[0], completed=done, total=requests, cost=cost())
 
             def on_report(_: Any) -> None:
-                usage = evaluator.usage
-                bar.update(task, advance=1, cost=cost_cell(usage), cached=usage.cached_calls)
+                cached = 0 if on_ray else evaluator.usage.cached_calls
+                bar.update(task, advance=1, cost=cost(), cached=cached)
 
             evaluator.batch_progress = on_batch
+            # a GroundjudgeError raised before any row (input, config, cluster) is a usage error (cli.command)
             result = score_rows(
                 pending,
                 out,
                 evaluator,
+                engine=engine,
                 fresh=overwrite and not resume,
                 batch_size=batch_size,
                 on_report=on_report,
                 note=lambda m: err.print(escape(m), highlight=False),
+                address=address,
             )
-        code = _stop_code(result.stopped, out, result.rows_written)
+        code = _stop_code(result, out)
     finally:
         if parquet_out is not None and out.exists():
             code = _write_parquet_out(out, parquet_out, code)
     print_summary(console, result.summary)
+    for line in result.spent_lines():  # what the ledger billed that the rows above do not show
+        err.print(escape(line), highlight=False)
     if as_json:
-        print_json(result.summary.model_dump(mode="json"))
+        spent = result.spent()
+        print_json({**result.summary.model_dump(mode="json"), **({"spent": spent} if spent else {})})
     if code == EXIT_OK and result.summary.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
 
 
-def _stop_code(stopped: GroundjudgeError | None, out: Path, written: int) -> int:
-    """What a local run's stop says to the user, and its exit code."""
+def _stop_code(result: RunResult, out: Path) -> int:
+    """What a run's stop says to the user (either engine), and its exit code."""
+    stopped = result.stopped
     if stopped is None:
         return EXIT_OK
     if isinstance(stopped, BudgetExceededError):
-        where = f"Finished rows are in {out}" if written else f"No row finished; {out} is as it was"
+        where = f"Finished rows are in {out}" if result.rows_written else f"No row finished; {out} is as it was"
+        spent = result.spent()
+        after = spent["after_stop_calls"] if spent else None
+        billed = (
+            f" ({after} more call{'s' * (after != 1)} in flight at the stop were billed: {result.billed.calls} in "
+            "all, see below)"
+            if after
+            else ""
+        )
         err.print(
-            f"[yellow]stopped:[/yellow] {escape(str(stopped))}. {escape(where)}; raise the budget and "
-            "re-run with --resume to go on.",
+            f"[yellow]stopped:[/yellow] {escape(str(stopped))}{escape(billed)}. {escape(where)}; raise the budget "
+            "and re-run with --resume to go on.",
             highlight=False,
         )
         return EXIT_BUDGET
@@ -308,57 +302,4 @@ def _write_parquet_out(out: Path, parquet_out: Path, code: int) -> int:
     except (GroundjudgeError, ValueError, OSError) as exc:
         err.print(f"[red]could not write {escape(str(parquet_out))}:[/red] {escape(str(exc))}")
         return code or EXIT_ROWS_FAILED
-    return code
-
-
-def _score_on_ray(
-    input: str,
-    out: Path,
-    cfg: Any,
-    *,
-    address: str | None,
-    resume: bool,
-    retry_errors: bool,
-    columns: dict[str, str] | None,
-    batch_size: int,
-    progress: bool,
-    as_json: bool,
-) -> int:
-    """``score --engine ray``: the same reports, resume, summary and exit codes, computed on a Ray cluster."""
-    try:
-        from groundjudge.runs.ray import score_file
-    except ImportError as exc:
-        raise fail(f"--engine ray needs Ray: pip install 'groundjudge[ray]' ({exc})") from exc
-    if (cfg.mode or ("cascade" if cfg.llm else "nli")) == "nli":  # the model loads on the workers: its name only
-        from groundjudge.checker.nli import resolve_model_name
-
-        err.print(escape(local_model_note(resolve_model_name(cfg.nli_model))), highlight=False)
-    console = Console(stderr=True, soft_wrap=True)
-    code = EXIT_OK
-    summary: Any = None
-    with progress_bar(console, progress) as bar:
-        task = bar.add_task("scoring on ray", total=None, cost="", cached=0)  # the cost is in the summary
-        try:
-            summary = score_file(
-                input,
-                out,
-                cfg,
-                address=address,
-                resume=resume,
-                retry_errors=retry_errors,
-                columns=columns,
-                batch_size=batch_size,
-                progress=lambda n: bar.update(task, completed=n),
-            )
-        except GroundjudgeError as exc:
-            summary = getattr(exc, "summary", None)
-            if summary is None:  # raised before any row (input, config, cluster): a usage error
-                raise fail(str(exc)) from exc
-            code = _stop_code(exc, out, summary.n)  # a run stop: the local engine's message and exit code
-    if summary is not None:
-        print_summary(console, summary)
-        if as_json:
-            print_json(summary.model_dump(mode="json"))
-        if code == EXIT_OK and summary.rows_failed:
-            code = EXIT_ROWS_FAILED
     return code

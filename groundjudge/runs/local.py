@@ -1,38 +1,31 @@
-"""The local engine: a dataset run in this process, callable from Python as the CLI calls it.
+"""The local engine: a dataset run in this process.
 
-``score_file`` is the Python face (it matches :func:`groundjudge.runs.ray.score_file`); ``score_rows`` is the loop
-the CLI drives, which hands back how the run ended instead of raising, so that the caller can still write what
-finished (a Parquet copy, a summary) before it reports the stop.
+``score_rows`` is the engine's half of the one engine contract (:mod:`groundjudge.runs.engines`): it scores the
+pending rows, writes OUT, and hands back how the run ended instead of raising, so that the caller can still write
+what finished (a Parquet copy, a summary) before it reports the stop. The Python entry point is
+:func:`groundjudge.runs.score_file`; ``score_file`` here is its deprecated older name.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from groundjudge.config import Config
-from groundjudge.errors import ConfigError, GroundjudgeError
+from groundjudge.errors import GroundjudgeError
 from groundjudge.io.reports import dumps, finite_report
 from groundjudge.models import AnswerReport
 from groundjudge.pipeline import Evaluator
+from groundjudge.pipeline.fallback import evaluate_rows
 from groundjudge.review.summary import RunSummary, Summarizer
-from groundjudge.runs.out import Pending, ReportWriter, pending_rows
+from groundjudge.runs.out import Pending, ReportWriter, RunResult, pending_rows, run_stopped
 
 log = logging.getLogger(__name__)
 
 __all__ = ["RunResult", "score_file", "score_rows"]
-
-
-@dataclass
-class RunResult:
-    """How a run ended: its summary, the error that stopped it (None: it finished), the reports it wrote."""
-
-    summary: RunSummary
-    stopped: GroundjudgeError | None
-    rows_written: int
 
 
 def score_rows(
@@ -48,16 +41,18 @@ def score_rows(
     """Score ``pending.rows`` and append each report to ``out`` as it finishes, flushed, in input order.
 
     ``fresh`` replaces OUT (at its first report, so a run that fails before one changes nothing); otherwise OUT is
-    repaired and appended to. A run stop (:data:`~groundjudge.pipeline.work.RUN_STOPS`: budget, cache-only miss,
-    a pending provider batch) or another GroundjudgeError ends the run after every finished report is written; it
-    is returned, not raised. ``note`` hears what the writer did to OUT (damaged lines moved).
+    repaired and appended to. A run stop (budget, cache-only miss, a pending provider batch) or another
+    GroundjudgeError ends the run after every finished report is written; it is returned, not raised. A batch that
+    breaks outside any one row is scored row by row (:func:`groundjudge.pipeline.fallback.evaluate_rows`).
+    ``note`` hears what the writer did to OUT (damaged lines moved).
     """
     summary = Summarizer()
     writer = ReportWriter(out, fresh=fresh, existing=pending.existing, drop_ids=pending.retry, note=note)
+    start = evaluator.usage
     finished = False
     stopped: GroundjudgeError | None = None
     try:
-        for report in evaluator.evaluate_numbered(pending.rows, batch_size=batch_size):
+        for report in evaluate_rows(evaluator, pending.rows, batch_size=batch_size):
             report = finite_report(report)  # a NaN or Infinity makes the row an ERROR, never the file
             writer.write(dumps(report), report.id)
             summary.add(report)
@@ -68,7 +63,10 @@ def score_rows(
         stopped = exc
     finally:
         writer.close(finished)
-    return RunResult(summary.summary(), stopped, writer.rows)
+    billed = evaluator.usage - start
+    at_stop = getattr(stopped, "calls", None)  # a budget stop: the ledger's calls when it was raised
+    calls_at_stop = None if not isinstance(at_stop, int) else max(0, at_stop - start.calls)
+    return RunResult(summary.summary(), stopped, writer.rows, billed, calls_at_stop)
 
 
 def score_file(
@@ -82,31 +80,23 @@ def score_file(
     batch_size: int = 32,
     progress: Callable[[int], None] | None = None,
 ) -> RunSummary:
-    """Score a JSONL, CSV or Parquet file (or a directory of Parquet files) here and write one report per row to
-    ``out``, as ``groundjudge score`` does.
-
-    Args:
-        input: the rows (a path, or a URI pyarrow reads); columns are mapped as :func:`groundjudge.io.read_rows`
-            maps them.
-        out: the report JSONL. Without ``resume`` it is replaced (when the first report is written).
-        config: a Config, or an Evaluator to reuse (its model and cache).
-        resume: skip ids that already have a report in ``out`` and append (damaged lines are moved to
-            ``out.damaged``, a torn last line is cut).
-        retry_errors: with ``resume``, score again the rows whose report failed, replacing it.
-        columns: explicit column mapping ``{field: column}``.
-        batch_size: rows evaluated together (NLI batches across them).
-        progress: called after each report with the number of reports this run has written so far.
+    """Deprecated: :func:`groundjudge.runs.score_file` (``engine="local"``), which returns a RunResult and raises
+    :class:`~groundjudge.runs.out.RunStopped`.
 
     Returns:
         The summary of the rows this run scored.
 
     Raises:
-        BudgetExceededError, CacheMissError, BatchPendingError (or another GroundjudgeError that stopped the run):
-            after every report that finished is written; the exception's ``summary`` holds the run summary so far.
+        RunStopped: after every report that finished is written (also an instance of its cause's class:
+            BudgetExceededError, CacheMissError, BatchPendingError); its ``summary`` holds the run summary so far.
         ConfigError, InputError: bad arguments or an unreadable input, before anything is written.
     """
-    if retry_errors and not resume:
-        raise ConfigError("retry_errors goes with resume")
+    warnings.warn(
+        "groundjudge.runs.local.score_file is deprecated: use groundjudge.runs.score_file (it returns a RunResult; "
+        "its .summary is what this returned)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     out = Path(out)
     evaluator = config if isinstance(config, Evaluator) else Evaluator(config)
     pending = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
@@ -120,6 +110,5 @@ def score_file(
 
     result = score_rows(pending, out, evaluator, fresh=not resume, batch_size=batch_size, on_report=count)
     if result.stopped is not None:
-        result.stopped.summary = result.summary  # type: ignore[attr-defined]
-        raise result.stopped
+        raise run_stopped(result) from result.stopped
     return result.summary

@@ -1,8 +1,11 @@
-"""OUT, the report file of a dataset run: what it holds (for --resume and --retry-errors), its repair, and the one
-writer both engines append through.
+"""OUT, the report file of a dataset run: what it holds (for --resume and --retry-errors), its repair, the one
+writer both engines append through, the input checks of a run, and how a run ends (:class:`RunResult`, raised from
+Python as :class:`RunStopped`).
 
 A line is a report (``id`` and ``verdict``), damaged (moved to ``OUT.damaged`` on repair, never lost), or a torn
-last line (a write cut short by a kill: cut). Imports only ``io``.
+last line (a write cut short by a kill: cut). Beside OUT, ``OUT.spent.json`` keeps what the runs that wrote it were
+billed while a stopped run is being resumed (:func:`record_spent`). Imports ``io``, ``models``, ``errors`` and the
+run summary's type.
 """
 
 from __future__ import annotations
@@ -10,12 +13,22 @@ from __future__ import annotations
 import json
 import logging
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from groundjudge.io.tables import input_rows
+from groundjudge.errors import (
+    BatchPendingError,
+    BudgetExceededError,
+    CacheMissError,
+    ConfigError,
+    GroundjudgeError,
+)
+from groundjudge.io.tables import count_rows, input_rows, is_local, local_path, table_format
+from groundjudge.models import Usage
+from groundjudge.review.summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +196,14 @@ class Pending:
     retry: set[str]  # ids scored again, their old failed report replaced (--retry-errors)
     skip: set[str]  # ids left out: they have a report
     rows: Iterator[tuple[int, Any]]  # (row number, row or InputError), streamed
+    input: str | Path = ""
+    format: str = ""  # the input's format: jsonl, csv or parquet
+    resume: bool = False
+
+    def total(self) -> int | None:
+        """Rows left to score, counted cheaply (no parsing) for a progress bar; None when that cannot be told."""
+        rows = count_rows(self.input, self.format) if self.input else None
+        return None if rows is None else max(0, rows - len(self.skip))
 
 
 def pending_rows(
@@ -195,8 +216,197 @@ def pending_rows(
 ) -> Pending:
     """The rows of ``input`` a run writing ``out`` must score: with ``resume`` the ids OUT has a report for are
     skipped (with ``retry_errors`` except those whose report failed); rows read by the one reader
-    (:func:`groundjudge.io.tables.input_rows`: formats, column mapping, the id rule). Reads OUT, changes nothing."""
+    (:func:`groundjudge.io.tables.input_rows`: formats, column mapping, the id rule). Reads OUT, changes nothing.
+
+    The checks every run makes before it starts (both engines, the CLI and Python) are here, once.
+
+    Raises:
+        ConfigError: no input file; ``out`` is the input; ``retry_errors`` without ``resume``.
+        ConfigError: also when the input's format cannot be told (.jsonl, .csv, .parquet or a Parquet folder).
+    """
+    if is_local(input) and not local_path(input).exists():
+        raise ConfigError(f"no input file {input}")
+    if out.exists() and is_local(input) and out.resolve() == local_path(input).resolve():
+        raise ConfigError("--out is the input file")
+    if retry_errors and not resume:
+        raise ConfigError("--retry-errors goes with --resume (Python: retry_errors=True with resume=True)")
+    fmt = table_format(input)  # the one reader's rule, checked before anything starts
     existing = scan_out(out) if resume else Existing()
     retry = set(existing.failed) if retry_errors else set()
     skip = existing.ids - retry
-    return Pending(existing, retry, skip, input_rows(input, skip, columns))
+    return Pending(existing, retry, skip, input_rows(input, skip, columns), input, fmt, resume)
+
+
+# -- how a run ends ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """How a run ended, the same for both engines.
+
+    Attributes:
+        summary: the summary of the reports this run wrote.
+        stopped: the stop (budget, cache-only miss, a pending provider batch, or another GroundjudgeError) that
+            ended the run after every finished report was written; None: it finished.
+        rows_written: reports this run wrote.
+        billed: what the run's ledger counted (both judges): every billed call, also those of rows that did not
+            finish (their replies are cached; a ``--resume`` reads them free); ``summary.usage`` has only the rows'.
+        calls_at_stop: billed calls of this run when a budget stop was raised (the rest were in flight then, or
+            made by answers already in flight); None without a budget stop.
+        earlier: what the earlier runs writing OUT billed, when this run resumed a stopped one
+            (``OUT.spent.json``); None when there is none.
+    """
+
+    summary: RunSummary
+    stopped: GroundjudgeError | None
+    rows_written: int
+    billed: Usage = field(default_factory=Usage)
+    calls_at_stop: int | None = None
+    earlier: Usage | None = None
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            """The summary's fields, for code written when ``groundjudge.runs.score_file`` returned the summary."""
+            if name in RunSummary.model_fields:
+                warnings.warn(
+                    f"RunResult.{name}: groundjudge.runs.score_file returns a RunResult now; read .summary.{name}",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                return getattr(self.summary, name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def unreported(self) -> Usage:
+        """Billed by this run but in none of its rows: calls of rows that did not finish (a stop)."""
+        return _billed(self.billed) - _billed(self.summary.usage)
+
+    def spent(self) -> dict[str, Any] | None:
+        """The ledger's account when the rows' usage does not tell all of it (a stop that left paid calls out, a
+        resumed run): ``run`` (billed by this run), ``in_rows`` (of it, in the reports written), ``not_in_rows``,
+        ``after_stop_calls`` (billed after the budget stop: in flight then), ``earlier`` and ``all_runs`` (with the
+        runs this one resumed). None when the summary's usage is the whole account."""
+        left_out = self.unreported
+        if not (left_out.calls or left_out.cost_usd > 1e-12 or left_out.unpriced_calls) and self.earlier is None:
+            return None
+        spent: dict[str, Any] = {
+            "run": _billed(self.billed).model_dump(mode="json"),
+            "in_rows": _billed(self.summary.usage).model_dump(mode="json"),
+            "not_in_rows": left_out.model_dump(mode="json"),
+            "after_stop_calls": None if self.calls_at_stop is None else self.billed.calls - self.calls_at_stop,
+        }
+        if self.earlier is not None:
+            spent["earlier"] = self.earlier.model_dump(mode="json")
+            spent["all_runs"] = (self.earlier + _billed(self.billed)).model_dump(mode="json")
+        return spent
+
+    def spent_lines(self) -> list[str]:
+        """:meth:`spent` in sentences, for people (the CLI prints them under the summary)."""
+        spent = self.spent()
+        if spent is None:
+            return []
+        run, left_out = _billed(self.billed), self.unreported
+        lines = [f"billed by this run: {_calls(run)}, {run.cost_text()} (every call its ledger counted)"]
+        if left_out.calls or left_out.cost_usd > 1e-12:
+            line = (
+                f"of them, {_calls(left_out)} ({left_out.cost_text()}) went to rows that did not finish and are in "
+                "no report above: their replies are cached, so --resume reads them without paying again"
+            )
+            after = spent["after_stop_calls"]
+            if after:
+                line += f"; {after} of the calls were billed after the stop (in flight when it came)"
+            lines.append(line)
+        if self.earlier is not None:
+            every = self.earlier + run
+            lines.append(
+                f"billed by the runs that wrote this OUT, this one and the earlier ones it resumed: {_calls(every)}, "
+                f"{every.cost_text()} (earlier {_calls(self.earlier)}, {self.earlier.cost_text()}); replies those "
+                "runs paid for show here as cached"
+            )
+        return lines
+
+
+def _billed(usage: Usage) -> Usage:
+    """Only what a provider bills (calls, tokens, USD): cache hits cost nothing and are left out."""
+    return usage.model_copy(update={"cached_calls": 0})
+
+
+def _calls(usage: Usage) -> str:
+    return f"{usage.calls} call{'s' * (usage.calls != 1)}"
+
+
+def spent_path(out: Path) -> Path:
+    """Where the runs writing ``out`` keep what they were billed while a stopped run is being resumed."""
+    return out.with_name(out.name + ".spent.json")
+
+
+def read_spent(out: Path) -> Usage | None:
+    """What the earlier runs writing ``out`` were billed (``OUT.spent.json``); None when none is kept (or it
+    cannot be read: a resumed run then says only what it billed itself)."""
+    path = spent_path(out)
+    if not path.exists():
+        return None
+    try:
+        return Usage.model_validate(json.loads(path.read_text(encoding="utf-8"))["billed"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return None
+
+
+def record_spent(out: Path, result: RunResult, *, resume: bool) -> None:
+    """Keep ``OUT.spent.json`` true after a run: kept (the earlier runs' bill plus this run's) while a run stopped
+    or resumed a stopped one; removed when a fresh run replaced OUT and finished, so a later resume never counts
+    an old bill."""
+    path = spent_path(out)
+    if result.stopped is not None or (resume and result.earlier is not None):
+        every = (result.earlier or Usage()) + _billed(result.billed)
+        if every.calls or path.exists():
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps({"billed": every.model_dump(mode="json")}) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+    elif not resume and path.exists():
+        path.unlink()
+
+
+class RunStopped(GroundjudgeError):
+    """A dataset run stopped before its last row, after every report that finished was written.
+
+    Raised by :func:`groundjudge.runs.score_file`. ``cause`` is the stop (BudgetExceededError, CacheMissError,
+    BatchPendingError or another GroundjudgeError), ``result`` the run's :class:`RunResult` and ``summary`` its
+    summary. The error is also an instance of its cause's class, with the cause's attributes (``except
+    BudgetExceededError`` still catches a budget stop).
+    """
+
+    def __init__(self, result: RunResult) -> None:
+        cause = result.stopped
+        assert cause is not None
+        Exception.__init__(self, str(cause))
+        vars(self).update(vars(cause))
+        self.cause: GroundjudgeError = cause
+        self.result = result
+        self.summary: RunSummary = result.summary
+
+
+class BudgetStopped(RunStopped, BudgetExceededError):
+    """A run stopped by its budget (``budget_usd`` or ``max_calls``)."""
+
+
+class CacheMissStopped(RunStopped, CacheMissError):
+    """A cache-only run stopped at a reply the cache does not hold."""
+
+
+class BatchPendingStopped(RunStopped, BatchPendingError):
+    """A run stopped while a provider batch is still running (a rerun collects it)."""
+
+
+def run_stopped(result: RunResult) -> RunStopped:
+    """The :class:`RunStopped` of a run that stopped (``result.stopped`` is set)."""
+    for cause, kind in (
+        (BudgetExceededError, BudgetStopped),
+        (CacheMissError, CacheMissStopped),
+        (BatchPendingError, BatchPendingStopped),
+    ):
+        if isinstance(result.stopped, cause):
+            return kind(result)
+    return RunStopped(result)

@@ -4,8 +4,10 @@
 
 - :func:`score_dataset` takes a ``ray.data.Dataset`` of input rows and returns a Dataset with one row per report
   (``row``, ``id``, ``verdict`` and ``report``, the exact JSON line the local engine writes);
-- :func:`score_file` reads JSONL or Parquet (a local path or a URI pyarrow reads: ``s3://``, ``gs://``, ...),
-  scores it on Ray and writes the same report JSONL as ``groundjudge score``, row for row, in input order.
+- :func:`score_rows` (the engine's half of the one engine contract, :mod:`groundjudge.runs.engines`; from Python
+  call ``groundjudge.runs.score_file(..., engine="ray")``) scores the pending rows of a JSONL, CSV or Parquet input
+  (a local path or a URI pyarrow reads: ``s3://``, ``gs://``, ...) on Ray and writes the same report JSONL as
+  ``groundjudge score``, row for row, in input order. ``score_file`` here is its deprecated older face.
 
 How it runs: every stage of a batch (claims, NLI, judge, QA, scores) runs in a callable class in an actor pool
 (``map_batches(..., compute=ActorPoolStrategy(size=n))``) that builds ONE :class:`~groundjudge.pipeline.Evaluator`
@@ -39,6 +41,7 @@ import logging
 import math
 import os
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,15 +49,15 @@ from typing import Any
 from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
 from groundjudge.io.reports import dumps, finite_report
-from groundjudge.io.rows import batches, row_id
-from groundjudge.io.tables import ColumnMap, InvalidRow, is_local, local_path
+from groundjudge.io.rows import batches
+from groundjudge.io.tables import ColumnMap, InvalidRow
 from groundjudge.llm import Ledger
-from groundjudge.models import Usage
-from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.models import AnswerReport, Usage
+from groundjudge.pipeline import Evaluator
+from groundjudge.pipeline.fallback import RUN_STOPS, describe, evaluate_guarded
 from groundjudge.pipeline.flow import default_window
-from groundjudge.pipeline.work import RUN_STOPS, describe, error_report
 from groundjudge.review.summary import RunSummary, Summarizer
-from groundjudge.runs.out import ReportWriter, pending_rows
+from groundjudge.runs.out import Pending, ReportWriter, RunResult, pending_rows, run_stopped
 
 try:
     import ray
@@ -64,7 +67,7 @@ except ImportError as _exc:  # pragma: no cover - the extra is not installed
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LedgerProxy", "score_dataset", "score_file"]
+__all__ = ["LedgerProxy", "score_dataset", "score_file", "score_rows"]
 
 # The columns of the rows the driver ships to the workers: row number, the row as JSON, or an input error.
 _ROW, _JSON, _ERROR, _FIELD = "_gj_row", "_gj_json", "_gj_error", "_gj_field"
@@ -165,7 +168,7 @@ def _check_head(config: Config) -> None:
     """A verdict head that does not fit (fitted for another model, entailment thresholds beside it) stops the run
     here, in the driver, before Ray starts: in an actor it would surface as an actor failure. Only with a head in
     force is the model loaded here, once, to compare identities."""
-    if _mode(config) == "llm" or not config.use_head:
+    if config.resolved_mode == "llm" or not config.use_head:
         return
     # the NLI side alone: no judge, so no second judge either (it needs a first)
     second = ("second_judge", "second_judge_base_url", "second_judge_sample", "second_judge_price")
@@ -174,10 +177,6 @@ def _check_head(config: Config) -> None:
     evaluator = Evaluator(local)
     if evaluator.head is not None:
         _ = evaluator.nli
-
-
-def _mode(config: Config) -> str:
-    return config.mode or ("cascade" if config.llm else "nli")
 
 
 class _Scorer:
@@ -227,30 +226,16 @@ class _Scorer:
             out["report"].append("")
             out["stop"].append(describe(exc))
 
-        ev = self.evaluator
         try:
-            # a group is one cut batch: cut alone with room for all of it, it comes back whole
+            # a group is one cut batch: cut alone with room for all of it, it comes back whole; a batch that breaks
+            # outside any one row is scored row by row (the pipeline's fallback, as in the local engine)
             cuts = (next(batches(group, max(self.batch_size, len(group)))) for group in groups if group)
-            for report in ev.evaluate_batches(cuts):
+            for report in evaluate_guarded(self.evaluator, cuts):
                 emit(report)
             return True
         except RUN_STOPS as exc:
             stop(exc, min((n for n, _ in items if n not in done), default=-1))
             return False
-        except Exception:  # the batch broke outside any one row: each row alone, a failure is that row's ERROR
-            log.warning("a batch failed; scoring its rows one by one", exc_info=True)
-        for n, row in items:
-            if n in done:
-                continue
-            try:
-                for report in ev.evaluate_numbered([(n, row)]):
-                    emit(report)
-            except RUN_STOPS as exc:
-                stop(exc, n)
-                return False
-            except Exception as exc:  # this row's failure alone
-                emit(error_report(describe(exc), n, row_id(row, n), ev.mode))
-        return True
 
 
 def _to_wire(n: int, row: Any) -> dict[str, Any]:
@@ -366,7 +351,7 @@ def score_dataset(
     """Score a Dataset of input rows on Ray; a Dataset of reports comes back (lazy, as Ray Data is).
 
     Each result row has ``row`` (the input row number), ``id``, ``verdict`` and ``report``: the JSON line the local
-    engine writes (``groundjudge.review.report.dumps``; ``json.loads`` it for the report dict, or
+    engine writes (``groundjudge.io.reports.dumps``; ``json.loads`` it for the report dict, or
     ``AnswerReport.model_validate_json``). A result row whose ``stop`` is set is not a report: the run stopped
     there (``"BudgetExceededError: ..."`` or ``"CacheMissError: ..."``) and rows not yet finished were not scored.
     Result order follows Ray's (set ``DataContext.execution_options.preserve_order`` or sort by ``row``).
@@ -419,6 +404,114 @@ def _stop_error(text: str, ledger: LedgerProxy | None) -> GroundjudgeError:
     return GroundjudgeError(text)
 
 
+def score_rows(
+    pending: Pending,
+    out: Path,
+    config: Config,
+    *,
+    fresh: bool = False,
+    batch_size: int = 32,
+    on_report: Callable[[AnswerReport], None] | None = None,
+    note: Callable[[str], None] = log.warning,
+    address: str | None = None,
+    actors: int | None = None,
+    num_gpus: float | None = None,
+    window: int = _WINDOW,
+) -> RunResult:
+    """Score ``pending.rows`` on Ray and append each report to ``out`` as the local engine does, in input order.
+
+    The driver reads the input in order with the local engine's reader (:func:`groundjudge.runs.out.pending_rows`:
+    JSONL line numbers, bad lines, a BOM, the column mapping, duplicate ids; Parquet rows numbered from 1), cuts it
+    into the local engine's batches (:func:`groundjudge.io.rows.batches`), ships them to the actor pool ``window``
+    rows at a time (each window starts the pool again: one model load per actor per window), and appends each
+    report to ``out`` through the local engine's writer, flushing each line, so a killed run loses nothing it wrote.
+    A run stop ends the run after every finished report is written; it is returned in the result, not raised.
+
+    Args:
+        pending: the rows to score and what OUT holds (:func:`groundjudge.runs.out.pending_rows`).
+        out: the report JSONL; ``fresh`` replaces it (at its first report), else it is repaired and appended to.
+        config: the evaluation config; ``budget_usd``/``max_calls`` cap the whole cluster.
+        batch_size: rows evaluated together in one actor call.
+        on_report: called with each report written.
+        note: hears what the writer did to OUT (damaged lines moved).
+        address: the Ray cluster (``ray://host:10001``, ``auto``); default: the running Ray, ``$RAY_ADDRESS`` or a
+            new local one.
+        actors, num_gpus: see :func:`score_dataset`.
+        window: rows sent to Ray at a time (bounds the driver's memory).
+    """
+    if batch_size < 1 or window < 1:
+        raise ConfigError("batch_size and window must be at least 1")
+    cfg = _resolved(config)
+    _check_head(cfg)  # a head that cannot run stops here, before a cluster starts
+    _ensure_ray(address)
+    handle = make_ledger(cfg.budget_usd, cfg.max_calls) if cfg.llm else None
+    proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls) if handle is not None else None
+    summary = Summarizer()
+    writer = ReportWriter(out, fresh=fresh, existing=pending.existing, drop_ids=pending.retry, note=note)
+    finished = False
+    stopped: GroundjudgeError | None = None
+    billed = Usage()
+    n_actors = plan(actors, num_gpus)[0]
+    # with an LLM, each actor call streams several batches (the local engine's window) so that its call slots stay
+    # busy while one batch waits for its slowest call; without one, a batch a call spreads the NLI work best
+    rows_per_call = cfg.window or default_window(cfg.concurrency, batch_size)
+    groups_per_call = math.ceil(rows_per_call / batch_size) if cfg.llm else 1
+
+    def write(line: str) -> None:
+        report = AnswerReport.model_validate_json(line)
+        writer.write(line, report.id)
+        summary.add(report)
+        if on_report is not None:
+            on_report(report)
+
+    ctx = ray.data.DataContext.get_current()
+    bars = ctx.enable_progress_bars
+    ctx.enable_progress_bars = False  # the caller's ``on_report`` shows progress; Ray's bars would interleave
+    try:
+        # whole local batches, about ``window`` rows at a time (a window never cuts a batch)
+        for window_batches in _windows(batches(pending.rows, batch_size), max(1, window // batch_size)):
+            groups = [{_GROUP: json.dumps([_to_wire(n, row) for n, row, _ in b])} for b in window_batches]
+            ds = ray.data.from_items(groups, override_num_blocks=max(1, min(len(groups), 4 * n_actors)))
+            per_call = min(groups_per_call, max(1, math.ceil(len(groups) / n_actors)))
+            result = _score_wire(
+                ds,
+                cfg,
+                batch_size=batch_size,
+                udf_batch_size=per_call,
+                actors=actors,
+                num_gpus=num_gpus,
+                ledger=handle,
+            )
+            order = [n for b in window_batches for n, _, _ in b]
+            waiting: dict[int, str] = {}
+            nxt = 0
+            for r in result.iter_rows():
+                if r["stop"]:
+                    stopped = _stop_error(str(r["stop"]), proxy)
+                    break
+                waiting[int(r["row"])] = str(r["report"])
+                while nxt < len(order) and order[nxt] in waiting:  # Ray may finish blocks out of order
+                    write(waiting.pop(order[nxt]))
+                    nxt += 1
+            if stopped is None and (waiting or nxt < len(order)):
+                stopped = GroundjudgeError(f"Ray returned {nxt + len(waiting)} reports of {len(order)} rows")
+            if stopped is not None:
+                for n in sorted(waiting):  # finished rows after one still missing: written, resume fills the gap
+                    write(waiting[n])
+                break
+        else:
+            finished = True
+    finally:
+        ctx.enable_progress_bars = bars
+        writer.close(finished)
+        if proxy is not None:
+            billed = proxy.total  # every worker's calls, those of rows that did not finish too
+        if handle is not None:
+            ray.kill(handle)
+    at_stop = getattr(stopped, "calls", None)  # a budget stop: the cluster's calls when the driver saw it
+    return RunResult(summary.summary(), stopped, writer.rows, billed, at_stop if isinstance(at_stop, int) else None)
+
+
 def score_file(
     input: str,
     out: Path,
@@ -434,111 +527,44 @@ def score_file(
     num_gpus: float | None = None,
     window: int = _WINDOW,
 ) -> RunSummary:
-    """Score a JSONL, CSV or Parquet file on Ray and write the reports to ``out`` as ``groundjudge score`` does.
-
-    The driver reads the input in order with the local engine's reader (:func:`groundjudge.io.read_rows`: JSONL
-    line numbers, bad lines, a BOM, the column mapping, duplicate ids; Parquet rows numbered from 1), cuts it into
-    the local engine's batches (:func:`groundjudge.io.rows.batches`), ships them to the actor pool ``window`` rows
-    at a time (each window starts the pool again: one model load per actor per window), and appends each report to
-    ``out`` through the local engine's writer, in input order, flushing each line, so a killed run loses nothing
-    it wrote.
-
-    Args:
-        input: a local path or a URI pyarrow reads (``s3://bucket/answers.jsonl``); the format from the suffix
-            (``.jsonl``, ``.csv``, ``.parquet``) or a directory of Parquet files.
-        out: the report JSONL. Without ``resume`` it is replaced (when the first report is written).
-        config: the evaluation config; ``budget_usd``/``max_calls`` cap the whole cluster.
-        address: the Ray cluster (``ray://host:10001``, ``auto``); default: the running Ray, ``$RAY_ADDRESS`` or a
-            new local one.
-        resume: skip ids that already have a report in ``out`` and append (damaged lines are moved to
-            ``out.damaged``, a torn last line is cut: the local engine's rules).
-        retry_errors: with ``resume``, score again the rows whose report failed, replacing it.
-        columns: explicit column mapping ``{field: column}`` (else groundjudge's, RAGAS' and DeepEval's names).
-        batch_size: rows evaluated together in one actor call.
-        progress: called after each report written with the number of reports this run has written so far.
-        actors, num_gpus: see :func:`score_dataset`.
-        window: rows sent to Ray at a time (bounds the driver's memory).
+    """Deprecated: :func:`groundjudge.runs.score_file` with ``engine="ray"`` (it returns a RunResult and raises
+    :class:`~groundjudge.runs.out.RunStopped`).
 
     Returns:
-        The run summary of the rows scored by this run (the local engine's :class:`Summarizer`).
+        The run summary of the rows scored by this run.
 
     Raises:
-        BudgetExceededError, CacheMissError: after writing every report that finished before the stop; the
-            exception's ``summary`` attribute holds the run summary so far.
+        RunStopped: after writing every report that finished before the stop (also an instance of its cause's
+            class: BudgetExceededError, CacheMissError); its ``summary`` holds the run summary so far.
+        ConfigError, InputError: bad arguments or an unreadable input, before a cluster starts.
     """
-    from groundjudge.io.tables import table_format
-    from groundjudge.models import AnswerReport
-
-    if is_local(input) and not local_path(input).exists():
-        raise ConfigError(f"no input file {input}")
-    if batch_size < 1 or window < 1:
-        raise ConfigError("batch_size and window must be at least 1")
-    if retry_errors and not resume:
-        raise ConfigError("retry_errors goes with resume")
-    table_format(input)  # an input whose format cannot be told stops here, before a cluster starts
+    warnings.warn(
+        "groundjudge.runs.ray.score_file is deprecated: use groundjudge.runs.score_file(..., engine='ray') (it "
+        "returns a RunResult; its .summary is what this returned)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    out = Path(out)
     todo = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
-    cfg = _resolved(config)
-    _check_head(cfg)  # a head that cannot run stops here, before a cluster starts
-    _ensure_ray(address)
-    handle = make_ledger(cfg.budget_usd, cfg.max_calls) if cfg.llm else None
-    proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls) if handle is not None else None
-    summary = Summarizer()
-    writer = ReportWriter(out, fresh=not resume, existing=todo.existing, drop_ids=todo.retry, note=log.warning)
-    finished = False
-    n_actors = plan(actors, num_gpus)[0]
-    # with an LLM, each actor call streams several batches (the local engine's window) so that its call slots stay
-    # busy while one batch waits for its slowest call; without one, a batch a call spreads the NLI work best
-    rows_per_call = cfg.window or default_window(cfg.concurrency, batch_size)
-    groups_per_call = math.ceil(rows_per_call / batch_size) if cfg.llm else 1
+    written = [0]
 
-    def write(line: str) -> None:
-        report = AnswerReport.model_validate_json(line)
-        writer.write(line, report.id)
-        summary.add(report)
+    def count(_: AnswerReport) -> None:
+        written[0] += 1
         if progress is not None:
-            progress(writer.rows)
+            progress(written[0])
 
-    ctx = ray.data.DataContext.get_current()
-    bars = ctx.enable_progress_bars
-    ctx.enable_progress_bars = False  # the caller's ``progress`` shows progress; Ray's bars would interleave
-    try:
-        # whole local batches, about ``window`` rows at a time (a window never cuts a batch)
-        for window_batches in _windows(batches(todo.rows, batch_size), max(1, window // batch_size)):
-            groups = [{_GROUP: json.dumps([_to_wire(n, row) for n, row, _ in b])} for b in window_batches]
-            ds = ray.data.from_items(groups, override_num_blocks=max(1, min(len(groups), 4 * n_actors)))
-            per_call = min(groups_per_call, max(1, math.ceil(len(groups) / n_actors)))
-            result = _score_wire(
-                ds,
-                cfg,
-                batch_size=batch_size,
-                udf_batch_size=per_call,
-                actors=actors,
-                num_gpus=num_gpus,
-                ledger=handle,
-            )
-            order = [n for b in window_batches for n, _, _ in b]
-            pending: dict[int, str] = {}
-            nxt = 0
-            stopped: GroundjudgeError | None = None
-            for r in result.iter_rows():
-                if r["stop"]:
-                    stopped = _stop_error(str(r["stop"]), proxy)
-                    break
-                pending[int(r["row"])] = str(r["report"])
-                while nxt < len(order) and order[nxt] in pending:  # Ray may finish blocks out of order
-                    write(pending.pop(order[nxt]))
-                    nxt += 1
-            if stopped is None and (pending or nxt < len(order)):
-                stopped = GroundjudgeError(f"Ray returned {nxt + len(pending)} reports of {len(order)} rows")
-            if stopped is not None:
-                for n in sorted(pending):  # finished rows after one still missing: written, resume fills the gap
-                    write(pending[n])
-                stopped.summary = summary.summary()  # type: ignore[attr-defined]
-                raise stopped
-        finished = True
-    finally:
-        ctx.enable_progress_bars = bars
-        writer.close(finished)
-        if handle is not None:
-            ray.kill(handle)
-    return summary.summary()
+    result = score_rows(
+        todo,
+        out,
+        config,
+        fresh=not resume,
+        batch_size=batch_size,
+        on_report=count,
+        address=address,
+        actors=actors,
+        num_gpus=num_gpus,
+        window=window,
+    )
+    if result.stopped is not None:
+        raise run_stopped(result) from result.stopped
+    return result.summary

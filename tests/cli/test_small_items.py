@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from groundjudge.cli import app
 from groundjudge.cli.common import SUMMARY_WIDTH, print_summary
-from groundjudge.review.report import read_reports, summarize
+from groundjudge.io.reports import read_reports
+from groundjudge.review.summary import summarize
 from tests.conftest import ROOT, SHARED_MODEL
 
 runner = CliRunner()

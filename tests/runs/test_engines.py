@@ -1,0 +1,206 @@
+"""Issue 28 (one engine contract) and issue 29 defect 3 (a stopped run's summary leaves out calls it paid for).
+
+The local engine only: the Ray engine's half of the contract is held to the same OUT by tests/test_ray.py and
+tests/test_engines_property.py.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from groundjudge.cli import app
+from groundjudge.config import Config
+from groundjudge.errors import BudgetExceededError, ConfigError
+from groundjudge.pipeline import Evaluator
+from groundjudge.runs import RunResult, RunStopped, pending_rows, score_file, score_rows
+from groundjudge.runs.out import spent_path
+from groundjudge.testing import Latency, ScriptedLLMServer, route, tiny_nli_model
+from tests.conftest import SHARED_MODEL
+from tests.test_pipeline import CONTEXT, GOOD_ANSWER, HANDLERS
+
+runner = CliRunner()
+
+ROWS = [
+    {"id": f"r{i}", "contexts": [f"Item {i} costs {i * 3} dollars."], "answer": f"Item {i} costs {i * 3} dollars."}
+    for i in range(6)
+]
+
+# rows the scripted judge finds two claims in (each row its own requests: nothing shared through the cache)
+CLAIMED = [
+    {"id": f"c{i}", "contexts": [f"{CONTEXT} Note {i}."], "answer": f"{GOOD_ANSWER} Visit number {i}."}
+    for i in range(6)
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
+
+
+@pytest.fixture(autouse=True)
+def _tiny_env(monkeypatch: pytest.MonkeyPatch, tiny_model: Path) -> None:
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(tiny_model))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def write_rows(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def last_json(output: str) -> dict[str, Any]:
+    """The --json object (the one line of stdout that is a JSON object)."""
+    found = [json.loads(x) for x in output.splitlines() if x.startswith("{")]
+    assert found, output
+    return found[-1]
+
+
+def test_a_stopped_runs_summary_counts_every_call_it_paid_for_and_its_resume_the_earlier_ones(tmp_path: Path) -> None:
+    """Issue 29, defect 3: after a budget stop the summary counted only the finished rows' calls while the provider
+    billed more (calls of rows that did not finish, some in flight at the stop); on --resume those replies were
+    cache hits shown as free, so their cost was in no summary. The ledger's account is reported now: what the run
+    billed, what of it is in no row, what was billed after the stop, and on resume the bill of every run."""
+    data = write_rows(tmp_path / "in.jsonl", CLAIMED)
+    out = tmp_path / "out.jsonl"
+    # each row takes two calls (claims, then judge); four in flight at a time and five allowed: rows stop half done
+    with ScriptedLLMServer(route(HANDLERS), latency=Latency(0.05)) as server:
+        common = ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--mode", "llm", "--no-qa"]
+        common += ["--cache-dir", str(tmp_path / "c"), "--no-progress", "--json", "--batch-size", "1"]
+        stopped = runner.invoke(
+            app, ["score", str(data), "--out", str(out), *common, "--concurrency", "4", "--max-calls", "5"]
+        )
+        first_billed = server.billed
+        assert stopped.exit_code == 3, stopped.output
+        first = last_json(stopped.output)
+        in_rows = first["usage"]["calls"]
+        assert in_rows < first_billed  # five calls, two a row: at least one paid call is in no finished row
+        spent = first["spent"]
+        assert spent["run"]["calls"] == first_billed and spent["in_rows"]["calls"] == in_rows
+        assert spent["not_in_rows"]["calls"] == first_billed - in_rows
+        assert spent["after_stop_calls"] is not None and 0 <= spent["after_stop_calls"] <= first_billed
+        text = " ".join(stopped.output.split())
+        assert f"billed by this run: {first_billed} calls" in text, text
+        assert f"{first_billed - in_rows} call" in text and "did not finish" in text
+        assert json.loads(spent_path(out).read_text())["billed"]["calls"] == first_billed
+
+        resumed = runner.invoke(app, ["score", str(data), "--out", str(out), *common, "--resume"])
+        assert resumed.exit_code == 0, resumed.output
+        second = last_json(resumed.output)
+        # the replies the stopped run paid for and no row showed come back from the cache: free here, paid there
+        assert second["usage"]["cached_calls"] == first_billed - in_rows
+        assert second["spent"]["earlier"]["calls"] == first_billed
+        assert second["spent"]["all_runs"]["calls"] == server.billed  # every call the provider billed, both runs
+        assert second["spent"]["run"]["calls"] == server.billed - first_billed
+        assert "billed by the runs that wrote this OUT" in " ".join(resumed.output.split())
+        assert len(out.read_text().splitlines()) == len(CLAIMED)
+
+        again = runner.invoke(app, ["score", str(data), "--out", str(out), *common, "--overwrite"])
+        assert again.exit_code == 0, again.output
+        assert "spent" not in last_json(again.output)  # every row finished, nothing resumed: the rows say it all
+        assert not spent_path(out).exists()  # a fresh run that finished: no old bill for a later resume
+
+
+def test_a_finished_run_says_nothing_more_than_its_rows(tmp_path: Path) -> None:
+    """The ledger's account appears only when the rows do not tell it all: a run that finishes keeps its --json."""
+    data = write_rows(tmp_path / "in.jsonl", ROWS[:3])
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        cfg = Config.make(llm="openai/gpt-4o-mini", base_url=server.openai_base_url, cache_dir=str(tmp_path / "c"))
+        result = score_file(data, tmp_path / "out.jsonl", cfg, batch_size=2)
+    assert result.stopped is None and result.billed.calls == server.billed == result.summary.usage.calls
+    assert result.spent() is None and result.spent_lines() == []
+    assert not spent_path(tmp_path / "out.jsonl").exists()
+
+
+def test_one_contract_one_result_one_stop(tmp_path: Path) -> None:
+    """runs.score_file returns a RunResult on either engine and raises RunStopped, which declares summary, cause and
+    result, and is also its cause's class (older code catching BudgetExceededError still catches it)."""
+    data = write_rows(tmp_path / "in.jsonl", ROWS[:4])
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        cfg = Config.make(
+            llm="openai/gpt-4o-mini", base_url=server.openai_base_url, cache_dir=str(tmp_path / "c"), max_calls=3
+        )
+        with pytest.raises(RunStopped) as stop:
+            score_file(data, tmp_path / "out.jsonl", cfg, engine="local", batch_size=1)
+    exc = stop.value
+    assert isinstance(exc, BudgetExceededError) and isinstance(exc.cause, BudgetExceededError)
+    assert isinstance(exc.result, RunResult) and exc.summary is exc.result.summary
+    assert exc.result.billed.calls == server.billed and str(exc) == str(exc.cause)
+    assert exc.summary.n == len((tmp_path / "out.jsonl").read_text().splitlines())
+    with pytest.raises(ConfigError, match="engine 'spark'"):
+        score_file(data, tmp_path / "o2.jsonl", Config.make(), engine="spark")
+
+
+def test_the_input_checks_live_in_the_run_library(tmp_path: Path) -> None:
+    """One place checks a run's input for the CLI, Python and both engines (cli/score.py did it itself)."""
+    data = write_rows(tmp_path / "in.jsonl", ROWS[:1])
+    with pytest.raises(ConfigError, match="no input file"):
+        pending_rows(tmp_path / "missing.jsonl", tmp_path / "out.jsonl")
+    with pytest.raises(ConfigError, match="--out is the input file"):
+        pending_rows(data, data)
+    with pytest.raises(ConfigError, match="--retry-errors goes with --resume"):
+        pending_rows(data, tmp_path / "out.jsonl", retry_errors=True)
+    (tmp_path / "rows.txt").write_text("{}\n")
+    with pytest.raises(ConfigError, match="cannot tell the format"):
+        pending_rows(tmp_path / "rows.txt", tmp_path / "out.jsonl")
+    todo = pending_rows(data, tmp_path / "out.jsonl")
+    assert todo.total() == 1 and todo.format == "jsonl"
+    for args in (["--retry-errors"], []):  # the command says the same, as a usage error
+        missing = ["score", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o.jsonl"), *args]
+        result = runner.invoke(app, missing)
+        assert result.exit_code == 2 and "no input file" in result.output, result.output
+    result = runner.invoke(app, ["score", str(data), "--out", str(tmp_path / "o.jsonl"), "--retry-errors"])
+    assert result.exit_code == 2 and "--retry-errors goes with --resume" in result.output, result.output
+
+
+def test_the_old_names_still_work_and_say_where_the_new_ones_are(tmp_path: Path) -> None:
+    """groundjudge.runs.local.score_file returned the summary and raised the stop itself: it still does, warning."""
+    from groundjudge.runs import local
+
+    data = write_rows(tmp_path / "in.jsonl", ROWS[:2])
+    with pytest.warns(DeprecationWarning, match="groundjudge.runs.score_file"):
+        summary = local.score_file(data, tmp_path / "out.jsonl", Config.make(cache_dir=str(tmp_path / "c")))
+    assert summary.n == 2
+    result = score_file(data, tmp_path / "out2.jsonl", Config.make(cache_dir=str(tmp_path / "c")))
+    with pytest.warns(DeprecationWarning, match=r"\.summary\.n"):
+        assert result.n == 2  # type: ignore[attr-defined]  # code written when score_file returned the summary
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert result.summary.n == 2
+
+
+def test_a_batch_that_breaks_outside_any_row_is_scored_row_by_row_on_the_local_engine(tmp_path: Path) -> None:
+    """The fallback existed only in the Ray engine: locally an exception outside any one row ended the run with a
+    traceback. Both engines use pipeline.fallback now: the rows of the broken batch are scored alone."""
+    data = write_rows(tmp_path / "in.jsonl", ROWS)
+    cfg = Config.make(cache_dir=str(tmp_path / "c"))
+    plain = score_file(data, tmp_path / "plain.jsonl", cfg, batch_size=2)
+    evaluator = Evaluator(cfg)
+    real = evaluator.evaluate_batches
+    broken = [0]
+
+    def once_broken(cuts: Any, **kw: Any) -> Any:
+        if broken[0]:
+            return real(cuts, **kw)
+        broken[0] += 1
+
+        def stream() -> Any:
+            next(iter(cuts))  # the flow took a batch, then broke outside any one row
+            raise RuntimeError("a whole batch failed")
+            yield
+
+        return stream()
+
+    evaluator.evaluate_batches = once_broken  # type: ignore[method-assign]
+    todo = pending_rows(data, tmp_path / "out.jsonl")
+    result = score_rows(todo, tmp_path / "out.jsonl", evaluator, fresh=True, batch_size=2)
+    assert result.stopped is None and broken[0] == 1
+    got = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    want = [json.loads(x) for x in (tmp_path / "plain.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["verdict"]) for r in got] == [(r["id"], r["verdict"]) for r in want]
+    assert plain.summary.n == result.summary.n == len(ROWS)
