@@ -55,8 +55,8 @@ scroll-margin:calc(var(--bar,100px) + 40px) 0 40px}
 .claim.selected{outline:2px solid #1565c0}
 #detail{position:sticky;top:calc(var(--bar,100px) + 12px);align-self:start;background:#fff;border:1px solid #ddd;
 border-radius:8px;padding:14px 16px;max-height:calc(100vh - var(--bar,100px) - 28px);overflow:auto;min-width:0}
-#detail h3{margin:0 0 8px;font-size:15px}#detail dl{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0}
-#detail dt{color:#666}#detail dd{margin:0;min-width:0}.passage{white-space:pre-wrap;background:#fafafa;
+#detail h3{margin:0 0 8px;font-size:15px}#detail dl{display:grid;grid-template-columns:fit-content(38%) minmax(60%,1fr);gap:2px 12px;margin:0}
+#detail dt{color:#666;overflow-wrap:normal}.who{font-size:12px;color:#666}#detail dd{margin:0;min-width:0}.passage{white-space:pre-wrap;background:#fafafa;
 border:1px solid #eee;padding:8px;font-size:13px;margin-top:6px}mark{background:#ffe066}
 .flag{color:#c62828;font-weight:600}
 .hidden{display:none}.reasons{font-size:13px;color:#333;margin:2px 0 6px;padding-left:18px}
@@ -250,10 +250,13 @@ function showClaim(it) {
   const why = el('div', null, cv.reason || '-'); row('reason', '').append(why); clamp(why, LIMITS.reason, 'of the reason');
   const sj = cv.second_judge;  // README "Second judge": shown beside the first verdict, never scored
   if (sj) {
-    const who = 'second judge' + (rep.second_judge && rep.second_judge.model ? ' (' + rep.second_judge.model + ')' : '');
+    // the model in the value: as a label it widened the label column until the values wrapped letter by letter
+    const model = rep.second_judge && rep.second_judge.model ? el('div', 'who', rep.second_judge.model) : null;
     const said = sj.error ? 'no verdict: ' + sj.error : sj.label + (sj.reason ? ': ' + sj.reason : '');
     const two = el('div', null, (cv.judges_disagree ? 'disagrees: ' : '') + said);
-    row(who, '', cv.judges_disagree || sj.error ? 'flag' : null).append(two);
+    const cell = row('second judge', '', cv.judges_disagree || sj.error ? 'flag' : null);
+    if (model) cell.append(model);
+    cell.append(two);
     clamp(two, LIMITS.reason, "of the second judge's reason");
   }
   row('flags', (cv.flags || []).join(', ') || '-', cv.flags.length ? 'flag' : null);
