@@ -475,3 +475,42 @@ def test_a_long_label_leaves_the_detail_values_their_width(browser: Any, tmp_pat
     )
     browser.save_screenshot(str(tmp_path / "detail-second-judge-1280x800.png"))
     assert min(widths[1:]) >= 0.55 * widths[0], widths
+
+
+def test_a_wrong_citation_shows_on_its_claim_and_a_reviewer_can_decide_it(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Issue 29 §2: a claim citing [1] but supported only by [2] showed only "1 wrong citations" on its card. The
+    claim's row and its detail say so, and a reviewer's decision on the citation is exported with the verdict, in
+    lines `metrics --reviews` and `learn.labels` read as before."""
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    from groundjudge.review.metrics import parse_reviews
+
+    reports = page_reports(0)
+    museum = reports[0]
+    museum.claims[0].cited, museum.claims[0].citation = [2], "OTHER_SUPPORTS"  # the judge quoted source 1
+    museum.claims[1].cited, museum.claims[1].citation = [1], "CITED_SUPPORTS"
+    _open(browser, tmp_path, reports, (1280, 800))
+    card = browser.find_element(By.ID, "answer-museum")
+    rows = {r.get_attribute("data-claim"): r for r in card.find_elements(By.CSS_SELECTOR, ".crow[data-claim]")}
+    assert rows["c1"].find_element(By.CSS_SELECTOR, ".cite-wrong").text == "wrong citation [2]"
+    assert not rows["c2"].find_elements(By.CSS_SELECTOR, ".cite-wrong")
+    click(browser, card.find_element(By.CSS_SELECTOR, ".claim[data-claim='c1']"))
+    detail = browser.find_element(By.ID, "detail")
+    terms = [t.text for t in detail.find_elements(By.TAG_NAME, "dt")]
+    said = detail.find_elements(By.TAG_NAME, "dd")[terms.index("citation")]
+    assert said.text == "cites [2]: wrong citation: only a source it does not cite supports it (the judge quoted [1])"
+    assert "flag" in (said.get_attribute("class") or "")
+    click(browser, detail.find_element(By.CSS_SELECTOR, "#cite-decide button[data-citation='WRONG']"))
+    assert browser.execute_script("return window.groundjudgeReview.exportJsonl()") == ""  # no verdict yet
+    click(browser, browser.find_element(By.CSS_SELECTOR, "#detail button[data-label='SUPPORTED']"))
+    exported = browser.execute_script("return window.groundjudgeReview.exportJsonl()")
+    line = json.loads(exported.splitlines()[0])
+    assert (line["claim_id"], line["label"], line["citation"], line["groundjudge_citation"]) == (
+        "c1",
+        "SUPPORTED",
+        "WRONG",
+        "OTHER_SUPPORTS",
+    )
+    assert [(r.claim_id, r.label) for r in parse_reviews(exported.splitlines())] == [("c1", "SUPPORTED")]
