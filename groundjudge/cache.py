@@ -6,9 +6,11 @@ files hold no pickles and no secrets beyond what was sent (API keys are never pa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sqlite3
 import threading
 import weakref
 from collections import Counter
@@ -53,6 +55,13 @@ def make_key(namespace: str, payload: Any) -> str:
     return f"{namespace}:{hashlib.sha256(blob.encode()).hexdigest()}"
 
 
+def _flush_late(store: diskcache.Cache, pending: Counter[tuple[str, str]], lock: threading.Lock) -> None:
+    """:func:`_flush` when the cache is collected or the process exits: best effort, since the directory may be
+    gone by then (a temporary one); the lookups are counts, not entries, and losing them loses no data."""
+    with contextlib.suppress(OSError, sqlite3.Error, diskcache.Timeout):
+        _flush(store, pending, lock)
+
+
 class Cache:
     """A namespaced JSON cache on disk with a mode and hit/miss counters: this object's (``hits``, ``misses``) and
     the directory's, over every process that used it since it was cleared (:meth:`stats`)."""
@@ -91,7 +100,7 @@ class Cache:
                     )
                     # the counts still in memory reach the directory when this cache is closed or collected, or
                     # when the process exits
-                    self._finalizer = weakref.finalize(self, _flush, self._store, self._pending, self._lock)
+                    self._finalizer = weakref.finalize(self, _flush_late, self._store, self._pending, self._lock)
         return self._store
 
     @property
