@@ -6,10 +6,13 @@ files hold no pickles and no secrets beyond what was sent (API keys are never pa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sqlite3
 import threading
+import weakref
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +25,20 @@ CacheMode = Literal["use", "off", "only", "refresh"]
 """use: read and write; off: neither; only: read, and a miss is an error (replay); refresh: write, never read."""
 
 CACHE_MODES: tuple[str, ...] = ("use", "off", "only", "refresh")
+
+COUNTS = "gj-counts"
+"""The namespace of the lookups counted in a cache directory (``gj-counts:hits:llm``): not an entry of its own."""
+_FLUSH_EVERY = 256  # lookups counted in memory before they are added to the directory's counts
+
+
+def _flush(store: diskcache.Cache, pending: Counter[tuple[str, str]], lock: threading.Lock) -> None:
+    """Add the lookups counted in memory to the directory's counts (atomic per key: processes may share it)."""
+    with lock:
+        taken = dict(pending)
+        pending.clear()
+    for (kind, namespace), n in taken.items():
+        if n:
+            store.incr(f"{COUNTS}:{kind}:{namespace}", n)
 
 
 def default_cache_dir() -> Path:
@@ -38,8 +55,16 @@ def make_key(namespace: str, payload: Any) -> str:
     return f"{namespace}:{hashlib.sha256(blob.encode()).hexdigest()}"
 
 
+def _flush_late(store: diskcache.Cache, pending: Counter[tuple[str, str]], lock: threading.Lock) -> None:
+    """:func:`_flush` when the cache is collected or the process exits: best effort, since the directory may be
+    gone by then (a temporary one); the lookups are counts, not entries, and losing them loses no data."""
+    with contextlib.suppress(OSError, sqlite3.Error, diskcache.Timeout):
+        _flush(store, pending, lock)
+
+
 class Cache:
-    """A namespaced JSON cache on disk with a mode and hit/miss counters."""
+    """A namespaced JSON cache on disk with a mode and hit/miss counters: this object's (``hits``, ``misses``) and
+    the directory's, over every process that used it since it was cleared (:meth:`stats`)."""
 
     def __init__(
         self,
@@ -56,6 +81,8 @@ class Cache:
         self._lock = threading.Lock()
         self.hits: Counter[str] = Counter()
         self.misses: Counter[str] = Counter()
+        self._pending: Counter[tuple[str, str]] = Counter()  # (hits|misses, namespace): not yet in the directory
+        self._finalizer: Any = None
 
     @property
     def store(self) -> diskcache.Cache:
@@ -71,6 +98,9 @@ class Cache:
                         sqlite_cache_size=2**11,
                         sqlite_mmap_size=2**24,
                     )
+                    # the counts still in memory reach the directory when this cache is closed or collected, or
+                    # when the process exits
+                    self._finalizer = weakref.finalize(self, _flush_late, self._store, self._pending, self._lock)
         return self._store
 
     @property
@@ -87,8 +117,13 @@ class Cache:
         if not self.reads:
             return None
         raw = self.store.get(key)
+        kind = "hits" if raw is not None else "misses"
         with self._lock:
             (self.hits if raw is not None else self.misses)[namespace] += 1
+            self._pending[kind, namespace] += 1
+            full = self._pending.total() >= _FLUSH_EVERY
+        if full:
+            _flush(self.store, self._pending, self._lock)
         if raw is None:
             if self.mode == "only" and not miss_ok:
                 raise CacheMissError(f"cache-only mode: no cached {namespace} entry for key {key}")
@@ -104,11 +139,21 @@ class Cache:
             self.store.set(key, json.dumps(value, ensure_ascii=False))
 
     def stats(self) -> dict[str, Any]:
-        """Entries per namespace, bytes on disk, and this process's hits and misses."""
+        """Entries per namespace, bytes on disk, and the hits and misses of lookups per namespace in this directory
+        (every process that used it, since it was cleared)."""
         per_namespace: Counter[str] = Counter()
+        counted: dict[str, Counter[str]] = {"hits": Counter(), "misses": Counter()}
         if self.directory.exists():
+            _flush(self.store, self._pending, self._lock)
             for key in self.store.iterkeys():
-                per_namespace[str(key).split(":", 1)[0]] += 1
+                namespace, _, rest = str(key).partition(":")
+                if namespace != COUNTS:
+                    per_namespace[namespace] += 1
+                    continue
+                kind, _, counted_namespace = rest.partition(":")
+                value = self.store.get(key)
+                if kind in counted and isinstance(value, int):
+                    counted[kind][counted_namespace] += value
         volume = self.store.volume() if self.directory.exists() else 0
         return {
             "directory": str(self.directory),
@@ -116,16 +161,20 @@ class Cache:
             "entries": dict(per_namespace),
             "total_entries": sum(per_namespace.values()),
             "bytes": volume,
-            "hits": dict(self.hits),
-            "misses": dict(self.misses),
+            "hits": dict(counted["hits"]),
+            "misses": dict(counted["misses"]),
         }
 
     def clear(self, namespace: str | None = None) -> int:
         """Delete every entry, or those of one namespace; returns how many were removed."""
         if not self.directory.exists():
             return 0
-        if namespace is None:
-            return int(self.store.clear())
+        if namespace is None:  # the lookups counted go too; they are not entries
+            with self._lock:
+                self._pending.clear()
+            entries = sum(1 for key in self.store.iterkeys() if not str(key).startswith(COUNTS + ":"))
+            self.store.clear()
+            return entries
         removed = 0
         for key in list(self.store.iterkeys()):
             if str(key).startswith(namespace + ":") and self.store.delete(key):
@@ -134,5 +183,6 @@ class Cache:
 
     def close(self) -> None:
         if self._store is not None:
+            self._finalizer()  # the counts still in memory first
             self._store.close()
             self._store = None

@@ -15,12 +15,19 @@ Options (command line, or the ini keys in brackets, e.g. in ``[tool.pytest.ini_o
 - ``--groundjudge-baseline FILE`` (``groundjudge_baseline``): a stored ``groundjudge score`` output; with it,
   ``assert_file_grounded`` fails on a significant regression against it, and on an answer the baseline cannot
   vouch for (a new id, ERROR, NO_CLAIMS) that misses the bar itself, or that is missing from the run.
+
+Pytest picks its rootdir and ini file from the paths on its command line before any plugin's options are known, so
+an option's value written after a space (``--groundjudge-baseline ../scored_v1.jsonl``) is taken as a test path for
+that choice. When that changes the ini file, the project's settings would silently go unread: the plugin stops
+with a usage error that names the ``=`` form (``--groundjudge-baseline=../scored_v1.jsonl``), which is always safe.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +45,7 @@ _KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("groundjudge", "groundjudge grounding checks")
     for name, help_text in _OPTIONS.items():
-        group.addoption(f"--groundjudge-{name.replace('_', '-')}", dest=f"groundjudge_{name}", help=help_text)
+        group.addoption(_flag(name), dest=f"groundjudge_{name}", help=help_text)
         parser.addini(f"groundjudge_{name}", help_text, default=None)
     group.addoption(
         "--groundjudge-cache-only",
@@ -48,6 +55,52 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="replay LLM answers from the cache; an uncached call fails the test (no keys, no spend)",
     )
     parser.addini("groundjudge_cache_only", "replay LLM answers from the cache only", type="bool", default=False)
+
+
+def _flag(name: str) -> str:
+    return f"--groundjudge-{name.replace('_', '-')}"
+
+
+def _settings_without(config: pytest.Config, values: Sequence[str]) -> tuple[Path, Path | None] | None:
+    """The rootdir and ini pytest would have picked had ``values`` not been on its command line (pytest's own rule);
+    None when this pytest does not expose the rule."""
+    try:
+        from _pytest.config.findpaths import determine_setup  # pytest's own rule (no public API)
+
+        early = config.known_args_namespace
+        rootpath, inipath, *_ = determine_setup(
+            inifile=early.inifilename,
+            override_ini=early.override_ini,
+            args=[arg for arg in early.file_or_dir if arg not in values],
+            rootdir_cmd_arg=early.rootdir or None,
+            invocation_dir=config.invocation_params.dir,
+        )
+    except (ImportError, TypeError, AttributeError):
+        return None
+    return rootpath, inipath
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """Refuse an option value after a space that pytest took as a test path when it chose its ini file, when that
+    changed which ini file (which settings) pytest reads."""
+    flags = {_flag(name) for name in _OPTIONS}
+    spaced = [(flag, value) for flag, value in pairwise(args) if flag in flags and os.path.exists(value)]
+    if not spaced:
+        return
+    meant = _settings_without(early_config, [value for _, value in spaced])
+    used = (early_config.rootpath, early_config.inipath)
+    if meant is not None and meant[1] == used[1]:
+        return  # the same ini file (or none either way): the same settings, whatever the rootdir
+    written = ", ".join(f"{value} (the value of {flag}, written after a space)" for flag, value in spaced)
+    safe = " ".join(f"{flag}={value}" for flag, value in spaced)
+    project = "" if meant is None else f" instead of {meant[0]} (ini file: {meant[1] or 'none'})"
+    raise pytest.UsageError(
+        f"groundjudge: pytest took {written} as a test path when it chose its rootdir and ini file, before the "
+        f"groundjudge plugin could claim it: it chose {used[0]} (ini file: {used[1] or 'none'}){project}, so this "
+        "project's settings (groundjudge_llm, groundjudge_nli_model, groundjudge_cache_dir, ...) would go unread. "
+        f"Write the value with '=': {safe}"
+    )
 
 
 def _option(config: pytest.Config, name: str) -> Any:

@@ -315,7 +315,8 @@ def test_csv_a_lone_carriage_return_is_text_in_a_file_whose_lines_end_in_newline
         {"id": "a", "answer": "one\rtwo", "contexts": ["c\rd"]},
         {"id": "b", "answer": "x", "contexts": ["e"]},
     ]
-    assert csv_rows(tmp_path, 'id,answer\ra,"x\ry"\rb,z\r') == [
+    # (a contexts column, empty: a table with none at all is a usage error before any row)
+    assert csv_rows(tmp_path, 'id,answer,contexts\ra,"x\ry",\rb,z,\r') == [
         (1, {"id": "a", "answer": "x\ry"}),
         (2, {"id": "b", "answer": "z"}),
     ]
@@ -385,6 +386,36 @@ def test_a_map_to_a_missing_column_is_a_config_error_naming_it_and_the_columns_f
     datasets = pytest.importorskip("datasets")
     with pytest.raises(ConfigError, match="'q' that the Dataset does not have"):
         read_rows(datasets.Dataset.from_list(rows[:1]), {"question": "q"})
+
+
+def test_a_table_without_a_column_for_contexts_or_answer_is_one_usage_error_naming_map(
+    tiny: Path, tmp_path: Path
+) -> None:
+    """Issue 29 §6: a file with no column groundjudge knows for the contexts (or the answer) gave one identical row
+    error per row ("must be a list of strings"); it is one usage error, before any row, naming the columns found and
+    --map, as a --map to a missing column is. A column that is there with empty cells stays a row's error."""
+    rows = [{"id": f"r{i}", "response": "It opens at 9.", "passages": [P]} for i in range(3)]
+    jsonl, table = tmp_path / "in.jsonl", tmp_path / "in.csv"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    write_csv(table, rows)
+    for path in (jsonl, table):
+        with pytest.raises(ConfigError) as exc:
+            read_rows(path)
+        said = str(exc.value)
+        assert f"{path} has no column for the contexts" in said and "columns found: id, response, passages" in said
+        assert "--map contexts=COLUMN" in said, said
+    assert [r["contexts"] for _, r in read_rows(table, {"contexts": "passages"})] == [[P]] * 3
+    no_answer = tmp_path / "no_answer.jsonl"
+    no_answer.write_text(json.dumps({"id": "a", "text": "x", "contexts": [P]}) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"no column for the answer \(or claim\).*columns found: id, text, contexts"):
+        read_rows(no_answer)
+    # a conversation carries both; rows a mapping can read are read as before
+    talk = tmp_path / "talk.jsonl"
+    talk.write_text(json.dumps({"id": "t", "messages": [{"role": "user", "content": "hi"}]}) + "\n", encoding="utf-8")
+    assert len(list(read_rows(talk))) == 1
+    result = score(tiny, tmp_path, str(table), "--out", str(tmp_path / "out.jsonl"))
+    assert result.exit_code == 2, result.output
+    assert result.output.count("no column for the contexts") == 1 and "must be a list" not in result.output
 
 
 # -- contexts: a list; one passage as a string only under the singular name -------------------------------------

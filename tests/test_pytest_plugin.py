@@ -594,3 +594,38 @@ def test_a_baseline_never_passes_what_it_cannot_vouch_for(
             assert now_gated is not None, f"{gated}\n-- passes once the run is --\n{brief(after)}"
         if strict is not None and len(after) == len(run):
             assert now_strict is not None, f"{strict}\n-- passes once the run is --\n{brief(after)}"
+
+
+@pytest.mark.parametrize("form", ["space", "equals", "space, inside"])
+def test_a_baseline_outside_the_project_keeps_the_projects_settings(pytester: pytest.Pytester, form: str) -> None:
+    """``--groundjudge-baseline PATH`` as the README writes it, with PATH outside the project: pytest picks its
+    rootdir and ini from the paths on its command line before the plugin can claim PATH as the option's value, so
+    the project's settings would silently go unread. The ``=`` form keeps them; the space form either keeps them
+    too or stops with a usage error that names the ``=`` form, never runs with other settings."""
+    project = pytester.path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\ngroundjudge_cache_dir = "from-ini"\n')
+    baseline = (project if form == "space, inside" else pytester.path / "elsewhere") / "runs" / "scored_v1.jsonl"
+    baseline.parent.mkdir(parents=True)
+    baseline.write_text("")
+    (project / "tests" / "test_settings.py").write_text(
+        "def test_it(pytestconfig, groundjudge_baseline):\n"
+        "    assert pytestconfig.getini('groundjudge_cache_dir') == 'from-ini'\n"
+        f"    assert groundjudge_baseline == {str(baseline)!r}\n"
+    )
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.chdir(project)
+    try:
+        option = (
+            [f"--groundjudge-baseline={baseline}"] if form == "equals" else ["--groundjudge-baseline", str(baseline)]
+        )
+        result = pytester.runpytest_subprocess(*plugin_args(), *option, "-p", "no:cacheprovider")
+    finally:
+        monkeypatch.undo()
+    said = result.stdout.str() + result.stderr.str()
+    if form != "space" or result.ret == 0:  # a path inside the project moves nothing: no reason to refuse it
+        assert result.ret == 0, said
+        return
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert f"Write the value with '=': --groundjudge-baseline={baseline}" in said, said
+    assert f"instead of {project} (ini file: {project / 'pyproject.toml'})" in said, said

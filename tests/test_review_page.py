@@ -436,9 +436,11 @@ def test_the_detail_shows_the_second_judges_verdict_beside_the_first(browser: An
         click(browser, card.find_element(By.CSS_SELECTOR, f".claim[data-claim='{cid}']"))
         detail = browser.find_element(By.ID, "detail")
         terms = detail.find_elements(By.TAG_NAME, "dt")
-        at = [t.text for t in terms].index("second judge (anthropic/claude-haiku-4-5)")
+        at = [t.text for t in terms].index("second judge")
         dd = detail.find_elements(By.TAG_NAME, "dd")[at]
-        return terms[at].text, dd.text, dd.get_attribute("class") or ""
+        model, _, said = dd.text.partition("\n")
+        assert model == "anthropic/claude-haiku-4-5"  # the model in the value, not in the label (issue 29 §4)
+        return terms[at].text, said, dd.get_attribute("class") or ""
 
     assert second("c1")[1:] == ("SUPPORTED: It opens at 9 am.", "")
     _, said, cls = second("c2")
@@ -450,3 +452,65 @@ def test_the_detail_shows_the_second_judges_verdict_beside_the_first(browser: An
     click(browser, browser.find_element(By.ID, "answer-hostile <b>").find_element(By.CSS_SELECTOR, ".claim"))
     texts = [t.text for t in browser.find_element(By.ID, "detail").find_elements(By.TAG_NAME, "dt")]
     assert "verdict" in texts and not any(t.startswith("second judge") for t in texts)
+
+
+def test_a_long_label_leaves_the_detail_values_their_width(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Issue 29 §4: at 1280x800 the label ``second judge (provider/model)`` took the detail panel's label column
+    so wide that the values wrapped a few letters a line."""
+    from selenium.webdriver.common.by import By
+
+    reports = page_reports(0)
+    museum = reports[0]
+    museum.second_judge = SecondJudging(model="openai-compatible/qwen2.5-72b-instruct-awq", why=["FAIL"], claims=3)
+    museum.claims[0].second_judge = SecondVerdict(label="SUPPORTED", reason="It opens at 9 am, the source says.")
+    museum.claims[0].judges_disagree = False
+    _open(browser, tmp_path, reports, (1280, 800))
+    click(
+        browser, browser.find_element(By.ID, "answer-museum").find_element(By.CSS_SELECTOR, ".claim[data-claim='c1']")
+    )
+    widths = browser.execute_script(
+        "const dl = document.querySelector('#detail dl');"
+        "const width = n => n.getBoundingClientRect().width;"
+        "return [width(dl), ...[...dl.querySelectorAll('dd')].map(width)]"
+    )
+    browser.save_screenshot(str(tmp_path / "detail-second-judge-1280x800.png"))
+    assert min(widths[1:]) >= 0.55 * widths[0], widths
+
+
+def test_a_wrong_citation_shows_on_its_claim_and_a_reviewer_can_decide_it(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Issue 29 §2: a claim citing [1] but supported only by [2] showed only "1 wrong citations" on its card. The
+    claim's row and its detail say so, and a reviewer's decision on the citation is exported with the verdict, in
+    lines `metrics --reviews` and `learn.labels` read as before."""
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    from groundjudge.review.metrics import parse_reviews
+
+    reports = page_reports(0)
+    museum = reports[0]
+    museum.claims[0].cited, museum.claims[0].citation = [2], "OTHER_SUPPORTS"  # the judge quoted source 1
+    museum.claims[1].cited, museum.claims[1].citation = [1], "CITED_SUPPORTS"
+    _open(browser, tmp_path, reports, (1280, 800))
+    card = browser.find_element(By.ID, "answer-museum")
+    rows = {r.get_attribute("data-claim"): r for r in card.find_elements(By.CSS_SELECTOR, ".crow[data-claim]")}
+    assert rows["c1"].find_element(By.CSS_SELECTOR, ".cite-wrong").text == "wrong citation [2]"
+    assert not rows["c2"].find_elements(By.CSS_SELECTOR, ".cite-wrong")
+    click(browser, card.find_element(By.CSS_SELECTOR, ".claim[data-claim='c1']"))
+    detail = browser.find_element(By.ID, "detail")
+    terms = [t.text for t in detail.find_elements(By.TAG_NAME, "dt")]
+    said = detail.find_elements(By.TAG_NAME, "dd")[terms.index("citation")]
+    assert said.text == "cites [2]: wrong citation: only a source it does not cite supports it (the judge quoted [1])"
+    assert "flag" in (said.get_attribute("class") or "")
+    click(browser, detail.find_element(By.CSS_SELECTOR, "#cite-decide button[data-citation='WRONG']"))
+    assert browser.execute_script("return window.groundjudgeReview.exportJsonl()") == ""  # no verdict yet
+    click(browser, browser.find_element(By.CSS_SELECTOR, "#detail button[data-label='SUPPORTED']"))
+    exported = browser.execute_script("return window.groundjudgeReview.exportJsonl()")
+    line = json.loads(exported.splitlines()[0])
+    assert (line["claim_id"], line["label"], line["citation"], line["groundjudge_citation"]) == (
+        "c1",
+        "SUPPORTED",
+        "WRONG",
+        "OTHER_SUPPORTS",
+    )
+    assert [(r.claim_id, r.label) for r in parse_reviews(exported.splitlines())] == [("c1", "SUPPORTED")]

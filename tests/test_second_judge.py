@@ -436,3 +436,26 @@ def test_cli_scores_with_a_second_judge_and_metrics_reports_the_two_judges(
     last = json.loads(metrics.stdout.strip().splitlines()[-1])
     assert last["level"] == "judges" and last["judges"]["n"] == len(FLAGGED)
     assert last["judges"]["kappa_ci"][0] is not None
+
+
+def test_metrics_compare_judge_with_judge_and_the_local_model_with_the_judge_apart() -> None:
+    """Issue 29 §3: on flagged answers whose claims the local model decided, the second judge was compared with the
+    NLI verdict, and those pairs were counted as "two judges"; labels from a gold file were called "people"."""
+    S, U = "SUPPORTED", "UNSUPPORTED"
+    judged = _report("a", [(S, S), (U, U), (S, U)])
+    local = _report("b", [(S, U), (U, S), (S, S)])
+    local.claims = [c.model_copy(update={"route": "nli"}) for c in local.claims]
+    j = judges_agreement([judged, local])
+    assert j is not None and j["compared"] == "first judge vs second judge"
+    assert j["n"] == 3 and j["answers"] == 1 and j["agreement"] == pytest.approx(2 / 3) and j["disagree"] == 1
+    assert j["claims_judged"] == 6 and j["second_judge_errors"] == 0
+    lvj = j["local_vs_judge"]
+    assert lvj["compared"] == "local model vs second judge" and lvj["n"] == 3 and lvj["disagree"] == 2
+    assert lvj["agreement"] == pytest.approx(1 / 3) and lvj["confusion"] == [[1, 1, 0], [1, 0, 0], [0, 0, 0]]
+    assert "local_vs_judge" not in judges_agreement([judged])  # type: ignore[operator]
+    gold = [(r, c, S) for r in (judged, local) for c in r.claims]
+    vs = judges_agreement([judged, local], gold, labels_from="gold labels")["vs_people"]  # type: ignore[index]
+    assert vs["labels_from"] == "gold labels" and vs["first_is"] == "judge or local model" and vs["n"] == 6
+    reviews = [Review(id=judged.id, claim_id=c.claim.id, claim=c.claim.text, label=S) for c in judged.claims]
+    vs = review_metrics([judged, local], reviews)["judges"]["vs_people"]
+    assert vs["labels_from"] == "reviewers" and vs["first_is"] == "judge" and vs["n"] == 3

@@ -286,3 +286,37 @@ def test_command_prints_before_and_after(tmp_path: Path, tiny: str) -> None:
     assert "after + head" not in skipped.stdout and read_model_head(tmp_path / "h") is None
     bad = CliRunner().invoke(app, [str(tmp_path / "missing.jsonl"), "--base", tiny, "--out", str(tmp_path / "o2")])
     assert bad.exit_code == 2
+
+
+def test_a_tuned_model_worse_on_its_held_out_slice_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29 §7: tune saved a model whose held-out balanced accuracy fell (60.0 -> 53.3) without a word. Here
+    training "learns" the labels backwards (entailment and contradiction swapped): OUT keeps the base model's
+    weights, and the result and the log say so, once."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from groundjudge.learn import tune as tune_module
+
+    def backwards(base: str, pairs: Any, out: Path, settings: Any, **_: Any) -> dict[str, Any]:
+        model = AutoModelForSequenceClassification.from_pretrained(base)
+        model.config.id2label = {i: {"entailment": "contradiction", "contradiction": "entailment"}.get(
+            str(name).lower(), name) for i, name in model.config.id2label.items()}  # fmt: skip
+        model.config.label2id = {name: i for i, name in model.config.id2label.items()}
+        model.save_pretrained(str(out))
+        AutoTokenizer.from_pretrained(base).save_pretrained(str(out))
+        return {"steps": 0}
+
+    monkeypatch.setattr(tune_module, "train", backwards)
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows(40))
+    out = tmp_path / "tuned"
+    said: list[str] = []
+    settings = TuneSettings(max_length=64, holdout=0.5, distill=0.0)
+    result = tune([data], str(SHARED_MODEL), out, settings, device="cpu", log=said.append)
+    assert result["after"]["nli_balanced_accuracy"] < result["before"]["nli_balanced_accuracy"]
+    assert result["kept"] == "base" and "worse on the held-out slice" in result["kept_reason"]
+    assert sum("worse on the held-out slice" in m for m in said) == 1, said
+    kept = NLIModel(str(out), device="cpu").model.state_dict()
+    base = NLIModel(str(SHARED_MODEL), device="cpu").model.state_dict()
+    assert all(torch.equal(base[k], kept[k]) for k in base)
+    assert NLIModel(str(out), device="cpu").model.config.id2label == NLIModel(str(SHARED_MODEL)).model.config.id2label
+    assert json.loads((out / MODEL_PROFILE_FILE).read_text())["meta"]["kept"] == "base"
+    assert not any("no verdict head stored" in m for m in said)  # the command prints that, once

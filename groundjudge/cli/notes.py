@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -102,4 +103,6 @@ def third_party_output(verbose: bool) -> Iterator[None]:
             hub.enable_progress_bars()
         imported_here = hf_logging is None and "transformers.utils.logging" in sys.modules
         if bars_were_on or (quiet_bars and imported_here):
-            sys.modules["transformers.utils.logging"].enable_progress_bar()
+            with warnings.catch_warnings():  # a hub imported under the variable refuses for good, with a warning
+                warnings.filterwarnings("ignore", "Cannot enable progress bars", UserWarning)
+                sys.modules["transformers.utils.logging"].enable_progress_bar()

@@ -148,20 +148,28 @@ def metrics_command(
 
 
 def _print_judges(console: Console, j: dict[str, Any]) -> None:
-    """The two judges' agreement (README "Second judge"), and each one's with the labels when there are some."""
-    if not j["n"]:
-        console.print(f"two judges: no claim with a verdict from both ({j['second_judge_errors']} second-judge errors)")
-    else:
+    """The second judge's agreement with the first judge, and with the local model where it decided (README "Second
+    judge"), each named; and each one's agreement with the labels, named by where they came from."""
+    blocks = [("first judge vs second judge", j), ("local model vs second judge", j.get("local_vs_judge"))]
+    for name, b in blocks:
+        if b is None or (not b["n"] and b is not j):
+            continue
+        if not b["n"]:
+            console.print(f"{name}: no claim with a verdict from both ({j['second_judge_errors']} second-judge errors)")
+            continue
         console.print(
-            f"two judges: n={j['n']} claims of {j['answers']} answers, agreement {100 * j['agreement']:.1f}% "
-            f"{_ci(j['agreement_ci'])}, {_kappa_text(j)}, disagree on "
-            f"{j['disagree']} claims ({j['answers_disagree']} answers), second-judge errors {j['second_judge_errors']}",
+            f"{name}: n={b['n']} claims of {b['answers']} answers, agreement {100 * b['agreement']:.1f}% "
+            f"{_ci(b['agreement_ci'])}, {_kappa_text(b)}, disagree on {b['disagree']} claims"
+            + (f" ({j['answers_disagree']} answers), second-judge errors {j['second_judge_errors']}" if b is j else ""),
             highlight=False,
         )
-    for name, v in (j.get("vs_people") or {}).items():
-        if name != "n":
+    vs = j.get("vs_people") or {}
+    for name in ("first", "second"):
+        if name in vs:
+            v = vs[name]
+            who = f"first verdict ({vs.get('first_is', 'judge')})" if name == "first" else "second judge"
             console.print(
-                f"{name} judge vs people (n={j['vs_people']['n']}): agreement {100 * v['agreement']:.1f}% "
+                f"{who} vs {vs.get('labels_from', 'labels')} (n={vs['n']}): agreement {100 * v['agreement']:.1f}% "
                 f"{_ci(v['agreement_ci'])}, {_kappa_text(v)}",
                 highlight=False,
             )

@@ -8,8 +8,9 @@ names of RAGAS (``user_input``, ``response``, ``retrieved_contexts``, ``referenc
 ``expected_output``, ``context``) datasets. A conversation (``messages``; DeepEval's conversational ``turns``; a
 RAGAS multi-turn sample's ``user_input``, which is then a list of messages, not a question) is a list of objects, in
 a CSV cell (or a string column) as JSON: :mod:`groundjudge.io.conversations` reads it. A mapped column the table
-does not have is a :class:`ConfigError`, before any row. A reference answer is kept as ``metadata["reference"]``
-(what :mod:`groundjudge.diagnose` measures context recall with).
+does not have is a :class:`ConfigError`, before any row, and so is a file with no column for the contexts or the
+answer (nor a conversation): one usage error naming the columns found and ``--map``, not one per row. A reference
+answer is kept as ``metadata["reference"]`` (what :mod:`groundjudge.diagnose` measures context recall with).
 
 The contexts are a list of strings; a CSV cell (or a string cell of a DataFrame or Parquet file) holds the list as
 JSON, or as the Python list pandas' ``to_csv`` writes (``['a', 'b']``). A plain string where the list belongs is a
@@ -222,19 +223,54 @@ class ColumnMap:
         if missing := [c for c in dict.fromkeys(self.mapping.values()) if c not in found]:
             raise ConfigError(self._missing_message(missing, f"that {where} does not have", found))
 
-    def check_rows(self, numbered: Iterable[tuple[int, Any]], where: str) -> None:
+    def check_fields(self, columns: Iterable[str], where: str) -> None:
+        """Raise a :class:`ConfigError` when no column of ``where`` can feed the contexts or the answer: a table
+        that lacks one would give every row the same error. A conversation column carries both."""
+        found = list(dict.fromkeys(columns))
+        if message := self._unfed_message(found, where):
+            raise ConfigError(message)
+
+    def _unfed_message(self, found: list[str], where: str) -> str | None:
+        def fed(field: str) -> bool:
+            return field in self.mapping or any(name in found for name in ALIASES[field])
+
+        if fed("messages") or ("question" not in self.mapping and "user_input" in found):  # maybe a conversation
+            return None
+        unfed = [
+            (what, field, names)
+            for what, field, names in (
+                ("the contexts", "contexts", ALIASES["contexts"]),
+                ("the answer (or claim)", "answer", (*ALIASES["answer"], *ALIASES["claim"])),
+            )
+            if not any(fed(f) for f in (field, "claim" if field == "answer" else field))
+        ]
+        if not unfed:
+            return None
+        what = " or ".join(w for w, _, _ in unfed)
+        looked = "; ".join(f"{w}: {', '.join(names)}" for w, _, names in unfed)
+        example = ",".join(f"{field}=COLUMN" for _, field, _ in unfed)
+        shown = ", ".join(found[:40]) + (f" and {len(found) - 40} more" if len(found) > 40 else "")
+        return (
+            f"{where} has no column for {what} (names read without --map: {looked}, or a conversation in messages); "
+            f"columns found: {shown or 'none'}. Name the columns with --map {example}"
+        )
+
+    def check_rows(self, numbered: Iterable[tuple[int, Any]], where: str, *, fields: bool = False) -> None:
         """:meth:`check_columns` for rows that each have their own keys (JSONL, a list of dicts): a mapped column is
-        there when any row has it. Reads rows until every mapped column is seen (the first row, as a rule), or to
-        the end when one is missing."""
+        there when any row has it; with ``fields``, :meth:`check_fields` too (a column for the contexts and the
+        answer: any row's key). Reads rows until every column is seen (the first row, as a rule), or to the end
+        when one is missing; rows that are not objects say nothing (each is its own row's error)."""
         wanted = set(self.mapping.values())
         found: dict[str, None] = {}
         for _, row in numbered:
             if isinstance(row, Mapping):
                 found.update(dict.fromkeys(str(k) for k in row))
-                if wanted <= found.keys():
+                if wanted <= found.keys() and not (fields and self._unfed_message(list(found), where)):
                     return
-        missing = [c for c in dict.fromkeys(self.mapping.values()) if c not in found]
-        raise ConfigError(self._missing_message(missing, f"that no row of {where} has", list(found)))
+        if missing := [c for c in dict.fromkeys(self.mapping.values()) if c not in found]:
+            raise ConfigError(self._missing_message(missing, f"that no row of {where} has", list(found)))
+        if fields and found:
+            self.check_fields(found, where)
 
     @staticmethod
     def _missing_message(missing: list[str], where: str, found: list[str]) -> str:
@@ -674,7 +710,8 @@ def read_rows(
         ConfigError: an unknown format, a reader whose package is missing (the message names the extra), a CSV
             header or a Parquet file that cannot be read, a mapping to a column the table does not have (the CSV
             header, the Parquet schema, a DataFrame's or Dataset's columns; JSONL and a list of dicts: no row has
-            it): all checked now, before any row is given.
+            it), a file with no column for the contexts or the answer (and no conversation): all checked now, before
+            any row is given.
     """
     if isinstance(source, (str, Path)):
         kind = fmt or table_format(source)
@@ -682,12 +719,13 @@ def read_rows(
         if kind == "csv":
             header, numbered = open_csv(source)
             cmap.check_columns(header, str(source))
+            cmap.check_fields(header, str(source))
         elif kind == "parquet":
             schema, numbered = open_parquet(source)
             cmap.check_columns(schema, str(source))
+            cmap.check_fields(schema, str(source))
         else:
-            if cmap.mapping:
-                cmap.check_rows(read_jsonl(_source(source)), str(source))
+            cmap.check_rows(read_jsonl(_source(source)), str(source), fields=True)
             numbered = read_jsonl(_source(source))
         return cmap.rows(numbered)
     if is_table(source):

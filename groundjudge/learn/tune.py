@@ -20,6 +20,10 @@ the training rows (the tuned model is overconfident on what it was trained on), 
 its own thresholds, so that the pipeline applies it with no flags. A slice too small to fit one leaves none (the
 result says why); ``head=False`` (``--no-head``) stores none. The head changes no weight: it is not part of the run
 key, and a rerun that resumes a finished run fits (or removes) it again.
+
+A tuned model that measures worse on the held-out slice than the base (NLI-only balanced accuracy) is not kept: the
+base model's weights are written to OUT instead, with thresholds and head fitted on its held-out scores, and the
+result (``kept``: ``"base"``, ``kept_reason``) and the log say so.
 """
 
 from __future__ import annotations
@@ -625,6 +629,12 @@ def fit_held_out_head(
 # -- the whole run ------------------------------------------------------------------------------------------------
 
 
+def _save_base(base_model: NLIModel, out: Path) -> None:
+    """Write the base model's weights, config and tokenizer over the tuned ones in ``out`` (full precision)."""
+    base_model.model.float().save_pretrained(str(out))
+    base_model.tokenizer.save_pretrained(str(out))
+
+
 def _run_key(paths: Sequence[Path], base: str, settings: TuneSettings) -> str:
     weights = {k: v for k, v in asdict(settings).items() if k not in _NOT_IN_RUN_KEY}
     h = hashlib.sha256(json.dumps([base, weights], sort_keys=True).encode())
@@ -723,18 +733,32 @@ def tune(
         (out / STATE_DIR / "checkpoint.pt").unlink(missing_ok=True)
     tuned = NLIModel(str(out), device=device)
     after_nli = score_claims(tuned, held, settings, cache)
+    after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
+    kept = state.get("kept", "tuned")
+    worse = after["nli_balanced_accuracy"] < before["nli_balanced_accuracy"]
+    if kept == "tuned" and worse:  # a model that got worse on its own held-out slice is not worth its weights
+        _save_base(base_model, out)
+        kept = "base"
+        state["kept"] = kept  # a rerun resumes the run: OUT holds the base now
+        state_file.write_text(json.dumps(state) + "\n")
+        tuned = NLIModel(str(out), device=device)
+        after_nli = score_claims(tuned, held, settings, cache)
+    kept_reason = None
+    if kept == "base":
+        kept_reason = (
+            f"the tuned model was worse on the held-out slice (NLI-only balanced accuracy "
+            f"{before['nli_balanced_accuracy']:.1f} before, {after['nli_balanced_accuracy']:.1f} after): {out} holds "
+            f"the base model {base} instead, with thresholds and head fitted on its own held-out scores"
+        )
+        log(f"warning: {kept_reason}")
     profile = fit_profile(after_nli, held_labels, settings.cutoffs)
     too_few = too_few_for_thresholds(after_nli, held_labels)
     if too_few:  # cut-offs fitted on a handful of claims are noise that every later run would trust
         log(f"no thresholds stored: {too_few}; the pipeline uses the generic cut-offs until you calibrate the model")
-    after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
     # the head learns from the held-out scores only: on its training rows the tuned model is overconfident
     head, head_info = fit_held_out_head(tuned, held, after_nli, settings)
-    log(
-        f"verdict head fitted on {head_info['claims']} held-out claims"
-        if head is not None
-        else f"no verdict head stored: {head_info['reason']}"
-    )
+    if head is not None:  # when none is stored the command says why, once
+        log(f"verdict head fitted on {head_info['claims']} held-out claims")
     meta = {
         "tool": "groundjudge tune",
         "base_model": base,
@@ -749,6 +773,7 @@ def tune(
         "settings": asdict(settings),
         "held_out_before": before,
         "held_out_after": after,
+        "kept": kept,
         "head": {k: v for k, v in head_info.items() if k != "thresholds"},
     }
     meta["thresholds"] = {"stored": not too_few, "reason": too_few or None}
@@ -757,7 +782,9 @@ def tune(
     return {
         "out": str(out),
         "before": before,
-        "after": after,
+        "after": after,  # the tuned model's, kept or not
+        "kept": kept,
+        "kept_reason": kept_reason,
         "before_thresholds": {m: t.model_dump() for m, t in before_profile.items()},
         "thresholds": {} if too_few else {m: t.model_dump() for m, t in profile.items()},
         "thresholds_reason": too_few or None,

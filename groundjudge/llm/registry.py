@@ -66,7 +66,9 @@ def _openai_compatible(spec: ModelSpec, timeout: float) -> Provider:
     if not spec.base_url:
         raise ConfigError(
             f"openai-compatible/{spec.model} needs a server address: write it after '@' "
-            "(openai-compatible/qwen2.5:7b@http://127.0.0.1:11434/v1) or pass base_url"
+            "(openai-compatible/qwen2.5:7b@http://127.0.0.1:11434/v1), or give it on the command line with "
+            "--base-url URL (--second-judge-base-url URL for the second judge), in Python with base_url= "
+            "(Config's second_judge_base_url= for the second judge)"
         )
     return OpenAIProvider(
         spec.model,

@@ -301,7 +301,7 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     result["corrected_unsupported_rate"] = corrected_json(reports, level)
     if level == "claim":
         gold = [(r, r.claims[0], r.label.upper()) for r in claim_rows]
-        judges = judges_agreement(reports, gold)
+        judges = judges_agreement(reports, gold, labels_from="gold labels")
     else:
         judges = judges_agreement(reports)
     if judges is not None:
@@ -503,21 +503,47 @@ def _kappa(a: Sequence[str], b: Sequence[str]) -> float | None:
     return None if np.isnan(k) else k
 
 
-def judges_agreement(reports: Sequence[Any], people: Sequence[tuple[Any, Any, str]] = ()) -> dict[str, Any] | None:
-    """How well the first judge and the second agree, over every claim both gave a verdict on (SUPPORTED,
-    CONTRADICTED or UNSUPPORTED; the first verdict is the report's, whichever stage decided it): ``n`` claims of
-    ``answers`` answers, ``agreement`` and Cohen's ``kappa`` (3-way), each with a 95% interval from a bootstrap over
-    answers (an answer's claims resampled together: :func:`agreement_intervals`), the ``confusion`` (rows: first
-    judge, columns: second), and the disagreements and the second judge's failures counted. None when no claim
-    has a second verdict.
+def _pair_block(first: list[str], second: list[str], units: list[str]) -> dict[str, Any]:
+    """n, answers, disagreements, agreement and kappa with intervals, and the confusion of two raters' labels."""
+    out: dict[str, Any] = {
+        "n": len(first),
+        "answers": len(set(units)),
+        "disagree": sum(a != b for a, b in zip(first, second, strict=True)),
+    }
+    if first:
+        out["kappa"] = _kappa(first, second)
+        out["confusion"] = confusion(first, second, CLAIM_LABELS)
+        out.update(agreement_intervals(first, second, CLAIM_LABELS, units))
+        out.pop("balanced_accuracy_ci", None)  # neither rater is gold
+        if out["kappa"] is None:
+            out["kappa_ci"] = [None, None]
+    else:
+        out.update({"kappa": None, "kappa_ci": [None, None], "agreement": None, "agreement_ci": [None, None]})
+    return out
 
-    ``people``: (report, claim verdict, label) of claims a person labelled (reviews, or gold claim rows); on those
-    the second judge also judged, ``vs_people`` gives each judge's agreement and kappa with the labels (the same
-    claims for both, so the two are comparable).
+
+def judges_agreement(
+    reports: Sequence[Any], people: Sequence[tuple[Any, Any, str]] = (), labels_from: str = "reviewers"
+) -> dict[str, Any] | None:
+    """How well the second judge agrees with the first verdict, judge with judge and local model with judge, over
+    every claim both gave a verdict on (SUPPORTED, CONTRADICTED or UNSUPPORTED). None when no claim has a second
+    verdict.
+
+    At the top (``compared``: ``"first judge vs second judge"``): the claims the first judge decided (route
+    ``judge``): ``n`` claims of ``answers`` answers, ``agreement`` and Cohen's ``kappa`` (3-way), each with a 95%
+    interval from a bootstrap over answers (an answer's claims resampled together: :func:`agreement_intervals`),
+    the ``confusion`` (rows: first judge, columns: second) and ``disagree``. ``local_vs_judge`` (``compared``:
+    ``"local model vs second judge"``): the same for the claims the local model decided (route ``nli``), which a
+    second judge may also be asked about; it is never mixed into the judges' numbers. ``claims_judged``,
+    ``second_judge_errors`` and ``answers_disagree`` count every claim and answer.
+
+    ``people``: (report, claim verdict, label) of labelled claims, ``labels_from`` naming where the labels came
+    from (``"reviewers"``, or ``"gold labels"``); on those the second judge also judged, ``vs_people`` gives each
+    one's agreement and kappa with the labels (the same claims for both, so the two are comparable): ``first``
+    is the report's verdict, ``first_is`` says whose (``"judge"``, ``"local model"`` or ``"judge or local
+    model"``).
     """
-    first: list[str] = []
-    second: list[str] = []
-    units: list[str] = []
+    pairs: dict[str, tuple[list[str], list[str], list[str]]] = {"judge": ([], [], []), "nli": ([], [], [])}
     judged = errors = 0
     for r in reports:
         for c in r.claims:
@@ -526,39 +552,36 @@ def judges_agreement(reports: Sequence[Any], people: Sequence[tuple[Any, Any, st
             judged += 1
             errors += c.second_judge.label == "ERROR"
             if c.label in CLAIM_LABELS and c.second_judge.label in CLAIM_LABELS:
+                first, second, units = pairs["judge" if c.route == "judge" else "nli"]
                 first.append(c.label)
                 second.append(c.second_judge.label)
                 units.append(r.id)
     if not judged:
         return None
     out: dict[str, Any] = {
-        "n": len(first),
-        "answers": len(set(units)),
+        "compared": "first judge vs second judge",
+        **_pair_block(*pairs["judge"]),
         "claims_judged": judged,
         "second_judge_errors": errors,
-        "disagree": sum(a != b for a, b in zip(first, second, strict=True)),
         "answers_disagree": sum(bool(r.judges_disagree) for r in reports),
         "labels": list(CLAIM_LABELS),
     }
-    if first:
-        out["kappa"] = _kappa(first, second)
-        out["confusion"] = confusion(first, second, CLAIM_LABELS)
-        out.update(agreement_intervals(first, second, CLAIM_LABELS, units))
-        out.pop("balanced_accuracy_ci", None)  # the first judge is no gold
-        if out["kappa"] is None:
-            out["kappa_ci"] = [None, None]
-    else:
-        out.update({"kappa": None, "kappa_ci": [None, None], "agreement": None, "agreement_ci": [None, None]})
+    if pairs["nli"][0]:
+        out["local_vs_judge"] = {"compared": "local model vs second judge", **_pair_block(*pairs["nli"])}
     both = [
-        (r.id, c.label, c.second_judge.label, label.upper())
+        (r.id, c.label, c.second_judge.label, label.upper(), c.route)
         for r, c, label in people
         if c.second_judge is not None and c.label in CLAIM_LABELS and c.second_judge.label in CLAIM_LABELS
     ]
     if both:
-        vs: dict[str, Any] = {"n": len(both)}
-        gold = [g for _, _, _, g in both]
-        clusters = [rid for rid, _, _, _ in both]
-        for name, pred in (("first", [a for _, a, _, _ in both]), ("second", [b for _, _, b, _ in both])):
+        routes = {route for *_, route in both}
+        first_is = (
+            "judge" if routes == {"judge"} else "local model" if "judge" not in routes else "judge or local model"
+        )
+        vs: dict[str, Any] = {"n": len(both), "labels_from": labels_from, "first_is": first_is}
+        gold = [g for _, _, _, g, _ in both]
+        clusters = [rid for rid, *_ in both]
+        for name, pred in (("first", [a for _, a, *_ in both]), ("second", [b for _, _, b, *_ in both])):
             block = agreement_intervals(gold, pred, CLAIM_LABELS, clusters)
             kappa = _kappa(gold, pred)
             vs[name] = {

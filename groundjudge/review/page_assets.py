@@ -55,10 +55,10 @@ scroll-margin:calc(var(--bar,100px) + 40px) 0 40px}
 .claim.selected{outline:2px solid #1565c0}
 #detail{position:sticky;top:calc(var(--bar,100px) + 12px);align-self:start;background:#fff;border:1px solid #ddd;
 border-radius:8px;padding:14px 16px;max-height:calc(100vh - var(--bar,100px) - 28px);overflow:auto;min-width:0}
-#detail h3{margin:0 0 8px;font-size:15px}#detail dl{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0}
-#detail dt{color:#666}#detail dd{margin:0;min-width:0}.passage{white-space:pre-wrap;background:#fafafa;
+#detail h3{margin:0 0 8px;font-size:15px}#detail dl{display:grid;grid-template-columns:fit-content(38%) minmax(60%,1fr);gap:2px 12px;margin:0}
+#detail dt{color:#666;overflow-wrap:normal}.who{font-size:12px;color:#666}#detail dd{margin:0;min-width:0}.passage{white-space:pre-wrap;background:#fafafa;
 border:1px solid #eee;padding:8px;font-size:13px;margin-top:6px}mark{background:#ffe066}
-.flag{color:#c62828;font-weight:600}
+.flag{color:#c62828;font-weight:600}.cite-decide{margin-top:6px;font-size:13px}.cite-wrong{font-size:12px}
 .hidden{display:none}.reasons{font-size:13px;color:#333;margin:2px 0 6px;padding-left:18px}
 .conversation{margin:6px 0;font-size:13px}.msg{border-left:3px solid #ccc;padding:2px 8px;margin:4px 0;
 white-space:pre-wrap}.msg .role{font-weight:600;color:#555;margin-right:6px}.msg.evidence{border-color:#2e7d32;
@@ -154,10 +154,29 @@ function decide(label) {
   decisions[it.key] = d; save(); mark(it); decisionPanel(it);
   if (auto) nextUndecided();
 }
+// a claim's citation (README "Citations"): what its markers are worth, and a reviewer's decision on it
+const CITE_SAYS = {CITED_SUPPORTS: 'a cited source supports it', UNCITED: 'it cites nothing',
+  OTHER_SUPPORTS: 'wrong citation: only a source it does not cite supports it',
+  NOT_SUPPORTED: 'wrong citation: the sources it cites do not support it'};
+const wrongCite = cv => cv.citation === 'OTHER_SUPPORTS' || cv.citation === 'NOT_SUPPORTED';
+const refs = ns => ns.map(n => '[' + n + ']').join(' ');
+function citeText(cv) {
+  const cited = cv.cited || [];
+  const by = [...new Set((cv.quotes || []).filter(q => q.verified).map(q => q.doc + 1))].filter(n => !cited.includes(n));
+  return (cited.length ? 'cites ' + refs(cited) + ': ' : '') + (CITE_SAYS[cv.citation] || cv.citation) +
+    (cv.citation === 'OTHER_SUPPORTS' && by.length ? ' (the judge quoted ' + refs(by) + ')' : '');
+}
+function decideCitation(value) {
+  if (current < 0) return; const it = items[current];
+  const d = decisions[it.key] || {note: ''};
+  if (d.citation === value) delete d.citation; else d.citation = value;
+  if (!d.label && !d.note && !d.citation) delete decisions[it.key]; else decisions[it.key] = d;
+  save(); decisionPanel(it);
+}
 function accept() { if (current >= 0 && LABELS.includes(items[current].cv.label)) decide(items[current].cv.label); }
 function clearDecision() {
   if (current < 0) return; const it = items[current]; const d = decisions[it.key];
-  if (d) { delete d.label; delete d.decided_at; if (!d.note) delete decisions[it.key]; }
+  if (d) { delete d.label; delete d.decided_at; if (!d.note && !d.citation) delete decisions[it.key]; }
   save(); mark(it); decisionPanel(it);
 }
 function decisionPanel(it) {
@@ -170,6 +189,13 @@ function decisionPanel(it) {
   LABELS.forEach((lab, i) => { const b = el('button', d.label === lab ? 'on' : null, (i + 1) + ' ' + lab);
     b.dataset.label = lab; b.onclick = () => decide(lab); box.append(b); });
   const clr = el('button', null, 'Clear'); clr.dataset.action = 'clear'; clr.onclick = clearDecision; box.append(clr);
+  if (it.cv.citation && it.cv.citation !== 'UNCITED') {  // exported with the verdict on the claim
+    const cite = el('div', 'cite-decide', 'Citation (' + citeText(it.cv) + '): '); cite.id = 'cite-decide';
+    [['RIGHT', 'the cited source supports it'], ['WRONG', 'wrong citation']].forEach(([v, t]) => {
+      const b = el('button', d.citation === v ? 'on' : null, t); b.dataset.citation = v;
+      b.onclick = () => decideCitation(v); cite.append(b); });
+    box.append(cite);
+  }
   const note = el('textarea'); note.id = 'note'; note.placeholder = 'Note (n to type here, Esc to leave)';
   note.value = d.note || '';
   note.oninput = () => { const r = decisions[it.key] || {}; r.note = note.value; decisions[it.key] = r; save(); };
@@ -247,13 +273,17 @@ function showClaim(it) {
     if (cv.nli.supported != null) row('P(supported), verdict head', fmt(cv.nli.supported));
     row('passages scored', cv.nli.passages_scored + ' of ' + cv.nli.passages_total); }
   row('contradiction checked', cv.contradiction_checked ? 'yes' : 'no', cv.contradiction_checked ? null : 'flag');
+  if (cv.citation) row('citation', citeText(cv), wrongCite(cv) ? 'flag cite' : 'cite');
   const why = el('div', null, cv.reason || '-'); row('reason', '').append(why); clamp(why, LIMITS.reason, 'of the reason');
   const sj = cv.second_judge;  // README "Second judge": shown beside the first verdict, never scored
   if (sj) {
-    const who = 'second judge' + (rep.second_judge && rep.second_judge.model ? ' (' + rep.second_judge.model + ')' : '');
+    // the model in the value: as a label it widened the label column until the values wrapped letter by letter
+    const model = rep.second_judge && rep.second_judge.model ? el('div', 'who', rep.second_judge.model) : null;
     const said = sj.error ? 'no verdict: ' + sj.error : sj.label + (sj.reason ? ': ' + sj.reason : '');
     const two = el('div', null, (cv.judges_disagree ? 'disagrees: ' : '') + said);
-    row(who, '', cv.judges_disagree || sj.error ? 'flag' : null).append(two);
+    const cell = row('second judge', '', cv.judges_disagree || sj.error ? 'flag' : null);
+    if (model) cell.append(model);
+    cell.append(two);
     clamp(two, LIMITS.reason, "of the second judge's reason");
   }
   row('flags', (cv.flags || []).join(', ') || '-', cv.flags.length ? 'flag' : null);
@@ -421,7 +451,10 @@ function render() {
         let t;
         if (it.node) { t = el('span', 'ctext', it.cv.claim.text); t.onclick = () => select(it.idx); }
         else { it.idx = items.length; items.push(it); t = claimNode(it, it.cv.claim.text); t.classList.add('ctext'); }
-        t.title = it.cv.claim.text; r.append(t); linkButtons(it, r); rows.append(r);
+        t.title = it.cv.claim.text; r.append(t);
+        if (wrongCite(it.cv)) { const w = el('span', 'flag cite-wrong', 'wrong citation' +
+          (it.cv.cited && it.cv.cited.length ? ' ' + refs(it.cv.cited) : '')); w.title = citeText(it.cv); r.append(w); }
+        linkButtons(it, r); rows.append(r);
       });
       card.append(rows);
     }
@@ -466,6 +499,7 @@ function exportJsonl() {
     const line = {id: it.rep.id, claim_id: it.cv.claim.id, claim: it.cv.claim.text, label: d.label,
       groundjudge_label: it.cv.label, route: it.cv.route, note: d.note || ''};
     if (d.reviewer) line.reviewer = d.reviewer;
+    if (d.citation) { line.citation = d.citation; line.groundjudge_citation = it.cv.citation || null; }
     line.decided_at = d.decided_at; line.run = data.run;
     return JSON.stringify(line) + '\n';
   }).join('');
