@@ -23,6 +23,7 @@ from groundjudge.cache import Cache
 from groundjudge.chunking import claim_sentences
 from groundjudge.config import Config
 from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.pipeline.steps import Steps
 from groundjudge.review.report import dumps, finite_report
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, prompt_name, route
 from tests.conftest import make_test_client
@@ -199,11 +200,16 @@ def test_no_call_slot_waits_for_the_qa_comparison(server: ScriptedLLMServer, sha
     used to wait: the slot's thread did the comparison)."""
     ended: list[float] = []
 
-    class SlowComparison(Evaluator):  # the comparison of a slow CPU
+    class SlowSteps(Steps):  # the comparison of a slow CPU
         def _answers_agree(self, pairs: Any) -> list[float]:
             time.sleep(1.0)  # a margin a loaded CI machine's next call goes out well within
             ended.append(time.monotonic())
             return super()._answers_agree(pairs)
+
+    class SlowComparison(Evaluator):
+        @property
+        def steps(self) -> Steps:
+            return SlowSteps(super().steps.ctx)
 
     cache = Cache(tmp_path, mode="off")
     ev = SlowComparison(

@@ -24,7 +24,7 @@ run_local`, :func:`~groundjudge.pipeline.work.run_call`). A run stop (budget, ca
 answer; the answers in flight finish, every finished report is handed out in order, then the first stop is raised.
 
 The engine knows nothing of models or prompts: the steps come from a :class:`Steps` (the
-:class:`~groundjudge.pipeline.Evaluator`).
+:class:`~groundjudge.pipeline.steps.Steps` the Evaluator builds).
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def stream(
 
     Args:
         batches: the cut batches, read lazily (never more than ``window`` rows ahead of the last report out).
-        steps: the steps of an answer (the Evaluator).
+        steps: the steps of an answer (:class:`groundjudge.pipeline.steps.Steps`).
         concurrency: LLM calls in flight at most (the client's limiter may allow fewer).
         window: rows in flight at most (admitted a whole batch at a time); default :func:`default_window`.
 

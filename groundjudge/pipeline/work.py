@@ -74,7 +74,7 @@ class Work:
     questions: list[QAItem] = field(default_factory=list)  # QA: from the claim-extraction call
     judged: dict[str, JudgedClaim] = field(default_factory=dict)
     qa: QAResult | None = None
-    qa_replies: dict[str, str] | None = None  # QA: the sources' replies, until the comparison (Evaluator.compare)
+    qa_replies: dict[str, str] | None = None  # QA: the sources' replies, until the comparison (Steps.compare)
     usage: Usage = field(default_factory=Usage)
     errors: list[str] = field(default_factory=list)
     stop: GroundjudgeError | None = None
