@@ -1,9 +1,12 @@
 """The one place the stages join: sample -> passages -> claims -> NLI -> routes -> judge -> QA -> scores -> report.
 
-:class:`Evaluator` runs a batch of samples stage by stage: the NLI stage scores every claim of every sample of the
-batch in one batched call; LLM calls (claims, judge, QA) run concurrently, bounded by ``concurrency``. A failure in
-one answer is recorded in its report and never stops the run; only the budget cap and a cache-only miss stop it,
-after the answers already finished are handed out.
+:class:`Evaluator` is the surface: its construction (settings, judges' clients, NLI model, verdict head and
+thresholds), its parts and the public API. Answers stream through :func:`groundjudge.pipeline.flow.stream`, which
+drives the steps of :mod:`groundjudge.pipeline.steps`: in every run, provider batch mode
+(:mod:`groundjudge.pipeline.batching`) and the dry run (:mod:`groundjudge.pipeline.estimate`) included. A failure
+in one answer is recorded in its report and never stops the run; the run stops (:data:`~groundjudge.pipeline.work.
+RUN_STOPS`) at the budget cap, a cache-only miss or a provider batch still running, after the answers already
+finished are handed out.
 """
 
 from __future__ import annotations
@@ -18,24 +21,17 @@ from groundjudge.checker.head import VerdictHead
 from groundjudge.checker.nli import NLIModel, NLIScorer, resolve_model_name
 from groundjudge.checker.profile import read_model_head
 from groundjudge.config import Config
-from groundjudge.errors import ConfigError, GroundjudgeError, InputError
+from groundjudge.errors import ConfigError, InputError
 from groundjudge.io.rows import batches, row_id
 from groundjudge.llm import Ledger, Limits, LLMClient, RetryPolicy, make_client, price_for
 from groundjudge.llm.batch import BatchOutcome
 from groundjudge.models import AnswerReport, LocalThresholds, Sample, Usage
-from groundjudge.pipeline.batching import run_llm_stage
-from groundjudge.pipeline.estimate import Stages, estimate
+from groundjudge.pipeline.batching import ProviderBatches
+from groundjudge.pipeline.estimate import estimate
 from groundjudge.pipeline.flow import stream
 from groundjudge.pipeline.steps import StepContext, Steps
 from groundjudge.pipeline.steps import in_second_sample as in_second_sample  # its home was here
-from groundjudge.pipeline.work import (
-    RUN_STOPS,
-    Work,
-    concurrently,
-    each,
-    error_report,
-    run_call,
-)
+from groundjudge.pipeline.work import Work, error_report
 from groundjudge.prompts import load_prompt
 from groundjudge.review.report import Run
 
@@ -46,19 +42,6 @@ def _as_list(contexts: Sequence[str] | str) -> Any:
     """The Python API's one-source shorthand: a plain string is that one source (a row in a file must give a list
     under ``contexts``; see :func:`groundjudge.io.rows.parse_sample`)."""
     return [contexts] if isinstance(contexts, str) else contexts
-
-
-def _second_failed(w: Work, why: str) -> None:
-    """A provider batch of second-judge calls failed as a whole: the second judge's error, not the answer's."""
-    if w.second is not None:
-        w.second.error = why
-
-
-def _second_charged(w: Work, usage: Usage) -> None:
-    """What a second-judge call answered in a provider batch cost: the answer's, and the second judge's apart."""
-    w.usage = w.usage + usage
-    if w.second is not None:
-        w.second.usage = w.second.usage + usage
 
 
 def _never(threshold: float | None) -> str:
@@ -255,29 +238,22 @@ class Evaluator:
     def steps(self) -> Steps:
         """The steps of an answer over this evaluator's parts (:mod:`groundjudge.pipeline.steps`), which the flow
         drives."""
-        return self._steps(self.client, self.second_client, nli=lambda: self.nli, scorer=lambda: self.scorer)
+        return Steps(self._context(self.client, self.second_client))
 
-    def _steps(
-        self,
-        client: LLMClient | None,
-        second_client: LLMClient | None,
-        *,
-        nli: Callable[[], NLIModel],
-        scorer: Callable[[], NLIScorer],
-    ) -> Steps:
-        """The steps over this evaluator's settings, routing and versions, with these clients, model and scorer."""
-        ctx = StepContext(
+    def _context(self, client: LLMClient | None, second_client: LLMClient | None) -> StepContext:
+        """The steps' context: this evaluator's settings, routing, model, scorer and versions, with these clients
+        (the dry run's never send)."""
+        return StepContext(
             config=self.config,
             client=client,
             second_client=second_client,
             mode=self.mode,
             head=self.head,
             thresholds=self.thresholds,
-            nli=nli,
-            scorer=scorer,
+            nli=lambda: self.nli,
+            scorer=lambda: self.scorer,
             versions=self.versions,
         )
-        return Steps(ctx)
 
     # -- public API -----------------------------------------------------------------------------------------
 
@@ -343,8 +319,8 @@ class Evaluator:
         Rows stream through the stages (:mod:`groundjudge.pipeline.flow`): up to ``window`` rows in flight (default
         ``Config.window``, else the larger of 8 x ``concurrency`` and 2 x the first batch), one pool of
         ``concurrency`` LLM calls shared by every stage, each batch's NLI run as soon as its claims are known, while
-        calls are in flight. With the provider batch API each batch goes stage by stage instead (a stage's calls are
-        sent as one provider batch).
+        calls are in flight. With the provider batch API (``Config.batch_api``) one batch is in flight at a time, and
+        the calls each step of it defers go out as one provider batch (:mod:`groundjudge.pipeline.batching`).
 
         Raises:
             BudgetExceededError, CacheMissError, BatchPendingError: after yielding every answer finished before the
@@ -353,11 +329,14 @@ class Evaluator:
         if self.head is not None and self.mode != "llm":
             _ = self.nli  # a head fitted for another model stops the run before any row, not row by row
         items = (self._items(cut) for cut in cuts)
-        if self.config.batch_api and self.client is not None:
-            for group in items:
-                yield from self._run_batch(group)
+        c = self.config
+        if not c.batch_api or self.client is None:
+            yield from stream(items, self.steps, concurrency=c.concurrency, window=window or c.window)
             return
-        yield from stream(items, self.steps, concurrency=self.config.concurrency, window=window or self.config.window)
+        # provider batch mode: one cut batch at a time, each step's deferred calls one provider batch
+        provider = ProviderBatches(self.client, self.second_client, c, self.batch_progress, self.batch_outcomes)
+        with provider.deferring():
+            yield from stream(items, self.steps, concurrency=c.concurrency, window=1, parking=provider)
 
     def _items(self, cut: list[tuple[int, Any, Sample | InputError]]) -> list[Work | AnswerReport]:
         """A cut batch as the engine carries it: work for each valid row, the ERROR report of each bad one."""
@@ -383,106 +362,6 @@ class Evaluator:
             config=self.config,
             qa_expected=self.steps.qa_expected,
             cache=self.cache,
-            stages=self._dry_stages,
+            context=lambda client, second: self._context(client, second),
             second_client=self.second_client,
         )
-
-    def _dry_stages(
-        self,
-        client: LLMClient,
-        cache: Cache,
-        scorer: Callable[[NLIModel], NLIScorer],
-        second_client: LLMClient | None = None,
-    ) -> Stages:
-        """The stage steps of a twin of this evaluator that calls ``client`` (and ``second_client`` as its second
-        judge), reads ``cache`` and scores with ``scorer`` (made when the NLI stage first runs, so the model loads
-        only then): for the dry run."""
-        made: list[NLIScorer] = []
-
-        def model() -> NLIModel:
-            return self.nli  # loaded by this evaluator, which keeps it for the run
-
-        def cached_scorer() -> NLIScorer:
-            if not made:
-                made.append(scorer(self.nli))
-            return made[0]
-
-        steps = self._steps(client, second_client, nli=model, scorer=cached_scorer)
-        return Stages(
-            claims=lambda batch: _stage_claims(steps, batch, self.config),
-            nli=steps._score_nli,
-            route=steps._route,
-            verify=lambda batch: _stage_verify(steps, batch, self.config),
-            second=lambda batch: _stage_second(steps, batch, self.config),
-        )
-
-    # -- stages ---------------------------------------------------------------------------------------------
-
-    def _run_batch(self, order: list[Work | AnswerReport]) -> Iterator[AnswerReport]:
-        """One batch stage by stage (provider batch mode: each stage's calls go out as one provider batch)."""
-        batch = [w for w in order if isinstance(w, Work)]
-        if batch:
-            steps = self.steps
-            self._llm_stage(lambda b: _stage_claims(steps, b, self.config), batch)
-            try:
-                steps.nli_stage(batch)
-            except RUN_STOPS as exc:
-                for w in batch:
-                    w.stop = w.stop or exc
-            self._llm_stage(lambda b: _stage_verify(steps, b, self.config), batch)
-            if self.second_client is not None:
-                run_llm_stage(
-                    lambda b: _stage_second(steps, b, self.config),
-                    batch,
-                    client=self.second_client,
-                    config=self.config,
-                    progress=self.batch_progress,
-                    outcomes=self.batch_outcomes,
-                    fail=_second_failed,  # never the answer's ERROR: the second judge is not scored
-                    charge=_second_charged,
-                )
-        stop: GroundjudgeError | None = None
-        for item in order:
-            if isinstance(item, AnswerReport):
-                yield item
-            elif item.stop is not None:
-                stop = stop or item.stop
-            else:
-                yield steps.report(item)
-        if stop is not None:
-            raise stop
-
-    def _llm_stage(self, stage: Callable[[list[Work]], None], batch: list[Work]) -> None:
-        """Run a stage that calls the LLM (through the provider batch API in batch mode)."""
-        run_llm_stage(
-            stage,
-            batch,
-            client=self.client,
-            config=self.config,
-            progress=self.batch_progress,
-            outcomes=self.batch_outcomes,
-        )
-
-
-def _stage_claims(steps: Steps, batch: list[Work], config: Config) -> None:
-    llm: list[Work] = []
-
-    def local(w: Work) -> None:
-        if not steps.claims_local(w):
-            llm.append(w)
-
-    each(batch, local)
-    concurrently(llm, steps.claims_call, config.concurrency)
-
-
-def _stage_verify(steps: Steps, batch: list[Work], config: Config) -> None:
-    todo = [w for w in batch if w.live and steps.needs_verify(w)]
-    concurrently(todo, steps.verify, config.concurrency)
-    for w in todo:  # in batch mode, once the provider batch has answered (before, verify deferred: no replies)
-        if steps.needs_compare(w):
-            run_call(w, steps.compare)
-
-
-def _stage_second(steps: Steps, batch: list[Work], config: Config) -> None:
-    todo = [w for w in batch if w.live and steps.needs_second(w)]
-    concurrently(todo, steps.second, config.concurrency)
