@@ -408,3 +408,28 @@ def test_an_unknown_cost_is_said_wherever_a_cost_is() -> None:
     m = label_metrics(reports)  # what 'groundjudge review' says
     assert m["cost_usd"] is None and m["cost"] == "$0.0100 + unknown for 3 calls"
     assert label_metrics(reports[:1])["cost_usd"] == 0.01
+
+
+def test_a_provider_batch_still_running_stops_the_run_and_a_new_evaluator_collects_it(
+    shared_nli: Any, tmp_path: Path
+) -> None:
+    """Resume across processes: the run stops (BatchPendingError, the CLI's exit 4) while its provider batches run;
+    an evaluator built afresh on the same state file collects them, pays nothing twice, and reports as a direct
+    run does."""
+    from groundjudge.errors import BatchPendingError
+
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        direct_reports = list(_ev(server, shared_nli, tmp_path / "direct").evaluate_many(ROWS))
+        server.batch_polls = 5
+        kw: dict[str, Any] = {"batch_api": True, "batch_state": str(tmp_path / "b.json"), "batch_poll_seconds": 0.01}
+        first = _ev(server, shared_nli, tmp_path / "c", **kw, batch_max_wait_hours=1e-9)
+        with pytest.raises(BatchPendingError):
+            list(first.evaluate_many(ROWS))
+        running = len(server.batches)
+        again = _ev(server, shared_nli, tmp_path / "c", **kw)
+        reports = list(again.evaluate_many(ROWS))
+        assert running >= 1 and sum(o.resumed for o in again.batch_outcomes) >= 1
+        assert len(server.batches) - running == sum(1 for o in again.batch_outcomes if o.submitted)
+        assert [r.model_dump(exclude={"usage"}) for r in reports] == [
+            r.model_dump(exclude={"usage"}) for r in direct_reports
+        ]

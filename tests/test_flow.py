@@ -11,7 +11,7 @@ import hashlib
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,13 @@ from hypothesis import strategies as st
 from groundjudge.cache import Cache
 from groundjudge.chunking import claim_sentences
 from groundjudge.config import Config
+from groundjudge.errors import DeferredCallError
 from groundjudge.io.reports import dumps, finite_report
+from groundjudge.models import AnswerReport, Claim, Sample
 from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.pipeline.flow import stream
+from groundjudge.pipeline.steps import Steps
+from groundjudge.pipeline.work import Work, error_report
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, prompt_name, route
 from tests.conftest import make_test_client
 
@@ -199,11 +204,16 @@ def test_no_call_slot_waits_for_the_qa_comparison(server: ScriptedLLMServer, sha
     used to wait: the slot's thread did the comparison)."""
     ended: list[float] = []
 
-    class SlowComparison(Evaluator):  # the comparison of a slow CPU
+    class SlowSteps(Steps):  # the comparison of a slow CPU
         def _answers_agree(self, pairs: Any) -> list[float]:
             time.sleep(1.0)  # a margin a loaded CI machine's next call goes out well within
             ended.append(time.monotonic())
             return super()._answers_agree(pairs)
+
+    class SlowComparison(Evaluator):
+        @property
+        def steps(self) -> Steps:
+            return SlowSteps(super().steps.ctx)
 
     cache = Cache(tmp_path, mode="off")
     ev = SlowComparison(
@@ -263,3 +273,85 @@ def test_an_abandoned_run_stops_its_threads(server: ScriptedLLMServer, shared_nl
     reports.close()
     time.sleep(0.5)  # the calls already sent may finish; nothing new starts
     assert len(server.requests) <= before + 2
+
+
+class _DeferredOnce:
+    """Steps whose claims and sources-side calls are deferred until a parking answers their keys."""
+
+    def __init__(self) -> None:
+        self.answered: set[str] = set()
+        self.log: list[tuple[str, list[int | None]]] = []
+
+    def _call(self, key: str) -> None:
+        if key not in self.answered:
+            raise DeferredCallError("deferred", key=key)
+
+    def claims_local(self, w: Work) -> bool:
+        return False
+
+    def claims_call(self, w: Work) -> None:
+        self._call(f"claims-{w.row}")
+        w.claims = [Claim(id="c1", text=f"claim {w.row}")]
+
+    def nli_stage(self, batch: list[Work]) -> None:
+        self.log.append(("nli", [w.row for w in batch]))
+
+    def needs_verify(self, w: Work) -> bool:
+        return bool(w.claims)
+
+    def verify(self, w: Work) -> None:
+        self._call(f"verify-{w.row}")
+
+    def needs_compare(self, w: Work) -> bool:
+        return False
+
+    def compare(self, w: Work) -> None:
+        raise AssertionError("never asked")
+
+    def needs_second(self, w: Work) -> bool:
+        return False
+
+    def second(self, w: Work) -> None:
+        raise AssertionError("never asked")
+
+    def report(self, w: Work) -> AnswerReport:
+        return error_report(f"claims {len(w.claims)}", w.row, w.sample.id)
+
+
+class _Parking:
+    def __init__(self, steps: _DeferredOnce, answer: bool) -> None:
+        self.steps, self.answer = steps, answer
+
+    def settle(self, step: str, works: list[Work]) -> list[Work]:
+        self.steps.log.append((step, [w.row for w in works]))
+        if not self.answer:  # the dry run: counted, never sent
+            return []
+        for w in works:
+            self.steps.answered.update(w.deferred)
+            w.deferred = []
+        return works
+
+    def again(self, step: Callable[[Work], None]) -> Callable[[Work], None]:
+        return step
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_deferred_calls_park_their_answers_until_every_answer_waits_then_each_step_is_settled_in_stage_order(
+    concurrency: int,
+) -> None:
+    """Provider batch mode and the dry run go through the flow: a deferred call parks its answer; once every
+    admitted answer is parked or done, the parked answers of the earliest step are settled together and run that
+    step again; an answer left with deferred calls goes no further (and holds no batch's NLI stage back)."""
+    cut = [Work(sample=Sample(id=f"a{n}", answer="x", contexts=["s"]), row=n) for n in (1, 2, 3)]
+    steps = _DeferredOnce()
+    reports = list(stream([list(cut)], steps, concurrency=concurrency, window=1, parking=_Parking(steps, True)))
+    assert [r.errors for r in reports] == [["claims 1"]] * 3
+    assert steps.log == [("claims", [1, 2, 3]), ("nli", [1, 2, 3]), ("verify", [1, 2, 3])]
+
+    cut = [Work(sample=Sample(id=f"a{n}", answer="x", contexts=["s"]), row=n) for n in (1, 2, 3)]
+    dry = _DeferredOnce()
+    reports = list(stream([list(cut)], dry, concurrency=concurrency, parking=_Parking(dry, False)))
+    assert [r.errors for r in reports] == [["claims 0"]] * 3 and [w.deferred for w in cut] == [
+        [f"claims-{n}"] for n in (1, 2, 3)
+    ]
+    assert dry.log == [("claims", [1, 2, 3]), ("nli", [])]

@@ -126,7 +126,7 @@ def test_unicode_and_lone_surrogates_never_crash_a_batch(shared_nli: Any, tmp_pa
 def test_an_unexpected_exception_in_one_row_is_that_rows_error(
     shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import groundjudge.pipeline.evaluator as pipeline
+    import groundjudge.pipeline.steps as pipeline
 
     real = pipeline.chunk_documents
 
@@ -460,7 +460,7 @@ def test_qa_asks_the_model_once_for_the_pairs_words_cannot_settle() -> None:
 def test_answers_about_the_same_sources_are_cut_once(
     shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import groundjudge.pipeline.evaluator as pipeline
+    import groundjudge.pipeline.steps as pipeline
 
     real, calls = pipeline.chunk_documents, []
 

@@ -12,7 +12,8 @@ from typing import Any
 import anthropic
 
 from groundjudge import errors
-from groundjudge.llm.base import LLMRequest, LLMResponse, map_sdk_error
+from groundjudge.llm.anthropic_batch import AnthropicBatch
+from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, map_sdk_error
 from groundjudge.models import Message
 
 # Anthropic takes at most 4 cache_control breakpoints per request.
@@ -43,8 +44,6 @@ class AnthropicProvider:
     (its stable prefix) with ``cache_control``; at most 4 breakpoints, the first ones kept.
     """
 
-    batch_api = "anthropic"
-
     def __init__(self, model: str, *, api_key: str, base_url: str | None = None, timeout: float = 60.0) -> None:
         self.name = "anthropic"
         self.model = model
@@ -54,6 +53,10 @@ class AnthropicProvider:
 
     def identity(self) -> dict[str, Any]:
         return {"provider": self.name, "model": self.model, "base_url": self.base_url}
+
+    def batch_api(self) -> BatchApi:
+        """The Message Batches API."""
+        return AnthropicBatch(self)
 
     def build_params(self, request: LLMRequest) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in request.messages if m.role == "system")

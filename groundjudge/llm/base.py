@@ -10,12 +10,15 @@ from __future__ import annotations
 import email.utils
 import json
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from groundjudge import errors
 from groundjudge.models import Message
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -65,14 +68,70 @@ class Provider(Protocol):
         ...
 
 
-class BatchCapable(Provider, Protocol):
-    """An adapter whose request building and response parsing are apart from sending, for the batch APIs.
+@dataclass(frozen=True)
+class BatchStatus:
+    """A provider batch as one status read found it: whether it ended, how many requests are answered, the
+    provider's word for its state, and the SDK's object (handed back to :meth:`BatchApi.results`)."""
 
-    ``batch_api`` names the wire format of the provider's batch API ("openai" or "anthropic"); ``sdk`` is the
-    SDK client (retries off) that :mod:`groundjudge.llm.batch` drives.
+    ended: bool
+    done: int
+    label: str
+    raw: Any
+
+
+BatchResult = tuple[str, str, Any]
+"""``(custom_id, kind, payload)``: kind "succeeded" with the response body, else the kind of failure ("errored",
+"expired", ...) with the reason."""
+
+
+class BatchApi(Protocol):
+    """One provider's batch API, as :class:`groundjudge.llm.batch.BatchRunner` drives it (it keeps the planning,
+    the state file, the polling and the taking of results). Every SDK error comes out as a groundjudge error
+    (``retryable`` as for direct calls), its message naming what failed ("batch create: ...").
+
+    ``name`` is written in the state file ("openai", "anthropic"); ``max_requests`` and ``max_bytes`` bound one
+    batch.
     """
 
-    batch_api: str
+    name: str
+    max_requests: int
+    max_bytes: int
+
+    def params(self, request: LLMRequest) -> dict[str, Any]:
+        """The request body the direct path sends for ``request``."""
+        ...
+
+    def parse(self, body: Any) -> LLMResponse:
+        """A result's response body as an :class:`LLMResponse`, parsed as a direct response is."""
+        ...
+
+    def custom_id(self, key: str) -> str:
+        """The batch's id for the request of cache key ``key``."""
+        ...
+
+    def creator(self, requests: list[tuple[str, dict[str, Any]]], tag: str) -> Callable[[], str]:
+        """The call that creates one batch of ``(custom_id, body)`` requests tagged ``tag`` and returns its id;
+        what needs doing once before (an upload) is done here, so the call can be tried again."""
+        ...
+
+    def find_lost(self, entry: dict[str, Any], known: set[Any], since: float) -> str | None:
+        """The id of a batch created for the state ``entry`` since ``since`` whose create reply was lost (none of
+        ``known``), or None when the provider has none."""
+        ...
+
+    def status(self, batch_id: str) -> BatchStatus:
+        """One status read of a batch."""
+        ...
+
+    def results(self, entry: dict[str, Any], status: BatchStatus) -> Iterator[BatchResult]:
+        """The results of the ended batch of state ``entry``, one per request the provider answered."""
+        ...
+
+
+class BatchCapable(Provider, Protocol):
+    """An adapter whose request building and response parsing are apart from sending, for the batch APIs; ``sdk``
+    is the SDK client (retries off) that its :class:`BatchApi` drives."""
+
     sdk: Any
 
     def build_params(self, request: LLMRequest) -> dict[str, Any]:
@@ -82,6 +141,23 @@ class BatchCapable(Provider, Protocol):
     def parse_response(self, response: Any) -> LLMResponse:
         """A response (the SDK's object, or a JSON body from a batch result) as an :class:`LLMResponse`."""
         ...
+
+    def batch_api(self) -> BatchApi | None:
+        """The provider's batch API, or None when it has none (an OpenAI-compatible server)."""
+        ...
+
+
+def call_sdk(what: str, fn: Callable[[], T], sdk: ModuleType, base: type[Exception], provider: str, model_id: str) -> T:
+    """Call the SDK (``sdk``, whose errors derive from ``base``) for a batch, mapping its errors to groundjudge's
+    typed errors (``retryable`` as for direct calls), the message saying what failed (``batch {what}: ...``)."""
+    try:
+        return fn()
+    except (base, json.JSONDecodeError) as exc:
+        mapped = map_sdk_error(exc, sdk, provider)
+        if mapped is None:
+            raise errors.LLMError(f"{model_id}: batch {what}: {exc}") from exc
+        mapped.args = (f"batch {what}: {mapped.args[0] if mapped.args else exc}",)
+        raise mapped from exc
 
 
 def parse_retry_after(headers: Any) -> float | None:

@@ -33,13 +33,16 @@ check are unknown here, so they are not cached: their raw response bodies are ke
 file (``<state>.results.jsonl``, rewritten atomically), and the state entry lists them under ``kept``. A later run
 that defers one of those keys takes its result from there (validated, cached, counted in the ledger) instead of
 asking (and paying) again.
+
+Each provider's batch API is in its own file behind :class:`~groundjudge.llm.base.BatchApi`
+(:mod:`groundjudge.llm.openai_batch`, :mod:`groundjudge.llm.anthropic_batch`), got from the provider's
+``batch_api()``; this module keeps the planning, the state file, the polling and the taking of results.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-import itertools
 import json
 import logging
 import time
@@ -51,18 +54,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from groundjudge import errors
-from groundjudge.llm.base import LLMResponse, map_sdk_error
+from groundjudge.llm.base import BatchApi, BatchStatus, LLMResponse
 from groundjudge.llm.batch_state import BatchStateFile, StateTransaction
 from groundjudge.llm.client import DeferredCall, LLMClient
 from groundjudge.models import Usage
 
 log = logging.getLogger(__name__)
 
-TAG_KEY = "groundjudge_batch"  # the OpenAI metadata key that carries a batch's tag
 CLOCK_SKEW_SECONDS = 600.0  # a lost batch is looked for among those created since its entry, less this
-_DEAD = ("failed", "expired", "cancelling", "cancelled")  # OpenAI batches not worth adopting
-# Per batch: OpenAI takes 50,000 requests and a 200 MB file, Anthropic 100,000 requests and 256 MB.
-_LIMITS = {"openai": (50_000, 190 * 2**20), "anthropic": (100_000, 240 * 2**20)}
 
 
 @dataclass
@@ -89,13 +88,6 @@ class BatchOutcome:
     usage_by_key: dict[str, Usage] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     batch_ids: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Status:
-    ended: bool
-    done: int
-    raw: Any
 
 
 class BatchRunner:
@@ -130,10 +122,11 @@ class BatchRunner:
         self._fresh: set[str] = set()  # batches this run created (paid from its reservation)
         self._cache_dir = str(Path(client.cache.directory).resolve()) if client.cache is not None else ""
         self._wanted: dict[str, set[str]] = {}  # per live batch, the keys this run takes from it
-        provider = client.provider
-        self.api = str(getattr(provider, "batch_api", "") or "")
-        if self.api not in ("openai", "anthropic"):
+        find = getattr(client.provider, "batch_api", None)
+        api: BatchApi | None = find() if callable(find) else None
+        if api is None:
             raise errors.ConfigError(f"{client.model_id} has no batch API (only openai/ and anthropic/ models do)")
+        self.api = api
         if client.cache is None or not client.cache.writes:
             raise errors.ConfigError("batch results are read into the cache: the client needs a writable cache")
 
@@ -264,11 +257,11 @@ class BatchRunner:
             outcome.failed += 1
 
     def _chunks(self, calls: list[DeferredCall]) -> Iterator[list[DeferredCall]]:
-        max_n, max_bytes = _LIMITS[self.api]
+        max_n, max_bytes = self.api.max_requests, self.api.max_bytes
         chunk: list[DeferredCall] = []
         size = 0
         for call in calls:
-            n = len(json.dumps(self._params(call)).encode()) + 200
+            n = len(json.dumps(self.api.params(call.request)).encode()) + 200
             if chunk and (len(chunk) >= max_n or size + n > max_bytes):
                 yield chunk
                 chunk, size = [], 0
@@ -277,47 +270,20 @@ class BatchRunner:
         if chunk:
             yield chunk
 
-    def _params(self, call: DeferredCall) -> dict[str, Any]:
-        build: Callable[..., dict[str, Any]] = self.client.provider.build_params  # type: ignore[attr-defined]
-        return build(call.request)
-
-    def _custom_id(self, key: str) -> str:
-        # Anthropic custom ids are at most 64 of [a-zA-Z0-9_-]: the key's hash without the "llm:" namespace.
-        return key.rpartition(":")[2][:64] if self.api == "anthropic" else key
-
-    def _sdk_call(self, what: str, fn: Callable[[], Any]) -> Any:
-        """Call the SDK, mapping its errors to groundjudge's typed errors (``retryable`` as for direct calls)."""
-        sdk_module: Any
-        if self.api == "openai":
-            import openai as sdk_module
-
-            base = sdk_module.OpenAIError
-        else:
-            import anthropic as sdk_module
-
-            base = sdk_module.AnthropicError
-        try:
-            return fn()
-        except (base, json.JSONDecodeError) as exc:
-            mapped = map_sdk_error(exc, sdk_module, self.client.provider.name)
-            if mapped is None:
-                raise errors.LLMError(f"{self.client.model_id}: batch {what}: {exc}") from exc
-            mapped.args = (f"batch {what}: {mapped.args[0] if mapped.args else exc}",)
-            raise mapped from exc
-
     def _submit(self, tx: StateTransaction, chunk: list[DeferredCall], identity: dict[str, Any]) -> dict[str, Any]:
         """Create one batch for ``chunk`` (or find the one a lost reply created) and write its id to the state.
 
         The entry goes to the state file first, with the batch's tag and no id: a run that dies before the id is
         written leaves it there, and the next run looks the tag up at the provider before it submits anything.
         """
-        ids = {self._custom_id(call.key): call.key for call in chunk}
+        ids = {self.api.custom_id(call.key): call.key for call in chunk}
         tag = batch_tag(identity, ids.values())
-        make = self._creator(chunk, tag)  # uploads the input file first (OpenAI): nothing billed yet
+        requests = [(self.api.custom_id(call.key), self.api.params(call.request)) for call in chunk]
+        make = self.api.creator(requests, tag)  # uploads the input file first (OpenAI): nothing billed yet
         entry: dict[str, Any] = {
             "id": None,
             "tag": tag,
-            "api": self.api,
+            "api": self.api.name,
             "identity": identity,
             "cache": self._cache_dir,
             "custom_ids": ids,
@@ -347,49 +313,12 @@ class BatchRunner:
         )
         return entry
 
-    def _creator(self, chunk: list[DeferredCall], tag: str) -> Callable[[], Any]:
-        """The call that creates the batch for ``chunk`` tagged ``tag`` (for OpenAI, after uploading its file)."""
-        sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
-        make: Callable[[], Any]
-        if self.api == "openai":
-            lines = "".join(
-                json.dumps(
-                    {
-                        "custom_id": self._custom_id(call.key),
-                        "method": "POST",
-                        "url": "/v1/chat/completions",
-                        "body": self._params(call),
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n"
-                for call in chunk
-            ).encode()
-            upload = self._sdk_call(
-                "upload",
-                lambda: sdk.files.create(file=("groundjudge-batch.jsonl", lines, "application/jsonl"), purpose="batch"),
-            )
-            metadata = {TAG_KEY: tag}
-
-            def make() -> Any:
-                return sdk.batches.create(
-                    input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h", metadata=metadata
-                )
-
-        else:
-            requests = [{"custom_id": self._custom_id(call.key), "params": self._params(call)} for call in chunk]
-
-            def make() -> Any:
-                return sdk.messages.batches.create(requests=requests)
-
-        return make
-
-    def _create(self, tx: StateTransaction, entry: dict[str, Any], make: Callable[[], Any]) -> tuple[str, bool]:
+    def _create(self, tx: StateTransaction, entry: dict[str, Any], make: Callable[[], str]) -> tuple[str, bool]:
         """The batch id, and whether the batch was found again rather than created by this call."""
         last: errors.GroundjudgeError | None = None
         for attempt in range(self.create_attempts):
             try:
-                return str(self._sdk_call("create", make).id), False
+                return make(), False
             except errors.GroundjudgeError as exc:
                 if not exc.retryable:
                     raise
@@ -406,65 +335,12 @@ class BatchRunner:
         raise last
 
     def _find_lost(self, tx: StateTransaction, entry: dict[str, Any]) -> str | None:
-        """The provider's batch that a lost create made for ``entry``, or None when it has none.
-
-        OpenAI: the newest batch since the entry was written whose metadata carries its tag (not failed, expired
-        or canceled). Anthropic batches have no metadata: an ended batch since then whose results hold exactly the
-        entry's custom ids; else, of the batches still running since then with as many requests (and not in the
-        state), the one created nearest the time the entry was written. A wrong guess costs direct calls for the
-        keys its results lack (they fail when it ends), never a wrong answer: results are matched by custom id.
-        """
-        sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
+        """The provider's batch that a lost create made for ``entry``, or None when it has none: looked for among
+        the batches created since the entry was written (less :data:`CLOCK_SKEW_SECONDS`) that no entry of the
+        state holds (:meth:`~groundjudge.llm.base.BatchApi.find_lost`)."""
         known = {e.get("id") for e in tx.entries}
         since = float(entry.get("submitted_at", 0.0)) - CLOCK_SKEW_SECONDS
-        if self.api == "openai":
-            recent = self._sdk_call(
-                "list", lambda: list(itertools.takewhile(lambda b: b.created_at >= since, sdk.batches.list(limit=100)))
-            )
-            for batch in recent:
-                tag = (batch.metadata or {}).get(TAG_KEY)
-                if batch.id not in known and tag == entry["tag"] and batch.status not in _DEAD:
-                    return str(batch.id)
-            return None
-
-        def newer(b: Any) -> bool:
-            return bool(b.created_at.timestamp() >= since)
-
-        recent = self._sdk_call("list", lambda: list(itertools.takewhile(newer, sdk.messages.batches.list(limit=100))))
-        wanted = set(entry["custom_ids"])
-        running: list[tuple[float, str]] = []
-        for batch in recent:
-            c = batch.request_counts
-            total = c.processing + c.succeeded + c.errored + c.canceled + c.expired
-            if batch.id in known or total != len(wanted) or batch.cancel_initiated_at is not None:
-                continue
-            if batch.processing_status == "in_progress":
-                running.append((abs(batch.created_at.timestamp() - entry.get("submitted_at", 0.0)), str(batch.id)))
-            elif batch.processing_status == "ended":
-                results: list[Any] = self._sdk_call("results", _results_of(sdk, str(batch.id)))
-                if {r.custom_id for r in results} == wanted:
-                    return str(batch.id)
-        if len(running) > 1:
-            log.warning(
-                "batch tagged %s: %d running batches could be it; taking the nearest", entry["tag"], len(running)
-            )
-        return min(running)[1] if running else None
-
-    def _status(self, entry: dict[str, Any]) -> _Status:
-        sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
-        if self.api == "openai":
-            batch = self._sdk_call("status", lambda: sdk.batches.retrieve(entry["id"]))
-            counts = batch.request_counts
-            done = (counts.completed + counts.failed) if counts is not None else 0
-            ended = batch.status in ("completed", "expired", "cancelled", "failed")
-            return _Status(ended=ended, done=done, raw=batch)
-        batch = self._sdk_call("status", lambda: sdk.messages.batches.retrieve(entry["id"]))
-        c = batch.request_counts
-        return _Status(
-            ended=batch.processing_status == "ended",
-            done=c.succeeded + c.errored + c.canceled + c.expired,
-            raw=batch,
-        )
+        return self.api.find_lost(entry, known, since)
 
     def _wait_and_collect(
         self,
@@ -483,7 +359,7 @@ class BatchRunner:
                     done += len(entry["custom_ids"])
                     continue
                 try:
-                    status = self._status(entry)
+                    status = self.api.status(entry["id"])
                 except errors.GroundjudgeError as exc:
                     if not exc.retryable:
                         raise
@@ -494,7 +370,7 @@ class BatchRunner:
                     done += status.done
                     running.append(entry)
                     continue
-                usage = self._collect(entry, status.raw, pending, outcome)
+                usage = self._collect(entry, status, pending, outcome)
                 if entry["id"] in self._fresh:
                     fresh_usage = fresh_usage + usage
                 else:
@@ -518,7 +394,7 @@ class BatchRunner:
             waited += self.poll_seconds
 
     def _collect(
-        self, entry: dict[str, Any], batch: Any, pending: dict[str, DeferredCall], outcome: BatchOutcome
+        self, entry: dict[str, Any], status: BatchStatus, pending: dict[str, DeferredCall], outcome: BatchOutcome
     ) -> Usage:
         """Read an ended batch's results into the cache; record failures in the outcome and in the state entry.
 
@@ -526,7 +402,7 @@ class BatchRunner:
         job collected it meanwhile, this run's keys come from what that job kept. Otherwise the keys this run waits
         for are taken (cached), the others kept in the side file for the run that asks for them.
         """
-        results = list(self._results(entry, batch))
+        results = list(self.api.results(entry, status))
         wanted = self._wanted.get(entry["id"], set())
         cache = self.client.cache
         assert cache is not None
@@ -559,11 +435,9 @@ class BatchRunner:
                 elif not cache.peek(key):  # not asked for here: keep the body for the run that asks
                     body = payload.model_dump(mode="json") if hasattr(payload, "model_dump") else payload
                     tx.kept[key] = {"batch": current["id"], "custom_id": custom_id, "key": key, "body": body}
-            status = getattr(batch, "status", None) or getattr(batch, "processing_status", "")
+            label = status.label
             for key in set(current["custom_ids"].values()) - seen:
-                fail(
-                    key, f"batch {current['id']} ended ({status}) without a result for it", expired=status == "expired"
-                )
+                fail(key, f"batch {current['id']} ended ({label}) without a result for it", expired=label == "expired")
             kept = sorted(k for k, line in tx.kept.items() if line.get("batch") == current["id"])
             if kept or "kept" in current:
                 current["kept"] = kept
@@ -573,7 +447,7 @@ class BatchRunner:
     def _take(self, entry: dict[str, Any], key: str, call: DeferredCall, body: Any, outcome: BatchOutcome) -> Usage:
         """Parse, validate, check and cache one result for ``call``; what it cost (also in ``usage_by_key``)."""
         try:
-            parsed: LLMResponse = self.client.provider.parse_response(body)  # type: ignore[attr-defined]
+            parsed: LLMResponse = self.api.parse(body)
         except (errors.GroundjudgeError, ValidationError) as exc:
             why = f"the result is not a valid response: {exc}"
             entry.setdefault("failures", {})[key] = why
@@ -587,61 +461,6 @@ class BatchRunner:
             entry.setdefault("failures", {})[key] = problem
             self._fail(outcome, key, problem)
         return usage
-
-    def _results(self, entry: dict[str, Any], batch: Any) -> Iterator[tuple[str, str, Any]]:
-        """``(custom_id, kind, payload)`` per result: kind "succeeded" with the response body, else the reason."""
-        sdk: Any = self.client.provider.sdk  # type: ignore[attr-defined]
-        if self.api == "anthropic":
-            results = self._sdk_call("results", _results_of(sdk, entry["id"]))
-            for r in results:
-                result = r.result
-                if result.type == "succeeded":
-                    yield r.custom_id, "succeeded", result.message
-                elif result.type == "errored":
-                    err = result.error.error
-                    yield r.custom_id, "errored", f"errored: {err.type}: {getattr(err, 'message', '')}"
-                else:
-                    yield r.custom_id, str(result.type), f"{result.type}: the batch did not answer it"
-            return
-        if batch.status == "failed":
-            why = "; ".join(e.message or e.code or "" for e in (batch.errors.data or [])) if batch.errors else ""
-            for custom_id in entry["custom_ids"]:
-                yield custom_id, "errored", f"batch {entry['id']} failed: {why or 'no reason given'}"
-            return
-        for file_id in (batch.output_file_id, batch.error_file_id):
-            if not file_id:
-                continue
-            text = str(self._sdk_call("results", _file_text(sdk, file_id)))
-            for raw in text.splitlines():
-                if not raw.strip():
-                    continue
-                try:
-                    line = json.loads(raw)
-                except ValueError:
-                    log.warning("batch %s: a result line is not JSON: %.200s", entry["id"], raw)
-                    continue
-                custom_id = str(line.get("custom_id", ""))
-                error, response = line.get("error"), line.get("response") or {}
-                if error:
-                    code = error.get("code") or "error"
-                    kind = "expired" if code == "batch_expired" else "errored"
-                    yield custom_id, kind, f"{code}: {error.get('message', '')}"
-                elif response.get("status_code") != 200:
-                    body = response.get("body") or {}
-                    message = (body.get("error") or {}).get("message", "") if isinstance(body, dict) else ""
-                    yield custom_id, "errored", f"HTTP {response.get('status_code')}: {message}"
-                else:
-                    yield custom_id, "succeeded", response.get("body")
-
-
-def _results_of(sdk: Any, batch_id: str) -> Callable[[], list[Any]]:
-    """A call that reads an Anthropic Message Batch's results."""
-    return lambda: list(sdk.messages.batches.results(batch_id))
-
-
-def _file_text(sdk: Any, file_id: str) -> Callable[[], str]:
-    """A call that reads an OpenAI file's content as text."""
-    return lambda: str(sdk.files.content(file_id).text)
 
 
 def batch_tag(identity: dict[str, Any], keys: Iterable[str]) -> str:

@@ -141,6 +141,7 @@ class LLMClient:
         self._lock = threading.Lock()
         self._deferred: list[DeferredCall] | None = None
         self._deferred_keys: set[str] = set()
+        self._sending = threading.local()  # per thread: send even while deferring (see sending())
 
     @property
     def model_id(self) -> str:
@@ -264,10 +265,21 @@ class LLMClient:
             with self._lock:
                 self._deferred, self._deferred_keys = None, set()
 
+    @contextmanager
+    def sending(self) -> Iterator[None]:
+        """Inside, on this thread only, a call that misses the cache is sent even while :meth:`deferring` is on: a
+        step run again once its provider batch has answered (a request that failed there is made directly)."""
+        before = getattr(self._sending, "on", False)
+        self._sending.on = True
+        try:
+            yield
+        finally:
+            self._sending.on = before
+
     def _defer(self, call: DeferredCall) -> bool:
         """Record ``call`` if deferring (once per key); False when not deferring."""
         with self._lock:
-            if self._deferred is None:
+            if self._deferred is None or getattr(self._sending, "on", False):
                 return False
             if call.key not in self._deferred_keys:
                 self._deferred_keys.add(call.key)

@@ -11,7 +11,8 @@ from typing import Any, Literal
 import openai
 
 from groundjudge import errors
-from groundjudge.llm.base import LLMRequest, LLMResponse, map_sdk_error
+from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, map_sdk_error
+from groundjudge.llm.openai_batch import OpenAIBatch
 
 JsonMode = Literal["schema", "object", "auto"]
 
@@ -61,8 +62,6 @@ class OpenAIProvider:
         send_seed: bool = True,
     ) -> None:
         self.name = name
-        # The OpenAI Batch API; OpenAI-compatible servers have none.
-        self.batch_api = "openai" if name == "openai" else ""
         self.model = model
         self.base_url = base_url
         self.json_mode: JsonMode = json_mode
@@ -74,6 +73,10 @@ class OpenAIProvider:
 
     def identity(self) -> dict[str, Any]:
         return {"provider": self.name, "model": self.model, "base_url": self.base_url}
+
+    def batch_api(self) -> BatchApi | None:
+        """The OpenAI Batch API; OpenAI-compatible servers have none."""
+        return OpenAIBatch(self) if self.name == "openai" else None
 
     def _response_format(self, request: LLMRequest, mode: str) -> dict[str, Any]:
         if mode == "object":

@@ -1,88 +1,144 @@
-"""A stage's LLM calls through the provider's batch API (``Config.batch_api``).
+"""Provider batch mode (``Config.batch_api``): the flow's :class:`~groundjudge.pipeline.flow.Parking` that sends
+the parked answers' calls as one provider batch.
 
-Holds :func:`run_llm_stage`, which runs a stage that calls the LLM (collecting, in batch mode, the calls the cache
-cannot answer and sending them as one provider batch first), and :func:`batch_runner`, the
-:class:`~groundjudge.llm.batch.BatchRunner` the config asks for.
+Every run goes through :func:`groundjudge.pipeline.flow.stream`. In provider batch mode the judges' clients defer
+every call the cache cannot answer (:meth:`LLMClient.deferring`), so a step that calls the LLM parks its answer;
+when every admitted answer is parked or done, :meth:`ProviderBatches.settle` sends the calls of the earliest
+step's parked answers as one provider batch (half price; the results land in the cache) and the flow runs their
+step again: it reads the cache, and a call that failed in the batch is made directly (with re-asks). The batch ids
+are written beside the cache (or ``Config.batch_state``) before polling, so a run that stops while a batch is still
+running (:class:`~groundjudge.errors.BatchPendingError`, exit 4) is collected by the next run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from groundjudge.config import Config
 from groundjudge.llm import LLMClient
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
+from groundjudge.llm.client import DeferredCall
 from groundjudge.models import Usage
 from groundjudge.pipeline.work import RUN_STOPS, Work, describe
 
 log = logging.getLogger(__name__)
 
 
-def run_llm_stage(
-    stage: Callable[[list[Work]], None],
-    batch: list[Work],
-    *,
-    client: LLMClient | None,
-    config: Config,
-    progress: Callable[[int, int], None] | None,
-    outcomes: list[BatchOutcome],
-    fail: Callable[[Work, str], None] | None = None,
-    charge: Callable[[Work, Usage], None] | None = None,
-) -> None:
-    """Run a stage that calls the LLM; in batch mode, first collect the calls the cache cannot answer, send them
-    through the provider's batch API (half price; they land in the cache), then run the stage for the answers
-    that waited: it reads the cache, and calls that failed in the batch are made directly (with re-asks).
+def _failed(w: Work, why: str) -> None:
+    """A provider batch of the answer's own calls failed as a whole: the answer fails (its report is ERROR)."""
+    w.failed = why
+
+
+def _charged(w: Work, usage: Usage) -> None:
+    w.usage = w.usage + usage
+
+
+def _second_failed(w: Work, why: str) -> None:
+    """A provider batch of second-judge calls failed as a whole: the second judge's error, not the answer's."""
+    if w.second is not None:
+        w.second.error = why
+
+
+def _second_charged(w: Work, usage: Usage) -> None:
+    """What a second-judge call answered in a provider batch cost: the answer's, and the second judge's apart."""
+    w.usage = w.usage + usage
+    if w.second is not None:
+        w.second.usage = w.second.usage + usage
+
+
+class ProviderBatches:
+    """The parked answers' calls through the provider's batch API, one provider batch per settling.
 
     Args:
-        stage: the stage, run on the whole batch (and again on the answers that waited for the provider batch).
-        batch: the answers.
-        client: the LLM client (without one, or without ``config.batch_api``, the stage simply runs).
+        client: the first judge's client (the claims and sources-side calls).
+        second_client: the second judge's client, if any (its calls).
         config: the batch settings.
-        progress: called with (answered, total) while the provider batch is waited for.
+        progress: called with (answered, total) while a provider batch is waited for.
         outcomes: what each provider batch did is appended here.
-        fail: what a provider batch that failed as a whole does to an answer that waited for it (default: the
-            answer fails, its report is ERROR; the second judge's stage records its own error instead).
-        charge: what a call answered in the batch cost, to the answer that made it (default: added to its usage;
-            the second judge's stage keeps it apart too).
     """
-    if not config.batch_api or client is None:
-        stage(batch)
-        return
-    with client.deferring() as deferred:
-        stage(batch)
-    waiting = [w for w in batch if w.deferred]
-    if deferred:
+
+    def __init__(
+        self,
+        client: LLMClient,
+        second_client: LLMClient | None,
+        config: Config,
+        progress: Callable[[int, int], None] | None,
+        outcomes: list[BatchOutcome],
+    ) -> None:
+        self.client = client
+        self.second_client = second_client
+        self.config = config
+        self.progress = progress
+        self.outcomes = outcomes
+        self._deferred: list[list[DeferredCall]] = []
+        self._calls: dict[str, DeferredCall] = {}
+        self._seen = 0
+
+    def _clients(self) -> list[LLMClient]:
+        return [c for c in (self.client, self.second_client) if c is not None]
+
+    @contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Inside, the judges' clients defer every call the cache cannot answer."""
+        with ExitStack() as stack:
+            self._deferred = [stack.enter_context(c.deferring()) for c in self._clients()]
+            yield
+
+    def _call(self, key: str) -> DeferredCall:
+        if key not in self._calls:
+            for calls in self._deferred:
+                self._calls.update((call.key, call) for call in calls)
+        return self._calls[key]
+
+    def settle(self, step: str, works: list[Work]) -> list[Work]:
+        """Send the calls of ``works`` (parked at ``step``) as one provider batch; the answers that run ``step``
+        again (all of them, unless the batch failed as a whole or the run stopped)."""
+        second = step == "second"
+        client = self.second_client if second else self.client
+        assert client is not None
+        fail, charge = (_second_failed, _second_charged) if second else (_failed, _charged)
+        calls: dict[str, DeferredCall] = {}
+        for w in works:
+            for key in w.deferred:
+                calls.setdefault(key, self._call(key))
         try:
-            outcome = batch_runner(client, config, progress).run(deferred)
+            outcome = batch_runner(client, self.config, self.progress).run(list(calls.values()))
         except RUN_STOPS as exc:
-            for w in waiting:
+            for w in works:
                 w.stop = exc
-            return
+            return []
         except Exception as exc:  # the batch failed as a whole: these answers fail, the run goes on
             log.warning("the provider batch failed: %s", describe(exc), exc_info=True)
-            for w in waiting:
-                if fail is not None:
-                    fail(w, f"provider batch: {describe(exc)}")
-                else:
-                    w.failed = f"provider batch: {describe(exc)}"
-            return
-        outcomes.append(outcome)
+            for w in works:
+                fail(w, f"provider batch: {describe(exc)}")
+            return []
+        self.outcomes.append(outcome)
         charged: set[str] = set()
-        for w in waiting:  # what the batch cost, to the answers it answered (a shared request to the first)
+        for w in works:  # what the batch cost, to the answers it answered (a shared request to the first)
             for key in w.deferred:
                 if key in outcome.usage_by_key and key not in charged:
                     charged.add(key)
-                    if charge is not None:
-                        charge(w, outcome.usage_by_key[key])
-                    else:
-                        w.usage = w.usage + outcome.usage_by_key[key]
+                    charge(w, outcome.usage_by_key[key])
         if outcome.failures:
             log.info("%d batch request(s) failed; calling them directly", len(outcome.failures))
-    for w in waiting:
-        w.deferred = []
-    stage(waiting)
+        for w in works:
+            w.deferred = []
+        return works
+
+    def again(self, step: Callable[[Work], None]) -> Callable[[Work], None]:
+        """``step`` with its calls sent: it reads the batch's answers from the cache and makes a call that failed
+        there directly."""
+
+        def run(w: Work) -> None:
+            with ExitStack() as stack:
+                for c in self._clients():
+                    stack.enter_context(c.sending())
+                step(w)
+
+        return run
 
 
 def batch_runner(client: LLMClient, config: Config, progress: Callable[[int, int], None] | None) -> BatchRunner:

@@ -1,18 +1,22 @@
 """The dry run: how many LLM calls scoring some rows needs, how many the cache holds, and the cost, in numbers and
 in words.
 
-Exact where the cache makes it knowable: the dry run drives the Evaluator's own stage steps (:class:`Stages`) on a
-twin of it whose LLM client defers every cache miss instead of sending it (:meth:`LLMClient.deferring`) and whose
-caches are read, never written (:class:`ReadOnlyCache`); NLI scores come from the cache alone (:class:`CachedScores`),
-the model is never run. So a row whose claims are known (a claim row, or an answer whose claims call is cached) gets
-its exact sources-side call, built by the judge stage from the claims, the NLI routing and the NLI hints, checked
-against the cache; only where the claims or their NLI scores are not cached yet is that call an upper bound.
+Exact where the cache makes it knowable: the dry run is the run's own flow (:func:`groundjudge.pipeline.flow.
+stream`) over the run's steps (:class:`~groundjudge.pipeline.steps.Steps`) with LLM clients that defer every cache
+miss instead of sending it (:meth:`LLMClient.deferring`) and caches that are read, never written
+(:class:`ReadOnlyCache`); a deferred call parks its answer, and the dry run settles it by counting, never sending
+(:class:`_DryRun`). NLI scores come from the cache alone (:class:`CachedScores`), the model is never run. So a row
+whose claims are known (a claim row, or an answer whose claims call is cached) gets its exact sources-side call,
+built by the judge step from the claims, the NLI routing and the NLI hints, checked against the cache; only where
+the claims or their NLI scores are not cached yet is that call an upper bound.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,30 +31,17 @@ from groundjudge.errors import InputError
 from groundjudge.io.rows import batches
 from groundjudge.llm import Ledger, LLMClient
 from groundjudge.llm.client import DeferredCall
-from groundjudge.models import Claim, Message, QAItem, Sample
-from groundjudge.pipeline.work import Work
+from groundjudge.models import AnswerReport, Claim, Message, QAItem, Sample
+from groundjudge.pipeline.flow import stream
+from groundjudge.pipeline.steps import StepContext, Steps
+from groundjudge.pipeline.work import Work, error_report
 from groundjudge.stages.judge import SOURCE_CHARS, Source, judge_messages, select_sources
 
 # Rows per step of the dry run: its stages read the cache and never call a model, so a batch only bounds memory.
 DRY_BATCH = 64
 
-Stage = Callable[[list[Work]], None]
-
-
-@dataclass(frozen=True)
-class Stages:
-    """The Evaluator's stage steps, on a twin that reads the caches it is given and defers what they lack."""
-
-    claims: Stage
-    nli: Stage
-    route: Stage
-    verify: Stage
-    second: Stage | None = None  # the second judge's calls (README "Second judge")
-
-
-StagesFor = Callable[[LLMClient, Cache, Callable[[NLIModel], NLIScorer], LLMClient | None], Stages]
-"""(LLM client, NLI cache, NLI scorer factory, second judge's client) -> the stage steps of an Evaluator twin
-using them."""
+ContextFor = Callable[[LLMClient, LLMClient | None], StepContext]
+"""(LLM client, second judge's client) -> the run's step context with these clients."""
 
 
 class ReadOnlyCache(Cache):
@@ -138,7 +129,7 @@ def estimate(
     config: Config,
     qa_expected: bool,
     cache: Cache,
-    stages: StagesFor,
+    context: ContextFor,
     second_client: LLMClient | None = None,
 ) -> dict[str, Any]:
     """A dry run: the LLM calls scoring ``rows`` needs, how many the cache holds, the cost, and a ``note`` that says
@@ -169,8 +160,8 @@ def estimate(
         config: the QA question count, the cache mode and whether calls go through the provider batch API.
         qa_expected: whether answers get the QA check.
         cache: the evaluator's cache (NLI scores; the client's own cache holds its replies).
-        stages: builds the Evaluator's stage steps on a dry client, a read-only cache, an NLI scorer and a dry
-            second-judge client.
+        context: the run's step context with a dry client and a dry second-judge client (its NLI scorer is
+            replaced by one that reads the cache alone).
         second_client: the second judge's client, if any.
 
     Returns:
@@ -183,20 +174,25 @@ def estimate(
     out: dict[str, Any] = {"rows": 0, "bad_rows": 0}
     tally = _Tally()
     llm = client is not None and mode != "nli"
-    dry: _DryRun | None = None
-    for cut in batches(enumerate(rows, start=1), DRY_BATCH):
-        works = []
-        for n, _, parsed in cut:
-            if isinstance(parsed, InputError):
-                out["bad_rows"] += 1
-            else:
-                works.append(Work(sample=parsed, row=n))
-        out["rows"] += len(works)
-        if not llm or not works:
-            continue
+
+    def cuts() -> Iterator[list[Work | AnswerReport]]:
+        for cut in batches(enumerate(rows, start=1), DRY_BATCH):
+            works: list[Work | AnswerReport] = []
+            for n, _, parsed in cut:
+                if isinstance(parsed, InputError):
+                    out["bad_rows"] += 1
+                else:
+                    works.append(Work(sample=parsed, row=n))
+            out["rows"] += len(works)
+            if llm and works:
+                yield works
+
+    if llm:
         assert client is not None
-        dry = dry or _DryRun(client, cache, stages, second_client)
-        dry.count(works, tally, config=config, qa_expected=qa_expected)
+        _DryRun(client, cache, context, second_client, tally, qa_expected, config.batch_api).count(cuts())
+    else:
+        for _ in cuts():
+            pass
     to_send = tally.exact + tally.bounded
     out.update(
         {
@@ -230,91 +226,136 @@ def estimate(
 
 
 class _DryRun:
-    """The Evaluator's stages on a client that defers its misses, over caches that are read, never written."""
+    """The run's flow on clients that defer their misses, over caches that are read, never written: each parked
+    answer is settled by counting its deferred calls (never sent), and each answer is tallied where the flow
+    hands out its report (:class:`_DrySteps`)."""
 
-    def __init__(self, client: LLMClient, cache: Cache, stages: StagesFor, second: LLMClient | None = None) -> None:
+    def __init__(
+        self,
+        client: LLMClient,
+        cache: Cache,
+        context: ContextFor,
+        second: LLMClient | None,
+        tally: _Tally,
+        qa_expected: bool,
+        batch: bool,
+    ) -> None:
         self.client = client
         self.second = second
         self.dry_client = _dry_twin(client)
         self.dry_second = _dry_twin(second) if second is not None else None
-        self.scorers: list[CachedScores] = []
+        self.tally, self.qa_expected, self.batch = tally, qa_expected, batch
+        self.parked: dict[int, str] = {}  # id(work) -> the step whose calls it holds deferred
+        self.deferred: list[list[DeferredCall]] = []
+        self._calls: dict[str, DeferredCall] = {}
         nli_cache = ReadOnlyCache(cache)
+        ctx = context(self.dry_client, self.dry_second)
+        made: list[CachedScores] = []
 
-        def scorer(model: NLIModel) -> NLIScorer:
-            made = CachedScores(model, nli_cache)
-            self.scorers.append(made)
-            return made
+        def scorer() -> CachedScores:
+            if not made:  # when the NLI stage first runs: the model loads only then
+                made.append(CachedScores(ctx.nli(), nli_cache))
+            return made[0]
 
-        self.stages = stages(self.dry_client, nli_cache, scorer, self.dry_second)
+        self.steps = _DrySteps(dataclasses.replace(ctx, scorer=scorer), self)
 
-    def count(self, works: list[Work], tally: _Tally, *, config: Config, qa_expected: bool) -> None:
-        """Add the calls of one batch of answers to ``tally``."""
-        st = self.stages
-        with self.dry_client.deferring() as deferred:
-            st.claims(works)
-            unextracted = {id(w) for w in works if w.deferred}  # their claims call is not cached: claims unknown
-            known = [w for w in works if w.live and not w.deferred]
-            with_claims = [w for w in known if w.claims]  # no claims, no sources-side call: no NLI needed
-            for s in self.scorers:
-                s.missing.clear()
-            if with_claims:
-                st.nli(with_claims)
-                st.route(with_claims)
-            missing = set().union(*(s.missing for s in self.scorers))
-            # a claim without all its NLI scores cached: its routing and hints, so the sources-side call, unknown
-            unscored = {id(w) for w in with_claims if w.live and any(cl.text in missing for cl in w.claims)}
-            st.verify([w for w in known if w.live and id(w) not in unscored])
-        calls = {call.key: call for call in deferred}
-        batch = config.batch_api
-        # the second judge: exact where the first judge's verdicts are known (cached, or none needed)
-        first_keys = {id(w): len(w.deferred) for w in works}
-        ruled = [w for w in known if w.live and id(w) not in unscored and not w.deferred]
-        if self.dry_second is not None and self.stages.second is not None:
-            with self.dry_second.deferring() as second_deferred:
-                self.stages.second(ruled)
-            calls.update({call.key: call for call in second_deferred})
-            self._count_second(works, ruled, first_keys, tally, batch, calls)
+    def count(self, cuts: Iterable[list[Work | AnswerReport]]) -> None:
+        """Run the flow over ``cuts``, tallying every answer."""
+        with ExitStack() as stack:
+            clients = [c for c in (self.dry_client, self.dry_second) if c is not None]
+            self.deferred = [stack.enter_context(c.deferring()) for c in clients]
+            for _ in stream(cuts, self.steps, concurrency=self.steps.ctx.config.concurrency, parking=self):
+                pass
+        if self.steps.broke is not None:  # the NLI stage itself (the model would not load): no estimate
+            raise self.steps.broke
+
+    # -- the flow's Parking: count, never send ----------------------------------------------------------------
+
+    def settle(self, step: str, works: list[Work]) -> list[Work]:
         for w in works:
-            tally.cached += w.usage.cached_calls - (w.second.usage.cached_calls if w.second is not None else 0)
-            for key in w.deferred[: first_keys[id(w)]]:  # a miss: the exact request the run would send
-                tally.exact += 1
-                tally.cost += self.client.estimate_cost(_messages(calls[key]), batch=batch)
-            if id(w) in unextracted:
-                tally.bounded_rows["claims"] += 1
-            elif id(w) in unscored:
-                tally.bounded_rows["nli"] += 1
-            else:
-                continue
-            tally.bounded += 1  # at most one sources-side call: an upper bound
-            tally.cost += self.client.estimate_cost(_bound_messages(w, qa_expected), batch=batch)
+            self.parked[id(w)] = step
+        return []
 
-    def _count_second(
-        self,
-        works: list[Work],
-        ruled: list[Work],
-        first_keys: dict[int, int],
-        tally: _Tally,
-        batch: bool,
-        calls: dict[str, DeferredCall],
-    ) -> None:
-        """The second judge's calls of one batch: cached and exact for the answers whose first verdicts are known
-        (``ruled``), one "up to" for each other answer that could be flagged (claims unknown, or some)."""
-        assert self.second is not None and self.dry_second is not None
-        known = {id(w) for w in ruled}
-        for w in works:
-            if id(w) in known:
-                if w.second is None:
-                    continue
-                tally.second["cached"] += w.second.usage.cached_calls
-                tally.cached += w.second.usage.cached_calls
-                for key in w.deferred[first_keys[id(w)] :]:
+    def again(self, step: Callable[[Work], None]) -> Callable[[Work], None]:
+        return step  # never asked: nothing is settled to run again
+
+    def call(self, key: str) -> DeferredCall:
+        if key not in self._calls:
+            for calls in self.deferred:
+                self._calls.update((c.key, c) for c in calls)
+        return self._calls[key]
+
+    def tally_answer(self, w: Work, unscored: bool) -> None:
+        """Add the calls of one answer to the tally: cached, exact (its deferred calls), and an upper bound for a
+        sources-side call whose claims or NLI scores are not known; with a second judge, its call (exact or
+        cached where the first judge's verdicts are known, else one "up to" for an answer that could be flagged)."""
+        tally, batch = self.tally, self.batch
+        parked = self.parked.get(id(w))
+        second_cached = w.second.usage.cached_calls if w.second is not None else 0
+        tally.cached += w.usage.cached_calls - second_cached
+        first = w.deferred if parked in ("claims", "verify") else []
+        ruled = parked in (None, "second") and not unscored and w.live  # the first judge's verdicts are known
+        if self.dry_second is not None and self.second is not None:
+            if ruled:
+                tally.second["cached"] += second_cached
+                tally.cached += second_cached
+                for key in w.deferred if parked == "second" else []:
                     tally.second["exact"] += 1
                     tally.exact += 1
-                    tally.cost += self.second.estimate_cost(_messages(calls[key]), batch=batch)
+                    tally.cost += self.second.estimate_cost(_messages(self.call(key)), batch=batch)
             elif w.live:  # its claims, their NLI scores or the first judge's verdicts are not cached yet
                 tally.second["upper_bound"] += 1
                 tally.bounded += 1
                 tally.cost += self.second.estimate_cost(_bound_messages(w, False), batch=batch)
+        for key in first:  # a miss: the exact request the run would send
+            tally.exact += 1
+            tally.cost += self.client.estimate_cost(_messages(self.call(key)), batch=batch)
+        if parked == "claims":
+            tally.bounded_rows["claims"] += 1
+        elif unscored:
+            tally.bounded_rows["nli"] += 1
+        else:
+            return
+        tally.bounded += 1  # at most one sources-side call: an upper bound
+        tally.cost += self.client.estimate_cost(_bound_messages(w, self.qa_expected), batch=batch)
+
+
+class _DrySteps(Steps):
+    """The run's steps for the dry run: the NLI stage only for answers with claims, noting those whose NLI scores
+    the cache lacks (their routing, so their sources-side call and second look, are unknown: upper bounds); the
+    report is the answer's tally."""
+
+    def __init__(self, ctx: StepContext, dry: _DryRun) -> None:
+        super().__init__(ctx)
+        self.dry = dry
+        self.unscored: set[int] = set()  # id(work): a claim without all its NLI scores cached
+        self.broke: Exception | None = None  # what broke the NLI stage as a whole, raised once the flow is done
+
+    def nli_stage(self, batch: list[Work]) -> None:
+        with_claims = [w for w in batch if w.live and w.claims]  # no claims, no sources-side call: no NLI needed
+        if not with_claims:
+            return
+        try:
+            scorer = self.scorer
+            assert isinstance(scorer, CachedScores)
+            scorer.missing.clear()
+            self._score_nli(with_claims)
+            self._route(with_claims)
+        except Exception as exc:
+            self.broke = self.broke or exc
+            raise
+        missing = set(scorer.missing)
+        self.unscored |= {id(w) for w in with_claims if w.live and any(cl.text in missing for cl in w.claims)}
+
+    def needs_verify(self, w: Work) -> bool:
+        return id(w) not in self.unscored and super().needs_verify(w)
+
+    def needs_second(self, w: Work) -> bool:
+        return id(w) not in self.unscored and super().needs_second(w)
+
+    def report(self, w: Work) -> AnswerReport:
+        self.dry.tally_answer(w, id(w) in self.unscored)
+        return error_report("dry run: no report", w.row)
 
 
 def _dry_twin(client: LLMClient) -> LLMClient:

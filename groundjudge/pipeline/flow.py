@@ -23,8 +23,14 @@ Per-answer honesty is the batch engine's: a step's failure lands in that answer 
 run_local`, :func:`~groundjudge.pipeline.work.run_call`). A run stop (budget, cache-only miss) admits no new
 answer; the answers in flight finish, every finished report is handed out in order, then the first stop is raised.
 
+A step whose call is deferred (:class:`~groundjudge.errors.DeferredCallError`: provider batch mode, the dry run)
+parks its answer. When every admitted answer is parked or done, the :class:`Parking` settles the parked answers of
+the earliest step (provider batch mode: one provider batch for their calls; the dry run: counted, never sent) and
+says which of them run that step again; the others' step is over (an answer still holding deferred calls goes no
+further). So provider batch mode and the dry run go through this one description of the stage order.
+
 The engine knows nothing of models or prompts: the steps come from a :class:`Steps` (the
-:class:`~groundjudge.pipeline.Evaluator`).
+:class:`~groundjudge.pipeline.steps.Steps` the Evaluator builds).
 """
 
 from __future__ import annotations
@@ -79,6 +85,17 @@ class Steps(Protocol):
     def report(self, w: Work) -> AnswerReport: ...
 
 
+class Parking(Protocol):
+    """What becomes of answers whose step's calls were deferred (see the module docstring)."""
+
+    def settle(self, step: str, works: list[Work]) -> list[Work]: ...  # those that run ``step`` again
+
+    def again(self, step: Callable[[Work], None]) -> Callable[[Work], None]: ...  # a step run again: calls sent
+
+
+_PARKED = ("claims", "verify", "second")  # the steps that call the LLM, in the stage order (settled in this order)
+
+
 def default_window(concurrency: int, batch_size: int) -> int:
     """Rows in flight when none is asked for: enough that every call slot has work while the oldest rows and each
     batch's slowest claims call hold their place in the window."""
@@ -91,6 +108,7 @@ class _Batch:
 
     works: list[Work]
     waiting: int = 0
+    scored: list[Work] = field(default_factory=list)  # the answers its NLI stage was given (those not done)
 
 
 @dataclass(eq=False)
@@ -129,11 +147,14 @@ class _CallPool:
 class _Flow:
     steps: Steps
     concurrency: int
+    parking: Parking | None = None
     events: queue.SimpleQueue[tuple[str, object]] = field(default_factory=queue.SimpleQueue)
     rows: dict[int, _Row] = field(default_factory=dict)  # id(work) -> its place
     nli_queue: deque[_Batch] = field(default_factory=deque)  # batches whose NLI stage is not yet submitted
     stopping: bool = False
     seq: itertools.count[int] = field(default_factory=itertools.count)
+    in_flight: int = 0  # tasks submitted whose event is not handled yet
+    parked: dict[str, list[Work]] = field(default_factory=dict)  # step -> its answers with deferred calls
 
     def __post_init__(self) -> None:
         self.calls = _CallPool(self.concurrency)
@@ -158,20 +179,25 @@ class _Flow:
 
     def _nli_task(self, batch: _Batch) -> None:
         try:
-            self.steps.nli_stage(batch.works)
+            self.steps.nli_stage(batch.scored)
         except RUN_STOPS as exc:
-            for w in batch.works:
+            for w in batch.scored:
                 if w.live:
                     w.stop = exc
         except BaseException as exc:  # the stage guards each answer: a bug, fail them all
             log.exception("the NLI stage failed")
-            for w in batch.works:
+            for w in batch.scored:
                 if w.live:
                     w.failed = describe(exc)
         finally:
             self.events.put(("nli", batch))
 
     # -- the coordinator (the caller's thread) -----------------------------------------------------------------
+
+    def _call(self, kind: str, w: Work, step: Callable[[Work], None]) -> None:
+        priority = {"claims": _CLAIMS, "verify": _VERIFY, "second": _SECOND}[kind]
+        self.in_flight += 1
+        self.calls.submit((priority, self.rows[id(w)].seq), self._task(kind, w, step))
 
     def admit(self, items: list[Work | AnswerReport]) -> None:
         batch = _Batch([w for w in items if isinstance(w, Work)])
@@ -180,7 +206,7 @@ class _Flow:
             self.rows[id(w)] = row
             if self._needs_claims_call(w):
                 batch.waiting += 1
-                self.calls.submit((_CLAIMS, row.seq), self._task("claims", w, self.steps.claims_call))
+                self._call("claims", w, self.steps.claims_call)
             self.stopping = self.stopping or w.stop is not None
         self.nli_queue.append(batch)
         self._submit_nli()
@@ -193,9 +219,22 @@ class _Flow:
 
     def _submit_nli(self) -> None:
         while self.nli_queue and self.nli_queue[0].waiting == 0:  # in input order (see the module docstring)
-            self.nli.submit(self._nli_task, self.nli_queue.popleft())
+            batch = self.nli_queue.popleft()
+            batch.scored = [w for w in batch.works if not self.rows[id(w)].done]
+            self.in_flight += 1
+            self.nli.submit(self._nli_task, batch)
 
     def handle(self, kind: str, obj: object) -> None:
+        """A task's event: its step is over."""
+        self.in_flight -= 1
+        self._step_ended(kind, obj)
+
+    def _step_ended(self, kind: str, obj: object) -> None:
+        if self.parking is not None and kind in _PARKED:
+            assert isinstance(obj, Work)
+            if obj.live and obj.deferred:  # its call waits for a provider batch (or the dry run's count)
+                self.parked.setdefault(kind, []).append(obj)
+                return
         if kind == "claims":
             assert isinstance(obj, Work)
             self.rows[id(obj)].batch.waiting -= 1
@@ -203,10 +242,9 @@ class _Flow:
             self._submit_nli()
         elif kind == "nli":
             assert isinstance(obj, _Batch)
-            for w in obj.works:
-                row = self.rows[id(w)]
+            for w in obj.scored:
                 if self._asks(w, self.steps.needs_verify):
-                    self.calls.submit((_VERIFY, row.seq), self._task("verify", w, self.steps.verify))
+                    self._call("verify", w, self.steps.verify)
                 else:
                     self._after_verify(w)
                 self.stopping = self.stopping or w.stop is not None
@@ -214,6 +252,7 @@ class _Flow:
             assert isinstance(obj, Work)
             if self._asks(obj, self.steps.needs_compare):  # on the NLI thread: the call slot is free at once
                 # a part of the sources-side call, as run_call runs it: its error is the answer's note
+                self.in_flight += 1
                 self.nli.submit(self._task("compared", obj, self.steps.compare))
             else:
                 self._after_verify(obj)
@@ -241,7 +280,6 @@ class _Flow:
 
     def _after_verify(self, w: Work) -> None:
         """The second judge's call if it looks at the answer, else the answer is done."""
-        row = self.rows[id(w)]
         second = False
         if w.live:
             try:
@@ -249,30 +287,61 @@ class _Flow:
             except Exception:  # a bug in the second judge's choice never harms the answer
                 log.exception("row %s: choosing the second judge's claims failed", w.row)
         if second:
-            self.calls.submit((_SECOND, row.seq), self._task("second", w, self.steps.second))
+            self._call("second", w, self.steps.second)
         else:
-            row.done = True
+            self.rows[id(w)].done = True
+
+    def settle(self) -> bool:
+        """When every admitted answer is parked or done: settle the parked answers of the earliest step (see the
+        module docstring). False when there is nothing to settle."""
+        if self.in_flight or self.parking is None:
+            return False
+        kind = next((k for k in _PARKED if self.parked.get(k)), None)
+        if kind is None:
+            return False
+        works = sorted(self.parked.pop(kind), key=lambda w: self.rows[id(w)].seq)
+        again = {id(w) for w in self.parking.settle(kind, works)}
+        step = {"claims": self.steps.claims_call, "verify": self.steps.verify, "second": self.steps.second}[kind]
+        for w in works:
+            self.stopping = self.stopping or w.stop is not None
+            if id(w) in again and w.live:
+                self._call(kind, w, self.parking.again(step))
+            elif w.deferred:  # its calls stay unanswered: it goes no further
+                self.rows[id(w)].done = True
+                if kind == "claims":
+                    self.rows[id(w)].batch.waiting -= 1
+            else:  # its step is over (it failed or stopped there)
+                self._step_ended(kind, w)
+        self._submit_nli()
+        return True
 
     def finished(self, item: Work | AnswerReport) -> bool:
         return isinstance(item, AnswerReport) or self.rows[id(item)].done
 
 
 def stream(
-    batches: Iterable[list[Work | AnswerReport]], steps: Steps, *, concurrency: int, window: int | None = None
+    batches: Iterable[list[Work | AnswerReport]],
+    steps: Steps,
+    *,
+    concurrency: int,
+    window: int | None = None,
+    parking: Parking | None = None,
 ) -> Iterator[AnswerReport]:
     """Reports of ``batches`` (each a cut batch: work for valid rows, ERROR reports for bad ones), in input order.
 
     Args:
         batches: the cut batches, read lazily (never more than ``window`` rows ahead of the last report out).
-        steps: the steps of an answer (the Evaluator).
+        steps: the steps of an answer (:class:`groundjudge.pipeline.steps.Steps`).
         concurrency: LLM calls in flight at most (the client's limiter may allow fewer).
         window: rows in flight at most (admitted a whole batch at a time); default :func:`default_window`.
+        parking: what becomes of answers whose calls are deferred (provider batch mode, the dry run); without
+            one, no call is deferred.
 
     Raises:
         BudgetExceededError, CacheMissError, BatchPendingError: the first stop, in input order, after every
             finished report is yielded.
     """
-    flow = _Flow(steps, concurrency)
+    flow = _Flow(steps, concurrency, parking)
     source = iter(batches)
     order: deque[Work | AnswerReport] = deque()
     exhausted = False
@@ -302,6 +371,8 @@ def stream(
                 break
             if not exhausted and not flow.stopping and (window is None or len(order) < window):
                 continue  # room in the window again: admit before waiting
+            if flow.settle():
+                continue
             flow.handle(*flow.events.get())
     finally:
         flow.close()

@@ -2,14 +2,13 @@
 
 Holds :class:`Work`, the conditions that stop a whole run (:data:`RUN_STOPS`), how an error is recorded
 (:func:`describe`, :func:`error_report`), :func:`run_local` / :func:`run_call`, which run a step on one live answer
-so that a failure lands in that answer alone, and :func:`each` / :func:`concurrently`, the same over a batch.
+so that a failure lands in that answer alone, and :func:`each`, a local step over a batch.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +73,7 @@ class Work:
     questions: list[QAItem] = field(default_factory=list)  # QA: from the claim-extraction call
     judged: dict[str, JudgedClaim] = field(default_factory=dict)
     qa: QAResult | None = None
-    qa_replies: dict[str, str] | None = None  # QA: the sources' replies, until the comparison (Evaluator.compare)
+    qa_replies: dict[str, str] | None = None  # QA: the sources' replies, until the comparison (Steps.compare)
     usage: Usage = field(default_factory=Usage)
     errors: list[str] = field(default_factory=list)
     stop: GroundjudgeError | None = None
@@ -139,13 +138,3 @@ def each(works: list[Work], fn: Callable[[Work], None]) -> None:
     """Run a local step on each live work item (:func:`run_local`)."""
     for w in works:
         run_local(w, fn)
-
-
-def concurrently(works: list[Work], fn: Callable[[Work], None], concurrency: int) -> None:
-    """Run a step that calls the LLM on each work item, ``concurrency`` at a time (:func:`run_call`)."""
-    if len(works) <= 1 or concurrency == 1:
-        for w in works:
-            run_call(w, fn)
-        return
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(lambda w: run_call(w, fn), works))

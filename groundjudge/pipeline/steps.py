@@ -1,0 +1,344 @@
+"""The steps of one answer through the stages (and one batch's NLI stage), over an explicit context.
+
+:class:`Steps` implements the protocol :class:`groundjudge.pipeline.flow.Steps` that the flow drives: the claims
+(``claims_local`` / ``claims_call``), the NLI stage and the routing of every claim (``nli_stage``), the one
+sources-side call (``needs_verify`` / ``verify``), the QA check's comparison (``needs_compare`` / ``compare``), the
+second judge (``needs_second`` / ``second``) and the report (``report``). Every part a step needs is in its
+:class:`StepContext`: the :class:`~groundjudge.pipeline.Evaluator` builds one over its own parts, the dry run one
+over clients that never send and caches that are only read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from groundjudge.checker.evidence import BM25, EvidenceSelector
+from groundjudge.checker.head import Sources, VerdictHead
+from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer
+from groundjudge.chunking import chunk_documents
+from groundjudge.config import Config
+from groundjudge.errors import DeferredCallError, InputError
+from groundjudge.llm import LLMClient
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, LocalThresholds, Passage, QAResult, Usage
+from groundjudge.pipeline.assemble import failed_report, final_report
+from groundjudge.pipeline.citing import attach_citations, cited_hints, cited_map, citing_of, route_cited, score_cited
+from groundjudge.pipeline.work import RUN_STOPS, SecondPlan, Work, describe, each
+from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
+from groundjudge.stages.judge import JudgedClaim, Source, judge_claims, select_sources
+from groundjudge.stages.qa import score_qa
+from groundjudge.stages.route import route_claim
+
+log = logging.getLogger(__name__)
+
+
+def in_second_sample(row_id: str, share: float | None) -> bool:
+    """Whether the answer ``row_id`` is in the second judge's sample of ``share`` of the answers: a hash of the id
+    (SHA-256, its first 8 bytes as a fraction of 2**64) below ``share``, so every rerun and both engines pick the
+    same answers whatever the order or batching."""
+    if not share:
+        return False
+    digest = hashlib.sha256(row_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What the steps need: the settings, the judges' clients, the mode, the verdict head and thresholds in force,
+    the NLI model and scorer (got when a step first needs them, so the model loads only then) and the versions
+    written into each report."""
+
+    config: Config
+    client: LLMClient | None
+    second_client: LLMClient | None
+    mode: str
+    head: VerdictHead | None
+    thresholds: LocalThresholds
+    nli: Callable[[], NLIModel]
+    scorer: Callable[[], NLIScorer]
+    versions: Callable[[], dict[str, str]]
+
+
+class Steps:
+    """The steps of one answer (and one batch's NLI stage) over ``ctx``; see the module docstring."""
+
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def nli(self) -> NLIModel:
+        return self.ctx.nli()
+
+    @property
+    def scorer(self) -> NLIScorer:
+        return self.ctx.scorer()
+
+    def claims_local(self, w: Work) -> bool:
+        """Claims that need no LLM (a claim row, sentences in nli mode, an empty answer): set them and say True;
+        False when the claims call must run (:meth:`claims_call`)."""
+        s = w.sample
+        text = citing_of(w, self.ctx.config.citation_style).text  # citation markers stripped (kept as citations)
+        if s.claim is not None:
+            w.claims = claim_from_input(text if text.strip() else s.claim)
+        elif self.ctx.client is None or self.ctx.mode == "nli":  # nli mode: no LLM at all
+            w.claims = claims_from_sentences(text)
+        elif not text.strip():
+            w.claims = []
+        else:
+            return False
+        attach_citations(w)
+        return True
+
+    def claims_call(self, w: Work) -> None:
+        """The call that reads only the answer: its claims (and, with QA, its questions and replies)."""
+        assert self.ctx.client is not None
+        n_questions = self.ctx.config.qa_questions if self.qa_expected else 0
+        text = citing_of(w, self.ctx.config.citation_style).text
+        try:
+            w.claims, w.questions, usage = claims_from_llm(self.ctx.client, text, w.sample.question, n_questions)
+        except (*RUN_STOPS, DeferredCallError):
+            raise
+        except Exception:
+            w.claims = claims_from_sentences(text)
+            attach_citations(w)
+            raise  # recorded as an error; the sentence claims are still checked
+        attach_citations(w)
+        w.usage = w.usage + usage
+
+    def nli_stage(self, batch: list[Work]) -> None:
+        """The NLI stage and the routing of every claim, for the live answers of one batch (scored together)."""
+        live = [w for w in batch if w.live]
+        if live:
+            self._score_nli(live)
+            self._route(live)
+
+    def report(self, w: Work) -> AnswerReport:
+        """The report of an answer that went through every stage (ERROR if it failed on the way or here)."""
+        try:
+            return final_report(
+                w,
+                mode=self.ctx.mode,
+                config=self.ctx.config,
+                versions=self.ctx.versions,
+                qa_expected=self.qa_expected_for(w),
+            )
+        except Exception as exc:  # one answer's failure never ends the run
+            log.exception("report of row %s failed", w.row)
+            w.failed = w.failed or describe(exc)
+            return failed_report(w, self.ctx.mode)
+
+    def _score_nli(self, batch: list[Work]) -> None:
+        c = self.ctx.config
+
+        cut: dict[tuple[str, ...], list[Passage]] = {}  # answers about the same sources are cut once
+
+        def chunk(w: Work) -> None:
+            key = tuple(w.sample.contexts)
+            if key not in cut:
+                cut[key] = chunk_documents(w.sample.contexts, self.nli.tokenizer, c.passage_tokens, c.passage_overlap)
+            w.passages = cut[key]
+
+        each(batch, chunk)
+        # Stopping at the first passage that entails a claim is safe only when no later passage could make it
+        # CONTRADICTED: with a contradiction threshold in force, every selected passage is scored.
+        # With a verdict head, t_support is on the head's scale, not the entailment's: every selected passage is
+        # scored too.
+        early_exit = None if self._local_contradiction or self.ctx.head is not None else self.ctx.thresholds.t_support
+        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=early_exit)
+        sources: dict[tuple[str, ...], Sources] = {}
+
+        def check(works: list[Work]) -> None:
+            results = selector.check([([cl.text for cl in w.claims], w.passages) for w in works])
+            for w, res in zip(works, results, strict=True):
+                if self.ctx.head is not None:
+                    self.ctx.head.apply([cl.text for cl in w.claims], res, Sources.memo(sources, w.sample.contexts))
+                w.nli = res
+
+        live = [w for w in batch if w.live]
+        try:
+            check(live)
+        except RUN_STOPS:
+            raise
+        except Exception:  # find the answer that broke the batch: each alone, the rest unharmed
+            log.warning("the NLI batch failed; scoring its %d answers one by one", len(live), exc_info=True)
+            each(live, lambda w: check([w]))
+
+        def head(claims: list[str], res: list[ClaimNLI], w: Work) -> None:
+            assert self.ctx.head is not None
+            self.ctx.head.apply(claims, res, Sources.memo(sources, w.sample.contexts))
+
+        # each cited source alone, for the citation verdicts (pipeline.citing)
+        judge = head if self.ctx.head else None
+        each([w for w in live if w.live and w.cites], lambda w: score_cited([w], selector, judge))
+
+    def _route(self, batch: list[Work]) -> None:
+        c = self.ctx.config
+
+        def route(w: Work) -> None:
+            local_contradiction = self._local_contradiction
+            w.decisions = [
+                route_claim(
+                    cl,
+                    r,
+                    mode=self.ctx.mode,
+                    thresholds=self.ctx.thresholds,
+                    local_contradiction=local_contradiction,
+                    conflict_check=c.conflict_check,
+                    escalate_conflicts=c.escalate_conflicts,
+                )
+                for cl, r in zip(w.claims, w.nli, strict=True)
+            ]
+            if w.cites:
+                route_cited(w, mode=self.ctx.mode, thresholds=self.ctx.thresholds)
+
+        each(batch, route)
+
+    @property
+    def _local_contradiction(self) -> bool:
+        """Whether the NLI stage can call CONTRADICTED at all with the thresholds (and model) in force."""
+        return self.ctx.thresholds.t_contradict is not None and bool(getattr(self.nli, "has_contradiction", True))
+
+    def _judge_hints(self, w: Work, escalated: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
+        """Passages to show the judge when the contexts are too long to show whole: those the NLI stage found
+        for each claim, then, for claims it could not score, the best BM25 passages."""
+        hints = [p for _, r in escalated for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
+        unscored = [cl for cl, r in escalated if not r.passages_scored]
+        if unscored and w.passages:
+            bm25 = BM25([p.text for p in w.passages])
+            k = self.ctx.config.evidence_k or 4
+            hints += [w.passages[i] for cl in unscored for i in bm25.rank(cl.text)[:k]]
+        return hints
+
+    def _judge_sources(self, w: Work, pairs: Sequence[tuple[Claim, ClaimNLI]], qa: bool) -> list[Source]:
+        """The sources the judge sees for the claims of ``pairs`` (with ``qa``, the evidence of every claim too)."""
+        hints = self._judge_hints(w, pairs)
+        if qa:  # the questions may be about any claim: the evidence of every claim
+            hints += [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p]
+        hints += cited_hints(w)
+        sources = select_sources(w.sample.contexts, hints)
+        if not sources:
+            raise InputError("no source passage could be selected for the judge", field="contexts")
+        return sources
+
+    def needs_verify(self, w: Work) -> bool:
+        """Whether the answer needs its sources-side call: an escalated claim, or the QA check."""
+        return self.ctx.client is not None and (any(d.route == "judge" for d in w.decisions) or self.qa_expected_for(w))
+
+    def verify(self, w: Work) -> None:
+        """The one sources-side call of an answer: verdicts on its escalated claims and, with QA on, the sources'
+        answers to its verification questions (blind: never the answer's replies)."""
+        assert self.ctx.client is not None
+        pairs = [(cl, r) for cl, r, d in zip(w.claims, w.nli, w.decisions, strict=True) if d.route == "judge"]
+        escalated = [cl for cl, _ in pairs]
+        qa = self.qa_expected_for(w)
+        answers: dict[str, str] = {}
+        try:
+            if escalated or (qa and w.questions):
+                sources = self._judge_sources(w, pairs, qa)
+                questions = w.questions if qa else ()
+                cited = cited_map(w, escalated)
+                w.judged, answers, usage = judge_claims(self.ctx.client, escalated, sources, questions, cited)
+                w.usage = w.usage + usage
+        except (*RUN_STOPS, DeferredCallError):
+            raise
+        except Exception as exc:
+            for cl in escalated:
+                w.judged.setdefault(cl.id, JudgedClaim(label="ERROR", error=describe(exc)))
+            if qa:
+                w.qa = QAResult(items=list(w.questions), error=describe(exc))
+            raise
+        unjudged = [cid for cid, j in w.judged.items() if j.label == "ERROR"]
+        if unjudged:
+            w.errors.append(f"judge: no verdict for claim(s) {', '.join(unjudged)}")
+        if qa:
+            w.qa_replies = answers  # compared by the local model in compare(), off the call's slot
+
+    def needs_compare(self, w: Work) -> bool:
+        """Whether the answer's QA replies wait for their comparison (:meth:`compare`)."""
+        return w.qa_replies is not None
+
+    def compare(self, w: Work) -> None:
+        """The QA check's comparison of each question's two replies by the local NLI model, pairs of this answer
+        alone (so its scores never depend on which answers ran with it). A local step: the engine runs it on the NLI
+        thread, so a call slot never waits for the CPU."""
+        answers, w.qa_replies = w.qa_replies or {}, None
+        w.qa = score_qa(w.questions, answers, self._answers_agree)
+        if w.qa.error:
+            w.errors.append(f"QA: {w.qa.error}")
+
+    # -- the second judge (README "Second judge"): after verify, never scored --------------------------------
+
+    def needs_second(self, w: Work) -> bool:
+        """Whether the second judge looks at the answer (and which claims: ``w.second``): a flagged answer (its
+        verdict FAIL, a CONTRADICTED claim, or a judged claim whose verdict the local model disagrees with:
+        :attr:`~groundjudge.models.ClaimVerdict.nli_disagrees`) or one in the sample (:func:`in_second_sample`). It
+        judges the claims the first judge judged; a flagged answer with none judges its claims not SUPPORTED. An
+        answer that failed, or has nothing to judge, gets no second look."""
+        if self.ctx.second_client is None or not w.live:
+            return False
+        if w.second is None:
+            w.second = self._second_plan(w, self.ctx.second_client.model_id)
+        return w.second is not None and not w.second.judged and w.second.error is None
+
+    def _second_plan(self, w: Work, model: str) -> SecondPlan | None:
+        try:  # the report as the first judge left it (no versions: not written)
+            first = final_report(
+                w, mode=self.ctx.mode, config=self.ctx.config, versions=dict, qa_expected=self.qa_expected_for(w)
+            )
+        except Exception:  # the report will say ERROR: nothing to check
+            return None
+        if first.verdict == "ERROR":
+            return None
+        why = ["FAIL"] if first.verdict == "FAIL" else []
+        if any(c.label == "CONTRADICTED" for c in first.claims):
+            why.append("contradicted")
+        if any(c.nli_disagrees for c in first.claims):
+            why.append("nli_disagrees")
+        flagged = bool(why)
+        if in_second_sample(w.sample.id, self.ctx.config.second_judge_sample):
+            why.append("sample")
+        ids = [c.claim.id for c in first.claims if c.route == "judge" and c.label != "ERROR"]
+        if not ids and flagged:
+            ids = [c.claim.id for c in first.claims if c.label in ("CONTRADICTED", "UNSUPPORTED")]
+        return SecondPlan(model, why, ids) if why and ids else None
+
+    def second(self, w: Work) -> None:
+        """The second judge's call: the claims of ``w.second`` with the judge prompt and the sources the first
+        judge saw. A failure is the second judge's error (in ``w.second``), never the answer's: the answer is
+        scored by the first judge alone. The budget and a cache-only miss stop the run as any call does."""
+        assert self.ctx.second_client is not None and w.second is not None
+        plan = w.second
+        wanted = set(plan.claim_ids)
+        claims = [cl for cl in w.claims if cl.id in wanted]
+        escalated = [(cl, r) for cl, r, d in zip(w.claims, w.nli, w.decisions, strict=True) if d.route == "judge"]
+        # the first judge's sources: from its escalated claims (and QA evidence); else from these claims
+        pairs = escalated or [(cl, r) for cl, r in zip(w.claims, w.nli, strict=True) if cl.id in wanted]
+        try:
+            sources = self._judge_sources(w, pairs, bool(escalated) and self.qa_expected_for(w))
+            plan.judged, _, usage = judge_claims(self.ctx.second_client, claims, sources, (), cited_map(w, claims))
+        except (*RUN_STOPS, DeferredCallError):
+            raise
+        except Exception as exc:  # recorded as the second judge's error; the answer goes on unharmed
+            log.info("row %s: the second judge failed: %s", w.row, describe(exc))
+            plan.error = describe(exc)
+            usage = getattr(exc, "usage", None) or Usage()
+        plan.usage = plan.usage + usage
+        w.usage = w.usage + usage
+
+    @property
+    def qa_expected(self) -> bool:
+        """Whether answers get the QA check (an LLM, QA on, not nli mode)."""
+        return self.ctx.client is not None and self.ctx.config.qa and self.ctx.mode != "nli"
+
+    def qa_expected_for(self, w: Work) -> bool:
+        """QA runs on answers (not on claim rows) that have claims, with an LLM and QA on."""
+        return self.qa_expected and w.sample.answer is not None and bool(w.claims)
+
+    def _answers_agree(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """Entailment both ways between statement pairs, by the local NLI model (the QA check's comparison)."""
+        both = [*pairs, *((b, a) for a, b in pairs)]
+        probs = self.scorer.score(both)
+        n = len(pairs)
+        return [float(min(probs[i][ENTAILMENT], probs[n + i][ENTAILMENT])) for i in range(n)]
