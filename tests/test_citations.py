@@ -467,3 +467,59 @@ def test_which_cited_claims_the_cascade_sends_to_the_judge(
     w.decisions = [Decision(label, "nli", True)]  # type: ignore[arg-type]
     route_cited(w, mode="cascade", thresholds=LocalThresholds(t_support=0.9, t_contradict=0.9))
     assert w.decisions[0].route == route
+
+
+# -- issue 29: markers after a number, inch marks ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "stripped", "cited"),
+    [
+        ("It runs iOS 4[1].", "It runs iOS 4.", [[0]]),
+        (
+            "The phone came out in June 2010[2] with iOS 4[1].",
+            "The phone came out in June 2010 with iOS 4.",
+            [[1], [0]],
+        ),
+        (
+            'It has a 12" screen [1]. The other has a 14" one [2].',
+            'It has a 12" screen. The other has a 14" one.',
+            [[0], [1]],
+        ),
+        ('A 12" screen[1] and a 14" screen[2].', 'A 12" screen and a 14" screen.', [[0], [1]]),
+    ],
+)
+def test_a_marker_after_a_number_or_between_inch_marks_is_read(
+    text: str, stripped: str, cited: list[list[int]]
+) -> None:
+    """Reproduced from outside: ``iOS 4[1]`` was read as an index (like ``x[1]``) and ``12" ... 14"`` as a quoted
+    passage; the marker stayed in the claim's text and the claim was UNCITED."""
+    parsed = parse_citations(text, 3)
+    assert parsed.text == stripped
+    assert [list(m.sources) for m in parsed.markers] == cited
+
+
+TOKEN = st.one_of(
+    st.text(alphabet="abcdefgxyzABC", min_size=2, max_size=6),  # a word (one letter alone may be an index: x[1])
+    st.from_regex(r"[0-9]{1,4}", fullmatch=True),  # a number
+    st.from_regex(r"[0-9]{1,2}[\"']", fullmatch=True),  # inches and feet: 12" 5'
+    st.from_regex(r"[0-9]{1,3}(%|\.[0-9])", fullmatch=True),
+    st.sampled_from(["iOS", "4G", "COVID-19", "v2.1", "(2010)", "Wi-Fi", "e.g.", "Paris,"]),
+)
+CITE = st.sampled_from(["[1]", "[2]", "[1, 3]", " [2]", "[1][3]", "【2】"])
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    st.lists(
+        st.tuples(TOKEN, st.one_of(st.none(), CITE), st.sampled_from([" ", ". ", ", ", "; "])), min_size=1, max_size=10
+    )
+)
+def test_a_marker_after_any_token_is_read_and_no_marker_text_stays(parts: list[tuple[str, str | None, str]]) -> None:
+    """Property: a marker right after any token (a word, a number, an inch mark, a version) is read as a citation
+    of the sources it names, and no marker text is left in the text the claims come from."""
+    text = "".join(t + (m or "") + g for t, m, g in parts)
+    parsed = parse_citations(text, 3)
+    wanted = [n for _, m, _ in parts if m for n in re.findall(r"\d", m)]
+    assert [str(s + 1) for mk in parsed.markers for s in mk.sources] == wanted, (text, parsed.text)
+    assert "[" not in parsed.text and "【" not in parsed.text, (text, parsed.text)

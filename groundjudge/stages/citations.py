@@ -2,11 +2,11 @@
 
 An answer may cite its sources with markers: ``[1]``, ``[2, 3]``, ``[1-3]``, ``[1][2]``, ``【1】``, footnotes
 ``^1`` and ``[^1]``, or ``[doc-id]`` when the contexts are objects with an ``id``. :func:`parse_citations` finds
-them (never inside code, fenced or inline, nor inside a double-quoted passage; never in ``1[2]3``, ``x[1]``,
-``arr_2[1]``, ``2^10``, a markdown link ``[1](url)`` or a footnote definition ``[1]: ...``), strips them, and
-remembers where each stood; :func:`claim_citations` gives each claim the markers of the sentences it comes from.
-A marker that names no source (``[9]`` with three sources) is kept as an unknown citation of its claim: a wrong
-citation, never a crash.
+them (never inside code, fenced or inline, nor inside a double-quoted passage, an inch mark ``12"`` opening none;
+never in ``1[2]3``, ``x[1]``, ``arr_2[1]``, ``2^10``, a markdown link ``[1](url)`` or a footnote definition
+``[1]: ...``; after a number they are: ``iOS 4[1]``), strips them, and remembers where each stood;
+:func:`claim_citations` gives each claim the markers of the sentences it comes from. A marker that names no source
+(``[9]`` with three sources) is kept as an unknown citation of its claim: a wrong citation, never a crash.
 
 :func:`classify` names what a claim's citation is worth (``CITED_SUPPORTS``, ``OTHER_SUPPORTS``, ``NOT_SUPPORTED``,
 ``UNCITED``); the answer's citation precision and recall are
@@ -77,7 +77,8 @@ _BRACKET = re.compile(r"\[([^\[\]\n]{1,80})\]|【([^【】\n]{1,80})】")
 _FOOTNOTE = re.compile(r"\^(\d{1,3})(?!\d)")
 _FENCE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", re.DOTALL)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
-_QUOTED = re.compile(r"\"[^\"\n]{0,600}\"|“[^”\n]{0,600}”")
+# a double quote right after a digit is an inch mark (12" screen), never the start of a quoted passage
+_QUOTED = re.compile(r"(?<!\d)\"[^\"\n]{0,600}\"|“[^”\n]{0,600}”")
 _RANGE = re.compile(r"(\d{1,3})\s*[-–]\s*(\d{1,3})")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9_]")
 _ID_NUMBER = re.compile(r"^(.*?\D)\d+$")
@@ -149,8 +150,8 @@ def _bracket_marker(
             return None
         if after == ":" and (start == 0 or text[start - 1] == "\n"):  # a footnote definition "[1]: ..."
             return None
-        if before == "_" or (before.isalnum() and start >= 2 and not text[start - 2].isalnum() and not footnote):
-            return None  # an index: x[1], arr_2[1] ("France[1]" is a citation)
+        if before == "_" or (before.isalpha() and start >= 2 and not text[start - 2].isalnum() and not footnote):
+            return None  # an index: x[1], arr_2[1] ("France[1]" and "iOS 4[1]" are citations)
         if before.isalnum() and start >= 2 and text[start - 2] == "_":
             return None
     items = re.split(r"[,;]", body)
