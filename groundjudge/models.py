@@ -225,7 +225,11 @@ class Claim(BaseModel):
     id: str
     text: str
     span: Span | None = None
-    origin: Literal["llm", "sentence", "input"] = "sentence"
+    origin: Literal["llm", "sentence", "input", "fallback"] = Field(
+        "sentence",
+        description="llm (the claims call), sentence (the answer's sentences: nli mode), input (a claim row), "
+        "fallback (the answer's sentences because the claims call failed: the answer's verdict is ERROR)",
+    )
 
 
 class Quote(BaseModel):
@@ -370,6 +374,20 @@ class Scores(BaseModel):
     )
     citation_recall: float | None = Field(
         None, description="share of claims whose cited sources support them; None when the answer cites nothing"
+    )
+    # stages that were meant to run and failed (stages.score.decide: never a PASS); absent when none failed
+    claims_failed: bool = Field(
+        False,
+        exclude_if=lambda v: not v,
+        description="the claims call failed: the answer's sentences were checked in its place (verdict ERROR)",
+    )
+    n_nli_errors: int = Field(
+        0, exclude_if=lambda v: not v, description="claims the NLI model could not score (each counts 0 there)"
+    )
+    qa_failed: bool = Field(
+        False,
+        exclude_if=lambda v: not v,
+        description="the QA check was meant to run and failed, asked nothing or went unanswered in part",
     )
 
     @computed_field  # type: ignore[prop-decorator]

@@ -46,6 +46,7 @@ def compute_scores(
     claim_score = supported / len(judged) if judged else None
     nli_score = sum(entailments) / n if n and any(c.nli is not None for c in claims) else None
     qa_score = qa.score if qa is not None else None
+    qa_failed = bool(qa_expected and n and (qa_score is None or (qa is not None and qa.error)))
     if qa_expected and n and qa_score is None:
         qa_score = 0.0  # failed, refused or asked nothing (unanswered questions already count as inconsistent)
     claims_lower_bound = supported / n if n else None  # ERROR counted as not supported
@@ -71,6 +72,9 @@ def compute_scores(
         n_contradiction_unchecked=sum(1 for c in judged if not c.contradiction_checked),
         citation_precision=precision,
         citation_recall=recall,
+        claims_failed=any(c.claim.origin == "fallback" for c in claims),
+        n_nli_errors=sum(1 for c in claims if c.nli is not None and c.nli.error),
+        qa_failed=qa_failed,
     )
 
 
@@ -88,6 +92,20 @@ def citation_scores(claims: Sequence[tuple[int, int, str | None]]) -> tuple[floa
         return None, None
     good = sum(k for _, k, _ in claims)
     return good / made, sum(1 for *_, label in claims if label == "CITED_SUPPORTS") / len(claims)
+
+
+def _failures(scores: Scores, qa: QAResult | None) -> list[str]:
+    """A WARN for each stage that was meant to run and failed, other than the judge (its unjudged claims lower the
+    coverage): the NLI model on some claims, the QA check. Each counts its worst value in the combined score; the
+    verdict says so too, so that no failure can PASS."""
+    s = scores
+    out = []
+    if s.n_nli_errors:
+        out.append(f"WARN: NLI: {s.n_nli_errors} of {s.n_claims} claims not scored by the local model (count 0)")
+    if s.qa_failed:
+        why = qa.error if qa is not None and qa.error else "gave no score"
+        out.append(f"WARN: QA check failed: {why}")
+    return out
 
 
 class Ruling(NamedTuple):
@@ -176,9 +194,16 @@ def decide(
     alone could push it past the limit, the answer cannot be decided: ERROR, never a better verdict. ``weights``
     (the config's) and ``qa`` (the answer's QA check) only make the reasons say more: how the combined score is made
     and what the QA check found.
+
+    A stage that was meant to run and failed never gives a PASS: a failed claims call is ERROR (the answer's
+    sentences were checked in place of its claims, for review only); claims not judged, claims the NLI model could
+    not score and a failed QA check WARN at best.
     """
     s, t = scores, thresholds
     n = s.n_claims
+    if s.claims_failed:
+        checked = f"its {n} sentences were checked in their place for review" if n else "it has no sentence to check"
+        return Ruling("ERROR", [f"ERROR: the claims call failed ({checked}): the answer's claims are unknown"])
     if n == 0:
         return Ruling("NO_CLAIMS", ["NO_CLAIMS: the answer has no claim to check"])
     if s.n_judged == 0:
@@ -190,6 +215,7 @@ def decide(
     coverage_low = s.coverage is not None and s.coverage < 1.0
     shown = _num(s.coverage, 1.0)[0] if s.coverage is not None else ""
     coverage = f"coverage {shown} < 1: {s.n_errors} of {n} claims not judged" if coverage_low else ""
+    failed = _failures(s, qa)  # a stage that failed: never a PASS
     fails = []
     if s.combined < t.min_grounded:
         fails.append("FAIL: " + _combined_text(s, "<", t.min_grounded, weights, qa))
@@ -197,7 +223,7 @@ def decide(
         a, b = _num(share, limit)
         fails.append(f"FAIL: {s.n_contradicted} of {n} claims contradicted ({a} > {b})")
     if fails:
-        return Ruling("FAIL", fails + [f"WARN: {coverage}"] * coverage_low)
+        return Ruling("FAIL", fails + [f"WARN: {coverage}"] * coverage_low + failed)
     worst = (s.n_contradicted + s.n_errors) / n
     if worst > limit:
         a, b = _num(worst, limit)
@@ -213,6 +239,7 @@ def decide(
         warns.append("WARN: " + _combined_text(s, "<", t.warn, weights, qa))
     if coverage_low:
         warns.append(f"WARN: {coverage}")
+    warns += failed
     if warns:
         return Ruling("WARN", warns)
     a, b = _num(s.combined, t.warn)
