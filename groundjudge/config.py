@@ -134,6 +134,13 @@ class Config(BaseModel):
     weights: dict[str, float] = Field(default_factory=lambda: {"claims": 0.4, "nli": 0.3, "qa": 0.3})
     preset: str = "default"
     thresholds: Thresholds | None = None
+    min_citation_precision: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="citation precision (citations that support the claim they are attached to) below this FAILs "
+        "an answer that cites; unjudged claims' citations that could put it below make the answer ERROR; None: off",
+    )
 
     # LLM calls
     timeout: float = Field(60.0, gt=0)

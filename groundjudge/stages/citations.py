@@ -9,7 +9,7 @@ never in ``1[2]3``, ``x[1]``, ``arr_2[1]``, ``2^10``, a markdown link ``[1](url)
 (``[9]`` with three sources) is kept as an unknown citation of its claim: a wrong citation, never a crash.
 
 :func:`classify` names what a claim's citation is worth (``CITED_SUPPORTS``, ``OTHER_SUPPORTS``, ``NOT_SUPPORTED``,
-``UNCITED``); the answer's citation precision and recall are
+``UNCITED``, ``UNCHECKED``); the answer's citation precision and recall are
 :func:`groundjudge.stages.score.citation_scores`.
 
 Styles (``--citation-style``): ``auto`` (every form; a bracket matching a context id is that id, else a number is
@@ -29,7 +29,7 @@ from groundjudge.models import Claim, Span
 
 CitationStyle = Literal["auto", "numeric", "id", "footnote", "none"]
 STYLES: tuple[str, ...] = ("auto", "numeric", "id", "footnote", "none")
-Citation = Literal["CITED_SUPPORTS", "OTHER_SUPPORTS", "NOT_SUPPORTED", "UNCITED"]
+Citation = Literal["CITED_SUPPORTS", "OTHER_SUPPORTS", "NOT_SUPPORTED", "UNCITED", "UNCHECKED"]
 
 
 @dataclass(frozen=True)
@@ -253,11 +253,15 @@ def claim_citations(parsed: Parsed, claims: Sequence[Claim]) -> list[ClaimCites]
     return out
 
 
-def classify(cites: ClaimCites, supported: bool, supporting: set[int]) -> Citation:
+def classify(cites: ClaimCites, supported: bool, supporting: set[int], *, judged: bool = True) -> Citation:
     """What a claim's citation is worth: ``supported`` is its verdict, ``supporting`` the cited sources (0-based)
-    that support it alone. Only a cited source that supports the claim makes it CITED_SUPPORTS."""
+    that support it alone. Only a cited source that supports the claim makes it CITED_SUPPORTS. A claim that could
+    not be judged (``judged`` False) and cites a source is UNCHECKED: its citation is unknown, not wrong (one that
+    cites only sources that do not exist is wrong whatever the judge says)."""
     if not cites.any:
         return "UNCITED"
+    if not judged and cites.sources:
+        return "UNCHECKED"
     if not supported:
         return "NOT_SUPPORTED"
     return "CITED_SUPPORTS" if supporting & set(cites.sources) else "OTHER_SUPPORTS"
