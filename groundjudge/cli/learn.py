@@ -155,7 +155,10 @@ def calibrate_command(
         err.print(
             escape(f"wrote {reliability} ({len(gold)} claims, expected calibration error {ece:.3f})"), highlight=False
         )
-    fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
+    try:
+        fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
+    except InputError as exc:  # labels of one kind: nothing can be measured, nothing is stored
+        raise fail(str(exc)) from exc
     fitted: VerdictHead | None = None
     if head:
         try:
