@@ -244,9 +244,9 @@ def decide(
     precision = s.citation_precision
     if min_citation_precision is not None and precision is not None and precision < min_citation_precision:
         a, b = _num(precision, min_citation_precision)
-        checked = s.n_citations - s.n_citations_unchecked
+        made = s.n_citations - s.n_citations_unchecked
         fails.append(
-            f"FAIL: citation precision {a} < {b}: {s.n_citations_supporting} of {checked} citations support the "
+            f"FAIL: citation precision {a} < {b}: {s.n_citations_supporting} of {made} citations support the "
             "claim they are attached to"
         )
     if fails:
