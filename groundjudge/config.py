@@ -158,6 +158,13 @@ class Config(BaseModel):
         "default", description="thresholds by use case: " + ", ".join(PRESETS) + " (unless the config sets thresholds)"
     )
     thresholds: Thresholds | None = None
+    min_citation_precision: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="citation precision (citations that support the claim they are attached to) below this FAILs "
+        "an answer that cites; unjudged claims' citations that could put it below make the answer ERROR; None: off",
+    )
 
     # LLM calls
     timeout: float = Field(60.0, gt=0)

@@ -150,7 +150,7 @@ Label = Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "ERROR"]
 Route = Literal["nli", "judge"]
 AnswerVerdict = Literal["PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR"]
 # what a claim's citation markers are worth (groundjudge.stages.citations.classify)
-CitationLabel = Literal["CITED_SUPPORTS", "OTHER_SUPPORTS", "NOT_SUPPORTED", "UNCITED"]
+CitationLabel = Literal["CITED_SUPPORTS", "OTHER_SUPPORTS", "NOT_SUPPORTED", "UNCITED", "UNCHECKED"]
 # what kind of error a claim that is not SUPPORTED makes
 ErrorType = Literal["number", "date", "entity", "relation", "negation", "unsupported_detail", "other"]
 ERROR_TYPES: tuple[str, ...] = ("number", "date", "entity", "relation", "negation", "unsupported_detail", "other")
@@ -225,7 +225,11 @@ class Claim(BaseModel):
     id: str
     text: str
     span: Span | None = None
-    origin: Literal["llm", "sentence", "input"] = "sentence"
+    origin: Literal["llm", "sentence", "input", "fallback"] = Field(
+        "sentence",
+        description="llm (the claims call), sentence (the answer's sentences: nli mode), input (a claim row), "
+        "fallback (the answer's sentences because the claims call failed: the answer's verdict is ERROR)",
+    )
 
 
 class Quote(BaseModel):
@@ -301,8 +305,9 @@ class ClaimVerdict(BaseModel):
     citation: CitationLabel | None = Field(
         None,
         exclude_if=_absent,
-        description="CITED_SUPPORTS, OTHER_SUPPORTS (only an uncited source supports it), NOT_SUPPORTED, UNCITED; "
-        "absent when the answer cites nothing",
+        description="CITED_SUPPORTS, OTHER_SUPPORTS (only an uncited source supports it), NOT_SUPPORTED, UNCITED, "
+        "UNCHECKED (the claim could not be judged: whether its citation is right is unknown); absent when the answer "
+        "cites nothing",
     )
     error_type: ErrorType | None = Field(
         None, exclude_if=_absent, description="the kind of error of a CONTRADICTED or UNSUPPORTED claim"
@@ -366,10 +371,35 @@ class Scores(BaseModel):
     n_weak: int = 0
     n_contradiction_unchecked: int = Field(0, description="claims decided without a check for contradiction")
     citation_precision: float | None = Field(
-        None, description="share of citations that support the claim they are attached to; None: nothing cited"
+        None,
+        description="share of citations that support the claim they are attached to, over the citations checked "
+        "(those of unjudged claims are unknown, left out: n_citations_unchecked); None: nothing cited or checked",
     )
     citation_recall: float | None = Field(
-        None, description="share of claims whose cited sources support them; None when the answer cites nothing"
+        None,
+        description="share of claims whose cited sources support them, over the claims whose citation is known; "
+        "None when the answer cites nothing",
+    )
+    n_citations: int = Field(0, exclude_if=lambda v: not v, description="citation markers attached to claims")
+    n_citations_supporting: int = Field(
+        0, exclude_if=lambda v: not v, description="citations that support the claim they are attached to"
+    )
+    n_citations_unchecked: int = Field(
+        0, exclude_if=lambda v: not v, description="citations of claims that could not be judged (right or wrong)"
+    )
+    # stages that were meant to run and failed (stages.score.decide: never a PASS); absent when none failed
+    claims_failed: bool = Field(
+        False,
+        exclude_if=lambda v: not v,
+        description="the claims call failed: the answer's sentences were checked in its place (verdict ERROR)",
+    )
+    n_nli_errors: int = Field(
+        0, exclude_if=lambda v: not v, description="claims the NLI model could not score (each counts 0 there)"
+    )
+    qa_failed: bool = Field(
+        False,
+        exclude_if=lambda v: not v,
+        description="the QA check was meant to run and failed, asked nothing or went unanswered in part",
     )
 
     @computed_field  # type: ignore[prop-decorator]

@@ -134,12 +134,19 @@ def test_the_outcome_is_assert_groundeds_rule(nli_evaluator: Evaluator) -> None:
         Grounding(nli_evaluator, threshold=80)
 
 
-def test_an_answer_that_cannot_be_judged_scores_zero_and_fails(nli_evaluator: Evaluator) -> None:
+def test_an_answer_that_cannot_be_judged_is_not_scored_and_fails(nli_evaluator: Evaluator) -> None:
+    """Issue 29: an ERROR or NO_CLAIMS answer scored 0.0, which lowered a tool's averages like a real score; it has
+    no score (each adapter says so in its tool's way), keeps its verdict and reason, and fails."""
     from groundjudge.adapters.common import Grounding
 
     result = Grounding(nli_evaluator).check(GOOD_ANSWER, None)
-    assert result.report.verdict == "ERROR" and result.score == 0.0 and not result.success
-    assert "contexts" in result.reason
+    assert result.report.verdict == "ERROR" and result.score is None and not result.success
+    assert "contexts" in result.reason and result.unscored and "contexts" in result.unscored
+    nothing = Grounding(nli_evaluator).check("Hello!", [CONTEXT])
+    assert nothing.report.verdict == "NO_CLAIMS" and nothing.score is None and not nothing.success
+    assert nothing.unscored and "NO_CLAIMS" in nothing.unscored
+    good = Grounding(nli_evaluator).check(GOOD_ANSWER, [CONTEXT])
+    assert good.score is not None and good.unscored is None
 
 
 def test_the_async_check_leaves_the_event_loop_free(nli_evaluator: Evaluator) -> None:
@@ -198,6 +205,25 @@ def test_ragas_evaluate_with_the_metric_alone(nli_evaluator: Evaluator, shared_n
     assert shared_nli.forward_passes == passes  # the re-run is answered from the cache
 
 
+def test_ragas_a_row_that_cannot_be_judged_is_nan_and_explained(nli_evaluator: Evaluator) -> None:
+    """Issue 29: ``outcome_for`` raised KeyError for a row scored as an input ERROR (blank contexts), the row whose
+    score most needs explaining; and such a row scored 0.0 where RAGAS's own metrics give NaN (not scored)."""
+    needs("ragas", "ragas")
+    import math
+
+    from ragas import EvaluationDataset, evaluate
+
+    from groundjudge.adapters.ragas import GroundjudgeMetric
+
+    rows = [*ragas_rows(), {"user_input": QUESTION, "response": GOOD_ANSWER, "retrieved_contexts": [" "]}]
+    metric = GroundjudgeMetric(evaluator=nli_evaluator)
+    result = evaluate(EvaluationDataset.from_list(rows), metrics=[metric], show_progress=False, raise_exceptions=True)
+    scores = [s["groundjudge"] for s in result.scores]
+    assert scores[0] >= 0.8 and math.isnan(scores[2])
+    failed = metric.outcome_for(rows[2])
+    assert failed.report.verdict == "ERROR" and not failed.success and "contexts" in failed.reason
+
+
 def test_ragas_cascade_from_the_environment(cascade_environment: ScriptedLLMServer) -> None:
     needs("ragas", "ragas")
     from ragas import EvaluationDataset, evaluate
@@ -251,6 +277,20 @@ def test_deepeval_assert_test_and_evaluate(nli_evaluator: Evaluator, shared_nli:
     assert shared_nli.forward_passes == passes  # measured above already: the cache answers
 
 
+def test_deepeval_an_answer_that_cannot_be_judged_is_an_error_not_a_score(nli_evaluator: Evaluator) -> None:
+    """Issue 29: DeepEval's way of saying a metric gave no score is its ``error`` (as when ``measure`` raises and
+    errors are ignored): no score, not successful, the reason kept."""
+    needs("deepeval", "deepeval")
+    from deepeval.test_case import LLMTestCase
+
+    from groundjudge.adapters.deepeval import GroundjudgeMetric
+
+    metric = GroundjudgeMetric(evaluator=nli_evaluator)
+    metric.measure(LLMTestCase(input=QUESTION, actual_output=GOOD_ANSWER, retrieval_context=[" "]))
+    assert metric.score is None and metric.error and "contexts" in metric.error and not metric.is_successful()
+    assert metric.report.verdict == "ERROR" and "contexts" in metric.reason
+
+
 def test_deepeval_no_argument_metric_uses_the_environment(from_environment: None, shared_nli: Any) -> None:
     needs("deepeval", "deepeval")
     from deepeval.test_case import LLMTestCase
@@ -299,6 +339,39 @@ def test_inspect_eval_with_the_scorer(nli_evaluator: Evaluator, tmp_path: Path) 
     metrics = log.results.scores[0].metrics if log.results else {}
     assert set(metrics) == {"mean", "stderr"}
     assert metrics["mean"].value == pytest.approx((scores["good"].value + scores["bad"].value) / 2)
+
+
+def test_inspect_an_answer_that_cannot_be_judged_is_unscored(nli_evaluator: Evaluator, tmp_path: Path) -> None:
+    """Issue 29: an ERROR answer (no sources) scored 0.0 and pulled the mean down like a real score; Inspect's way is
+    an unscored Score (NaN, left out of the metrics) that keeps its explanation and metadata."""
+    import math
+
+    needs("inspect_ai", "inspect")
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+    from inspect_ai.solver import generate
+
+    from groundjudge.adapters.inspect import groundjudge_scorer
+
+    def reply(messages: Any, *args: Any) -> Any:
+        output = ModelOutput.from_content("mockllm/model", GOOD_ANSWER)
+        output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+        return output
+
+    samples = [
+        Sample(id="good", input=QUESTION, metadata={"contexts": [CONTEXT]}),
+        Sample(id="blank", input=QUESTION, metadata={"contexts": [" "]}),
+    ]
+    task = Task(dataset=samples, solver=generate(), scorer=groundjudge_scorer(evaluator=nli_evaluator))
+    (log,) = eval(task, model=get_model("mockllm/model", custom_outputs=reply), log_dir=str(tmp_path), display="none")
+    assert log.status == "success", log.error
+    scores = {s.id: s.scores["groundjudge"] for s in log.samples or []}
+    blank = scores["blank"]
+    assert math.isnan(float(blank.value)) and blank.metadata["verdict"] == "ERROR"  # type: ignore[arg-type]
+    assert not blank.metadata["success"] and "contexts" in (blank.explanation or "")
+    mean = log.results.scores[0].metrics["mean"].value if log.results else None
+    assert mean == pytest.approx(float(scores["good"].value))  # type: ignore[arg-type]  # the ERROR is left out
 
 
 # -- promptfoo ------------------------------------------------------------------------------------------------------
@@ -384,6 +457,21 @@ def test_promptfoo_assertion_in_process(from_environment: None, shared_nli: Any)
     assert shared_nli.forward_passes == passes  # every call shares the default evaluator and its cache
     strict = {**promptfoo_context(INVENTED), "config": {"threshold": 0.0, "contexts_var": "contexts"}}
     assert get_assert({"output": INVENTED}, strict)["pass"] is True  # the assertion's config sets the bar
+
+
+def test_promptfoo_an_answer_that_cannot_be_judged_is_no_named_score(from_environment: None) -> None:
+    """Issue 29: an ERROR answer gave the named score 0.0, lowering the metric's average like a real score. It fails,
+    with its reason; its named score is left out (promptfoo averages a named score over the results that have it)
+    and the metadata says it was not scored."""
+    from groundjudge.adapters.promptfoo import get_assert
+
+    context = promptfoo_context(GOOD_ANSWER)
+    context["vars"] = {**context["vars"], "contexts": [" "]}
+    result = get_assert(GOOD_ANSWER, context)
+    assert result["pass"] is False and result["score"] == 0.0 and "contexts" in result["reason"]
+    assert "namedScores" not in result or "groundjudge" not in result["namedScores"]
+    assert result["metadata"]["verdict"] == "ERROR" and result["metadata"]["scored"] is False
+    assert "contexts" in result["metadata"]["error"]
 
 
 def promptfoo_command() -> list[str] | None:

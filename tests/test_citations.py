@@ -31,7 +31,7 @@ from groundjudge.pipeline.citing import citation_fields, route_cited
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.pipeline.work import Work
 from groundjudge.review.compare import METRICS, compare_runs
-from groundjudge.review.html import render_html, risk_key
+from groundjudge.review.html import render_html, risk_counts, risk_key
 from groundjudge.review.summary import summarize, summary_rows
 from groundjudge.stages.citations import ClaimCites, claim_citations, classify, find_markers, parse_citations
 from groundjudge.stages.judge import JudgeItem
@@ -179,7 +179,8 @@ def test_a_claim_citing_only_sources_that_do_not_support_it_is_never_cited_suppo
     backing = (entailing & cited) | {d for d, v in quotes if v}
     if not backing & cited or label != "SUPPORTED":
         assert fields["citation"] != "CITED_SUPPORTS"
-    assert set(fields["cited_supporting"]) <= {d + 1 for d in cited}
+    assert set(fields["cited_supporting"] or []) <= {d + 1 for d in cited}
+    assert (fields["citation"] == "UNCHECKED") == (label == "ERROR")  # unjudged: unknown, never wrong nor right
 
 
 @settings(max_examples=100, deadline=None, database=None)
@@ -467,3 +468,148 @@ def test_which_cited_claims_the_cascade_sends_to_the_judge(
     w.decisions = [Decision(label, "nli", True)]  # type: ignore[arg-type]
     route_cited(w, mode="cascade", thresholds=LocalThresholds(t_support=0.9, t_contradict=0.9))
     assert w.decisions[0].route == route
+
+
+# -- issue 29: markers after a number, inch marks ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "stripped", "cited"),
+    [
+        ("It runs iOS 4[1].", "It runs iOS 4.", [[0]]),
+        (
+            "The phone came out in June 2010[2] with iOS 4[1].",
+            "The phone came out in June 2010 with iOS 4.",
+            [[1], [0]],
+        ),
+        (
+            'It has a 12" screen [1]. The other has a 14" one [2].',
+            'It has a 12" screen. The other has a 14" one.',
+            [[0], [1]],
+        ),
+        ('A 12" screen[1] and a 14" screen[2].', 'A 12" screen and a 14" screen.', [[0], [1]]),
+    ],
+)
+def test_a_marker_after_a_number_or_between_inch_marks_is_read(
+    text: str, stripped: str, cited: list[list[int]]
+) -> None:
+    """Reproduced from outside: ``iOS 4[1]`` was read as an index (like ``x[1]``) and ``12" ... 14"`` as a quoted
+    passage; the marker stayed in the claim's text and the claim was UNCITED."""
+    parsed = parse_citations(text, 3)
+    assert parsed.text == stripped
+    assert [list(m.sources) for m in parsed.markers] == cited
+
+
+TOKEN = st.one_of(
+    st.text(alphabet="abcdefgxyzABC", min_size=2, max_size=6),  # a word (one letter alone may be an index: x[1])
+    st.from_regex(r"[0-9]{1,4}", fullmatch=True),  # a number
+    st.from_regex(r"[0-9]{1,2}[\"']", fullmatch=True),  # inches and feet: 12" 5'
+    st.from_regex(r"[0-9]{1,3}(%|\.[0-9])", fullmatch=True),
+    st.sampled_from(["iOS", "4G", "COVID-19", "v2.1", "(2010)", "Wi-Fi", "e.g.", "Paris,"]),
+)
+CITE = st.sampled_from(["[1]", "[2]", "[1, 3]", " [2]", "[1][3]", "【2】"])
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    st.lists(
+        st.tuples(TOKEN, st.one_of(st.none(), CITE), st.sampled_from([" ", ". ", ", ", "; "])), min_size=1, max_size=10
+    )
+)
+def test_a_marker_after_any_token_is_read_and_no_marker_text_stays(parts: list[tuple[str, str | None, str]]) -> None:
+    """Property: a marker right after any token (a word, a number, an inch mark, a version) is read as a citation
+    of the sources it names, and no marker text is left in the text the claims come from."""
+    text = "".join(t + (m or "") + g for t, m, g in parts)
+    parsed = parse_citations(text, 3)
+    wanted = [n for _, m, _ in parts if m for n in re.findall(r"\d", m)]
+    assert [str(s + 1) for mk in parsed.markers for s in mk.sources] == wanted, (text, parsed.text)
+    assert "[" not in parsed.text and "【" not in parsed.text, (text, parsed.text)
+
+
+# -- issue 29: an unjudged claim's citation is unknown, not wrong; a threshold on citation precision -----------------
+
+
+def test_an_unjudged_claims_citation_is_unchecked_not_wrong() -> None:
+    """Reproduced from outside: a cited claim whose judge call failed (ERROR) got ``citation: NOT_SUPPORTED``,
+    citation precision and recall 0.0, and counted as a wrong citation in the summary and the review queue."""
+    w = _work(2)
+    w.cites = [ClaimCites([0]), ClaimCites([1])]
+    w.cited_support = [set(), set()]
+    unjudged = citation_fields(w, 0, "ERROR", [])
+    assert unjudged["citation"] == "UNCHECKED" and unjudged["cited"] == [1] and unjudged["cited_supporting"] is None
+    good = citation_fields(w, 1, "SUPPORTED", [Quote(text="q", doc=1, verified=True)])
+    assert good["citation"] == "CITED_SUPPORTS"
+    cvs = [
+        ClaimVerdict(claim=Claim(id="c1", text="t"), label="ERROR", route="judge", **unjudged),
+        ClaimVerdict(claim=Claim(id="c2", text="t"), label="SUPPORTED", route="judge", **good),
+    ]
+    s = compute_scores(cvs, None, {"claims": 1.0}, 0.5)
+    # the unjudged claim's citation is left out of both (unknown); the scores say how many were left out
+    assert (s.citation_precision, s.citation_recall) == (1.0, 1.0)
+    assert (s.n_citations, s.n_citations_supporting, s.n_citations_unchecked) == (2, 1, 1)
+    only = compute_scores(cvs[:1], None, {"claims": 1.0}, 0.5)
+    assert (only.citation_precision, only.citation_recall) == (None, None)  # nothing checked: no score, not 0
+    report = AnswerReport(id="a", verdict="WARN", mode="cascade", scores=s, claims=cvs)
+    assert summarize([report]).citations == {"UNCHECKED": 1, "CITED_SUPPORTS": 1}
+    assert risk_counts(report)["wrong_citation"] == 0  # not a wrong citation in the review queue
+    # a marker naming no source is wrong whatever the judge says: it still counts against precision
+    unknown = ClaimCites([], ["9"])
+    w.cites = [unknown, ClaimCites([1])]
+    assert citation_fields(w, 0, "ERROR", [])["citation"] == "NOT_SUPPORTED"
+
+
+def _decide_cited(precision_limit: float | None, cvs: list[ClaimVerdict]) -> Any:
+    from groundjudge.config import Thresholds
+    from groundjudge.stages.score import decide
+
+    s = compute_scores(cvs, None, {"claims": 1.0}, 0.5)
+    return decide(s, Thresholds(), {"claims": 1.0}, None, min_citation_precision=precision_limit)
+
+
+def test_a_threshold_on_citation_precision_makes_a_wrong_citation_fail() -> None:
+    """Reproduced from outside: a claim citing [1] but supported only by [2] still PASSed 0.968. With
+    ``min_citation_precision`` the verdict rule fails it; off by default."""
+    right = _cv("SUPPORTED", [1], [1])
+    wrong = _cv("SUPPORTED", [1], [])  # supported, but only by a source it does not cite: OTHER_SUPPORTS
+    assert wrong.citation == "OTHER_SUPPORTS"
+    cvs = [right, wrong] + [_cv("SUPPORTED", [], []) for _ in range(2)]
+    assert _decide_cited(None, cvs).verdict == "PASS"  # off by default: a wrong citation alone never fails
+    ruling = _decide_cited(0.8, cvs)
+    assert ruling.verdict == "FAIL" and any("citation precision 0.50 < 0.80" in r for r in ruling.reasons), ruling
+    assert _decide_cited(0.5, cvs).verdict == "PASS"
+    assert _decide_cited(1.0, [right, _cv("SUPPORTED", [], [])]).verdict == "PASS"
+    assert _decide_cited(1.0, [_cv("SUPPORTED", [], [])] * 2).verdict == "PASS"  # nothing cited: nothing wrong
+
+
+def test_unchecked_citations_that_could_break_the_precision_limit_leave_the_answer_undecided() -> None:
+    """As with the contradicted share: a failure never decides in the answer's favour. Unchecked citations that,
+    wrong, would put citation precision below its limit make the answer ERROR, never PASS or WARN."""
+    w = _work(2)
+    w.cites = [ClaimCites([0])]
+    w.cited_support = [set()]
+    unjudged = ClaimVerdict(
+        claim=Claim(id="c9", text="t"), label="ERROR", route="judge", **citation_fields(w, 0, "ERROR", [])
+    )
+    cvs = [_cv("SUPPORTED", [1], [1])] + [_cv("SUPPORTED", [], [])] * 8 + [unjudged]
+    ruling = _decide_cited(0.8, cvs)
+    assert ruling.verdict == "ERROR" and any("citation" in r for r in ruling.reasons), ruling
+    assert _decide_cited(0.5, cvs).verdict != "PASS"  # 1 of 2 citations at worst: the limit holds, coverage WARNs
+
+
+def test_min_citation_precision_fails_a_wrong_citation_end_to_end(shared_nli: Any, tmp_path: Path) -> None:
+    """The config's ``min_citation_precision`` reaches the verdict: a claim citing [2] but supported only by [1]."""
+    answer = "The Eiffel Tower was completed in 1889 [2]. Mount Fuji is in Japan [3]."
+    texts = ["The Eiffel Tower was completed in 1889.", "Mount Fuji is in Japan."]
+    claims = lambda req: Reply.json({"claims": [{"text": t, "source": t} for t in texts]})  # noqa: E731
+    verdicts = {}
+    with ScriptedLLMServer(route({"claims": claims, "judge": judge_reply})) as server:
+        for limit in (None, 0.8):
+            cache = Cache(tmp_path / "cache")
+            client = make_test_client(server, cache=cache)
+            cfg = Config(qa=False, t_support=0.99, use_head=False, min_citation_precision=limit)
+            report = Evaluator(cfg, nli=shared_nli, client=client, cache=cache).evaluate(answer, SOURCES)
+            verdicts[limit] = report.verdict, report.verdict_reasons
+            assert [c.citation for c in report.claims] == ["OTHER_SUPPORTS", "CITED_SUPPORTS"]
+            assert report.scores.citation_precision == 0.5
+    assert verdicts[None][0] == "PASS"
+    assert verdicts[0.8][0] == "FAIL" and "FAIL: citation precision 0.50 < 0.80" in verdicts[0.8][1][0], verdicts

@@ -541,3 +541,14 @@ def test_property_any_messages_give_a_sample_or_an_input_error_naming_them(messa
     assert sample.answer and any(c.strip() for c in sample.contexts)
     assert len(sample.contexts) == len(sample.sources or [])
     json.dumps(sample.model_dump(), allow_nan=False)  # the report can carry it
+
+
+def test_each_turn_passes_on_a_conversation_with_no_assistant_text() -> None:
+    """Issue 29: ``each_turn`` dropped such a row (no report, no error), where scoring the row itself gives an ERROR
+    report; now it is passed on as it is, and its report says why."""
+    silent = {"id": "silent", "messages": [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": " "}]}
+    rows = list(each_turn([silent, {"id": "plain", "answer": "a", "contexts": ["b"]}]))
+    assert [r["id"] for r in rows] == ["silent", "plain"]
+    with pytest.raises(InputError) as err:
+        parse_sample(rows[0], 1)
+    assert err.value.field == "messages"

@@ -51,7 +51,7 @@ def _oracle(s: Scores, t: Thresholds) -> str:
         return "FAIL"
     if (s.n_contradicted + s.n_errors) / s.n_claims > t.max_contradicted:
         return "ERROR"
-    if s.combined < t.warn or (s.coverage is not None and s.coverage < 1.0):
+    if s.combined < t.warn or (s.coverage is not None and s.coverage < 1.0) or s.qa_failed or s.n_nli_errors:
         return "WARN"
     return "PASS"
 

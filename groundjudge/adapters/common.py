@@ -5,8 +5,10 @@ use: ``GROUNDJUDGE_LLM``, else nli mode; see :func:`groundjudge.testing.default_
 contradiction rule, and turns a tool's sample into an :class:`Outcome`: the groundjudge report, the score the tool
 records, whether it passes and why. Passing is :func:`groundjudge.testing.grounding_problems`' rule, the one
 ``assert_grounded`` applies: a judged answer whose combined score reaches the threshold, with no contradicted claim
-(unless allowed). An answer that could not be judged (ERROR, NO_CLAIMS) scores 0.0 and fails: no failure scores
-better than an honest judgement.
+(unless allowed), no stage that failed. An answer that could not be judged (ERROR, NO_CLAIMS) has no score
+(``Outcome.score`` None, ``Outcome.unscored`` says why) and fails: each adapter says "not scored" in its tool's
+way (RAGAS NaN, an Inspect unscored Score, DeepEval's ``error``, no promptfoo named score), so that it never lowers
+a tool's averages like a real score, nor passes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from groundjudge.models import AnswerReport
-from groundjudge.testing.assertions import default_evaluator, explain_report, grounding_problems
+from groundjudge.testing.assertions import default_evaluator, explain_report, grounding_problems, is_judged
 
 DEFAULT_THRESHOLD = 0.8  # assert_grounded's min_score
 
@@ -48,12 +50,14 @@ def as_contexts(value: Any) -> Any:
 @dataclass(frozen=True)
 class Outcome:
     """One checked answer: ``report`` (the whole :class:`~groundjudge.models.AnswerReport`), ``score`` (the combined
-    score, 0.0 when the answer could not be judged), ``success`` and ``reason``."""
+    score; None when the answer could not be judged: ERROR, NO_CLAIMS), ``success``, ``reason``, and ``unscored``
+    (why there is no score: the verdict's first reason; None when there is one)."""
 
     report: AnswerReport
-    score: float
+    score: float | None
     success: bool
     reason: str
+    unscored: str | None = None
 
     def claims(self) -> list[dict[str, Any]]:
         """The per-claim verdicts as plain data (text, label, route, reason, verified quotes)."""
@@ -72,18 +76,20 @@ class Outcome:
 def outcome(report: AnswerReport, threshold: float, allow_contradicted: bool = False) -> Outcome:
     """Score, verdict and reason of ``report`` against ``threshold``."""
     combined = report.scores.combined
-    score = combined if combined is not None and math.isfinite(combined) else 0.0
+    judged = is_judged(report)
+    score = combined if judged and combined is not None and math.isfinite(combined) else None
+    unscored = None if score is not None else (report.verdict_reasons or [report.verdict])[0]
     problems = grounding_problems(report, threshold, allow_contradicted)
     s = report.scores
     if problems:
         head = f"not grounded: {'; '.join(problems)} (verdict {report.verdict})"
     else:
         head = (
-            f"grounded: combined score {score:.3f} >= {threshold}, {s.n_supported} of {s.n_claims} claim(s) "
+            f"grounded: combined score {combined:.3f} >= {threshold}, {s.n_supported} of {s.n_claims} claim(s) "
             f"supported (verdict {report.verdict})"
         )
     reason = "\n".join([head, *explain_report(report)])
-    return Outcome(report=report, score=score, success=not problems, reason=reason)
+    return Outcome(report=report, score=score, success=not problems, reason=reason, unscored=unscored)
 
 
 class Grounding:

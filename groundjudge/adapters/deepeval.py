@@ -1,8 +1,9 @@
 """groundjudge as a DeepEval metric (``pip install 'groundjudge[deepeval]'``): :class:`GroundjudgeMetric`.
 
 ``actual_output`` is the answer, ``retrieval_context`` its sources (else ``context``), ``input`` the question and
-``expected_output`` the reference answer (kept in the report's metadata). ``score`` is the combined grounding score
-(0.0 when the answer could not be judged), ``success`` the pass rule (score >= ``threshold``, no contradicted
+``expected_output`` the reference answer (kept in the report's metadata). ``score`` is the combined grounding score;
+an answer that could not be judged (ERROR, NO_CLAIMS) has none: ``score`` None and ``error`` says why, as DeepEval
+records a metric that could not measure; ``success`` the pass rule (score >= ``threshold``, no contradicted
 claim), ``reason`` names the claims that are not supported with their verdicts, and ``report`` / ``outcome`` hold
 the whole groundjudge report::
 
@@ -18,6 +19,7 @@ else nli mode) makes every call, through groundjudge's cache and budget.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from groundjudge.adapters.common import DEFAULT_THRESHOLD, Grounding, Outcome, require
@@ -67,13 +69,13 @@ class GroundjudgeMetric(BaseMetric):
 
     def _record(self, result: Outcome) -> float:
         self.outcome = result
-        self.score = result.score
+        self.score = result.score  # None: not scored, and ``error`` says why (DeepEval's way for a metric that failed)
         self.success = result.success
         self.reason = result.reason
-        self.error = None
+        self.error = result.unscored
         self.evaluation_cost = result.report.usage.cost_usd
         self.verbose_logs = result.reason
-        return result.score
+        return result.score if result.score is not None else math.nan
 
     def measure(self, test_case: LLMTestCase, *args: Any, **kwargs: Any) -> float:
         answer, contexts, question, reference = self._fields(test_case)

@@ -2,10 +2,11 @@
 
 The answer is the model's completion; its sources are the sample's ``metadata["contexts"]`` (a list of passages, or
 one string; another key with ``contexts_key``), the question the sample's input, and the target, when there is one,
-the reference answer. The :class:`~inspect_ai.scorer.Score`'s value is the combined grounding score (0.0 when the
-answer could not be judged), with the metrics ``mean()`` and ``stderr()``; its explanation names the claims that are
-not supported; its metadata holds the verdict, whether the answer passes, the per-claim verdicts and the whole
-report::
+the reference answer. The :class:`~inspect_ai.scorer.Score`'s value is the combined grounding score, with the metrics
+``mean()`` and ``stderr()``; an answer that could not be judged (ERROR, NO_CLAIMS) is an unscored Score
+(``Score.unscored``: NaN, left out of the metrics) with the same explanation and metadata; its explanation names the
+claims that are not supported; its metadata holds the verdict, whether the answer passes, the per-claim verdicts and
+the whole report::
 
     from inspect_ai import Task, eval
     from inspect_ai.dataset import Sample
@@ -57,17 +58,20 @@ def groundjudge_scorer(
             answer, contexts, state.input_text, reference=reference, id=str(state.sample_id)
         )
         report = result.report
-        return Score(
-            value=result.score,
-            answer=answer,
-            explanation=result.reason,
-            metadata={
-                "verdict": report.verdict,
-                "success": result.success,
-                "threshold": grounding.threshold,
-                "claims": result.claims(),
-                "report": report.model_dump(mode="json"),
-            },
-        )
+        metadata: dict[str, Any] = {
+            "verdict": report.verdict,
+            "success": result.success,
+            "threshold": grounding.threshold,
+            "claims": result.claims(),
+            "report": report.model_dump(mode="json"),
+        }
+        if result.score is None:  # no score: left out of the metrics, the reason kept
+            # an answer with claims the checker failed on: the grader failed; no claims or a bad input: no score
+            why = "grader_failed" if report.verdict == "ERROR" and report.claims else "scoring_failed"
+            if report.verdict == "NO_CLAIMS":
+                why = "no_response" if not (answer or "").strip() else "no_claims"
+            metadata["unscored"] = result.unscored
+            return Score.unscored(reason=why, answer=answer, explanation=result.reason, metadata=metadata)
+        return Score(value=result.score, answer=answer, explanation=result.reason, metadata=metadata)
 
     return score

@@ -4,9 +4,11 @@ promptfoo calls ``get_assert(output, context)`` with the provider's output and a
 test's variables. The sources are ``vars["contexts"]`` (a list of passages, or one string; also read from
 ``context`` or ``retrieved_contexts``), the question ``vars["question"]`` (else ``query``, ``input``), the reference
 ``vars["reference"]``. The assertion's ``config`` may set ``threshold`` (default 0.8), ``contexts_var`` and
-``allow_contradicted``. It returns a GradingResult: ``pass``, ``score`` (the combined grounding score, 0.0 when the
-answer could not be judged), ``reason`` (the claims that are not supported, with their verdicts), ``namedScores``
-and ``metadata`` (the verdict and the per-claim verdicts).
+``allow_contradicted``. It returns a GradingResult: ``pass``, ``score`` (the combined grounding score), ``reason`` (the
+claims that are not supported, with their verdicts), ``namedScores`` and ``metadata`` (the verdict, the per-claim
+verdicts, ``scored``). An answer that could not be judged (ERROR, NO_CLAIMS) fails with score 0 (a GradingResult
+needs a number) but has no named score, so that the ``groundjudge`` metric's average is over real scores only;
+``metadata.scored`` is false and ``metadata.error`` says why.
 
 promptfoo loads a Python assertion by file path and puts the file's folder first on ``sys.path``, so point it at a
 file of your own that re-exports this function, never at this module (its folder holds modules named after other
@@ -67,10 +69,18 @@ def get_assert(output: Any, context: Mapping[str, Any]) -> dict[str, Any]:
         reference=_first(values, REFERENCE_VARS),
     )
     report = result.report
+    metadata: dict[str, Any] = {
+        "verdict": report.verdict,
+        "claims": result.claims(),
+        "scored": result.score is not None,
+    }
+    if result.score is None:
+        metadata["error"] = result.unscored
+        return {"pass": False, "score": 0.0, "reason": result.reason, "namedScores": {}, "metadata": metadata}
     return {
         "pass": result.success,
         "score": result.score,
         "reason": result.reason,
         "namedScores": {"groundjudge": result.score},
-        "metadata": {"verdict": report.verdict, "claims": result.claims()},
+        "metadata": metadata,
     }

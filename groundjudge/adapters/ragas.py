@@ -2,7 +2,8 @@
 
 A single-turn metric: ``response`` is the answer, ``retrieved_contexts`` its sources, ``user_input`` the question
 (optional) and ``reference`` the reference answer (optional, kept in the report's metadata). The score is the combined
-grounding score (0.0 when the answer could not be judged); every checked sample's :class:`Outcome` (the whole report,
+grounding score (NaN, RAGAS's "not scored", when the answer could not be judged: ERROR, NO_CLAIMS; its outcome says
+why); every checked sample's :class:`Outcome` (the whole report,
 the per-claim verdicts, the pass rule's verdict and reason) stays on the metric::
 
     from ragas import EvaluationDataset, evaluate
@@ -18,6 +19,7 @@ nli mode) makes every call, through groundjudge's cache and budget.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,6 +64,8 @@ class GroundjudgeMetric(SingleTurnMetric):
         super().__post_init__()
         self.grounding = Grounding(self.evaluator, self.threshold, self.allow_contradicted)
         self._lock = threading.Lock()
+        # each outcome by the sample it was asked for (an input ERROR's report has no answer or contexts to match)
+        self._asked: dict[tuple[str, tuple[str, ...]], Outcome] = {}
 
     def init(self, run_config: Any) -> None:
         """Nothing to set up: the evaluator is built on first use."""
@@ -72,7 +76,8 @@ class GroundjudgeMetric(SingleTurnMetric):
         )
         with self._lock:
             self.outcomes.append(result)
-        return result.score
+            self._asked[_key(sample.response, sample.retrieved_contexts)] = result
+        return result.score if result.score is not None else math.nan
 
     def outcome_for(self, sample: SingleTurnSample | Mapping[str, Any]) -> Outcome:
         """The latest outcome for a sample (or a row with ``response`` and ``retrieved_contexts``) this metric
@@ -80,7 +85,6 @@ class GroundjudgeMetric(SingleTurnMetric):
         row = sample if isinstance(sample, Mapping) else sample.model_dump()
         wanted = _key(row.get("response"), row.get("retrieved_contexts"))
         with self._lock:
-            for result in reversed(self.outcomes):
-                if _key(result.report.answer, result.report.contexts) == wanted:
-                    return result
+            if wanted in self._asked:
+                return self._asked[wanted]
         raise KeyError(f"this metric has not scored a sample with response {str(row.get('response'))[:80]!r}")

@@ -134,7 +134,10 @@ def calibrate_command(
         _write_reliability(
             reliability, ent, gold, bins, f"{labeled.name}" + (f" + reviews {reviews.name}" if reviews else "")
         )
-    fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
+    try:
+        fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
+    except InputError as exc:  # labels of one kind: nothing can be measured, nothing is stored
+        raise fail(str(exc)) from exc
     fitted: VerdictHead | None = None
     if head:
         try:

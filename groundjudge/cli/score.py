@@ -113,6 +113,7 @@ def score_command(
     out: Annotated[Path, OUT],
     columns: Annotated[str | None, MAP] = None,
     citation_style: Annotated[str, setting("citation_style", panel=INPUT_OUTPUT)] = default("citation_style"),
+    min_citation_precision: Annotated[float | None, setting("min_citation_precision", panel=INPUT_OUTPUT)] = None,
     config: Annotated[Path | None, CONFIG] = None,
     resume: Annotated[bool, RESUME] = False,
     retry_errors: Annotated[bool, RETRY_ERRORS] = False,

@@ -385,8 +385,8 @@ def source_text(turns: list[Turn], info: SourceInfo) -> str:
 
 def each_turn(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """One row per assistant turn of each conversation row, id ``<id>#turn<k>`` (k from 1), each judged against what
-    came before it; other rows as they are. A row whose messages cannot be read is passed on as it is (its report
-    then says why)."""
+    came before it; other rows as they are. A row whose messages cannot be read, or that has no assistant text, is
+    passed on as it is (its report then says why)."""
     for n, row in enumerate(rows, 1):
         if not isinstance(row, dict) or row.get("messages") is None:
             yield row
@@ -397,6 +397,9 @@ def each_turn(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             yield row
             continue
         count = sum(t.role == "assistant" and bool(t.text.strip()) for t in turns)
+        if not count:  # no answer to judge: passed on as it is, so that its report says so (never dropped)
+            yield row
+            continue
         rid = row.get("id", f"row-{n}")
         given = row.get("conversation_options")
         options: dict[str, Any] = given if isinstance(given, dict) else {}

@@ -29,6 +29,7 @@ from groundjudge.checker.head import (
     claim_key,
     fit_head,
 )
+from groundjudge.errors import InputError
 from groundjudge.models import ClaimNLI, LocalThresholds
 from groundjudge.review.metrics import balanced_accuracy
 from groundjudge.review.plots import ReliabilityBin
@@ -188,8 +189,20 @@ def fit_thresholds(
     head: bool = False,
 ) -> Calibration:
     """Thresholds from NLI scores (``head``: a verdict head's probabilities) and gold (SUPPORTED or not) of the same
-    claims (see :func:`_cascade_cuts`)."""
+    claims (see :func:`_cascade_cuts`).
+
+    Raises:
+        InputError: the labels are all of one kind (all SUPPORTED, or none): a threshold's precision cannot be
+            measured without both, and nothing unmeasured is stored.
+    """
     n = len(supported)
+    kinds = sum(bool(s) for s in supported)
+    if n and kinds in (0, n):
+        which = "SUPPORTED" if kinds else "not SUPPORTED (UNSUPPORTED or CONTRADICTED)"
+        raise InputError(
+            f"all {n} labelled claims are {which}: a threshold's precision cannot be measured without claims of "
+            "both kinds (every threshold would look perfect); label claims of both kinds"
+        )
     cuts = _cascade_cuts(entailment, contradiction, supported, target, min_decided, unsupported, head)
     t_support, t_contradict, t_u = cuts.t_support, cuts.t_contradict, cuts.t_unsupported
     decided = correct = 0

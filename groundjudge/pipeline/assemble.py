@@ -131,7 +131,7 @@ def final_report(
     scores = compute_scores(verdicts, w.qa, c.weights, c.weak_floor, qa_expected=qa_expected)
     if not all(math.isfinite(v) for v in scores.model_dump().values() if isinstance(v, float)):
         raise NLIError("a score is not a finite number")  # never written; the batch driver makes the row ERROR
-    ruling = decide(scores, c.effective_thresholds, c.weights, w.qa)
+    ruling = decide(scores, c.effective_thresholds, c.weights, w.qa, min_citation_precision=c.min_citation_precision)
     extra: dict[str, Any] = {}
     if w.second is not None:  # shown beside the verdicts; never in the scores or the verdict above
         compared = [v.judges_disagree for v in verdicts if v.judges_disagree is not None]

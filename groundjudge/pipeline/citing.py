@@ -108,11 +108,12 @@ def citation_fields(w: Work, i: int, label: str, quotes: list[Quote]) -> dict[st
     supporting = set(w.cited_support[i]) if i < len(w.cited_support) else set()
     supporting |= {q.doc for q in quotes if q.verified and q.doc is not None}
     good = sorted(supporting & set(cites.sources)) if supported else []
+    citation = classify(cites, supported, set(good), judged=label != "ERROR")
     return {
         "cited": [d + 1 for d in cites.sources],
         "cited_unknown": list(cites.unknown) or None,
-        "cited_supporting": [d + 1 for d in good],
-        "citation": classify(cites, supported, set(good)),
+        "cited_supporting": None if citation == "UNCHECKED" else [d + 1 for d in good],  # unknown: not judged
+        "citation": citation,
     }
 
 

@@ -101,7 +101,7 @@ class Steps:
         except (*RUN_STOPS, DeferredCallError):
             raise
         except Exception:
-            w.claims = claims_from_sentences(text)
+            w.claims = claims_from_sentences(text, fallback=True)  # checked for review; the verdict is ERROR
             attach_citations(w)
             raise  # recorded as an error; the sentence claims are still checked
         attach_citations(w)

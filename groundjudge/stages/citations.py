@@ -2,14 +2,14 @@
 
 An answer may cite its sources with markers: ``[1]``, ``[2, 3]``, ``[1-3]``, ``[1][2]``, ``【1】``, footnotes
 ``^1`` and ``[^1]``, or ``[doc-id]`` when the contexts are objects with an ``id``. :func:`parse_citations` finds
-them (never inside code, fenced or inline, nor inside a double-quoted passage; never in ``1[2]3``, ``x[1]``,
-``arr_2[1]``, ``2^10``, a markdown link ``[1](url)`` or a footnote definition ``[1]: ...``), strips them, and
-remembers where each stood; :func:`claim_citations` gives each claim the markers of the sentences it comes from.
-A marker that names no source (``[9]`` with three sources) is kept as an unknown citation of its claim: a wrong
-citation, never a crash.
+them (never inside code, fenced or inline, nor inside a double-quoted passage, an inch mark ``12"`` opening none;
+never in ``1[2]3``, ``x[1]``, ``arr_2[1]``, ``2^10``, a markdown link ``[1](url)`` or a footnote definition
+``[1]: ...``; after a number they are: ``iOS 4[1]``), strips them, and remembers where each stood;
+:func:`claim_citations` gives each claim the markers of the sentences it comes from. A marker that names no source
+(``[9]`` with three sources) is kept as an unknown citation of its claim: a wrong citation, never a crash.
 
 :func:`classify` names what a claim's citation is worth (``CITED_SUPPORTS``, ``OTHER_SUPPORTS``, ``NOT_SUPPORTED``,
-``UNCITED``); the answer's citation precision and recall are
+``UNCITED``, ``UNCHECKED``); the answer's citation precision and recall are
 :func:`groundjudge.stages.score.citation_scores`.
 
 Styles (``--citation-style``): ``auto`` (every form; a bracket matching a context id is that id, else a number is
@@ -29,7 +29,7 @@ from groundjudge.models import Claim, Span
 
 CitationStyle = Literal["auto", "numeric", "id", "footnote", "none"]
 STYLES: tuple[str, ...] = ("auto", "numeric", "id", "footnote", "none")
-Citation = Literal["CITED_SUPPORTS", "OTHER_SUPPORTS", "NOT_SUPPORTED", "UNCITED"]
+Citation = Literal["CITED_SUPPORTS", "OTHER_SUPPORTS", "NOT_SUPPORTED", "UNCITED", "UNCHECKED"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,8 @@ _BRACKET = re.compile(r"\[([^\[\]\n]{1,80})\]|【([^【】\n]{1,80})】")
 _FOOTNOTE = re.compile(r"\^(\d{1,3})(?!\d)")
 _FENCE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", re.DOTALL)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
-_QUOTED = re.compile(r"\"[^\"\n]{0,600}\"|“[^”\n]{0,600}”")
+# a double quote right after a digit is an inch mark (12" screen), never the start of a quoted passage
+_QUOTED = re.compile(r"(?<!\d)\"[^\"\n]{0,600}\"|“[^”\n]{0,600}”")
 _RANGE = re.compile(r"(\d{1,3})\s*[-–]\s*(\d{1,3})")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9_]")
 _ID_NUMBER = re.compile(r"^(.*?\D)\d+$")
@@ -149,8 +150,8 @@ def _bracket_marker(
             return None
         if after == ":" and (start == 0 or text[start - 1] == "\n"):  # a footnote definition "[1]: ..."
             return None
-        if before == "_" or (before.isalnum() and start >= 2 and not text[start - 2].isalnum() and not footnote):
-            return None  # an index: x[1], arr_2[1] ("France[1]" is a citation)
+        if before == "_" or (before.isalpha() and start >= 2 and not text[start - 2].isalnum() and not footnote):
+            return None  # an index: x[1], arr_2[1] ("France[1]" and "iOS 4[1]" are citations)
         if before.isalnum() and start >= 2 and text[start - 2] == "_":
             return None
     items = re.split(r"[,;]", body)
@@ -252,11 +253,15 @@ def claim_citations(parsed: Parsed, claims: Sequence[Claim]) -> list[ClaimCites]
     return out
 
 
-def classify(cites: ClaimCites, supported: bool, supporting: set[int]) -> Citation:
+def classify(cites: ClaimCites, supported: bool, supporting: set[int], *, judged: bool = True) -> Citation:
     """What a claim's citation is worth: ``supported`` is its verdict, ``supporting`` the cited sources (0-based)
-    that support it alone. Only a cited source that supports the claim makes it CITED_SUPPORTS."""
+    that support it alone. Only a cited source that supports the claim makes it CITED_SUPPORTS. A claim that could
+    not be judged (``judged`` False) and cites a source is UNCHECKED: its citation is unknown, not wrong (one that
+    cites only sources that do not exist is wrong whatever the judge says)."""
     if not cites.any:
         return "UNCITED"
+    if not judged and cites.sources:
+        return "UNCHECKED"
     if not supported:
         return "NOT_SUPPORTED"
     return "CITED_SUPPORTS" if supporting & set(cites.sources) else "OTHER_SUPPORTS"

@@ -35,10 +35,11 @@ def _norm(text: str) -> str:
     return re.sub(r"\W+", " ", text.lower()).strip()
 
 
-def claims_from_sentences(answer: str) -> list[Claim]:
-    """The answer's claim-bearing sentences, with their spans."""
+def claims_from_sentences(answer: str, *, fallback: bool = False) -> list[Claim]:
+    """The answer's claim-bearing sentences, with their spans; ``fallback``: in place of a claims call that failed
+    (origin ``fallback``: the answer's verdict is ERROR, its scores are shown for review)."""
     return [
-        Claim(id=f"c{i}", text=s.text, span=s, origin="sentence")
+        Claim(id=f"c{i}", text=s.text, span=s, origin="fallback" if fallback else "sentence")
         for i, s in enumerate(claim_sentences(answer), start=1)
     ]
 

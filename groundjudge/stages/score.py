@@ -46,13 +46,22 @@ def compute_scores(
     claim_score = supported / len(judged) if judged else None
     nli_score = sum(entailments) / n if n and any(c.nli is not None for c in claims) else None
     qa_score = qa.score if qa is not None else None
+    qa_failed = bool(qa_expected and n and (qa_score is None or (qa is not None and qa.error)))
     if qa_expected and n and qa_score is None:
         qa_score = 0.0  # failed, refused or asked nothing (unanswered questions already count as inconsistent)
     claims_lower_bound = supported / n if n else None  # ERROR counted as not supported
     combined = combine({"claims": claims_lower_bound, "nli": nli_score, "qa": qa_score}, weights) if judged else None
-    precision, recall = citation_scores(
-        [(len(c.cited or []) + len(c.cited_unknown or []), len(c.cited_supporting or []), c.citation) for c in claims]
-    )
+    # citations made (an unjudged claim's citations of real sources are unknown: not counted), those that support
+    unchecked = sum(len(c.cited or []) for c in claims if c.citation == "UNCHECKED")
+    cites = [
+        (
+            len(c.cited_unknown or []) + (0 if c.citation == "UNCHECKED" else len(c.cited or [])),
+            len(c.cited_supporting or []),
+            c.citation,
+        )
+        for c in claims
+    ]
+    precision, recall = citation_scores(cites)
     return Scores(
         claims=claim_score,
         nli=nli_score,
@@ -71,23 +80,47 @@ def compute_scores(
         n_contradiction_unchecked=sum(1 for c in judged if not c.contradiction_checked),
         citation_precision=precision,
         citation_recall=recall,
+        n_citations=sum(made for made, _, _ in cites) + unchecked,
+        n_citations_supporting=sum(good for _, good, _ in cites),
+        n_citations_unchecked=unchecked,
+        claims_failed=any(c.claim.origin == "fallback" for c in claims),
+        n_nli_errors=sum(1 for c in claims if c.nli is not None and c.nli.error),
+        qa_failed=qa_failed,
     )
 
 
 def citation_scores(claims: Sequence[tuple[int, int, str | None]]) -> tuple[float | None, float | None]:
-    """Citation precision and recall of an answer, as ALCE defines them, from each claim's (citations made,
-    citations that support it, its citation label: CITED_SUPPORTS when its cited sources support it).
+    """Citation precision and recall of an answer, as ALCE defines them, from each claim's (citations made and
+    checked, citations that support it, its citation label: CITED_SUPPORTS when its cited sources support it).
 
     Recall: the share of claims whose cited sources support them (an uncited claim counts as not supported).
     Precision: the share of citations that support the claim they are attached to (a source that supports only
     together with another one counts as not supporting: each source is checked alone). Both None when the answer
-    cites nothing.
+    cites nothing. A claim whose citation is UNCHECKED (it could not be judged) is left out of both: its citation
+    is unknown, not wrong (the verdict rule holds the unknown against the answer: :func:`decide`); its markers that
+    name no source are wrong whatever the judge says, and count.
     """
     made = sum(n for n, _, _ in claims)
     if not made:
         return None, None
     good = sum(k for _, k, _ in claims)
-    return good / made, sum(1 for *_, label in claims if label == "CITED_SUPPORTS") / len(claims)
+    known = [label for *_, label in claims if label != "UNCHECKED"]
+    recall = sum(1 for label in known if label == "CITED_SUPPORTS") / len(known) if known else None
+    return good / made, recall
+
+
+def _failures(scores: Scores, qa: QAResult | None) -> list[str]:
+    """A WARN for each stage that was meant to run and failed, other than the judge (its unjudged claims lower the
+    coverage): the NLI model on some claims, the QA check. Each counts its worst value in the combined score; the
+    verdict says so too, so that no failure can PASS."""
+    s = scores
+    out = []
+    if s.n_nli_errors:
+        out.append(f"WARN: NLI: {s.n_nli_errors} of {s.n_claims} claims not scored by the local model (count 0)")
+    if s.qa_failed:
+        why = qa.error if qa is not None and qa.error else "gave no score"
+        out.append(f"WARN: QA check failed: {why}")
+    return out
 
 
 class Ruling(NamedTuple):
@@ -168,6 +201,8 @@ def decide(
     thresholds: Thresholds,
     weights: Mapping[str, float] | None = None,
     qa: QAResult | None = None,
+    *,
+    min_citation_precision: float | None = None,
 ) -> Ruling:
     """PASS / WARN / FAIL from the combined score and the contradicted share; NO_CLAIMS and ERROR as such; with
     the reasons: every rule that fired, with its numbers, as ``"VERDICT: why"``; the verdict is the most severe.
@@ -176,9 +211,18 @@ def decide(
     alone could push it past the limit, the answer cannot be decided: ERROR, never a better verdict. ``weights``
     (the config's) and ``qa`` (the answer's QA check) only make the reasons say more: how the combined score is made
     and what the QA check found.
+
+    A stage that was meant to run and failed never gives a PASS: a failed claims call is ERROR (the answer's
+    sentences were checked in place of its claims, for review only); claims not judged, claims the NLI model could
+    not score and a failed QA check WARN at best. ``min_citation_precision`` (off when None): citation precision
+    below it FAILs (an answer that cites nothing has none); citations left unchecked (their claims not judged) that,
+    wrong, would put it below the limit make the answer ERROR, never a better verdict.
     """
     s, t = scores, thresholds
     n = s.n_claims
+    if s.claims_failed:
+        checked = f"its {n} sentences were checked in their place for review" if n else "it has no sentence to check"
+        return Ruling("ERROR", [f"ERROR: the claims call failed ({checked}): the answer's claims are unknown"])
     if n == 0:
         return Ruling("NO_CLAIMS", ["NO_CLAIMS: the answer has no claim to check"])
     if s.n_judged == 0:
@@ -190,14 +234,23 @@ def decide(
     coverage_low = s.coverage is not None and s.coverage < 1.0
     shown = _num(s.coverage, 1.0)[0] if s.coverage is not None else ""
     coverage = f"coverage {shown} < 1: {s.n_errors} of {n} claims not judged" if coverage_low else ""
+    failed = _failures(s, qa)  # a stage that failed: never a PASS
     fails = []
     if s.combined < t.min_grounded:
         fails.append("FAIL: " + _combined_text(s, "<", t.min_grounded, weights, qa))
     if share > limit:
         a, b = _num(share, limit)
         fails.append(f"FAIL: {s.n_contradicted} of {n} claims contradicted ({a} > {b})")
+    precision = s.citation_precision
+    if min_citation_precision is not None and precision is not None and precision < min_citation_precision:
+        a, b = _num(precision, min_citation_precision)
+        made = s.n_citations - s.n_citations_unchecked
+        fails.append(
+            f"FAIL: citation precision {a} < {b}: {s.n_citations_supporting} of {made} citations support the "
+            "claim they are attached to"
+        )
     if fails:
-        return Ruling("FAIL", fails + [f"WARN: {coverage}"] * coverage_low)
+        return Ruling("FAIL", fails + [f"WARN: {coverage}"] * coverage_low + failed)
     worst = (s.n_contradicted + s.n_errors) / n
     if worst > limit:
         a, b = _num(worst, limit)
@@ -208,11 +261,23 @@ def decide(
                 f"contradicted share past its limit ({s.n_contradicted} + {s.n_errors} of {n} = {a} > {b})"
             ],
         )
+    if min_citation_precision is not None and s.n_citations_unchecked:
+        lowest = s.n_citations_supporting / s.n_citations if s.n_citations else 0.0
+        if lowest < min_citation_precision:
+            a, b = _num(lowest, min_citation_precision)
+            return Ruling(
+                "ERROR",
+                [
+                    f"ERROR: undecided: {s.n_citations_unchecked} citations of claims not judged could, if wrong, put "
+                    f"citation precision below its limit ({s.n_citations_supporting} of {s.n_citations} = {a} < {b})"
+                ],
+            )
     warns = []
     if s.combined < t.warn:
         warns.append("WARN: " + _combined_text(s, "<", t.warn, weights, qa))
     if coverage_low:
         warns.append(f"WARN: {coverage}")
+    warns += failed
     if warns:
         return Ruling("WARN", warns)
     a, b = _num(s.combined, t.warn)

@@ -58,8 +58,9 @@ def cache_miss(exc: CacheMissError, evaluator: Any, answer: str | None = None) -
 
 
 def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: bool = False) -> list[str]:
-    """Why ``report`` falls short (empty when it is grounded): its score, its verdict, contradicted claims. The
-    verdict's own reasons (which parts made it) follow in :func:`explain_report`."""
+    """Why ``report`` falls short (empty when it is grounded): its score, its verdict, contradicted claims, a stage
+    that was meant to run and failed (``errors``, claims not judged: never grounded). The verdict's own reasons
+    (which parts made it) follow in :func:`explain_report`."""
     s = report.scores
     problems = []
     if report.verdict == "ERROR":
@@ -72,6 +73,11 @@ def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: 
         problems.append(f"combined score {s.combined:.3f} < {min_score}")
     if s.n_contradicted and not allow_contradicted:
         problems.append(f"{s.n_contradicted} contradicted claim(s)")
+    if report.verdict != "ERROR" and (report.errors or s.n_errors):
+        # a stage that was meant to run failed (a claim not judged, the NLI model, the QA check): whatever the score,
+        # the answer was not checked as configured
+        unjudged = [f"{s.n_errors} of {s.n_claims} claims not judged"] if s.n_errors else []
+        problems.append(f"a check failed: {'; '.join([*unjudged, *report.errors])}")
     return problems
 
 
