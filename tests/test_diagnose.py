@@ -16,7 +16,7 @@ from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Pass
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import SHARED_MODEL
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 
 runner = CliRunner()
 

@@ -25,7 +25,7 @@ from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import ScriptedLLMServer, route
 from groundjudge.testing.assertions import DEFAULTS
 from tests.conftest import ROOT, SHARED_MODEL
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
 INVENTED = "The Eiffel Tower has a restaurant run by a famous chef on its second floor."
 QUESTION = "Tell me about the Eiffel Tower."

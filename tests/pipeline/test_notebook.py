@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge.testing import ScriptedLLMServer, route
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 
 ROWS = [
     {"id": "good", "answer": GOOD_ANSWER, "contexts": [CONTEXT]},

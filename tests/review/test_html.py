@@ -19,7 +19,7 @@ from groundjudge.review.html import render_html, risk_key
 from groundjudge.review.page_assets import REVIEW_JS
 from groundjudge.review.report import dumps
 from groundjudge.testing import ScriptedLLMServer, route
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 
 
 def _browser_paths() -> tuple[str, str] | None:

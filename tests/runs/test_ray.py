@@ -21,7 +21,7 @@ from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.report import Summarizer, dumps, finite_report
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import FIXTURES, SHARED, SHARED_MODEL
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
 ray = pytest.importorskip("ray")
 gj_ray = pytest.importorskip("groundjudge.runs.ray")

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from groundjudge.cli import app
 from groundjudge.testing import ScriptedLLMServer, route, tiny_nli_model
 from tests.conftest import SHARED_MODEL
-from tests.test_pipeline import HANDLERS
+from tests.pipeline.test_pipeline import HANDLERS
 
 runner = CliRunner()
 
