@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 
-from groundjudge.cache import Cache
-from groundjudge.config import Config
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import ScriptedLLMServer, route
 from groundjudge.testing.assertions import DEFAULTS
@@ -76,11 +74,6 @@ def _quiet(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     yield
     DEFAULTS.clear()
     assert not outside, f"the test reached for hosts outside this machine: {sorted(set(outside))}"
-
-
-@pytest.fixture
-def nli_evaluator(shared_nli: Any, tmp_path: Path) -> Evaluator:
-    return Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "nli-cache"))
 
 
 @pytest.fixture
