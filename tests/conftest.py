@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from groundjudge.cache import Cache
+from groundjudge.config import Config
 from groundjudge.llm import Ledger, LLMClient, RetryPolicy, get_provider
+from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,6 +23,12 @@ FIXTURES = ROOT / "fixtures"
 # Nothing here may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Under pytest-xdist (pyproject's addopts: -n 2) each worker takes its share of the cores for torch, so that two
+# workers do not fight over the same ones; the command-line runs a test starts inherit it. Set before torch loads.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault(
+        "OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    )
 
 FAST_RETRY = RetryPolicy(max_attempts=4, max_total_seconds=30, initial_wait=0.01, max_wait=0.05, jitter=0.01)
 
@@ -77,3 +88,155 @@ def shared_nli():  # type: ignore[no-untyped-def]
 
     assert SHARED_MODEL.is_dir(), f"the shared NLI model is missing at {SHARED_MODEL} (see ../shared/models/README.md)"
     return NLIModel.shared(str(SHARED_MODEL))
+
+
+@pytest.fixture(scope="session")
+def tiny_nli(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of a tiny random NLI model (``groundjudge.testing.tiny_nli_model``, seed 0, entailment / neutral /
+    contradiction), built once for the whole session. Read only: a test that writes into a model folder (a head, a
+    profile) copies it first (``shutil.copytree``)."""
+    from groundjudge.testing import tiny_nli_model
+
+    return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli") / "model", SHARED_MODEL)
+
+
+def tiny_deberta_model(
+    path: Path, corpus: list[str], id2label: dict[int, str], *, vocab_size: int = 1200, initializer_range: float = 0.1
+) -> Path:
+    """Save a tiny random DeBERTa-v2 classifier (the architecture of the default hub NLI model and of
+    MiniCheck-DeBERTa) at ``path``, with a SentencePiece tokenizer trained on ``corpus`` (files in ``path.parent``).
+    Returns ``path``."""
+    import sentencepiece as spm
+    import torch
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, DebertaV2Tokenizer
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (path.parent / "corpus.txt").write_text("\n".join(corpus))
+    spm.SentencePieceTrainer.train(
+        input=str(path.parent / "corpus.txt"),
+        model_prefix=str(path.parent / "spm"),
+        vocab_size=vocab_size,
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
+        unk_id=3,
+        pad_piece="[PAD]",
+        bos_piece="[CLS]",
+        eos_piece="[SEP]",
+        unk_piece="[UNK]",
+        minloglevel=2,
+    )
+    # built from the trained pieces: DebertaV2Tokenizer(vocab_file=...) would silently map every word to [UNK]
+    sp = spm.SentencePieceProcessor(model_file=str(path.parent / "spm.model"))
+    pieces = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
+    tokenizer = DebertaV2Tokenizer(vocab=pieces, unk_id=3)
+    torch.manual_seed(0)
+    config = DebertaV2Config(  # type: ignore[call-arg]  # num_labels etc. go through **kwargs to PretrainedConfig
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        relative_attention=True,
+        position_buckets=256,
+        pos_att_type=["p2c", "c2p"],
+        position_biased_input=False,
+        type_vocab_size=0,
+        initializer_range=initializer_range,
+        num_labels=len(id2label),
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+    )
+    DebertaV2ForSequenceClassification(config).eval().save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return path
+
+
+def make_nli_evaluator(nli: Any, tmp_path: Path) -> Evaluator:
+    """An nli-mode Evaluator on ``nli`` (a loaded NLIModel) with a fresh cache under ``tmp_path``."""
+    return Evaluator(Config(mode="nli"), nli=nli, cache=Cache(tmp_path / "nli-cache"))
+
+
+@pytest.fixture
+def nli_evaluator(shared_nli: Any, tmp_path: Path) -> Evaluator:
+    """An nli-mode Evaluator on the shared NLI model with a fresh cache."""
+    return make_nli_evaluator(shared_nli, tmp_path)
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> Path:
+    """Write ``rows`` as JSON lines (a string row is written as it is, to make a damaged line); returns ``path``."""
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+# -- pytest-xdist: what runs where ---------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that takes ``shared_nli`` slow; group the tests for ``--dist loadgroup``: each module's tests
+    run in one worker (its module fixtures are built once), and every test that starts Ray runs in one worker, one
+    after another (two local Rays at once on 2 cores would starve each other)."""
+    for item in items:
+        if "shared_nli" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("xdist_group") is None:
+            group = "ray" if item.get_closest_marker("ray") is not None else item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+# -- the headless browser ------------------------------------------------------------------------------------------
+
+
+def _browser_paths() -> tuple[str, str] | None:
+    chrome = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    return (chrome, driver) if chrome and driver else None
+
+
+_FIRST_SIZE: dict[str, int] = {}  # the window size Chromium starts with
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """One headless Chromium (selenium) for the test process; modules take it through a ``browser`` fixture that
+    calls :func:`fresh_browser`. Missing, it skips the test, and fails it under CI (.ci/run installs it)."""
+    paths = _browser_paths()
+    if paths is None:
+        message = "headless Chromium needed: apt-get install chromium chromium-driver"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # CI installs it; a missing browser there is a broken CI, not a skip
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = paths[0]
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=paths[1]), options=options)
+    _FIRST_SIZE.update(driver.get_window_size())
+    yield driver
+    driver.quit()
+
+
+def fresh_browser(driver: Any, folder: Path) -> Any:
+    """``driver`` as a newly started one is: a blank page, its first window size, no localStorage (which every
+    file:// page shares); ``folder`` takes the blank page. Returns ``driver``."""
+    blank = folder / "blank.html"
+    blank.write_text("<!doctype html><title>blank</title>", encoding="utf-8")
+    driver.get(blank.as_uri())
+    driver.execute_script("window.localStorage.clear(); window.sessionStorage.clear()")
+    driver.delete_all_cookies()
+    driver.set_window_size(_FIRST_SIZE["width"], _FIRST_SIZE["height"])
+    return driver

@@ -194,8 +194,8 @@ def score(tmp: Path, model: Path) -> Run:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
+def tiny(tiny_nli: Path) -> Path:
+    return tiny_nli
 
 
 @pytest.fixture(scope="module")

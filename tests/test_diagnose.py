@@ -8,15 +8,12 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from groundjudge.cache import Cache
 from groundjudge.cli import app
-from groundjudge.config import Config
 from groundjudge.diagnose import diagnose, diagnosis_lines
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Passage, Scores
-from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import ScriptedLLMServer, route
-from tests.conftest import SHARED_MODEL
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
+from tests.conftest import SHARED_MODEL, make_nli_evaluator
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 
 runner = CliRunner()
 
@@ -26,10 +23,6 @@ OFF_TOPIC = [
 ]
 INVENTED = "The Eiffel Tower has a restaurant run by a famous chef on its second floor."
 REFERENCE = "The Eiffel Tower is in Paris. It was completed in 1889."
-
-
-def nli_evaluator(shared_nli: Any, tmp_path: Path) -> Evaluator:
-    return Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "nli-cache"))
 
 
 def test_a_contradicted_claim_blames_generation_with_the_quote(shared_nli: Any, tmp_path: Path) -> None:
@@ -49,7 +42,7 @@ def test_a_contradicted_claim_blames_generation_with_the_quote(shared_nli: Any, 
 
 
 def test_irrelevant_chunks_blame_retrieval(shared_nli: Any, tmp_path: Path) -> None:
-    report = nli_evaluator(shared_nli, tmp_path).evaluate(INVENTED, OFF_TOPIC)
+    report = make_nli_evaluator(shared_nli, tmp_path).evaluate(INVENTED, OFF_TOPIC)
     d = diagnose(report)
     assert report.verdict == "FAIL" and d.cause == "irrelevant_context" and d.blame == "retrieval"
     assert d.context_precision == 0.0 and d.context_recall is None
@@ -58,7 +51,7 @@ def test_irrelevant_chunks_blame_retrieval(shared_nli: Any, tmp_path: Path) -> N
 
 
 def test_a_reference_measures_recall_missing_context_vs_context_ignored(shared_nli: Any, tmp_path: Path) -> None:
-    ev = nli_evaluator(shared_nli, tmp_path)
+    ev = make_nli_evaluator(shared_nli, tmp_path)
     # the contexts hold nothing of the reference: key context missing
     missing = ev.evaluate(INVENTED, OFF_TOPIC)
     d = diagnose(missing, ev, reference=REFERENCE)
@@ -78,7 +71,7 @@ def test_a_reference_measures_recall_missing_context_vs_context_ignored(shared_n
 
 
 def test_a_passing_answer_has_nothing_to_blame(shared_nli: Any, tmp_path: Path) -> None:
-    d = diagnose(nli_evaluator(shared_nli, tmp_path).evaluate(GOOD_ANSWER, [CONTEXT, OFF_TOPIC[0]]))
+    d = diagnose(make_nli_evaluator(shared_nli, tmp_path).evaluate(GOOD_ANSWER, [CONTEXT, OFF_TOPIC[0]]))
     assert not d.failed and d.cause == "none" and d.blame is None and d.claims == []
     assert d.context_precision == 0.5
 
@@ -126,7 +119,7 @@ def test_diagnose_command(shared_nli: Any, tmp_path: Path) -> None:
 
 
 def test_a_reference_sentence_that_could_not_be_checked_counts_against_recall(shared_nli: Any, tmp_path: Path) -> None:
-    ev = nli_evaluator(shared_nli, tmp_path)
+    ev = make_nli_evaluator(shared_nli, tmp_path)
     too_long = "The Eiffel Tower " + "is very tall and " * 300 + "stands in Paris."  # past the NLI window: ERROR
     report = ev.evaluate(INVENTED, [CONTEXT])
     d = diagnose(report, ev, reference=REFERENCE + " " + too_long)

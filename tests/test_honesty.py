@@ -22,7 +22,7 @@ from groundjudge.stages.judge import Source, verify_quote
 from groundjudge.stages.qa import replies_agree
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import make_test_client
-from tests.test_pipeline import (
+from tests.pipeline.test_pipeline import (
     BAD_ANSWER,
     CONTEXT,
     GOOD_ANSWER,

@@ -29,7 +29,7 @@ from groundjudge.testing import (
 )
 from groundjudge.testing.assertions import grounding_problems
 from tests.conftest import MODELS, make_test_client
-from tests.test_pipeline import CONTEXT, GOOD_ANSWER, HANDLERS, claims_handler, judge_handler
+from tests.pipeline.test_pipeline import CONTEXT, GOOD_ANSWER, HANDLERS, claims_handler, judge_handler
 
 
 def _evaluator(server: ScriptedLLMServer, nli: Any, tmp_path: Path, **kw: Any) -> Evaluator:

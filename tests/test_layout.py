@@ -151,3 +151,13 @@ def test_the_rule_7_check_can_fail(tmp_path: Path) -> None:
 def test_no_module_is_over_the_size_limit(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.name} has {lines} lines; split it by job (see DEVELOPERS.md)"
+
+
+def test_the_tests_mirror_the_package() -> None:
+    """Each package folder has its test folder (DEVELOPERS.md, Tests): a change to groundjudge/X/ runs tests/X/."""
+    tests = Path(__file__).resolve().parent
+    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+    missing = [f"tests/{f}/" for f in folders if not any((tests / f).glob("test_*.py"))]
+    assert not missing, f"package folders without their test folder: {missing}"
+    unpackaged = [str(d.relative_to(tests)) for d in tests.iterdir() if d.is_dir() and any(d.glob("test_*.py"))]
+    assert all((tests / d / "__init__.py").is_file() for d in unpackaged), "a test folder needs an __init__.py"

@@ -7,7 +7,7 @@ from typing import Any
 
 from groundjudge.middleware import feedback_for, generate_with_validation, verify, verify_or_reject
 from groundjudge.testing import RecordedRequest, ScriptedLLMServer, fenced_block, route
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 
 
 def test_verify_and_reject(shared_nli: Any, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ waits until the send may start, :meth:`Limiter.release` after it with what happe
   of the lower of it and those sends; while the bucket holds sends back it grows by ``rate_growth`` (1%) with each
   send it held, so the run finds the limit again after about ten sends and keeps close under it, at any rate (a
   simulated sliding window from 2 to 60 requests/s, requests taking up to 50 ms to arrive, in
-  tests/test_limits.py: at least 85%; the scripted server at 4 requests/s and 1 s replies: 96%). A refused send
+  tests/llm/test_limits.py: at least 85%; the scripted server at 4 requests/s and 1 s replies: 96%). A refused send
   gives its place in the pace back (the server counted none of it). The calls in flight are not cut.
 - Retry-After: :meth:`Limiter.cool_down` (called by the client when it waits for a Retry-After) stops every new
   send, on every thread, until the server's time has passed, not only the call that was told.
@@ -214,7 +214,7 @@ class Limiter:
         time to reach the server, so its second is not the client's: counted on the second before the 429 came
         back, a send still in the server's window was missed now and then, the rate was cut to a fraction of the
         limit and took minutes to grow back (53-64% of a 2 requests/s limit when requests took up to 20 ms to
-        arrive, in tests/test_limits.py; 0.82-0.87 of a 4 requests/s limit against the scripted server, against
+        arrive, in tests/llm/test_limits.py; 0.82-0.87 of a 4 requests/s limit against the scripted server, against
         0.96 this way). Counting one send too many costs one more 429 and cut; one too few, a minute at a lower
         rate. The bucket holds one send: when the cooldown ends the send the server made room for goes at once, the
         others paced after it, never a burst. (Emptying it, so that the first send also waited a pace, measured

@@ -1,6 +1,6 @@
 """Issue 28 (one engine contract) and issue 29 defect 3 (a stopped run's summary leaves out calls it paid for).
 
-The local engine only: the Ray engine's half of the contract is held to the same OUT by tests/test_ray.py and
+The local engine only: the Ray engine's half of the contract is held to the same OUT by tests/runs/test_ray.py and
 tests/test_engines_property.py.
 """
 
@@ -22,7 +22,7 @@ from groundjudge.runs import RunResult, RunStopped, pending_rows, score_file, sc
 from groundjudge.runs.out import spent_path
 from groundjudge.testing import Latency, ScriptedLLMServer, route, tiny_nli_model
 from tests.conftest import SHARED_MODEL
-from tests.test_pipeline import CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.pipeline.test_pipeline import CONTEXT, GOOD_ANSWER, HANDLERS
 
 runner = CliRunner()
 

@@ -27,8 +27,8 @@ from groundjudge.models import (
 )
 from groundjudge.review.html import render_html
 from groundjudge.review.page_sources import KINDS, Mark, claim_links, highlight, source_marks
-from tests.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
-from tests.test_plots import pixel_variance, png_pixels
+from tests.review.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
+from tests.review.test_plots import pixel_variance, png_pixels
 
 # -- the highlight function: offsets on the raw text, escaped piece by piece -------------------------------------
 

@@ -14,16 +14,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from groundjudge.cache import Cache
 from groundjudge.checker.nli import NLIModel
 from groundjudge.cli import app
-from groundjudge.config import Config
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.io.tables import ColumnMap, parse_mapping, read_rows
 from groundjudge.models import AnswerReport
-from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.testing import tiny_nli_model
-from tests.conftest import SHARED_MODEL
+from tests.conftest import make_nli_evaluator
 
 runner = CliRunner()
 
@@ -38,12 +34,8 @@ RAGAS = [
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
-
-
-def nli_evaluator(tiny: Path, tmp_path: Path) -> Evaluator:
-    return Evaluator(Config(mode="nli"), nli=NLIModel.shared(str(tiny)), cache=Cache(tmp_path / "cache"))
+def tiny(tiny_nli: Path) -> Path:
+    return tiny_nli
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -187,7 +179,7 @@ def test_a_missing_pyarrow_names_the_extra(tmp_path: Path, monkeypatch: pytest.M
 
 def test_run_takes_a_dataframe_and_a_dataset_like_dicts(tiny: Path, tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
-    ev = nli_evaluator(tiny, tmp_path)
+    ev = make_nli_evaluator(NLIModel.shared(str(tiny)), tmp_path)
     as_dicts = ev.run([{"id": str(i), **r} for i, r in enumerate(RAGAS)])
     frame = pd.DataFrame([{"id": str(i), **r} for i, r in enumerate(RAGAS)])
     from_frame = ev.run(frame)

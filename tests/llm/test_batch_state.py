@@ -27,9 +27,9 @@ from groundjudge.llm.batch_state import file_lock
 from groundjudge.testing import ScriptedLLMServer
 from groundjudge.testing.batches import ScriptedBatch
 from tests.conftest import make_test_client
-from tests.test_batch import PROMPT, PROVIDERS, Killed, Verdict, answer, asks, kill
+from tests.llm.test_batch import PROMPT, PROVIDERS, Killed, Verdict, answer, asks, kill
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -135,7 +135,7 @@ from groundjudge.cache import Cache
 from groundjudge.errors import DeferredCallError
 from groundjudge.llm import BatchRunner, LLMClient, get_provider
 from groundjudge.models import Message, PromptRef
-from tests.test_batch import Verdict, asks
+from tests.llm.test_batch import Verdict, asks
 
 url, tmp, indices = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 client = LLMClient(get_provider("openai/gpt-4o-mini", base_url=url, timeout=10.0), cache=Cache(tmp + "/cache"))
@@ -343,8 +343,8 @@ def test_two_evaluators_on_the_default_state_file_pay_each_request_once(shared_n
     from groundjudge.config import Config
     from groundjudge.pipeline.evaluator import Evaluator
     from groundjudge.testing import route
-    from tests.test_cost import ROWS
-    from tests.test_pipeline import HANDLERS
+    from tests.pipeline.test_cost import ROWS
+    from tests.pipeline.test_pipeline import HANDLERS
 
     with ScriptedLLMServer(route(HANDLERS)) as server:
         server.batch_polls = 3

@@ -22,10 +22,8 @@ LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> NLIModel:
-    return NLIModel(
-        str(tiny_nli_model(tmp_path_factory.mktemp("tiny"), SHARED_MODEL, LABELS)), device="cpu", batch_size=3
-    )
+def tiny(tiny_nli: Path) -> NLIModel:
+    return NLIModel(str(tiny_nli), device="cpu", batch_size=3)  # its own instance: the tests count its passes
 
 
 PAIRS = [
@@ -352,53 +350,15 @@ def tiny_deberta(tmp_path_factory: pytest.TempPathFactory) -> NLIModel:
     and labels in the hub model's order: the project's BERT model is not the only shape that must drop in."""
     import json
 
-    import sentencepiece as spm
-    import torch
-    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, DebertaV2Tokenizer
+    from tests.conftest import SHARED, tiny_deberta_model
 
-    from tests.conftest import SHARED
-
-    tmp = tmp_path_factory.mktemp("deberta")
     lines = (SHARED / "benchmarks" / "factcheckgpt-stance.jsonl").read_text().splitlines()[:400]
-    (tmp / "corpus.txt").write_text("\n".join(json.loads(x)["contexts"][0] for x in lines))
-    spm.SentencePieceTrainer.train(
-        input=str(tmp / "corpus.txt"),
-        model_prefix=str(tmp / "spm"),
-        vocab_size=1500,
-        pad_id=0,
-        bos_id=1,
-        eos_id=2,
-        unk_id=3,
-        pad_piece="[PAD]",
-        bos_piece="[CLS]",
-        eos_piece="[SEP]",
-        unk_piece="[UNK]",
-        minloglevel=2,
+    corpus = [json.loads(x)["contexts"][0] for x in lines]
+    labels = {0: "contradiction", 1: "entailment", 2: "neutral"}
+    path = tiny_deberta_model(
+        tmp_path_factory.mktemp("deberta") / "model", corpus, labels, vocab_size=1500, initializer_range=0.5
     )
-    # built from the trained pieces: DebertaV2Tokenizer(vocab_file=...) would silently map every word to [UNK]
-    sp = spm.SentencePieceProcessor(model_file=str(tmp / "spm.model"))
-    pieces = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
-    tokenizer = DebertaV2Tokenizer(vocab=pieces, unk_id=3)
-    torch.manual_seed(0)
-    config = DebertaV2Config(  # type: ignore[call-arg]
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-        relative_attention=True,
-        position_buckets=256,
-        pos_att_type=["p2c", "c2p"],
-        position_biased_input=False,
-        num_labels=3,
-        initializer_range=0.5,
-        id2label={0: "contradiction", 1: "entailment", 2: "neutral"},
-        label2id={"contradiction": 0, "entailment": 1, "neutral": 2},
-    )
-    DebertaV2ForSequenceClassification(config).save_pretrained(tmp / "model")
-    tokenizer.save_pretrained(tmp / "model")
-    return NLIModel(str(tmp / "model"), device="cpu", batch_size=3)
+    return NLIModel(str(path), device="cpu", batch_size=3)
 
 
 def test_sentencepiece_passages_fit_their_token_budget(tiny_deberta: NLIModel) -> None:

@@ -23,7 +23,7 @@ from groundjudge.review.summary import RunSummary, Summarizer
 from groundjudge.runs import RunStopped, score_file
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import FIXTURES, SHARED, SHARED_MODEL
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
 ray = pytest.importorskip("ray")
 gj_ray = pytest.importorskip("groundjudge.runs.ray")

@@ -22,7 +22,7 @@ from groundjudge.config import Config
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, fenced_block, prompt_name, route
 from tests.conftest import SHARED_MODEL, make_test_client
-from tests.test_pipeline import CONTEXT, QUESTIONS, judge_handler
+from tests.pipeline.test_pipeline import CONTEXT, QUESTIONS, judge_handler
 
 runner = CliRunner()
 

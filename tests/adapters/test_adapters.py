@@ -19,13 +19,11 @@ from typing import Any
 
 import pytest
 
-from groundjudge.cache import Cache
-from groundjudge.config import Config
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import ScriptedLLMServer, route
 from groundjudge.testing.assertions import DEFAULTS
 from tests.conftest import ROOT, SHARED_MODEL
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
 INVENTED = "The Eiffel Tower has a restaurant run by a famous chef on its second floor."
 QUESTION = "Tell me about the Eiffel Tower."
@@ -76,11 +74,6 @@ def _quiet(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     yield
     DEFAULTS.clear()
     assert not outside, f"the test reached for hosts outside this machine: {sorted(set(outside))}"
-
-
-@pytest.fixture
-def nli_evaluator(shared_nli: Any, tmp_path: Path) -> Evaluator:
-    return Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "nli-cache"))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from groundjudge.config import Config
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.testing import ScriptedLLMServer, prompt_name, route
 from tests.conftest import make_test_client
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
 ROWS = [
     {"id": "good", "answer": GOOD_ANSWER, "contexts": [CONTEXT]},
@@ -190,7 +190,7 @@ def _said(result: Any) -> str:
 
 
 def _one_claim() -> Any:
-    from tests.test_cli import ONE_CLAIM
+    from tests.cli.test_cli import ONE_CLAIM
 
     return ONE_CLAIM
 

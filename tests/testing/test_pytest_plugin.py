@@ -29,7 +29,7 @@ from groundjudge.testing import (
     route,
 )
 from tests.conftest import ROOT, SHARED_MODEL
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
 pytest_plugins = ["pytester"]
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from groundjudge.checker.profile import MODEL_PROFILE_FILE, read_model_head, read_model_profile, write_model_head
 from groundjudge.cli import app
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
-from tests.conftest import SHARED_MODEL
+from tests.conftest import SHARED_MODEL, write_jsonl
 
 runner = CliRunner()
 
@@ -53,11 +53,6 @@ def labelled_rows(n_places: int = 24) -> list[dict[str, Any]]:
     return rows
 
 
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
 def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
@@ -77,10 +72,8 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from groundjudge.testing import tiny_nli_model
-
-    return tiny_nli_model(tmp_path_factory.mktemp("tiny") / "model", SHARED_MODEL)
+def tiny(tiny_nli: Path) -> Path:
+    return tiny_nli
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Issue 21, sections 1, 2 and 4: an interval on every figure of the run summary and of ``compare``, the corrected
 unsupported rate in both, and the review queue ordered by what a decision is worth. The estimators themselves are
-tested in tests/test_stats.py; here, that the summary, compare and the page call them and show what they give."""
+tested in tests/review/test_stats.py; here, that the summary, compare and the page call them and show what they give."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from groundjudge.io.reports import dumps
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scores, Span
 from groundjudge.review.html import render_html, risk_key, risk_reasons, run_identity
 from groundjudge.review.metrics import cohen_kappa, join_reviews, parse_reviews, review_metrics
-from tests.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
-from tests.test_plots import pixel_variance, png_pixels
+from tests.review.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
+from tests.review.test_plots import pixel_variance, png_pixels
 
 CONTEXT = "The Eiffel Tower in Paris was completed in 1889 for the World's Fair. It is 330 metres tall."
 VERSIONS = {"nli": "gj-nli-minilm-l6@abc", "llm": "openai/gpt-4o-mini"}

@@ -11,7 +11,7 @@ import pytest
 
 from groundjudge.review import report
 from groundjudge.testing import ScriptedLLMServer, route
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 
 ROWS = [
     {"id": "good", "answer": GOOD_ANSWER, "contexts": [CONTEXT]},

@@ -20,7 +20,7 @@ from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scor
 from groundjudge.review.compare import align_claims, changed_claims, compare_runs, verdict_table
 from groundjudge.review.html import render_compare_html
 from groundjudge.review.plots import Interval, ReliabilityBin, histogram_svg, interval_svg, reliability_svg, standalone
-from tests.test_html import browser  # noqa: F401 - the module-scoped headless Chromium fixture
+from tests.review.test_html import browser  # noqa: F401 - the module-scoped headless Chromium fixture
 
 # -- PNG pixels without an imaging library ----------------------------------------------------------------------
 

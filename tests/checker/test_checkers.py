@@ -25,7 +25,7 @@ from groundjudge.checker.nli import (
 from groundjudge.chunking import chunk_document
 from groundjudge.config import Config
 from groundjudge.testing import tiny_nli_model
-from tests.conftest import SHARED, SHARED_MODEL
+from tests.conftest import SHARED, SHARED_MODEL, tiny_deberta_model
 
 PLACEHOLDERS = {0: "LABEL_0", 1: "LABEL_1"}
 PAIRS = [
@@ -182,54 +182,6 @@ def test_template_slots_are_filled_once() -> None:
 # -- binary: MiniCheck-RoBERTa / MiniCheck-DeBERTa shape ---------------------------------------------------------
 
 
-def _tiny_deberta(path: Path, corpus: list[str], id2label: dict[int, str]) -> Path:
-    import sentencepiece as spm
-    import torch
-    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, DebertaV2Tokenizer
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    (path.parent / "corpus.txt").write_text("\n".join(corpus))
-    spm.SentencePieceTrainer.train(
-        input=str(path.parent / "corpus.txt"),
-        model_prefix=str(path.parent / "spm"),
-        vocab_size=1200,
-        pad_id=0,
-        bos_id=1,
-        eos_id=2,
-        unk_id=3,
-        pad_piece="[PAD]",
-        bos_piece="[CLS]",
-        eos_piece="[SEP]",
-        unk_piece="[UNK]",
-        minloglevel=2,
-    )
-    # built from the trained pieces: DebertaV2Tokenizer(vocab_file=...) would silently map every word to [UNK]
-    sp = spm.SentencePieceProcessor(model_file=str(path.parent / "spm.model"))
-    pieces = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
-    tokenizer = DebertaV2Tokenizer(vocab=pieces, unk_id=3)
-    torch.manual_seed(0)
-    config = DebertaV2Config(  # type: ignore[call-arg]  # MiniCheck-DeBERTa-v3-Large's shape, tiny
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-        relative_attention=True,
-        position_buckets=256,
-        pos_att_type=["p2c", "c2p"],
-        position_biased_input=False,
-        type_vocab_size=0,
-        initializer_range=0.1,
-        num_labels=2,
-        id2label=id2label,
-        label2id={v: k for k, v in id2label.items()},
-    )
-    DebertaV2ForSequenceClassification(config).eval().save_pretrained(str(path))
-    tokenizer.save_pretrained(str(path))
-    return path
-
-
 def _tiny_roberta(path: Path, corpus: list[str], id2label: dict[int, str]) -> Path:
     import torch
     from tokenizers import ByteLevelBPETokenizer
@@ -264,7 +216,7 @@ def _tiny_roberta(path: Path, corpus: list[str], id2label: dict[int, str]) -> Pa
     return path
 
 
-BUILDERS = {"deberta": _tiny_deberta, "roberta": _tiny_roberta}
+BUILDERS = {"deberta": tiny_deberta_model, "roberta": _tiny_roberta}
 
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))

@@ -22,7 +22,7 @@ from groundjudge.models import (
 )
 from groundjudge.review.html import render_html
 from groundjudge.review.metrics import read_reviews
-from tests.test_html import HOSTILE, browser, hostile_reports, parse_page  # noqa: F401
+from tests.review.test_html import HOSTILE, browser, hostile_reports, parse_page  # noqa: F401
 
 BAD = "".join(HOSTILE) + "\ud800"  # every hostile string at once, and a lone surrogate
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -19,42 +16,14 @@ from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quot
 from groundjudge.review.html import render_html, risk_key
 from groundjudge.review.page_assets import REVIEW_JS
 from groundjudge.testing import ScriptedLLMServer, route
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
-
-
-def _browser_paths() -> tuple[str, str] | None:
-    chrome = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    driver = shutil.which("chromedriver")
-    return (chrome, driver) if chrome and driver else None
+from tests.conftest import fresh_browser
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    paths = _browser_paths()
-    if paths is None:
-        message = "headless Chromium needed: apt-get install chromium chromium-driver"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # CI installs it; a missing browser there is a broken CI, not a skip
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = paths[0]
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=paths[1]), options=options)
-    yield driver
-    driver.quit()
+def browser(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The session's headless Chromium (conftest's ``chromium``), as a fresh one would be for each module."""
+    return fresh_browser(chromium, tmp_path_factory.mktemp("blank"))
 
 
 @pytest.fixture

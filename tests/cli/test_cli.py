@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from groundjudge.cli import app
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import FIXTURES, ROOT, SHARED_MODEL
-from tests.test_pipeline import HANDLERS
+from tests.pipeline.test_pipeline import HANDLERS
 
 runner = CliRunner()
 
@@ -88,7 +88,7 @@ def test_score_help_shows_the_defaults() -> None:
 def test_a_config_file_is_overridden_only_by_options_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Issue 13: the CLI's own defaults (qa, concurrency, cache_mode) overwrote the file: cache_mode only spent calls.
     import groundjudge.pipeline as pipeline
-    from tests.test_pipeline import CONTEXT, GOOD_ANSWER
+    from tests.pipeline.test_pipeline import CONTEXT, GOOD_ANSWER
 
     configs: list[Any] = []
 

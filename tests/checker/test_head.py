@@ -29,7 +29,6 @@ from groundjudge.models import ClaimNLI, LocalThresholds, Passage
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.notebook import claims_dataframe
 from groundjudge.stages.route import decide_locally
-from tests.conftest import SHARED_MODEL
 
 F = {name: i for i, name in enumerate(FEATURES)}
 
@@ -158,10 +157,8 @@ def test_decisions_use_the_heads_probability() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from groundjudge.testing import tiny_nli_model
-
-    return tiny_nli_model(tmp_path_factory.mktemp("tiny") / "model", SHARED_MODEL)
+def tiny(tiny_nli: Path) -> Path:
+    return tiny_nli
 
 
 ROWS = [

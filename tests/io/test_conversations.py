@@ -29,7 +29,7 @@ from groundjudge.review.html import render_html
 from groundjudge.stages.judge import select_sources, verify_quote
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import make_test_client
-from tests.test_html import browser  # noqa: F401  (the headless Chromium fixture)
+from tests.review.test_html import browser  # noqa: F401  (the headless Chromium fixture)
 
 TOOL = "The Eiffel Tower is in Paris. It was completed in 1889 and is 330 metres tall."
 FALSE = "The Eiffel Tower was completed in 1899."

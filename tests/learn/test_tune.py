@@ -28,15 +28,14 @@ from groundjudge.learn.tune import (
 )
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores
 from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.testing import tiny_nli_model
-from tests.conftest import SHARED_MODEL
+from tests.conftest import SHARED_MODEL, write_jsonl
 
 FAST = TuneSettings(epochs=2, batch_size=4, max_length=64, holdout=0.25, distill=0.5, l2sp=0.01)
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tiny_nli_model(tmp_path_factory.mktemp("tiny"), SHARED_MODEL))
+def tiny(tiny_nli: Path) -> str:
+    return str(tiny_nli)
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +60,6 @@ def gold_rows(n: int = 16) -> list[dict[str, Any]]:
     # Factcheck-GPT style: the same claim against a second snippet
     rows += [{**r, "id": r["id"] + "b", "contexts": [r["contexts"][0] + " Tickets are cheap."]} for r in rows[:4]]
     return rows
-
-
-def write_jsonl(path: Path, rows: list[Any]) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 LONG = " ".join(f"Sentence {i} talks about the weather in town {i} at length today." for i in range(30))

@@ -10,16 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
-from groundjudge.testing import ScriptedLLMServer, route, tiny_nli_model
-from tests.conftest import SHARED_MODEL
-from tests.test_pipeline import HANDLERS
+from groundjudge.testing import ScriptedLLMServer, route
+from tests.pipeline.test_pipeline import HANDLERS
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli"), SHARED_MODEL)
+def tiny_model(tiny_nli: Path) -> Path:
+    return tiny_nli
 
 
 @pytest.fixture(autouse=True)

@@ -18,8 +18,8 @@ from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.metrics import judges_agreement
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, route
 from tests.conftest import SHARED_MODEL, make_test_client
-from tests.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
-from tests.test_second_judge import ROWS, SECOND_MODEL, ruling, servers, settings_for  # noqa: F401
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.pipeline.test_second_judge import ROWS, SECOND_MODEL, ruling, servers, settings_for  # noqa: F401
 
 runner = CliRunner()
 
@@ -185,8 +185,8 @@ def test_ray_carries_the_second_judge_into_its_actors_and_writes_the_local_file(
     gj_ray = pytest.importorskip("groundjudge.runs.ray")
     from groundjudge.io.reports import dumps, finite_report
     from groundjudge.io.tables import input_rows
-    from tests.test_ray import OPENAI_KEY
-    from tests.test_second_judge import FIRST, SECOND, verdicts
+    from tests.pipeline.test_second_judge import FIRST, SECOND, verdicts
+    from tests.runs.test_ray import OPENAI_KEY
 
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
@@ -249,7 +249,7 @@ def test_a_second_judge_slower_than_the_first_changes_neither_the_order_nor_the_
 ) -> None:
     import threading
 
-    from tests.test_second_judge import SECOND, make, verdicts
+    from tests.pipeline.test_second_judge import SECOND, make, verdicts
 
     first, _ = servers
     ev = make(servers, shared_nli, tmp_path / "fast", second_judge_sample=1.0)
@@ -287,7 +287,7 @@ def test_the_budget_running_out_on_the_second_judges_provider_batch_loses_nothin
 ) -> None:
     from groundjudge.errors import BudgetExceededError
     from groundjudge.llm import Ledger
-    from tests.test_second_judge import make
+    from tests.pipeline.test_second_judge import make
 
     kw: dict[str, Any] = {"batch_api": True, "batch_state": str(tmp_path / "b.json")}
     whole = list(make(servers, shared_nli, tmp_path / "whole", **kw).evaluate_many(ROWS))
