@@ -14,8 +14,7 @@ server and with the shared NLI model:
 Then the cross-cutting ones: one bad row never stops the others (and its error never leaks into the next row), a
 rerun from the cache gives the same reports, and no report holds NaN.
 
-Cases marked ``xfail(strict=True)`` assert the honest outcome of a defect that issue 29 lists and another branch
-fixes (``defects``); drop the mark when that branch is merged.
+Cases with ``defect=N`` needed issue 29's fix N (a failed claims call, an unjudged citation, adapters' "not scored").
 """
 
 from __future__ import annotations
@@ -50,18 +49,6 @@ QUESTION = "Tell me about the Eiffel Tower."
 SETTINGS: dict[str, Any] = {"mode": "llm", "qa": False, "weights": {"claims": 1.0}}  # every claim to the judge
 
 JudgeScript = Callable[[dict[str, str]], Reply]
-
-XFAIL_1 = pytest.mark.xfail(
-    strict=True,
-    reason="issue 29 defect 1 (a failed claims call still PASSes via sentence fallback), fixed on branch defects",
-)
-XFAIL_4 = pytest.mark.xfail(
-    strict=True, reason="issue 29 defect 4 (an unjudged claim is reported as a wrong citation), fixed on branch defects"
-)
-XFAIL_8 = pytest.mark.xfail(
-    strict=True,
-    reason="issue 29 defect 8 (adapters report ERROR / NO_CLAIMS as a score of 0.0), fixed on branch defects",
-)
 
 
 def verdicts(ids: dict[str, str], verdict: str = "SUPPORTED", quote: str = QUOTE, **extra: Any) -> list[dict[str, Any]]:
@@ -100,17 +87,15 @@ class Case:
     claims_reply: Callable[[str], Reply] | None = None
     judge: JudgeScript = supported
     check: Callable[[dict[str, Any]], None] | None = None
-    defect: int | None = None  # issue 29 defect whose fix this case waits for
+    defect: int | None = None  # the issue 29 defect whose fix this case holds
 
     @property
     def passes(self) -> bool:
         return self.verdict == frozenset({"PASS"})
 
-    def param(self, whole_report: bool = True) -> Any:
-        """The case as a test parameter, marked with the defect it waits for (defect 4 only shows where the test
-        reads the whole report)."""
-        marks = {1: [XFAIL_1], 4: [XFAIL_4] if whole_report else []}.get(self.defect or 0, [])
-        return pytest.param(self, id=self.id, marks=marks)
+    def param(self) -> Any:
+        """The case as a test parameter."""
+        return pytest.param(self, id=self.id)
 
 
 def only(*names: str) -> frozenset[str]:
@@ -516,7 +501,7 @@ def unmarked(text: str) -> str:
 
 BY_ANSWER = {unmarked(c.answer): c for c in CASES}
 BY_CLAIM = {text: c for c in CASES for text in (c.claims or (unmarked(c.answer),))}
-UNSCORED = [c for c in CASES if c.verdict <= {"ERROR", "NO_CLAIMS"} and c.defect is None]
+UNSCORED = [c for c in CASES if c.verdict <= {"ERROR", "NO_CLAIMS"}]
 
 
 def test_the_table_cites_enough_peers() -> None:
@@ -740,7 +725,7 @@ def test_adapter_grounding(case: Case, adapter_evaluator: Evaluator) -> None:
     assert result.report.verdict in result.reason
 
 
-@pytest.mark.parametrize("case", [c.param(whole_report=False) for c in CASES])
+@pytest.mark.parametrize("case", [c.param() for c in CASES])
 def test_adapter_promptfoo(case: Case, adapter_evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
     from groundjudge.adapters.promptfoo import get_assert
 
@@ -791,7 +776,6 @@ def test_adapter_inspect(case: Case, inspect_scores: dict[str, Any]) -> None:
     assert_honest(case, score.metadata["report"])
 
 
-@XFAIL_8
 def test_adapter_inspect_leaves_unscored_answers_out_of_the_mean(inspect_scores: dict[str, Any]) -> None:
     """Issue 29 defect 8: an answer that could not be judged is an unscored sample (NaN, which Inspect's metrics
     skip), not a 0.0 that lowers the mean like a real score; its verdict and reason stay."""
@@ -816,8 +800,6 @@ def test_adapter_deepeval(case: Case, adapter_evaluator: Evaluator) -> None:
 
 def ragas_param(c: Case) -> Any:
     """RAGAS's ``outcome_for`` raised KeyError for a row scored as an input ERROR (issue 29 defect 8)."""
-    if c.check is names_contexts:
-        return pytest.param(c, id=c.id, marks=[XFAIL_8])
     return c.param()
 
 

@@ -50,7 +50,11 @@ def compute_scores(
     if qa_expected and n and qa_score is None:
         qa_score = 0.0  # failed, refused or asked nothing (unanswered questions already count as inconsistent)
     claims_lower_bound = supported / n if n else None  # ERROR counted as not supported
-    combined = combine({"claims": claims_lower_bound, "nli": nli_score, "qa": qa_score}, weights) if judged else None
+    claims_failed = any(c.claim.origin == "fallback" for c in claims)
+    # no combined score when nothing was judged, nor when the claims call failed: the answer's claims are unknown,
+    # and a number there would read as a judgement (the parts stay, on the sentences checked for review)
+    parts = {"claims": claims_lower_bound, "nli": nli_score, "qa": qa_score}
+    combined = combine(parts, weights) if judged and not claims_failed else None
     # citations made (an unjudged claim's citations of real sources are unknown: not counted), those that support
     unchecked = sum(len(c.cited or []) for c in claims if c.citation == "UNCHECKED")
     cites = [
@@ -83,7 +87,7 @@ def compute_scores(
         n_citations=sum(made for made, _, _ in cites) + unchecked,
         n_citations_supporting=sum(good for _, good, _ in cites),
         n_citations_unchecked=unchecked,
-        claims_failed=any(c.claim.origin == "fallback" for c in claims),
+        claims_failed=claims_failed,
         n_nli_errors=sum(1 for c in claims if c.nli is not None and c.nli.error),
         qa_failed=qa_failed,
     )
