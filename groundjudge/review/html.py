@@ -89,15 +89,15 @@ def risk_reasons(r: AnswerReport) -> list[str]:
         out.append(r.verdict)
     if r.judges_disagree:
         out.append("judges disagree")
-    words = {
-        "contradicted": "contradicted",
-        "error_claims": "claim errors",
-        "unverified_quote": "unverified quotes",
-        "contradiction_unchecked": "contradiction not checked",
-        "conflict": "conflict",
-        "wrong_citation": "wrong citations",
+    words = {  # one, many
+        "contradicted": ("contradicted", "contradicted"),
+        "error_claims": ("claim error", "claim errors"),
+        "unverified_quote": ("unverified quote", "unverified quotes"),
+        "contradiction_unchecked": ("contradiction not checked", "contradictions not checked"),
+        "conflict": ("conflict", "conflicts"),
+        "wrong_citation": ("wrong citation", "wrong citations"),
     }
-    out.extend(f"{n[k]} {w}" for k, w in words.items() if n[k])
+    out.extend(f"{n[k]} {one if n[k] == 1 else many}" for k, (one, many) in words.items() if n[k])
     if _finite(r.scores.combined) and r.scores.combined is not None and r.scores.combined < 0.5:
         out.append(f"combined {r.scores.combined:.2f}")
     return out

@@ -187,14 +187,15 @@ def _combined_text(
     text = f"combined {value} {op} {bound} ({shown})"
     low = [k for k, v in present.items() if v < limit]
     if s.n_supported == s.n_claims:
-        text += f"; all {s.n_claims} claims SUPPORTED"
+        text += "; the one claim SUPPORTED" if s.n_claims == 1 else f"; all {s.n_claims} claims SUPPORTED"
     if low:
         named = ", ".join(f"{k} {present[k]:.2f}" for k in low)
         text += f"; pulled down by {named} (below {bound})"
         if "claims" in low:
             others = {"UNSUPPORTED": s.n_unsupported, "CONTRADICTED": s.n_contradicted, "not judged": s.n_errors}
             rest = ", ".join(f"{count} {name}" for name, count in others.items() if count)
-            text += f"; {s.n_supported} of {s.n_claims} claims SUPPORTED" + (f" ({rest})" if rest else "")
+            of = f"{s.n_supported} of {s.n_claims} claim{'s' * (s.n_claims != 1)}"
+            text += f"; {of} SUPPORTED" + (f" ({rest})" if rest else "")
         qa_text = _qa_text(qa, present["qa"]) if "qa" in low else ""
         text += f"; {qa_text}" if qa_text else ""
     return text

@@ -148,6 +148,15 @@ def test_an_all_supported_answer_that_fails_says_the_claims_held_and_what_pulled
     ]
 
 
+def test_a_one_claim_answer_is_counted_in_the_singular() -> None:
+    """Issue 29: reasons said "all 1 claims SUPPORTED" and "0 of 1 claims SUPPORTED"."""
+    weights = {"claims": 0.5, "nli": 0.5}
+    held = decide(compute_scores([_claim(0, "SUPPORTED", 0.1)], None, weights, 0.5), Thresholds(), weights)
+    assert "; the one claim SUPPORTED" in held.reasons[0] and "1 claims" not in held.reasons[0]
+    failed = decide(compute_scores([_claim(0, "UNSUPPORTED", 0.1)], None, weights, 0.5), Thresholds(), weights)
+    assert "; 0 of 1 claim SUPPORTED (1 UNSUPPORTED)" in failed.reasons[0], failed.reasons
+
+
 def test_each_rule_gives_its_reason() -> None:
     t = Thresholds()  # 0.7 / 0.85 / 0.1
     contradicted = compute_scores(

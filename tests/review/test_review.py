@@ -94,7 +94,8 @@ def test_queue_is_riskiest_first() -> None:
     reports = queue_reports()
     assert [r.id for r in sorted(reports, key=risk_key)] == ["r-fail", "r-error", "r-warn", "r-pass"]
     assert risk_reasons(reports[2]) == ["FAIL", "1 contradicted", "combined 0.40"]
-    assert risk_reasons(reports[1]) == ["2 contradiction not checked", "1 conflict"]
+    assert risk_reasons(reports[1]) == ["2 contradictions not checked", "1 conflict"]
+    assert risk_reasons(reports[3]) == ["ERROR", "1 claim error"]  # one: no plural ("1 wrong citations" was one)
     # among equally failed answers: a contradicted claim first, then the lower combined score
     low = _report("low", "FAIL", 0.1, [("c1", "The tower is in Paris.", "UNSUPPORTED", "judge", 0.1)])
     contradicted = _report("contra", "FAIL", 0.6, [("c1", "It was completed in 1899.", "CONTRADICTED", "judge", 0.1)])
