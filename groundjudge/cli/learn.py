@@ -415,7 +415,6 @@ def tune_command(
             pct(m["contradiction_recall"]),
         )
     print_table(human_console(False), table)  # on stdout, as before; to a pipe at its own width, never cut
-    # "no verdict head stored: why" was said by tune() itself, through log, as it happened
     stored = read_model_profile(out)
     if stored:
         err.print(f"wrote {out} with thresholds { ({m: t.model_dump() for m, t in stored.items()}) }", highlight=False)
@@ -427,4 +426,6 @@ def tune_command(
             f"with its own thresholds {result['head']['thresholds']}; the pipeline applies it beside the weights",
             highlight=False,
         )
+    else:  # said here, once (tune() logs the rest of the run as it happens)
+        err.print(f"no verdict head stored: {escape(str(result['head'].get('reason')))}", highlight=False)
     typer.echo(json.dumps(result))

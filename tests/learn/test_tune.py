@@ -16,6 +16,7 @@ from groundjudge.cache import Cache
 from groundjudge.checker.head import VerdictHead
 from groundjudge.checker.nli import NLIModel
 from groundjudge.checker.profile import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
+from groundjudge.cli.command import Command
 from groundjudge.cli.learn import tune_command
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.learn.calibrate import fit_profile
@@ -256,7 +257,7 @@ def test_command_prints_before_and_after(tmp_path: Path, tiny: str) -> None:
     from groundjudge.cli import app as groundjudge_app
 
     app = typer.Typer()
-    app.command()(tune_command)
+    app.command(cls=Command)(tune_command)  # the CLI's class: its error hook makes exit 2
     data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
     out = tmp_path / "tuned"
     helped = CliRunner().invoke(groundjudge_app, ["tune", "--help"])  # registered as 'groundjudge tune'
