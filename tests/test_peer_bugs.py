@@ -515,9 +515,10 @@ def test_the_table_cites_enough_peers() -> None:
 
 
 def test_the_readme_names_every_case() -> None:
-    """README "Tested against peers' known bugs" says which peer bugs groundjudge is tested against: all of them."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Tested against peers' known bugs", 1)[1].split("\n## ", 1)[0]
+    """The manual's "Tested against peers' known bugs" (docs/explanation/honesty.md) says which peer bugs groundjudge is
+    tested against: all of them."""
+    page = Path(__file__).resolve().parent.parent / "docs" / "explanation" / "honesty.md"
+    section = page.read_text(encoding="utf-8").split("## Tested against peers' known bugs", 1)[1].split("\n## ", 1)[0]
     for c in CASES:
         assert f"#{c.cite.split('#')[1]}" in section, c.cite
 

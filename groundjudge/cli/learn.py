@@ -314,7 +314,7 @@ def tune_command(
     data: Annotated[list[Path], typer.Argument(help="JSONL: gold claim rows, 'score' output, review decisions.")],
     base: Annotated[str, typer.Option(help="The NLI model to start from (hub id or path).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the tuned model and its thresholds.")],
-    epochs: Annotated[int, typer.Option(min=1)] = TuneSettings.epochs,
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the training pairs.")] = TuneSettings.epochs,
     lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, linear warmup and decay).")] = TuneSettings.lr,
     batch_size: Annotated[
         int | None, typer.Option(help="Pairs per training step [default: 16 on CPU, 32 on a GPU].")
@@ -326,7 +326,7 @@ def tune_command(
     l2sp: Annotated[float, typer.Option(help="Weight of the pull towards the base weights (L2-SP).")] = 0.0,
     holdout: Annotated[float, typer.Option(help="Share of claims held out for calibration and the report.")] = 0.2,
     target: Annotated[float, typer.Option(help="Precision the cascade's local verdicts must reach.")] = 0.9,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the held-out split and the training.")] = 0,
     device: Annotated[str | None, typer.Option(help="cuda, mps or cpu [default: best available].")] = None,
     cache_dir: CacheDir = None,
     overwrite: Overwrite = False,
