@@ -120,7 +120,7 @@ def cli_markdown() -> str:
     commands = cli_commands()
     lines = ["| command | what it does |", "|---|---|"]
     for c in commands[1:]:
-        first = c.help.split("\n\n")[0].split(". ")[0].rstrip(".")
+        first = " ".join(c.help.split("\n\n")[0].split()).split(". ")[0].rstrip(".")
         lines.append(f"| [`{c.name}`](#{_anchor(c)}) | {_md_cell(first)} |")
     lines.append("")
     for c in commands:
