@@ -231,7 +231,10 @@ def _model_table(model: type, extra_column: dict[str, str] | None = None) -> str
     head += "<th>CLI</th></tr>" if extra_column is not None else "</tr>"
     rows = [head]
     for name, kind, default, description in model_rows(model):
-        cells = [f'<td><code id="{model.__name__.lower()}-{name}">{name}</code></td>', f"<td><code>{html.escape(kind)}</code></td>"]
+        cells = [
+            f'<td><code id="{model.__name__.lower()}-{name}">{name}</code></td>',
+            f"<td><code>{html.escape(kind)}</code></td>",
+        ]
         cells.append(f"<td><code>{html.escape(default)}</code></td>")
         cells.append(f"<td>{html.escape(description)}</td>")
         if extra_column is not None:

@@ -79,9 +79,9 @@ def shell_commands(block: Block) -> list[list[str]]:
     return out
 
 
-def resolve(words: list[str], commands: dict[tuple[str, ...], gj_reference.CliCommand]) -> tuple[
-    gj_reference.CliCommand, list[str]
-]:
+def resolve(
+    words: list[str], commands: dict[tuple[str, ...], gj_reference.CliCommand]
+) -> tuple[gj_reference.CliCommand, list[str]]:
     """The command a command line names (the longest known path) and the words after it."""
     path: tuple[str, ...] = ()
     rest = list(words)

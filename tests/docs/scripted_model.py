@@ -77,7 +77,9 @@ def judge(req: RecordedRequest) -> Reply:
         answers = []
         for q in listing:
             overlap, _, sentence = _best(q["question"].split(": ", 1)[-1], sources)
-            answers.append({"id": q["id"], "context_answer": " ".join(sentence.split()[:4]) if overlap else "NOT_FOUND"})
+            answers.append(
+                {"id": q["id"], "context_answer": " ".join(sentence.split()[:4]) if overlap else "NOT_FOUND"}
+            )
         out = {"answers": answers, **out}
     return Reply.json(out)
 

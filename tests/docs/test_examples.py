@@ -77,7 +77,7 @@ def test_the_python_examples_of_a_page_run(page: Path, scratch: Path) -> None:
                 skipped.append(f"{block.where}: {reason}")
                 continue
             code = compile(block.code, block.where, "exec")
-            exec(code, namespace)  # noqa: S102  (the manual's own example)
+            exec(code, namespace)  # the manual's own example
             ran += 1
     finally:
         assertions.set_default_evaluator(saved)  # an example may have set the pytest gate's evaluator
@@ -100,4 +100,3 @@ def test_most_python_examples_run() -> None:
     python = [b for p in pages() for b in blocks(p) if b.lang in PYTHON]
     skipped = [b for b in python if "skip" in b.attrs]
     assert len(python) >= 15 and len(skipped) * 5 <= len(python), (len(python), [b.where for b in skipped])
-
