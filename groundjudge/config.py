@@ -81,16 +81,18 @@ class Config(BaseModel):
     llm: str | None = Field(None, description="the judge: provider/model, e.g. openai/gpt-4o-mini")
     base_url: str | None = Field(None, description="server of an OpenAI-compatible judge")
     qa: bool = Field(True, description="run the QA-consistency check (needs an LLM)")
-    qa_questions: int = Field(4, ge=1, le=8)
+    qa_questions: int = Field(4, ge=1, le=8, description="questions the QA check asks about an answer, at most")
 
     # NLI
     nli_model: str | None = Field(
         None, description="local checker: a hub id or a path [default: $GROUNDJUDGE_NLI_MODEL or the hub default]"
     )
-    device: str | None = None
-    batch_size: int | None = Field(None, ge=1)
+    device: str | None = Field(None, description="where the NLI model runs: cuda, mps or cpu [default: best available]")
+    batch_size: int | None = Field(
+        None, ge=1, description="(passage, claim) pairs per NLI forward pass [default: 64 on a GPU, 16 on CPU]"
+    )
     passage_tokens: int = Field(128, ge=16, description="passage size in NLI-model tokens")
-    passage_overlap: int = Field(32, ge=0)
+    passage_overlap: int = Field(32, ge=0, description="tokens two neighbouring passages share")
     evidence_k: int | None = Field(2, ge=1, description="passages scored per claim, best BM25 first; None: all")
     nli_kind: Literal["auto", "nli", "binary", "seq2seq"] = Field(
         "auto",
@@ -153,11 +155,16 @@ class Config(BaseModel):
     )
 
     # scores and verdict
-    weights: dict[str, float] = Field(default_factory=lambda: {"claims": 0.4, "nli": 0.3, "qa": 0.3})
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"claims": 0.4, "nli": 0.3, "qa": 0.3},
+        description="weights of the combined score's parts (claims, nli, qa), renormalised over the parts that ran",
+    )
     preset: str = Field(
         "default", description="thresholds by use case: " + ", ".join(PRESETS) + " (unless the config sets thresholds)"
     )
-    thresholds: Thresholds | None = None
+    thresholds: Thresholds | None = Field(
+        None, description="when an answer passes (min_grounded, warn, max_contradicted); wins over preset"
+    )
     min_citation_precision: float | None = Field(
         None,
         ge=0,
@@ -167,9 +174,13 @@ class Config(BaseModel):
     )
 
     # LLM calls
-    timeout: float = Field(60.0, gt=0)
-    max_attempts: int = Field(6, ge=1)
-    max_reasks: int = Field(2, ge=0)
+    timeout: float = Field(60.0, gt=0, description="seconds an LLM call may take")
+    max_attempts: int = Field(
+        6, ge=1, description="tries of an LLM call on a 429, a 5xx, a timeout or a lost connection"
+    )
+    max_reasks: int = Field(
+        2, ge=0, description="re-asks of a reply that is not valid JSON of the schema or fails its stage's check"
+    )
     concurrency: int = Field(
         4,
         ge=1,

@@ -126,7 +126,7 @@ def cli_markdown() -> str:
     for c in commands:
         lines.append(f"## {c.name} {{#{_anchor(c)}}}")
         lines.append("")
-        lines.append(f"```text\n{c.usage}{' COMMAND' if c.is_group and c.path == [] else ''}\n```")
+        lines.append(f"```text\n{c.usage}\n```")
         lines.append("")
         for paragraph in c.help.split("\n\n"):
             lines.append(_md_text(" ".join(paragraph.split())))
@@ -151,10 +151,8 @@ def _params_table(params: list[CliParam]) -> str:
         if group != panel:
             panel = group
             rows.append(f'<tr><th colspan="2">{html.escape(group)}</th></tr>')
-        names = html.escape(p.names)
-        rows.append(
-            f"<tr><td><code>{names}</code></td><td>{html.escape(p.help) or '<em>(no help text)</em>'}</td></tr>"
-        )
+        names = "<br>".join(f"<code>{html.escape(part)}</code>" for part in p.names.split(" / "))
+        rows.append(f"<tr><td>{names}</td><td>{html.escape(p.help) or '<em>(no help text)</em>'}</td></tr>")
     return '<table class="gj-params">\n<tr><th>name</th><th>what it does</th></tr>\n' + "\n".join(rows) + "\n</table>"
 
 

@@ -130,8 +130,9 @@ def test_every_option_has_help_and_a_place_in_the_reference(
                 continue
             if not param.help or param.help.startswith("[default"):
                 problems.append(f"{command.name} {param.names}: no help text")
-            if param.names.replace("<", "&lt;").replace(">", "&gt;") not in reference:
-                problems.append(f"{command.name} {param.names}: not in the generated reference")
+            for spelling in param.opts if param.kind == "option" else [param.name]:
+                if not re.search(rf"<code>(-\w, )?{re.escape(spelling)}\b", reference):
+                    problems.append(f"{command.name} {spelling}: not in the generated reference")
     assert not problems, "\n".join(problems)
 
 
@@ -148,3 +149,16 @@ def test_every_score_option_is_explained_in_a_hand_written_page(
         if option.startswith("--") and not option.startswith("--no-") and option not in text
     ]
     assert not missing, f"score options no page explains: {missing}"
+
+
+def test_every_config_field_is_described() -> None:
+    """The Config reference is generated from the fields' descriptions: a field without one would be a blank row."""
+    from groundjudge.config import Config, Thresholds
+
+    blank = [
+        f"{model.__name__}.{name}"
+        for model in (Config, Thresholds)
+        for name, field in model.model_fields.items()
+        if not field.description
+    ]
+    assert not blank, f"fields without a description (Field(..., description=...)): {blank}"
