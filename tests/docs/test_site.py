@@ -1,7 +1,7 @@
 """Issue 30: the manual builds with ``mkdocs build --strict`` (offline: no broken link, no page left out of the nav, no
 reference to an option or field that does not exist), has at least ten pages and names every ``score`` option.
 
-The site is built once, for this module (a few seconds). Without mkdocs (the ``docs`` extra) the tests skip, saying
+The site is built once a session (a few seconds). Without mkdocs (the ``docs`` extra) the tests skip, saying
 so, except under CI, where ``.ci/run`` installs it and they must run.
 """
 
@@ -20,7 +20,7 @@ import pytest
 from tests.docs.blocks import ROOT, gj_reference
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once a session (a worker), whatever runs between this module's tests
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
         if os.environ.get("CI"):
