@@ -11,6 +11,7 @@ text in its place. The markers:
 - ``<!-- gj:summary -->``: the run summary's fields (``RunSummary``).
 - ``<!-- gj:errors -->``: the error tree of ``groundjudge.errors`` (and the run stops of ``groundjudge.runs``).
 - ``<!-- gj:exit-codes -->``: the CLI's exit codes, from ``groundjudge.cli.common``.
+- ``<!-- gj:messages -->``: every message an error is raised with, read from the package's source.
 
 The tests (``tests/docs``) import the same functions: :func:`cli_commands` is also what they check the manual's
 shell examples and option names against.
@@ -25,6 +26,7 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 MARKER = re.compile(r"<!--\s*gj:([a-z-]+)\s*-->")
@@ -367,6 +369,56 @@ def exit_codes_markdown() -> str:
     return "\n".join(lines)
 
 
+def _message(node: Any) -> str | None:
+    """The text of a message argument: a string, or an f-string with its fields as ``{name}``."""
+    import ast
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(str(value.value))
+            elif isinstance(value, ast.FormattedValue):
+                parts.append("{" + ast.unparse(value.value) + "}")
+        return "".join(parts)
+    if isinstance(node, ast.BinOp):
+        left, right = _message(node.left), _message(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
+def messages_markdown() -> str:
+    """Every message a GroundjudgeError (or the command line's ``fail``) is raised with, read from the source."""
+    import ast
+
+    from groundjudge import errors
+
+    package = Path(errors.__file__).resolve().parent
+    names = {"fail"} | {n for n, c in vars(errors).items() if isinstance(c, type) and issubclass(c, Exception)}
+    rows = ["<tr><th>error</th><th>message</th><th>where</th></tr>"]
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Raise) or not isinstance(node.exc, ast.Call):
+                continue
+            func = node.exc.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name not in names or not node.exc.args:
+                continue
+            text = _message(node.exc.args[0])
+            if not text:
+                continue
+            where = f"{path.relative_to(package.parent).with_suffix('')}".replace("/", ".")
+            shown = "error (exit 2)" if name == "fail" else name
+            rows.append(
+                f"<tr><td><code>{shown}</code></td><td>{html.escape(' '.join(text.split()))}</td>"
+                f"<td><code>{where}</code></td></tr>"
+            )
+    return '<table class="gj-errors">\n' + "\n".join(rows) + "\n</table>"
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # helpers and the hook
 
@@ -388,6 +440,7 @@ GENERATORS = {
     "summary": summary_markdown,
     "errors": errors_markdown,
     "exit-codes": exit_codes_markdown,
+    "messages": messages_markdown,
 }
 
 
@@ -406,3 +459,11 @@ def expand(markdown: str) -> str:
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     """MkDocs hook: expand the markers of a page."""
     return expand(markdown) if MARKER.search(markdown) else markdown
+
+
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj):(?=<code)")
+
+
+def on_page_content(html_text: str, **kwargs: Any) -> str:
+    """MkDocs hook: the docstrings' Sphinx roles (``:class:`X```) read as plain code names."""
+    return SPHINX_ROLE.sub("", html_text)

@@ -97,3 +97,9 @@ def test_the_build_fails_on_a_broken_link(tmp_path: Path) -> None:
         timeout=300,
     )
     assert result.returncode != 0 and "missing.md" in result.stderr
+
+
+def test_the_errors_page_lists_the_messages_from_the_source(site: Path) -> None:
+    page = text_of(site / "reference" / "errors.html")
+    assert "EXIT_PENDING" in page and "BudgetExceededError" in page
+    assert "a JSON object of settings, not" in page  # Config.load's message, read from groundjudge/config.py
