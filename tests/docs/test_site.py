@@ -7,6 +7,7 @@ so, except under CI, where ``.ci/run`` installs it and they must run.
 
 from __future__ import annotations
 
+import fcntl
 import html
 import importlib.util
 import os
@@ -20,23 +21,29 @@ import pytest
 from tests.docs.blocks import ROOT, gj_reference
 
 
-@pytest.fixture(scope="session")  # once a session (a worker), whatever runs between this module's tests
+@pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built site: built once for the whole run, whichever worker asks first (the others wait on a lock)."""
     if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
         if os.environ.get("CI"):
             pytest.fail("mkdocs and mkdocs-material are missing under CI: the dev extra installs them (.[docs])")
         pytest.skip("mkdocs is not installed: pip install -e '.[docs]' to build and test the manual")
-    out = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stderr[-6000:]}"
+    shared = tmp_path_factory.getbasetemp().parent  # one folder for every xdist worker of this run
+    out, failure = shared / "docs-site", shared / "docs-site.failed"
+    with (shared / "docs-site.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "index.html").is_file() and not failure.is_file():
+            result = subprocess.run(
+                [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+                timeout=600,
+            )
+            if result.returncode != 0:
+                failure.write_text(result.stderr[-6000:])
+    assert not failure.is_file(), f"mkdocs build --strict failed:\n{failure.read_text()}"
     return out
 
 
