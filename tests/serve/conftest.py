@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -182,12 +183,15 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    data = tmp_path_factory.mktemp("pg") / "data"
+    # initdb and postgres refuse to run as root: as root, run them as the postgres user, in a folder of its own
+    # (pytest's temporary folders are root's alone)
+    as_root = os.geteuid() == 0
+    top = Path(tempfile.mkdtemp(prefix="gj-pg-")) if as_root else tmp_path_factory.mktemp("pg")
+    data = top / "data"
     port = free_port()
-    as_root = os.geteuid() == 0  # initdb and postgres refuse to run as root: run them as the postgres user
     prefix = ["runuser", "-u", "postgres", "--"] if as_root else []
     if as_root:
-        shutil.chown(data.parent, "postgres")
+        shutil.chown(top, "postgres")
     subprocess.run(
         [*prefix, str(folder / "initdb"), "-D", str(data), "-U", "gj", "--auth=trust", "-E", "UTF8", "--no-sync"],
         check=True,
@@ -205,3 +209,5 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         subprocess.run(
             [*prefix, str(folder / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
         )
+        if as_root:
+            shutil.rmtree(top, ignore_errors=True)
