@@ -1,6 +1,6 @@
-"""Nothing acknowledged is lost or stored twice: three reviewers post decisions at once while the service is killed
-(SIGKILL, mid-way through their work) and started again, on SQLite and on PostgreSQL; afterwards ``review export`` holds every acknowledged
-decision exactly once, and the history holds each request once."""
+"""Nothing acknowledged is lost or stored twice: three reviewers post decisions at once while the service is
+killed (SIGKILL, mid-way through their work) and started again, on SQLite and on PostgreSQL; afterwards ``review
+export`` holds every acknowledged decision exactly once, and the history holds each request once."""
 
 from __future__ import annotations
 
