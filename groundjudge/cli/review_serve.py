@@ -72,10 +72,8 @@ def serve_command(
     """Load the runs' answers into the review database and serve the review page and its API (/api, OpenAPI at
     /api/openapi.json) until stopped. Reviewers sign in with the token 'review add-reviewer' printed."""
     db = _serve_parts()
-    import uvicorn
-
     from groundjudge.serve import store
-    from groundjudge.serve.app import create_app
+    from groundjudge.serve.app import create_app, run
 
     url = db_url or db.default_url(runs[0])
     loaded = [(str(p), load_reports(p)) for p in runs]
@@ -99,7 +97,7 @@ def serve_command(
     )
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"serving the review at http://{shown}:{port}/ (Ctrl-C stops it)", err=False)
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=True, server_header=False)
+    run(app, host, port)
 
 
 @review_app.command("add-reviewer", cls=Command)

@@ -347,3 +347,10 @@ def create_app(
         return RedirectResponse("./", 303)
 
     return app
+
+
+def run(app: FastAPI, host: str, port: int) -> None:
+    """Serve ``app`` on ``host``:``port`` (uvicorn) until stopped; its access log names paths, never tokens."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=True, server_header=False)
