@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 
 from groundjudge.errors import InputError
+from groundjudge.review.metrics import parse_reviews
 from groundjudge.serve import auth, store
 from groundjudge.serve.db import SCHEMA_VERSION, ReviewDatabaseError
 from groundjudge.serve.page import review_page, signin_page, team_page
@@ -28,7 +29,7 @@ log = logging.getLogger("groundjudge.serve")
 
 _HEADERS = {
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make a browser send "Origin: null" on our own forms
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
@@ -242,9 +243,7 @@ def create_app(
     @app.get("/api/export", tags=["team"], response_class=PlainTextResponse)
     def export(who: Caller) -> str:
         """The decisions as JSONL, as ``groundjudge review export`` writes them."""
-        import json
-
-        return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in store.export_lines(engine))
+        return "".join(store.dumps_line(line) + "\n" for line in store.export_lines(engine))
 
     # -- the pages --------------------------------------------------------------------------------------------
 
@@ -280,6 +279,7 @@ def create_app(
             order,
             only_flagged,
             title=f"groundjudge review: {who.name}'s queue",
+            reviews=parse_reviews(store.dumps_line(line) for line in store.export_lines(engine)) or None,
         )
         return html(page, nonce)
 

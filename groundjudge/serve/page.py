@@ -15,6 +15,7 @@ from typing import Any
 
 from groundjudge.models import AnswerReport
 from groundjudge.review.html import embed_json, render_html
+from groundjudge.review.metrics import Review
 from groundjudge.review.page_sources import html_text
 
 # window.groundjudgeServer, which the review page's script (review/page_assets.py) uses when it is there: decisions
@@ -44,7 +45,7 @@ window.groundjudgeServer = (() => {
       'X-CSRF-Token': cfg.csrf}, body: JSON.stringify(p.body)})
       .then(async r => {
         p.inflight = false;
-        if (r.ok) { stored += 1; problem = ''; if (pending.get(key) === p) pending.delete(key); }
+        if (r.ok) { stored += 1; problem = ''; if (pending.get(key) === p) pending.delete(key); teamSoon(); }
         else if (r.status === 401) { problem = 'signed out: sign in again in another tab, then this page saves'; retry(key, p); }
         else if (r.status >= 400 && r.status < 500 && r.status !== 429) {
           let why = 'refused (' + r.status + ')'; try { why = (await r.json()).detail || why; } catch (e) {}
@@ -71,8 +72,9 @@ window.groundjudgeServer = (() => {
         ' disagreement' + (q.disagreements_open === 1 ? '' : 's') + ' to settle';
     }).catch(() => {});
   }
+  let teamTimer = null;  // the team's numbers again, shortly after this reviewer's decisions are stored
+  function teamSoon() { if (!teamTimer) teamTimer = setTimeout(() => { teamTimer = null; team(); }, 400); }
   window.addEventListener('beforeunload', ev => { if (pending.size) { ev.preventDefault(); ev.returnValue = ''; } });
-  document.addEventListener('DOMContentLoaded', () => {});
   setTimeout(team, 50); setInterval(team, 15000);
   return {me: cfg.me, role: cfg.role, csrf: cfg.csrf, decisions: decisions, save: save, status: status,
     pending: () => pending.size, team: team};
@@ -106,9 +108,11 @@ def review_page(
     order: str = "risk",
     only_flagged: bool = True,
     title: str = "groundjudge review",
+    reviews: Sequence[Review] | None = None,
 ) -> str:
     """The review page of the reviewer's answers (in queue order, with why each is there), their decisions from the
-    database, and the service's bar and script."""
+    database, and the service's bar and script; ``reviews``, the team's decisions so far (one per claim), count in
+    the header's corrected unsupported rate as a previous export does on the static page."""
     settings = {"me": me, "role": role, "csrf": csrf, "decisions": decisions}
     before = (
         f"<script type='application/json' id='gj-server'>{embed_json(settings)}</script>"
@@ -122,6 +126,7 @@ def review_page(
         queue_reasons=[why for _, why in items],
         bar_extra=_bar(me, role, csrf),
         script_before=before,
+        reviews=reviews,
     )
     # the page's own script (the only bare <script> tag: data never holds a '<') runs under the nonce
     return page.replace("<script>", f"<script nonce='{nonce}'>")

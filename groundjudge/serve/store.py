@@ -714,6 +714,11 @@ def _line(r: Any, label: str, note: str, reviewer: str, decided_at: str, citatio
     return line
 
 
+def dumps_line(line: dict[str, Any]) -> str:
+    """An export line as JSON, ASCII only: no line or paragraph separator inside a line, for any line splitter."""
+    return json.dumps(line, ensure_ascii=True)
+
+
 def write_export(engine: Engine, out: str | Path) -> int:
     """Write :func:`export_lines` to ``out`` as JSONL (atomically: a temporary file renamed); returns the lines."""
     lines = export_lines(engine)
@@ -722,7 +727,7 @@ def write_export(engine: Engine, out: str | Path) -> int:
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             for line in lines:
-                fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+                fh.write(dumps_line(line) + "\n")
         tmp.replace(path)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc}") from exc

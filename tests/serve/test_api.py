@@ -178,7 +178,7 @@ def test_disagreements_are_settled_by_an_adjudicator_and_exported(svc: dict[str,
         "run",
     }
     assert httpx.get(svc["url"] + "/api/export", headers=bearer(svc["tokens"]["bob"])).text.splitlines() == [
-        json.dumps(x, ensure_ascii=False) for x in lines
+        json.dumps(x) for x in lines
     ]
     # the readers of the page's export read it: one label per claim (the adjudicated one), and each reviewer's
     from groundjudge.review.metrics import read_reviews

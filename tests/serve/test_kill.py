@@ -37,11 +37,11 @@ def test_three_reviewers_while_the_service_is_killed_lose_and_duplicate_nothing(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     db = new_database(kind, request, tmp_path)
-    run = write_run(tmp_path / "run.jsonl", [make_report(f"k{i}", n_claims=3) for i in range(10)])
+    run = write_run(tmp_path / "run.jsonl", [make_report(f"k{i}", n_claims=3) for i in range(6)])
     names = ("r1", "r2", "r3")
     tokens = {n: add_reviewer(db, n) for n in names}
     service = Service([run], db, tmp_path, "--sign-in-limit", "1000").start()
-    claims = [(f"k{i}", f"c{j}") for i in range(10) for j in range(3)]
+    claims = [(f"k{i}", f"c{j}") for i in range(6) for j in range(3)]
     acked: dict[str, dict[tuple[str, str], dict[str, Any]]] = {n: {} for n in names}
     failures: Counter[str] = Counter()
     problems: list[str] = []
