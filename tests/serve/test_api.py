@@ -240,12 +240,26 @@ def test_the_page_signs_in_with_a_form_and_refuses_writes_without_its_csrf_token
 
 
 def test_hostile_text_is_escaped_on_the_served_pages(svc: dict[str, Any]) -> None:
+    # hostile text in every field: the report's (answer id, claim id, texts, sources), a reviewer's name, notes
+    name = "<img src=x onerror=alert(1)>&amp;'\""
+    token = add_reviewer(svc["db"], name, adjudicator=True)
+    claim = f"c0{HOSTILE}"
+    for who, label in ((token, "SUPPORTED"), (svc["tokens"]["alice"], "UNSUPPORTED")):
+        body = {"id": HOSTILE, "claim_id": claim, "label": label, "note": HOSTILE}
+        r = httpx.post(svc["url"] + "/api/decisions", json=body, headers=bearer(who), timeout=10)
+        assert r.status_code == 200 and r.json()["note"] == HOSTILE
+    settle = {"id": HOSTILE, "claim_id": claim, "label": "UNSUPPORTED", "note": HOSTILE}
+    assert httpx.post(svc["url"] + "/api/adjudications", json=settle, headers=bearer(token)).status_code == 200
     with httpx.Client(base_url=svc["url"], timeout=10) as c:
-        c.post("/signin", data={"token": svc["tokens"]["carol"]})
-        c.post("/api/queue/next")
-        for path in ("/", "/team"):
-            text = c.get(path).text
-            assert "<img src=x" not in text and "<b>bold</b>" not in text, path
+        c.post("/signin", data={"token": token})
+        c.post("/api/queue/next", headers={"X-CSRF-Token": "?"})  # refused (no CSRF): the page takes work itself
+        pages = {path: c.get(path).text for path in ("/", "/team")}
+    assert name in [r["name"] for r in get(svc, "alice", "/api/team").json()["reviewers"]]
+    assert any(d["id"] == HOSTILE for d in get(svc, "alice", "/api/disagreements").json())
+    for path, text in pages.items():
+        assert "<img src=x" not in text and "<b>bold</b>" not in text and "</script><img" not in text, path
+    assert "&lt;img src=x onerror=alert(1)&gt;&amp;amp;&#x27;&quot;" in pages["/team"]  # the name, escaped
+    assert pages["/team"].count("tr class='disagreement'") >= 1
 
 
 def test_sign_in_is_rate_limited(tmp_path: Path) -> None:
@@ -277,24 +291,29 @@ def test_an_unreachable_database_is_a_clear_error(db: str, words: str, tmp_path:
         assert words in result.output
 
 
-def test_the_service_says_503_when_its_database_goes_away(tmp_path: Path) -> None:
+def test_the_service_says_503_when_its_database_goes_away(postgres: str) -> None:
+    import uuid
+
+    import psycopg
     from fastapi.testclient import TestClient
 
     from groundjudge.serve.app import create_app
     from groundjudge.serve.db import open_db
     from groundjudge.serve.store import add_reviewer as add
 
-    path = tmp_path / "r.sqlite"
-    engine = open_db(f"sqlite:///{path}")
+    name = "gj_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = postgres.rsplit("/", 1)[0] + "/" + name
+    engine = open_db(url)
     token = add(engine, "dora")
     with TestClient(create_app(engine)) as c:
         assert c.get("/api/me", headers=bearer(token)).status_code == 200
-        engine.dispose()
-        for p in tmp_path.glob("r.sqlite*"):
-            p.unlink()
-        tmp_path.chmod(0o500)  # nor can it be made again
-        try:
-            r = c.get("/api/team", headers=bearer(token))
-        finally:
-            tmp_path.chmod(0o700)
-        assert r.status_code in (401, 503)
+        with psycopg.connect(postgres, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")  # the database goes away under the service
+        for path in ("/api/me", "/api/health"):
+            r = c.get(path, headers=bearer(token))
+            assert r.status_code == 503, r.text
+            assert "the review database postgresql+psycopg://gj@127.0.0.1" in r.json()["detail"]
+            assert "is unreachable" in r.json()["detail"]
+    engine.dispose()
