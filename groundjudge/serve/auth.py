@@ -67,6 +67,7 @@ def new_session(engine: Engine, reviewer: Reviewer) -> tuple[str, str]:
     expires = (datetime.now(timezone.utc) + timedelta(hours=SESSION_HOURS)).isoformat(timespec="milliseconds")
 
     def add(conn: Connection) -> None:
+        conn.execute(db.sessions.delete().where(db.sessions.c.expires_at < db.now()))  # the expired ones go
         conn.execute(
             db.sessions.insert().values(
                 key_hash=_sha(value), reviewer_id=reviewer.id, csrf=csrf, created_at=db.now(), expires_at=expires

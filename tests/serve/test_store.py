@@ -61,3 +61,21 @@ def test_the_schema_version_is_kept_and_a_newer_one_refused(tmp_path: Path) -> N
         db.open_db(url)
     with pytest.raises(db.ReviewDatabaseError, match="no review database"):
         db.open_db(f"sqlite:///{tmp_path / 'none.sqlite'}", migrate=False)
+
+
+def test_sessions_end_and_expired_ones_are_deleted(tmp_path: Path) -> None:
+    from groundjudge.serve import auth
+
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    token = store.add_reviewer(engine, "eve")
+    who = auth.check_token(engine, token)
+    assert who is not None and auth.check_token(engine, token + "x") is None
+    old, _ = auth.new_session(engine, who)
+    db.write(engine, lambda conn: conn.execute(db.sessions.update().values(expires_at="2000-01-01T00:00:00.000+00:00")))
+    assert auth.check_session(engine, old) is None  # expired
+    live, csrf = auth.new_session(engine, who)  # and the expired one is deleted
+    assert db.read(engine, lambda conn: conn.execute(db.sessions.select()).all()).__len__() == 1
+    signed = auth.check_session(engine, live)
+    assert signed is not None and signed.csrf == csrf and auth.csrf_ok(signed, csrf) and not auth.csrf_ok(signed, None)
+    auth.end_session(engine, live)
+    assert auth.check_session(engine, live) is None
