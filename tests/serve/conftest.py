@@ -26,6 +26,20 @@ ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = '</script><img src=x onerror="window.pwned=1"><b>bold</b>&amp; "q" \'s\' \u2028 🧪 end'
 
 
+def need_serve() -> None:
+    """At the top of each test module: skip it without the serve extra (fastapi, uvicorn, sqlalchemy), and fail it
+    under CI, which installs it (the dev extra)."""
+    try:
+        import fastapi  # noqa: F401
+        import sqlalchemy  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        message = f"the review service needs the serve extra: pip install -e '.[serve]' ({exc})"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message, allow_module_level=True)
+
+
 def make_report(rid: str, n_claims: int = 2, hostile: bool = False, label: str = "UNSUPPORTED") -> AnswerReport:
     """A flagged answer with ``n_claims`` claims (hostile text in every field when asked)."""
     bad = HOSTILE if hostile else ""

@@ -15,6 +15,10 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from tests.serve.conftest import need_serve
+
+need_serve()
+
 from groundjudge.cli.root import app
 from groundjudge.serve.store import in_overlap
 from tests.serve.conftest import HOSTILE, Service, add_reviewer, bearer, export, make_report, write_run

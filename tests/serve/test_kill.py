@@ -14,6 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.serve.conftest import need_serve
+
+need_serve()
+
 from tests.serve.conftest import Service, add_reviewer, bearer, export, make_report, write_run
 
 LABELS = ("SUPPORTED", "CONTRADICTED", "UNSUPPORTED")

@@ -14,6 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.serve.conftest import need_serve
+
+need_serve()
+
 from tests.conftest import fresh_browser
 from tests.review.test_html import click, keys
 from tests.serve.conftest import HOSTILE, Service, add_reviewer, bearer, export, make_report, write_run

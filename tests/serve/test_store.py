@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.serve.conftest import need_serve
+
+need_serve()
+
 from groundjudge.errors import InputError
 from groundjudge.serve import db, store
 from tests.serve.conftest import make_report
