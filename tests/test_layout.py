@@ -161,3 +161,57 @@ def test_the_tests_mirror_the_package() -> None:
     assert not missing, f"package folders without their test folder: {missing}"
     unpackaged = [str(d.relative_to(tests)) for d in tests.iterdir() if d.is_dir() and any(d.glob("test_*.py"))]
     assert all((tests / d / "__init__.py").is_file() for d in unpackaged), "a test folder needs an __init__.py"
+
+
+def serve_import_breaches(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """The review service's rule (contract 13) by folder for ``path``: only ``cli/`` imports ``serve/``, and
+    ``serve/`` imports only ``models``, ``errors``, ``io``, ``review`` and itself."""
+    module = _module_name(path, root)
+    found = []
+    for line, name in groundjudge_imports(path, root):
+        if _in(name, "groundjudge.serve") and not _in(module, "groundjudge.serve", "groundjudge.cli"):
+            why = "only cli/ imports serve/"
+        elif (
+            _in(module, "groundjudge.serve")
+            and not _in(
+                name,
+                "groundjudge.models",
+                "groundjudge.errors",
+                "groundjudge.io",
+                "groundjudge.review",
+                "groundjudge.serve",
+            )
+            and name != "groundjudge"
+        ):
+            why = "serve/ imports only models, errors, io, review and itself"
+        else:
+            continue
+        found.append(f"{path.relative_to(root)}:{line} imports {name}: {why}")
+    return found
+
+
+def test_only_the_cli_imports_the_review_service() -> None:
+    found = [line for path in MODULES for line in serve_import_breaches(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_review_service_check_can_fail(tmp_path: Path) -> None:
+    for folder, text in {
+        "review": "from groundjudge.serve import store\n",
+        "serve": "from groundjudge.pipeline import Evaluator\nfrom groundjudge.review.html import render_html\n",
+        "cli": "from groundjudge.serve.app import create_app\n",
+    }.items():
+        bad = tmp_path / "groundjudge" / folder / "bad.py"
+        bad.parent.mkdir(parents=True)
+        bad.write_text(text)
+    breaches = [
+        line.split(": ")[0]
+        for folder in ("review", "serve", "cli")
+        for line in serve_import_breaches(tmp_path / "groundjudge" / folder / "bad.py", tmp_path)
+    ]
+    assert breaches == [
+        "groundjudge/review/bad.py:1 imports groundjudge.serve",
+        "groundjudge/review/bad.py:1 imports groundjudge.serve.store",
+        "groundjudge/serve/bad.py:1 imports groundjudge.pipeline",
+        "groundjudge/serve/bad.py:1 imports groundjudge.pipeline.Evaluator",
+    ]

@@ -175,6 +175,16 @@ def _print_judges(console: Console, j: dict[str, Any]) -> None:
             )
 
 
+def _print_reviewers(console: Console, r: dict[str, Any]) -> None:
+    """Reviewers' agreement with each other (claims two of them decided), beside their agreement with groundjudge."""
+    console.print(
+        f"reviewers with each other: n={r['n']} pairs on {r['claims']} claims of {r['answers']} answers "
+        f"({', '.join(r['reviewers'])}), agreement {100 * r['agreement']:.1f}% {_ci(r['agreement_ci'])}, "
+        f"{_kappa_text(r)}, disagree on {r['disagree']}, adjudicated {r['adjudicated']}",
+        highlight=False,
+    )
+
+
 def _kappa_text(block: dict[str, Any]) -> str:
     """``kappa 0.508 [0.210, 0.759]``, or why there is none (one label only: chance agreement is total)."""
     if block["kappa"] is None:
@@ -221,12 +231,13 @@ def _print_corrected(console: Console, c: dict[str, Any]) -> None:
 def _review_metrics(scored: Path, reviews: Path, as_json: bool) -> None:
     """``metrics --reviews``: groundjudge's claim verdicts against reviewer labels; last line JSON, or with
     ``as_json`` the whole dict alone on stdout."""
-    from groundjudge.review.metrics import read_reviews, review_metrics
+    from groundjudge.review.metrics import final_reviews, read_reviews, review_metrics
 
     if not reviews.is_file():
         raise fail(f"no file {reviews}")
     try:
-        m = review_metrics(load_reports(scored), read_reviews(reviews))
+        every = read_reviews(reviews, per_reviewer=True)  # each reviewer's: their agreement with each other
+        m = review_metrics(load_reports(scored), final_reviews(every), every)
     except (ValueError, InputError) as exc:
         raise fail(f"{reviews}: {exc}") from exc
     console = human_console(as_json)
@@ -238,6 +249,8 @@ def _review_metrics(scored: Path, reviews: Path, as_json: bool) -> None:
     _print_block(console, "all", m)
     for route, block in m["by_route"].items():
         _print_block(console, f"decided by {route}", block)
+    if "reviewers_agreement" in m:
+        _print_reviewers(console, m["reviewers_agreement"])
     _print_corrected(console, m["corrected_unsupported_rate"])
     if "judges" in m:
         _print_judges(console, m["judges"])
@@ -284,6 +297,7 @@ def _review_metrics(scored: Path, reviews: Path, as_json: bool) -> None:
                 "reviewers": m["reviewers"],
                 "corrected_unsupported_rate": m["corrected_unsupported_rate"],
                 **({"judges": m["judges"]} if "judges" in m else {}),
+                **({"reviewers_agreement": m["reviewers_agreement"]} if "reviewers_agreement" in m else {}),
             }
         )
     )

@@ -21,6 +21,7 @@ from groundjudge.cli.learn import calibrate_command, tune_command
 from groundjudge.cli.notes import third_party_output
 from groundjudge.cli.options import CacheDir
 from groundjudge.cli.review import compare_command, diagnose_command, metrics_command, report_command
+from groundjudge.cli.review_serve import review_app
 from groundjudge.cli.score import score_command
 
 app = typer.Typer(
@@ -83,6 +84,7 @@ app.command("compare", cls=Command)(compare_command)
 app.command("calibrate", cls=Command)(calibrate_command)
 app.command("tune", cls=Command)(tune_command)
 app.command("diagnose", cls=Command)(diagnose_command)
+app.add_typer(review_app, name="review")
 
 
 def main() -> None:

@@ -293,17 +293,27 @@ def render_html(
     only_flagged: bool = False,
     order: str = "risk",
     reviews: Sequence[Review] | None = None,
+    queue_reasons: Sequence[Sequence[str]] | None = None,
+    bar_extra: str = "",
+    script_before: str = "",
 ) -> str:
     """The review page for ``reports`` as one HTML string: a queue, riskiest first (``order`` "risk":
     :func:`risk_key`) or most informative first ("informative": :func:`informative_key`). The header gives the
     summary with its intervals and how many decisions the corrected unsupported rate still needs; ``reviews`` (a
-    previous export of decisions) count as labels there, and the header says how much they moved it."""
+    previous export of decisions) count as labels there, and the header says how much they moved it.
+
+    The review service (``groundjudge review serve``) hands ``reports`` already in queue order with
+    ``queue_reasons`` (why each is there), and its own markup: ``bar_extra`` (HTML for the queue bar) and
+    ``script_before`` (HTML before the page's script: the service's settings and the script that keeps decisions
+    in its database instead of this browser)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
     every = [finite_report(r) for r in reports]
-    chosen = [r for r in every if r.flagged or not only_flagged]
+    chosen = every if queue_reasons is not None else [r for r in every if r.flagged or not only_flagged]
     summary = summarize(chosen)  # in file order: "the first failed rows" are the file's
-    if order == "risk":
+    if queue_reasons is not None:  # a queue built elsewhere, in its order
+        reasons = [list(why) for why in queue_reasons]
+    elif order == "risk":
         chosen.sort(key=risk_key)  # stable: equally risky answers keep their file order
         reasons = [risk_reasons(r) for r in chosen]
     else:
@@ -338,13 +348,14 @@ def render_html(
         "<label title='after a decision, go to the next undecided claim'><input id='autoadvance' type='checkbox'"
         " checked> auto-advance</label><label>reviewer <input id='reviewer' type='text' size='12' "
         "autocomplete='off'></label><button id='export' type='button'>Export decisions (JSONL)</button>"
-        "<span id='storage'></span></div>"
+        f"<span id='storage'></span>{bar_extra}</div>"
         "<div id='done' class='hidden' role='status'><span id='done-text'></span> "
         "<button id='done-export' type='button'>Export decisions (JSONL)</button></div>"
         f"<div id='row2'><div id='filters'></div><div id='help'>{_HELP}</div></div></div><main><div id='answers'></div>"
         "<aside id='detail'><p>Click a highlighted claim to see its verdict and evidence.</p></aside></main>"
         f"<script type='application/json' id='gj-data'>{blob}</script>"
-        f"<div id='gj-sources' hidden>{source_blocks(chosen)}</div><script>{REVIEW_JS}</script></body></html>"
+        f"<div id='gj-sources' hidden>{source_blocks(chosen)}</div>{script_before}<script>{REVIEW_JS}</script>"
+        "</body></html>"
     )
 
 

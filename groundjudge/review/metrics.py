@@ -333,6 +333,7 @@ class Review:
     reviewer: str | None = None
     decided_at: str | None = None
     line: int = 0
+    adjudicated: bool = False  # an adjudicator's label for a claim reviewers disagreed on (``review export``)
 
 
 def _review(obj: Any, line: int) -> Review:
@@ -347,6 +348,8 @@ def _review(obj: Any, line: int) -> Review:
     for name in ("groundjudge_label", "route", "note", "reviewer", "decided_at"):
         if obj.get(name) is not None and not isinstance(obj[name], str):
             raise InputError("not a string", row=line, field=name)
+    if not isinstance(obj.get("adjudicated", False), bool):
+        raise InputError("not true or false", row=line, field="adjudicated")
     return Review(
         id=obj["id"],
         claim_id=obj["claim_id"],
@@ -358,12 +361,17 @@ def _review(obj: Any, line: int) -> Review:
         reviewer=obj.get("reviewer"),
         decided_at=obj.get("decided_at"),
         line=line,
+        adjudicated=obj.get("adjudicated", False),
     )
 
 
-def parse_reviews(lines: Iterable[str]) -> list[Review]:
-    """Reviews from JSONL text lines; a later decision on the same (id, claim_id) replaces an earlier one."""
-    latest: dict[tuple[str, str], Review] = {}
+def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Review]:
+    """Reviews from JSONL text lines; a later decision on the same (id, claim_id) replaces an earlier one.
+
+    ``per_reviewer``: keep each reviewer's own latest decision on a claim (adjudications apart), as the review
+    service exports them: what :func:`reviewers_agreement` reads. Without it the last line on a claim counts (in a
+    ``review export``, the adjudication where there is one, else the latest decision)."""
+    latest: dict[tuple[str, ...], Review] = {}
     for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -372,18 +380,72 @@ def parse_reviews(lines: Iterable[str]) -> list[Review]:
         except ValueError as exc:
             raise InputError(f"not JSON: {exc}", row=n) from exc
         r = _review(obj, n)
+        key: tuple[str, ...] = (r.id, r.claim_id)
+        if per_reviewer:
+            key += (r.reviewer or "", "adjudicated" if r.adjudicated else "")
+        latest.pop(key, None)
+        latest[key] = r
+    return list(latest.values())
+
+
+def final_reviews(every: Sequence[Review]) -> list[Review]:
+    """One review per claim from :func:`parse_reviews` ``per_reviewer`` output: the last line on it, as
+    :func:`parse_reviews` keeps without ``per_reviewer``."""
+    latest: dict[tuple[str, str], Review] = {}
+    for r in sorted(every, key=lambda r: r.line):
         latest.pop((r.id, r.claim_id), None)
         latest[(r.id, r.claim_id)] = r
     return list(latest.values())
 
 
-def read_reviews(path: str | Path) -> list[Review]:
-    """Reviews from a JSONL file exported by the review page (see :func:`parse_reviews`)."""
+def read_reviews(path: str | Path, per_reviewer: bool = False) -> list[Review]:
+    """Reviews from a JSONL file exported by the review page or ``review export`` (see :func:`parse_reviews`)."""
     try:
         with open(path, encoding="utf-8-sig") as fh:
-            return parse_reviews(fh)
+            return parse_reviews(fh, per_reviewer)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read reviews {path}: {exc}") from exc
+
+
+def reviewers_agreement(reports: Sequence[Any], every: Sequence[Review]) -> dict[str, Any] | None:
+    """How well reviewers agree with each other (the review service's overlap share): every pair of reviewers who
+    decided the same claim of ``reports`` (same answer id, claim id and text; adjudications left out) is one
+    item: ``n`` pairs on ``claims`` claims of ``answers`` answers, ``agreement`` and Cohen's ``kappa`` (3-way) with
+    95% intervals from a bootstrap over answers (:func:`agreement_intervals`), the ``confusion``, ``disagree``, and
+    ``adjudicated`` (claims an adjudicator settled). None when no claim has two reviewers."""
+    texts = {(r.id, c.claim.id): c.claim.text for r in reports for c in r.claims}
+    by_claim: dict[tuple[str, str], dict[str, str]] = {}
+    settled = 0
+    for rev in every:
+        if texts.get((rev.id, rev.claim_id)) != rev.claim:
+            continue
+        if rev.adjudicated:
+            settled += 1
+        elif rev.reviewer:
+            by_claim.setdefault((rev.id, rev.claim_id), {})[rev.reviewer] = rev.label
+    first: list[str] = []
+    second: list[str] = []
+    units: list[str] = []
+    claims = 0
+    for (rid, _), labels in by_claim.items():
+        names = sorted(labels)
+        claims += len(names) > 1
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                first.append(labels[a])
+                second.append(labels[b])
+                units.append(rid)
+    if not first:
+        return None
+    reviewers = sorted({name for labels in by_claim.values() if len(labels) > 1 for name in labels})
+    return {
+        "compared": "reviewer vs reviewer",
+        **_pair_block(first, second, units),
+        "claims": claims,
+        "reviewers": reviewers,
+        "adjudicated": settled,
+        "labels": list(CLAIM_LABELS),
+    }
 
 
 def read_labels(path: str | Path) -> dict[str, str]:
@@ -450,11 +512,15 @@ def join_reviews(reports: Sequence[Any], reviews: Sequence[Review]) -> ReviewJoi
     return ReviewJoin(matched, unmatched, changed)
 
 
-def review_metrics(reports: Sequence[Any], reviews: Sequence[Review]) -> dict[str, Any]:
+def review_metrics(
+    reports: Sequence[Any], reviews: Sequence[Review], every: Sequence[Review] | None = None
+) -> dict[str, Any]:
     """Agreement of groundjudge's claim verdicts (predicted) with reviewer labels (gold), overall and by route.
 
     The headline is 3-way (SUPPORTED / CONTRADICTED / UNSUPPORTED; an ERROR verdict shows as its own column);
     ``binary`` is SUPPORTED vs not, as the benchmarks score claims. Raises ``ValueError`` when no review matches.
+    ``every``: each reviewer's own decisions (:func:`parse_reviews` ``per_reviewer``); where two reviewers decided
+    a claim, their agreement with each other is under ``reviewers_agreement`` (:func:`reviewers_agreement`).
     """
     join = join_reviews(reports, reviews)
     if not join.matched:
@@ -490,6 +556,9 @@ def review_metrics(reports: Sequence[Any], reviews: Sequence[Review]) -> dict[st
     judges = judges_agreement(reports, [(m.report, m.verdict, m.review.label) for m in join.matched])
     if judges is not None:
         result["judges"] = judges
+    people = reviewers_agreement(reports, every) if every is not None else None
+    if people is not None:
+        result["reviewers_agreement"] = people
     return result
 
 

@@ -105,14 +105,18 @@ const LINKS = {quote: 'quote', entail: 'NLI support passage', contra: 'NLI contr
 const LIMITS = {answer: 1500, source: 1200, message: 900, reasons: 600, reason: 400, question: 500};
 const STORE = 'groundjudge-review:' + data.run;
 const items = [];  // every claim on the page, in page order: {rep, ri, ci, cv, card, node, row, key}
+// served by `groundjudge review serve`: decisions live in the service's database (groundjudge/serve/page.py)
+const SERVER = window.groundjudgeServer || null;
 let current = -1; let decisions = {}; let storageOk = true; let auto = true;
-try { decisions = JSON.parse(localStorage.getItem(STORE) || '{}') || {}; } catch (e) { storageOk = false; }
-let reviewer = '';
-try { reviewer = localStorage.getItem('groundjudge-reviewer') || '';
+if (SERVER) decisions = SERVER.decisions();
+else try { decisions = JSON.parse(localStorage.getItem(STORE) || '{}') || {}; } catch (e) { storageOk = false; }
+let reviewer = SERVER ? SERVER.me : '';
+try { if (!SERVER) reviewer = localStorage.getItem('groundjudge-reviewer') || '';
   auto = localStorage.getItem('groundjudge-autoadvance') !== 'off'; } catch (e) { storageOk = false; }
 const isDecided = it => !!(decisions[it.key] && decisions[it.key].label);
-function save() {
-  try { localStorage.setItem(STORE, JSON.stringify(decisions)); } catch (e) { storageOk = false; }
+function save(it, later) {  // it: the claim whose decision changed (the service stores that one)
+  if (SERVER) { if (it) SERVER.save(it, decisions[it.key] || {}, later); }
+  else try { localStorage.setItem(STORE, JSON.stringify(decisions)); } catch (e) { storageOk = false; }
   progress();
 }
 function progress() {
@@ -135,9 +139,11 @@ function progress() {
   sign.classList.toggle('partial', left.length > 0);
   document.getElementById('done-text').textContent = left.length
     ? 'No undecided claim in the answers shown: ' + left.length + ' more in answers the filters hide.'
+    : SERVER ? 'End of your queue: all ' + items.length + ' claims are decided. Take more answers with "More answers".'
     : 'End of the queue: all ' + items.length + ' claims are decided. Export your decisions.';
   const st = document.getElementById('storage');
   st.title = 'run ' + data.run;
+  if (SERVER) { SERVER.status(st); return; }
   st.textContent = storageOk ? 'kept in this browser'
     : 'this browser will not keep decisions: export before closing';
   st.className = storageOk ? '' : 'warn';
@@ -151,7 +157,7 @@ function decide(label) {
   if (current < 0) return; const it = items[current];
   const d = decisions[it.key] || {note: ''};
   d.label = label; d.decided_at = new Date().toISOString(); if (reviewer) d.reviewer = reviewer; else delete d.reviewer;
-  decisions[it.key] = d; save(); mark(it); decisionPanel(it);
+  decisions[it.key] = d; save(it); mark(it); decisionPanel(it);
   if (auto) nextUndecided();
 }
 // a claim's citation (README "Citations"): what its markers are worth, and a reviewer's decision on it
@@ -171,13 +177,13 @@ function decideCitation(value) {
   const d = decisions[it.key] || {note: ''};
   if (d.citation === value) delete d.citation; else d.citation = value;
   if (!d.label && !d.note && !d.citation) delete decisions[it.key]; else decisions[it.key] = d;
-  save(); decisionPanel(it);
+  save(it); decisionPanel(it);
 }
 function accept() { if (current >= 0 && LABELS.includes(items[current].cv.label)) decide(items[current].cv.label); }
 function clearDecision() {
   if (current < 0) return; const it = items[current]; const d = decisions[it.key];
   if (d) { delete d.label; delete d.decided_at; if (!d.note && !d.citation) delete decisions[it.key]; }
-  save(); mark(it); decisionPanel(it);
+  save(it); mark(it); decisionPanel(it);
 }
 function decisionPanel(it) {
   const box = document.getElementById('decide'); if (!box) return; box.replaceChildren();
@@ -198,7 +204,7 @@ function decisionPanel(it) {
   }
   const note = el('textarea'); note.id = 'note'; note.placeholder = 'Note (n to type here, Esc to leave)';
   note.value = d.note || '';
-  note.oninput = () => { const r = decisions[it.key] || {}; r.note = note.value; decisions[it.key] = r; save(); };
+  note.oninput = () => { const r = decisions[it.key] || {}; r.note = note.value; decisions[it.key] = r; save(it, true); };
   box.append(note);
 }
 // long texts: cut to a few lines, with a toggle
@@ -477,8 +483,8 @@ function render() {
     kinds.forEach(k => sel.append(new Option(k + ' (' + data.reports.filter(r => r.claims.some(c =>
       c.error_type === k)).length + ')', k)));
     const lab = el('label', null, 'Error: '); lab.append(sel); f.append(lab); }
-  const who = document.getElementById('reviewer'); who.value = reviewer;
-  who.oninput = () => { reviewer = who.value.trim(); try { localStorage.setItem('groundjudge-reviewer', reviewer); }
+  const who = document.getElementById('reviewer'); who.value = reviewer; who.readOnly = !!SERVER;
+  if (!SERVER) who.oninput = () => { reviewer = who.value.trim(); try { localStorage.setItem('groundjudge-reviewer', reviewer); }
     catch (e) { storageOk = false; progress(); } };
   const adv = document.getElementById('autoadvance'); adv.checked = auto;
   adv.onchange = () => { auto = adv.checked; try { localStorage.setItem('groundjudge-autoadvance', auto ? 'on' : 'off'); }

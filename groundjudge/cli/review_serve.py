@@ -1,0 +1,141 @@
+"""``groundjudge review serve`` / ``add-reviewer`` / ``export``: the review service for a team (groundjudge.serve).
+
+Needs the ``serve`` extra; without it each command says so (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from groundjudge.cli.command import Command
+from groundjudge.cli.common import err, fail, load_reports
+
+review_app = typer.Typer(
+    help="Review as a team: a service that keeps every decision in a database (SQLite or PostgreSQL).",
+    no_args_is_help=True,
+)
+
+Db = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        help="The review database: sqlite:///FILE (or a path), or postgresql://USER:PASSWORD@HOST:PORT/NAME.",
+    ),
+]
+
+
+def _serve_parts() -> Any:
+    try:
+        from groundjudge.serve import db
+    except ImportError as exc:
+        raise fail(f"the review service needs the serve extra: pip install 'groundjudge[serve]' ({exc})") from exc
+    return db
+
+
+@review_app.command("serve", cls=Command)
+def serve_command(
+    runs: Annotated[list[Path], typer.Argument(help="Output(s) of 'groundjudge score': their answers to review.")],
+    db_url: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="The review database: sqlite:///FILE (or a path), or postgresql://USER:PASSWORD@HOST:PORT/NAME. "
+            "Default: RUN.review.sqlite beside the first run.",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    order: Annotated[
+        str, typer.Option(help="The queue: 'risk' (riskiest first) or 'informative', as report --html.")
+    ] = "risk",
+    only_flagged: Annotated[
+        bool,
+        typer.Option(
+            "--only-flagged/--every-answer", help="Only answers that did not pass cleanly (as report --html)."
+        ),
+    ] = True,
+    overlap: Annotated[
+        float, typer.Option(help="Share of answers (0 to 1) that go to two reviewers, to measure their agreement.")
+    ] = 0.1,
+    batch: Annotated[int, typer.Option(help="Answers given to a reviewer at a time.", min=1)] = 10,
+    sign_in_limit: Annotated[
+        int, typer.Option(help="Failed sign-ins (or bad tokens) allowed per address a minute.", min=1)
+    ] = 10,
+    secure_cookie: Annotated[
+        bool, typer.Option(help="Send the session cookie over HTTPS only (behind a TLS proxy).")
+    ] = False,
+) -> None:
+    """Load the runs' answers into the review database and serve the review page and its API (/api, OpenAPI at
+    /api/openapi.json) until stopped. Reviewers sign in with the token 'review add-reviewer' printed."""
+    db = _serve_parts()
+    from groundjudge.serve import store
+    from groundjudge.serve.app import create_app, run
+
+    url = db_url or db.default_url(runs[0])
+    loaded = [(str(p), load_reports(p)) for p in runs]
+    engine = db.open_db(url)
+    result = store.load_runs(engine, loaded, order=order, only_flagged=only_flagged, overlap=overlap)
+    err.print(
+        escape(
+            f"review database {db.shown_url(url)}: {result.answers_added} answers added from {result.added} run(s), "
+            f"{result.kept} run(s) already there; {result.answers} answers in the queue; "
+            f"{len(store.reviewers(engine))} reviewer(s)"
+        ),
+        highlight=False,
+    )
+    app = create_app(
+        engine,
+        batch=batch,
+        order=order,
+        only_flagged=only_flagged,
+        sign_in_limit=sign_in_limit,
+        secure_cookie=secure_cookie,
+    )
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(f"serving the review at http://{shown}:{port}/ (Ctrl-C stops it)", err=False)
+    run(app, host, port)
+
+
+@review_app.command("add-reviewer", cls=Command)
+def add_reviewer_command(
+    name: Annotated[str, typer.Argument(help="The reviewer's name, as the export and the team page show it.")],
+    db_url: Db,
+    adjudicator: Annotated[bool, typer.Option(help="May settle the claims reviewers disagree on.")] = False,
+) -> None:
+    """Create a reviewer and print their access token as the last line (shown once: only its hash is stored)."""
+    db = _serve_parts()
+    from groundjudge.serve import store
+
+    engine = db.open_db(db_url)
+    token = store.add_reviewer(engine, name, "adjudicator" if adjudicator else "reviewer")
+    err.print(
+        escape(f"reviewer {name.strip()!r} added to {db.shown_url(db_url)}; their token (shown once) follows"),
+        highlight=False,
+    )
+    typer.echo(token)
+
+
+@review_app.command("export", cls=Command)
+def export_command(
+    db_url: Db,
+    out: Annotated[Path, typer.Option(help="Write the decisions here (JSONL, as the review page exports them).")],
+) -> None:
+    """Write every reviewer's latest decision on each claim, and each adjudication, as JSONL: the file
+    'metrics --reviews', 'calibrate --reviews' and 'tune' read."""
+    db = _serve_parts()
+    from groundjudge.serve import store
+
+    engine = db.open_db(db_url, migrate=False)
+    n = store.write_export(engine, out)
+    open_ = sum(1 for d in store.disagreements(engine, include_settled=False))
+    err.print(escape(f"wrote {out} ({n} decisions)"), highlight=False)
+    if open_:
+        err.print(
+            f"{open_} claim(s) with reviewers who disagree and no adjudication: their latest decision is the one "
+            "readers that keep one per claim use (settle them on the team page)",
+            highlight=False,
+        )

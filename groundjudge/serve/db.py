@@ -1,0 +1,318 @@
+"""The review database: its tables, its schema version, the engine, and writes that wait their turn.
+
+SQLite by default (a file beside the run), in WAL mode with ``synchronous=FULL`` and a busy timeout; every write
+transaction starts with ``BEGIN IMMEDIATE`` so that writers queue at the start instead of failing half-way.
+PostgreSQL by URL (``postgresql://...``, driven by psycopg 3). :func:`write` runs a transaction and retries it when
+the database is busy or a concurrent writer won a race (a unique key); its caller acknowledges only after it
+returns, that is after the commit.
+
+Schema versions: the table ``gj_schema`` holds the version; :data:`MIGRATIONS` are the steps from each version to the
+next, applied in order by :func:`open_db` (a database made by a newer groundjudge is refused).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    ForeignKey,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    select,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
+
+from groundjudge.errors import ConfigError
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+schema = Table("gj_schema", metadata, Column("version", Integer, nullable=False))
+
+runs = Table(
+    "gj_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("path", Text, nullable=False),
+    Column("identity", String(64), nullable=False, unique=True),  # review.html.run_identity of its queue
+    Column("answers", Integer, nullable=False),
+    Column("loaded_at", String(40), nullable=False),
+)
+
+answers = Table(
+    "gj_answers",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, ForeignKey("gj_runs.id"), nullable=False),
+    Column("answer_id", Text, nullable=False, unique=True),  # the report's id: what the API names an answer by
+    Column("position", Integer, nullable=False),  # in the queue, riskiest (or most informative) first
+    Column("needed", Integer, nullable=False),  # reviewers it goes to: 2 in the overlap share, else 1
+    Column("report", Text, nullable=False),  # the report as JSON (finite)
+    Column("reasons", Text, nullable=False),  # why it is in the queue, as a JSON list of words
+)
+
+claims = Table(
+    "gj_claims",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("answer_pk", Integer, ForeignKey("gj_answers.id"), nullable=False),
+    Column("claim_id", Text, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("label", String(20), nullable=False),  # groundjudge's
+    Column("route", String(20), nullable=True),
+    Column("citation", String(20), nullable=True),
+    UniqueConstraint("answer_pk", "claim_id"),
+)
+
+reviewers = Table(
+    "gj_reviewers",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("token_key", String(40), nullable=False, unique=True),  # the token's public part: finds the row
+    Column("token_hash", String(64), nullable=False),  # sha256 of its secret part, compared in constant time
+    Column("role", String(20), nullable=False),  # reviewer | adjudicator
+    Column("created_at", String(40), nullable=False),
+)
+
+# append-only: every decision ever posted; a reviewer's latest one on a claim is the one that counts
+decisions = Table(
+    "gj_decisions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("claim_pk", Integer, ForeignKey("gj_claims.id"), nullable=False, index=True),
+    Column("reviewer_id", Integer, ForeignKey("gj_reviewers.id"), nullable=False),
+    Column("label", String(20), nullable=True),  # None: the reviewer cleared their verdict
+    Column("note", Text, nullable=False),
+    Column("citation", String(10), nullable=True),
+    Column("decided_at", String(40), nullable=False),
+    Column("request_id", String(80), nullable=True),  # the client's key: a retried request is stored once
+    UniqueConstraint("reviewer_id", "request_id"),
+)
+
+adjudications = Table(
+    "gj_adjudications",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("claim_pk", Integer, ForeignKey("gj_claims.id"), nullable=False, index=True),
+    Column("reviewer_id", Integer, ForeignKey("gj_reviewers.id"), nullable=False),
+    Column("label", String(20), nullable=False),
+    Column("note", Text, nullable=False),
+    Column("decided_at", String(40), nullable=False),
+    Column("request_id", String(80), nullable=True),
+    UniqueConstraint("reviewer_id", "request_id"),
+)
+
+# who reviews which answer: slot 0 for every answer, slot 1 too for the overlap share
+assignments = Table(
+    "gj_assignments",
+    metadata,
+    Column("answer_pk", Integer, ForeignKey("gj_answers.id"), nullable=False),
+    Column("slot", Integer, nullable=False),
+    Column("reviewer_id", Integer, ForeignKey("gj_reviewers.id"), nullable=False),
+    Column("assigned_at", String(40), nullable=False),
+    PrimaryKeyConstraint("answer_pk", "slot"),
+    UniqueConstraint("answer_pk", "reviewer_id"),
+)
+
+sessions = Table(
+    "gj_sessions",
+    metadata,
+    Column("key_hash", String(64), primary_key=True),  # sha256 of the cookie's value
+    Column("reviewer_id", Integer, ForeignKey("gj_reviewers.id"), nullable=False),
+    Column("csrf", String(64), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("expires_at", String(40), nullable=False),
+)
+
+
+def _v1(conn: Connection) -> None:
+    metadata.create_all(conn)
+
+
+# MIGRATIONS[n] takes a database from version n to n + 1 (version 0: empty)
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+
+
+class ReviewDatabaseError(ConfigError):
+    """The review database cannot be reached, or was made by a newer groundjudge."""
+
+
+def now() -> str:
+    """The time in UTC, ISO 8601 with milliseconds (sorts as text)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def default_url(run: str | Path) -> str:
+    """The database ``review serve`` uses when none is given: a SQLite file beside the (first) run."""
+    p = Path(run)
+    return f"sqlite:///{p.with_name(p.name + '.review.sqlite').resolve()}"
+
+
+def normalize_url(url: str) -> str:
+    """``postgresql://`` and ``postgres://`` drive psycopg 3; a bare path is a SQLite file."""
+    if "://" not in url:
+        return f"sqlite:///{Path(url).resolve()}"
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def shown_url(url: str) -> str:
+    """The URL without its password (for messages and logs)."""
+    try:
+        return make_url(normalize_url(url)).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(not a database URL)"
+
+
+def _sqlite_events(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi: Any, _record: Any) -> None:
+        dbapi.isolation_level = None  # transactions are begun below, not by the driver
+        cur = dbapi.cursor()
+        for pragma in ("journal_mode=WAL", "synchronous=FULL", "busy_timeout=10000", "foreign_keys=ON"):
+            cur.execute(f"PRAGMA {pragma}")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        writing = conn.get_execution_options().get("gj_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if writing else "BEGIN")
+
+
+def open_db(url: str, migrate: bool = True) -> Engine:
+    """An engine on ``url`` with the schema brought to :data:`SCHEMA_VERSION`.
+
+    Raises:
+        ReviewDatabaseError: not a database URL, the database cannot be reached, or its schema is newer.
+    """
+    full = normalize_url(url)
+    try:
+        parsed = make_url(full)
+    except ArgumentError as exc:
+        raise ReviewDatabaseError(f"--db {url!r} is not a database URL (sqlite:///FILE or postgresql://...)") from exc
+    args: dict[str, Any] = {"pool_pre_ping": True}
+    if parsed.get_backend_name() == "postgresql":
+        args["connect_args"] = {"connect_timeout": 5}
+    elif parsed.get_backend_name() == "sqlite":
+        args["connect_args"] = {"check_same_thread": False, "timeout": 10}
+        if parsed.database:
+            folder = Path(parsed.database).parent
+            if not folder.is_dir():
+                raise ReviewDatabaseError(f"cannot open the review database {shown_url(url)}: no folder {folder}")
+    try:
+        engine = create_engine(full, **args)
+    except (ArgumentError, ImportError) as exc:
+        raise ReviewDatabaseError(f"cannot open the review database {shown_url(url)}: {exc}") from exc
+    if engine.dialect.name == "sqlite":
+        _sqlite_events(engine)
+    if migrate:
+        write(engine, _migrate)
+    else:
+        if engine.dialect.name == "sqlite" and parsed.database and not Path(parsed.database).is_file():
+            raise ReviewDatabaseError(f"no review database at {shown_url(url)}")
+        have = read(engine, version)
+        if have != SCHEMA_VERSION:
+            raise ReviewDatabaseError(
+                f"{shown_url(url)} holds schema version {have}, not {SCHEMA_VERSION}: "
+                "run 'groundjudge review serve' on it once (it migrates), or use a newer groundjudge"
+            )
+    return engine
+
+
+def version(conn: Connection) -> int:
+    """The database's schema version (0: no tables yet)."""
+    if not conn.dialect.has_table(conn, "gj_schema"):
+        return 0
+    return int(conn.execute(select(schema.c.version)).scalar_one_or_none() or 0)
+
+
+def _migrate(conn: Connection) -> None:
+    have = version(conn)
+    if have > SCHEMA_VERSION:
+        raise ReviewDatabaseError(
+            f"the review database has schema version {have}; this groundjudge knows up to {SCHEMA_VERSION}: upgrade it"
+        )
+    for step in MIGRATIONS[have:]:
+        step(conn)
+    if have == 0:
+        conn.execute(schema.insert().values(version=SCHEMA_VERSION))
+    elif have < SCHEMA_VERSION:
+        conn.execute(schema.update().values(version=SCHEMA_VERSION))
+
+
+def _busy(exc: DBAPIError) -> bool:
+    """A transient conflict worth trying again: SQLite busy or locked, a PostgreSQL serialization failure or
+    deadlock, or a unique key a concurrent writer took first."""
+    if isinstance(exc, IntegrityError):
+        return True
+    code = getattr(exc.orig, "sqlstate", None)
+    if code in ("40001", "40P01"):
+        return True
+    text = str(exc.orig).lower()
+    return "locked" in text or "busy" in text
+
+
+def _unreachable(engine: Engine, exc: Exception) -> ReviewDatabaseError:
+    reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ReviewDatabaseError(
+        f"the review database {shown_url(engine.url.render_as_string())} is unreachable: {reason}"
+    )
+
+
+def write(engine: Engine, fn: Callable[[Connection], T], attempts: int = 30) -> T:
+    """Run ``fn`` in one write transaction and commit it; retried from the start when the database is busy or a
+    concurrent writer won a race. Returns ``fn``'s result once committed.
+
+    Raises:
+        ReviewDatabaseError: the database cannot be reached (or stayed busy through every attempt).
+    """
+    for attempt in range(attempts):
+        try:
+            with engine.connect().execution_options(gj_write=True) as conn, conn.begin():
+                return fn(conn)
+        except DBAPIError as exc:
+            if exc.connection_invalidated or not _busy(exc) or attempt == attempts - 1:
+                if isinstance(exc, IntegrityError):
+                    raise
+                raise _unreachable(engine, exc) from exc
+            time.sleep(min(0.5, 0.01 * 2**attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def read(engine: Engine, fn: Callable[[Connection], T]) -> T:
+    """Run ``fn`` in one read transaction.
+
+    Raises:
+        ReviewDatabaseError: the database cannot be reached.
+    """
+    for attempt in range(10):
+        try:
+            with engine.connect() as conn, conn.begin():
+                return fn(conn)
+        except OperationalError as exc:
+            if exc.connection_invalidated or not _busy(exc) or attempt == 9:
+                raise _unreachable(engine, exc) from exc
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,739 @@
+"""What the review service keeps and how: runs loaded as a queue, reviewers, decisions with their history,
+assignment with an overlap share, progress, disagreements and adjudication, and the export.
+
+Every function takes an engine (:mod:`groundjudge.serve.db`) and returns plain data; a write returns only after its
+transaction committed. The queue is the one ``report --html`` builds (:func:`queue`: the same filter and orders).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, func, select
+
+from groundjudge.errors import InputError
+from groundjudge.io.reports import finite_report
+from groundjudge.models import AnswerReport
+from groundjudge.review.html import (
+    ORDERS,
+    informative_key,
+    informative_reasons,
+    label_shares,
+    risk_key,
+    risk_reasons,
+    run_identity,
+)
+from groundjudge.review.metrics import REVIEW_LABELS
+from groundjudge.serve import db
+from groundjudge.serve.db import read, write
+
+ROLES = ("reviewer", "adjudicator")
+CITATIONS = ("RIGHT", "WRONG")
+MAX_NOTE = 10_000
+
+
+class NotFoundError(InputError):
+    """No such answer, claim or reviewer in this review."""
+
+
+class ForbiddenError(InputError):
+    """The caller may not do this (another reviewer's identity, adjudication without the role)."""
+
+
+# -- the queue --------------------------------------------------------------------------------------------------
+
+
+def queue(
+    runs: Sequence[tuple[str, Sequence[AnswerReport]]], order: str = "risk", only_flagged: bool = True
+) -> list[tuple[str, list[AnswerReport], list[list[str]]]]:
+    """Each run's answers for the queue, in the order and with the filter of ``report --html``
+    (:func:`groundjudge.review.html.risk_key` / :func:`~groundjudge.review.html.informative_key`), and why each is
+    there; answers without claims are left out (nothing to decide)."""
+    if order not in ORDERS:
+        raise InputError(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
+    out = []
+    for path, reports in runs:
+        every = [finite_report(r) for r in reports]
+        chosen = [r for r in every if (r.flagged or not only_flagged) and r.claims]
+        if order == "risk":
+            chosen.sort(key=risk_key)
+            reasons = [risk_reasons(r) for r in chosen]
+        else:
+            shares = label_shares(every)
+            chosen.sort(key=lambda r: informative_key(r, shares))
+            reasons = [informative_reasons(r, shares) for r in chosen]
+        out.append((path, chosen, reasons))
+    return out
+
+
+def in_overlap(answer_id: str, share: float) -> bool:
+    """Whether an answer is in the overlap share (reviewed by two): a fixed draw from its id."""
+    draw = int(hashlib.sha256(answer_id.encode("utf-8", "surrogatepass")).hexdigest()[:12], 16) / 16**12
+    return draw < share
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What :func:`load_runs` did: runs added now, runs already there, answers added, answers in the database."""
+
+    added: int
+    kept: int
+    answers_added: int
+    answers: int
+
+
+def load_runs(
+    engine: Engine,
+    runs: Sequence[tuple[str, Sequence[AnswerReport]]],
+    order: str = "risk",
+    only_flagged: bool = True,
+    overlap: float = 0.0,
+) -> Loaded:
+    """Load each run's queue (:func:`queue`) into the database once: a run already there (the same identity) is
+    kept as it is, its decisions with it; a new run's answers go after those already queued. ``overlap`` (0 to 1)
+    sets the share of answers that go to two reviewers, for every answer not yet assigned twice.
+
+    Raises:
+        InputError: ``overlap`` out of range, or an answer id already in the database from another run.
+    """
+    if not 0.0 <= overlap <= 1.0:
+        raise InputError(f"--overlap must be between 0 and 1, not {overlap}")
+    built = queue(runs, order, only_flagged)
+
+    def load(conn: Connection) -> Loaded:
+        added = kept = n_answers = 0
+        position = int(conn.execute(select(func.coalesce(func.max(db.answers.c.position), -1))).scalar_one()) + 1
+        for path, chosen, reasons in built:
+            identity = run_identity(chosen)
+            if conn.execute(select(db.runs.c.id).where(db.runs.c.identity == identity)).first() is not None:
+                kept += 1
+                continue
+            ids = [r.id for r in chosen]
+            taken = conn.execute(
+                select(db.answers.c.answer_id, db.runs.c.path)
+                .join(db.runs, db.runs.c.id == db.answers.c.run_id)
+                .where(db.answers.c.answer_id.in_(ids))
+            ).first()
+            if taken is not None:
+                raise InputError(
+                    f"answer {taken[0]!r} of {path} is already in this review database from {taken[1]} (another "
+                    "run, or the same file changed since): serve it with another --db"
+                )
+            run_pk = conn.execute(
+                db.runs.insert().values(path=str(path), identity=identity, answers=len(chosen), loaded_at=db.now())
+            ).inserted_primary_key[0]  # type: ignore[index]
+            for r, why in zip(chosen, reasons, strict=True):
+                answer_pk = conn.execute(
+                    db.answers.insert().values(
+                        run_id=run_pk,
+                        answer_id=r.id,
+                        position=position,
+                        needed=2 if in_overlap(r.id, overlap) else 1,
+                        report=json.dumps(r.model_dump(mode="json"), ensure_ascii=False, allow_nan=False),
+                        reasons=json.dumps(why),
+                    )
+                ).inserted_primary_key[0]  # type: ignore[index]
+                position += 1
+                seen: set[str] = set()
+                rows = []
+                for i, c in enumerate(r.claims):
+                    if c.claim.id in seen:  # a report never repeats a claim id; one that does keeps its first
+                        continue
+                    seen.add(c.claim.id)
+                    rows.append(
+                        {
+                            "answer_pk": answer_pk,
+                            "claim_id": c.claim.id,
+                            "position": i,
+                            "text": c.claim.text,
+                            "label": c.label,
+                            "route": c.route,
+                            "citation": getattr(c, "citation", None),
+                        }
+                    )
+                conn.execute(db.claims.insert(), rows)
+            added += 1
+            n_answers += len(chosen)
+        # the overlap share, for answers not already given to two reviewers
+        twice = select(db.assignments.c.answer_pk).where(db.assignments.c.slot >= 1)
+        for pk, aid in conn.execute(
+            select(db.answers.c.id, db.answers.c.answer_id).where(db.answers.c.id.not_in(twice))
+        ).all():
+            conn.execute(
+                db.answers.update().where(db.answers.c.id == pk).values(needed=2 if in_overlap(aid, overlap) else 1)
+            )
+        total = int(conn.execute(select(func.count()).select_from(db.answers)).scalar_one())
+        return Loaded(added, kept, n_answers, total)
+
+    return write(engine, load)
+
+
+# -- reviewers and tokens ---------------------------------------------------------------------------------------
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def add_reviewer(engine: Engine, name: str, role: str = "reviewer") -> str:
+    """Create a reviewer; returns their access token (``gj_KEY_SECRET``), shown once: only a hash of its secret
+    part is stored.
+
+    Raises:
+        InputError: an empty name, an unknown role, or a name already taken.
+    """
+    name = name.strip()
+    if not name or len(name) > 200 or not name.isprintable():
+        raise InputError("a reviewer's name must be 1 to 200 printable characters")
+    if role not in ROLES:
+        raise InputError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    key, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+
+    def add(conn: Connection) -> None:
+        if conn.execute(select(db.reviewers.c.id).where(db.reviewers.c.name == name)).first() is not None:
+            raise InputError(f"a reviewer named {name!r} exists already")
+        conn.execute(
+            db.reviewers.insert().values(
+                name=name, token_key=key, token_hash=_sha(secret), role=role, created_at=db.now()
+            )
+        )
+
+    write(engine, add)
+    return f"gj_{key}_{secret}"
+
+
+def reviewers(engine: Engine) -> list[dict[str, Any]]:
+    """Every reviewer: id, name, role, created_at (never a token)."""
+    cols = (db.reviewers.c.id, db.reviewers.c.name, db.reviewers.c.role, db.reviewers.c.created_at)
+    return read(engine, lambda conn: [dict(r._mapping) for r in conn.execute(select(*cols).order_by(cols[0]))])
+
+
+# -- decisions ----------------------------------------------------------------------------------------------------
+
+
+def _claim(conn: Connection, answer_id: str, claim_id: str) -> int:
+    pk = conn.execute(select(db.answers.c.id).where(db.answers.c.answer_id == answer_id)).scalar_one_or_none()
+    if pk is None:
+        raise NotFoundError(f"no answer {answer_id!r} in this review", field="id")
+    claim_pk = conn.execute(
+        select(db.claims.c.id).where(and_(db.claims.c.answer_pk == pk, db.claims.c.claim_id == claim_id))
+    ).scalar_one_or_none()
+    if claim_pk is None:
+        raise NotFoundError(f"answer {answer_id!r} has no claim {claim_id!r}", field="claim_id")
+    return int(claim_pk)
+
+
+def check_label(label: str | None, allow_none: bool) -> str | None:
+    """A decision's label, upper-cased: one of SUPPORTED, CONTRADICTED, UNSUPPORTED (None: cleared, where allowed).
+
+    Raises:
+        InputError: any other value.
+    """
+    if label is None and allow_none:
+        return None
+    if not isinstance(label, str) or label.upper() not in REVIEW_LABELS:
+        raise InputError(f"label {label!r} is not one of {', '.join(REVIEW_LABELS)}", field="label")
+    return label.upper()
+
+
+def decide(
+    engine: Engine,
+    reviewer_id: int,
+    answer_id: str,
+    claim_id: str,
+    label: str | None,
+    note: str = "",
+    citation: str | None = None,
+    request_id: str | None = None,
+) -> dict[str, Any]:
+    """Store a reviewer's decision on a claim (appended to the history; the latest one per reviewer and claim
+    counts; ``label`` None clears it). A ``request_id`` already stored for this reviewer is not stored again:
+    the first one is returned, ``duplicate`` True. Returns the stored decision once committed.
+
+    Raises:
+        InputError: a bad label, citation or note; NotFoundError: no such answer or claim.
+    """
+    label = check_label(label, allow_none=True)
+    if citation is not None and citation not in CITATIONS:
+        raise InputError(f"citation {citation!r} is not one of {', '.join(CITATIONS)}", field="citation")
+    if len(note) > MAX_NOTE:
+        raise InputError(f"a note holds at most {MAX_NOTE} characters", field="note")
+    if request_id is not None and not 1 <= len(request_id) <= 80:
+        raise InputError("request_id must be 1 to 80 characters", field="request_id")
+
+    def store(conn: Connection) -> dict[str, Any]:
+        claim_pk = _claim(conn, answer_id, claim_id)
+        t = db.decisions
+        if request_id is not None:
+            old = conn.execute(
+                select(t).where(and_(t.c.reviewer_id == reviewer_id, t.c.request_id == request_id))
+            ).first()
+            if old is not None:
+                return {**_decision_out(old._mapping, answer_id, claim_id), "duplicate": True}
+        row = {
+            "claim_pk": claim_pk,
+            "reviewer_id": reviewer_id,
+            "label": label,
+            "note": note,
+            "citation": citation,
+            "decided_at": db.now(),
+            "request_id": request_id,
+        }
+        pk = conn.execute(t.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
+        return {**_decision_out({**row, "id": pk}, answer_id, claim_id), "duplicate": False}
+
+    return write(engine, store)
+
+
+def _decision_out(row: Any, answer_id: str, claim_id: str) -> dict[str, Any]:
+    return {
+        "decision": row["id"],
+        "id": answer_id,
+        "claim_id": claim_id,
+        "label": row["label"],
+        "note": row["note"],
+        "citation": row["citation"],
+        "decided_at": row["decided_at"],
+    }
+
+
+def _latest(conn: Connection, reviewer_id: int | None = None) -> list[Any]:
+    """Each reviewer's latest decision per claim (their label may be None: cleared), with the claim's ids."""
+    t = db.decisions
+    last = select(func.max(t.c.id)).group_by(t.c.claim_pk, t.c.reviewer_id)
+    if reviewer_id is not None:
+        last = last.where(t.c.reviewer_id == reviewer_id)
+    q = (
+        select(
+            t,
+            db.claims.c.claim_id,
+            db.claims.c.position.label("claim_position"),
+            db.claims.c.text.label("claim_text"),
+            db.claims.c.label.label("groundjudge_label"),
+            db.claims.c.route,
+            db.claims.c.citation.label("groundjudge_citation"),
+            db.answers.c.answer_id,
+            db.answers.c.position.label("answer_position"),
+            db.runs.c.identity.label("run"),
+            db.reviewers.c.name.label("reviewer"),
+        )
+        .join(db.claims, db.claims.c.id == t.c.claim_pk)
+        .join(db.answers, db.answers.c.id == db.claims.c.answer_pk)
+        .join(db.runs, db.runs.c.id == db.answers.c.run_id)
+        .join(db.reviewers, db.reviewers.c.id == t.c.reviewer_id)
+        .where(t.c.id.in_(last))
+        .order_by(db.answers.c.position, db.claims.c.position, t.c.id)
+    )
+    return list(conn.execute(q).all())
+
+
+def my_decisions(engine: Engine, reviewer_id: int) -> list[dict[str, Any]]:
+    """The reviewer's latest decision on each claim they decided (cleared ones included, label None)."""
+    rows = read(engine, lambda conn: _latest(conn, reviewer_id))
+    return [_decision_out(r._mapping, r.answer_id, r.claim_id) for r in rows]
+
+
+def history(engine: Engine, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+    """The append-only history of decisions and adjudications: who decided what and when, oldest first."""
+
+    def get(conn: Connection) -> list[dict[str, Any]]:
+        out = []
+        for kind, t in (("decision", db.decisions), ("adjudication", db.adjudications)):
+            q = (
+                select(
+                    t.c.id,
+                    t.c.label,
+                    t.c.note,
+                    t.c.decided_at,
+                    db.reviewers.c.name,
+                    db.claims.c.claim_id,
+                    db.answers.c.answer_id,
+                )
+                .join(db.reviewers, db.reviewers.c.id == t.c.reviewer_id)
+                .join(db.claims, db.claims.c.id == t.c.claim_pk)
+                .join(db.answers, db.answers.c.id == db.claims.c.answer_pk)
+                .where(t.c.id > after)
+                .order_by(t.c.id)
+                .limit(limit)
+            )
+            out += [
+                {
+                    "kind": kind,
+                    "n": r.id,
+                    "id": r.answer_id,
+                    "claim_id": r.claim_id,
+                    "label": r.label,
+                    "note": r.note,
+                    "reviewer": r.name,
+                    "decided_at": r.decided_at,
+                }
+                for r in conn.execute(q)
+            ]
+        return sorted(out, key=lambda d: (d["decided_at"], d["kind"], d["n"]))
+
+    return read(engine, get)
+
+
+# -- assignment and progress --------------------------------------------------------------------------------------
+
+
+def _decided_counts(conn: Connection, reviewer_id: int) -> dict[int, int]:
+    """answer pk -> how many of its claims the reviewer has a verdict on (their latest decision has a label)."""
+    t = db.decisions
+    last = select(func.max(t.c.id)).where(t.c.reviewer_id == reviewer_id).group_by(t.c.claim_pk)
+    q = (
+        select(db.claims.c.answer_pk, func.count())
+        .join(t, t.c.claim_pk == db.claims.c.id)
+        .where(and_(t.c.id.in_(last), t.c.label.is_not(None)))
+        .group_by(db.claims.c.answer_pk)
+    )
+    return {int(a): int(n) for a, n in conn.execute(q)}
+
+
+def _claim_counts(conn: Connection) -> dict[int, int]:
+    q = select(db.claims.c.answer_pk, func.count()).group_by(db.claims.c.answer_pk)
+    return {int(a): int(n) for a, n in conn.execute(q)}
+
+
+def take_work(engine: Engine, reviewer_id: int, batch: int = 10) -> int:
+    """Give the reviewer more answers until ``batch`` of theirs are open (not every claim decided): the next
+    answers of the queue that still need a reviewer and are not theirs already (an answer of the overlap share
+    goes to two different reviewers). Concurrent calls never give one slot to two reviewers. Returns how many
+    answers were added."""
+
+    def assign(conn: Connection) -> int:
+        mine = [
+            int(a)
+            for a in conn.execute(
+                select(db.assignments.c.answer_pk).where(db.assignments.c.reviewer_id == reviewer_id)
+            ).scalars()
+        ]
+        sizes = _claim_counts(conn)
+        done = _decided_counts(conn, reviewer_id)
+        want = batch - sum(1 for a in mine if done.get(a, 0) < sizes.get(a, 0))
+        if want <= 0:
+            return 0
+        taken = (
+            select(db.assignments.c.answer_pk, func.count().label("n")).group_by(db.assignments.c.answer_pk).subquery()
+        )
+        q = (
+            select(db.answers.c.id, func.coalesce(taken.c.n, 0))
+            .outerjoin(taken, taken.c.answer_pk == db.answers.c.id)
+            .where(func.coalesce(taken.c.n, 0) < db.answers.c.needed)
+            .order_by(db.answers.c.position)
+        )
+        if mine:
+            q = q.where(db.answers.c.id.not_in(mine))
+        added = 0
+        for pk, slot in conn.execute(q.limit(want)).all():
+            conn.execute(
+                db.assignments.insert().values(
+                    answer_pk=pk, slot=int(slot), reviewer_id=reviewer_id, assigned_at=db.now()
+                )
+            )
+            added += 1
+        return added
+
+    return write(engine, assign)  # a slot taken meanwhile is a unique-key conflict: write() runs it again
+
+
+def assigned_reports(engine: Engine, reviewer_id: int) -> list[tuple[AnswerReport, list[str]]]:
+    """The reviewer's answers, in queue order, with why each is in the queue."""
+
+    def get(conn: Connection) -> list[Any]:
+        q = (
+            select(db.answers.c.report, db.answers.c.reasons)
+            .join(db.assignments, db.assignments.c.answer_pk == db.answers.c.id)
+            .where(db.assignments.c.reviewer_id == reviewer_id)
+            .order_by(db.answers.c.position)
+        )
+        return list(conn.execute(q).all())
+
+    return [(AnswerReport.model_validate_json(rep), json.loads(why)) for rep, why in read(engine, get)]
+
+
+def my_queue(engine: Engine, reviewer_id: int) -> dict[str, Any]:
+    """The reviewer's assigned answers in queue order, each with its claims decided, and their totals."""
+
+    def get(conn: Connection) -> dict[str, Any]:
+        sizes = _claim_counts(conn)
+        done = _decided_counts(conn, reviewer_id)
+        q = (
+            select(db.answers.c.id, db.answers.c.answer_id, db.answers.c.needed, db.assignments.c.assigned_at)
+            .join(db.assignments, db.assignments.c.answer_pk == db.answers.c.id)
+            .where(db.assignments.c.reviewer_id == reviewer_id)
+            .order_by(db.answers.c.position)
+        )
+        items = [
+            {
+                "id": aid,
+                "claims": sizes.get(pk, 0),
+                "decided": done.get(pk, 0),
+                "overlap": needed > 1,
+                "assigned_at": at,
+            }
+            for pk, aid, needed, at in conn.execute(q)
+        ]
+        return {
+            "answers": items,
+            "answers_assigned": len(items),
+            "answers_done": sum(i["decided"] >= i["claims"] for i in items),
+            "claims_assigned": sum(i["claims"] for i in items),
+            "claims_decided": sum(min(i["decided"], i["claims"]) for i in items),
+        }
+
+    return read(engine, get)
+
+
+def _verdicts(rows: Iterable[Any]) -> dict[int, dict[str, Any]]:
+    """claim pk -> {reviewer name: latest row with a label}."""
+    out: dict[int, dict[str, Any]] = defaultdict(dict)
+    for r in rows:
+        if r.label is not None:
+            out[r.claim_pk][r.reviewer] = r
+    return out
+
+
+def _adjudicated(conn: Connection) -> dict[int, Any]:
+    t = db.adjudications
+    last = select(func.max(t.c.id)).group_by(t.c.claim_pk)
+    q = select(t, db.reviewers.c.name).join(db.reviewers, db.reviewers.c.id == t.c.reviewer_id).where(t.c.id.in_(last))
+    return {int(r.claim_pk): r for r in conn.execute(q)}
+
+
+def team(engine: Engine) -> dict[str, Any]:
+    """The team's progress: per reviewer (answers assigned and done, claims decided, disagreements with others),
+    and the queue's (answers and claims, assigned, decided by every reviewer they need, the overlap share's
+    agreement, disagreements open and settled)."""
+
+    def get(conn: Connection) -> dict[str, Any]:
+        sizes = _claim_counts(conn)
+        needed = {int(pk): int(n) for pk, n in conn.execute(select(db.answers.c.id, db.answers.c.needed))}
+        answer_of = {int(pk): int(a) for pk, a in conn.execute(select(db.claims.c.id, db.claims.c.answer_pk))}
+        verdicts = _verdicts(_latest(conn))
+        settled = _adjudicated(conn)
+        per: dict[str, dict[str, Any]] = {}
+        for rid, name, role in conn.execute(
+            select(db.reviewers.c.id, db.reviewers.c.name, db.reviewers.c.role).order_by(db.reviewers.c.id)
+        ):
+            mine = [
+                int(a)
+                for a in conn.execute(
+                    select(db.assignments.c.answer_pk).where(db.assignments.c.reviewer_id == rid)
+                ).scalars()
+            ]
+            done = _decided_counts(conn, rid)
+            per[name] = {
+                "name": name,
+                "role": role,
+                "answers_assigned": len(mine),
+                "answers_done": sum(done.get(a, 0) >= sizes.get(a, 0) for a in mine),
+                "claims_assigned": sum(sizes.get(a, 0) for a in mine),
+                "claims_decided": sum(done.values()),
+                "disagreements": 0,
+            }
+        pairs = agree = 0
+        open_, closed = 0, 0
+        complete_claims = 0
+        for claim_pk, by in verdicts.items():
+            complete_claims += len(by) >= needed.get(answer_of.get(claim_pk, -1), 1)
+            if len(by) < 2:
+                continue
+            pairs += 1
+            labels = {r.label for r in by.values()}
+            if len(labels) == 1:
+                agree += 1
+                continue
+            for name in by:
+                per[name]["disagreements"] += 1
+            if claim_pk in settled:
+                closed += 1
+            else:
+                open_ += 1
+        assigned_slots = int(conn.execute(select(func.count()).select_from(db.assignments)).scalar_one())
+        return {
+            "reviewers": list(per.values()),
+            "queue": {
+                "answers": len(sizes),
+                "claims": sum(sizes.values()),
+                "overlap_answers": sum(n > 1 for n in needed.values()),
+                "slots": sum(needed.values()),
+                "slots_assigned": assigned_slots,
+                "claims_decided": sum(1 for by in verdicts.values() if by),
+                "claims_complete": complete_claims,
+                "claims_double_reviewed": pairs,
+                "claims_agreed": agree,
+                "disagreements_open": open_,
+                "disagreements_settled": closed,
+            },
+        }
+
+    return read(engine, get)
+
+
+def disagreements(engine: Engine, include_settled: bool = True) -> list[dict[str, Any]]:
+    """Claims whose reviewers' latest verdicts differ, in queue order: each reviewer's label and note, groundjudge's
+    label, and the adjudication if there is one."""
+
+    def get(conn: Connection) -> list[dict[str, Any]]:
+        rows = _latest(conn)
+        verdicts = _verdicts(rows)
+        settled = _adjudicated(conn)
+        out = []
+        seen: set[int] = set()
+        for r in rows:
+            by = verdicts.get(r.claim_pk, {})
+            if r.claim_pk in seen or len({v.label for v in by.values()}) < 2:
+                continue
+            seen.add(r.claim_pk)
+            adj = settled.get(r.claim_pk)
+            if adj is not None and not include_settled:
+                continue
+            out.append(
+                {
+                    "id": r.answer_id,
+                    "claim_id": r.claim_id,
+                    "claim": r.claim_text,
+                    "groundjudge_label": r.groundjudge_label,
+                    "route": r.route,
+                    "decisions": [
+                        {"reviewer": name, "label": v.label, "note": v.note, "decided_at": v.decided_at}
+                        for name, v in sorted(by.items())
+                    ],
+                    "adjudication": None
+                    if adj is None
+                    else {"label": adj.label, "note": adj.note, "reviewer": adj.name, "decided_at": adj.decided_at},
+                }
+            )
+        return out
+
+    return read(engine, get)
+
+
+def adjudicate(
+    engine: Engine,
+    reviewer_id: int,
+    answer_id: str,
+    claim_id: str,
+    label: str,
+    note: str = "",
+    request_id: str | None = None,
+) -> dict[str, Any]:
+    """Settle a claim: the adjudicator's label becomes the claim's label in the export (the reviewers' own
+    decisions stay, for agreement). Appended to the history like a decision.
+
+    Raises:
+        ForbiddenError: the caller is not an adjudicator; InputError / NotFoundError as :func:`decide`.
+    """
+    checked = check_label(label, allow_none=False)
+    if len(note) > MAX_NOTE:
+        raise InputError(f"a note holds at most {MAX_NOTE} characters", field="note")
+
+    def store(conn: Connection) -> dict[str, Any]:
+        role = conn.execute(select(db.reviewers.c.role).where(db.reviewers.c.id == reviewer_id)).scalar_one()
+        if role != "adjudicator":
+            raise ForbiddenError("only an adjudicator settles disagreements (review add-reviewer --adjudicator)")
+        claim_pk = _claim(conn, answer_id, claim_id)
+        t = db.adjudications
+        if request_id is not None:
+            old = conn.execute(
+                select(t).where(and_(t.c.reviewer_id == reviewer_id, t.c.request_id == request_id))
+            ).first()
+            if old is not None:
+                return {**_decision_out({**old._mapping, "citation": None}, answer_id, claim_id), "duplicate": True}
+        row = {
+            "claim_pk": claim_pk,
+            "reviewer_id": reviewer_id,
+            "label": checked,
+            "note": note,
+            "decided_at": db.now(),
+            "request_id": request_id,
+        }
+        pk = conn.execute(t.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
+        return {**_decision_out({**row, "id": pk, "citation": None}, answer_id, claim_id), "duplicate": False}
+
+    return write(engine, store)
+
+
+# -- the export ---------------------------------------------------------------------------------------------------
+
+
+def export_lines(engine: Engine) -> list[dict[str, Any]]:
+    """The decisions as the review page exports them (one object per line; :func:`groundjudge.review.metrics.
+    parse_reviews` reads them): each reviewer's latest verdict on each claim, in queue order, the latest last; then
+    the claim's adjudication, if any, marked ``adjudicated``. Readers that keep one decision per claim (the last
+    line) take the adjudicated label, else the latest decision; ``metrics`` also reads each reviewer's."""
+
+    def get(conn: Connection) -> list[dict[str, Any]]:
+        rows = [r for r in _latest(conn) if r.label is not None]
+        settled = _adjudicated(conn)
+        by_claim: dict[int, list[Any]] = defaultdict(list)
+        order: list[int] = []
+        for r in rows:
+            if r.claim_pk not in by_claim:
+                order.append(r.claim_pk)
+            by_claim[r.claim_pk].append(r)
+        out = []
+        for claim_pk in order:
+            group = sorted(by_claim[claim_pk], key=lambda r: (r.decided_at, r.id))
+            for r in group:
+                out.append(_line(r, r.label, r.note, r.reviewer, r.decided_at, r.citation))
+            adj = settled.get(claim_pk)
+            if adj is not None:
+                line = _line(group[-1], adj.label, adj.note, adj.name, adj.decided_at, None)
+                line["adjudicated"] = True
+                out.append(line)
+        return out
+
+    return read(engine, get)
+
+
+def _line(r: Any, label: str, note: str, reviewer: str, decided_at: str, citation: str | None) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "id": r.answer_id,
+        "claim_id": r.claim_id,
+        "claim": r.claim_text,
+        "label": label,
+        "groundjudge_label": r.groundjudge_label,
+        "route": r.route,
+        "note": note,
+        "reviewer": reviewer,
+    }
+    if citation:
+        line["citation"] = citation
+        line["groundjudge_citation"] = r.groundjudge_citation
+    line["decided_at"] = decided_at
+    line["run"] = r.run
+    return line
+
+
+def dumps_line(line: dict[str, Any]) -> str:
+    """An export line as JSON, ASCII only: no line or paragraph separator inside a line, for any line splitter."""
+    return json.dumps(line, ensure_ascii=True)
+
+
+def write_export(engine: Engine, out: str | Path) -> int:
+    """Write :func:`export_lines` to ``out`` as JSONL (atomically: a temporary file renamed); returns the lines."""
+    lines = export_lines(engine)
+    path = Path(out)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(dumps_line(line) + "\n")
+        tmp.replace(path)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc}") from exc
+    return len(lines)
+
+
+def read_ok(engine: Engine) -> None:
+    """Raises ReviewDatabaseError when the database does not answer."""
+    read(engine, lambda conn: conn.execute(select(1)).scalar_one())

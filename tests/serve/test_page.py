@@ -1,0 +1,154 @@
+"""The served review page in headless Chromium against the real service (SQLite): two reviewers, one after the
+other in fresh browser sessions, sign in with their tokens (never in a URL), decide with the keyboard, see their
+decisions come back from the database (not the browser's storage), and the team page shows both, their
+disagreement, and the adjudicator's settlement; hostile text stays text. Screenshots at 1280x800 go to
+``$GJ_SCREENS`` when it is set."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.serve.conftest import need_serve
+
+need_serve()
+
+from tests.conftest import fresh_browser
+from tests.review.test_html import click, keys
+from tests.serve.conftest import HOSTILE, Service, add_reviewer, bearer, export, make_report, write_run
+
+IDS = ["p0", HOSTILE, "p2"]
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("page")
+    run = write_run(folder / "run.jsonl", [make_report(rid, hostile=rid == HOSTILE) for rid in IDS])
+    db = f"sqlite:///{folder / 'review.sqlite'}"
+    tokens = {"alice": add_reviewer(db, "alice"), "bob": add_reviewer(db, "bob", adjudicator=True)}
+    service = Service([run], db, folder, "--overlap", "1", "--batch", "5").start()  # both review every answer
+    try:
+        yield {"service": service, "url": service.url + "/", "db": db, "tokens": tokens, "folder": folder}
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    driver = fresh_browser(chromium, tmp_path_factory.mktemp("blank"))
+    driver.set_window_size(1280, 800)
+    yield driver
+    fresh_browser(driver, tmp_path_factory.mktemp("blank"))
+
+
+def wait(driver: Any, test: Any, timeout: float = 20) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout).until(test)
+
+
+def shot(driver: Any, name: str) -> None:
+    folder = os.environ.get("GJ_SCREENS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+
+
+def sign_in(driver: Any, svc: dict[str, Any], who: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.delete_all_cookies()  # a fresh session: nobody signed in
+    driver.get(svc["url"])
+    box = wait(driver, lambda d: d.find_element(By.ID, "token"))
+    box.send_keys(svc["tokens"][who])
+    driver.find_element(By.ID, "signin").click()
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".answer .claim"))
+    assert svc["tokens"][who] not in driver.current_url
+
+
+def saved(driver: Any) -> bool:
+    from selenium.webdriver.common.by import By
+
+    st = driver.find_element(By.ID, "storage")
+    return st.get_attribute("data-pending") == "0" and st.text == "saved in the team database"
+
+
+def decide_all(driver: Any, first: str) -> None:
+    """The first claim as ``first`` (a key: 1, 2 or 3), every other one accepted (a), as a reviewer would."""
+    from selenium.webdriver.common.by import By
+
+    n = len(driver.find_elements(By.CSS_SELECTOR, ".answer .text .claim"))
+    keys(driver, first)
+    for _ in range(n - 1):
+        keys(driver, "a")
+    wait(driver, saved)
+
+
+def test_two_reviewers_decide_and_the_team_page_shows_and_settles_their_disagreement(
+    browser: Any, svc: dict[str, Any], tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(svc["url"])
+    assert browser.find_element(By.ID, "token").get_attribute("type") == "password"
+    shot(browser, "1-sign-in")
+
+    sign_in(browser, svc, "alice")
+    assert "alice" in browser.find_element(By.ID, "signed-in").text
+    shot(browser, "2-alice-queue")
+    assert browser.find_element(By.ID, "reviewer").get_attribute("readonly") is not None
+    decide_all(browser, "2")
+    assert browser.find_element(By.ID, "progress").text == "6 of 6 claims decided"
+    shot(browser, "2-alice-decided")  # auto-advance ends on the last claim
+    mine = httpx.get(svc["url"] + "api/decisions", headers=bearer(svc["tokens"]["alice"])).json()
+    assert len(mine) == 6 and mine[0]["label"] == "CONTRADICTED"
+
+    # the decisions come back from the database, not from this browser
+    browser.execute_script("window.localStorage.clear(); window.sessionStorage.clear()")
+    browser.refresh()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".answer .claim.decided"))
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".answer .text .claim.decided")) == 6
+    # hostile text is text: shown as written, never markup, never run
+    assert browser.execute_script("return window.pwned === undefined")
+    assert not browser.find_elements(By.CSS_SELECTOR, ".answer img, .answer b")
+    texts = browser.execute_script("return document.getElementById('answers').textContent")
+    assert '<img src=x onerror="window.pwned=1">' in texts
+    click(browser, browser.find_element(By.ID, "signout"))
+    wait(browser, lambda d: d.find_elements(By.ID, "token"))
+
+    sign_in(browser, svc, "bob")
+    decide_all(browser, "1")
+    team = browser.find_element(By.ID, "team-progress")  # refreshed once bob's decisions are stored
+    wait(browser, lambda d: team.text == "Team: 6 of 6 claims decided, 1 disagreement to settle")
+    browser.execute_script("window.scrollTo(0, 0)")
+    shot(browser, "3-bob-decided")
+
+    click(browser, browser.find_element(By.ID, "team-link"))
+    rows = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "tr.disagreement"))
+    assert len(rows) == 1 and rows[0].get_attribute("data-id") == "p0"
+    said = {d.get_attribute("data-reviewer"): d.text for d in rows[0].find_elements(By.CSS_SELECTOR, ".decided")}
+    assert "CONTRADICTED" in said["alice"] and "SUPPORTED" in said["bob"]
+    people = {
+        r.get_attribute("data-reviewer") for r in browser.find_elements(By.CSS_SELECTOR, "#reviewers tr[data-reviewer]")
+    }
+    assert people == {"alice", "bob"}
+    assert "<img" not in browser.page_source.split("id='reviewers'")[0].split("<body>")[-1]  # escaped
+    shot(browser, "4-team")
+    rows[0].find_element(By.CSS_SELECTOR, "textarea").send_keys("the source says otherwise")
+    click(browser, rows[0].find_element(By.CSS_SELECTOR, "button[data-label='CONTRADICTED']"))
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "tr.disagreement .settled"))
+    shot(browser, "5-settled")
+
+    lines = export(svc["db"], tmp_path / "export.jsonl")
+    first = [x for x in lines if (x["id"], x["claim_id"]) == ("p0", "c0")]
+    assert [(x["reviewer"], x["label"], x.get("adjudicated", False)) for x in first] == [
+        ("alice", "CONTRADICTED", False),
+        ("bob", "SUPPORTED", False),
+        ("bob", "CONTRADICTED", True),
+    ]
+    assert len(lines) == 6 * 2 + 1

@@ -1,0 +1,85 @@
+"""The review database without the web server: concurrent assignment never gives a slot to two reviewers, the
+schema version is kept and a newer one refused, a run is loaded once, and an answer id of another run is refused."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.serve.conftest import need_serve
+
+need_serve()
+
+from groundjudge.errors import InputError
+from groundjudge.serve import db, store
+from tests.serve.conftest import make_report
+
+
+def test_concurrent_assignment_gives_each_slot_to_one_reviewer(tmp_path: Path) -> None:
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    reports = [make_report(f"a{i:02d}") for i in range(24)]
+    store.load_runs(engine, [("run", reports)], overlap=0.5)
+    for i in range(4):
+        store.add_reviewer(engine, f"r{i}")
+    people = [r["id"] for r in store.reviewers(engine)]
+    barrier = threading.Barrier(len(people))
+
+    def take(rid: int) -> None:
+        barrier.wait()
+        for _ in range(4):
+            store.take_work(engine, rid, batch=100)
+
+    threads = [threading.Thread(target=take, args=(rid,)) for rid in people]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    given: Counter[str] = Counter()
+    for rid in people:
+        given.update(a["id"] for a in store.my_queue(engine, rid)["answers"])
+    for r in reports:
+        assert given[r.id] == (2 if store.in_overlap(r.id, 0.5) else 1), r.id
+
+
+def test_a_run_is_loaded_once_and_another_runs_answer_id_is_refused(tmp_path: Path) -> None:
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    first = store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
+    again = store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
+    assert (first.added, first.answers_added, again.added, again.kept, again.answers) == (1, 2, 0, 1, 2)
+    with pytest.raises(InputError, match="answer 'a' of other is already in this review database from run"):
+        store.load_runs(engine, [("other", [make_report("a", n_claims=3)])])
+    with pytest.raises(InputError, match="--overlap must be between 0 and 1"):
+        store.load_runs(engine, [("run", [])], overlap=1.5)
+
+
+def test_the_schema_version_is_kept_and_a_newer_one_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.sqlite'}"
+    engine = db.open_db(url)
+    assert db.read(engine, db.version) == db.SCHEMA_VERSION
+    db.open_db(url)  # opening again migrates nothing
+    db.write(engine, lambda conn: conn.execute(db.schema.update().values(version=db.SCHEMA_VERSION + 1)))
+    with pytest.raises(db.ReviewDatabaseError, match="knows up to"):
+        db.open_db(url)
+    with pytest.raises(db.ReviewDatabaseError, match="no review database"):
+        db.open_db(f"sqlite:///{tmp_path / 'none.sqlite'}", migrate=False)
+
+
+def test_sessions_end_and_expired_ones_are_deleted(tmp_path: Path) -> None:
+    from groundjudge.serve import auth
+
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    token = store.add_reviewer(engine, "eve")
+    who = auth.check_token(engine, token)
+    assert who is not None and auth.check_token(engine, token + "x") is None
+    old, _ = auth.new_session(engine, who)
+    db.write(engine, lambda conn: conn.execute(db.sessions.update().values(expires_at="2000-01-01T00:00:00.000+00:00")))
+    assert auth.check_session(engine, old) is None  # expired
+    live, csrf = auth.new_session(engine, who)  # and the expired one is deleted
+    assert db.read(engine, lambda conn: conn.execute(db.sessions.select()).all()).__len__() == 1
+    signed = auth.check_session(engine, live)
+    assert signed is not None and signed.csrf == csrf and auth.csrf_ok(signed, csrf) and not auth.csrf_ok(signed, None)
+    auth.end_session(engine, live)
+    assert auth.check_session(engine, live) is None
