@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +24,7 @@ from groundjudge.errors import ConfigError
 from groundjudge.models import AnswerReport
 from groundjudge.pipeline import Evaluator
 from groundjudge.runs import local
-from groundjudge.runs.out import Pending, RunResult, pending_rows, read_spent, record_spent, run_stopped
+from groundjudge.runs.out import Pending, RunResult, read_spent, record_spent, score_input
 
 log = logging.getLogger(__name__)
 
@@ -150,30 +151,14 @@ def score_file(
             and is also an instance of the cause's class (``except BudgetExceededError`` catches a budget stop).
         ConfigError, InputError: bad arguments or an unreadable input, before anything is written.
     """
-    out = Path(out)
-    pending = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
-    if engine == "local" and not isinstance(config, Evaluator):
-        config = Evaluator(config)
-    written = [0]
-
-    def count(_: AnswerReport) -> None:
-        written[0] += 1
-        if progress is not None:
-            progress(written[0])
-
-    result = score_rows(
-        pending,
-        out,
-        config,
+    score = partial(
+        score_rows,
+        config=config,
         engine=engine,
-        fresh=not resume,
         batch_size=batch_size,
-        on_report=count,
         address=address,
         actors=actors,
         num_gpus=num_gpus,
         window=window,
     )
-    if result.stopped is not None:
-        raise run_stopped(result) from result.stopped
-    return result
+    return score_input(input, out, score, columns=columns, resume=resume, retry_errors=retry_errors, progress=progress)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from groundjudge.config import Config
 from groundjudge.errors import GroundjudgeError
@@ -21,7 +21,7 @@ from groundjudge.models import AnswerReport
 from groundjudge.pipeline import Evaluator
 from groundjudge.pipeline.fallback import evaluate_rows
 from groundjudge.review.summary import RunSummary, Summarizer
-from groundjudge.runs.out import Pending, ReportWriter, RunResult, pending_rows, run_stopped
+from groundjudge.runs.out import Pending, ReportWriter, RunResult, score_input
 
 log = logging.getLogger(__name__)
 
@@ -97,18 +97,8 @@ def score_file(
         DeprecationWarning,
         stacklevel=2,
     )
-    out = Path(out)
     evaluator = config if isinstance(config, Evaluator) else Evaluator(config)
-    pending = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
-    written = 0
-
-    def count(_: Any) -> None:
-        nonlocal written
-        written += 1
-        if progress is not None:
-            progress(written)
-
-    result = score_rows(pending, out, evaluator, fresh=not resume, batch_size=batch_size, on_report=count)
-    if result.stopped is not None:
-        raise run_stopped(result) from result.stopped
-    return result.summary
+    score = partial(score_rows, evaluator=evaluator, batch_size=batch_size)
+    return score_input(
+        input, out, score, columns=columns, resume=resume, retry_errors=retry_errors, progress=progress
+    ).summary

@@ -237,6 +237,40 @@ def pending_rows(
     return Pending(existing, retry, skip, input_rows(input, skip, columns), input, fmt, resume)
 
 
+def score_input(
+    input: str | Path,
+    out: str | Path,
+    score: Callable[..., RunResult],
+    *,
+    columns: Mapping[str, str] | None = None,
+    resume: bool = False,
+    retry_errors: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    """A run of a file from Python, on the engine whose ``score(pending, out, fresh=, on_report=)`` is given (an
+    engine's ``score_rows`` with its other arguments bound): the input checks (:func:`pending_rows`), ``progress``
+    told the reports written so far after each one, and a stop raised.
+
+    Raises:
+        RunStopped: the run stopped after every report that finished was written (:func:`run_stopped`).
+        ConfigError, InputError: bad arguments or an unreadable input, before anything is written.
+    """
+    out = Path(out)
+    pending = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
+    written = 0
+
+    def count(_: Any) -> None:
+        nonlocal written
+        written += 1
+        if progress is not None:
+            progress(written)
+
+    result = score(pending, out, fresh=not resume, on_report=count)
+    if result.stopped is not None:
+        raise run_stopped(result) from result.stopped
+    return result
+
+
 # -- how a run ends ----------------------------------------------------------------------------------------------
 
 

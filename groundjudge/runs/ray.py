@@ -43,6 +43,7 @@ import os
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ from groundjudge.pipeline import Evaluator
 from groundjudge.pipeline.fallback import RUN_STOPS, describe, evaluate_guarded
 from groundjudge.pipeline.flow import default_window
 from groundjudge.review.summary import RunSummary, Summarizer
-from groundjudge.runs.out import Pending, ReportWriter, RunResult, pending_rows, run_stopped
+from groundjudge.runs.out import Pending, ReportWriter, RunResult, score_input
 
 try:
     import ray
@@ -544,27 +545,15 @@ def score_file(
         DeprecationWarning,
         stacklevel=2,
     )
-    out = Path(out)
-    todo = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
-    written = [0]
-
-    def count(_: AnswerReport) -> None:
-        written[0] += 1
-        if progress is not None:
-            progress(written[0])
-
-    result = score_rows(
-        todo,
-        out,
-        config,
-        fresh=not resume,
+    score = partial(
+        score_rows,
+        config=config,
         batch_size=batch_size,
-        on_report=count,
         address=address,
         actors=actors,
         num_gpus=num_gpus,
         window=window,
     )
-    if result.stopped is not None:
-        raise run_stopped(result) from result.stopped
-    return result.summary
+    return score_input(
+        input, out, score, columns=columns, resume=resume, retry_errors=retry_errors, progress=progress
+    ).summary
