@@ -34,6 +34,9 @@ __all__ = [
 T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger(__name__)
 
+# What makes a client's requests, replies and their prices what they are (besides its provider): a twin keeps them.
+_REQUEST_SETTINGS = ("retry", "max_reasks", "temperature", "seed", "max_tokens", "price")
+
 # Tokens a provider adds beyond the text: per message (role, separators) and per request (tool-use system prompt).
 _MESSAGE_OVERHEAD = 8
 _REQUEST_OVERHEAD = 1024
@@ -120,6 +123,12 @@ class LLMClient:
     @property
     def model_id(self) -> str:
         return f"{self.provider.name}/{self.provider.model}"
+
+    def twin(self, *, cache: Cache | None, ledger: Ledger) -> LLMClient:
+        """A client with this one's provider and request settings (the same requests, cache keys and prices) over
+        ``cache`` and ``ledger``, with no limiter: what a dry run asks with."""
+        settings = {name: getattr(self, name) for name in _REQUEST_SETTINGS}
+        return LLMClient(self.provider, cache=cache, ledger=ledger, **settings)
 
     # -- keys and estimates -------------------------------------------------------------------------------
 
