@@ -39,7 +39,7 @@ def answer_prediction(report: Any) -> str:
 def rated_answer(report: Any) -> bool:
     """Whether an answer counts in the answer-level rates: it has claims and its verdict is not ERROR. A NO_CLAIMS
     or ERROR answer has no answer-level prediction; it is left out of the rate's items and its labels, and counted
-    beside it (:func:`not_rated_answers`), never as hallucinated."""
+    beside it (:func:`groundjudge.review.metrics.not_rated_answers`), never as hallucinated."""
     return bool(report.scores.n_claims) and report.verdict != "ERROR"
 
 
@@ -74,9 +74,9 @@ def failed_whole(reports: Sequence[Any]) -> int:
 
 
 def gold_items(reports: Sequence[Any], level: str, skip: Collection[tuple[str, str]] = ()) -> list[Item]:
-    """The gold-labelled items of ``level``, as :func:`label_metrics` reads them: a claim row's label is its first
-    claim's truth; an answer row's label (consistent / hallucinated) the answer's. ``skip``: (answer id, claim id)
-    decided otherwise (a reviewer)."""
+    """The gold-labelled items of ``level``, as :func:`groundjudge.review.metrics.label_metrics` reads them: a
+    claim row's label is its first claim's truth; an answer row's label (consistent / hallucinated) the answer's.
+    ``skip``: (answer id, claim id) decided otherwise (a reviewer)."""
     out = []
     for r in reports:
         if r.label is None:
