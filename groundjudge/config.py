@@ -16,6 +16,7 @@ from groundjudge.models import LocalThresholds
 
 Mode = Literal["nli", "cascade", "llm"]
 Probability = Annotated[float, Field(gt=0, le=1)]
+Share = Annotated[float, Field(ge=0, le=1)]  # a share or a score in [0, 1]
 PriceKey = Literal["input_per_mtok", "output_per_mtok"]
 UsdPerMTok = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
@@ -28,10 +29,10 @@ class Thresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    min_grounded: float = Field(0.7, ge=0, le=1, description="combined score below this fails")
-    warn: float = Field(0.85, ge=0, le=1, description="combined score below this (and above min) warns")
-    max_contradicted: float = Field(
-        0.1, ge=0, le=1, description="contradicted_share (CONTRADICTED claims over all claims) above this fails"
+    min_grounded: Share = Field(0.7, description="combined score below this fails")
+    warn: Share = Field(0.85, description="combined score below this (and above min) warns")
+    max_contradicted: Share = Field(
+        0.1, description="contradicted_share (CONTRADICTED claims over all claims) above this fails"
     )
 
     @model_validator(mode="before")
@@ -139,8 +140,8 @@ class Config(BaseModel):
         description="apply the verdict head (the config's, or the one stored beside the model's weights, if any); "
         "off: raw NLI scores",
     )
-    weak_floor: float = Field(
-        0.5, ge=0, le=1, description="claims whose support score (the head's, else entailment) is below this are weak"
+    weak_floor: Share = Field(
+        0.5, description="claims whose support score (the head's, else entailment) is below this are weak"
     )
     conflict_check: bool = Field(
         True, description="flag locally decided claims whose best passage shares their terms but not their numbers"
@@ -165,10 +166,8 @@ class Config(BaseModel):
     thresholds: Thresholds | None = Field(
         None, description="when an answer passes (min_grounded, warn, max_contradicted); wins over preset"
     )
-    min_citation_precision: float | None = Field(
+    min_citation_precision: Share | None = Field(
         None,
-        ge=0,
-        le=1,
         description="citation precision (citations that support the claim they are attached to) below this FAILs "
         "an answer that cites; unjudged claims' citations that could put it below make the answer ERROR; None: off",
     )
@@ -235,10 +234,8 @@ class Config(BaseModel):
     second_judge_base_url: str | None = Field(
         None, description="server of an OpenAI-compatible second judge (base_url serves the first judge only)"
     )
-    second_judge_sample: float | None = Field(
+    second_judge_sample: Share | None = Field(
         None,
-        ge=0,
-        le=1,
         description="share of answers the second judge also sees when not flagged, picked by a hash of the row id "
         "(the same answers on every rerun and engine)",
     )

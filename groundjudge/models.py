@@ -160,6 +160,12 @@ def _absent(value: Any) -> bool:
     return value is None
 
 
+def _flag(default: bool | int, description: str) -> Any:
+    """A count or flag of what went wrong or what was cited, left out of JSON while it is 0 / False, so that the
+    reports of runs where it never happened are what they were before the field existed."""
+    return Field(default, exclude_if=lambda v: not v, description=description)
+
+
 class SourceInfo(BaseModel):
     """Where one context of a conversation row comes from (``groundjudge.io.conversations``).
 
@@ -380,27 +386,15 @@ class Scores(BaseModel):
         description="share of claims whose cited sources support them, over the claims whose citation is known; "
         "None when the answer cites nothing",
     )
-    n_citations: int = Field(0, exclude_if=lambda v: not v, description="citation markers attached to claims")
-    n_citations_supporting: int = Field(
-        0, exclude_if=lambda v: not v, description="citations that support the claim they are attached to"
-    )
-    n_citations_unchecked: int = Field(
-        0, exclude_if=lambda v: not v, description="citations of claims that could not be judged (right or wrong)"
-    )
+    n_citations: int = _flag(0, "citation markers attached to claims")
+    n_citations_supporting: int = _flag(0, "citations that support the claim they are attached to")
+    n_citations_unchecked: int = _flag(0, "citations of claims that could not be judged (right or wrong)")
     # stages that were meant to run and failed (stages.score.decide: never a PASS); absent when none failed
-    claims_failed: bool = Field(
-        False,
-        exclude_if=lambda v: not v,
-        description="the claims call failed: the answer's sentences were checked in its place (verdict ERROR)",
+    claims_failed: bool = _flag(
+        False, "the claims call failed: the answer's sentences were checked in its place (verdict ERROR)"
     )
-    n_nli_errors: int = Field(
-        0, exclude_if=lambda v: not v, description="claims the NLI model could not score (each counts 0 there)"
-    )
-    qa_failed: bool = Field(
-        False,
-        exclude_if=lambda v: not v,
-        description="the QA check was meant to run and failed, asked nothing or went unanswered in part",
-    )
+    n_nli_errors: int = _flag(0, "claims the NLI model could not score (each counts 0 there)")
+    qa_failed: bool = _flag(False, "the QA check was meant to run and failed, asked nothing or went unanswered in part")
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -49,6 +49,13 @@ def server() -> Iterator[ScriptedLLMServer]:
         yield s
 
 
+@pytest.fixture(scope="module")
+def module_server() -> Iterator[ScriptedLLMServer]:
+    """One scripted server for all the tests of a module (each test sets its ``script``)."""
+    with ScriptedLLMServer() as s:
+        yield s
+
+
 @pytest.fixture
 def cache(tmp_path: Path) -> Iterator[Cache]:
     c = Cache(tmp_path / "cache")

@@ -16,6 +16,10 @@ per test, the shared NLI model), and for every answer the faulty report must be 
 - the pytest gates (``grounding_problems``, and ``assert_file_grounded`` against the honest run as baseline) never
   pass a faulty run where the honest one fails, and ``summarize`` counts no more PASSes, no fewer failed rows and
   no higher total of combined scores.
+- issue 29: whenever a fault reached a stage that was meant to run (the faulty report's ``errors``, or claims in
+  error), its verdict is not PASS and ``assert_grounded``'s rule (``grounding_problems``, the one every adapter
+  applies) fails it, at any bar. This was ``tests/test_gate_property.py``, which ran the same generated faulty runs
+  a second time; it is held here on the faulty run this test makes anyway.
 
 The reported ``scores.claims`` (SUPPORTED over judged claims) is not held to this: by design it leaves failed
 claims out and stands beside ``coverage`` (stages/score.py); its lower bound above is what scores and verdicts use.
@@ -34,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -289,6 +292,19 @@ class Setup:
     reasks: int
 
 
+def setups() -> st.SearchStrategy[Setup]:
+    """How a generated case is run: provider, QA on or off, provider batch mode, attempts and re-asks (the
+    honesty property and the gate property draw from the same mixes)."""
+    return st.builds(
+        Setup,
+        provider=st.sampled_from(["openai", "anthropic"]),
+        qa=st.booleans(),
+        batch=st.booleans(),
+        attempts=st.integers(1, 2),
+        reasks=st.integers(0, 1),
+    )
+
+
 def run(
     case: Case, setup: Setup, server: ScriptedLLMServer, nli: Any, root: Path, *, faulty: bool
 ) -> list[AnswerReport]:
@@ -355,38 +371,17 @@ def nli_rescue(case: Case, honest: AnswerReport) -> bool:
     return any(c.route == "nli" and any(n in c.claim.text for n in names) for c in honest.claims)
 
 
-@pytest.fixture(scope="module")
-def scripted() -> Any:
-    with ScriptedLLMServer() as server:
-        yield server
-
-
 @settings(deadline=None, max_examples=25, database=None)
-@given(
-    case=cases(),
-    provider=st.sampled_from(["openai", "anthropic"]),
-    qa=st.booleans(),
-    batch=st.booleans(),
-    attempts=st.integers(1, 2),
-    reasks=st.integers(0, 1),
-)
+@given(case=cases(), setup=setups())
 def test_no_injected_failure_scores_better_than_the_honest_run(
-    scripted: ScriptedLLMServer,
-    shared_nli: Any,
-    case: Case,
-    provider: str,
-    qa: bool,
-    batch: bool,
-    attempts: int,
-    reasks: int,
+    module_server: ScriptedLLMServer, shared_nli: Any, case: Case, setup: Setup
 ) -> None:
-    setup = Setup(provider, qa, batch, attempts, reasks)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "honest").mkdir()
         (root / "faulty").mkdir()
-        honest = run(case, setup, scripted, shared_nli, root / "honest", faulty=False)
-        faulty = run(case, setup, scripted, nan_model(shared_nli, case), root / "faulty", faulty=True)
+        honest = run(case, setup, module_server, shared_nli, root / "honest", faulty=False)
+        faulty = run(case, setup, module_server, nan_model(shared_nli, case), root / "faulty", faulty=True)
         assert [r.id for r in faulty] == [r.id for r in honest]
         rescued = {int(h.id[1:]) for h in honest if nli_rescue(case, h)}
         for h, f in zip(honest, faulty, strict=True):
@@ -402,9 +397,14 @@ def test_no_injected_failure_scores_better_than_the_honest_run(
                 assert at_most(supported_share(f), supported_share(h)), where
                 assert not grounding_problems(h) or grounding_problems(f), where
             fired = sorted(stage for a, stage in case.fired if a == i)
-            batch_failed = batch and case.batch_fault == "damaged_state"
+            batch_failed = setup.batch and case.batch_fault == "damaged_state"
             if fired or batch_failed:
                 assert f.errors, (fired, where)  # the fault is in the report, not only in a better-looking score
+            if f.errors or f.scores.n_errors:  # issue 29: a stage meant to run failed, so no gate passes the answer
+                assert f.verdict != "PASS", where
+                assert grounding_problems(f), where  # assert_grounded raises; every adapter fails it
+                assert grounding_problems(f, min_score=0.0, allow_contradicted=True), where  # at any bar
+            event(f"faulty report {'failed' if f.errors else 'clean'}: {f.verdict}")
         event(f"faults that reached the pipeline: {', '.join(sorted({s for _, s in case.fired})) or 'none'}")
         event(f"verdicts {sorted(r.verdict for r in honest)} -> {sorted(r.verdict for r in faulty)}")
         # the gates and the summary
@@ -421,7 +421,7 @@ def test_no_injected_failure_scores_better_than_the_honest_run(
 
 
 def test_an_nli_failure_the_judge_recovers_from_is_still_in_errors(
-    scripted: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+    module_server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
 ) -> None:
     """Found by the property above: a claim the NLI model returned NaN for went to the judge, which decided it; the
     NLI part counted 0 for it, and nothing in ``errors`` said why the answer lost its PASS."""
@@ -429,8 +429,8 @@ def test_an_nli_failure_the_judge_recovers_from_is_still_in_errors(
     setup = Setup("openai", qa=False, batch=False, attempts=1, reasks=0)
     (tmp_path / "h").mkdir()
     (tmp_path / "f").mkdir()
-    (honest,) = run(case, setup, scripted, shared_nli, tmp_path / "h", faulty=False)
-    (faulty,) = run(case, setup, scripted, nan_model(shared_nli, case), tmp_path / "f", faulty=True)
+    (honest,) = run(case, setup, module_server, shared_nli, tmp_path / "h", faulty=False)
+    (faulty,) = run(case, setup, module_server, nan_model(shared_nli, case), tmp_path / "f", faulty=True)
     assert honest.verdict == "PASS" and not honest.errors
     assert faulty.claims[0].label == "SUPPORTED" and faulty.claims[0].route == "judge"
     assert faulty.scores.nli == 0.0 and RANK[faulty.verdict] < RANK[honest.verdict]
@@ -439,7 +439,7 @@ def test_an_nli_failure_the_judge_recovers_from_is_still_in_errors(
 
 
 def test_an_nli_failure_sends_the_claim_to_the_judge_whose_verdict_stands(
-    scripted: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+    module_server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
 ) -> None:
     """The one way a failure may score better, and why it is the rule: in the cascade a claim the NLI model cannot
     score goes to the judge (as a claim too long for the model does), and the judge, the stronger checker, decides
@@ -454,8 +454,8 @@ def test_an_nli_failure_sends_the_claim_to_the_judge_whose_verdict_stands(
     setup = Setup("openai", qa=False, batch=False, attempts=1, reasks=0)
     (tmp_path / "h").mkdir()
     (tmp_path / "f").mkdir()
-    honest = run(case, setup, scripted, shared_nli, tmp_path / "h", faulty=False)[2]
-    faulty = run(case, setup, scripted, nan_model(shared_nli, case), tmp_path / "f", faulty=True)[2]
+    honest = run(case, setup, module_server, shared_nli, tmp_path / "h", faulty=False)[2]
+    faulty = run(case, setup, module_server, nan_model(shared_nli, case), tmp_path / "f", faulty=True)[2]
     assert honest.claims[0].route == "nli" and honest.claims[0].label == "UNSUPPORTED"
     failed = faulty.claims[0]
     assert failed.route == "judge" and failed.label == "SUPPORTED" and failed.nli is not None and failed.nli.error

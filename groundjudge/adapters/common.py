@@ -16,15 +16,29 @@ from __future__ import annotations
 import asyncio
 import importlib
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from groundjudge.models import AnswerReport
 from groundjudge.testing.assertions import default_evaluator, explain_report, grounding_problems, is_judged
 
 DEFAULT_THRESHOLD = 0.8  # assert_grounded's min_score
+
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def in_thread(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], Awaitable[R]]:
+    """``method`` as a coroutine that runs it in a worker thread, so the event loop goes on meanwhile."""
+
+    async def run(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(method, self, *args, **kwargs)
+
+    run.__doc__ = f":meth:`{method.__name__}` in a worker thread, so the event loop goes on while it runs."
+    return run
 
 
 def require(module: str, extra: str) -> ModuleType:
@@ -136,14 +150,4 @@ class Grounding:
         report = next(iter(self.evaluator.evaluate_many([row])))
         return outcome(report, self.threshold, self.allow_contradicted)
 
-    async def acheck(
-        self,
-        answer: Any,
-        contexts: Any,
-        question: str | None = None,
-        *,
-        reference: str | None = None,
-        id: str = "answer",
-    ) -> Outcome:
-        """:meth:`check` in a worker thread, so the event loop goes on while the answer is checked."""
-        return await asyncio.to_thread(self.check, answer, contexts, question, reference=reference, id=id)
+    acheck = in_thread(check)

@@ -136,6 +136,10 @@ def is_report_row(row: Any) -> bool:
     return isinstance(row, dict) and "verdict" in row and "claims" in row
 
 
+# the usage counts a Parquet row holds, each an int64 column of the same name
+_USAGE_COUNTS = ("calls", "cached_calls", "input_tokens", "output_tokens")
+
+
 def write_parquet(jsonl: str | Path, out: str | Path) -> int:
     """Convert a reports JSONL file (``groundjudge score`` output) into Parquet; returns the rows written.
 
@@ -157,10 +161,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
             ("verdict_reasons", pa.string()),
             ("mode", pa.string()),
             *[(k, pa.int64() if k.startswith("n_") else pa.float64()) for k in score_fields],
-            ("calls", pa.int64()),
-            ("cached_calls", pa.int64()),
-            ("input_tokens", pa.int64()),
-            ("output_tokens", pa.int64()),
+            *[(k, pa.int64()) for k in _USAGE_COUNTS],
             ("cost_usd", pa.float64()),
             ("errors", pa.string()),
             ("label", pa.string()),
@@ -180,10 +181,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
                     "verdict_reasons": "; ".join(r.verdict_reasons),
                     "mode": r.mode,
                     **r.scores.model_dump(),
-                    "calls": r.usage.calls,
-                    "cached_calls": r.usage.cached_calls,
-                    "input_tokens": r.usage.input_tokens,
-                    "output_tokens": r.usage.output_tokens,
+                    **{k: getattr(r.usage, k) for k in _USAGE_COUNTS},
                     "cost_usd": r.usage.known_cost(),
                     "errors": "; ".join(r.errors),
                     "label": r.label,

@@ -45,7 +45,7 @@ import math
 import re
 import sys
 import tokenize
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -183,27 +183,26 @@ def _decode_list(value: Any) -> Any:
     return value
 
 
-def _decode_messages(value: Any) -> Any:
-    """Messages held as JSON in a cell (a CSV, or a string column of a DataFrame or Parquet file) as the list."""
-    if isinstance(value, str) and value.lstrip().startswith("["):
+def _decoded_json(value: Any, opener: str, fits: Callable[[Any], bool]) -> Any:
+    """A cell holding JSON that starts with ``opener`` as what it decodes to, when that ``fits``; anything else
+    (not JSON, or not what the column holds) as it is."""
+    if isinstance(value, str) and value.lstrip().startswith(opener):
         try:
             decoded = json.loads(value)
         except ValueError:
             return value
-        if isinstance(decoded, list) and all(isinstance(m, dict) for m in decoded):
+        if fits(decoded):
             return decoded
     return value
+
+
+def _decode_messages(value: Any) -> Any:
+    """Messages held as JSON in a cell (a CSV, or a string column of a DataFrame or Parquet file) as the list."""
+    return _decoded_json(value, "[", lambda d: isinstance(d, list) and all(isinstance(m, dict) for m in d))
 
 
 def _decode_object(value: Any) -> Any:
-    if isinstance(value, str) and value.lstrip().startswith("{"):
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            return value
-        if isinstance(decoded, dict):
-            return decoded
-    return value
+    return _decoded_json(value, "{", lambda d: isinstance(d, dict))
 
 
 class ColumnMap:

@@ -11,33 +11,21 @@ from typing import Any, TypeVar
 
 import anthropic
 
-from groundjudge.llm.base import BatchCapable, BatchResult, BatchStatus, LLMRequest, LLMResponse, call_sdk
+from groundjudge.llm.base import BatchResult, BatchStatus, SdkBatch
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-class AnthropicBatch:
+class AnthropicBatch(SdkBatch):
     """The Message Batches API of ``provider`` (its SDK client, request bodies and response parsing)."""
 
     name = "anthropic"
     max_requests = 100_000  # per batch: 100,000 requests and 256 MB
     max_bytes = 240 * 2**20
-
-    def __init__(self, provider: BatchCapable) -> None:
-        self.provider = provider
-        self.sdk: Any = provider.sdk
-
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        model_id = f"{self.provider.name}/{self.provider.model}"
-        return call_sdk(what, fn, anthropic, anthropic.AnthropicError, self.provider.name, model_id)
-
-    def params(self, request: LLMRequest) -> dict[str, Any]:
-        return self.provider.build_params(request)
-
-    def parse(self, body: Any) -> LLMResponse:
-        return self.provider.parse_response(body)
+    sdk_module = anthropic
+    sdk_error = anthropic.AnthropicError
 
     def custom_id(self, key: str) -> str:
         # custom ids are at most 64 of [a-zA-Z0-9_-]: the key's hash without the "llm:" namespace

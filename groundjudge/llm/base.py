@@ -160,6 +160,29 @@ def call_sdk(what: str, fn: Callable[[], T], sdk: ModuleType, base: type[Excepti
         raise mapped from exc
 
 
+class SdkBatch:
+    """What each provider's batch API (:class:`BatchApi`) takes from its chat adapter: the SDK client, the request
+    bodies and the response parsing, and SDK calls with their errors mapped (:func:`call_sdk`). A provider's batch
+    class names its SDK in ``sdk_module`` and the SDK's base error in ``sdk_error``."""
+
+    sdk_module: ModuleType
+    sdk_error: type[Exception]
+
+    def __init__(self, provider: BatchCapable) -> None:
+        self.provider = provider
+        self.sdk: Any = provider.sdk
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        model_id = f"{self.provider.name}/{self.provider.model}"
+        return call_sdk(what, fn, self.sdk_module, self.sdk_error, self.provider.name, model_id)
+
+    def params(self, request: LLMRequest) -> dict[str, Any]:
+        return self.provider.build_params(request)
+
+    def parse(self, body: Any) -> LLMResponse:
+        return self.provider.parse_response(body)
+
+
 def parse_retry_after(headers: Any) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), if given."""
     if headers is None:

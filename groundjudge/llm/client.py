@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import random
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-import tenacity
 from pydantic import BaseModel, ValidationError
 
 from groundjudge import errors
@@ -22,31 +18,28 @@ from groundjudge.cache import Cache, make_key
 from groundjudge.llm.accounting import Ledger, Price, price_for
 from groundjudge.llm.base import LLMRequest, LLMResponse, Provider
 from groundjudge.llm.limits import Limiter, Outcome
+from groundjudge.llm.replies import json_instruction, judge_reply, parse_json_reply, reask
+from groundjudge.llm.retries import RetryPolicy, rate_limited, retrying
 from groundjudge.models import Message, PromptRef, Usage
+
+__all__ = [
+    "DeferredCall",
+    "LLMClient",
+    "RetryPolicy",
+    "json_instruction",
+    "parse_json_reply",
+    "unpriced_budget_message",
+]
 
 T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger(__name__)
 
+# What makes a client's requests, replies and their prices what they are (besides its provider): a twin keeps them.
+_REQUEST_SETTINGS = ("retry", "max_reasks", "temperature", "seed", "max_tokens", "price")
+
 # Tokens a provider adds beyond the text: per message (role, separators) and per request (tool-use system prompt).
 _MESSAGE_OVERHEAD = 8
 _REQUEST_OVERHEAD = 1024
-
-_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with jitter for retryable errors; Retry-After wins when the server sends it.
-
-    ``max_wait`` caps the backoff only. A Retry-After is honoured in full when it fits in what is left of
-    ``max_total_seconds`` (the whole time spent retrying one call); when it does not, the call fails at once.
-    """
-
-    max_attempts: int = 6
-    max_total_seconds: float = 120.0
-    initial_wait: float = 1.0
-    max_wait: float = 30.0
-    jitter: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -62,22 +55,6 @@ class DeferredCall:
     schema: type[BaseModel]
     prompt: PromptRef | None = None
     check: Callable[[Any], str | None] | None = None
-
-
-def json_instruction(schema: dict[str, Any]) -> str:
-    """The instruction every provider gets, so that JSON is asked for the same way everywhere."""
-    return (
-        "Reply with one JSON object and nothing else: no prose, no code fence. "
-        "It must validate against this JSON Schema:\n" + json.dumps(schema, ensure_ascii=False)
-    )
-
-
-def parse_json_reply(text: str) -> Any:
-    """Parse a reply as JSON, tolerating only surrounding whitespace and one Markdown code fence."""
-    stripped = text.strip()
-    if m := _FENCE.match(stripped):
-        stripped = m.group(1).strip()
-    return json.loads(stripped)
 
 
 class LLMClient:
@@ -146,6 +123,12 @@ class LLMClient:
     @property
     def model_id(self) -> str:
         return f"{self.provider.name}/{self.provider.model}"
+
+    def twin(self, *, cache: Cache | None, ledger: Ledger) -> LLMClient:
+        """A client with this one's provider and request settings (the same requests, cache keys and prices) over
+        ``cache`` and ``ledger``, with no limiter: what a dry run asks with."""
+        settings = {name: getattr(self, name) for name in _REQUEST_SETTINGS}
+        return LLMClient(self.provider, cache=cache, ledger=ledger, **settings)
 
     # -- keys and estimates -------------------------------------------------------------------------------
 
@@ -299,32 +282,12 @@ class LLMClient:
             self._out_tokens_seen[1] += 1
         if response.refusal is not None:
             return usage, f"the model refused: {response.refusal}"
-        value, problem, _ = self._judge_reply(response, call.schema, call.check)
+        value, problem, _ = judge_reply(response, call.schema, call.check)
         if value is None:
             return usage, problem
         if self.cache is not None:
             self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": response.text})
         return usage, None
-
-    @staticmethod
-    def _judge_reply(
-        response: LLMResponse, schema: type[T], check: Callable[[T], str | None] | None
-    ) -> tuple[T | None, str, T | None]:
-        """(accepted value, "", None), or (None, the problem, the schema-valid value that failed the check if any)."""
-        try:
-            value = schema.model_validate(parse_json_reply(response.text))
-        except json.JSONDecodeError as exc:
-            why = "the reply was cut off at the token limit" if response.truncated else "not valid JSON"
-            return None, f"{why}: {exc}", None
-        except ValidationError as exc:
-            problem = "JSON does not match the schema: " + "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:10]
-            )
-            return None, problem, None
-        rejected = check(value) if check is not None else None
-        if rejected is None:
-            return value, "", None
-        return None, f"the answer is incomplete or inconsistent: {rejected}", value
 
     # -- the call -----------------------------------------------------------------------------------------
 
@@ -394,7 +357,7 @@ class LLMClient:
                 raise
             usage = usage + call_usage
             raw = response.text
-            accepted, problem, rejected_value = self._judge_reply(response, schema, check)
+            accepted, problem, rejected_value = judge_reply(response, schema, check)
             if accepted is not None:
                 if self.cache is not None:
                     self.cache.set(key, {"output": accepted.model_dump(mode="json"), "raw": raw})
@@ -403,14 +366,7 @@ class LLMClient:
                 partial = rejected_value
             problems.append(problem)
             log.info("%s: rejected reply (%s); re-asking", self.model_id, problem)
-            correction = Message(
-                role="user",
-                content=f"Your reply was rejected: {problem}. Reply again with one complete JSON object "
-                "that validates against the schema, and nothing else."
-                + (" Keep it shorter." if response.truncated else ""),
-            )
-            assistant = Message(role="assistant", content=raw or "(empty reply)")
-            request = replace(request, messages=(*request.messages, assistant, correction))
+            request = replace(request, messages=(*request.messages, *reask(response, problem)))
         err = errors.InvalidOutputError(
             f"{self.model_id}: no acceptable JSON after {self.max_reasks + 1} tries: {problems[-1]}",
             raw=raw,
@@ -438,7 +394,7 @@ class LLMClient:
                 response = self.provider.send(request)
             except BaseException as exc:
                 self.ledger.settle(reserved, Usage())
-                if _rate_limited(exc):
+                if rate_limited(exc):
                     outcome, retry_after = "rate_limited", getattr(exc, "retry_after", None)
                 raise
             outcome = "ok"
@@ -472,57 +428,9 @@ class LLMClient:
         A Retry-After that is waited for also holds every other thread's new sends (:meth:`Limiter.cool_down`).
         Time spent waiting for the limiter does not count against ``max_total_seconds``.
         """
-        policy = self.retry
         waited = [0.0]  # seconds spent in the limiter's queue by this call's attempts
-
-        def left(state: tenacity.RetryCallState) -> float:
-            # Slept time counts even when the sleep function does not really sleep (tests).
-            spent = max((state.seconds_since_start or 0.0) - waited[0], state.idle_for)
-            return policy.max_total_seconds - spent
-
-        def retry(state: tenacity.RetryCallState) -> bool:
-            exc = state.outcome.exception() if state.outcome else None
-            if not isinstance(exc, errors.GroundjudgeError):
-                return False
-            if isinstance(exc, errors.LLMError):
-                exc.attempts = state.attempt_number
-            if not exc.retryable:
-                return False
-            retry_after, budget = getattr(exc, "retry_after", None), left(state)
-            if retry_after is not None and retry_after > budget and isinstance(exc, errors.ProviderError):
-                _say_when_to_retry(exc, retry_after, budget, policy.max_total_seconds)
-                return False  # fail at once: the server's wait does not fit in what is left
-            if retry_after is not None and self.limiter is not None:
-                self.limiter.cool_down(retry_after)  # the server's wait holds every thread, not only this call
-            return True
-
-        def wait(state: tenacity.RetryCallState) -> float:
-            retry_after = getattr(state.outcome.exception() if state.outcome else None, "retry_after", None)
-            if retry_after is not None:
-                return float(retry_after)
-            backoff = policy.initial_wait * 2 ** (state.attempt_number - 1)
-            return min(policy.max_wait, backoff + random.uniform(0, policy.jitter))
-
-        retrying = tenacity.Retrying(
-            retry=retry,
-            wait=wait,
-            stop=lambda s: s.attempt_number >= policy.max_attempts or s.upcoming_sleep > left(s),
-            sleep=self._sleep,
-            reraise=True,
-            before_sleep=lambda s: log.info(
-                "%s: attempt %d failed (%s); retrying in %.2f s",
-                self.model_id,
-                s.attempt_number,
-                s.outcome.exception() if s.outcome else None,
-                s.upcoming_sleep,
-            ),
-        )
-        return retrying(self._send_once, request, waited)
-
-
-def _rate_limited(exc: BaseException) -> bool:
-    """A 429, or a 529 (Anthropic: overloaded): what shrinks the adaptive concurrency limit."""
-    return isinstance(exc, errors.RateLimitError) or (isinstance(exc, errors.ProviderError) and exc.status == 529)
+        loop = retrying(self.retry, sleep=self._sleep, limiter=self.limiter, model_id=self.model_id, waited=waited)
+        return loop(self._send_once, request, waited)
 
 
 def unpriced_budget_message(model_id: str) -> str:
@@ -533,14 +441,4 @@ def unpriced_budget_message(model_id: str) -> str:
         "price={'input_per_mtok': 0.5, 'output_per_mtok': 1.5} in the Config (or Evaluator(..., price=...)); "
         f"or register it once with groundjudge.llm.register_price({model_id!r}, 0.5, 1.5) or a "
         "$GROUNDJUDGE_PRICES JSON file; or cap the calls with --max-calls instead"
-    )
-
-
-def _say_when_to_retry(exc: errors.ProviderError, retry_after: float, left: float, total: float) -> None:
-    """Mark an error whose Retry-After does not fit in the retry budget with when to try again."""
-    exc.retry_at = datetime.now(timezone.utc) + timedelta(seconds=retry_after)
-    exc.args = (
-        f"{exc.args[0] if exc.args else exc}; the server asks to wait {retry_after:g} s, more than the "
-        f"{max(left, 0.0):.1f} s left of the retry budget (RetryPolicy.max_total_seconds={total:g}): "
-        f"retry after {exc.retry_at:%Y-%m-%d %H:%M:%S} UTC",
     )

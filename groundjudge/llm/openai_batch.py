@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import openai
 
-from groundjudge.llm.base import BatchCapable, BatchResult, BatchStatus, LLMRequest, LLMResponse, call_sdk
+from groundjudge.llm.base import BatchResult, BatchStatus, SdkBatch
 
 log = logging.getLogger(__name__)
 
@@ -23,26 +23,14 @@ TAG_KEY = "groundjudge_batch"  # the metadata key that carries a batch's tag
 _DEAD = ("failed", "expired", "cancelling", "cancelled")  # batches not worth adopting
 
 
-class OpenAIBatch:
+class OpenAIBatch(SdkBatch):
     """The OpenAI Batch API of ``provider`` (its SDK client, request bodies and response parsing)."""
 
     name = "openai"
     max_requests = 50_000  # per batch: 50,000 requests and a 200 MB file
     max_bytes = 190 * 2**20
-
-    def __init__(self, provider: BatchCapable) -> None:
-        self.provider = provider
-        self.sdk: Any = provider.sdk
-
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        model_id = f"{self.provider.name}/{self.provider.model}"
-        return call_sdk(what, fn, openai, openai.OpenAIError, self.provider.name, model_id)
-
-    def params(self, request: LLMRequest) -> dict[str, Any]:
-        return self.provider.build_params(request)
-
-    def parse(self, body: Any) -> LLMResponse:
-        return self.provider.parse_response(body)
+    sdk_module = openai
+    sdk_error = openai.OpenAIError
 
     def custom_id(self, key: str) -> str:
         return key

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from groundjudge.errors import ConfigError, MissingAPIKeyError
 from groundjudge.llm.base import Provider
@@ -48,16 +49,25 @@ def _api_key(provider: str, variable: str, required: bool = True) -> str:
     return "not-needed"
 
 
+def _hosted(
+    adapter: Callable[..., Provider], provider: str, spec: ModelSpec, timeout: float, **options: Any
+) -> Provider:
+    """A provider's own hosted API: its key from ``<PROVIDER>_API_KEY``, its server from the spec, else
+    ``<PROVIDER>_BASE_URL``, else the SDK's default."""
+    variable = provider.upper()
+    return adapter(
+        spec.model,
+        api_key=_api_key(provider, f"{variable}_API_KEY"),
+        base_url=spec.base_url or os.environ.get(f"{variable}_BASE_URL"),
+        timeout=timeout,
+        **options,
+    )
+
+
 def _openai(spec: ModelSpec, timeout: float) -> Provider:
     from groundjudge.llm.openai import OpenAIProvider
 
-    return OpenAIProvider(
-        spec.model,
-        api_key=_api_key("openai", "OPENAI_API_KEY"),
-        base_url=spec.base_url or os.environ.get("OPENAI_BASE_URL"),
-        timeout=timeout,
-        json_mode="schema",
-    )
+    return _hosted(OpenAIProvider, "openai", spec, timeout, json_mode="schema")
 
 
 def _openai_compatible(spec: ModelSpec, timeout: float) -> Provider:
@@ -84,12 +94,7 @@ def _openai_compatible(spec: ModelSpec, timeout: float) -> Provider:
 def _anthropic(spec: ModelSpec, timeout: float) -> Provider:
     from groundjudge.llm.anthropic import AnthropicProvider
 
-    return AnthropicProvider(
-        spec.model,
-        api_key=_api_key("anthropic", "ANTHROPIC_API_KEY"),
-        base_url=spec.base_url or os.environ.get("ANTHROPIC_BASE_URL"),
-        timeout=timeout,
-    )
+    return _hosted(AnthropicProvider, "anthropic", spec, timeout)
 
 
 PROVIDERS: dict[str, ProviderFactory] = {

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from groundjudge.config import Config
@@ -49,6 +50,7 @@ def _second_charged(w: Work, usage: Usage) -> None:
         w.second.usage = w.second.usage + usage
 
 
+@dataclass(eq=False)
 class ProviderBatches:
     """The parked answers' calls through the provider's batch API, one provider batch per settling.
 
@@ -60,22 +62,14 @@ class ProviderBatches:
         outcomes: what each provider batch did is appended here.
     """
 
-    def __init__(
-        self,
-        client: LLMClient,
-        second_client: LLMClient | None,
-        config: Config,
-        progress: Callable[[int, int], None] | None,
-        outcomes: list[BatchOutcome],
-    ) -> None:
-        self.client = client
-        self.second_client = second_client
-        self.config = config
-        self.progress = progress
-        self.outcomes = outcomes
-        self._deferred: list[list[DeferredCall]] = []
-        self._calls: dict[str, DeferredCall] = {}
-        self._seen = 0
+    client: LLMClient
+    second_client: LLMClient | None
+    config: Config
+    progress: Callable[[int, int], None] | None
+    outcomes: list[BatchOutcome]
+    _deferred: list[list[DeferredCall]] = field(default_factory=list, init=False)
+    _calls: dict[str, DeferredCall] = field(default_factory=dict, init=False)
+    _seen: int = field(default=0, init=False)
 
     def _clients(self) -> list[LLMClient]:
         return [c for c in (self.client, self.second_client) if c is not None]

@@ -361,17 +361,7 @@ class _DrySteps(Steps):
 def _dry_twin(client: LLMClient) -> LLMClient:
     """A client with ``client``'s provider and request settings, so the same cache keys, reading its cache without
     writing it; its own ledger: the dry run spends nothing."""
-    return LLMClient(
-        client.provider,
-        cache=ReadOnlyCache(client.cache) if client.cache is not None else None,
-        ledger=Ledger(),
-        retry=client.retry,
-        max_reasks=client.max_reasks,
-        temperature=client.temperature,
-        seed=client.seed,
-        max_tokens=client.max_tokens,
-        price=client.price,
-    )
+    return client.twin(cache=ReadOnlyCache(client.cache) if client.cache is not None else None, ledger=Ledger())
 
 
 def _messages(call: DeferredCall) -> list[Message]:

@@ -101,33 +101,37 @@ def _with_row(exc: GroundjudgeError, w: Work) -> GroundjudgeError:
     return exc
 
 
-def run_local(w: Work, fn: Callable[[Work], None]) -> None:
-    """Run a local step on one live work item; an exception fails that item alone (its report is ERROR)."""
+def _step(w: Work, fn: Callable[[Work], None]) -> Exception | None:
+    """Run ``fn`` on ``w`` if it is live: a run stop is kept in ``w.stop`` (the run ends after the finished
+    answers); any other exception is handed back for the caller's rule."""
     if not w.live:
-        return
+        return None
     try:
         fn(w)
     except RUN_STOPS as exc:
         w.stop = _with_row(exc, w)
-    except Exception as exc:  # a bug or a bad input in one row must not end the run
-        log.debug("row %s failed", w.row, exc_info=True)
+    except Exception as exc:
+        return exc
+    return None
+
+
+def run_local(w: Work, fn: Callable[[Work], None]) -> None:
+    """Run a local step on one live work item; an exception fails that item alone (its report is ERROR)."""
+    exc = _step(w, fn)
+    if exc is not None:  # a bug or a bad input in one row must not end the run
+        log.debug("row %s failed", w.row, exc_info=exc)
         w.failed = describe(exc)
 
 
 def run_call(w: Work, fn: Callable[[Work], None]) -> None:
     """Run a step that calls the LLM on one live work item; its error is recorded in the item, which goes on (a
     failed call leaves a part unscored, counted at its worst), and what a failed call cost is kept."""
-    if not w.live:
-        return
-    try:
-        fn(w)
-    except RUN_STOPS as exc:
-        w.stop = _with_row(exc, w)
-    except DeferredCallError as exc:
+    exc = _step(w, fn)
+    if isinstance(exc, DeferredCallError):
         w.deferred.append(exc.key)  # batch mode: answered by the provider batch, then this stage runs again
-    except Exception as exc:  # recorded in this answer's report, never ends the run
+    elif exc is not None:  # recorded in this answer's report, never ends the run
         if not isinstance(exc, GroundjudgeError):
-            log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=True)
+            log.warning("row %s: unexpected %s", w.row, describe(exc), exc_info=exc)
         w.errors.append(describe(exc))
         usage = getattr(exc, "usage", None)
         if usage is not None:

@@ -25,7 +25,7 @@ from groundjudge.review.metrics import (
     label_level,
     unsupported_rate,
 )
-from groundjudge.review.stats import (
+from groundjudge.stats import (
     answers_needed,
     bootstrap_mean,
     corrected_difference,

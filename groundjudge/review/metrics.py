@@ -14,7 +14,7 @@ judge"), the agreement of the two judges and each one's agreement with the label
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,19 @@ import numpy as np
 from groundjudge.errors import InputError
 from groundjudge.io.jsonl import read_jsonl
 from groundjudge.models import Usage
-from groundjudge.review.stats import CorrectedRate, Item, corrected_rate, percentile_interval, resampled_sums, share
+from groundjudge.stats import CorrectedRate, Item, corrected_rate, percentile_interval, resampled_sums, share
+from groundjudge.tally import (
+    ANSWER_LABELS,
+    CLAIM_LABELS,
+    answer_prediction,
+    corrected_as_json,
+    failed_whole,
+    flagged,
+    gold_items,
+    label_level,
+    rated_answer,
+    scored_items,
+)
 
 
 def confusion(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> list[list[int]]:
@@ -130,26 +142,6 @@ def summary(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> 
     }
 
 
-CLAIM_LABELS = ["SUPPORTED", "UNSUPPORTED", "CONTRADICTED"]
-ANSWER_LABELS = ["consistent", "hallucinated"]
-
-
-def answer_prediction(report: Any) -> str:
-    """The response rule, the one place it is written: an answer is consistent when every claim was judged and
-    judged SUPPORTED (a claim that could not be judged counts against it); else ``hallucinated``, the one meaning
-    of the word (README "Quantities": the run summary's ``answers_not_supported_share`` counts these answers among
-    the rated ones, :func:`rated_answer`)."""
-    s = report.scores
-    return "consistent" if s.n_claims and s.n_supported == s.n_claims else "hallucinated"
-
-
-def rated_answer(report: Any) -> bool:
-    """Whether an answer counts in the answer-level rates: it has claims and its verdict is not ERROR. A NO_CLAIMS
-    or ERROR answer has no answer-level prediction; it is left out of the rate's items and its labels, and counted
-    beside it (:func:`not_rated_answers`), never as hallucinated."""
-    return bool(report.scores.n_claims) and report.verdict != "ERROR"
-
-
 def not_rated_answers(reports: Iterable[Any]) -> dict[str, int]:
     """The answers :func:`rated_answer` leaves out, by verdict (NO_CLAIMS, ERROR)."""
     out: dict[str, int] = {}
@@ -173,52 +165,6 @@ def _block(
 # -- the unsupported rate corrected for the checker's error --------------------------------------------------------
 
 
-def flagged(label: str) -> bool:
-    """What "positive" means for the corrected rate: the checker says not supported (UNSUPPORTED or
-    CONTRADICTED), or could not decide (ERROR counts against the claim, as :func:`answer_prediction` does)."""
-    return label != "SUPPORTED"
-
-
-def _answer_route(report: Any) -> str:
-    return "judge" if any(c.route == "judge" for c in report.claims) else "nli"
-
-
-def scored_items(reports: Sequence[Any], level: str) -> list[Item]:
-    """Every scored claim (``level`` "claim", grouped by answer) or answer ("answer", flagged when
-    :func:`answer_prediction` says hallucinated; only :func:`rated_answer` answers): the population whose
-    unsupported rate is estimated. An answer that failed whole has no claims, so it is in no claim-level rate
-    (:func:`failed_whole` counts them)."""
-    if level == "answer":
-        return [
-            Item(r.id, answer_prediction(r) == "hallucinated", _answer_route(r)) for r in reports if rated_answer(r)
-        ]
-    return [Item(r.id, flagged(c.label), c.route) for r in reports for c in r.claims]
-
-
-def failed_whole(reports: Sequence[Any]) -> int:
-    """Answers that failed before their claims were known (verdict ERROR, no claim)."""
-    return sum(r.verdict == "ERROR" and not r.claims for r in reports)
-
-
-def gold_items(reports: Sequence[Any], level: str, skip: Collection[tuple[str, str]] = ()) -> list[Item]:
-    """The gold-labelled items of ``level``, as :func:`label_metrics` reads them: a claim row's label is its first
-    claim's truth; an answer row's label (consistent / hallucinated) the answer's. ``skip``: (answer id, claim id)
-    decided otherwise (a reviewer)."""
-    out = []
-    for r in reports:
-        if r.label is None:
-            continue
-        if level == "claim" and r.label.upper() in CLAIM_LABELS and r.claims:
-            c = r.claims[0]
-            if (r.id, c.claim.id) not in skip:
-                out.append(Item(r.id, flagged(c.label), c.route, r.label.upper() != "SUPPORTED"))
-        elif level == "answer" and r.label.lower() in ANSWER_LABELS and rated_answer(r):
-            out.append(
-                Item(r.id, answer_prediction(r) == "hallucinated", _answer_route(r), r.label.lower() != "consistent")
-            )
-    return out
-
-
 def unsupported_rate(
     reports: Sequence[Any], level: str, reviewed: Sequence[ReviewedClaim] = (), *, seed: int = 0
 ) -> CorrectedRate:
@@ -237,21 +183,6 @@ def unsupported_rate(
 def corrected_json(reports: Sequence[Any], level: str, reviewed: Sequence[ReviewedClaim] = ()) -> dict[str, Any]:
     """:func:`unsupported_rate` as the JSON ``corrected_unsupported_rate`` of ``metrics``."""
     return corrected_as_json(unsupported_rate(reports, level, reviewed), level, failed_whole(reports))
-
-
-def corrected_as_json(rate: CorrectedRate, level: str, failed_answers: int) -> dict[str, Any]:
-    """A :class:`CorrectedRate` as the JSON ``corrected_unsupported_rate`` (``metrics``, the run summary,
-    ``compare``); at the claim level it counts the answers that failed whole (their claims are in no rate)."""
-    out = rate.as_json(level)
-    if level == "claim":
-        out["failed_answers"] = failed_answers
-    return out
-
-
-def label_level(claim_labels: int, answer_labels: int) -> str:
-    """The level a file's gold labels are read at: claims when at least as many rows carry a claim label as an
-    answer label, else answers."""
-    return "claim" if claim_labels >= answer_labels else "answer"
 
 
 def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:

@@ -44,6 +44,15 @@ def _open(width: int, height: int, cls: str, label: str) -> str:
     )
 
 
+def _close(out: list[str], empty: tuple[float, float] | None) -> str:
+    """The plot's SVG: ``out`` closed, with "no data" centred at ``empty`` (x, y) when the plot has nothing."""
+    if empty is not None:
+        x, y = empty
+        out.append(f"<text class='empty' x='{x}' y='{y}' {_FONT} text-anchor='middle'>no data</text>")
+    out.append("</svg>")
+    return "".join(out)
+
+
 def standalone(svg: str) -> str:
     """An SVG element as a file of its own: XML declaration and namespace (inline SVG in HTML needs neither)."""
     return (
@@ -122,12 +131,7 @@ def histogram_svg(
         label = f"{name} {sum(counts[name])}"
         out.append(f"<text x='{lx + 12}' y='{height - 3}' {_FONT}>{_t(label)}</text>")
         lx += 20 + 7 * len(label)
-    if not n:
-        out.append(
-            f"<text class='empty' x='{left + pw / 2}' y='{top + ph / 2}' {_FONT} text-anchor='middle'>no data</text>"
-        )
-    out.append("</svg>")
-    return "".join(out)
+    return _close(out, None if n else (left + pw / 2, top + ph / 2))
 
 
 @dataclass(frozen=True)
@@ -184,12 +188,7 @@ def interval_svg(
         )
         out.append(f"<circle cx='{_n(x(r.estimate))}' cy='{_n(y)}' r='4.5' fill='{color}'/>")
         out.append(f"<text x='{width - right + 8}' y='{_n(y + 4)}' {_FONT}>{_t(label(r))}</text></g>")
-    if not kept:
-        out.append(
-            f"<text class='empty' x='{left + pw / 2}' y='{top + 16}' {_FONT} text-anchor='middle'>no data</text>"
-        )
-    out.append("</svg>")
-    return "".join(out)
+    return _close(out, None if kept else (left + pw / 2, top + 16))
 
 
 @dataclass(frozen=True)
@@ -259,9 +258,4 @@ def reliability_svg(
                 f"<circle class='mean' cx='{_n(left + b.mean_predicted * pw)}' cy='{_n(top + ph - h)}' r='3' "
                 "fill='#c62828'/>"
             )
-    if not total:
-        out.append(
-            f"<text class='empty' x='{left + pw / 2}' y='{top + ph / 2}' {_FONT} text-anchor='middle'>no data</text>"
-        )
-    out.append("</svg>")
-    return "".join(out)
+    return _close(out, None if total else (left + pw / 2, top + ph / 2))

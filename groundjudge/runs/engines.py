@@ -23,7 +23,7 @@ from groundjudge.errors import ConfigError
 from groundjudge.models import AnswerReport
 from groundjudge.pipeline import Evaluator
 from groundjudge.runs import local
-from groundjudge.runs.out import Pending, RunResult, pending_rows, read_spent, record_spent, run_stopped
+from groundjudge.runs.out import Pending, RunOutput, RunResult, read_spent, record_spent, score_input
 
 log = logging.getLogger(__name__)
 
@@ -75,34 +75,38 @@ def score_rows(
     Raises:
         ConfigError: an unknown engine, Ray asked for without the extra, or a provider batch on Ray.
     """
+    output = RunOutput(pending, out, fresh=fresh, note=note, on_report=on_report)
+    return _score(pending, output, config, engine, batch_size, address, actors, num_gpus, window)
+
+
+def _score(
+    pending: Pending,
+    output: RunOutput,
+    config: Config | Evaluator,
+    engine: str,
+    batch_size: int,
+    address: str | None,
+    actors: int | None,
+    num_gpus: float | None,
+    window: int | None,
+) -> RunResult:
+    """:func:`score_rows` once OUT's :class:`~groundjudge.runs.out.RunOutput` is made (``score_file`` makes its own)."""
     if engine not in ENGINES:
         raise ConfigError(f"engine {engine!r}: local or ray")
     cfg = config.config if isinstance(config, Evaluator) else config
     if engine == "local":
         evaluator = config if isinstance(config, Evaluator) else Evaluator(config)
-        result = local.score_rows(
-            pending, out, evaluator, fresh=fresh, batch_size=batch_size, on_report=on_report, note=note
-        )
+        result = local.score_rows(pending, output, evaluator, batch_size=batch_size)
     else:
         if cfg.batch_api:
             raise ConfigError("the Ray engine does not take batch_api (--batch-api) yet: run it with the local engine")
         extra: dict[str, Any] = {} if window is None else {"window": window}
         result = _ray().score_rows(
-            pending,
-            out,
-            cfg,
-            fresh=fresh,
-            batch_size=batch_size,
-            on_report=on_report,
-            note=note,
-            address=address,
-            actors=actors,
-            num_gpus=num_gpus,
-            **extra,
+            pending, output, cfg, batch_size=batch_size, address=address, actors=actors, num_gpus=num_gpus, **extra
         )
     if pending.resume:
-        result.earlier = read_spent(out)
-    record_spent(out, result, resume=pending.resume)
+        result.earlier = read_spent(output.out)
+    record_spent(output.out, result, resume=pending.resume)
     return result
 
 
@@ -150,30 +154,8 @@ def score_file(
             and is also an instance of the cause's class (``except BudgetExceededError`` catches a budget stop).
         ConfigError, InputError: bad arguments or an unreadable input, before anything is written.
     """
-    out = Path(out)
-    pending = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
-    if engine == "local" and not isinstance(config, Evaluator):
-        config = Evaluator(config)
-    written = [0]
 
-    def count(_: AnswerReport) -> None:
-        written[0] += 1
-        if progress is not None:
-            progress(written[0])
+    def score(pending: Pending, output: RunOutput) -> RunResult:
+        return _score(pending, output, config, engine, batch_size, address, actors, num_gpus, window)
 
-    result = score_rows(
-        pending,
-        out,
-        config,
-        engine=engine,
-        fresh=not resume,
-        batch_size=batch_size,
-        on_report=count,
-        address=address,
-        actors=actors,
-        num_gpus=num_gpus,
-        window=window,
-    )
-    if result.stopped is not None:
-        raise run_stopped(result) from result.stopped
-    return result
+    return score_input(input, out, score, columns=columns, resume=resume, retry_errors=retry_errors, progress=progress)

@@ -4,8 +4,9 @@ Python as :class:`RunStopped`).
 
 A line is a report (``id`` and ``verdict``), damaged (moved to ``OUT.damaged`` on repair, never lost), or a torn
 last line (a write cut short by a kill: cut). Beside OUT, ``OUT.spent.json`` keeps what the runs that wrote it were
-billed while a stopped run is being resumed (:func:`record_spent`). Imports ``io``, ``models``, ``errors`` and the
-run summary's type.
+billed while a stopped run is being resumed (:func:`record_spent`). Each finished report goes to OUT, to the run's
+summary and to the caller through one :class:`RunOutput`. Imports ``io``, ``models``, ``errors`` and the run summary
+(:mod:`groundjudge.tally`), never ``review``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +28,8 @@ from groundjudge.errors import (
     GroundjudgeError,
 )
 from groundjudge.io.tables import count_rows, input_rows, is_local, local_path, table_format
-from groundjudge.models import Usage
-from groundjudge.review.summary import RunSummary
+from groundjudge.models import AnswerReport, Usage
+from groundjudge.tally import RunSummary, Summarizer
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ def rewrite_out(out: Path) -> int:
     return len(moved)
 
 
+@dataclass(eq=False)
 class ReportWriter:
     """OUT, written by both engines; opened at the first report, so that a run which fails before its first row
     changes nothing.
@@ -131,23 +133,15 @@ class ReportWriter:
     the last: a run stopped or killed early still holds one report per id, old for the rows it did not reach.
     """
 
-    def __init__(
-        self,
-        out: Path,
-        *,
-        fresh: bool,
-        existing: Existing,
-        drop_ids: set[str],
-        note: Callable[[str], None] = log.warning,
-    ) -> None:
-        self.out = out
-        self.note = note
-        self.fresh = fresh
-        self.existing = existing
-        self.drop_ids = drop_ids
-        self.replaced = 0  # reports written for an id of drop_ids: old reports to cut at close()
-        self.rows = 0
-        self._fh: Any = None
+    out: Path
+    _: KW_ONLY
+    fresh: bool
+    existing: Existing
+    drop_ids: set[str]
+    note: Callable[[str], None] = log.warning
+    replaced: int = field(default=0, init=False)  # reports written for an id of drop_ids: old reports to cut at close()
+    rows: int = field(default=0, init=False)
+    _fh: Any = field(default=None, init=False, repr=False)
 
     def _open(self) -> None:
         ex = self.existing
@@ -206,6 +200,40 @@ class Pending:
         return None if rows is None else max(0, rows - len(self.skip))
 
 
+class RunOutput:
+    """Where each finished report of a run goes, the same for both engines: appended to OUT (:class:`ReportWriter`),
+    counted in the run's summary, then handed to ``on_report``; :meth:`result` is how the run ended."""
+
+    def __init__(
+        self,
+        pending: Pending,
+        out: Path,
+        *,
+        fresh: bool,
+        note: Callable[[str], None] = log.warning,
+        on_report: Callable[[AnswerReport], None] | None = None,
+    ) -> None:
+        self.out = out
+        self.writer = ReportWriter(out, fresh=fresh, existing=pending.existing, drop_ids=pending.retry, note=note)
+        self.summary = Summarizer()
+        self.on_report = on_report
+
+    def write(self, report: AnswerReport, line: str) -> None:
+        """Append ``report`` (its JSON ``line``, written as given), count it, tell ``on_report``."""
+        self.writer.write(line, report.id)
+        self.summary.add(report)
+        if self.on_report is not None:
+            self.on_report(report)
+
+    def close(self, finished: bool) -> None:
+        """Close OUT (:meth:`ReportWriter.close`)."""
+        self.writer.close(finished)
+
+    def result(self, stopped: GroundjudgeError | None, billed: Usage, calls_at_stop: int | None) -> RunResult:
+        """How the run ended: its summary, its stop, the reports written, what its ledger billed."""
+        return RunResult(self.summary.summary(), stopped, self.writer.rows, billed, calls_at_stop)
+
+
 def pending_rows(
     input: str | Path,
     out: Path,
@@ -235,6 +263,49 @@ def pending_rows(
     retry = set(existing.failed) if retry_errors else set()
     skip = existing.ids - retry
     return Pending(existing, retry, skip, input_rows(input, skip, columns), input, fmt, resume)
+
+
+def score_input(
+    input: str | Path,
+    out: str | Path,
+    score: Callable[[Pending, RunOutput], RunResult],
+    *,
+    columns: Mapping[str, str] | None = None,
+    resume: bool = False,
+    retry_errors: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    """A run of a file from Python, on the engine whose ``score(pending, output)`` is given (an engine's
+    ``score_rows`` with its other arguments bound): the input checks (:func:`pending_rows`), OUT replaced unless
+    ``resume``, ``progress`` told the reports written so far after each one, and a stop raised.
+
+    Raises:
+        RunStopped: the run stopped after every report that finished was written (:func:`run_stopped`).
+        ConfigError, InputError: bad arguments or an unreadable input, before anything is written.
+    """
+    out = Path(out)
+    pending = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
+    written = 0
+
+    def count(_: AnswerReport) -> None:
+        nonlocal written
+        written += 1
+        if progress is not None:
+            progress(written)
+
+    result = score(pending, RunOutput(pending, out, fresh=not resume, on_report=count))
+    if result.stopped is not None:
+        raise run_stopped(result) from result.stopped
+    return result
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warn that the Python entry point ``old``, which returned the run summary, is deprecated for ``new``."""
+    warnings.warn(
+        f"{old} is deprecated: use {new} (it returns a RunResult; its .summary is what this returned)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 # -- how a run ends ----------------------------------------------------------------------------------------------

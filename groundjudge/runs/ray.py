@@ -41,7 +41,6 @@ import logging
 import math
 import os
 import uuid
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -56,8 +55,8 @@ from groundjudge.models import AnswerReport, Usage
 from groundjudge.pipeline import Evaluator
 from groundjudge.pipeline.fallback import RUN_STOPS, describe, evaluate_guarded
 from groundjudge.pipeline.flow import default_window
-from groundjudge.review.summary import RunSummary, Summarizer
-from groundjudge.runs.out import Pending, ReportWriter, RunResult, pending_rows, run_stopped
+from groundjudge.runs.out import Pending, RunOutput, RunResult, deprecated, score_input
+from groundjudge.tally import RunSummary
 
 try:
     import ray
@@ -406,34 +405,30 @@ def _stop_error(text: str, ledger: LedgerProxy | None) -> GroundjudgeError:
 
 def score_rows(
     pending: Pending,
-    out: Path,
+    output: RunOutput,
     config: Config,
     *,
-    fresh: bool = False,
     batch_size: int = 32,
-    on_report: Callable[[AnswerReport], None] | None = None,
-    note: Callable[[str], None] = log.warning,
     address: str | None = None,
     actors: int | None = None,
     num_gpus: float | None = None,
     window: int = _WINDOW,
 ) -> RunResult:
-    """Score ``pending.rows`` on Ray and append each report to ``out`` as the local engine does, in input order.
+    """Score ``pending.rows`` on Ray and hand each report to ``output`` (OUT, the summary, the caller) as the local
+    engine does, in input order.
 
     The driver reads the input in order with the local engine's reader (:func:`groundjudge.runs.out.pending_rows`:
     JSONL line numbers, bad lines, a BOM, the column mapping, duplicate ids; Parquet rows numbered from 1), cuts it
     into the local engine's batches (:func:`groundjudge.io.rows.batches`), ships them to the actor pool ``window``
     rows at a time (each window starts the pool again: one model load per actor per window), and appends each
-    report to ``out`` through the local engine's writer, flushing each line, so a killed run loses nothing it wrote.
+    report to OUT through the local engine's writer, flushing each line, so a killed run loses nothing it wrote.
     A run stop ends the run after every finished report is written; it is returned in the result, not raised.
 
     Args:
         pending: the rows to score and what OUT holds (:func:`groundjudge.runs.out.pending_rows`).
-        out: the report JSONL; ``fresh`` replaces it (at its first report), else it is repaired and appended to.
+        output: where each report goes (:class:`~groundjudge.runs.out.RunOutput`: OUT, the summary, the caller).
         config: the evaluation config; ``budget_usd``/``max_calls`` cap the whole cluster.
         batch_size: rows evaluated together in one actor call.
-        on_report: called with each report written.
-        note: hears what the writer did to OUT (damaged lines moved).
         address: the Ray cluster (``ray://host:10001``, ``auto``); default: the running Ray, ``$RAY_ADDRESS`` or a
             new local one.
         actors, num_gpus: see :func:`score_dataset`.
@@ -446,8 +441,6 @@ def score_rows(
     _ensure_ray(address)
     handle = make_ledger(cfg.budget_usd, cfg.max_calls) if cfg.llm else None
     proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls) if handle is not None else None
-    summary = Summarizer()
-    writer = ReportWriter(out, fresh=fresh, existing=pending.existing, drop_ids=pending.retry, note=note)
     finished = False
     stopped: GroundjudgeError | None = None
     billed = Usage()
@@ -458,11 +451,7 @@ def score_rows(
     groups_per_call = math.ceil(rows_per_call / batch_size) if cfg.llm else 1
 
     def write(line: str) -> None:
-        report = AnswerReport.model_validate_json(line)
-        writer.write(line, report.id)
-        summary.add(report)
-        if on_report is not None:
-            on_report(report)
+        output.write(AnswerReport.model_validate_json(line), line)
 
     ctx = ray.data.DataContext.get_current()
     bars = ctx.enable_progress_bars
@@ -503,13 +492,13 @@ def score_rows(
             finished = True
     finally:
         ctx.enable_progress_bars = bars
-        writer.close(finished)
+        output.close(finished)
         if proxy is not None:
             billed = proxy.total  # every worker's calls, those of rows that did not finish too
         if handle is not None:
             ray.kill(handle)
     at_stop = getattr(stopped, "calls", None)  # a budget stop: the cluster's calls when the driver saw it
-    return RunResult(summary.summary(), stopped, writer.rows, billed, at_stop if isinstance(at_stop, int) else None)
+    return output.result(stopped, billed, at_stop if isinstance(at_stop, int) else None)
 
 
 def score_file(
@@ -538,33 +527,20 @@ def score_file(
             class: BudgetExceededError, CacheMissError); its ``summary`` holds the run summary so far.
         ConfigError, InputError: bad arguments or an unreadable input, before a cluster starts.
     """
-    warnings.warn(
-        "groundjudge.runs.ray.score_file is deprecated: use groundjudge.runs.score_file(..., engine='ray') (it "
-        "returns a RunResult; its .summary is what this returned)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    out = Path(out)
-    todo = pending_rows(input, out, columns=columns, resume=resume, retry_errors=retry_errors)
-    written = [0]
+    deprecated("groundjudge.runs.ray.score_file", "groundjudge.runs.score_file(..., engine='ray')")
 
-    def count(_: AnswerReport) -> None:
-        written[0] += 1
-        if progress is not None:
-            progress(written[0])
+    def score(pending: Pending, output: RunOutput) -> RunResult:
+        return score_rows(
+            pending,
+            output,
+            config,
+            address=address,
+            actors=actors,
+            num_gpus=num_gpus,
+            batch_size=batch_size,
+            window=window,
+        )
 
-    result = score_rows(
-        todo,
-        out,
-        config,
-        fresh=not resume,
-        batch_size=batch_size,
-        on_report=count,
-        address=address,
-        actors=actors,
-        num_gpus=num_gpus,
-        window=window,
-    )
-    if result.stopped is not None:
-        raise run_stopped(result) from result.stopped
-    return result.summary
+    return score_input(
+        input, out, score, columns=columns, resume=resume, retry_errors=retry_errors, progress=progress
+    ).summary

@@ -261,6 +261,15 @@ class BatchRoutes:
             payload["object"] = "list"
         return 200, payload, "application/json"
 
+    def _batch_status(self, api: str, batch_id: str) -> tuple[int, Any, str] | None:
+        """A batch of ``api`` as its status route shows it, polled first; None: no such batch of that API."""
+        batch = self.batches.get(batch_id)
+        if batch is None or batch.api != api:
+            return None
+        self._poll(batch)
+        make = self._openai_batch_object if api == "openai" else self._anthropic_batch_object
+        return 200, make(batch), "application/json"
+
     def _batch_get(self, target: str) -> tuple[int, Any, str]:
         """GET routes of the batch APIs: (status, payload (bytes for files and results), content type)."""
         path, _, query = target.partition("?")
@@ -276,22 +285,14 @@ class BatchRoutes:
             self.batch_status_errors -= 1
             return 503, {"error": {"message": "scripted status fault", "type": "api_error"}}, "application/json"
         if m := re.fullmatch(r"/v1/batches/([^/]+)", path):
-            batch = self.batches.get(m.group(1))
-            if batch is None or batch.api != "openai":
-                return not_found
-            self._poll(batch)
-            return 200, self._openai_batch_object(batch), "application/json"
+            return self._batch_status("openai", m.group(1)) or not_found
         if m := re.fullmatch(r"/v1/messages/batches/([^/]+)/results", path):
             batch = self.batches.get(m.group(1))
             if batch is None or not batch.ended:
                 return not_found
             return 200, "".join(json.dumps(x) + "\n" for x in batch.output_lines).encode(), "application/binary"
         if m := re.fullmatch(r"/v1/messages/batches/([^/]+)", path):
-            batch = self.batches.get(m.group(1))
-            if batch is None or batch.api != "anthropic":
-                return not_found
-            self._poll(batch)
-            return 200, self._anthropic_batch_object(batch), "application/json"
+            return self._batch_status("anthropic", m.group(1)) or not_found
         return not_found
 
 

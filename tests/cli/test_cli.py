@@ -398,9 +398,7 @@ def test_engine_ray_writes_a_parquet_out(tmp_path: Path, monkeypatch: pytest.Mon
     # --engine ray --out X.parquet exited before the Parquet conversion the local engine does: no X.parquet.
     import types
 
-    from groundjudge.models import AnswerReport
-    from groundjudge.review.summary import Summarizer
-    from groundjudge.runs import RunResult
+    from groundjudge.models import AnswerReport, Usage
 
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": "a", "contexts": ["It opens at 9."], "claim": "It opens at 9."}) + "\n")
@@ -409,13 +407,12 @@ def test_engine_ray_writes_a_parquet_out(tmp_path: Path, monkeypatch: pytest.Mon
     assert done.exit_code == 0, done.output
     calls: list[Path] = []
 
-    def score_rows(pending: Any, out: Path, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
-        calls.append(out)
-        out.write_text(local.read_text())
-        summary = Summarizer()
+    def score_rows(pending: Any, output: Any, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
+        calls.append(output.out)
         for line in local.read_text().splitlines():
-            summary.add(AnswerReport.model_validate_json(line))
-        return RunResult(summary.summary(), None, 1)
+            output.write(AnswerReport.model_validate_json(line), line)
+        output.close(True)
+        return output.result(None, Usage(), None)
 
     monkeypatch.setitem(sys.modules, "groundjudge.runs.ray", types.SimpleNamespace(score_rows=score_rows))
     target = tmp_path / "out.parquet"
@@ -517,7 +514,7 @@ def test_a_ray_run_stop_says_and_exits_as_a_local_one(
         "other": GroundjudgeError("Ray returned 1 reports of 2 rows"),
     }
 
-    def score_rows(pending: Any, out: Path, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
+    def score_rows(pending: Any, output: Any, cfg: Any, **kw: Any) -> Any:  # stands in for the cluster run
         return RunResult(Summarizer().summary(), errors[stop], 0)
 
     monkeypatch.setitem(sys.modules, "groundjudge.runs.ray", types.SimpleNamespace(score_rows=score_rows))

@@ -213,6 +213,24 @@ def test_second_identical_call_hits_the_cache(server: ScriptedLLMServer, provide
     assert client.ledger.total.calls == 1 and client.ledger.total.cached_calls == 1
 
 
+def test_a_twin_asks_the_same_questions_over_its_own_cache_and_ledger(
+    server: ScriptedLLMServer, cache: Cache, tmp_path: Path
+) -> None:
+    """LLMClient.twin (the dry run's client): same request settings, so the same requests, cache keys and prices;
+    the cache and ledger given, no limiter."""
+    client = make_test_client(
+        server, cache=cache, temperature=0.3, seed=7, max_tokens=99, max_reasks=0, price=Price(1.0, 2.0)
+    )
+    other, ledger = Cache(tmp_path / "other"), Ledger()
+    twin = client.twin(cache=other, ledger=ledger)
+    assert twin.cache is other and twin.ledger is ledger and twin.limiter is None
+    assert twin.provider is client.provider and twin.retry is client.retry and twin.price == client.price
+    assert (twin.temperature, twin.seed, twin.max_tokens, twin.max_reasks) == (0.3, 7, 99, 0)
+    assert twin.cache_key(ASK, Verdict, PROMPT) == client.cache_key(ASK, Verdict, PROMPT)
+    assert twin._request(ASK, Verdict) == client._request(ASK, Verdict)
+    other.close()
+
+
 def test_cache_survives_a_new_process_view(server: ScriptedLLMServer, tmp_path: Path) -> None:
     server.push(Reply.json(GOOD))
     make_test_client(server, cache=Cache(tmp_path / "c")).complete_json(ASK, Verdict, prompt=PROMPT)
