@@ -180,17 +180,37 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
 # -- pytest-xdist: what runs where ---------------------------------------------------------------------------------
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that takes ``shared_nli`` slow; group the tests for ``--dist loadgroup``: each module's tests
-    run in one worker (its module fixtures are built once), and every test that starts Ray runs in one worker, one
-    after another (two local Rays at once on 2 cores would starve each other)."""
+    """Mark every test that takes ``shared_nli`` slow."""
     for item in items:
         if "shared_nli" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("xdist_group") is None:
-            group = "ray" if item.get_closest_marker("ray") is not None else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_ray_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Hold a machine-wide lock while a module that starts Ray runs.
+
+    ``--dist loadfile`` keeps each module in one worker (its module fixtures are built once); this lock keeps two
+    modules that start Ray, in two workers or in two test runs on one machine, from running at once (two local Rays
+    on 2 cores starve each other, and a second ``ray.init`` can attach to the first one's cluster). Autouse and
+    module-scoped, it is taken before the module's own Ray fixture starts Ray. The operating system lets the lock go
+    when its holder dies.
+    """
+    module = request.node
+    mine = [item for item in module.session.items if getattr(item, "module", None) is module.obj]
+    if not any(item.get_closest_marker("ray") is not None for item in mine):
+        yield
+        return
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "groundjudge-tests-ray.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 # -- the headless browser ------------------------------------------------------------------------------------------
