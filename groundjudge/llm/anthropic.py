@@ -13,7 +13,7 @@ import anthropic
 
 from groundjudge import errors
 from groundjudge.llm.anthropic_batch import AnthropicBatch
-from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, map_sdk_error
+from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, map_sdk_error, wire_schema
 from groundjudge.models import Message
 
 # Anthropic takes at most 4 cache_control breakpoints per request.
@@ -71,7 +71,7 @@ class AnthropicProvider:
         tool = {
             "name": request.schema_name,
             "description": "Record the answer. Its input is the complete answer.",
-            "input_schema": request.schema,
+            "input_schema": wire_schema(request.schema),  # the schema's one copy: never in the text
         }
         params: dict[str, Any] = {
             "model": self.model,

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from groundjudge import errors
 from groundjudge.cache import Cache, make_key
 from groundjudge.llm.accounting import Ledger, Price, price_for
-from groundjudge.llm.base import LLMRequest, LLMResponse, Provider
+from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, json_instruction  # noqa: F401 (its old home)
 from groundjudge.llm.limits import Limiter, Outcome
 from groundjudge.models import Message, PromptRef, Usage
 
@@ -62,14 +62,6 @@ class DeferredCall:
     schema: type[BaseModel]
     prompt: PromptRef | None = None
     check: Callable[[Any], str | None] | None = None
-
-
-def json_instruction(schema: dict[str, Any]) -> str:
-    """The instruction every provider gets, so that JSON is asked for the same way everywhere."""
-    return (
-        "Reply with one JSON object and nothing else: no prose, no code fence. "
-        "It must validate against this JSON Schema:\n" + json.dumps(schema, ensure_ascii=False)
-    )
 
 
 def parse_json_reply(text: str) -> Any:
@@ -150,16 +142,9 @@ class LLMClient:
     # -- keys and estimates -------------------------------------------------------------------------------
 
     def _request(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
-        json_schema = schema.model_json_schema()
-        instruction = Message(role="system", content=json_instruction(json_schema))
-        msgs = list(messages)
-        if msgs and msgs[0].role == "system":
-            msgs[0] = Message(role="system", content=msgs[0].content + "\n\n" + instruction.content)
-        else:
-            msgs.insert(0, instruction)
-        return LLMRequest(
-            messages=tuple(msgs),
-            schema=json_schema,
+        return LLMRequest(  # the schema is sent once, by the adapter (issue 34)
+            messages=tuple(messages),
+            schema=schema.model_json_schema(),
             schema_name=schema.__name__,
             temperature=self.temperature,
             seed=self.seed,
