@@ -181,7 +181,7 @@ def run(
     price = ev.client.price if ev.client is not None else None
     batch = name == "batch"
     no_cache = price.cost(u.input_tokens, u.output_tokens, batch=batch) if price is not None else 0.0
-    calls: dict[str, dict[str, float]] = {}
+    calls: dict[str, collections.Counter[str]] = {}
     for req in new:
         kind = prompt_name(req) or "other"
         system, schema, text = request_parts(req)
