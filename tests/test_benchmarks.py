@@ -181,9 +181,17 @@ def test_accuracy_measures_a_tuned_models_cascade_with_its_stored_thresholds(tmp
 
 
 def test_cost_benchmark_measures_calls_cache_and_batch(tmp_path: Path) -> None:
-    out = run("cost.py", "--limit", "12", cache=tmp_path)
+    out = run("cost.py", "--limit", "4", "--runs", "default,batch,replay", cache=tmp_path)
     assert out["requests_per_answer"] <= 2.0 and out["replay_requests"] == 0
     assert 0 < out["batch_cost_ratio"] <= 0.55 and 0 <= out["cached_input_share"] <= 1
+    # issue 34: tokens per answer against RAGAS Faithfulness by the same count (chars/4), fresh and cached apart
+    assert set(out["ratio_to_ragas"]) == {"factcheck", "faithbench"}
+    assert all(0 < r <= out["target_ratio"] for r in out["ratio_to_ragas"].values())
+    default = out["per_answer"]["factcheck/default"]
+    assert default["fresh_input_per_answer"] + default["cached_input_per_answer"] == pytest.approx(
+        default["input_per_answer"], abs=0.2
+    )
+    assert default["usd_per_answer"] <= default["usd_per_answer_no_cache"]
 
 
 @pytest.mark.ray

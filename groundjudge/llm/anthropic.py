@@ -13,7 +13,7 @@ import anthropic
 
 from groundjudge import errors
 from groundjudge.llm.anthropic_batch import AnthropicBatch
-from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, map_sdk_error
+from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, map_sdk_error, wire_schema
 from groundjudge.models import Message
 
 # Anthropic takes at most 4 cache_control breakpoints per request.
@@ -39,9 +39,12 @@ def _content(message: Message, breakpoints_left: int) -> tuple[str | list[dict[s
 class AnthropicProvider:
     """Adapter for ``anthropic/<model>``.
 
-    Prompt caching: the system prompt (instructions and the JSON schema, the same for every call of a stage) is
-    one text block with ``cache_control``, and a message with ``cache_upto`` is sent as two text blocks, the first
-    (its stable prefix) with ``cache_control``; at most 4 breakpoints, the first ones kept.
+    The schema is sent once, as the forced tool's input schema (lean: :func:`~groundjudge.llm.base.wire_schema`),
+    never as text. Prompt caching: the tool and the system prompt (the same for every call of a stage) end with one
+    text block with ``cache_control``, and a message with ``cache_upto`` is sent as two text blocks, the first (its
+    stable prefix) with ``cache_control``; at most 4 breakpoints, the first ones kept. A marked prefix under the
+    model's minimum (1,024 to 4,096 tokens) is simply not cached, at no extra cost; one above it is written at 125%
+    of the input price and read at 10%.
     """
 
     def __init__(self, model: str, *, api_key: str, base_url: str | None = None, timeout: float = 60.0) -> None:
@@ -71,7 +74,7 @@ class AnthropicProvider:
         tool = {
             "name": request.schema_name,
             "description": "Record the answer. Its input is the complete answer.",
-            "input_schema": request.schema,
+            "input_schema": wire_schema(request.schema),  # the schema's one copy: never in the text
         }
         params: dict[str, Any] = {
             "model": self.model,

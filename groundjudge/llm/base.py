@@ -21,9 +21,54 @@ from groundjudge.models import Message
 T = TypeVar("T")
 
 
+def json_instruction(schema: dict[str, Any]) -> str:
+    """The JSON instruction with the schema as text: for a server that takes no structured-output format (an
+    adapter adds it only there; everywhere else the schema goes once, as the format itself)."""
+    return (
+        "Reply with one JSON object and nothing else: no prose, no code fence. "
+        "It must validate against this JSON Schema:\n" + json.dumps(schema, ensure_ascii=False)
+    )
+
+
+def wire_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` as sent to a provider: ``$ref`` inlined (a recursive one is kept), no ``title`` or ``description``
+    (the prompt states every rule once; the schema only gives the shape). Validation stays with the pydantic model."""
+    defs = schema.get("$defs", {})
+    recursive = False
+
+    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        nonlocal recursive
+        if isinstance(node, list):
+            return [walk(item, seen) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1:
+            name = ref.removeprefix("#/$defs/")
+            if name in seen or name not in defs:
+                recursive = True
+                return dict(node)
+            return walk(defs[name], (*seen, name))
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("title", "description", "$defs"):
+                continue
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {name: walk(sub, seen) for name, sub in value.items()}
+            else:
+                out[key] = walk(value, seen)
+        return out
+
+    lean = walk(schema, ())
+    if (recursive or "$ref" in lean) and defs:
+        lean["$defs"] = {name: walk(sub, (name,)) for name, sub in defs.items()}
+    return lean
+
+
 @dataclass(frozen=True)
 class LLMRequest:
-    """One JSON-mode completion request, provider-neutral."""
+    """One JSON-mode completion request, provider-neutral: the prompt's messages as rendered, and the schema the
+    adapter sends once (as the provider's structured-output format, else as text: :func:`json_instruction`)."""
 
     messages: tuple[Message, ...]
     schema: dict[str, Any]

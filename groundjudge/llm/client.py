@@ -16,9 +16,9 @@ from pydantic import BaseModel, ValidationError
 from groundjudge import errors
 from groundjudge.cache import Cache, make_key
 from groundjudge.llm.accounting import Ledger, Price, price_for
-from groundjudge.llm.base import LLMRequest, LLMResponse, Provider
+from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, json_instruction
 from groundjudge.llm.limits import Limiter, Outcome
-from groundjudge.llm.replies import json_instruction, judge_reply, parse_json_reply, reask
+from groundjudge.llm.replies import judge_reply, parse_json_reply, reask
 from groundjudge.llm.retries import RetryPolicy, rate_limited, retrying
 from groundjudge.models import Message, PromptRef, Usage
 
@@ -133,16 +133,9 @@ class LLMClient:
     # -- keys and estimates -------------------------------------------------------------------------------
 
     def _request(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
-        json_schema = schema.model_json_schema()
-        instruction = Message(role="system", content=json_instruction(json_schema))
-        msgs = list(messages)
-        if msgs and msgs[0].role == "system":
-            msgs[0] = Message(role="system", content=msgs[0].content + "\n\n" + instruction.content)
-        else:
-            msgs.insert(0, instruction)
-        return LLMRequest(
-            messages=tuple(msgs),
-            schema=json_schema,
+        return LLMRequest(  # the schema is sent once, by the adapter (issue 34)
+            messages=tuple(messages),
+            schema=schema.model_json_schema(),
             schema_name=schema.__name__,
             temperature=self.temperature,
             seed=self.seed,

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import openai
 
 from groundjudge import errors
-from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, map_sdk_error
+from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, json_instruction, map_sdk_error, wire_schema
 from groundjudge.llm.openai_batch import OpenAIBatch
 
 JsonMode = Literal["schema", "object", "auto"]
@@ -83,20 +83,35 @@ class OpenAIProvider:
             return {"type": "json_object"}
         return {
             "type": "json_schema",
-            "json_schema": {"name": request.schema_name, "schema": strict_schema(request.schema), "strict": True},
+            "json_schema": {
+                "name": request.schema_name,
+                "schema": strict_schema(wire_schema(request.schema)),
+                "strict": True,
+            },
         }
 
     def build_params(self, request: LLMRequest, mode: str | None = None) -> dict[str, Any]:
         """The chat-completions body for ``request`` (``mode``: the JSON mode, by default the current one).
 
-        OpenAI caches prompt prefixes by itself: nothing marks the stable part. ``prompt_cache_key`` (OpenAI only,
+        The schema goes once: as ``response_format`` json_schema on OpenAI; on a compatible server and in
+        json_object mode also as text at the end of the system message (:func:`json_instruction`). OpenAI caches
+        prompt prefixes by itself (from 1,024 tokens): nothing marks the stable part. ``prompt_cache_key`` (OpenAI only,
         from the system prompt, which is the same for every call of a stage) routes calls that share that prefix
         to the same cache; it changes no output, so it is not part of the cache key.
         """
         mode = mode or self._mode()
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        if mode == "object" or self.name != "openai":
+            # The schema as text only where the model may not see it otherwise: json_object mode, and compatible
+            # servers (vLLM, Ollama, llama.cpp constrain the decoding to a json_schema without showing it).
+            instruction = json_instruction(wire_schema(request.schema))
+            if messages and messages[0]["role"] == "system":
+                messages[0] = {"role": "system", "content": messages[0]["content"] + "\n\n" + instruction}
+            else:
+                messages.insert(0, {"role": "system", "content": instruction})
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": messages,
             "temperature": request.temperature,
             "response_format": self._response_format(request, mode),
         }

@@ -21,14 +21,6 @@ T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
 
 
-def json_instruction(schema: dict[str, Any]) -> str:
-    """The instruction every provider gets, so that JSON is asked for the same way everywhere."""
-    return (
-        "Reply with one JSON object and nothing else: no prose, no code fence. "
-        "It must validate against this JSON Schema:\n" + json.dumps(schema, ensure_ascii=False)
-    )
-
-
 def parse_json_reply(text: str) -> Any:
     """Parse a reply as JSON, tolerating only surrounding whitespace and one Markdown code fence."""
     stripped = text.strip()

@@ -99,22 +99,46 @@ class JudgedClaim:
 
 
 SOURCE_CHARS = 24_000  # the most source text one judge prompt shows
+WHOLE_CHARS = 12_000  # contexts up to this long are shown whole; longer ones as the evidence passages (issue 34)
+MARGIN_CHARS = 600  # text kept on each side of an evidence passage, so the judge reads it in its context
 
 
-def select_sources(contexts: Sequence[str], hints: Sequence[Passage], char_budget: int = SOURCE_CHARS) -> list[Source]:
-    """The whole contexts when they fit ``char_budget``; else the hinted passages (merged, in document order)
-    in hint order until the budget is spent."""
-    if sum(len(c) for c in contexts) <= char_budget:
+def _widen(text: str, start: int, end: int, margin: int) -> tuple[int, int]:
+    """``[start, end)`` widened by ``margin`` characters each side, cut back to a word boundary."""
+    if margin <= 0:
+        return start, end
+    lo, hi = max(0, start - margin), min(len(text), end + margin)
+    if lo > 0 and (space := text.find(" ", lo, start)) >= 0:
+        lo = space + 1
+    if hi < len(text) and (space := text.rfind(" ", end, hi)) >= 0:
+        hi = space
+    return lo, hi
+
+
+def select_sources(
+    contexts: Sequence[str],
+    hints: Sequence[Passage],
+    char_budget: int = SOURCE_CHARS,
+    *,
+    whole_up_to: int = WHOLE_CHARS,
+    margin: int = MARGIN_CHARS,
+) -> list[Source]:
+    """The whole contexts when they fit ``whole_up_to`` (or there are no hints and they fit ``char_budget``); else
+    the hinted passages (the evidence of the claims the judge decides), each widened by ``margin`` characters,
+    merged, in document order, taken in hint order until ``char_budget`` is spent."""
+    total = sum(len(c) for c in contexts)
+    if total <= min(whole_up_to, char_budget) or (not hints and total <= char_budget):
         return [Source(number=i + 1, doc=i, start=0, text=c) for i, c in enumerate(contexts)]
     chosen: list[tuple[int, int, int]] = []
     used = 0
     for p in hints:
-        if any(d == p.doc and s <= p.start and p.end <= e for d, s, e in chosen):
+        start, end = _widen(contexts[p.doc], p.start, p.end, margin)
+        if any(d == p.doc and s <= start and end <= e for d, s, e in chosen):
             continue
-        if used + (p.end - p.start) > char_budget and chosen:
+        if used + (end - start) > char_budget and chosen:
             break
-        chosen.append((p.doc, p.start, p.end))
-        used += p.end - p.start
+        chosen.append((p.doc, start, end))
+        used += end - start
     chosen.sort()
     merged: list[list[int]] = []
     for d, s, e in chosen:

@@ -2,8 +2,8 @@
 
 - :mod:`~groundjudge.testing.server`: :class:`ScriptedLLMServer`, a scripted OpenAI / Anthropic server on
   127.0.0.1 (:class:`Reply`, :class:`RecordedRequest`, the load models :class:`Latency` and :class:`RateLimit`,
-  and the script helpers :func:`route`, :func:`prompt_name`, :func:`fenced_block`, :func:`claims_in`); its batch
-  APIs are in :mod:`~groundjudge.testing.batches`.
+  and the script helpers :func:`route`, :func:`prompt_name`, :func:`fenced_block`, :func:`claims_in`,
+  :func:`questions_in`, :func:`questions_wanted`); its batch APIs are in :mod:`~groundjudge.testing.batches`.
 - :mod:`~groundjudge.testing.assertions`: :func:`assert_grounded`, :func:`assert_file_grounded` and the default
   evaluator they share with the pytest plugin.
 - :mod:`~groundjudge.testing.fixtures`: :func:`tiny_nli_model`.
@@ -36,6 +36,8 @@ from groundjudge.testing.server import (
     claims_in,
     fenced_block,
     prompt_name,
+    questions_in,
+    questions_wanted,
     route,
 )
 
@@ -57,6 +59,8 @@ __all__ = [
     "fenced_block",
     "grounding_problems",
     "prompt_name",
+    "questions_in",
+    "questions_wanted",
     "route",
     "set_default_evaluator",
     "tiny_nli_model",

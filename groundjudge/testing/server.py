@@ -614,6 +614,33 @@ def claims_in(req: RecordedRequest) -> dict[str, str]:
     return dict(re.findall(r"^\[(\w+)\] (.*)$", fenced_block(req, "CLAIMS"), re.M))
 
 
+def questions_in(req: RecordedRequest) -> dict[str, str]:
+    """``{question id: question}`` of a verify request (its fenced QUESTIONS block)."""
+    listing = json.loads(fenced_block(req, "QUESTIONS") or "[]")
+    return {str(q["id"]): str(q["question"]) for q in listing}
+
+
+def questions_wanted(req: RecordedRequest) -> int:
+    """How many verification questions a claims_qa request asks for (0 for any other request): read after the
+    fenced ANSWER block with the prompt's own user template, so that a prompt edit never breaks the scripts and no
+    text of the data is read."""
+    import re
+
+    from groundjudge.prompts import load_prompt
+
+    if prompt_name(req) != "claims_qa":
+        return 0
+    before, _, after = load_prompt("claims_qa").user.split("{{answer}}", 1)[-1].partition("{{n}}")
+    pattern = re.escape(before.strip()) + r"\s*(\d+)\s*" + re.escape(after.strip())
+    for m in reversed(req.messages):
+        if m["role"] != "user" or not (first := re.search(r"^(#\w+#) BEGIN ", m["content"], re.M)):
+            continue
+        tail = m["content"].rsplit(f"\n{first.group(1)} END ANSWER", 1)[-1]
+        if found := re.search(pattern, tail):
+            return int(found.group(1))
+    return 0
+
+
 def route(handlers: dict[str, Callable[[RecordedRequest], Reply]]) -> Script:
     """A script that dispatches on the prompt name (claims, claims_qa, judge, verify)."""
 

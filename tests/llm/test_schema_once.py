@@ -1,0 +1,121 @@
+"""Issue 34: the JSON schema is sent once. As the structured-output format where the provider takes one (OpenAI
+``response_format`` json_schema, Anthropic's forced tool), lean (no titles or descriptions, references inlined); as
+text only where the model may not see it otherwise (json_object mode, OpenAI-compatible servers)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, Field
+
+from groundjudge.llm import LLMClient, get_provider
+from groundjudge.llm.base import wire_schema
+from groundjudge.models import Message
+from groundjudge.stages.claims import ClaimsAndQuestions
+from groundjudge.stages.judge import VerifyReply
+from groundjudge.testing import Reply, ScriptedLLMServer
+from tests.conftest import make_test_client
+
+
+class Quote(BaseModel):
+    source: int = Field(description="passage number")
+    text: str
+
+
+class Item(BaseModel):
+    """An item."""
+
+    title: str = Field(description="a property named title stays")
+    verdict: Literal["SUPPORTED", "UNSUPPORTED"]
+    quotes: list[Quote]
+
+
+class Reply1(BaseModel):
+    items: list[Item]
+
+
+ASK = [Message(role="system", content="You grade claims."), Message(role="user", content="Claim: the sky is blue.")]
+GOOD = {"items": [{"title": "t", "verdict": "SUPPORTED", "quotes": [{"source": 1, "text": "the sky is blue"}]}]}
+
+
+def text_of(body: dict[str, Any]) -> str:
+    system = body.get("system") or ""
+    system = system if isinstance(system, str) else "".join(b["text"] for b in system)
+    rest = [m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]) for m in body["messages"]]
+    return "\n".join([system, *rest])
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_the_schema_goes_once_as_the_providers_format_never_as_text(server: ScriptedLLMServer, provider: str) -> None:
+    server.push(Reply.json(GOOD))
+    value, _ = make_test_client(server, provider).complete_json(ASK, Reply1)
+    assert value == Reply1.model_validate(GOOD)
+    (req,) = server.requests
+    assert "JSON Schema" not in text_of(req.body) and "quotes" not in text_of(req.body)
+    if provider == "openai":
+        sent = req.body["response_format"]["json_schema"]["schema"]
+    else:
+        sent = req.body["tools"][0]["input_schema"]
+        assert req.body["tool_choice"] == {"type": "tool", "name": "Reply1"}
+    item = sent["properties"]["items"]["items"]
+    assert set(item["properties"]) == {"title", "verdict", "quotes"}  # a property named "title" is kept
+    assert "$defs" not in sent and "$ref" not in json.dumps(sent)
+    assert '"description"' not in json.dumps(sent) and '"title": "' not in json.dumps(sent)
+
+
+@pytest.mark.parametrize("json_mode", ["object", "schema"])
+def test_an_openai_compatible_server_gets_the_schema_as_text_once(server: ScriptedLLMServer, json_mode: str) -> None:
+    server.push(Reply.json(GOOD))
+    provider = get_provider(f"openai-compatible/qwen2.5:7b@{server.openai_base_url}")
+    provider.json_mode = json_mode  # type: ignore[attr-defined]
+    LLMClient(provider, sleep=lambda s: None).complete_json(ASK, Reply1)
+    (req,) = server.requests
+    system = req.body["messages"][0]["content"]
+    assert system.startswith("You grade claims.") and system.count("JSON Schema") == 1
+    assert req.body["response_format"]["type"] == ("json_object" if json_mode == "object" else "json_schema")
+
+
+def test_openai_json_object_mode_puts_the_schema_in_the_text(server: ScriptedLLMServer) -> None:
+    server.push(Reply.json(GOOD))
+    client = make_test_client(server, "openai")
+    client.provider.json_mode = "object"  # type: ignore[attr-defined]
+    client.complete_json(ASK, Reply1)
+    (req,) = server.requests
+    assert req.body["response_format"] == {"type": "json_object"}
+    assert req.body["messages"][0]["content"].count("JSON Schema") == 1
+
+
+@pytest.mark.parametrize("schema", [VerifyReply, ClaimsAndQuestions])
+def test_the_stages_wire_schemas_are_lean(schema: type[BaseModel]) -> None:
+    full, lean = schema.model_json_schema(), wire_schema(schema.model_json_schema())
+    assert len(json.dumps(lean)) < 0.6 * len(json.dumps(full))
+    assert "$ref" not in json.dumps(lean)
+
+
+class Node(BaseModel):
+    name: str
+    children: list[Node] = []
+
+
+def test_a_recursive_schema_keeps_its_definitions() -> None:
+    lean = wire_schema(Node.model_json_schema())
+    assert "$defs" in lean and "Node" in lean["$defs"] and "$ref" in json.dumps(lean)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["title", "description", "name", "type", "x"]), min_size=1, max_size=4, unique=True))
+def test_wire_schema_keeps_every_property_name(names: list[str]) -> None:
+    schema = {
+        "title": "T",
+        "type": "object",
+        "properties": {n: {"type": "string", "title": n.title(), "description": "d"} for n in names},
+        "required": names,
+    }
+    lean = wire_schema(schema)
+    assert list(lean["properties"]) == names and lean["required"] == names
+    assert all(p == {"type": "string"} for p in lean["properties"].values())
+    assert "title" not in lean and "description" not in lean
