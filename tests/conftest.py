@@ -180,26 +180,45 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
 # -- pytest-xdist: what runs where ---------------------------------------------------------------------------------
 
 
+# The modules that start Ray. They run in one worker, one after another (`pytest_xdist_make_scheduler`): two local
+# Rays at once on 2 cores starve each other, and a second ``ray.init`` can attach to the first one's cluster.
+RAY_MODULES = frozenset(
+    {
+        "tests/runs/test_ray.py",
+        "tests/test_engines_property.py",
+        "tests/pipeline/test_attack_second.py",
+        "tests/test_benchmarks.py",
+    }
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that takes ``shared_nli`` slow."""
+    """Mark every test that takes ``shared_nli`` slow; refuse a Ray test in a module ``RAY_MODULES`` does not name."""
     for item in items:
         if "shared_nli" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("ray") is not None and item.nodeid.split("::")[0] not in RAY_MODULES:
+            raise pytest.UsageError(f"{item.nodeid} starts Ray: add its module to RAY_MODULES in tests/conftest.py")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Each module in one worker (its module fixtures are built once); the modules that start Ray in one worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesRayTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "ray" if module in RAY_MODULES else module
+
+    return ModulesRayTogether(config, log)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def one_ray_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Hold a machine-wide lock while a module that starts Ray runs.
-
-    ``--dist loadfile`` keeps each module in one worker (its module fixtures are built once); this lock keeps two
-    modules that start Ray, in two workers or in two test runs on one machine, from running at once (two local Rays
-    on 2 cores starve each other, and a second ``ray.init`` can attach to the first one's cluster). Autouse and
-    module-scoped, it is taken before the module's own Ray fixture starts Ray. The operating system lets the lock go
-    when its holder dies.
-    """
-    module = request.node
-    mine = [item for item in module.session.items if getattr(item, "module", None) is module.obj]
-    if not any(item.get_closest_marker("ray") is not None for item in mine):
+    """Hold a machine-wide lock while a module that starts Ray runs, so that two test runs on one machine never run
+    Ray at once (within one run the scheduler already keeps those modules in one worker). The operating system lets
+    the lock go when its holder dies."""
+    if request.node.nodeid not in RAY_MODULES:
         yield
         return
     import fcntl

@@ -28,7 +28,7 @@ PROVIDERS = {
 ASK = [Message(role="system", content="You grade claims."), Message(role="user", content="Is the sky blue?")]
 PROMPT = PromptRef(name="faults", version="1")
 POLICY = RetryPolicy(max_attempts=3, max_total_seconds=60, initial_wait=0.01, max_wait=0.02, jitter=0.001)
-TIMEOUT = 0.25  # the client's; a slow reply takes longer
+TIMEOUT = 0.5  # the client's; a slow reply takes longer (0.25 timed out good replies on a loaded 2-core machine)
 
 
 class Verdict(BaseModel):
@@ -83,8 +83,8 @@ FAULTS: dict[str, Fault] = {
     "500 once": Fault(lambda: [Reply.error(500), _good()], Expect(None, 2, 1, sleeps=1)),
     "503 twice": Fault(lambda: [Reply.error(503), Reply.error(503), _good()], Expect(None, 3, 1, sleeps=2)),
     "503 every time": Fault(lambda: [Reply.error(503)] * 3, Expect(errors.ServerError, 3, 0, sleeps=2)),
-    "timeout once": Fault(lambda: [Reply.slow(1.0), _good()], Expect(None, 2, 1, sleeps=1)),
-    "timeout every time": Fault(lambda: [Reply.slow(1.0)] * 3, Expect(errors.LLMTimeoutError, 3, 0, sleeps=2)),
+    "timeout once": Fault(lambda: [Reply.slow(1.5), _good()], Expect(None, 2, 1, sleeps=1)),
+    "timeout every time": Fault(lambda: [Reply.slow(1.5)] * 3, Expect(errors.LLMTimeoutError, 3, 0, sleeps=2)),
     "HTTP 200 body not JSON": Fault(lambda: [Reply.malformed_body(), _good()], Expect(None, 2, 1, sleeps=1)),
     # bad replies: billed, re-asked with the problem named, never cached
     "truncated JSON once": Fault(lambda: [Reply.truncated('{"label": "SUPP'), _good()], Expect(None, 2, 2)),
