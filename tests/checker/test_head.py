@@ -63,6 +63,13 @@ def test_features_measure_what_they_say() -> None:
 
     negated = claim_features("The tower was not completed in 1889.", _nli(source), src)
     assert negated[F["negation_mismatch"]] == 1.0
+    # lexical evidence (issue 33): word for word, or the same content words in the same order in one sentence
+    verbatim = claim_features("the EIFFEL tower, in Paris was completed in 1889", _nli(source), src)
+    assert verbatim[F["verbatim"]] == 1.0 and verbatim[F["ordered_terms"]] == 1.0
+    assert grounded[F["verbatim"]] == 0.0 and grounded[F["ordered_terms"]] == 1.0  # "Eiffel" left out: in order
+    swapped = claim_features("Paris tower 1889 completed.", _nli(source), src)
+    assert swapped[F["verbatim"]] == 0.0 and swapped[F["ordered_terms"]] == pytest.approx(0.5)
+    assert wrong[F["passage_name_coverage"]] == pytest.approx(0.5)  # Napoleon is not in the best passage
     assert len(grounded) == len(FEATURES) and all(math.isfinite(v) for v in grounded + wrong + negated)
 
 
