@@ -93,7 +93,9 @@ class EvidenceSelector:
                 if self.k is not None:
                     ranked = ranked[: self.k]
                 centred = index.windows(claim, self.sentences, self.shapes) if index is not None else []
-                st = _ClaimState(item=i, claim=claim, queue=[], result=ClaimNLI(passages_total=len(passages)))
+                # the windows count as evidence beside the passages: "passages scored 3 of 19" never reads 3 of 17
+                total = len(passages) + len(centred)
+                st = _ClaimState(item=i, claim=claim, queue=[], result=ClaimNLI(passages_total=total))
                 plans.append((st, next(claim_tokens), [passages[r] for r in ranked], centred))
                 states.append(st)
         # the centred windows' own token counts, in one call (a window that fits next to its claim is never cut)

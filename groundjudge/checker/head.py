@@ -30,7 +30,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from groundjudge.checker import signals
-from groundjudge.chunking import split_sentences
 from groundjudge.errors import ConfigError
 from groundjudge.models import ClaimNLI, LocalThresholds
 
@@ -104,7 +103,7 @@ class Sources:
             numbers=frozenset(signals.numbers(text)),
             n_terms=len(terms),
             plain=f" {signals.plain_words(text)} ",
-            sentences=tuple(tuple(signals.terms(s.text)) for c in contexts for s in split_sentences(c)),
+            sentences=tuple(tuple(signals.terms(s)) for c in contexts for s in signals.rough_sentences(c)),
         )
 
 

@@ -35,6 +35,15 @@ def plain_words(text: str) -> str:
     return _PLAIN.sub(" ", text.lower()).strip()
 
 
+_ROUGH_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def rough_sentences(text: str) -> list[str]:
+    """A text cut at sentence ends and line breaks, roughly (no offsets, abbreviations not spared): enough to ask
+    which sentence holds a claim's words (``chunking.split_sentences`` is the careful one)."""
+    return [s for s in _ROUGH_END.split(text) if s.strip()]
+
+
 def _common_in_order(a: Sequence[str], b: Sequence[str]) -> int:
     """Length of the longest common subsequence of two word lists."""
     row = [0] * (len(b) + 1)
