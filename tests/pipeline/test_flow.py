@@ -305,7 +305,7 @@ class _DeferredOnce:
     def needs_compare(self, w: Work) -> bool:
         return False
 
-    def compare(self, w: Work) -> None:
+    def compare(self, works: list[Work]) -> None:
         raise AssertionError("never asked")
 
     def needs_second(self, w: Work) -> bool:
