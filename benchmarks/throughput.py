@@ -8,24 +8,32 @@ call is made. Per run:
 - ideal = calls x mean reply time / concurrency (every slot busy from the first call to the last);
 - span utilisation = reply seconds / (concurrency x span of the calls, first sent to last answered): 1.0 when no slot
   ever idles;
-- rows/s, and the NLI-only time of the same rows (nli mode, no LLM), the floor a run cannot go below;
+- rows/s, and the NLI-only time of the same rows (nli mode, no LLM, run just before in the same process), the
+  floor a run cannot go below: the bound is max(ideal, NLI only) and ``wall/bound`` how close the run comes to it
+  (target: at most 1.25 on long answers at concurrency 32);
+- the QA check's comparison against the evidence NLI on the same rows: the model's calls of the first cold run,
+  each kind replayed alone in this process with nothing else running, in CPU seconds (``qa_share``: QA CPU /
+  evidence CPU, target at most 0.25), with the pairs and forward passes of each (``--no-qa-share`` skips it);
 - the span utilisation of an engine that costs nothing but the replies (claims calls first, each slot refilled at
   once; reply times drawn from the same lognormal, 300 draws): what scheduling alone can reach, since the last
   calls' slowest replies make the span's tail (``greedy_bound``).
 
 With ``--warm-nli`` each concurrency runs once more with the NLI scores read from a cache filled by an unmeasured
 run (every LLM call still made, as in a rerun with another judge or prompt): the engine alone, without the CPU's
-share of the work. On 2 CPU cores the NLI of 160 answers takes longer than the calls' ideal at concurrency 32, so
-only this run can say whether the engine keeps 32 slots busy.
+share of the work; its bound takes the NLI-only time with the same cache. On 2 CPU cores the NLI of 160 answers
+takes longer than the calls' ideal at concurrency 32, so only this run can say whether the engine keeps 32 slots
+busy.
 
 With ``--rate-limit N`` one more run at the highest concurrency against a server that answers HTTP 429 (with
 Retry-After) past N requests in any second: 429s seen, requests/s against the limit, rows lost (must be 0) and calls
 billed twice (must be 0).
 
-    .venv/bin/python benchmarks/throughput.py --limit 160 --offset 160 --concurrency 8,32
+    .venv/bin/python benchmarks/throughput.py --limit 160 --offset 160 --concurrency 8,32 --warm-nli   # long
+    .venv/bin/python benchmarks/throughput.py --short --limit 480 --concurrency 32 --warm-nli           # short
 
 Rows from ``--offset``: the engine's defaults were chosen on rows 1-160 of faithbench-dev, so the default offset
-measures on rows never used for that. Last line: one JSON object.
+measures on rows never used for that. ``--short``: short answers, each Factcheck-GPT claim as an answer with its
+snippet as the source (``--data`` defaults to factcheckgpt-stance.jsonl). Last line: one JSON object.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ from groundjudge.checker.nli import NLIModel
 from groundjudge.config import Config
 from groundjudge.llm import Limits, RetryPolicy, make_client
 from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.pipeline.steps import Steps
 from groundjudge.testing import (
     Latency,
     RateLimit,
@@ -93,6 +102,79 @@ def call_key(req: RecordedRequest) -> tuple[int, str] | None:
         found = re.search(r"\[([0-9a-f]{12})\]", fenced_block(req, "QUESTIONS"))
         return (1, found.group(1)) if found else None
     return None
+
+
+class Tagged(Steps):
+    """The steps, with the QA check's comparison tagged (:data:`COMPARING`), so that the model's calls can be told
+    apart: the evidence NLI's and the QA comparison's."""
+
+    def _answers_agree(self, pairs: Any) -> list[float]:
+        COMPARING.on = True
+        try:
+            return super()._answers_agree(pairs)
+        finally:
+            COMPARING.on = False
+
+
+COMPARING = threading.local()
+
+
+class TaggedEvaluator(Evaluator):
+    @property
+    def steps(self) -> Steps:
+        return Tagged(super().steps.ctx)
+
+
+class Recorder:
+    """The model's calls in one run (``nli.predict`` wrapped): (QA comparison?, pairs) in order."""
+
+    def __init__(self, nli: NLIModel) -> None:
+        self.nli, self.calls = nli, []  # type: ignore[var-annotated]
+
+    def __enter__(self) -> Recorder:
+        inner = self.nli.predict
+
+        def predict(pairs: Any) -> Any:
+            self.calls.append((bool(getattr(COMPARING, "on", False)), list(pairs)))
+            return inner(pairs)
+
+        self.nli.predict = predict  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.nli.predict  # the class's own again
+
+
+def qa_share(nli: NLIModel, calls: list[tuple[bool, list[tuple[str, str]]]], repeat: int = 2) -> dict[str, Any]:
+    """The recorded calls of each kind replayed alone (the same calls, so the same batches), CPU seconds of this
+    process, the least of ``repeat`` alternating rounds: the QA comparison's against the evidence NLI's."""
+    kinds = {"qa": [p for qa, p in calls if qa], "evidence": [p for qa, p in calls if not qa]}
+    cpu: dict[str, float] = {k: math.inf for k in kinds}
+    for _ in range(repeat):
+        for kind, batches in kinds.items():
+            passes = nli.forward_passes
+            t0 = time.process_time()
+            for pairs in batches:
+                nli.predict(pairs)
+            cpu[kind] = min(cpu[kind], time.process_time() - t0)
+            kinds_passes = nli.forward_passes - passes
+            cpu[f"{kind}_passes"] = kinds_passes
+    return {
+        "qa_cpu_s": round(cpu["qa"], 2),
+        "evidence_cpu_s": round(cpu["evidence"], 2),
+        "qa_share": round(cpu["qa"] / cpu["evidence"], 3) if cpu["evidence"] else None,
+        "qa_pairs": sum(len(p) for p in kinds["qa"]),
+        "evidence_pairs": sum(len(p) for p in kinds["evidence"]),
+        "qa_calls": len(kinds["qa"]),
+        "qa_forward_passes": int(cpu["qa_passes"]),
+        "evidence_forward_passes": int(cpu["evidence_passes"]),
+    }
+
+
+def short_rows(path: str, offset: int, limit: int) -> list[dict[str, Any]]:
+    """Short answers: each claim row's claim as the answer, its snippet as the source."""
+    rows = [r for r in read_rows(path) if r.get("claim")][offset : offset + limit]
+    return [{"id": r["id"], "answer": r["claim"], "contexts": r["contexts"]} for r in rows]
 
 
 class Timed:
@@ -149,7 +231,7 @@ def evaluator(
         llm=MODEL, base_url=server.openai_base_url, qa=True, cache_dir=str(cache_dir), cache_mode="off", **kw
     )
     if nli_cache is None:
-        return Evaluator(config, nli=nli)
+        return TaggedEvaluator(config, nli=nli)
     c = config
     client = make_client(
         MODEL,
@@ -159,7 +241,7 @@ def evaluator(
         retry=RetryPolicy(max_attempts=c.max_attempts),
         limits=Limits(c.concurrency, c.rpm, c.tpm, c.adaptive_concurrency),
     )
-    return Evaluator(config, nli=nli, client=client, cache=Cache(nli_cache, mode="use"))
+    return TaggedEvaluator(config, nli=nli, client=client, cache=Cache(nli_cache, mode="use"))
 
 
 def greedy(waits: list[tuple[float, float]], concurrency: int) -> float:
@@ -202,8 +284,23 @@ def greedy_bound(answers: int, concurrency: int, median: float, sigma: float, dr
     }
 
 
+def nli_only(nli: NLIModel, rows: list[dict[str, Any]], batch_size: int, cache: Path | None) -> float:
+    """Seconds of the NLI-only run of the rows (nli mode, no LLM; NLI scores read from ``cache`` if given)."""
+    c = Cache(cache, mode="use") if cache is not None else None
+    ev = Evaluator(Config(mode="nli", cache_mode="off"), nli=nli, cache=c)
+    t0 = time.perf_counter()
+    list(ev.evaluate_many(rows, batch_size=batch_size))
+    return time.perf_counter() - t0
+
+
 def measure(
-    name: str, ev: Evaluator, latency: Timed, rows: list[dict[str, Any]], concurrency: int, batch_size: int
+    name: str,
+    ev: Evaluator,
+    latency: Timed,
+    rows: list[dict[str, Any]],
+    concurrency: int,
+    batch_size: int,
+    nli_seconds: float,
 ) -> dict[str, Any]:
     latency.clear()
     t0 = time.perf_counter()
@@ -214,13 +311,18 @@ def measure(
     reply_seconds = sum(w for _, w in calls)
     span = max(a + w for a, w in calls) - min(a for a, _ in calls) if calls else 0.0
     mean = reply_seconds / len(calls) if calls else 0.0
+    ideal = len(calls) * mean / concurrency
+    bound = max(ideal, nli_seconds)
     return {
         "run": name,
         "concurrency": concurrency,
         "rows": len(reports),
         "calls": len(calls),
         "wall_s": round(wall, 2),
-        "ideal_s": round(len(calls) * mean / concurrency, 2),
+        "ideal_s": round(ideal, 2),
+        "nli_only_s": round(nli_seconds, 2),
+        "bound_s": round(bound, 2),
+        "wall/bound": round(wall / bound, 3) if bound else None,
         "span_utilisation": round(reply_seconds / (concurrency * span), 3) if span else None,
         "greedy_same_replies": round(greedy(same, concurrency), 3) if same else None,
         "rows_per_s": round(len(reports) / wall, 2),
@@ -230,7 +332,8 @@ def measure(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(SHARED / "benchmarks" / "faithbench-dev.jsonl"))
+    ap.add_argument("--data", default=None, help="default: faithbench-dev.jsonl (--short: factcheckgpt-stance.jsonl)")
+    ap.add_argument("--short", action="store_true", help="short answers: each claim row's claim as the answer")
     ap.add_argument("--limit", type=int, default=160, help="answers")
     ap.add_argument("--offset", type=int, default=160, help="rows skipped first (see above)")
     ap.add_argument("--concurrency", default="8,32,64", help="comma-separated")
@@ -246,9 +349,15 @@ def main() -> None:
         help="also run each concurrency with the NLI scores cached (every LLM call still made): the engine alone, "
         "without the CPU's share of the work",
     )
+    ap.add_argument("--no-qa-share", action="store_true", help="skip replaying the QA and evidence NLI calls")
     args = ap.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
-    rows = [r for r in read_rows(args.data, args.offset + args.limit)[args.offset :] if "answer" in r]
+    default = "factcheckgpt-stance.jsonl" if args.short else "faithbench-dev.jsonl"
+    data = args.data or str(SHARED / "benchmarks" / default)
+    if args.short:
+        rows = short_rows(data, args.offset, args.limit)
+    else:
+        rows = [r for r in read_rows(data, args.offset + args.limit)[args.offset :] if "answer" in r]
     nli = NLIModel.shared(args.nli_model or default_nli_model())
     latency = Timed(args.median, args.sigma)
     plain = route({"claims": extract, "claims_qa": keyed_extract, "judge": verify, "verify": verify})
@@ -256,22 +365,26 @@ def main() -> None:
     results = []
     keep = tempfile.TemporaryDirectory()  # the NLI cache of the --warm-nli runs, kept for the rate-limited one
     warm = Path(keep.name) / "nli"
+    recorded: list[tuple[bool, list[tuple[str, str]]]] = []
+    levels = [int(x) for x in args.concurrency.split(",")]
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(script) as server:
         base = Path(tmp)
-        t0 = time.perf_counter()
-        nli_only = Evaluator(Config(mode="nli", cache_mode="off"), nli=nli, cache=Cache(base / "n", mode="off"))
-        list(nli_only.evaluate_many(rows, batch_size=args.batch_size))
-        nli_seconds = time.perf_counter() - t0
-        for i, c in enumerate(int(x) for x in args.concurrency.split(",")):
+        nli_seconds = 0.0
+        for i, c in enumerate(levels):  # the NLI-only run just before each run: the same load on the machine
+            nli_seconds = nli_only(nli, rows, args.batch_size, None)
             ev = evaluator(server, nli, base / f"c{i}", concurrency=c, window=args.window)
-            results.append(measure(f"cascade+QA c={c}", ev, latency, rows, c, args.batch_size))
+            with Recorder(nli) as rec:
+                results.append(measure(f"cascade+QA c={c}", ev, latency, rows, c, args.batch_size, nli_seconds))
+            recorded = recorded or rec.calls
         if args.warm_nli:
-            top = max(int(x) for x in args.concurrency.split(","))  # fill the NLI cache (not measured)
-            prime = evaluator(server, nli, base / "prime", nli_cache=warm, concurrency=top)
+            prime = evaluator(server, nli, base / "prime", nli_cache=warm, concurrency=max(levels))  # not measured
             list(prime.evaluate_many(rows, batch_size=args.batch_size))
-            for i, c in enumerate(int(x) for x in args.concurrency.split(",")):
+            nli_only(nli, rows, args.batch_size, warm)  # the NLI-only run's own pairs (nli mode's claims) cached
+            for i, c in enumerate(levels):
+                cached = nli_only(nli, rows, args.batch_size, warm)
                 ev = evaluator(server, nli, base / f"w{i}", nli_cache=warm, concurrency=c, window=args.window)
-                results.append(measure(f"NLI cached c={c}", ev, latency, rows, c, args.batch_size))
+                results.append(measure(f"NLI cached c={c}", ev, latency, rows, c, args.batch_size, cached))
+    share = qa_share(nli, recorded) if recorded and not args.no_qa_share else None
 
     def limited_run(nli_cache: Path | None) -> dict[str, Any]:
         c = max(int(x) for x in args.concurrency.split(","))
@@ -305,9 +418,15 @@ def main() -> None:
         print("against a rate limit:", json.dumps(limited))
     if limited_warm is not None:
         print("against a rate limit, NLI cached:", json.dumps(limited_warm))
-    print(f"NLI only (same rows, nli mode, no LLM): {nli_seconds:.1f} s")
-    levels = sorted({int(x) for x in args.concurrency.split(",")})
-    bounds = {c: greedy_bound(len(rows), c, args.median, args.sigma) for c in levels}
+    print(f"NLI only (same rows, nli mode, no LLM), before the last cold run: {nli_seconds:.1f} s")
+    if share is not None:
+        print(
+            f"QA comparison against the evidence NLI (first cold run's model calls replayed): {share['qa_cpu_s']} s "
+            f"against {share['evidence_cpu_s']} s of CPU, {share['qa_share']} ({share['qa_pairs']} pairs in "
+            f"{share['qa_calls']} calls, {share['qa_forward_passes']} forward passes, against "
+            f"{share['evidence_pairs']} pairs in {share['evidence_forward_passes']})"
+        )
+    bounds = {c: greedy_bound(len(rows), c, args.median, args.sigma) for c in sorted(set(levels))}
     for c, b in bounds.items():
         print(
             f"an engine that costs nothing but the replies, c={c}: span utilisation {b['mean']} "
@@ -315,8 +434,15 @@ def main() -> None:
         )
     summary = {
         "answers": len(rows),
+        "short": args.short,
         "latency": {"median": args.median, "sigma": args.sigma},
         "nli_only_s": round(nli_seconds, 2),
+        "wall_over_bound": {r["concurrency"]: r["wall/bound"] for r in results if r["run"].startswith("cascade")},
+        "wall_over_bound_nli_cached": {
+            r["concurrency"]: r["wall/bound"] for r in results if r["run"].startswith("NLI cached")
+        }
+        or None,
+        "qa_share": share,
         "runs": {
             r["concurrency"]: {k: v for k, v in r.items() if k not in ("run", "concurrency")}
             for r in results
@@ -332,7 +458,14 @@ def main() -> None:
         "greedy_bound": bounds,
         "rate_limited": limited,
         "rate_limited_nli_cached": limited_warm,
-        "targets": {"span_utilisation": 0.85, "share_of_limit": 0.85, "rows_lost": 0, "billed_twice": 0},
+        "targets": {
+            "span_utilisation": 0.85,
+            "wall_over_bound": 1.25,
+            "qa_share": 0.25,
+            "share_of_limit": 0.85,
+            "rows_lost": 0,
+            "billed_twice": 0,
+        },
     }
     print(json.dumps(summary))
 

@@ -285,8 +285,23 @@ def test_throughput_benchmark_on_a_slice(tmp_path: Path) -> None:
         assert 0 < run_["greedy_same_replies"] <= 1  # each answer's two calls were told apart
         bound = out["greedy_bound"][c]
         assert 0 < bound["p10"] <= bound["mean"] <= bound["p90"] <= 1
+        # issue 32: the bound max(ideal, NLI only) and how close the run came to it, cold and with the NLI cached
+        assert run_["bound_s"] == max(run_["ideal_s"], run_["nli_only_s"]) and run_["wall/bound"] > 0
+        assert out["wall_over_bound"][c] == run_["wall/bound"] and out["wall_over_bound_nli_cached"][c] > 0
     limited = out["rate_limited"]
     assert limited["rows_lost"] == 0 and limited["billed_twice"] == 0
+    share = out["qa_share"]  # the QA comparison's model calls against the evidence NLI's, replayed alone
+    assert share["evidence_pairs"] > 0 and share["evidence_cpu_s"] > 0 and share["qa_share"] >= 0
+    assert share["qa_calls"] <= 2 * (6 // 32 + 1)  # one batch of answers: one way, then the other for those that pass
+
+
+def test_throughput_benchmark_on_short_answers(tmp_path: Path) -> None:
+    out = run(
+        "throughput.py",
+        *("--short", "--limit", "4", "--offset", "0", "--concurrency", "4", "--median", "0.02", "--sigma", "0.2"),
+        cache=tmp_path,
+    )
+    assert out["short"] and out["answers"] == 4 and out["runs"]["4"]["calls"] == 8 and out["runs"]["4"]["errors"] == 0
 
 
 def test_the_greedy_bound_of_the_throughput_benchmark() -> None:

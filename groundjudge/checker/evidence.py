@@ -1,61 +1,30 @@
 """Evidence selection: which passages each claim is scored against, and the per-claim NLI result.
 
-Passages are ranked for each claim by BM25; the top ``k`` (or all) are scored in rounds (rank 1, then ranks 2-3,
-then the rest), batched across every claim of every sample in the call. A claim stops once a passage entails it at
+Passages are ranked for each claim by BM25; the top ``k`` (or all) are scored, with windows centred on the claim's
+best-matching sentences (``checker.windows``: the best sentence alone first, then the passages, then the sentence
+with its neighbours), in rounds (the first in the queue, then the next two, then the rest), batched across every
+claim of every sample in the call. A claim stops once a passage entails it at
 ``early_exit`` or above. A claim too long to fit next to a passage gets that passage cut into smaller windows, so
 that nothing is truncated; a claim too long for the model's window at all comes back unscored with ``error`` set.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from groundjudge.checker.bm25 import BM25
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer
-from groundjudge.checker.signals import terms
+from groundjudge.checker.windows import SHAPES, SentenceIndex
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import InputError
 from groundjudge.models import ClaimNLI, Passage
 
+SENTENCES = 1  # best-matching sentences per claim whose centred windows are scored beside the passages
 ROUNDS = (1, 2)  # ranks scored in round 1, then round 2; every later round takes the rest up to k
-
-
-class BM25:
-    """Okapi BM25 over one sample's passages."""
-
-    def __init__(self, docs: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
-        self.tfs = [Counter(terms(d)) for d in docs]
-        self.lens = [sum(tf.values()) for tf in self.tfs]
-        self.avg = (sum(self.lens) / len(self.lens)) if self.lens else 0.0
-        df: Counter[str] = Counter()
-        for tf in self.tfs:
-            df.update(tf.keys())
-        n = len(docs)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
-        self.k1, self.b = k1, b
-
-    def scores(self, query: str) -> list[float]:
-        q = set(terms(query))
-        out = []
-        for tf, length in zip(self.tfs, self.lens, strict=True):
-            s = 0.0
-            norm = self.k1 * (1 - self.b + self.b * length / self.avg) if self.avg else self.k1
-            for t in q:
-                f = tf.get(t)
-                if f:
-                    s += self.idf[t] * f * (self.k1 + 1) / (f + norm)
-            out.append(s)
-        return out
-
-    def rank(self, query: str) -> list[int]:
-        """Passage indices, best first; ties keep document order."""
-        scores = self.scores(query)
-        return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
 
 
 @dataclass
@@ -76,12 +45,24 @@ class EvidenceSelector:
         early_exit: stop a claim once a passage entails it at this probability (None: never stop early).
     """
 
-    def __init__(self, scorer: NLIScorer, k: int | None = 4, early_exit: float | None = 0.9) -> None:
+    def __init__(
+        self,
+        scorer: NLIScorer,
+        k: int | None = 4,
+        early_exit: float | None = 0.9,
+        sentences: int | None = None,
+        shapes: Sequence[str] = SHAPES,
+    ) -> None:
         if k is not None and k < 1:
             raise ValueError("k must be >= 1 or None (all passages)")
+        sentences = SENTENCES if sentences is None else sentences
+        if sentences < 0:
+            raise ValueError("sentences must be >= 0")
         self.scorer = scorer
         self.k = k
         self.early_exit = early_exit
+        self.sentences = sentences
+        self.shapes = tuple(shapes)
 
     def _fit(self, passage: Passage, claim_tokens: int) -> list[Passage]:
         """The passage, or windows of it small enough to sit next to the claim within the model's limit."""
@@ -103,19 +84,28 @@ class EvidenceSelector:
         states: list[_ClaimState] = []
         all_claims = [c for claims, _ in items for c in claims]
         claim_tokens = iter(self.scorer.model.count_tokens(all_claims))
+        plans: list[tuple[_ClaimState, int, list[Passage], list[Passage]]] = []
         for i, (claims, passages) in enumerate(items):
             bm25 = BM25([p.text for p in passages]) if claims and len(passages) > 1 else None
+            index = SentenceIndex(passages) if claims and self.sentences else None
             for claim in claims:
-                n_tok = next(claim_tokens)
                 ranked = bm25.rank(claim) if bm25 is not None else list(range(len(passages)))
                 if self.k is not None:
                     ranked = ranked[: self.k]
-                result = ClaimNLI(passages_total=len(passages))
-                try:
-                    queue = [w for r in ranked for w in self._fit(passages[r], n_tok)]
-                except InputError as exc:  # this claim only: the others of the batch are scored as usual
-                    queue, result.error = [], str(exc)
-                states.append(_ClaimState(item=i, claim=claim, queue=queue, result=result))
+                centred = index.windows(claim, self.sentences, self.shapes) if index is not None else []
+                # the windows count as evidence beside the passages: "passages scored 3 of 19" never reads 3 of 17
+                total = len(passages) + len(centred)
+                st = _ClaimState(item=i, claim=claim, queue=[], result=ClaimNLI(passages_total=total))
+                plans.append((st, next(claim_tokens), [passages[r] for r in ranked], centred))
+                states.append(st)
+        # the centred windows' own token counts, in one call (a window that fits next to its claim is never cut)
+        counts = iter(self.scorer.model.count_tokens([w.text for *_, centred in plans for w in centred]))
+        for st, n_tok, ranked_passages, centred in plans:
+            centred = [w.model_copy(update={"n_tokens": next(counts)}) for w in centred]
+            try:  # the best sentence's window first (short: a claim it entails stops early), then the passages
+                st.queue = [w for p in [*centred[:1], *ranked_passages, *centred[1:]] for w in self._fit(p, n_tok)]
+            except InputError as exc:  # this claim only: the others of the batch are scored as usual
+                st.queue, st.result.error = [], str(exc)
         round_no = 0
         while True:
             width = ROUNDS[round_no] if round_no < len(ROUNDS) else None

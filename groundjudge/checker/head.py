@@ -47,6 +47,9 @@ FEATURES: tuple[str, ...] = (
     "negation_mismatch",  # one of claim and best passage is negated, the other not
     "claim_terms",  # log(1 + content words of the claim)
     "source_terms",  # log(1 + content words of the sources)
+    "verbatim",  # the claim stands in the sources word for word (case, punctuation and whitespace aside)
+    "ordered_terms",  # most of the claim's content words one source sentence holds in the claim's order (share)
+    "passage_name_coverage",  # share of the claim's names in the best passage (a name that differs: counter-evidence)
 )
 LAMBDAS: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0)
 MIN_CLAIMS = 60  # fewer labelled claims than this (or 15 of either class) is too few to fit a head
@@ -77,6 +80,8 @@ class Sources:
     bigrams: frozenset[tuple[str, str]]
     numbers: frozenset[str]
     n_terms: int
+    plain: str = ""  # the sources as signals.plain_words writes them, between spaces
+    sentences: tuple[tuple[str, ...], ...] = ()  # each sentence's content words, in order
 
     @classmethod
     def memo(cls, seen: dict[tuple[str, ...], Sources], contexts: Sequence[str]) -> Sources:
@@ -97,6 +102,8 @@ class Sources:
             bigrams=frozenset(itertools.pairwise(terms)),
             numbers=frozenset(signals.numbers(text)),
             n_terms=len(terms),
+            plain=f" {signals.plain_words(text)} ",
+            sentences=tuple(tuple(signals.terms(s)) for c in contexts for s in signals.rough_sentences(c)),
         )
 
 
@@ -127,6 +134,9 @@ def claim_features(claim: str, nli: ClaimNLI, sources: Sources) -> list[float]:
         1.0 if _negated(claim) != _negated(passage) else 0.0,
         math.log1p(len(terms)),
         math.log1p(sources.n_terms),
+        1.0 if (plain := signals.plain_words(claim)) and f" {plain} " in sources.plain else 0.0,
+        signals.ordered_share(terms, sources.sentences),
+        sum(n in passage.lower() for n in names) / len(names) if names else 1.0,
     ]
 
 

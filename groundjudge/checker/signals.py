@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _STOP = frozenset(
@@ -23,6 +24,48 @@ def terms(text: str) -> list[str]:
             t = t[:-1]  # crude plural folding: "wins" ~ "win"
         out.append(t)
     return out
+
+
+_PLAIN = re.compile(r"[^\w]+")
+
+
+def plain_words(text: str) -> str:
+    """A text's words, lower-cased, joined by single spaces (punctuation and whitespace runs dropped): two texts
+    that differ only in case, punctuation and spacing read the same."""
+    return _PLAIN.sub(" ", text.lower()).strip()
+
+
+_ROUGH_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def rough_sentences(text: str) -> list[str]:
+    """A text cut at sentence ends and line breaks, roughly (no offsets, abbreviations not spared): enough to ask
+    which sentence holds a claim's words (``chunking.split_sentences`` is the careful one)."""
+    return [s for s in _ROUGH_END.split(text) if s.strip()]
+
+
+def _common_in_order(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two word lists."""
+    row = [0] * (len(b) + 1)
+    for x in a:
+        prev = 0
+        for j, y in enumerate(b, start=1):
+            prev, row[j] = row[j], prev + 1 if x == y else max(row[j], row[j - 1])
+    return row[-1]
+
+
+def ordered_share(claim_terms: Sequence[str], sentences: Sequence[Sequence[str]]) -> float:
+    """The largest share of a claim's content words that one sentence holds in the claim's order (1.0: the claim's
+    content words stand in one sentence, in order, whatever lies between them)."""
+    if not claim_terms:
+        return 0.0
+    words = set(claim_terms)
+    best = 0
+    for sent in sentences:
+        if 2 * len(words.intersection(sent)) < len(words) or len(words.intersection(sent)) <= best:
+            continue  # it cannot beat the best so far, nor hold half the claim
+        best = max(best, _common_in_order(claim_terms, sent))
+    return best / len(claim_terms)
 
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:\s?%)?")

@@ -385,6 +385,26 @@ def _batches(lengths: Sequence[int], batch: int, seed: int) -> list[list[int]]:
     return out
 
 
+def _optimizer(model: Any, settings: TuneSettings, total: int) -> tuple[Any, Any]:
+    """AdamW (no weight decay on biases and layer norms) and a linear warm-up then linear decay over ``total``."""
+    import torch
+
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    params = [
+        {
+            "params": [p for n, p in model.named_parameters() if not any(x in n for x in no_decay)],
+            "weight_decay": settings.weight_decay,
+        },
+        {"params": [p for n, p in model.named_parameters() if any(x in n for x in no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(params, lr=settings.lr)
+    warm = max(1, int(settings.warmup * total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: s / warm if s < warm else max(0.0, (total - s) / max(1, total - warm))
+    )
+    return optimizer, scheduler
+
+
 ProgressFn = Callable[[int, int, float], None]
 
 
@@ -436,19 +456,7 @@ def train(
     batch = settings.batch_size or (32 if device != "cpu" else 16)
     steps_per_epoch = math.ceil(len(pairs) / batch)
     total = steps_per_epoch * settings.epochs
-    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
-    params = [
-        {
-            "params": [p for n, p in model.named_parameters() if not any(x in n for x in no_decay)],
-            "weight_decay": settings.weight_decay,
-        },
-        {"params": [p for n, p in model.named_parameters() if any(x in n for x in no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(params, lr=settings.lr)
-    warm = max(1, int(settings.warmup * total))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: s / warm if s < warm else max(0.0, (total - s) / max(1, total - warm))
-    )
+    optimizer, scheduler = _optimizer(model, settings, total)
     anchor = [p.detach().clone() for p in model.parameters()] if settings.l2sp > 0 else []
     cast, scaler = _autocast(device)
     base_probs = torch.tensor([p.base for p in pairs]) if settings.distill > 0 else None
@@ -629,6 +637,32 @@ def fit_held_out_head(
 # -- the whole run ------------------------------------------------------------------------------------------------
 
 
+def _head_oof(
+    model: NLIModel, held: Sequence[TuneExample], nli: Sequence[ClaimNLI], settings: TuneSettings
+) -> dict[str, Any] | None:
+    """The out-of-fold numbers of a head fitted on ``model``'s held-out scores (None: no head asked for, or too
+    few claims for one)."""
+    head, info = fit_held_out_head(model, held, nli, settings)
+    return info.get("out_of_fold") if head is not None else None
+
+
+def compare_models(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    before_head: dict[str, Any] | None = None,
+    after_head: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Whether the tuned model is worse than its base on the held-out slice, as it will be used: with a verdict head
+    on both (out-of-fold balanced accuracy of each model's own head), else on the NLI scores alone (balanced
+    accuracy with cross-fitted thresholds)."""
+    if before_head is not None and after_head is not None:
+        measure, b, a = "balanced accuracy with a verdict head", before_head, after_head
+    else:
+        measure, b, a = "NLI-only balanced accuracy", before, after
+    x, y = float(b["nli_balanced_accuracy"]), float(a["nli_balanced_accuracy"])
+    return {"measure": measure, "before": x, "after": y, "worse": y < x}
+
+
 def _save_base(base_model: NLIModel, out: Path) -> None:
     """Write the base model's weights, config and tokenizer over the tuned ones in ``out`` (full precision)."""
     base_model.model.float().save_pretrained(str(out))
@@ -735,8 +769,10 @@ def tune(
     after_nli = score_claims(tuned, held, settings, cache)
     after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
     kept = state.get("kept", "tuned")
-    worse = after["nli_balanced_accuracy"] < before["nli_balanced_accuracy"]
-    if kept == "tuned" and worse:  # a model that got worse on its own held-out slice is not worth its weights
+    compared = compare_models(
+        before, after, *(_head_oof(m, held, r, settings) for m, r in ((base_model, before_nli), (tuned, after_nli)))
+    )
+    if kept == "tuned" and compared["worse"]:  # a model worse on its own held-out slice is not worth its weights
         _save_base(base_model, out)
         kept = "base"
         state["kept"] = kept  # a rerun resumes the run: OUT holds the base now
@@ -746,9 +782,9 @@ def tune(
     kept_reason = None
     if kept == "base":
         kept_reason = (
-            f"the tuned model was worse on the held-out slice (NLI-only balanced accuracy "
-            f"{before['nli_balanced_accuracy']:.1f} before, {after['nli_balanced_accuracy']:.1f} after): {out} holds "
-            f"the base model {base} instead, with thresholds and head fitted on its own held-out scores"
+            f"the tuned model was worse on the held-out slice ({compared['measure']} {compared['before']:.1f} "
+            f"before, {compared['after']:.1f} after): {out} holds the base model {base} instead, with thresholds and "
+            "head fitted on its own held-out scores"
         )
         log(f"warning: {kept_reason}")
     profile = fit_profile(after_nli, held_labels, settings.cutoffs)
@@ -785,6 +821,7 @@ def tune(
         "after": after,  # the tuned model's, kept or not
         "kept": kept,
         "kept_reason": kept_reason,
+        "compared": compared,
         "before_thresholds": {m: t.model_dump() for m, t in before_profile.items()},
         "thresholds": {} if too_few else {m: t.model_dump() for m, t in profile.items()},
         "thresholds_reason": too_few or None,

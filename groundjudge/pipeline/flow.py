@@ -12,11 +12,12 @@ model runs. Here each answer moves on as soon as its own step is done:
 - with a second judge (README "Second judge"), an answer it looks at makes one more call after its sources-side
   call (:meth:`Steps.needs_second`, :meth:`Steps.second`), last in the pool's order;
 - the NLI stage runs on its own thread, one batch at a time, while calls are in flight; so does the QA check's
-  comparison of an answer's replies (the local model, after its sources-side call), so no call slot waits for the
-  CPU. Its batches are the cut
-  batches (:func:`groundjudge.io.rows.batches`), run in input order as soon as every claim of the batch is known:
-  the NLI model's probabilities move in the 7th digit with the other pairs of a forward pass on some CPUs, so only
-  batches that do not depend on timing give the same reports as a stage-by-stage run (and as the Ray engine);
+  comparison of the answers' replies (the local model, after their sources-side calls), so no call slot waits for
+  the CPU. Its batches are the cut batches (:func:`groundjudge.io.rows.batches`), run in input order as soon as every
+  claim of the batch is known; the comparison of a cut batch's answers is one batch too, run as soon as none of the
+  batch's sources-side calls is still out: the NLI model's probabilities move in the 7th digit with the other pairs
+  of a forward pass on some CPUs, so only batches that do not depend on timing give the same reports as a
+  stage-by-stage run (and as the Ray engine);
 - reports come out in input order.
 
 Per-answer honesty is the batch engine's: a step's failure lands in that answer (:func:`~groundjudge.pipeline.work.
@@ -76,7 +77,7 @@ class Steps(Protocol):
 
     def needs_compare(self, w: Work) -> bool: ...  # after verify: the QA replies wait for the local comparison
 
-    def compare(self, w: Work) -> None: ...  # a local step (the NLI model): run on the NLI thread
+    def compare(self, works: list[Work]) -> None: ...  # a cut batch's waiting answers together: on the NLI thread
 
     def needs_second(self, w: Work) -> bool: ...  # after verify: whether the second judge looks at the answer
 
@@ -109,6 +110,8 @@ class _Batch:
     works: list[Work]
     waiting: int = 0
     scored: list[Work] = field(default_factory=list)  # the answers its NLI stage was given (those not done)
+    verifying: int = 0  # its answers whose sources-side call is not over yet
+    comparing: list[Work] = field(default_factory=list)  # its answers whose QA replies wait for the comparison
 
 
 @dataclass(eq=False)
@@ -192,6 +195,21 @@ class _Flow:
         finally:
             self.events.put(("nli", batch))
 
+    def _compare_task(self, works: list[Work]) -> None:
+        try:
+            self.steps.compare(works)
+        except RUN_STOPS as exc:
+            for w in works:
+                if w.live:
+                    w.stop = exc
+        except BaseException as exc:  # the step guards each answer: a bug, fail them all
+            log.exception("the QA comparison failed")
+            for w in works:
+                if w.live:
+                    w.failed = describe(exc)
+        finally:
+            self.events.put(("compared", works))
+
     # -- the coordinator (the caller's thread) -----------------------------------------------------------------
 
     def _call(self, kind: str, w: Work, step: Callable[[Work], None]) -> None:
@@ -244,27 +262,40 @@ class _Flow:
             assert isinstance(obj, _Batch)
             for w in obj.scored:
                 if self._asks(w, self.steps.needs_verify):
+                    obj.verifying += 1
                     self._call("verify", w, self.steps.verify)
                 else:
                     self._after_verify(w)
                 self.stopping = self.stopping or w.stop is not None
         elif kind == "verify":
             assert isinstance(obj, Work)
+            batch = self.rows[id(obj)].batch
+            batch.verifying -= 1
             if self._asks(obj, self.steps.needs_compare):  # on the NLI thread: the call slot is free at once
-                # a part of the sources-side call, as run_call runs it: its error is the answer's note
-                self.in_flight += 1
-                self.nli.submit(self._task("compared", obj, self.steps.compare))
+                batch.comparing.append(obj)
             else:
                 self._after_verify(obj)
             self.stopping = self.stopping or obj.stop is not None
+            self._compare(batch)
         elif kind == "compared":
-            assert isinstance(obj, Work)
-            self._after_verify(obj)
-            self.stopping = self.stopping or obj.stop is not None
+            assert isinstance(obj, list)
+            for w in obj:
+                self._after_verify(w)
+                self.stopping = self.stopping or w.stop is not None
         else:
             assert isinstance(obj, Work)
             self.rows[id(obj)].done = True
             self.stopping = self.stopping or obj.stop is not None
+
+    def _compare(self, batch: _Batch) -> None:
+        """The QA comparison of a cut batch's waiting answers, together and in input order, once none of its
+        sources-side calls is out (so which answers share the model's batch never depends on timing)."""
+        if batch.verifying or not batch.comparing:
+            return
+        works = sorted(batch.comparing, key=lambda w: self.rows[id(w)].seq)
+        batch.comparing = []
+        self.in_flight += 1
+        self.nli.submit(self._compare_task, works)
 
     @staticmethod
     def _asks(w: Work, needs: Callable[[Work], bool]) -> bool:
@@ -310,6 +341,9 @@ class _Flow:
                 self.rows[id(w)].done = True
                 if kind == "claims":
                     self.rows[id(w)].batch.waiting -= 1
+                elif kind == "verify":
+                    self.rows[id(w)].batch.verifying -= 1
+                    self._compare(self.rows[id(w)].batch)
             else:  # its step is over (it failed or stopped there)
                 self._step_ended(kind, w)
         self._submit_nli()

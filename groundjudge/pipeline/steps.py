@@ -2,10 +2,10 @@
 
 :class:`Steps` implements the protocol :class:`groundjudge.pipeline.flow.Steps` that the flow drives: the claims
 (``claims_local`` / ``claims_call``), the NLI stage and the routing of every claim (``nli_stage``), the one
-sources-side call (``needs_verify`` / ``verify``), the QA check's comparison (``needs_compare`` / ``compare``), the
-second judge (``needs_second`` / ``second``) and the report (``report``). Every part a step needs is in its
-:class:`StepContext`: the :class:`~groundjudge.pipeline.Evaluator` builds one over its own parts, the dry run one
-over clients that never send and caches that are only read.
+sources-side call (``needs_verify`` / ``verify``), the QA check's comparison (``needs_compare``; ``compare`` for the
+answers of a cut batch together), the second judge (``needs_second`` / ``second``) and the report (``report``). Every
+part a step needs is in its :class:`StepContext`: the :class:`~groundjudge.pipeline.Evaluator` builds one over its
+own parts, the dry run one over clients that never send and caches that are only read.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from groundjudge.pipeline.citing import attach_citations, cited_hints, cited_map
 from groundjudge.pipeline.work import RUN_STOPS, SecondPlan, Work, describe, each
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.stages.judge import JudgedClaim, Source, judge_claims, select_sources
-from groundjudge.stages.qa import score_qa
+from groundjudge.stages.qa import AGREE_AT, check_qa
 from groundjudge.stages.route import route_claim
 
 log = logging.getLogger(__name__)
@@ -259,14 +259,38 @@ class Steps:
         """Whether the answer's QA replies wait for their comparison (:meth:`compare`)."""
         return w.qa_replies is not None
 
-    def compare(self, w: Work) -> None:
-        """The QA check's comparison of each question's two replies by the local NLI model, pairs of this answer
-        alone (so its scores never depend on which answers ran with it). A local step: the engine runs it on the NLI
-        thread, so a call slot never waits for the CPU."""
-        answers, w.qa_replies = w.qa_replies or {}, None
-        w.qa = score_qa(w.questions, answers, self._answers_agree)
-        if w.qa.error:
-            w.errors.append(f"QA: {w.qa.error}")
+    def compare(self, works: list[Work]) -> None:
+        """The QA check's comparison of each question's two replies, for the answers of one cut batch whose replies
+        wait (the flow hands them over together, in input order, once none of the batch's sources-side calls is
+        still out, so the batch never depends on timing): the words settle what they can (:func:`check_qa`), the
+        model scores the other pairs of every answer in one sorted batch (cached like the evidence). A local step:
+        the engine runs it on the NLI thread, so a call slot never waits for the CPU. If the shared batch fails,
+        each answer is compared alone, so a failure lands in the answer it belongs to (as the sources-side call's
+        error: the answer goes on, its QA check counted failed)."""
+        live = [w for w in works if w.live and w.qa_replies is not None]
+        try:
+            checks = [check_qa(w.questions, w.qa_replies or {}) for w in live]
+            pairs = [p for c in checks for p in c.pairs]
+            scores = self._answers_agree(pairs) if pairs else []
+        except RUN_STOPS:
+            raise
+        except Exception as exc:
+            if len(live) > 1:
+                log.warning("the QA comparison of %d answers failed; comparing each alone", len(live), exc_info=True)
+                for w in live:
+                    self.compare([w])
+            else:  # recorded in this answer (its QA check counts as failed); the answer goes on
+                log.warning("row %s: the QA comparison failed: %s", live[0].row, describe(exc), exc_info=True)
+                live[0].qa_replies = None
+                live[0].errors.append(describe(exc))
+            return
+        at = 0
+        for w, check in zip(live, checks, strict=True):
+            n = len(check.pairs)
+            w.qa, w.qa_replies = check.result(scores[at : at + n]), None
+            at += n
+            if w.qa.error:
+                w.errors.append(f"QA: {w.qa.error}")
 
     # -- the second judge (README "Second judge"): after verify, never scored --------------------------------
 
@@ -337,8 +361,17 @@ class Steps:
         return self.qa_expected and w.sample.answer is not None and bool(w.claims)
 
     def _answers_agree(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """Entailment both ways between statement pairs, by the local NLI model (the QA check's comparison)."""
-        both = [*pairs, *((b, a) for a, b in pairs)]
-        probs = self.scorer.score(both)
-        n = len(pairs)
-        return [float(min(probs[i][ENTAILMENT], probs[n + i][ENTAILMENT])) for i in range(n)]
+        """Entailment both ways between statement pairs, by the local NLI model (the QA check's comparison): the
+        lower of the two, where it can reach :data:`~groundjudge.stages.qa.AGREE_AT`. Each pair is scored one way
+        first; only a pair that passes there is scored the other way (a pair that fails one way fails both ways:
+        its first score, already below the line, stands for the lower one)."""
+        if not pairs:
+            return []
+        first = self.scorer.score(list(pairs))
+        scores = [float(p[ENTAILMENT]) for p in first]
+        passed = [i for i, s in enumerate(scores) if s >= AGREE_AT]
+        if passed:
+            back = self.scorer.score([(pairs[i][1], pairs[i][0]) for i in passed])
+            for i, p in zip(passed, back, strict=True):
+                scores[i] = min(scores[i], float(p[ENTAILMENT]))
+        return scores

@@ -93,7 +93,10 @@ def _through_evidence(model: NLIModel) -> None:
     assert len(passages) > 2
     selector = EvidenceSelector(NLIScorer(model), k=2, early_exit=None)
     (result,) = selector.check([(["Sentence 3 talks about topic 3."], passages)])[0]
-    assert result.error is None and result.passages_scored == 2 and result.entailment_passage is not None
+    # the two best passages and every window centred on the best sentence (no early exit): the windows count in
+    # passages_total beside the passages
+    windows = result.passages_total - len(passages)
+    assert result.error is None and result.passages_scored == 2 + windows and result.entailment_passage is not None
 
 
 def _softmax(x: Any) -> np.ndarray:

@@ -315,3 +315,16 @@ def test_a_tuned_model_worse_on_its_held_out_slice_is_not_kept(tmp_path: Path, m
     assert NLIModel(str(out), device="cpu").model.config.id2label == NLIModel(str(SHARED_MODEL)).model.config.id2label
     assert json.loads((out / MODEL_PROFILE_FILE).read_text())["meta"]["kept"] == "base"
     assert not any("no verdict head stored" in m for m in said)  # the command prints that, once
+
+
+def test_tune_compares_the_models_as_they_will_be_used() -> None:
+    """Issue 33 §4: with a verdict head on both sides the tuned model is judged by its head's out-of-fold balanced
+    accuracy (what the pipeline will use), else by the NLI scores alone."""
+    from groundjudge.learn.tune import compare_models
+
+    before, after = {"nli_balanced_accuracy": 70.0}, {"nli_balanced_accuracy": 72.0}
+    assert compare_models(before, after)["worse"] is False
+    headed = compare_models(before, after, {"nli_balanced_accuracy": 78.0}, {"nli_balanced_accuracy": 75.0})
+    assert headed["worse"] is True and headed["measure"].endswith("with a verdict head")
+    assert (headed["before"], headed["after"]) == (78.0, 75.0)
+    assert compare_models(before, after, {"nli_balanced_accuracy": 78.0}, None)["measure"].startswith("NLI-only")

@@ -201,7 +201,7 @@ def test_the_call_slots_fill_across_stages_and_batches(
 def test_no_call_slot_waits_for_the_qa_comparison(server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
     """The QA check compares an answer's replies with the local model after its sources-side call; that CPU work
     runs on the NLI thread, so with one call slot the next answer's call goes out while the comparison runs (it
-    used to wait: the slot's thread did the comparison)."""
+    used to wait: the slot's thread did the comparison). Batches of one answer: each is compared alone."""
     ended: list[float] = []
 
     class SlowSteps(Steps):  # the comparison of a slow CPU
@@ -224,11 +224,71 @@ def test_no_call_slot_waits_for_the_qa_comparison(server: ScriptedLLMServer, sha
     )
     first = len(server.requests)
     rows = rows_of([[2, 3], [3, 2]])  # replies "Bradfield." / "traffic." against "1932": only the model can tell
-    reports = list(ev.evaluate_many(rows, batch_size=2))
+    reports = list(ev.evaluate_many(rows, batch_size=1))
     assert [r.id for r in reports] == ["a0", "a1"] and all(r.qa is not None and r.qa.score is not None for r in reports)
     sent = [r.received_at for r in server.requests[first:] if prompt_name(r) == "verify"]
     assert len(sent) == 2 and len(ended) == 2
     assert sent[1] < ended[0]  # the second answer's call did not wait for the first answer's comparison
+
+
+def test_a_cut_batchs_qa_pairs_go_to_the_model_together_and_each_way_only_when_needed(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+) -> None:
+    """Issue 32: the QA comparison of a cut batch's answers is one model batch (the pairs of every answer, in input
+    order, once none of the batch's sources-side calls is out), never one per answer; each pair is scored one way,
+    and the other way only when it passes the first; the decisions are those of scoring both ways."""
+    asked: list[list[tuple[str, str]]] = []
+    scored: list[list[tuple[str, str]]] = []
+
+    class Recording(Steps):
+        def _answers_agree(self, pairs: Any) -> list[float]:
+            asked.append(list(pairs))
+            return super()._answers_agree(pairs)
+
+    class RecordingEvaluator(Evaluator):
+        @property
+        def steps(self) -> Steps:
+            return Recording(super().steps.ctx)
+
+    cache = Cache(tmp_path, mode="off")
+    ev = RecordingEvaluator(
+        Config(llm="openai/gpt-4o-mini", qa=True, concurrency=4),
+        nli=shared_nli,
+        client=make_test_client(server, cache=cache),
+        cache=cache,
+    )
+    scorer = ev.steps.scorer
+    score = scorer.score
+
+    def recorded(pairs: Any) -> Any:
+        scored.append(list(pairs))
+        return score(pairs)
+
+    scorer.score = recorded  # type: ignore[method-assign]
+    # the sources reply "1932": the model decides every pair but a3's first ("1932." settles it)
+    rows = rows_of([[2, 3], [3, 2], [5, 1], [0, 4]])
+    reports = list(ev.evaluate_many(rows, batch_size=3))
+    assert [r.id for r in reports] == ["a0", "a1", "a2", "a3"]
+    # one call for the first batch (three answers, input order), one for the second
+    assert [len(a) for a in asked] == [6, 1]
+    assert [p[1] for p in asked[0]] == ["What does point 1 say? 1932", "What does point 2 say? 1932"] * 3
+    assert asked[0][0][0] == "What does point 1 say? Bradfield." and asked[0][2][0] == "What does point 1 say? traffic."
+    both_ways = [(a, b) for pairs in asked for a, b in pairs]
+    reverse = {(b, a) for a, b in both_ways}
+    firsts = [pairs for pairs in scored if set(pairs) <= set(both_ways)]
+    seconds = [pairs for pairs in scored if pairs and set(pairs) <= reverse]
+    assert [len(p) for p in firsts] == [6, 1]
+    full = scorer.model.predict(both_ways + [(b, a) for a, b in both_ways])
+    n = len(both_ways)
+    passes = [i for i in range(n) if full[i][0] >= 0.5]
+    assert sum(len(p) for p in seconds) == len(passes)  # the other way only for those that pass the first
+    agree = {p: min(full[i][0], full[n + i][0]) >= 0.5 for i, p in enumerate(both_ways)}
+    got = {
+        (f"{it.question} {it.answer_from_answer}", f"{it.question} {it.context_answer}"): it.consistent
+        for r in reports
+        for it in (r.qa.items if r.qa else [])
+    }
+    assert {p: got[p] for p in both_ways} == agree
 
 
 def test_the_input_is_read_only_a_window_ahead(server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path) -> None:
@@ -305,7 +365,7 @@ class _DeferredOnce:
     def needs_compare(self, w: Work) -> bool:
         return False
 
-    def compare(self, w: Work) -> None:
+    def compare(self, works: list[Work]) -> None:
         raise AssertionError("never asked")
 
     def needs_second(self, w: Work) -> bool:

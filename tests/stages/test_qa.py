@@ -298,3 +298,141 @@ def test_a_reply_agrees_with_itself_and_with_a_copy_up_to_case_spacing_and_trail
     agrees_at_once(reply, reply)
     agrees_at_once(reply, copy)
     agrees_at_once(copy, reply)
+
+
+# -- numbers, dates and units written two ways (issue 32) -------------------------------------------------------
+
+WRITTEN_TWO_WAYS = [
+    ("How many?", "1,000", "1000"),
+    ("How many?", "12,345.50 people", "12345.5 people"),
+    ("How many?", "03", "3"),
+    ("How far?", "5 km", "5 kilometres"),
+    ("How far?", "5 km", "5 Kilometers."),
+    ("How fast?", "50 km/h", "50 kilometres per hour"),
+    ("How heavy?", "2.5 kg", "2.50 kilograms"),
+    ("How much?", "5%", "5 per cent"),
+    ("How warm?", "-3 °C", "-3 degrees Celsius"),
+    ("How long?", "3 hours", "3 h"),
+    ("When?", "March 3, 2020", "2020-03-03"),
+    ("When?", "3 March 2020", "March 3rd, 2020"),
+    ("When?", "the 3rd of March 2020", "2020-03-03"),
+    ("When?", "in Sept. 2019", "September 2019"),
+    ("When?", "on March 3, 2020", "2020-03-03"),
+]
+
+
+@pytest.mark.parametrize(("question", "expected", "found"), WRITTEN_TWO_WAYS)
+def test_a_number_date_or_unit_written_another_way_agrees_at_once(question: str, expected: str, found: str) -> None:
+    agrees_at_once(expected, found, question)
+    agrees_at_once(found, expected, question)
+
+
+@pytest.mark.parametrize(
+    ("expected", "found"),
+    [
+        ("1,000", "1,001"),
+        ("March 3, 2020", "March 4, 2020"),
+        ("March 3, 2020", "2020-03-04"),
+        ("2020-03-04", "2020-04-03"),  # the 4th of March is not the 3rd of April
+        ("March 3, 2020", "April 3, 2020"),
+        ("1,5", "15"),  # a decimal comma is not a thousands comma
+        ("5 kilometres", "6 km"),
+    ],
+)
+def test_other_numbers_or_dates_never_agree_even_if_the_model_says_so(expected: str, found: str) -> None:
+    yes = Recorder(1.0)
+    assert not replies_agree(Q, expected, found, yes) and not replies_agree(Q, found, expected, yes)
+    assert yes.calls == []
+
+
+@pytest.mark.parametrize(
+    ("expected", "found"),
+    [
+        ("March 2020", "2020"),  # less said is not another fact: the model decides
+        ("5 km", "5 miles"),
+        ("5 m", "5 metres"),  # "m" may be millions: never read as metres
+        ("1.5 million", "1.5"),
+    ],
+)
+def test_what_the_forms_do_not_settle_goes_to_the_model(expected: str, found: str) -> None:
+    goes_to_the_model(expected, found)
+    goes_to_the_model(found, expected)
+
+
+MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October"]
+MONTH_NAMES += ["November", "December"]
+
+
+@st.composite
+def one_date_two_ways(draw: st.DrawFn) -> tuple[str, str, object]:
+    """Two written forms of one date, and the date."""
+    y, m, d = draw(st.integers(1000, 2999)), draw(st.integers(1, 12)), draw(st.integers(1, 28))
+    name = MONTH_NAMES[m - 1]
+    suffix = draw(st.sampled_from(["", "st", "nd", "rd", "th"]))
+    forms = [
+        f"{y}-{m:02d}-{d:02d}",
+        f"{y}-{m}-{d}",
+        f"{name} {d}{suffix}, {y}",
+        f"{name} {d} {y}",
+        f"{d}{suffix} {name} {y}",
+        f"{d} of {name}, {y}",
+        f"{name[:3]}. {d}, {y}",
+    ]
+    return draw(st.sampled_from(forms)), draw(st.sampled_from(forms)), (y, m, d)
+
+
+@st.composite
+def one_number_two_ways(draw: st.DrawFn) -> tuple[str, str, object]:
+    """Two written forms of one number (with one unit, as a symbol or written out), and the number and unit."""
+    whole, cents = draw(st.integers(0, 10**7)), draw(st.integers(0, 99))
+    forms = [f"{whole}", f"{whole:,}", f"{whole}.0", f"{whole:,}.00"]
+    if cents:
+        forms = [f"{whole}.{cents:02d}", f"{whole:,}.{cents:02d}", f"{whole}.{cents:02d}0"]
+    unit = draw(st.sampled_from([("", ""), ("km", "kilometres"), ("%", "percent"), ("kg", "kilograms")]))
+    return (
+        f"{draw(st.sampled_from(forms))} {unit[0]}".strip(),
+        f"{draw(st.sampled_from(forms))} {draw(st.sampled_from(unit))}".strip(),
+        (whole, cents, unit[0]),
+    )
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.one_of(one_date_two_ways(), one_number_two_ways()), st.sampled_from(["", "in ", "on ", "It was "]))
+def test_one_number_or_date_in_any_two_forms_agrees_at_once(pair: tuple[str, str, object], filler: str) -> None:
+    expected, found, _ = pair
+    agrees_at_once(expected, filler + found)
+    agrees_at_once(filler + found, expected)
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.one_of(one_date_two_ways(), one_number_two_ways()), st.one_of(one_date_two_ways(), one_number_two_ways()))
+def test_two_numbers_or_dates_agree_at_once_exactly_when_they_are_equal(
+    a: tuple[str, str, object], b: tuple[str, str, object]
+) -> None:
+    """Two forms of one value agree at once; a date against another date, or a number against another number (its
+    unit aside), never agrees, whatever the model says."""
+    yes = Recorder(1.0)
+    verdict = replies_agree(Q, a[0], b[1], yes)
+    assert verdict is replies_agree(Q, b[1], a[0], yes)
+    if a[2] == b[2]:
+        assert verdict and not yes.calls
+    elif isinstance(a[2], tuple) and isinstance(b[2], tuple) and len(a[2]) == len(b[2]):
+        same_number = len(a[2]) == 3 and isinstance(a[2][2], str) and a[2][:2] == b[2][:2]  # another unit
+        assert verdict is same_number and (not yes.calls) is (not same_number)
+
+
+def test_check_qa_leaves_the_model_only_the_pairs_the_words_cannot_settle() -> None:
+    from groundjudge.stages.qa import check_qa
+
+    items = [
+        QAItem(question="When?", answer_from_answer="March 3, 2020"),
+        QAItem(question="Who?", answer_from_answer="Eiffel"),
+        QAItem(question="How far?", answer_from_answer="5 km"),
+        QAItem(question="Where?", answer_from_answer="Paris"),
+    ]
+    check = check_qa(items, {"q1": "2020-03-03", "q2": "his firm", "q3": "6 kilometres"})
+    assert check.pairs == [("Who? Eiffel", "Who? his firm")]
+    assert [it.consistent for it in check.result([0.9]).items] == [True, True, False, None]
+    assert [it.consistent for it in check.result(None).items] == [True, False, False, None]
+    assert check.result([0.1]).error == "1 question(s) got no answer from the sources"
+    assert check_qa([], {}).result(None).error == "no verification questions could be asked"
