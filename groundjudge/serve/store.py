@@ -218,6 +218,14 @@ def reviewers(engine: Engine) -> list[dict[str, Any]]:
 # -- decisions ----------------------------------------------------------------------------------------------------
 
 
+def _retried(conn: Connection, table: Any, reviewer_id: int, request_id: str | None) -> Any:
+    """The row this reviewer already stored under ``request_id`` (a retried request is stored once), else None."""
+    if request_id is None:
+        return None
+    where = and_(table.c.reviewer_id == reviewer_id, table.c.request_id == request_id)
+    return conn.execute(select(table).where(where)).first()
+
+
 def _claim(conn: Connection, answer_id: str, claim_id: str) -> int:
     pk = conn.execute(select(db.answers.c.id).where(db.answers.c.answer_id == answer_id)).scalar_one_or_none()
     if pk is None:
@@ -270,13 +278,9 @@ def decide(
 
     def store(conn: Connection) -> dict[str, Any]:
         claim_pk = _claim(conn, answer_id, claim_id)
-        t = db.decisions
-        if request_id is not None:
-            old = conn.execute(
-                select(t).where(and_(t.c.reviewer_id == reviewer_id, t.c.request_id == request_id))
-            ).first()
-            if old is not None:
-                return {**_decision_out(old._mapping, answer_id, claim_id), "duplicate": True}
+        old = _retried(conn, db.decisions, reviewer_id, request_id)
+        if old is not None:
+            return {**_decision_out(old._mapping, answer_id, claim_id), "duplicate": True}
         row = {
             "claim_pk": claim_pk,
             "reviewer_id": reviewer_id,
@@ -286,7 +290,7 @@ def decide(
             "decided_at": db.now(),
             "request_id": request_id,
         }
-        pk = conn.execute(t.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
+        pk = conn.execute(db.decisions.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
         return {**_decision_out({**row, "id": pk}, answer_id, claim_id), "duplicate": False}
 
     return write(engine, store)
@@ -641,13 +645,9 @@ def adjudicate(
         if role != "adjudicator":
             raise ForbiddenError("only an adjudicator settles disagreements (review add-reviewer --adjudicator)")
         claim_pk = _claim(conn, answer_id, claim_id)
-        t = db.adjudications
-        if request_id is not None:
-            old = conn.execute(
-                select(t).where(and_(t.c.reviewer_id == reviewer_id, t.c.request_id == request_id))
-            ).first()
-            if old is not None:
-                return {**_decision_out({**old._mapping, "citation": None}, answer_id, claim_id), "duplicate": True}
+        old = _retried(conn, db.adjudications, reviewer_id, request_id)
+        if old is not None:
+            return {**_decision_out({**old._mapping, "citation": None}, answer_id, claim_id), "duplicate": True}
         row = {
             "claim_pk": claim_pk,
             "reviewer_id": reviewer_id,
@@ -656,7 +656,7 @@ def adjudicate(
             "decided_at": db.now(),
             "request_id": request_id,
         }
-        pk = conn.execute(t.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
+        pk = conn.execute(db.adjudications.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
         return {**_decision_out({**row, "id": pk, "citation": None}, answer_id, claim_id), "duplicate": False}
 
     return write(engine, store)
