@@ -768,17 +768,19 @@ def tune(
     tuned = NLIModel(str(out), device=device)
     after_nli = score_claims(tuned, held, settings, cache)
     after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
+    decided = "kept" in state  # a run decides once which model it keeps; a rerun (say with --no-head) never swaps
     kept = state.get("kept", "tuned")
     compared = compare_models(
         before, after, *(_head_oof(m, held, r, settings) for m, r in ((base_model, before_nli), (tuned, after_nli)))
     )
-    if kept == "tuned" and compared["worse"]:  # a model worse on its own held-out slice is not worth its weights
+    if not decided and compared["worse"]:  # a model worse on its own held-out slice is not worth its weights
         _save_base(base_model, out)
         kept = "base"
-        state["kept"] = kept  # a rerun resumes the run: OUT holds the base now
-        state_file.write_text(json.dumps(state) + "\n")
         tuned = NLIModel(str(out), device=device)
         after_nli = score_claims(tuned, held, settings, cache)
+    if not decided:
+        state["kept"] = kept  # a rerun resumes the run with the model OUT holds now
+        state_file.write_text(json.dumps(state) + "\n")
     kept_reason = None
     if kept == "base":
         kept_reason = (

@@ -328,3 +328,20 @@ def test_tune_compares_the_models_as_they_will_be_used() -> None:
     assert headed["worse"] is True and headed["measure"].endswith("with a verdict head")
     assert (headed["before"], headed["after"]) == (78.0, 75.0)
     assert compare_models(before, after, {"nli_balanced_accuracy": 78.0}, None)["measure"].startswith("NLI-only")
+
+
+def test_a_rerun_keeps_the_model_the_run_decided_on(tmp_path: Path, tiny: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run decides once whether OUT keeps the tuned model. A rerun of the finished run (``--no-head`` to drop the
+    head, say) measured the models another way (NLI alone instead of with heads) and could swap OUT's tuned model for
+    the base, so that asking for the head again fitted it on another model's scores."""
+    from groundjudge.learn import tune as tune_module
+
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows(60))
+    out = tmp_path / "tuned"
+    first = tune([data], tiny, out, HEADED, device="cpu")
+    weights = (out / "model.safetensors").read_bytes()
+    worse = {"measure": "NLI-only balanced accuracy", "before": 70.0, "after": 50.0, "worse": True}
+    monkeypatch.setattr(tune_module, "compare_models", lambda *a, **k: worse)
+    again = tune([data], tiny, out, TuneSettings(**{**HEADED.__dict__, "head": False}), device="cpu")
+    assert again["kept"] == first["kept"] and again["kept_reason"] == first["kept_reason"]
+    assert (out / "model.safetensors").read_bytes() == weights
