@@ -171,7 +171,13 @@ def create_app(
         )
         return JSONResponse({"detail": said or "invalid request"}, status_code=422)
 
-    # -- the API ----------------------------------------------------------------------------------------------
+    _api(app, engine, batch=batch, order=order, only_flagged=only_flagged)
+    _pages(app, engine, batch=batch, order=order, only_flagged=only_flagged, secure_cookie=secure_cookie)
+    return app
+
+
+def _api(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: bool) -> None:
+    """The HTTP API under ``/api`` (OpenAPI at ``/api/openapi.json``): what the page and scripts call."""
 
     @app.get("/api/health", tags=["service"])
     def health() -> dict[str, Any]:
@@ -245,7 +251,9 @@ def create_app(
         """The decisions as JSONL, as ``groundjudge review export`` writes them."""
         return "".join(store.dumps_line(line) + "\n" for line in store.export_lines(engine))
 
-    # -- the pages --------------------------------------------------------------------------------------------
+
+def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: bool, secure_cookie: bool) -> None:
+    """The pages: sign-in, a reviewer's queue, the team view (CSP with a nonce, session cookie, CSRF)."""
 
     def html(body: str, nonce: str = "", status: int = 200) -> HTMLResponse:
         csp = (
@@ -345,8 +353,6 @@ def create_app(
         mine = store.my_queue(engine, who.id)
         store.take_work(engine, who.id, mine["answers_assigned"] - mine["answers_done"] + batch)
         return RedirectResponse("./", 303)
-
-    return app
 
 
 def run(app: FastAPI, host: str, port: int) -> None:
