@@ -92,12 +92,14 @@ def test_a_config_file_is_overridden_only_by_options_given(tmp_path: Path, monke
 
     configs: list[Any] = []
 
-    class Recording(pipeline.Evaluator):
-        def __init__(self, config: Any = None, **kw: Any) -> None:
-            configs.append(config)
-            super().__init__(config, **kw)
+    init = pipeline.Evaluator.__init__
 
-    monkeypatch.setattr(pipeline, "Evaluator", Recording)
+    def recording(self: Any, config: Any = None, **kw: Any) -> None:
+        configs.append(config)
+        init(self, config, **kw)
+
+    # the class's __init__, not the module's name: a module imported while a stand-in class sat there would keep it
+    monkeypatch.setattr(pipeline.Evaluator, "__init__", recording)
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"id": "a", "contexts": [CONTEXT], "answer": GOOD_ANSWER}) + "\n")
     config = tmp_path / "cfg.json"

@@ -56,7 +56,7 @@ def run_score(tmp_path: Path, file: dict[str, Any], options: list[str]) -> Confi
 
     built: list[Config] = []
 
-    def stop(config: Config, **_: Any) -> Any:
+    def stop(self: Any, config: Config, **_: Any) -> None:
         built.append(config)
         raise ConfigError("stopped after the config")
 
@@ -65,7 +65,7 @@ def run_score(tmp_path: Path, file: dict[str, Any], options: list[str]) -> Confi
     config = tmp_path / "cfg.json"
     config.write_text(json.dumps(file))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pipeline, "Evaluator", stop)
+        patch.setattr(pipeline.Evaluator, "__init__", stop)  # not the module's name: importers would keep a stand-in
         args = ["score", str(data), "--out", str(tmp_path / "o.jsonl"), "--config", str(config), *options]
         result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and "stopped after the config" in result.output, result.output
