@@ -186,8 +186,8 @@ RAY_MODULES = frozenset(
     {
         "tests/runs/test_ray.py",
         "tests/test_engines_property.py",
-        "tests/pipeline/test_attack_second.py",
-        "tests/test_benchmarks.py",
+        "tests/pipeline/test_attack_second_ray.py",
+        "tests/test_benchmarks_ray.py",
     }
 )
 

@@ -194,15 +194,6 @@ def test_cost_benchmark_measures_calls_cache_and_batch(tmp_path: Path) -> None:
     assert default["usd_per_answer"] <= default["usd_per_answer_no_cache"]
 
 
-@pytest.mark.ray
-def test_ray_engine_benchmark_compares_both_engines(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
-    out = run("ray_engine.py", "--limit", "4", "--batch-size", "2", "--cpus", "2", cache=tmp_path)
-    assert out["benchmark"] == "ray_engine" and out["rows"] == 4 and out["identical_reports"] is True
-    for key in ("local_rows_per_s", "ray_rows_per_s", "ray_overhead_seconds", "ray_first_report_seconds", "actors"):
-        assert out[key] is not None, key
-
-
 def test_accuracy_measures_a_tuned_models_cascade_with_its_heads_thresholds(tmp_path: Path) -> None:
     """With a head stored beside the weights, the local share is decided on the head's probability with the head's
     own thresholds, never the raw entailment thresholds stored beside them."""
