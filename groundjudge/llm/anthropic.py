@@ -11,9 +11,8 @@ from typing import Any
 
 import anthropic
 
-from groundjudge import errors
 from groundjudge.llm.anthropic_batch import AnthropicBatch
-from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, map_sdk_error, wire_schema
+from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, sdk_error, wire_schema
 from groundjudge.models import Message
 
 # Anthropic takes at most 4 cache_control breakpoints per request.
@@ -92,16 +91,12 @@ class AnthropicProvider:
         try:
             message = self.sdk.messages.create(**self.build_params(request))
         except (anthropic.AnthropicError, json.JSONDecodeError) as exc:
-            mapped = map_sdk_error(exc, anthropic, self.name)
-            if mapped is None:
-                raise errors.LLMError(f"{self.name}: {exc}") from exc
-            raise mapped from exc
+            raise sdk_error(exc, anthropic, self.name) from exc
         return self.parse_response(message)
 
     def parse_response(self, response: Any) -> LLMResponse:
-        message = response
-        if isinstance(message, dict):
-            message = anthropic.types.Message.model_validate(message)
+        # a batch result line hands over the response's dict
+        message: Any = anthropic.types.Message.model_validate(response) if isinstance(response, dict) else response
         refusal = None
         if message.stop_reason == "refusal":
             said = "".join(getattr(b, "text", "") for b in message.content)

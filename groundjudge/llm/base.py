@@ -274,3 +274,8 @@ def map_sdk_error(exc: Exception, sdk: ModuleType, provider: str) -> errors.Grou
             return errors.AuthenticationError(message, status=status)
         return errors.BadRequestError(message, status=status)
     return None
+
+
+def sdk_error(exc: Exception, sdk: ModuleType, provider: str) -> errors.GroundjudgeError:
+    """:func:`map_sdk_error`, or a plain :class:`~groundjudge.errors.LLMError` for an SDK error it has no type for."""
+    return map_sdk_error(exc, sdk, provider) or errors.LLMError(f"{provider}: {exc}")

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import openai
 
 from groundjudge import errors
-from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, json_instruction, map_sdk_error, wire_schema
+from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, json_instruction, sdk_error, wire_schema
 from groundjudge.llm.openai_batch import OpenAIBatch
 
 JsonMode = Literal["schema", "object", "auto"]
@@ -149,16 +149,14 @@ class OpenAIProvider:
                     self._schema_refused = True
                 completion = self._create(request, "object")
         except (openai.OpenAIError, json.JSONDecodeError) as exc:
-            mapped = map_sdk_error(exc, openai, self.name)
-            if mapped is None:
-                raise errors.LLMError(f"{self.name}: {exc}") from exc
-            raise mapped from exc
+            raise sdk_error(exc, openai, self.name) from exc
         return self.parse_response(completion)
 
     def parse_response(self, response: Any) -> LLMResponse:
+        # a batch result line hands over the response's dict
         completion = response
-        if isinstance(completion, dict):
-            completion = openai.types.chat.ChatCompletion.model_validate(completion)
+        if isinstance(response, dict):
+            completion = openai.types.chat.ChatCompletion.model_validate(response)
         if not getattr(completion, "choices", None):
             raise errors.ServerError(f"{self.name}: response has no choices", retryable=True)
         choice = completion.choices[0]

@@ -94,33 +94,31 @@ reviewers = Table(
     Column("created_at", String(40), nullable=False),
 )
 
-# append-only: every decision ever posted; a reviewer's latest one on a claim is the one that counts
-decisions = Table(
-    "gj_decisions",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("claim_pk", Integer, ForeignKey("gj_claims.id"), nullable=False, index=True),
-    Column("reviewer_id", Integer, ForeignKey("gj_reviewers.id"), nullable=False),
-    Column("label", String(20), nullable=True),  # None: the reviewer cleared their verdict
-    Column("note", Text, nullable=False),
-    Column("citation", String(10), nullable=True),
-    Column("decided_at", String(40), nullable=False),
-    Column("request_id", String(80), nullable=True),  # the client's key: a retried request is stored once
-    UniqueConstraint("reviewer_id", "request_id"),
-)
 
-adjudications = Table(
-    "gj_adjudications",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("claim_pk", Integer, ForeignKey("gj_claims.id"), nullable=False, index=True),
-    Column("reviewer_id", Integer, ForeignKey("gj_reviewers.id"), nullable=False),
-    Column("label", String(20), nullable=False),
-    Column("note", Text, nullable=False),
-    Column("decided_at", String(40), nullable=False),
-    Column("request_id", String(80), nullable=True),
-    UniqueConstraint("reviewer_id", "request_id"),
-)
+def _decision_table(name: str, *columns: Column[Any], label_nullable: bool) -> Table:
+    """A table of decisions on claims: who decided which label on which claim, with a note, when, under the
+    client's request key (a retried request is stored once); ``columns`` come after the note."""
+    return Table(
+        name,
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("claim_pk", Integer, ForeignKey("gj_claims.id"), nullable=False, index=True),
+        Column("reviewer_id", Integer, ForeignKey("gj_reviewers.id"), nullable=False),
+        Column("label", String(20), nullable=label_nullable),
+        Column("note", Text, nullable=False),
+        *columns,
+        Column("decided_at", String(40), nullable=False),
+        Column("request_id", String(80), nullable=True),  # the client's key
+        UniqueConstraint("reviewer_id", "request_id"),
+    )
+
+
+# append-only: every decision ever posted; a reviewer's latest one on a claim is the one that counts (a None label:
+# the reviewer cleared their verdict)
+decisions = _decision_table("gj_decisions", Column("citation", String(10), nullable=True), label_nullable=True)
+
+# an adjudicator's final word on a claim the reviewers disagree on
+adjudications = _decision_table("gj_adjudications", label_nullable=False)
 
 # who reviews which answer: slot 0 for every answer, slot 1 too for the overlap share
 assignments = Table(
