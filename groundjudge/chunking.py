@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from groundjudge.errors import ArgumentError
 from groundjudge.models import Passage, Span
 
 # Abbreviations that never end a sentence ("Dr. Smith", "e.g. this", "Fig. 3", "Jan. 5").
@@ -152,7 +153,7 @@ def chunk_document(text: str, doc: int, tokenizer: Any, max_tokens: int, overlap
     """Pack one document's sentences into passages of at most ``max_tokens`` tokens, overlapping by up to
     ``overlap_tokens`` tokens of whole sentences; a sentence longer than a passage is cut into token windows."""
     if max_tokens < 8:
-        raise ValueError("max_tokens must be at least 8")
+        raise ArgumentError("max_tokens must be at least 8")
     overlap_tokens = max(0, min(overlap_tokens, max_tokens // 2))
     offsets = _token_offsets(tokenizer, text)
     if not offsets:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from groundjudge.cache import CacheMode
 from groundjudge.checker.profile import profile_for
-from groundjudge.errors import ConfigError
+from groundjudge.errors import ArgumentError, ConfigError
 from groundjudge.models import LocalThresholds
 
 Mode = Literal["nli", "cascade", "llm"]
@@ -40,7 +40,7 @@ class Thresholds(BaseModel):
     def _old_names(cls, data: Any) -> Any:
         if isinstance(data, dict) and "max_hallucinated" in data:
             if "max_contradicted" in data:
-                raise ValueError("give max_contradicted only (max_hallucinated is its old, deprecated name)")
+                raise ArgumentError("give max_contradicted only (max_hallucinated is its old, deprecated name)")
             warnings.warn(
                 "thresholds: 'max_hallucinated' is deprecated, call it 'max_contradicted' (the limit on the share "
                 "of claims CONTRADICTED)",
@@ -267,31 +267,31 @@ class Config(BaseModel):
     @classmethod
     def _known_preset(cls, value: str) -> str:
         if value not in PRESETS:
-            raise ValueError(f"must be one of {', '.join(PRESETS)}")
+            raise ArgumentError(f"must be one of {', '.join(PRESETS)}")
         return value
 
     @model_validator(mode="after")
     def _check(self) -> Config:
         if set(self.weights) - {"claims", "nli", "qa"} or any(w < 0 for w in self.weights.values()):
-            raise ValueError("weights take the keys claims, nli, qa with values >= 0")
+            raise ArgumentError("weights take the keys claims, nli, qa with values >= 0")
         if not any(w > 0 for w in self.weights.values()):
-            raise ValueError("weights: at least one of claims, nli, qa must be above 0 (else no answer has a score)")
+            raise ArgumentError("weights: at least one of claims, nli, qa must be above 0 (else no answer has a score)")
         if self.passage_overlap >= self.passage_tokens:
-            raise ValueError("passage_overlap must be smaller than passage_tokens")
+            raise ArgumentError("passage_overlap must be smaller than passage_tokens")
         if self.head is not None:
             from groundjudge.checker.head import VerdictHead
 
             VerdictHead(**self.head)  # a malformed head is a config error now, not a crash mid-run
         if self.price is not None and len(self.price) != 2:
-            raise ValueError("price takes both input_per_mtok and output_per_mtok (USD per million tokens)")
+            raise ArgumentError("price takes both input_per_mtok and output_per_mtok (USD per million tokens)")
         if self.second_judge_price is not None and len(self.second_judge_price) != 2:
-            raise ValueError(
+            raise ArgumentError(
                 "second_judge_price takes both input_per_mtok and output_per_mtok (USD per million tokens)"
             )
         if self.second_judge is None and (self.second_judge_sample is not None or self.second_judge_base_url):
-            raise ValueError("second_judge_sample and second_judge_base_url go with second_judge (provider/model)")
+            raise ArgumentError("second_judge_sample and second_judge_base_url go with second_judge (provider/model)")
         if self.batch_api and self.cache_mode != "use":
-            raise ValueError("batch_api answers calls into the cache and reads them back: it needs cache_mode 'use'")
+            raise ArgumentError("batch_api answers calls into the cache and reads them back: it needs cache_mode 'use'")
         return self
 
     def local_thresholds(

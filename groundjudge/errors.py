@@ -47,6 +47,11 @@ class ConfigError(GroundjudgeError):
     """An option, model string or configuration value is wrong."""
 
 
+class ArgumentError(ConfigError, ValueError):
+    """A function or class was handed a value it cannot take (a negative count, an unknown name, a file of another
+    format). A ``ValueError`` too, so that pydantic validators and callers that catch ``ValueError`` keep working."""
+
+
 class MissingAPIKeyError(ConfigError):
     """The environment variable holding a provider's API key is not set."""
 

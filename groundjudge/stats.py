@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from groundjudge.errors import ArgumentError
+
 RESAMPLES = 2000
 LEVEL = 0.95
 # The corrected rate prints a number only with at least this many labelled items of each class (truly not
@@ -41,7 +43,7 @@ _BLOCK = 2_000_000  # resample-count cells built at once (caps memory at a few t
 def z_value(level: float = LEVEL) -> float:
     """The two-sided normal quantile of ``level`` (1.959964 for 0.95)."""
     if not 0 < level < 1:
-        raise ValueError(f"level must lie strictly between 0 and 1, not {level}")
+        raise ArgumentError(f"level must lie strictly between 0 and 1, not {level}")
     return NormalDist().inv_cdf((1 + level) / 2)
 
 
@@ -70,7 +72,7 @@ def wilson(k: int, n: int, level: float = LEVEL) -> Interval:
     ``(p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)``. With ``n = 0`` the value is None and the
     interval ``[0, 1]``."""
     if n < 0 or not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+        raise ArgumentError(f"need 0 <= k <= n, got k={k}, n={n}")
     if n == 0:
         return Interval(None, 0.0, 1.0, 0, "wilson", level)
     z = z_value(level)
@@ -127,7 +129,7 @@ def percentile_interval(
 def _finite_values(values: Sequence[float], what: str) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64)
     if arr.size and not np.isfinite(arr).all():
-        raise ValueError(f"{what}: every value must be finite (leave missing ones out)")
+        raise ArgumentError(f"{what}: every value must be finite (leave missing ones out)")
     return arr
 
 
@@ -154,7 +156,7 @@ def clustered_mean(
     keep = sizes > 0
     totals = np.array([sum(map(float, g)) for g in groups], dtype=np.float64)
     if not np.isfinite(totals).all():  # a NaN or an infinity in a group makes its sum one
-        raise ValueError("clustered_mean: every value must be finite (leave missing ones out)")
+        raise ArgumentError("clustered_mean: every value must be finite (leave missing ones out)")
     sizes, totals = sizes[keep], totals[keep]
     if not sizes.size:
         return Interval(None, None, None, 0, "clustered bootstrap", level)
@@ -180,7 +182,7 @@ def share(
 
 def _power_z(alpha: float, power: float) -> float:
     if not 0 < alpha < 1 or not 0 < power < 1:
-        raise ValueError("alpha and power must lie strictly between 0 and 1")
+        raise ArgumentError("alpha and power must lie strictly between 0 and 1")
     return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
 
 
@@ -225,7 +227,7 @@ def rogan_gladen(raw: float, sensitivity: float, specificity: float) -> float:
     false_rate = 1 - specificity
     youden = sensitivity - false_rate
     if youden <= 0:
-        raise ValueError(f"sensitivity + specificity - 1 = {youden:.3f}: the checker does not separate the classes")
+        raise ArgumentError(f"sensitivity + specificity - 1 = {youden:.3f}: the checker does not separate the classes")
     return min(1.0, max(0.0, (raw - false_rate) / youden))
 
 

@@ -7,6 +7,7 @@ imports only ``models``, ``errors``, ``io.jsonl``, ``io.reports``, ``tally``, ``
 from __future__ import annotations
 
 import ast
+import builtins
 from pathlib import Path
 
 import pytest
@@ -215,4 +216,43 @@ def test_the_review_service_check_can_fail(tmp_path: Path) -> None:
         "groundjudge/review/bad.py:1 imports groundjudge.serve.store",
         "groundjudge/serve/bad.py:1 imports groundjudge.pipeline",
         "groundjudge/serve/bad.py:1 imports groundjudge.pipeline.Evaluator",
+    ]
+
+
+# The builtin exceptions a module may raise where a protocol asks for them: a module's or object's __getattr__
+# (AttributeError), json's default hook (TypeError), a Mapping's lookup (KeyError), an abstract method
+# (NotImplementedError), an optional package that is not installed (ImportError, naming the extra), a line that
+# cannot be reached (AssertionError). Every other error is a GroundjudgeError (DEVELOPERS.md, Errors); a bad argument is
+# errors.ArgumentError, which is a ValueError too.
+PROTOCOL_ERRORS = {"AttributeError", "TypeError", "KeyError", "NotImplementedError", "ImportError", "AssertionError"}
+BUILTIN_ERRORS = {n for n in dir(builtins) if n.endswith("Error")} | {"Exception"}
+
+
+def builtin_raises(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """``raise ValueError(...)`` and other builtin errors outside :data:`PROTOCOL_ERRORS` in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Raise) or node.exc is None:
+            continue
+        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        if isinstance(exc, ast.Name) and exc.id in BUILTIN_ERRORS - PROTOCOL_ERRORS:
+            found.append(f"{path.relative_to(root)}:{node.lineno} raises {exc.id}")
+    return sorted(found, key=lambda line: int(line.split(":")[1].split()[0]))
+
+
+def test_every_raised_error_is_a_groundjudge_error() -> None:
+    found = [line for path in MODULES for line in builtin_raises(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_builtin_error_check_can_fail(tmp_path: Path) -> None:
+    bad = tmp_path / "groundjudge" / "bad.py"
+    bad.parent.mkdir()
+    bad.write_text(
+        "def f(x):\n    if x:\n        raise ValueError('no')\n    raise RuntimeError\n"
+        "def g():\n    raise AttributeError('a protocol error')\n"
+    )
+    assert builtin_raises(bad, tmp_path) == [
+        "groundjudge/bad.py:3 raises ValueError",
+        "groundjudge/bad.py:4 raises RuntimeError",
     ]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from groundjudge.errors import ArgumentError
 from groundjudge.models import AnswerReport
 from groundjudge.testing.assertions import default_evaluator, explain_report, grounding_problems, is_judged
 
@@ -120,7 +121,7 @@ class Grounding:
         self, evaluator: Any = None, threshold: float = DEFAULT_THRESHOLD, allow_contradicted: bool = False
     ) -> None:
         if not (isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0):
-            raise ValueError(f"threshold must be a number between 0 and 1, not {threshold!r}")
+            raise ArgumentError(f"threshold must be a number between 0 and 1, not {threshold!r}")
         self._evaluator = evaluator
         self.threshold = float(threshold)
         self.allow_contradicted = allow_contradicted

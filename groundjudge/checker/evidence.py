@@ -20,7 +20,7 @@ from groundjudge.checker.bm25 import BM25
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer
 from groundjudge.checker.windows import SHAPES, SentenceIndex
 from groundjudge.chunking import chunk_document, chunk_documents
-from groundjudge.errors import InputError
+from groundjudge.errors import ArgumentError, InputError
 from groundjudge.models import ClaimNLI, Passage
 
 SENTENCES = 1  # best-matching sentences per claim whose centred windows are scored beside the passages
@@ -54,10 +54,10 @@ class EvidenceSelector:
         shapes: Sequence[str] = SHAPES,
     ) -> None:
         if k is not None and k < 1:
-            raise ValueError("k must be >= 1 or None (all passages)")
+            raise ArgumentError("k must be >= 1 or None (all passages)")
         sentences = SENTENCES if sentences is None else sentences
         if sentences < 0:
-            raise ValueError("sentences must be >= 0")
+            raise ArgumentError("sentences must be >= 0")
         self.scorer = scorer
         self.k = k
         self.early_exit = early_exit

@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from groundjudge.checker import signals
-from groundjudge.errors import ConfigError
+from groundjudge.errors import ArgumentError, ConfigError
 from groundjudge.models import ClaimNLI, LocalThresholds
 
 HEAD_FORMAT = 1
@@ -159,17 +159,17 @@ class VerdictHead(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> VerdictHead:
         if self.format != HEAD_FORMAT:
-            raise ValueError(f"verdict head format {self.format} is not {HEAD_FORMAT}")
+            raise ArgumentError(f"verdict head format {self.format} is not {HEAD_FORMAT}")
         if self.features != list(FEATURES):
-            raise ValueError(f"verdict head features {self.features} are not this version's {list(FEATURES)}")
+            raise ArgumentError(f"verdict head features {self.features} are not this version's {list(FEATURES)}")
         n = len(self.features)
         if not (len(self.mean) == len(self.scale) == len(self.coef) == n):
-            raise ValueError("verdict head: mean, scale and coef need one value per feature")
+            raise ArgumentError("verdict head: mean, scale and coef need one value per feature")
         values = [*self.mean, *self.scale, *self.coef, self.intercept]
         if not all(math.isfinite(v) for v in values) or any(s <= 0 for s in self.scale):
-            raise ValueError("verdict head: weights must be finite and scales above 0")
+            raise ArgumentError("verdict head: weights must be finite and scales above 0")
         if set(self.thresholds) != {"nli", "cascade"}:
-            raise ValueError("verdict head: thresholds for both modes, nli and cascade")
+            raise ArgumentError("verdict head: thresholds for both modes, nli and cascade")
         return self
 
     @property
@@ -303,12 +303,12 @@ def fit_head(
     y = np.asarray(supported, dtype=np.float64)
     pos = int(y.sum())
     if len(y) < MIN_CLAIMS or min(pos, len(y) - pos) < MIN_CLASS:
-        raise ValueError(
+        raise ArgumentError(
             f"a verdict head needs at least {MIN_CLAIMS} labelled claims with {MIN_CLASS} of each kind (SUPPORTED "
             f"and not); got {len(y)} claims, {pos} SUPPORTED"
         )
     if x.ndim != 2 or x.shape[0] != len(y) or not np.isfinite(x).all():
-        raise ValueError("features must be one finite row per label")
+        raise ArgumentError("features must be one finite row per label")
     k = max(2, min(folds, len(set(groups))))
     fold = np.asarray(claim_folds(groups, k, seed))
     losses: dict[str, float] = {}

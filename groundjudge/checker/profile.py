@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from groundjudge.errors import ConfigError
+from groundjudge.errors import ArgumentError, ConfigError
 from groundjudge.models import LocalThresholds
 
 # Thresholds measured per NLI model and mode on ../shared/benchmarks (README, Accuracy, has the tables):
@@ -50,7 +50,7 @@ def read_model_profile(model_dir: str | Path) -> dict[str, LocalThresholds] | No
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("format") != MODEL_PROFILE_FORMAT:
-            raise ValueError(f"format {data.get('format')!r} is not {MODEL_PROFILE_FORMAT}")
+            raise ArgumentError(f"format {data.get('format')!r} is not {MODEL_PROFILE_FORMAT}")
         # a file may only declare how to run the model (kind, supported_label: see checker.nli), no thresholds
         return {mode: LocalThresholds(**values) for mode, values in data.get("thresholds", {}).items()} or None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:

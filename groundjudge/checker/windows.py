@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from groundjudge.checker.bm25 import BM25
 from groundjudge.chunking import split_sentences
+from groundjudge.errors import ArgumentError
 from groundjudge.models import Passage, Span
 
 ALL_SHAPES = ("alone", "centre", "pairs")
@@ -73,7 +74,7 @@ class SentenceIndex:
         are scored as passages); a sentence that shares no content word with the claim centres nothing."""
         unknown = set(shapes) - set(ALL_SHAPES)
         if unknown:
-            raise ValueError(f"unknown window shapes {sorted(unknown)}; known: {', '.join(ALL_SHAPES)}")
+            raise ArgumentError(f"unknown window shapes {sorted(unknown)}; known: {', '.join(ALL_SHAPES)}")
         if self.bm25 is None or sentences < 1:
             return []
         scores = self.bm25.scores(claim)

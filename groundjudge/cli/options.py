@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
 from groundjudge.config import Config, problems
-from groundjudge.errors import ConfigError
+from groundjudge.errors import ArgumentError, ConfigError
 
 # the help panels of 'score' (and of the commands that share its options), in the order --help lists them
 INPUT_OUTPUT = "Input and output"
@@ -82,7 +82,7 @@ def parse_price(text: str) -> dict[str, float]:
     parts = text.split(",")
     try:
         if len(parts) != 2:
-            raise ValueError(text)
+            raise ArgumentError(text)
         return {"input_per_mtok": float(parts[0]), "output_per_mtok": float(parts[1])}
     except ValueError:
         raise typer.BadParameter(

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundjudge.errors import InputError
+from groundjudge.errors import ArgumentError, InputError
 from groundjudge.models import ConversationTurn, SourceInfo
 
 OPTIONS = ("turn", "user_evidence", "system_evidence")
@@ -376,7 +376,7 @@ def parse_conversation(row: dict[str, Any], row_number: int | None) -> Conversat
 def source_text(turns: list[Turn], info: SourceInfo) -> str:
     """The text of the source ``info`` names, read again from the messages: a context is exactly this text."""
     if info.message is None:
-        raise ValueError("a document given in the row's contexts: its text is the context itself")
+        raise ArgumentError("a document given in the row's contexts: its text is the context itself")
     t = turns[info.message]
     if info.part is None:
         return t.text

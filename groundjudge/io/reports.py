@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from groundjudge.errors import ConfigError
+from groundjudge.errors import ArgumentError, ConfigError
 from groundjudge.io.jsonl import read_jsonl, read_lines
 from groundjudge.models import AnswerReport, Scores
 
@@ -115,7 +115,7 @@ def read_reports(path: str | Path) -> Iterator[AnswerReport]:
         except ValueError as exc:
             if not raw.endswith(b"\n"):
                 return  # the last line of a run that was killed mid-write
-            raise ValueError(f"line {n}: {exc}") from exc
+            raise ArgumentError(f"line {n}: {exc}") from exc
 
 
 def is_report_file(path: str | Path) -> bool:

@@ -29,7 +29,7 @@ from groundjudge.checker.head import (
     claim_key,
     fit_head,
 )
-from groundjudge.errors import InputError
+from groundjudge.errors import ArgumentError, InputError
 from groundjudge.models import ClaimNLI, LocalThresholds
 from groundjudge.review.metrics import balanced_accuracy
 from groundjudge.review.plots import ReliabilityBin
@@ -230,9 +230,9 @@ def reliability_bins(predicted: Sequence[float], supported: Sequence[bool], n_bi
     A prediction of exactly 1.0 falls in the last bin; non-finite or out-of-range predictions are left out.
     """
     if n_bins < 1:
-        raise ValueError("n_bins must be at least 1")
+        raise ArgumentError("n_bins must be at least 1")
     if len(predicted) != len(supported):
-        raise ValueError("predicted and supported differ in length")
+        raise ArgumentError("predicted and supported differ in length")
     sums = [0.0] * n_bins
     hits = [0] * n_bins
     counts = [0] * n_bins

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge import errors
+from groundjudge.errors import ArgumentError
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,9 @@ class BatchStateFile:
         try:
             state = json.loads(self.path.read_text())
             if not isinstance(state, dict) or not isinstance(state.get("batches"), list):
-                raise ValueError("no batches list")
+                raise ArgumentError("no batches list")
             if not all(isinstance(e, dict) and isinstance(e.get("custom_ids"), dict) for e in state["batches"]):
-                raise ValueError("an entry without custom_ids")
+                raise ArgumentError("an entry without custom_ids")
         except (OSError, ValueError) as exc:
             raise errors.ConfigError(
                 f"batch state file {self.path} is unreadable ({exc}); it lists batches already paid for: "

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from groundjudge.errors import ArgumentError
 from groundjudge.io.reports import finite_report
 from groundjudge.models import AnswerReport
 from groundjudge.review.metrics import Review, join_reviews, unsupported_rate
@@ -307,7 +308,7 @@ def render_html(
     ``script_before`` (HTML before the page's script: the service's settings and the script that keeps decisions
     in its database instead of this browser)."""
     if order not in ORDERS:
-        raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
+        raise ArgumentError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
     every = [finite_report(r) for r in reports]
     chosen = every if queue_reasons is not None else [r for r in every if r.flagged or not only_flagged]
     summary = summarize(chosen)  # in file order: "the first failed rows" are the file's

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from groundjudge.errors import InputError
+from groundjudge.errors import ArgumentError, InputError
 from groundjudge.io.jsonl import read_jsonl
 from groundjudge.models import Usage
 from groundjudge.stats import CorrectedRate, Item, corrected_rate, percentile_interval, resampled_sums, share
@@ -42,7 +42,7 @@ from groundjudge.tally import (
 def confusion(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> list[list[int]]:
     """``m[i][j]`` = rows whose gold is ``labels[i]`` and prediction ``labels[j]``."""
     if len(gold) != len(pred):
-        raise ValueError("gold and pred differ in length")
+        raise ArgumentError("gold and pred differ in length")
     index = {label: i for i, label in enumerate(labels)}
     m = [[0] * len(labels) for _ in labels]
     for g, p in zip(gold, pred, strict=True):
@@ -194,7 +194,7 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     claim_rows = [r for r in reports if r.label is not None and r.label.upper() in CLAIM_LABELS and r.claims]
     answer_rows = [r for r in reports if r.label is not None and r.label.lower() in ANSWER_LABELS]
     if not claim_rows and not answer_rows:
-        raise ValueError(
+        raise ArgumentError(
             "no report carries a gold label (SUPPORTED/UNSUPPORTED/CONTRADICTED or consistent/hallucinated)"
         )
     level = label_level(len(claim_rows), len(answer_rows))
@@ -455,7 +455,7 @@ def review_metrics(
     """
     join = join_reviews(reports, reviews)
     if not join.matched:
-        raise ValueError(
+        raise ArgumentError(
             f"none of the {len(reviews)} reviews matches a claim of this file (same answer id, claim id and text)"
         )
 

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from groundjudge.errors import ArgumentError
+
 # Verdict colours shared with the review page's badges.
 VERDICT_COLORS = {
     "PASS": "#2e7d32",
@@ -79,7 +81,7 @@ def histogram_svg(
     that are missing or not finite are left out (and counted in the title's ``n``).
     """
     if bins < 1 or not hi > lo:
-        raise ValueError("histogram needs bins >= 1 and hi > lo")
+        raise ArgumentError("histogram needs bins >= 1 and hi > lo")
     colors = {**VERDICT_COLORS, **(colors or {})}
     palette = ["#1565c0", "#6a1b9a", "#00838f", "#ef6c00"]
     counts: dict[str, list[int]] = {}

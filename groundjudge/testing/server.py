@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+from groundjudge.errors import ArgumentError
 from groundjudge.testing.batches import BatchRoutes, ScriptedBatch
 
 Api = Literal["openai", "anthropic"]
@@ -165,7 +166,7 @@ class Latency:
 
     def __post_init__(self) -> None:
         if not (self.median >= 0 and math.isfinite(self.median)) or not (self.sigma >= 0 and math.isfinite(self.sigma)):
-            raise ValueError(f"Latency needs a median and a sigma >= 0, not {self.median}, {self.sigma}")
+            raise ArgumentError(f"Latency needs a median and a sigma >= 0, not {self.median}, {self.sigma}")
 
     def seconds(self, body: bytes) -> float:
         """The answer time of a request with this body."""
@@ -187,7 +188,7 @@ class RateLimit:
 
     def __post_init__(self) -> None:
         if not self.requests_per_second > 0 or not self.window > 0:
-            raise ValueError("RateLimit needs requests_per_second > 0 and window > 0")
+            raise ArgumentError("RateLimit needs requests_per_second > 0 and window > 0")
 
 
 def _tokens(text: str) -> int:
