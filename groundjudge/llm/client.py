@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from groundjudge import errors
 from groundjudge.cache import Cache, make_key
 from groundjudge.llm.accounting import Ledger, Price, price_for
-from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, json_instruction
+from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, billed_text, json_instruction
 from groundjudge.llm.limits import Limiter, Outcome
 from groundjudge.llm.replies import judge_reply, parse_json_reply, reask
 from groundjudge.llm.retries import RetryPolicy, rate_limited, retrying
@@ -132,6 +132,11 @@ class LLMClient:
 
     # -- keys and estimates -------------------------------------------------------------------------------
 
+    def request_for(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
+        """The request the direct path sends for ``messages`` and ``schema`` (its settings; the schema is sent once,
+        by the adapter): what :meth:`estimate_cost` prices as sent."""
+        return self._request(messages, schema)
+
     def _request(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
         return LLMRequest(  # the schema is sent once, by the adapter (issue 34)
             messages=tuple(messages),
@@ -182,21 +187,28 @@ class LLMClient:
         usd = (input_tokens * self.price.max_input_rate + request.max_tokens * self.price.output_per_mtok) / 1e6
         return usd * self.price.batch_factor if batch else usd
 
-    def expected_tokens(self, messages: Sequence[Message]) -> tuple[int, int]:
-        """Realistic (input, output) tokens of one call: ~4 characters a token in plus 8 a message, the mean
-        output seen so far (256 before any), at most ``max_tokens``. What dry runs price and the limiter's
-        tokens-per-minute bucket takes before a reply says the real usage."""
-        input_tokens = sum(len(m.content) for m in messages) // 4 + 8 * len(messages)
+    def expected_tokens(self, call: LLMRequest | Sequence[Message]) -> tuple[int, int]:
+        """Realistic (input, output) tokens of one call: ~4 characters a token of what the provider bills, plus 8 a
+        message; the mean output seen so far (256 before any), at most ``max_tokens``. A request is counted as the
+        adapter sends it, the schema in its structured-output format included (:func:`~groundjudge.llm.base.
+        billed_text`); bare messages by their text alone. What dry runs price and the limiter's tokens-per-minute
+        bucket takes before a reply says the real usage."""
+        if isinstance(call, LLMRequest):
+            chars, n_messages = len(billed_text(self.provider, call)), len(call.messages)
+        else:
+            chars, n_messages = sum(len(m.content) for m in call), len(call)
+        input_tokens = chars // 4 + _MESSAGE_OVERHEAD * n_messages
         with self._lock:
             out_total, n = self._out_tokens_seen
         return input_tokens, min(self.max_tokens, out_total // n if n else 256)
 
-    def estimate_cost(self, messages: Sequence[Message], *, batch: bool = False) -> float:
-        """Realistic USD of one call, for dry runs (:meth:`expected_tokens`); ``batch=True`` at the batch API's
-        price. The budget does not use it: calls in flight hold :meth:`worst_case_cost`."""
+    def estimate_cost(self, call: LLMRequest | Sequence[Message], *, batch: bool = False) -> float:
+        """Realistic USD of one call, for dry runs (:meth:`expected_tokens`; give the request, from
+        :meth:`request_for` or a deferred call, to count the schema the provider bills too); ``batch=True`` at the
+        batch API's price. The budget does not use it: calls in flight hold :meth:`worst_case_cost`."""
         if self.price is None:
             return 0.0
-        input_tokens, output_tokens = self.expected_tokens(messages)
+        input_tokens, output_tokens = self.expected_tokens(call)
         return self.price.cost(input_tokens, output_tokens, batch=batch)
 
     def usage_of(self, response: LLMResponse, *, batch: bool = False) -> Usage:
@@ -374,7 +386,7 @@ class LLMClient:
         case, send, settle to the real cost, tell the limiter how it went; a refusal raises, counted."""
         permit = None
         if self.limiter is not None:
-            permit = self.limiter.acquire(sum(self.expected_tokens(request.messages)))
+            permit = self.limiter.acquire(sum(self.expected_tokens(request)))
             if waited is not None:
                 waited[0] += permit.waited
         outcome: Outcome = "unsent"

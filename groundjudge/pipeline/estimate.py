@@ -30,12 +30,13 @@ from groundjudge.config import Config
 from groundjudge.errors import InputError
 from groundjudge.io.rows import batches
 from groundjudge.llm import Ledger, LLMClient
+from groundjudge.llm.base import LLMRequest
 from groundjudge.llm.client import DeferredCall
-from groundjudge.models import AnswerReport, Claim, Message, QAItem, Sample
+from groundjudge.models import AnswerReport, Claim, QAItem, Sample
 from groundjudge.pipeline.flow import stream
 from groundjudge.pipeline.steps import StepContext, Steps
 from groundjudge.pipeline.work import Work, error_report
-from groundjudge.stages.judge import SOURCE_CHARS, Source, judge_messages, select_sources
+from groundjudge.stages.judge import SOURCE_CHARS, JudgeReply, Source, VerifyReply, judge_messages, select_sources
 
 # Rows per step of the dry run: its stages read the cache and never call a model, so a batch only bounds memory.
 DRY_BATCH = 64
@@ -302,14 +303,14 @@ class _DryRun:
                 for key in w.deferred if parked == "second" else []:
                     tally.second["exact"] += 1
                     tally.exact += 1
-                    tally.cost += self.second.estimate_cost(_messages(self.call(key)), batch=batch)
+                    tally.cost += self.second.estimate_cost(self.call(key).request, batch=batch)
             elif w.live:  # its claims, their NLI scores or the first judge's verdicts are not cached yet
                 tally.second["upper_bound"] += 1
                 tally.bounded += 1
-                tally.cost += self.second.estimate_cost(_bound_messages(w, False), batch=batch)
+                tally.cost += self.second.estimate_cost(_bound_request(self.second, w, False), batch=batch)
         for key in first:  # a miss: the exact request the run would send
             tally.exact += 1
-            tally.cost += self.client.estimate_cost(_messages(self.call(key)), batch=batch)
+            tally.cost += self.client.estimate_cost(self.call(key).request, batch=batch)
         if parked == "claims":
             tally.bounded_rows["claims"] += 1
         elif unscored:
@@ -317,7 +318,7 @@ class _DryRun:
         else:
             return
         tally.bounded += 1  # at most one sources-side call: an upper bound
-        tally.cost += self.client.estimate_cost(_bound_messages(w, self.qa_expected), batch=batch)
+        tally.cost += self.client.estimate_cost(_bound_request(self.client, w, self.qa_expected), batch=batch)
 
 
 class _DrySteps(Steps):
@@ -364,18 +365,16 @@ def _dry_twin(client: LLMClient) -> LLMClient:
     return client.twin(cache=ReadOnlyCache(client.cache) if client.cache is not None else None, ledger=Ledger())
 
 
-def _messages(call: DeferredCall) -> list[Message]:
-    return list(call.request.messages)
-
-
-def _bound_messages(w: Work, qa: bool) -> list[Message]:
-    """A sources-side call at least as long as the real one: every claim (the answer itself when its claims are not
-    known yet) and the whole sources up to the judge's character budget."""
+def _bound_request(client: LLMClient, w: Work, qa: bool) -> LLMRequest:
+    """A sources-side call at least as long as the real one, as ``client`` would send it (its schema included): every
+    claim (the answer itself when its claims are not known yet) and the whole sources up to the judge's character
+    budget."""
     s = w.sample
     sources = select_sources(s.contexts, []) or [Source(1, 0, 0, "\n\n".join(s.contexts)[:SOURCE_CHARS])]
     claims = w.claims or [Claim(id="c1", text=s.answer or s.claim or "")]
     questions = (w.questions or [QAItem(question=s.answer or "", answer_from_answer="")]) if qa and s.answer else []
-    return judge_messages(claims, sources, questions)
+    schema = VerifyReply if questions else JudgeReply
+    return client.request_for(judge_messages(claims, sources, questions), schema)
 
 
 def _calls(n: int) -> str:

@@ -89,6 +89,16 @@ class RecordedRequest:
         return "\n".join(m["content"] for m in self.messages)
 
     @property
+    def format_text(self) -> str:
+        """The structured-output format the request carries, as JSON (OpenAI ``response_format``'s json_schema,
+        Anthropic's tools), "" when none: providers bill it as input beside the messages' :attr:`text`."""
+        form = self.body.get("response_format")
+        if isinstance(form, dict) and form.get("type") == "json_schema":
+            return json.dumps(form.get("json_schema"), ensure_ascii=False)
+        tools = self.body.get("tools")
+        return json.dumps(tools, ensure_ascii=False) if tools else ""
+
+    @property
     def last_user(self) -> str:
         users = [m["content"] for m in self.messages if m["role"] == "user"]
         return users[-1] if users else ""
