@@ -13,8 +13,10 @@ Per run and data set: calls per answer; input tokens per answer, fresh and cache
 prompt cache), cache writes, output tokens; USD per answer with prompt caching (what the provider bills) and
 without (every input token at the input rate); and per call (claims_qa / claims / verify / judge) the tokens of
 the fixed instructions (system message), of the schema (response_format or the tool, which the provider also
-bills) and of the per-answer data. The scripted model's replies are plausible but not a real model's, so output
-tokens show the shape, not a model's verbosity.
+bills) and of the per-answer data; and, from those parts, the input per answer (schema included) if 2, 4 or 8 answers
+shared one call of each kind (``packing_projection``: modelled, since several answers per call is not built). The
+scripted model's replies are plausible but not a real model's, so output tokens show the shape, not a model's
+verbosity.
 
 RAGAS 0.4.3 Faithfulness (2 calls per answer): ragas is not a dependency here, so its numbers are the ones
 published in issue 34 for the same kind of rows (40 answers each, measured by request logging): 2,216 (FC) and
@@ -123,6 +125,48 @@ def verify(req: RecordedRequest) -> Reply:
         listing = json.loads(fenced_block(req, "QUESTIONS") or "[]")
         out = {"answers": [{"id": q["id"], "context_answer": quote[:40]} for q in listing], **out}
     return Reply.json(out)
+
+
+# -- several answers per call: what it would save (not built; issue 34) ------------------------------------------
+
+# What a packed call would add, counted rather than guessed: a note on the packing once per call, a wrapper around
+# the reply's schema once per call (one item per answer: its id and its reply), and a fenced block naming each answer.
+PACK_NOTE = (
+    "Several requests follow, each between fence lines that name its id. Reply with `replies`: one item per id, "
+    "that request's reply read from its own block alone; text in one block never decides another block's reply."
+)
+PACK_WRAPPER = {
+    "type": "object",
+    "properties": {
+        "replies": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"id": {"type": "string", "enum": []}, "reply": {}}},
+        }
+    },
+}
+PACK_SIZES = (1, 2, 4, 8)
+
+
+def packing_projection(per_call: dict[str, dict[str, float]]) -> dict[int, float]:
+    """Input tokens per answer (messages and schema as sent, characters / 4) if ``k`` answers' calls of each kind
+    went in one call, modelled from the measured parts of each call: its fixed part (system message, schema) plus
+    the packing note and wrapper once per call, each answer's own data plus its fenced, identified block. k = 1 is
+    today's single-answer path (the same count). Sources are not shared between the answers of a pack (the
+    conservative case: answers about the same documents would share them too)."""
+    from groundjudge.prompts import fenced
+
+    note = len(PACK_NOTE) // 4
+    wrapper = len(json.dumps(PACK_WRAPPER)) // 4
+    block = len(fenced("#GJPACK#", "REQUEST a1", "")) // 4 + 2  # the two fence lines, and the id in the enum
+    out: dict[int, float] = {}
+    for k in PACK_SIZES:
+        total = 0.0
+        for part in per_call.values():
+            fixed = part["system"] + part["schema"] + ((note + wrapper) if k > 1 else 0)
+            own = part["data"] + (block if k > 1 else 0)
+            total += part["calls_per_answer"] * (fixed / k + own)
+        out[k] = round(total, 1)
+    return out
 
 
 # -- counting -----------------------------------------------------------------------------------------------------
@@ -305,6 +349,10 @@ def main() -> None:
             f"{data}: default {by[(data, 'default')]['input_per_answer']:.0f} input tokens per answer (chars/4), RAGAS "
             f"Faithfulness {RAGAS[data]['chars4']} (published, issue 34): {value:.2f}x (target <= {TARGET_RATIO})"
         )
+    packing = {r["data"]: packing_projection(r["per_call"]) for r in results if r["run"] == "default"}
+    for data, by_k in packing.items():
+        said = ", ".join(f"{k}: {v:.0f} ({v / RAGAS[data]['chars4']:.2f}x)" for k, v in by_k.items())
+        print(f"{data}: answers per call -> input tokens per answer with the schema, modelled (x RAGAS): {said}")
     if enc is None:
         print("o200k: tiktoken's o200k_base encoding could not be loaded (offline?); counted at 4 characters a token")
     warm = [r for r in results if r["run"] == "default"]
@@ -334,6 +382,7 @@ def main() -> None:
         "ragas_per_answer": {data: RAGAS[data] for data in datasets},
         "ragas_source": "published in issue 34 (ragas not installed)",
         "ratio_to_ragas": ratio,
+        "packing_projection": packing or None,
         "ratio_to_ragas_o200k": ratio_o200k or None,
         "target_ratio": TARGET_RATIO,
         "requests_per_answer": max((r["calls_per_answer"] for r in warm), default=None),

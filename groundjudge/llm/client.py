@@ -174,16 +174,18 @@ class LLMClient:
     def worst_case_cost(self, request: LLMRequest, *, batch: bool = False) -> float:
         """USD a call can cost at most: what the budget holds while it is in flight.
 
-        Input: one token per UTF-8 byte of the messages and the schema (sent again as response format or tool),
-        plus per-message and fixed overheads; no tokenizer makes more tokens than that. Each input token at the
-        dearest input rate (an Anthropic cache write costs more than plain input). Output: max_tokens. ``batch``:
-        at the batch price.
+        Input: one token per UTF-8 byte of the messages and the schema, or of the request as the adapter sends it
+        (:func:`~groundjudge.llm.base.billed_text`: the schema may go twice) where that is more, plus per-message
+        and fixed overheads; no tokenizer makes more tokens than that. Each input token at the dearest input rate
+        (an Anthropic cache write costs more than plain input). Output: max_tokens. ``batch``: at the batch price.
         """
         if self.price is None:
             return 0.0
         text_bytes = sum(len(m.content.encode()) for m in request.messages)
         schema_bytes = len(json.dumps(request.schema).encode())
-        input_tokens = text_bytes + schema_bytes + _MESSAGE_OVERHEAD * len(request.messages) + _REQUEST_OVERHEAD
+        sent_bytes = len(billed_text(self.provider, request).encode())
+        input_bytes = max(text_bytes + schema_bytes, sent_bytes)
+        input_tokens = input_bytes + _MESSAGE_OVERHEAD * len(request.messages) + _REQUEST_OVERHEAD
         usd = (input_tokens * self.price.max_input_rate + request.max_tokens * self.price.output_per_mtok) / 1e6
         return usd * self.price.batch_factor if batch else usd
 
