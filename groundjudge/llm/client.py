@@ -296,6 +296,52 @@ class LLMClient:
             self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": response.text})
         return usage, None
 
+    # -- several answers' calls in one request ----------------------------------------------------------------
+
+    def complete_packed(self, calls: Sequence[DeferredCall]) -> dict[str, tuple[Usage, str | None]]:
+        """Send the deferred single-answer ``calls`` (of one :func:`~groundjudge.llm.packing.pack_key`) as one
+        request (:func:`~groundjudge.llm.packing.pack_request`), with the budget, the pace and the retries of any
+        call and no re-ask; split the reply by id and take each part exactly as the call's own reply would be taken
+        (validated, the call's check, cached under its key). Returns, by key, that answer's share of the usage (by
+        the length of its block; the one billed call counted on the first) and None when its part was accepted,
+        else the problem: that call is then not cached, so its step asks it alone. A run stop raises; any other
+        failure of the packed call is every call's problem (nothing billed stays uncounted: its usage is shared)."""
+        from groundjudge.llm.packing import pack_ids, pack_request, split_reply
+
+        request = pack_request([c.request for c in calls])
+        try:
+            response, usage = self._send_with_retries(request)
+        except (errors.BudgetExceededError, errors.CacheMissError):
+            raise
+        except errors.GroundjudgeError as exc:
+            spent = exc.usage if isinstance(exc, errors.LLMError) and exc.usage is not None else Usage()
+            shares = _shares(spent, [len(c.request.messages[1].content) for c in calls])
+            return {c.key: (u, f"the packed call failed: {exc}") for c, u in zip(calls, shares, strict=True)}
+        with self._lock:
+            self._out_tokens_seen[0] += response.output_tokens
+            self._out_tokens_seen[1] += 1
+        shares = _shares(usage, [len(c.request.messages[1].content) for c in calls])
+        parts: dict[str, Any] = {}
+        problem = ""
+        if response.refusal is not None:
+            problem = f"the model refused: {response.refusal}"
+        else:
+            try:
+                parts = split_reply(parse_json_reply(response.text), len(calls))
+            except json.JSONDecodeError as exc:
+                problem = f"the packed reply is not valid JSON: {exc}"
+        out: dict[str, tuple[Usage, str | None]] = {}
+        for pid, call, share in zip(pack_ids(len(calls)), calls, shares, strict=True):
+            if pid not in parts:
+                out[call.key] = (share, problem or f"the packed reply has no single reply for {pid}")
+                continue
+            text = json.dumps(parts[pid], ensure_ascii=False)
+            value, why, _ = judge_reply(replace(response, text=text, truncated=False), call.schema, call.check)
+            if value is not None and self.cache is not None:
+                self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": text})
+            out[call.key] = (share, None if value is not None else why)
+        return out
+
     # -- the call -----------------------------------------------------------------------------------------
 
     def complete_json(
@@ -438,6 +484,32 @@ class LLMClient:
         waited = [0.0]  # seconds spent in the limiter's queue by this call's attempts
         loop = retrying(self.retry, sleep=self._sleep, limiter=self.limiter, model_id=self.model_id, waited=waited)
         return loop(self._send_once, request, waited)
+
+
+def _shares(usage: Usage, weights: Sequence[int]) -> list[Usage]:
+    """``usage`` split by ``weights``: tokens and cost in proportion (the rounding on the last), the billed call on
+    the first; the parts sum to ``usage``."""
+    total = sum(weights) or 1
+    out: list[Usage] = []
+    left = usage
+    for i, w in enumerate(weights):
+        if i == len(weights) - 1:
+            out.append(left)
+            break
+        f = w / total
+        part = Usage(
+            calls=usage.calls if i == 0 else 0,
+            unpriced_calls=usage.unpriced_calls if i == 0 else 0,
+            cached_calls=usage.cached_calls if i == 0 else 0,
+            input_tokens=int(usage.input_tokens * f),
+            output_tokens=int(usage.output_tokens * f),
+            cached_input_tokens=int(usage.cached_input_tokens * f),
+            cache_write_tokens=int(usage.cache_write_tokens * f),
+            cost_usd=usage.cost_usd * f,
+        )
+        out.append(part)
+        left = left - part
+    return out
 
 
 def unpriced_budget_message(model_id: str) -> str:
