@@ -23,7 +23,7 @@ from groundjudge.llm import LLMClient
 from groundjudge.llm.client import DeferredCall
 from groundjudge.llm.packing import pack_key
 from groundjudge.models import Usage
-from groundjudge.pipeline.work import RUN_STOPS, Work
+from groundjudge.pipeline.work import RUN_STOPS, Work, describe
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,8 @@ class PackedCalls:
                     results.update(done.result())
                 except RUN_STOPS as exc:
                     stop = stop or exc
+                except Exception as exc:  # its answers are asked alone when their step runs again
+                    log.warning("a packed call failed: %s; its answers are asked alone", describe(exc), exc_info=True)
         charged: set[str] = set()
         for w in works:  # each answer's share of its packed call
             for key in w.deferred:
