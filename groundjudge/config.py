@@ -299,10 +299,9 @@ class Config(BaseModel):
             )
         if self.second_judge is None and (self.second_judge_sample is not None or self.second_judge_base_url):
             raise ArgumentError("second_judge_sample and second_judge_base_url go with second_judge (provider/model)")
-        if self.pack_answers > 1 and (self.batch_api or self.cache_mode != "use"):
+        if self.pack_answers > 1 and self.cache_mode != "use":
             raise ArgumentError(
-                "pack_answers above 1 sends packed calls directly and reads each answer's reply back from the cache: "
-                "it needs cache_mode 'use' and batch_api off"
+                "pack_answers above 1 reads each answer's reply back from the cache: it needs cache_mode 'use'"
             )
         if self.batch_api and self.cache_mode != "use":
             raise ArgumentError("batch_api answers calls into the cache and reads them back: it needs cache_mode 'use'")

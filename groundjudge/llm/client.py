@@ -47,7 +47,9 @@ class DeferredCall:
     """A cache miss recorded inside :meth:`LLMClient.deferring` instead of sent: what a batch needs to make it.
 
     ``key`` is the cache key the answer will be stored under, ``request`` the exact request the direct path would
-    send, ``schema`` and ``check`` what the answer must pass before it is cached.
+    send, ``schema`` and ``check`` what the answer must pass before it is cached. A packed call
+    (:meth:`LLMClient.packed_call`) holds the single calls it answers in ``members``: once its reply is accepted,
+    each member's part is taken as that call's own reply would be.
     """
 
     key: str
@@ -55,6 +57,7 @@ class DeferredCall:
     schema: type[BaseModel]
     prompt: PromptRef | None = None
     check: Callable[[Any], str | None] | None = None
+    members: tuple[DeferredCall, ...] = ()
 
 
 class LLMClient:
@@ -294,9 +297,38 @@ class LLMClient:
             return usage, problem
         if self.cache is not None:
             self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": response.text})
+        if call.members:
+            self._take_parts(call.members, value.model_dump(mode="json"), response)
         return usage, None
 
     # -- several answers' calls in one request ----------------------------------------------------------------
+
+    def packed_call(self, calls: Sequence[DeferredCall]) -> DeferredCall:
+        """The one call that answers the single ``calls`` (of one :func:`~groundjudge.llm.packing.pack_key`) in a
+        packed request, for a provider batch: its reply is cached under its own key, and each member's part under
+        that member's key (:meth:`accept_batch_result`)."""
+        from groundjudge.llm.packing import PackedReply, pack_request
+
+        request = pack_request([c.request for c in calls])
+        return DeferredCall(self._key(request, None), request, PackedReply, members=tuple(calls))
+
+    def _take_parts(self, calls: Sequence[DeferredCall], value: Any, response: LLMResponse) -> dict[str, str | None]:
+        """Each call's part of a packed reply (parsed JSON) taken as its own reply would be: validated, checked and
+        cached under its key. By key: None when taken, else the problem."""
+        from groundjudge.llm.packing import pack_ids, split_reply
+
+        parts = split_reply(value, len(calls))
+        out: dict[str, str | None] = {}
+        for pid, call in zip(pack_ids(len(calls)), calls, strict=True):
+            if pid not in parts:
+                out[call.key] = f"the packed reply has no single reply for {pid}"
+                continue
+            text = json.dumps(parts[pid], ensure_ascii=False)
+            taken, why, _ = judge_reply(replace(response, text=text, truncated=False), call.schema, call.check)
+            if taken is not None and self.cache is not None:
+                self.cache.set(call.key, {"output": taken.model_dump(mode="json"), "raw": text})
+            out[call.key] = None if taken is not None else why
+        return out
 
     def complete_packed(self, calls: Sequence[DeferredCall]) -> dict[str, tuple[Usage, str | None]]:
         """Send the deferred single-answer ``calls`` (of one :func:`~groundjudge.llm.packing.pack_key`) as one
@@ -306,7 +338,7 @@ class LLMClient:
         the length of its block; the one billed call counted on the first) and None when its part was accepted,
         else the problem: that call is then not cached, so its step asks it alone. A run stop raises; any other
         failure of the packed call is every call's problem (nothing billed stays uncounted: its usage is shared)."""
-        from groundjudge.llm.packing import pack_ids, pack_request, split_reply
+        from groundjudge.llm.packing import pack_request
 
         request = pack_request([c.request for c in calls])
         try:
@@ -315,32 +347,23 @@ class LLMClient:
             raise
         except errors.GroundjudgeError as exc:
             spent = exc.usage if isinstance(exc, errors.LLMError) and exc.usage is not None else Usage()
-            shares = _shares(spent, [len(c.request.messages[1].content) for c in calls])
+            shares = share_usage(spent, [len(c.request.messages[1].content) for c in calls])
             return {c.key: (u, f"the packed call failed: {exc}") for c, u in zip(calls, shares, strict=True)}
         with self._lock:
             self._out_tokens_seen[0] += response.output_tokens
             self._out_tokens_seen[1] += 1
-        shares = _shares(usage, [len(c.request.messages[1].content) for c in calls])
-        parts: dict[str, Any] = {}
+        shares = share_usage(usage, [len(c.request.messages[1].content) for c in calls])
         problem = ""
+        value: Any = None
         if response.refusal is not None:
             problem = f"the model refused: {response.refusal}"
         else:
             try:
-                parts = split_reply(parse_json_reply(response.text), len(calls))
+                value = parse_json_reply(response.text)
             except json.JSONDecodeError as exc:
                 problem = f"the packed reply is not valid JSON: {exc}"
-        out: dict[str, tuple[Usage, str | None]] = {}
-        for pid, call, share in zip(pack_ids(len(calls)), calls, shares, strict=True):
-            if pid not in parts:
-                out[call.key] = (share, problem or f"the packed reply has no single reply for {pid}")
-                continue
-            text = json.dumps(parts[pid], ensure_ascii=False)
-            value, why, _ = judge_reply(replace(response, text=text, truncated=False), call.schema, call.check)
-            if value is not None and self.cache is not None:
-                self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": text})
-            out[call.key] = (share, None if value is not None else why)
-        return out
+        taken = self._take_parts(calls, value, response) if not problem else {c.key: problem for c in calls}
+        return {c.key: (share, taken[c.key]) for c, share in zip(calls, shares, strict=True)}
 
     # -- the call -----------------------------------------------------------------------------------------
 
@@ -486,7 +509,7 @@ class LLMClient:
         return loop(self._send_once, request, waited)
 
 
-def _shares(usage: Usage, weights: Sequence[int]) -> list[Usage]:
+def share_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
     """``usage`` split by ``weights``: tokens and cost in proportion (the rounding on the last), the billed call on
     the first; the parts sum to ``usage``."""
     total = sum(weights) or 1

@@ -16,11 +16,20 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from groundjudge.llm.base import LLMRequest
 from groundjudge.models import Message
 
 PACK_FENCE = "#GJPACK#"
 PACK_SCHEMA_NAME = "PackedReplies"
+
+
+class PackedReply(BaseModel):
+    """A packed reply as a batch result is first validated: its items are checked one by one (:func:`split_reply`),
+    so that one bad item concerns its answer alone."""
+
+    replies: list[Any]
 
 
 def pack_note(fence: str) -> str:

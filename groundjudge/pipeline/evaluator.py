@@ -331,7 +331,7 @@ class Evaluator:
             _ = self.nli  # a head fitted for another model stops the run before any row, not row by row
         items = (self._items(cut) for cut in cuts)
         c = self.config
-        if c.pack_answers > 1 and self.client is not None and self.client.cache is not None:
+        if c.pack_answers > 1 and not c.batch_api and self.client is not None and self.client.cache is not None:
             # several answers per call: each step's deferred calls packed (groundjudge.pipeline.packing)
             packer = PackedCalls(self.client, c.pack_answers, c.concurrency)
             with packer.deferring():

@@ -147,8 +147,30 @@ def test_the_dry_run_prices_the_packs(shared_nli: Any, tmp_path: Path) -> None:
     assert dry["estimated_cost_usd"] < single["estimated_cost_usd"]
 
 
-def test_packing_needs_the_cache_and_direct_calls() -> None:
-    for bad in ({"batch_api": True}, {"cache_mode": "off"}, {"cache_mode": "only"}):
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_provider_batch_mode_sends_the_packs_in_the_batch(shared_nli: Any, tmp_path: Path, provider: str) -> None:
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        server.min_cached_prefix_tokens = server.anthropic_min_cache_tokens = 10**9
+        cache = Cache(tmp_path / "one")
+        client = make_test_client(server, provider, cache=cache, price=Price(1.0, 0.0))
+        single = list(Evaluator(Config(mode="cascade"), nli=shared_nli, client=client, cache=cache).evaluate_many(POOL))
+        server.requests.clear()
+        cache = Cache(tmp_path / "batch")
+        client = make_test_client(server, provider, cache=cache, price=Price(1.0, 0.0))
+        config = Config(mode="cascade", pack_answers=4, batch_api=True, batch_poll_seconds=0.0)
+        config = config.model_copy(update={"batch_state": str(tmp_path / "b.json")})
+        ev = Evaluator(config, nli=shared_nli, client=client, cache=cache)
+        packed = list(ev.evaluate_many(POOL))
+        assert all(r.batch_id is not None for r in server.requests)  # every call through the provider batch
+        assert any(len(packed_requests(r)) > 1 for r in server.requests)
+        assert len(server.requests) < sum(r.usage.calls for r in single)
+    same(packed, single)
+    assert sum(r.usage.calls for r in packed) == ev.usage.calls == len(server.requests)
+    assert sum(r.usage.cost_usd for r in packed) == pytest.approx(ev.usage.cost_usd)
+
+
+def test_packing_needs_the_cache() -> None:
+    for bad in ({"cache_mode": "off"}, {"cache_mode": "only"}, {"cache_mode": "refresh"}):
         with pytest.raises(ConfigError, match="pack_answers"):
             Config.make(pack_answers=4, **bad)
     with pytest.raises(ConfigError):
