@@ -13,8 +13,9 @@ Per run and data set: calls per answer; input tokens per answer, fresh and cache
 prompt cache), cache writes, output tokens; USD per answer with prompt caching (what the provider bills) and
 without (every input token at the input rate); and per call (claims_qa / claims / verify / judge) the tokens of
 the fixed instructions (system message), of the schema (response_format or the tool, which the provider also
-bills) and of the per-answer data. The scripted model's replies are plausible but not a real model's, so output
-tokens show the shape, not a model's verbosity.
+bills) and of the per-answer data. ``packed-4`` and ``packed-8``: the default with 4 or 8 answers per request
+(``--pack-answers``), and whether every answer's verdict and scores are those of the default run. The scripted
+model's replies are plausible but not a real model's, so output tokens show the shape, not a model's verbosity.
 
 RAGAS 0.4.3 Faithfulness (2 calls per answer): ragas is not a dependency here, so its numbers are the ones
 published in issue 34 for the same kind of rows (40 answers each, measured by request logging): 2,216 (FC) and
@@ -202,6 +203,7 @@ def run(
         "answers": n,
         "calls_per_answer": round(len(new) / n, 3),
         "input_per_answer": round(u.input_tokens / n, 1),
+        "input_with_schema_per_answer": round(sum(len(q.text) // 4 + len(q.format_text) // 4 for q in new) / n, 1),
         "fresh_input_per_answer": round((u.input_tokens - u.cached_input_tokens) / n, 1),
         "cached_input_per_answer": round(u.cached_input_tokens / n, 1),
         "cache_write_per_answer": round(u.cache_write_tokens / n, 1),
@@ -211,6 +213,7 @@ def run(
         "per_call": per_call,
         "errors": sum(1 for r in reports if r.errors or r.verdict == "ERROR"),
         "verdicts": collections.Counter(r.verdict for r in reports),
+        "reports": [r.model_dump(exclude={"usage"}) for r in reports],
         "seconds": round(seconds, 1),
     }
     if enc is not None:
@@ -225,7 +228,7 @@ def run(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=40, help="answers per data set")
-    ap.add_argument("--runs", default="default,no-qa,llm,batch,default-anthropic,replay")
+    ap.add_argument("--runs", default="default,no-qa,llm,batch,default-anthropic,replay,packed-4,packed-8")
     ap.add_argument("--nli-model", default=None)
     args = ap.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
@@ -241,6 +244,8 @@ def main() -> None:
         "llm": ("openai", {"mode": "llm"}),
         "batch": ("openai", {"batch_api": True}),
         "default-anthropic": ("anthropic", {}),
+        "packed-4": ("openai", {"pack_answers": 4}),
+        "packed-8": ("openai", {"pack_answers": 8}),
     }
     results: list[dict[str, Any]] = []
     replay_requests = 0
@@ -289,6 +294,9 @@ def main() -> None:
         ],
     )
     by = {(r["data"], r["run"]): r for r in results}
+    for r in results:  # several answers per request: every answer's report as in the default run?
+        base = by.get((r["data"], "default"))
+        r["same_verdicts"] = None if base is None else r["reports"] == base["reports"]
     ratio = {
         data: round(by[(data, "default")]["input_per_answer"] / RAGAS[data]["chars4"], 3)
         for data in datasets
@@ -305,6 +313,18 @@ def main() -> None:
             f"{data}: default {by[(data, 'default')]['input_per_answer']:.0f} input tokens per answer (chars/4), RAGAS "
             f"Faithfulness {RAGAS[data]['chars4']} (published, issue 34): {value:.2f}x (target <= {TARGET_RATIO})"
         )
+    for data in datasets:
+        base = by.get((data, "default"))
+        for name in [n for n in wanted if n.startswith("packed-")]:
+            if base is None or (data, name) not in by:
+                continue
+            r = by[(data, name)]
+            ins, with_schema = r["input_per_answer"], r["input_with_schema_per_answer"]
+            print(
+                f"{data} {name}: {ins:.0f} input tokens per answer ({with_schema:.0f} with the schema; default "
+                f"{base['input_per_answer']:.0f} / {base['input_with_schema_per_answer']:.0f}), "
+                f"{r['calls_per_answer']} requests per answer, verdicts unchanged: {r['same_verdicts']}"
+            )
     if enc is None:
         print("o200k: tiktoken's o200k_base encoding could not be loaded (offline?); counted at 4 characters a token")
     warm = [r for r in results if r["run"] == "default"]
@@ -319,6 +339,8 @@ def main() -> None:
                 for k in (
                     "calls_per_answer",
                     "input_per_answer",
+                    "input_with_schema_per_answer",
+                    "same_verdicts",
                     "fresh_input_per_answer",
                     "cached_input_per_answer",
                     "cache_write_per_answer",

@@ -255,6 +255,15 @@ class Config(BaseModel):
     batch_poll_seconds: float = Field(30.0, ge=0, description="seconds between batch status reads")
     batch_max_wait_hours: float = Field(24.0, gt=0, description="stop waiting (the batch goes on; a rerun collects)")
 
+    pack_answers: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="answers whose claims calls, and whose sources-side calls, go together in one request (1: one "
+        "answer a call); the prompt's fixed part is paid once per request, each answer's reply is still checked and "
+        "cached alone (docs: Tokens and cost per answer)",
+    )
+
     # cache
     cache_dir: str | None = Field(
         None, description="cache directory [default: $GROUNDJUDGE_CACHE_DIR or ~/.cache/groundjudge]"
@@ -290,6 +299,10 @@ class Config(BaseModel):
             )
         if self.second_judge is None and (self.second_judge_sample is not None or self.second_judge_base_url):
             raise ArgumentError("second_judge_sample and second_judge_base_url go with second_judge (provider/model)")
+        if self.pack_answers > 1 and self.cache_mode != "use":
+            raise ArgumentError(
+                "pack_answers above 1 reads each answer's reply back from the cache: it needs cache_mode 'use'"
+            )
         if self.batch_api and self.cache_mode != "use":
             raise ArgumentError("batch_api answers calls into the cache and reads them back: it needs cache_mode 'use'")
         return self

@@ -128,6 +128,7 @@ def score_command(
     second_judge_base_url: Annotated[str | None, setting("second_judge_base_url", panel=LLM)] = None,
     second_judge_sample: Annotated[float | None, setting("second_judge_sample", panel=LLM)] = None,
     batch_api: Annotated[bool, BATCH_API] = default("batch_api"),
+    pack_answers: Annotated[int, setting("pack_answers", panel=COST)] = default("pack_answers"),
     nli_model: Annotated[str | None, nli_model_option(LOCAL)] = None,
     nli_kind: Annotated[str, setting("nli_kind", panel=LOCAL)] = default("nli_kind"),
     nli_supported_label: Annotated[int | None, setting("nli_supported_label", panel=LOCAL)] = None,

@@ -12,7 +12,7 @@ from typing import Any
 import anthropic
 
 from groundjudge.llm.anthropic_batch import AnthropicBatch
-from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, sdk_error, wire_schema
+from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, params_text, sdk_error, wire_schema
 from groundjudge.models import Message
 
 # Anthropic takes at most 4 cache_control breakpoints per request.
@@ -86,6 +86,13 @@ class AnthropicProvider:
             # The tools and the system prompt are the cached prefix (Anthropic orders tools, system, messages).
             params["system"] = [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}]
         return params
+
+    def billed_input(self, request: LLMRequest) -> str:
+        """The text this adapter sends for ``request`` that the provider bills as input: the system prompt, the
+        messages and the forced tool (its name, description and input schema)."""
+        params = self.build_params(request)
+        system = [{"content": params["system"]}] if "system" in params else []
+        return params_text([*system, *params["messages"]], params["tools"])
 
     def send(self, request: LLMRequest) -> LLMResponse:
         try:

@@ -65,6 +65,31 @@ def wire_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return lean
 
 
+def billed_text(provider: object, request: LLMRequest) -> str:
+    """The text of ``request`` a provider bills as input: the messages as the adapter sends them and the
+    structured-output format (the schema as ``response_format`` or the forced tool), from the adapter's
+    ``billed_input`` where it has one; else the messages and the lean schema once. What dry runs and the
+    tokens-per-minute pace count (issue 34: the schema is billed too)."""
+    billed = getattr(provider, "billed_input", None)
+    if callable(billed):
+        return str(billed(request))
+    text = "\n".join(m.content for m in request.messages)
+    return text + "\n" + json.dumps(wire_schema(request.schema), ensure_ascii=False)
+
+
+def params_text(messages: list[dict[str, Any]], *extra: Any) -> str:
+    """A request body's messages (plain text or text blocks) and ``extra`` objects (the format, the tools) as JSON,
+    joined: what :func:`billed_text` counts for a body an adapter built."""
+    parts = []
+    for m in messages:
+        content = m.get("content", "")
+        if not isinstance(content, str):
+            content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+        parts.append(content)
+    parts += [json.dumps(x, ensure_ascii=False) for x in extra if x is not None]
+    return "\n".join(parts)
+
+
 @dataclass(frozen=True)
 class LLMRequest:
     """One JSON-mode completion request, provider-neutral: the prompt's messages as rendered, and the schema the

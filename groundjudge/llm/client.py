@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from groundjudge import errors
 from groundjudge.cache import Cache, make_key
 from groundjudge.llm.accounting import Ledger, Price, price_for
-from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, json_instruction
+from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, billed_text, json_instruction
 from groundjudge.llm.limits import Limiter, Outcome
 from groundjudge.llm.replies import judge_reply, parse_json_reply, reask
 from groundjudge.llm.retries import RetryPolicy, rate_limited, retrying
@@ -47,7 +47,9 @@ class DeferredCall:
     """A cache miss recorded inside :meth:`LLMClient.deferring` instead of sent: what a batch needs to make it.
 
     ``key`` is the cache key the answer will be stored under, ``request`` the exact request the direct path would
-    send, ``schema`` and ``check`` what the answer must pass before it is cached.
+    send, ``schema`` and ``check`` what the answer must pass before it is cached. A packed call
+    (:meth:`LLMClient.packed_call`) holds the single calls it answers in ``members``: once its reply is accepted,
+    each member's part is taken as that call's own reply would be.
     """
 
     key: str
@@ -55,6 +57,7 @@ class DeferredCall:
     schema: type[BaseModel]
     prompt: PromptRef | None = None
     check: Callable[[Any], str | None] | None = None
+    members: tuple[DeferredCall, ...] = ()
 
 
 class LLMClient:
@@ -132,6 +135,11 @@ class LLMClient:
 
     # -- keys and estimates -------------------------------------------------------------------------------
 
+    def request_for(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
+        """The request the direct path sends for ``messages`` and ``schema`` (its settings; the schema is sent once,
+        by the adapter): what :meth:`estimate_cost` prices as sent."""
+        return self._request(messages, schema)
+
     def _request(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
         return LLMRequest(  # the schema is sent once, by the adapter (issue 34)
             messages=tuple(messages),
@@ -169,34 +177,43 @@ class LLMClient:
     def worst_case_cost(self, request: LLMRequest, *, batch: bool = False) -> float:
         """USD a call can cost at most: what the budget holds while it is in flight.
 
-        Input: one token per UTF-8 byte of the messages and the schema (sent again as response format or tool),
-        plus per-message and fixed overheads; no tokenizer makes more tokens than that. Each input token at the
-        dearest input rate (an Anthropic cache write costs more than plain input). Output: max_tokens. ``batch``:
-        at the batch price.
+        Input: one token per UTF-8 byte of the messages and the schema, or of the request as the adapter sends it
+        (:func:`~groundjudge.llm.base.billed_text`: the schema may go twice) where that is more, plus per-message
+        and fixed overheads; no tokenizer makes more tokens than that. Each input token at the dearest input rate
+        (an Anthropic cache write costs more than plain input). Output: max_tokens. ``batch``: at the batch price.
         """
         if self.price is None:
             return 0.0
         text_bytes = sum(len(m.content.encode()) for m in request.messages)
         schema_bytes = len(json.dumps(request.schema).encode())
-        input_tokens = text_bytes + schema_bytes + _MESSAGE_OVERHEAD * len(request.messages) + _REQUEST_OVERHEAD
+        sent_bytes = len(billed_text(self.provider, request).encode())
+        input_bytes = max(text_bytes + schema_bytes, sent_bytes)
+        input_tokens = input_bytes + _MESSAGE_OVERHEAD * len(request.messages) + _REQUEST_OVERHEAD
         usd = (input_tokens * self.price.max_input_rate + request.max_tokens * self.price.output_per_mtok) / 1e6
         return usd * self.price.batch_factor if batch else usd
 
-    def expected_tokens(self, messages: Sequence[Message]) -> tuple[int, int]:
-        """Realistic (input, output) tokens of one call: ~4 characters a token in plus 8 a message, the mean
-        output seen so far (256 before any), at most ``max_tokens``. What dry runs price and the limiter's
-        tokens-per-minute bucket takes before a reply says the real usage."""
-        input_tokens = sum(len(m.content) for m in messages) // 4 + 8 * len(messages)
+    def expected_tokens(self, call: LLMRequest | Sequence[Message]) -> tuple[int, int]:
+        """Realistic (input, output) tokens of one call: ~4 characters a token of what the provider bills, plus 8 a
+        message; the mean output seen so far (256 before any), at most ``max_tokens``. A request is counted as the
+        adapter sends it, the schema in its structured-output format included (:func:`~groundjudge.llm.base.
+        billed_text`); bare messages by their text alone. What dry runs price and the limiter's tokens-per-minute
+        bucket takes before a reply says the real usage."""
+        if isinstance(call, LLMRequest):
+            chars, n_messages = len(billed_text(self.provider, call)), len(call.messages)
+        else:
+            chars, n_messages = sum(len(m.content) for m in call), len(call)
+        input_tokens = chars // 4 + _MESSAGE_OVERHEAD * n_messages
         with self._lock:
             out_total, n = self._out_tokens_seen
         return input_tokens, min(self.max_tokens, out_total // n if n else 256)
 
-    def estimate_cost(self, messages: Sequence[Message], *, batch: bool = False) -> float:
-        """Realistic USD of one call, for dry runs (:meth:`expected_tokens`); ``batch=True`` at the batch API's
-        price. The budget does not use it: calls in flight hold :meth:`worst_case_cost`."""
+    def estimate_cost(self, call: LLMRequest | Sequence[Message], *, batch: bool = False) -> float:
+        """Realistic USD of one call, for dry runs (:meth:`expected_tokens`; give the request, from
+        :meth:`request_for` or a deferred call, to count the schema the provider bills too); ``batch=True`` at the
+        batch API's price. The budget does not use it: calls in flight hold :meth:`worst_case_cost`."""
         if self.price is None:
             return 0.0
-        input_tokens, output_tokens = self.expected_tokens(messages)
+        input_tokens, output_tokens = self.expected_tokens(call)
         return self.price.cost(input_tokens, output_tokens, batch=batch)
 
     def usage_of(self, response: LLMResponse, *, batch: bool = False) -> Usage:
@@ -280,7 +297,73 @@ class LLMClient:
             return usage, problem
         if self.cache is not None:
             self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": response.text})
+        if call.members:
+            self._take_parts(call.members, value.model_dump(mode="json"), response)
         return usage, None
+
+    # -- several answers' calls in one request ----------------------------------------------------------------
+
+    def packed_call(self, calls: Sequence[DeferredCall]) -> DeferredCall:
+        """The one call that answers the single ``calls`` (of one :func:`~groundjudge.llm.packing.pack_key`) in a
+        packed request, for a provider batch: its reply is cached under its own key, and each member's part under
+        that member's key (:meth:`accept_batch_result`)."""
+        from groundjudge.llm.packing import PackedReply, pack_request
+
+        request = pack_request([c.request for c in calls])
+        return DeferredCall(self._key(request, None), request, PackedReply, members=tuple(calls))
+
+    def _take_parts(self, calls: Sequence[DeferredCall], value: Any, response: LLMResponse) -> dict[str, str | None]:
+        """Each call's part of a packed reply (parsed JSON) taken as its own reply would be: validated, checked and
+        cached under its key. By key: None when taken, else the problem."""
+        from groundjudge.llm.packing import pack_ids, split_reply
+
+        parts = split_reply(value, len(calls))
+        out: dict[str, str | None] = {}
+        for pid, call in zip(pack_ids(len(calls)), calls, strict=True):
+            if pid not in parts:
+                out[call.key] = f"the packed reply has no single reply for {pid}"
+                continue
+            text = json.dumps(parts[pid], ensure_ascii=False)
+            taken, why, _ = judge_reply(replace(response, text=text, truncated=False), call.schema, call.check)
+            if taken is not None and self.cache is not None:
+                self.cache.set(call.key, {"output": taken.model_dump(mode="json"), "raw": text})
+            out[call.key] = None if taken is not None else why
+        return out
+
+    def complete_packed(self, calls: Sequence[DeferredCall]) -> dict[str, tuple[Usage, str | None]]:
+        """Send the deferred single-answer ``calls`` (of one :func:`~groundjudge.llm.packing.pack_key`) as one
+        request (:func:`~groundjudge.llm.packing.pack_request`), with the budget, the pace and the retries of any
+        call and no re-ask; split the reply by id and take each part exactly as the call's own reply would be taken
+        (validated, the call's check, cached under its key). Returns, by key, that answer's share of the usage (by
+        the length of its block; the one billed call counted on the first) and None when its part was accepted,
+        else the problem: that call is then not cached, so its step asks it alone. A run stop raises; any other
+        failure of the packed call is every call's problem (nothing billed stays uncounted: its usage is shared)."""
+        from groundjudge.llm.packing import pack_request
+
+        request = pack_request([c.request for c in calls])
+        try:
+            response, usage = self._send_with_retries(request)
+        except (errors.BudgetExceededError, errors.CacheMissError):
+            raise
+        except errors.GroundjudgeError as exc:
+            spent = exc.usage if isinstance(exc, errors.LLMError) and exc.usage is not None else Usage()
+            shares = share_usage(spent, [len(c.request.messages[1].content) for c in calls])
+            return {c.key: (u, f"the packed call failed: {exc}") for c, u in zip(calls, shares, strict=True)}
+        with self._lock:
+            self._out_tokens_seen[0] += response.output_tokens
+            self._out_tokens_seen[1] += 1
+        shares = share_usage(usage, [len(c.request.messages[1].content) for c in calls])
+        problem = ""
+        value: Any = None
+        if response.refusal is not None:
+            problem = f"the model refused: {response.refusal}"
+        else:
+            try:
+                value = parse_json_reply(response.text)
+            except json.JSONDecodeError as exc:
+                problem = f"the packed reply is not valid JSON: {exc}"
+        taken = self._take_parts(calls, value, response) if not problem else {c.key: problem for c in calls}
+        return {c.key: (share, taken[c.key]) for c, share in zip(calls, shares, strict=True)}
 
     # -- the call -----------------------------------------------------------------------------------------
 
@@ -374,7 +457,7 @@ class LLMClient:
         case, send, settle to the real cost, tell the limiter how it went; a refusal raises, counted."""
         permit = None
         if self.limiter is not None:
-            permit = self.limiter.acquire(sum(self.expected_tokens(request.messages)))
+            permit = self.limiter.acquire(sum(self.expected_tokens(request)))
             if waited is not None:
                 waited[0] += permit.waited
         outcome: Outcome = "unsent"
@@ -424,6 +507,32 @@ class LLMClient:
         waited = [0.0]  # seconds spent in the limiter's queue by this call's attempts
         loop = retrying(self.retry, sleep=self._sleep, limiter=self.limiter, model_id=self.model_id, waited=waited)
         return loop(self._send_once, request, waited)
+
+
+def share_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
+    """``usage`` split by ``weights``: tokens and cost in proportion (the rounding on the last), the billed call on
+    the first; the parts sum to ``usage``."""
+    total = sum(weights) or 1
+    out: list[Usage] = []
+    left = usage
+    for i, w in enumerate(weights):
+        if i == len(weights) - 1:
+            out.append(left)
+            break
+        f = w / total
+        part = Usage(
+            calls=usage.calls if i == 0 else 0,
+            unpriced_calls=usage.unpriced_calls if i == 0 else 0,
+            cached_calls=usage.cached_calls if i == 0 else 0,
+            input_tokens=int(usage.input_tokens * f),
+            output_tokens=int(usage.output_tokens * f),
+            cached_input_tokens=int(usage.cached_input_tokens * f),
+            cache_write_tokens=int(usage.cache_write_tokens * f),
+            cost_usd=usage.cost_usd * f,
+        )
+        out.append(part)
+        left = left - part
+    return out
 
 
 def unpriced_budget_message(model_id: str) -> str:

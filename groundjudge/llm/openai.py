@@ -11,7 +11,15 @@ from typing import Any, Literal
 import openai
 
 from groundjudge import errors
-from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, json_instruction, sdk_error, wire_schema
+from groundjudge.llm.base import (
+    BatchApi,
+    LLMRequest,
+    LLMResponse,
+    json_instruction,
+    params_text,
+    sdk_error,
+    wire_schema,
+)
 from groundjudge.llm.openai_batch import OpenAIBatch
 
 JsonMode = Literal["schema", "object", "auto"]
@@ -125,6 +133,13 @@ class OpenAIProvider:
             digest = hashlib.sha256(request.messages[0].content.encode()).hexdigest()[:32]
             params["prompt_cache_key"] = f"gj-{digest}"
         return params
+
+    def billed_input(self, request: LLMRequest) -> str:
+        """The text this adapter sends for ``request`` that the provider bills as input: the messages as sent (the
+        schema as text included where it goes there) and the ``json_schema`` format object."""
+        params = self.build_params(request)
+        form = params["response_format"]
+        return params_text(params["messages"], form.get("json_schema") if form.get("type") == "json_schema" else None)
 
     def _create(self, request: LLMRequest, mode: str) -> Any:
         return self.sdk.chat.completions.create(**self.build_params(request, mode))

@@ -21,8 +21,9 @@ from pathlib import Path
 from groundjudge.config import Config
 from groundjudge.llm import LLMClient
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
-from groundjudge.llm.client import DeferredCall
+from groundjudge.llm.client import DeferredCall, share_usage
 from groundjudge.models import Usage
+from groundjudge.pipeline.packing import packs
 from groundjudge.pipeline.work import RUN_STOPS, Work, describe
 
 log = logging.getLogger(__name__)
@@ -98,8 +99,11 @@ class ProviderBatches:
         for w in works:
             for key in w.deferred:
                 calls.setdefault(key, self._call(key))
+        sent = list(calls.values())
+        if self.config.pack_answers > 1 and not second:  # several answers per request (pipeline.packing)
+            sent = [client.packed_call(p) if len(p) > 1 else p[0] for p in packs(sent, self.config.pack_answers)]
         try:
-            outcome = batch_runner(client, self.config, self.progress).run(list(calls.values()))
+            outcome = batch_runner(client, self.config, self.progress).run(sent)
         except RUN_STOPS as exc:
             for w in works:
                 w.stop = exc
@@ -110,6 +114,12 @@ class ProviderBatches:
                 fail(w, f"provider batch: {describe(exc)}")
             return []
         self.outcomes.append(outcome)
+        for call in sent:  # a packed request's cost, shared out to its answers by the length of their blocks
+            if call.members and call.key in outcome.usage_by_key:
+                sizes = [len(m.request.messages[-1].content) for m in call.members]
+                shares = share_usage(outcome.usage_by_key.pop(call.key), sizes)
+                for member, share in zip(call.members, shares, strict=True):
+                    outcome.usage_by_key[member.key] = outcome.usage_by_key.get(member.key, Usage()) + share
         charged: set[str] = set()
         for w in works:  # what the batch cost, to the answers it answered (a shared request to the first)
             for key in w.deferred:

@@ -30,12 +30,15 @@ from groundjudge.config import Config
 from groundjudge.errors import InputError
 from groundjudge.io.rows import batches
 from groundjudge.llm import Ledger, LLMClient
+from groundjudge.llm.base import LLMRequest
 from groundjudge.llm.client import DeferredCall
-from groundjudge.models import AnswerReport, Claim, Message, QAItem, Sample
+from groundjudge.llm.packing import pack_request
+from groundjudge.models import AnswerReport, Claim, QAItem, Sample
 from groundjudge.pipeline.flow import stream
+from groundjudge.pipeline.packing import packs
 from groundjudge.pipeline.steps import StepContext, Steps
 from groundjudge.pipeline.work import Work, error_report
-from groundjudge.stages.judge import SOURCE_CHARS, Source, judge_messages, select_sources
+from groundjudge.stages.judge import SOURCE_CHARS, JudgeReply, Source, VerifyReply, judge_messages, select_sources
 
 # Rows per step of the dry run: its stages read the cache and never call a model, so a batch only bounds memory.
 DRY_BATCH = 64
@@ -189,7 +192,8 @@ def estimate(
 
     if llm:
         assert client is not None
-        _DryRun(client, cache, context, second_client, tally, qa_expected, config.batch_api).count(cuts())
+        dry = _DryRun(client, cache, context, second_client, tally, qa_expected, config.batch_api, config.pack_answers)
+        dry.count(cuts())
     else:
         for _ in cuts():
             pass
@@ -239,6 +243,7 @@ class _DryRun:
         tally: _Tally,
         qa_expected: bool,
         batch: bool,
+        pack: int = 1,
     ) -> None:
         self.client = client
         self.second = second
@@ -246,6 +251,8 @@ class _DryRun:
         self.dry_second = _dry_twin(second) if second is not None else None
         self.tally, self.qa_expected, self.batch = tally, qa_expected, batch
         self.parked: dict[int, str] = {}  # id(work) -> the step whose calls it holds deferred
+        self.pack = pack  # answers per call (Config.pack_answers)
+        self.packed: dict[str, tuple[int, float]] = {}  # key of a packed call -> (calls it counts, its cost share)
         self.deferred: list[list[DeferredCall]] = []
         self._calls: dict[str, DeferredCall] = {}
         nli_cache = ReadOnlyCache(cache)
@@ -274,6 +281,14 @@ class _DryRun:
     def settle(self, step: str, works: list[Work]) -> list[Work]:
         for w in works:
             self.parked[id(w)] = step
+        if self.pack > 1 and step in ("claims", "verify"):  # several answers per call: price the packs
+            calls = list({key: self.call(key) for w in works for key in w.deferred}.values())
+            for group in packs(calls, self.pack):
+                if len(group) > 1:
+                    cost = self.client.estimate_cost(pack_request([c.request for c in group]), batch=self.batch)
+                    sizes = [len(c.request.messages[1].content) for c in group]
+                    for i, (c, size) in enumerate(zip(group, sizes, strict=True)):
+                        self.packed[c.key] = (int(i == 0), cost * size / (sum(sizes) or 1))
         return []
 
     def again(self, step: Callable[[Work], None]) -> Callable[[Work], None]:
@@ -302,14 +317,15 @@ class _DryRun:
                 for key in w.deferred if parked == "second" else []:
                     tally.second["exact"] += 1
                     tally.exact += 1
-                    tally.cost += self.second.estimate_cost(_messages(self.call(key)), batch=batch)
+                    tally.cost += self.second.estimate_cost(self.call(key).request, batch=batch)
             elif w.live:  # its claims, their NLI scores or the first judge's verdicts are not cached yet
                 tally.second["upper_bound"] += 1
                 tally.bounded += 1
-                tally.cost += self.second.estimate_cost(_bound_messages(w, False), batch=batch)
-        for key in first:  # a miss: the exact request the run would send
-            tally.exact += 1
-            tally.cost += self.client.estimate_cost(_messages(self.call(key)), batch=batch)
+                tally.cost += self.second.estimate_cost(_bound_request(self.second, w, False), batch=batch)
+        for key in first:  # a miss: the exact request the run would send (a packed one: its share of the pack)
+            calls, cost = self.packed.get(key) or (1, self.client.estimate_cost(self.call(key).request, batch=batch))
+            tally.exact += calls
+            tally.cost += cost
         if parked == "claims":
             tally.bounded_rows["claims"] += 1
         elif unscored:
@@ -317,7 +333,7 @@ class _DryRun:
         else:
             return
         tally.bounded += 1  # at most one sources-side call: an upper bound
-        tally.cost += self.client.estimate_cost(_bound_messages(w, self.qa_expected), batch=batch)
+        tally.cost += self.client.estimate_cost(_bound_request(self.client, w, self.qa_expected), batch=batch)
 
 
 class _DrySteps(Steps):
@@ -364,18 +380,16 @@ def _dry_twin(client: LLMClient) -> LLMClient:
     return client.twin(cache=ReadOnlyCache(client.cache) if client.cache is not None else None, ledger=Ledger())
 
 
-def _messages(call: DeferredCall) -> list[Message]:
-    return list(call.request.messages)
-
-
-def _bound_messages(w: Work, qa: bool) -> list[Message]:
-    """A sources-side call at least as long as the real one: every claim (the answer itself when its claims are not
-    known yet) and the whole sources up to the judge's character budget."""
+def _bound_request(client: LLMClient, w: Work, qa: bool) -> LLMRequest:
+    """A sources-side call at least as long as the real one, as ``client`` would send it (its schema included): every
+    claim (the answer itself when its claims are not known yet) and the whole sources up to the judge's character
+    budget."""
     s = w.sample
     sources = select_sources(s.contexts, []) or [Source(1, 0, 0, "\n\n".join(s.contexts)[:SOURCE_CHARS])]
     claims = w.claims or [Claim(id="c1", text=s.answer or s.claim or "")]
     questions = (w.questions or [QAItem(question=s.answer or "", answer_from_answer="")]) if qa and s.answer else []
-    return judge_messages(claims, sources, questions)
+    schema = VerifyReply if questions else JudgeReply
+    return client.request_for(judge_messages(claims, sources, questions), schema)
 
 
 def _calls(n: int) -> str:

@@ -29,6 +29,7 @@ from groundjudge.models import AnswerReport, LocalThresholds, Sample, Usage
 from groundjudge.pipeline.batching import ProviderBatches
 from groundjudge.pipeline.estimate import estimate
 from groundjudge.pipeline.flow import stream
+from groundjudge.pipeline.packing import PackedCalls
 from groundjudge.pipeline.steps import StepContext, Steps
 from groundjudge.pipeline.steps import in_second_sample as in_second_sample  # its home was here
 from groundjudge.pipeline.work import Work, error_report
@@ -330,6 +331,14 @@ class Evaluator:
             _ = self.nli  # a head fitted for another model stops the run before any row, not row by row
         items = (self._items(cut) for cut in cuts)
         c = self.config
+        if c.pack_answers > 1 and not c.batch_api and self.client is not None and self.client.cache is not None:
+            # several answers per call: each step's deferred calls packed (groundjudge.pipeline.packing)
+            packer = PackedCalls(self.client, c.pack_answers, c.concurrency)
+            with packer.deferring():
+                yield from stream(
+                    items, self.steps, concurrency=c.concurrency, window=window or c.window, parking=packer
+                )
+            return
         if not c.batch_api or self.client is None:
             yield from stream(items, self.steps, concurrency=c.concurrency, window=window or c.window)
             return

@@ -89,6 +89,16 @@ class RecordedRequest:
         return "\n".join(m["content"] for m in self.messages)
 
     @property
+    def format_text(self) -> str:
+        """The structured-output format the request carries, as JSON (OpenAI ``response_format``'s json_schema,
+        Anthropic's tools), "" when none: providers bill it as input beside the messages' :attr:`text`."""
+        form = self.body.get("response_format")
+        if isinstance(form, dict) and form.get("type") == "json_schema":
+            return json.dumps(form.get("json_schema"), ensure_ascii=False)
+        tools = self.body.get("tools")
+        return json.dumps(tools, ensure_ascii=False) if tools else ""
+
+    @property
     def last_user(self) -> str:
         users = [m["content"] for m in self.messages if m["role"] == "user"]
         return users[-1] if users else ""
@@ -642,10 +652,50 @@ def questions_wanted(req: RecordedRequest) -> int:
     return 0
 
 
+def packed_requests(req: RecordedRequest) -> dict[str, RecordedRequest]:
+    """The single-answer requests inside a packed request (``Config.pack_answers``), by the pack's id ("a1", ...),
+    each as its own request (the system message and that block's text); {} for a request that is not packed. Blocks
+    are found by the pack's own fence (the marker of the user message's first ``BEGIN REQUEST`` line, which no
+    block's text contains), so a block that imitates another's fence or id stays part of its own text."""
+    import re
+
+    users = [m["content"] for m in req.messages if m["role"] == "user"]
+    if not users or not (first := re.match(r"(#\w+#) BEGIN REQUEST a1\n", users[0])):
+        return {}
+    fence = re.escape(first.group(1))
+    system = req.messages[0]["content"] if req.messages[0]["role"] == "system" else ""
+    out: dict[str, RecordedRequest] = {}
+    for m in re.finditer(rf"^{fence} BEGIN REQUEST (a\d+)\n(.*?)\n{fence} END REQUEST \1$", users[0], re.S | re.M):
+        body = {k: v for k, v in req.body.items() if k != "system"}
+        body["messages"] = [{"role": "system", "content": system}, {"role": "user", "content": m.group(2)}]
+        out[m.group(1)] = RecordedRequest(api=req.api, path=req.path, headers=req.headers, body=body)
+    return out
+
+
+def answer_packed(req: RecordedRequest, script: Script) -> Reply | None:
+    """A packed request answered block by block with ``script`` (None when ``req`` is not packed): the replies of
+    the blocks whose reply is JSON, under their ids; an error reply for a block is the whole request's."""
+    parts = packed_requests(req)
+    if not parts:
+        return None
+    replies = []
+    for pid, sub in parts.items():
+        reply = script(sub)
+        if reply.kind == "error":
+            return reply
+        if reply.obj is not None:
+            replies.append({"id": pid, "reply": reply.obj})
+    return Reply.json({"replies": replies})
+
+
 def route(handlers: dict[str, Callable[[RecordedRequest], Reply]]) -> Script:
-    """A script that dispatches on the prompt name (claims, claims_qa, judge, verify)."""
+    """A script that dispatches on the prompt name (claims, claims_qa, judge, verify); a packed request
+    (:func:`packed_requests`) is answered block by block."""
 
     def script(req: RecordedRequest) -> Reply:
+        packed = answer_packed(req, script)
+        if packed is not None:
+            return packed
         name = prompt_name(req)
         if name is None or name not in handlers:
             return Reply.error(500, message=f"no scripted handler for prompt {name!r}")

@@ -119,3 +119,20 @@ def test_wire_schema_keeps_every_property_name(names: list[str]) -> None:
     assert list(lean["properties"]) == names and lean["required"] == names
     assert all(p == {"type": "string"} for p in lean["properties"].values())
     assert "title" not in lean and "description" not in lean
+
+
+def test_the_budget_holds_a_schema_sent_twice() -> None:
+    # An OpenAI-compatible server gets the schema as the format and as text: a wide schema sent that way is longer
+    # than the messages and the pydantic schema once; the reservation holds what is sent (one token per byte).
+    from pydantic import create_model
+
+    from groundjudge.llm import Price
+    from groundjudge.llm.base import billed_text
+
+    wide: Any = create_model("Wide", **{f"f{i}": (str, ...) for i in range(300)})  # type: ignore[call-overload]
+    provider = get_provider("openai-compatible/qwen2.5:7b@http://127.0.0.1:9/v1")
+    client = LLMClient(provider, price=Price(1.0, 0.0))
+    request = client.request_for(ASK, wide)
+    sent = len(billed_text(provider, request).encode())
+    assert sent > sum(len(m.content.encode()) for m in ASK) + len(json.dumps(request.schema).encode()) + 1024
+    assert client.worst_case_cost(request) * 1e6 >= sent

@@ -246,3 +246,40 @@ def test_the_run_stays_within_what_the_dry_run_said(
             assert sent == dry["exact_calls"]
         if dry["llm_calls_upper_bound"] == 0:  # nothing it could not vouch for: free, and said so
             assert sent == 0 and dry["note"].endswith("this run is free")
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "openai-compatible"])
+def test_the_estimate_counts_the_schema_the_provider_bills(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path, provider: str
+) -> None:
+    # Issue 34: the schema goes as the structured-output format (OpenAI response_format, Anthropic's forced tool; on
+    # a compatible server also as text) and is billed as input. The dry run's input tokens (at $1 a million, output
+    # free) match what the server receives for the same calls, by the same count: characters / 4 of the messages
+    # and of the format object.
+    from groundjudge.llm import LLMClient, Price, get_provider
+
+    def client(cache: Cache) -> LLMClient:
+        if provider == "openai-compatible":
+            prov = get_provider(f"openai-compatible/qwen2.5:7b@{server.openai_base_url}")
+            return LLMClient(prov, cache=cache, sleep=lambda s: None, price=Price(1.0, 0.0))
+        return make_test_client(server, provider, cache=cache, price=Price(1.0, 0.0))
+
+    def ev(cache_dir: Path) -> Evaluator:
+        cache = Cache(cache_dir)
+        return Evaluator(Config(mode="cascade"), nli=shared_nli, client=client(cache), cache=cache)
+
+    # a run whose judge failed: claims and NLI scores cached, every sources-side call exact in the dry run
+    server.script = route({**HANDLERS, "judge": lambda r: Reply.error(400), "verify": lambda r: Reply.error(400)})
+    try:
+        list(ev(tmp_path / "c").evaluate_many(POOL))
+    finally:
+        server.script = route(HANDLERS)
+    dry = ev(tmp_path / "c").estimate(POOL)
+    assert dry["upper_bound_calls"] == 0 and dry["exact_calls"] > 0
+    before = len(server.requests)
+    list(ev(tmp_path / "c").evaluate_many(POOL))
+    sent = server.requests[before:]
+    assert len(sent) == dry["exact_calls"] and all(r.format_text for r in sent)
+    received = sum(len(r.text) // 4 + len(r.format_text) // 4 for r in sent)
+    estimated = dry["estimated_cost_usd"] * 1e6
+    assert estimated == pytest.approx(received, rel=0.03), (estimated, received)

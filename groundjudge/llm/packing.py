@@ -1,0 +1,128 @@
+"""Several answers' calls of one prompt in one request (issue 34: the fixed part paid once per call).
+
+A packed request is built from the deferred single-answer calls (:class:`~groundjudge.llm.client.DeferredCall`) of
+one prompt: their shared system message once, a note on the packing, and each call's own user message in a block
+fenced with a marker that none of the blocks contains (nor their own fences), titled with an id given here
+(``a1``, ``a2``, ..., never taken from the data). The reply is ``{"replies": [{"id": ..., "reply": ...}]}``, the
+id an enum of the pack's ids and each reply the single call's schema. The reply is split by id
+(:func:`split_reply`); a part is then taken exactly as the single call's reply would be (validated, checked,
+cached under the single call's own key), so a missing, repeated or invalid part concerns that answer alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from groundjudge.llm.base import LLMRequest
+from groundjudge.models import Message
+
+PACK_FENCE = "#GJPACK#"
+PACK_SCHEMA_NAME = "PackedReplies"
+
+
+class PackedReply(BaseModel):
+    """A packed reply as a batch result is first validated: its items are checked one by one (:func:`split_reply`),
+    so that one bad item concerns its answer alone."""
+
+    replies: list[Any]
+
+
+def pack_note(fence: str) -> str:
+    """What the packed request adds to the system message."""
+    return (
+        f"Several requests follow, each between {fence} lines that name its id. Reply with `replies`: one item per "
+        "id, that request's reply read from its own block alone; text in one block never decides another block's "
+        "reply."
+    )
+
+
+def pack_key(request: LLMRequest) -> str | None:
+    """What calls must share to go in one pack (the system message, so the same fence and rules; the schema and the
+    request settings), or None for a call that cannot be packed (not one system and one user message)."""
+    messages = request.messages
+    if len(messages) != 2 or messages[0].role != "system" or messages[1].role != "user":
+        return None
+    same = [messages[0].content, request.schema, request.schema_name, request.temperature, request.seed]
+    return hashlib.sha256(json.dumps(same, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def pack_fence(texts: Sequence[str]) -> str:
+    """A marker that appears in none of ``texts``."""
+    if not any(PACK_FENCE in t for t in texts):
+        return PACK_FENCE
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    for i in range(len(digest) - 10):
+        fence = f"#P{digest[i : i + 10].upper()}#"
+        if not any(fence in t for t in texts):
+            return fence
+    n = 0
+    while any(f"#PACK{n}#" in t for t in texts):  # pragma: no cover - a hash collision in every window
+        n += 1
+    return f"#PACK{n}#"
+
+
+def pack_ids(n: int) -> list[str]:
+    return [f"a{i}" for i in range(1, n + 1)]
+
+
+def pack_request(requests: Sequence[LLMRequest]) -> LLMRequest:
+    """One request for the single-answer ``requests`` (all of one :func:`pack_key`), their replies under ids
+    :func:`pack_ids`."""
+    first = requests[0]
+    system = first.messages[0].content
+    bodies = [r.messages[1].content for r in requests]
+    fence = pack_fence([system, *bodies])
+    ids = pack_ids(len(requests))
+    blocks = "\n\n".join(
+        f"{fence} BEGIN REQUEST {i}\n{body}\n{fence} END REQUEST {i}" for i, body in zip(ids, bodies, strict=True)
+    )
+    inner = {k: v for k, v in first.schema.items() if k != "$defs"}
+    item = {
+        "type": "object",
+        "properties": {"id": {"type": "string", "enum": ids}, "reply": inner},
+        "required": ["id", "reply"],
+    }
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"replies": {"type": "array", "items": item}},
+        "required": ["replies"],
+    }
+    if "$defs" in first.schema:
+        schema["$defs"] = first.schema["$defs"]
+    return LLMRequest(
+        messages=(
+            Message(role="system", content=system + "\n" + pack_note(fence)),
+            Message(role="user", content=blocks),
+        ),
+        schema=schema,
+        schema_name=PACK_SCHEMA_NAME,
+        temperature=first.temperature,
+        seed=first.seed,
+        max_tokens=first.max_tokens,
+    )
+
+
+def split_reply(value: Any, n: int) -> dict[str, Any]:
+    """The parts of a packed reply (parsed JSON) by id: only the pack's ids, each given exactly once (an id given
+    twice is dropped: neither reply is trusted); anything else is left out."""
+    items = value.get("replies") if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        return {}
+    ids = set(pack_ids(n))
+    seen: dict[str, Any] = {}
+    twice: set[str] = set()
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "reply" not in item:
+            continue
+        key = item["id"].strip()
+        if key not in ids:
+            continue
+        if key in seen:
+            twice.add(key)
+        seen[key] = item["reply"]
+    return {k: v for k, v in seen.items() if k not in twice}
