@@ -1,13 +1,17 @@
-"""The pytest plugin: a tiny test file run by pytest in a subprocess (pytester), nli mode with the shared model,
-cache-only replay of the cascade against the scripted server, and the baseline gate."""
+"""The pytest plugin: a tiny test file run by pytest (pytester, in this process), nli mode with the shared model,
+cache-only replay of the cascade against the scripted server, and the baseline gate.
+
+The inner runs are in-process so that torch and the shared model load once, not once a run (10 s of CPU each).
+pytester drops, after each test, the modules that test imported first; a second import of torch in one process
+breaks it. So :func:`heavy_modules_first` imports everything an inner run can reach before pytester takes its
+snapshot, and :func:`fresh_defaults` keeps the plugin's process-wide defaults from one inner run out of the next."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-import subprocess
-import sys
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from itertools import pairwise
 from pathlib import Path
@@ -32,6 +36,29 @@ from tests.conftest import ROOT, SHARED_MODEL
 from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def heavy_modules_first(shared_nli: Any) -> None:
+    """The shared model (torch, transformers, its architecture's module) and the LLM adapters, loaded before any
+    test's pytester snapshot."""
+    import groundjudge.llm.anthropic
+    import groundjudge.llm.openai
+    import groundjudge.pipeline.evaluator
+    import groundjudge.pytest_plugin  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def fresh_defaults() -> Iterator[None]:
+    """``assert_grounded``'s process-wide default evaluator and baseline, empty for each test and after it."""
+    from groundjudge.testing import assertions
+
+    saved = dict(assertions.DEFAULTS)
+    assertions.DEFAULTS.clear()
+    yield
+    assertions.DEFAULTS.clear()
+    assertions.DEFAULTS.update(saved)
+
 
 INVENTED = "The Eiffel Tower has a restaurant run by a famous chef on its second floor."
 
@@ -80,7 +107,7 @@ def test_assert_grounded_in_process(shared_nli: Any, tmp_path: Path) -> None:
 
 def test_nli_mode_gate_lists_the_unsupported_claims(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytester.makepyfile(test_answers=TEST_FILE)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         *plugin_args(),
         "--groundjudge-nli-model",
         str(SHARED_MODEL),
@@ -95,8 +122,7 @@ def test_nli_mode_gate_lists_the_unsupported_claims(pytester: pytest.Pytester, t
     assert '[UNSUPPORTED, nli] "It was completed in 1899."' in out
     # the closest text is the sentence that settles it (a sentence window, issue 33), not the passage's first words
     assert (
-        'closest source text (source 1): "It was designed by the company of Gustave Eiffel and completed in 1889'
-        in out
+        'closest source text (source 1): "It was designed by the company of Gustave Eiffel and completed in 1889' in out
     )
 
 
@@ -108,7 +134,7 @@ def test_cache_only_replays_without_keys_or_calls(
         llm = ["--groundjudge-llm", "openai/gpt-4o-mini", "--groundjudge-base-url", server.openai_base_url]
         common = [*plugin_args(), *llm, "--groundjudge-nli-model", str(SHARED_MODEL), "-p", "no:cacheprovider"]
         common += ["--groundjudge-cache-dir", str(tmp_path / "cache")]
-        first = pytester.runpytest_subprocess(*common)
+        first = pytester.runpytest_inprocess(*common)
         first.assert_outcomes(passed=1, failed=1)
         out = first.stdout.str()
         assert '[CONTRADICTED, judge] "The Eiffel Tower was completed in 1899.": The source says 1889.' in out
@@ -116,7 +142,7 @@ def test_cache_only_replays_without_keys_or_calls(
         calls = len(server.requests)
         assert calls == 4  # two answers, two calls each
         monkeypatch.delenv("OPENAI_API_KEY")  # CI replays with no key
-        replay = pytester.runpytest_subprocess(*common, "--groundjudge-cache-only")
+        replay = pytester.runpytest_inprocess(*common, "--groundjudge-cache-only")
         replay.assert_outcomes(passed=1, failed=1)
         assert len(server.requests) == calls  # nothing sent
         assert "The source says 1889." in replay.stdout.str()
@@ -125,7 +151,7 @@ def test_cache_only_replays_without_keys_or_calls(
             test_new=f"from groundjudge.testing import assert_grounded\n\n"
             f"def test_new():\n    assert_grounded({INVENTED!r}, [{CONTEXT!r}])\n"
         )
-        new = pytester.runpytest_subprocess(*common, "--groundjudge-cache-only", "test_new.py")
+        new = pytester.runpytest_inprocess(*common, "--groundjudge-cache-only", "test_new.py")
         new.assert_outcomes(failed=1)
         missed = new.stdout.str()
         assert "CacheMissError" in missed and len(server.requests) == calls
@@ -153,7 +179,7 @@ def test_the_baseline_fixture_is_the_option_or_none(pytester: pytest.Pytester, t
             test_fixture="def test_it(groundjudge_baseline):\n"
             f"    assert (type(groundjudge_baseline), groundjudge_baseline) == ({kind}, {expected!r})\n"
         )
-        result = pytester.runpytest_subprocess(*plugin_args(), *options, "-p", "no:cacheprovider")
+        result = pytester.runpytest_inprocess(*plugin_args(), *options, "-p", "no:cacheprovider")
         assert result.ret == 0, (options, result.stdout.str())
 
 
@@ -162,21 +188,23 @@ def rows(bad: set[int]) -> list[dict[str, Any]]:
 
 
 def test_baseline_gate_fails_only_on_a_significant_regression(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    # the stored run, scored in a subprocess as CI would have (pytester restores sys.modules after this test, so
-    # nothing heavy may be imported here)
+    # the stored run, scored by the command line as CI would have (in this process: heavy_modules_first)
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+
     for name, bad in (("base", {0}), ("same", {0}), ("one_more", {0, 1}), ("regressed", set(range(8)))):
         path = tmp_path / f"{name}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows(bad)))  # base: one answer already failing
     baseline = tmp_path / "baseline.jsonl"
-    scored = subprocess.run(
+    scored = CliRunner().invoke(
+        app,
         [
-            *(sys.executable, "-m", "groundjudge", "score", str(tmp_path / "base.jsonl"), "--out", str(baseline)),
+            *("score", str(tmp_path / "base.jsonl"), "--out", str(baseline)),
             *("--nli-model", str(SHARED_MODEL), "--cache-dir", str(tmp_path / "cache"), "--no-progress"),
         ],
-        capture_output=True,
-        text=True,
     )
-    assert scored.returncode == 0, scored.stderr
+    assert scored.exit_code == 0, scored.output
     pytester.makepyfile(
         test_gate=f"""
 from groundjudge.testing import assert_file_grounded
@@ -193,13 +221,13 @@ def test_regressed():
     )
     args = [*plugin_args(), "--groundjudge-nli-model", str(SHARED_MODEL), "-p", "no:cacheprovider"]
     args += ["--groundjudge-cache-dir", str(tmp_path / "cache")]
-    gated = pytester.runpytest_subprocess(*args, "--groundjudge-baseline", str(baseline))
+    gated = pytester.runpytest_inprocess(*args, "--groundjudge-baseline", str(baseline))
     gated.assert_outcomes(passed=2, failed=1)  # r0 failing already, and one more, are not significant
     out = gated.stdout.str()
     assert "test_regressed" in out and "significant regression against the baseline" in out
     assert "combined:" in out and "PASS lost 7" in out and "claims not supported" in out
     # without a baseline every answer must pass
-    strict = pytester.runpytest_subprocess(*args)
+    strict = pytester.runpytest_inprocess(*args)
     strict.assert_outcomes(failed=3)
     out = strict.stdout.str()
     assert "1 of 8 answers not grounded" in out and "2 of 8 answers" in out and "8 of 8 answers" in out
@@ -331,7 +359,7 @@ def test_plain(request):
     assert "evaluator" not in assertions.DEFAULTS
 """
     )
-    result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess(*plugin_args(), "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 
 
@@ -446,7 +474,7 @@ def test_a_gate_failure_shows_the_answers_not_the_library(pytester: pytest.Pytes
     """The assertions hide their own frames (``__tracebackhide__``): a failure is the test's line, then the message,
     which leads with the answer ids, their verdicts and claims."""
     pytester.makepyfile(test_gate=GATE_FAILURES)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=3)
     out = result.stdout.str()
     assert "assertions.py" not in out and "raise GroundingAssertionError" not in out, out
@@ -623,7 +651,7 @@ def test_a_baseline_outside_the_project_keeps_the_projects_settings(pytester: py
         option = (
             [f"--groundjudge-baseline={baseline}"] if form == "equals" else ["--groundjudge-baseline", str(baseline)]
         )
-        result = pytester.runpytest_subprocess(*plugin_args(), *option, "-p", "no:cacheprovider")
+        result = pytester.runpytest_inprocess(*plugin_args(), *option, "-p", "no:cacheprovider")
     finally:
         monkeypatch.undo()
     said = result.stdout.str() + result.stderr.str()
