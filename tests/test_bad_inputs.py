@@ -180,6 +180,26 @@ def run_cli(tmp: Path, data: Path, model: Path, *extra: str) -> tuple[subprocess
     return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600), out
 
 
+def run_cli_here(tmp: Path, data: Path, model: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """:func:`run_cli` in this process (typer's runner): for the table tests, which need no fresh process and
+    would pay 10 s of CPU each for one (torch and the model loaded again). An exception the command did not turn
+    into an exit code is written to stderr as the traceback a user would see."""
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+
+    out = tmp / "out.jsonl"
+    args = ["score", str(data), "--out", str(out), "--no-progress", "--nli-model", str(model), *extra]
+    args += ["--cache-dir", str(tmp / "cache"), "--batch-size", "4"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    stderr = result.stderr
+    if result.exc_info is not None and result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, stderr), out
+
+
 def read_reports(out: Path) -> list[dict[str, Any]]:
     text = out.read_text(encoding="utf-8") if out.exists() else ""
     # splitlines() splits on U+2028 and U+0085 too: OUT must escape them, so that every tool reads one report a line
@@ -300,7 +320,7 @@ def test_csv_an_unclosed_quote_is_its_rows_error_and_the_rows_after_it_are_read(
         f"last,{CTX},It has 40000 books.\n"
     )
     data.write_text(text, encoding="utf-8")
-    proc, out = run_cli(tmp_path, data, tiny)
+    proc, out = run_cli_here(tmp_path, data, tiny)
     reports = read_reports(out)
     check_table_run(proc, reports, 4)
     assert proc.returncode == 1
@@ -322,7 +342,7 @@ def test_csv_a_non_utf8_byte_is_its_rows_error(tiny: Path, tmp_path: Path) -> No
         f"last,{CTX},It has 40000 books.",
     ]
     data.write_bytes(b"\r\n".join(line.encode("latin-1") for line in lines) + b"\r\n")
-    proc, out = run_cli(tmp_path, data, tiny)
+    proc, out = run_cli_here(tmp_path, data, tiny)
     reports = read_reports(out)
     check_table_run(proc, reports, 3)
     assert proc.returncode == 1
@@ -340,7 +360,7 @@ def test_csv_list_cells_that_pandas_wrote_are_lists(tiny: Path, tmp_path: Path) 
     frame = pd.DataFrame({"id": ["pandas"], "answer": ["It has 40000 books."], "contexts": [contexts]})
     frame.to_csv(data, index=False)
     assert "['The library" in data.read_text(encoding="utf-8")
-    proc, out = run_cli(tmp_path, data, tiny)
+    proc, out = run_cli_here(tmp_path, data, tiny)
     reports = read_reports(out)
     check_table_run(proc, reports, 1)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -366,7 +386,7 @@ def test_a_map_to_a_column_the_table_lacks_is_a_usage_error(tiny: Path, tmp_path
     # the old reader ignored it: ids became row-N, the reference was dropped, exit 0
     data = tmp_path / f"in{suffix}"
     write_table(data, [{"id": "a", "answer": "It has 40000 books.", "contexts": [P], "ref": "40000."}] * 2)
-    proc, out = run_cli(tmp_path, data, tiny, "--map", "id=key,reference=ref,question=q")
+    proc, out = run_cli_here(tmp_path, data, tiny, "--map", "id=key,reference=ref,question=q")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     message = " ".join(proc.stderr.split())
     assert "'key', 'q'" in message and "'ref'" not in message, message  # the missing ones, not the one it has
@@ -380,6 +400,6 @@ def test_an_empty_or_corrupt_parquet_file_is_a_usage_error(tiny: Path, tmp_path:
     pytest.importorskip("pyarrow")
     data = tmp_path / "in.parquet"
     data.write_bytes(content)
-    proc, out = run_cli(tmp_path, data, tiny)
+    proc, out = run_cli_here(tmp_path, data, tiny)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert str(data) in proc.stderr and "Parquet" in proc.stderr and not out.exists()
