@@ -145,8 +145,9 @@ class Steps:
         # CONTRADICTED: with a contradiction threshold in force, every selected passage is scored.
         # With a verdict head, t_support is on the head's scale, not the entailment's: every selected passage is
         # scored too.
-        # The sentence with its neighbours is scored only where it can move a claim across an entailment line in
-        # force (t_support, t_unsupported); a head or a local contradiction call reads every score: all are scored.
+        # After the sentence alone and the best passage, more evidence (the next passages, the sentence with its
+        # neighbours) is scored only near an entailment line in force (t_support, t_unsupported), where it can move
+        # a claim across it (checker.evidence.MARGIN); a head or a local contradiction call reads every score.
         t = self.ctx.thresholds
         reads_all = self._local_contradiction or self.ctx.head is not None
         early_exit = None if reads_all else t.t_support
