@@ -87,6 +87,9 @@ def main() -> None:
     )
     ap.add_argument("--repeat", type=int, default=2, help="timed runs of groundjudge and the ceiling")
     ap.add_argument("--skip-naive", action="store_true", help="skip the slow one-pair loop")
+    ap.add_argument(
+        "--sentences", type=int, default=None, help="centred sentence windows per claim (0: passages alone, as before)"
+    )
     args = ap.parse_args()
 
     model = NLIModel(args.nli_model or default_nli_model(), batch_size=args.batch_size)
@@ -108,7 +111,7 @@ def main() -> None:
     gj_times, ceil_times = [], []
     for _ in range(args.repeat):
         scorer = RecordingScorer(model)
-        selector = EvidenceSelector(scorer, k=args.k or None, early_exit=args.early_exit)
+        selector = EvidenceSelector(scorer, k=args.k or None, early_exit=args.early_exit, sentences=args.sentences)
         start = time.perf_counter()
         results = selector.check(items)
         gj_times.append(time.perf_counter() - start)
@@ -149,7 +152,9 @@ def main() -> None:
         "k": args.k,
         "early_exit": args.early_exit,
         "pairs_naive": naive_pairs,
+        "sentences": selector.sentences,
         "pairs_groundjudge": gj_pairs,
+        "pairs_per_claim": round(gj_pairs / n_claims, 3) if n_claims else None,
         "pairs_pruned_x": round(naive_pairs / gj_pairs, 2) if gj_pairs and naive_pairs else None,
         "naive_seconds": round(naive_s, 2),
         "ceiling_seconds": round(ceil_s, 2),

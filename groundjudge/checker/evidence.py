@@ -1,11 +1,13 @@
 """Evidence selection: which passages each claim is scored against, and the per-claim NLI result.
 
 Passages are ranked for each claim by BM25; the top ``k`` (or all) are scored, with windows centred on the claim's
-best-matching sentences (``checker.windows``: the best sentence alone first, then the passages, then the sentence
-with its neighbours), in rounds (the first in the queue, then the next two, then the rest), batched across every
-claim of every sample in the call. A claim stops once a passage entails it at
-``early_exit`` or above. A claim too long to fit next to a passage gets that passage cut into smaller windows, so
-that nothing is truncated; a claim too long for the model's window at all comes back unscored with ``error`` set.
+best-matching sentences (``checker.windows``), in rounds batched across every claim of every sample in the call:
+the best sentence alone, then the best passage; the other passages (one round each, then the rest) and last the
+sentence with its neighbours only for a claim whose best entailment so far lies at or just below a decision line
+(``lines``, ``margin``): far below every line, more evidence rarely moves a claim across one, and above the
+highest it cannot. A claim stops once a passage entails it at ``early_exit`` or above. A claim too long to fit
+next to a passage gets that passage cut into smaller windows, so that nothing is truncated; a claim too long for the
+model's window at all comes back unscored with ``error`` set.
 """
 
 from __future__ import annotations
@@ -24,14 +26,21 @@ from groundjudge.errors import ArgumentError, InputError
 from groundjudge.models import ClaimNLI, Passage
 
 SENTENCES = 1  # best-matching sentences per claim whose centred windows are scored beside the passages
-ROUNDS = (1, 2)  # ranks scored in round 1, then round 2; every later round takes the rest up to k
+# pieces of the queue scored in round 1 (the sentence alone), round 2 (the best passage), round 3 (the next); every
+# later round takes the rest: a claim one of them entails stops before the next, and each round is one batch
+ROUNDS = (1, 1, 1)
+# after the sentence alone and the best passage, a claim gets more evidence only while its best entailment is at or
+# within this below a decision line: chosen by claim-disjoint cross-validation on the dev files (WiCE and
+# Factcheck-GPT, nli mode; docs/explanation/checker-reading.md has the numbers)
+MARGIN = 0.3
 
 
 @dataclass
 class _ClaimState:
     item: int
     claim: str
-    queue: list[Passage]  # passages still to score, best first
+    queue: list[Passage]  # passages still to score, in order
+    free: int = 0  # the first pieces of the queue, scored whatever the scores (the sentence alone, the best passage)
     result: ClaimNLI = field(default_factory=ClaimNLI)
     done: bool = False
 
@@ -43,6 +52,13 @@ class EvidenceSelector:
         scorer: the cached NLI scorer.
         k: passages per claim, best BM25 first; None scores every passage.
         early_exit: stop a claim once a passage entails it at this probability (None: never stop early).
+        sentences: best-matching sentences per claim that get windows (default ``SENTENCES``; 0: passages alone).
+        shapes: window shapes (``checker.windows``); the first is scored before the passages, the others after them.
+        lines: the entailment levels at which a verdict changes (the thresholds in force). After the first shape's
+            windows and the best passage, a claim's other passages and windows are scored only while its best
+            entailment is at or within ``margin`` below one of them. None: every piece is scored (a verdict head or
+            a local contradiction call reads every score). Default: ``early_exit``'s level when it is set, else None.
+        margin: how far below a line more evidence is still scored (default ``MARGIN``).
     """
 
     def __init__(
@@ -52,6 +68,8 @@ class EvidenceSelector:
         early_exit: float | None = 0.9,
         sentences: int | None = None,
         shapes: Sequence[str] = SHAPES,
+        lines: Sequence[float] | None = None,
+        margin: float | None = None,
     ) -> None:
         if k is not None and k < 1:
             raise ArgumentError("k must be >= 1 or None (all passages)")
@@ -63,6 +81,19 @@ class EvidenceSelector:
         self.early_exit = early_exit
         self.sentences = sentences
         self.shapes = tuple(shapes)
+        self.margin = MARGIN if margin is None else margin
+        if self.margin < 0:
+            raise ArgumentError("margin must be >= 0")
+        if lines is None and early_exit is not None:
+            lines = (early_exit,)
+        self.lines: tuple[float, ...] | None = None if lines is None else tuple(lines)
+
+    def _unclear(self, entailment: float) -> bool:
+        """Whether more evidence could still move the claim across a decision line: its best entailment so far is at
+        or within ``margin`` below one (more evidence only ever raises the best entailment)."""
+        if self.lines is None:
+            return True
+        return any(line - self.margin <= entailment <= line for line in self.lines)
 
     def _fit(self, passage: Passage, claim_tokens: int) -> list[Passage]:
         """The passage, or windows of it small enough to sit next to the claim within the model's limit."""
@@ -84,7 +115,7 @@ class EvidenceSelector:
         states: list[_ClaimState] = []
         all_claims = [c for claims, _ in items for c in claims]
         claim_tokens = iter(self.scorer.model.count_tokens(all_claims))
-        plans: list[tuple[_ClaimState, int, list[Passage], list[Passage]]] = []
+        plans: list[tuple[_ClaimState, int, list[Passage], list[tuple[str, Passage]]]] = []
         for i, (claims, passages) in enumerate(items):
             bm25 = BM25([p.text for p in passages]) if claims and len(passages) > 1 else None
             index = SentenceIndex(passages) if claims and self.sentences else None
@@ -92,18 +123,24 @@ class EvidenceSelector:
                 ranked = bm25.rank(claim) if bm25 is not None else list(range(len(passages)))
                 if self.k is not None:
                     ranked = ranked[: self.k]
-                centred = index.windows(claim, self.sentences, self.shapes) if index is not None else []
+                centred = index.shaped(claim, self.sentences, self.shapes) if index is not None else []
                 # the windows count as evidence beside the passages: "passages scored 3 of 19" never reads 3 of 17
                 total = len(passages) + len(centred)
                 st = _ClaimState(item=i, claim=claim, queue=[], result=ClaimNLI(passages_total=total))
                 plans.append((st, next(claim_tokens), [passages[r] for r in ranked], centred))
                 states.append(st)
         # the centred windows' own token counts, in one call (a window that fits next to its claim is never cut)
-        counts = iter(self.scorer.model.count_tokens([w.text for *_, centred in plans for w in centred]))
+        counts = iter(self.scorer.model.count_tokens([w.text for *_, centred in plans for _, w in centred]))
         for st, n_tok, ranked_passages, centred in plans:
-            centred = [w.model_copy(update={"n_tokens": next(counts)}) for w in centred]
-            try:  # the best sentence's window first (short: a claim it entails stops early), then the passages
-                st.queue = [w for p in [*centred[:1], *ranked_passages, *centred[1:]] for w in self._fit(p, n_tok)]
+            shaped = [(shape, w.model_copy(update={"n_tokens": next(counts)})) for shape, w in centred]
+            # the best sentence's window first (short: a claim it entails stops early), then the passages, then the
+            # other windows; after the best passage, only while the claim is unclear
+            first = [w for shape, w in shaped if shape == self.shapes[0]]
+            rest = [w for shape, w in shaped if shape != self.shapes[0]]
+            try:
+                free = [w for p in [*first, *ranked_passages[:1]] for w in self._fit(p, n_tok)]
+                st.queue = free + [w for p in [*ranked_passages[1:], *rest] for w in self._fit(p, n_tok)]
+                st.free = len(free)
             except InputError as exc:  # this claim only: the others of the batch are scored as usual
                 st.queue, st.result.error = [], str(exc)
         round_no = 0
@@ -114,8 +151,14 @@ class EvidenceSelector:
             for st in states:
                 if st.done or not st.queue:
                     continue
-                take = st.queue if width is None else st.queue[:width]
-                st.queue = [] if width is None else st.queue[width:]
+                if st.free <= 0 and not self._unclear(st.result.entailment):
+                    st.queue = []  # no more evidence can move this claim across a line
+                    continue
+                n = len(st.queue) if width is None else width
+                if st.free > 0:  # the unconditional pieces never share a round with those the gate decides
+                    n = min(n, st.free)
+                take, st.queue = st.queue[:n], st.queue[n:]
+                st.free -= len(take)
                 for p in take:
                     pairs.append((p.text, st.claim))
                     owners.append((st, p))

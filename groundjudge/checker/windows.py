@@ -72,6 +72,10 @@ class SentenceIndex:
         for each: ``alone`` (the sentence), ``centre`` (with the sentence before and the one after), ``pairs`` (with
         the one after, then with the one before). No window twice, and none that is a whole passage already (those
         are scored as passages); a sentence that shares no content word with the claim centres nothing."""
+        return [w for _, w in self.shaped(claim, sentences, shapes)]
+
+    def shaped(self, claim: str, sentences: int, shapes: Sequence[str] = SHAPES) -> list[tuple[str, Passage]]:
+        """:meth:`windows`, each with its shape."""
         unknown = set(shapes) - set(ALL_SHAPES)
         if unknown:
             raise ArgumentError(f"unknown window shapes {sorted(unknown)}; known: {', '.join(ALL_SHAPES)}")
@@ -79,7 +83,7 @@ class SentenceIndex:
             return []
         scores = self.bm25.scores(claim)
         ranked = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:sentences]
-        out: list[Passage] = []
+        out: list[tuple[str, Passage]] = []
         seen = {(p.doc, p.start, p.end) for p in self.passages}
         for i in ranked:
             if scores[i] <= 0:
@@ -97,5 +101,5 @@ class SentenceIndex:
                     key = (window.doc, window.start, window.end)
                     if key not in seen:
                         seen.add(key)
-                        out.append(window)
+                        out.append((shape, window))
         return out

@@ -145,8 +145,14 @@ class Steps:
         # CONTRADICTED: with a contradiction threshold in force, every selected passage is scored.
         # With a verdict head, t_support is on the head's scale, not the entailment's: every selected passage is
         # scored too.
-        early_exit = None if self._local_contradiction or self.ctx.head is not None else self.ctx.thresholds.t_support
-        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=early_exit)
+        # After the sentence alone and the best passage, more evidence (the next passages, the sentence with its
+        # neighbours) is scored only near an entailment line in force (t_support, t_unsupported), where it can move
+        # a claim across it (checker.evidence.MARGIN); a head or a local contradiction call reads every score.
+        t = self.ctx.thresholds
+        reads_all = self._local_contradiction or self.ctx.head is not None
+        early_exit = None if reads_all else t.t_support
+        lines = None if reads_all else [x for x in (t.t_support, t.t_unsupported) if x is not None]
+        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=early_exit, lines=lines)
         sources: dict[tuple[str, ...], Sources] = {}
 
         def check(works: list[Work]) -> None:

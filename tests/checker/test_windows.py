@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -76,3 +79,100 @@ def test_verbatim_claims_at_the_end_of_a_long_passage_are_supported(shared_nli: 
 
 # the rows of verbatim_rows(120, seed=0) that passages alone left under 0.55 (0.39-0.46)
 MISSED_WITHOUT_WINDOWS = {"verbatim-0054", "verbatim-0058", "verbatim-0060", "verbatim-0079", "verbatim-0095"}
+
+
+class _RuleScorer(NLIScorer):
+    """The real scorer's interface with entailment set by a rule on the premise (and the pairs it was asked for)."""
+
+    def __init__(self, model: NLIModel, rule: Callable[[str], float]) -> None:
+        super().__init__(model)
+        self.rule = rule
+        self.asked: list[tuple[str, str]] = []
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        self.asked += pairs
+        ent = np.array([self.rule(p) for p, _ in pairs], dtype=np.float32)
+        return np.stack([ent, 1 - ent, np.zeros_like(ent)], axis=1)
+
+
+MUSEUM = "Alpha one. Beta two. The museum opened in 1897. Delta four. Epsilon five."
+CENTRE = "Beta two. The museum opened in 1897. Delta four."
+
+
+def _museum(tiny: NLIModel, before: float, centre: float) -> tuple[_RuleScorer, list[Passage]]:
+    passages = chunk_documents([MUSEUM, "A bridge crosses the river north of the harbour."], tiny.tokenizer, 200, 0)
+    return _RuleScorer(tiny, lambda p: centre if p == CENTRE else before), passages
+
+
+@pytest.mark.parametrize(
+    ("before", "lines", "margin", "scored"),
+    [
+        (0.10, (0.55,), 0.1, False),  # far below the line: more evidence is unlikely to help, not scored
+        (0.50, (0.55,), 0.1, True),  # just below it: scored
+        (0.10, (0.55, 0.21), 0.1, False),  # below the cascade's UNSUPPORTED line, but not within the margin
+        (0.15, (0.55, 0.21), 0.1, True),
+        (0.25, (0.25,), 0.0, True),  # UNSUPPORTED at or below the line: the line itself is unclear
+        (0.10, None, 0.0, True),  # no lines (a head reads every score): everything is scored
+        (0.10, (), 0.0, False),  # no entailment decides anything: the sentence and the best passage only
+        (0.60, (0.55,), 0.3, False),  # above the highest line: more evidence cannot change the verdict
+    ],
+)
+def test_the_neighbours_are_scored_only_where_they_can_change_the_verdict(
+    tiny: NLIModel, before: float, lines: tuple[float, ...] | None, margin: float, scored: bool
+) -> None:
+    scorer, passages = _museum(tiny, before, 0.9)
+    claim = "The museum opened in 1897."
+    selector = EvidenceSelector(scorer, k=2, early_exit=None, lines=lines, margin=margin)
+    (result,) = selector.check([([claim], passages)])[0]
+    # the sentence alone and the best passage always, one round each; the next passage and the neighbours only
+    # where they can change the verdict
+    more = [passages[1].text, CENTRE] if scored else []
+    assert [p for p, _ in scorer.asked] == ["The museum opened in 1897.", MUSEUM, *more]
+    assert result.entailment == pytest.approx(0.9 if scored else before)
+    assert result.passages_total == 4 and result.passages_scored == 2 + len(more)
+
+
+def test_early_exit_is_the_default_line(tiny: NLIModel) -> None:
+    """With an early exit and no lines given, the early exit's level is the line (nli mode's t_support)."""
+    for before, scored in ((0.5, True), (0.05, False)):
+        scorer, passages = _museum(tiny, before, 0.9)
+        EvidenceSelector(scorer, k=2, early_exit=0.55, margin=0.1).check([(["The museum opened in 1897."], passages)])
+        assert any(p == CENTRE for p, _ in scorer.asked) is scored
+    with pytest.raises(ValueError, match="margin"):
+        EvidenceSelector(scorer, margin=-0.1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    docs=st.lists(document, min_size=1, max_size=3),
+    claims=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join), min_size=1, max_size=4),
+    salt=st.integers(0, 1000),
+    margin=st.sampled_from([0.0, 0.1, 0.3]),
+    early=st.sampled_from([None, 0.55]),
+)
+def test_the_window_gate_is_batch_free_and_loses_only_outside_its_margin(
+    tiny: NLIModel, docs: list[str], claims: list[str], salt: int, margin: float, early: float | None
+) -> None:
+    """Any scores: each claim's result is the same scored alone or with others (batch cutting cannot change a
+    report), the gate scores a subset of what scoring everything does, and a claim it leaves below a line that
+    every window would lift over was more than ``margin`` below that line before the neighbours."""
+
+    def rule(premise: str) -> float:
+        return (zlib.crc32(f"{salt}|{premise}".encode()) % 1000) / 1000
+
+    passages = chunk_documents(docs, tiny.tokenizer, 24, 6)
+    items = [([c], passages) for c in claims]
+    line = 0.55
+    gated_scorer, all_scorer = _RuleScorer(tiny, rule), _RuleScorer(tiny, rule)
+    gated = EvidenceSelector(gated_scorer, k=2, early_exit=early, lines=(line,), margin=margin).check(items)
+    alone = [
+        EvidenceSelector(_RuleScorer(tiny, rule), k=2, early_exit=early, lines=(line,), margin=margin).check([it])[0]
+        for it in items
+    ]
+    full = EvidenceSelector(all_scorer, k=2, early_exit=early, lines=None).check(items)
+    assert gated == alone
+    assert set(gated_scorer.asked) <= set(all_scorer.asked)
+    for (res,), (every,), claim in zip(gated, full, claims, strict=True):
+        if every.entailment >= line > res.entailment:  # more evidence would have crossed the line: left unscored
+            before = max(float(np.float32(rule(p))) for p, c in gated_scorer.asked if c == claim)
+            assert before < line - margin
