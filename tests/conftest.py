@@ -201,14 +201,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid} starts Ray: add its module to RAY_MODULES in tests/conftest.py")
 
 
+# The scopes that take longest, handed out first (longest first keeps the two workers' ends close; xdist on its own
+# hands out the scopes with the most tests first, which put the Ray modules, 13 tests and the longest scope, last).
+FIRST = (
+    "ray",
+    "tests/test_benchmarks.py",
+    "tests/test_bad_inputs.py",
+    "tests/checker/test_head.py",
+    "tests/testing/test_pytest_plugin.py",
+)
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Each module in one worker (its module fixtures are built once); the modules that start Ray in one worker."""
+    """Each module in one worker (its module fixtures are built once); the modules that start Ray in one worker,
+    and the longest scopes (:data:`FIRST`) handed out before the others."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModulesRayTogether(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return "ray" if module in RAY_MODULES else module
+
+        def _assign_work_unit(self, node: Any) -> None:
+            for scope in reversed(FIRST):
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return ModulesRayTogether(config, log)
 

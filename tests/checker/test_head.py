@@ -213,11 +213,13 @@ def test_a_head_scores_every_selected_passage(tiny: Path, tmp_path: Path) -> Non
     common = {"nli_model": str(tiny), "mode": "nli", "cache_dir": str(tmp_path / "c"), "t_contradict": "never"}
 
     def scored(**kw: Any) -> int:
-        nli = next(Evaluator(Config.make(**common, **kw)).evaluate_many([row])).claims[0].nli
+        nli = next(Evaluator(Config.make(**{**common, **kw})).evaluate_many([row])).claims[0].nli
         assert nli is not None
         return nli.passages_scored
 
-    every = scored(t_support="never")
+    # every selected piece: a local contradiction line in force reads them all (a claim far below every line
+    # gets only the pieces that could change its verdict, checker.evidence's MARGIN)
+    every = scored(t_support="never", t_contradict=0.99)
     assert scored(t_support=0.0001) < every  # the plain pipeline stops at the first passage past t_support
     assert scored(head=_head(0.0, identity, t_support=0.0001).model_dump()) == every
 
