@@ -60,7 +60,11 @@ def main() -> None:
     from groundjudge.runs import score_file
     from groundjudge.runs.ray import plan
 
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 2**20)
+    # a local Ray of its own with the CPUs asked for, never a cluster already running on this machine
+    ray.init(
+        address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False,
+        object_store_memory=300 * 2**20,
+    )  # fmt: skip
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     actors = plan(args.actors, None)[0]
     out = work / "ray.jsonl"

@@ -23,6 +23,9 @@ FIXTURES = ROOT / "fixtures"
 # Nothing here may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Ray starts its workers (the actors that score) at nice 15: beside two busy test workers they got the CPU only when
+# both were idle, and a Ray test took 5x its time. At nice 0 they take their share. Read by the raylet at ray.init.
+os.environ.setdefault("RAY_worker_niceness", "0")
 # Under pytest-xdist (pyproject's addopts: -n 2) each worker takes its share of the cores for torch, so that two
 # workers do not fight over the same ones; the command-line runs a test starts inherit it. Set before torch loads.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
@@ -180,8 +183,9 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
 # -- pytest-xdist: what runs where ---------------------------------------------------------------------------------
 
 
-# The modules that start Ray. They run in one worker, one after another (`pytest_xdist_make_scheduler`): two local
-# Rays at once on 2 cores starve each other, and a second ``ray.init`` can attach to the first one's cluster.
+# The modules that start Ray. Each starts a local Ray of its own (``address="local"``, a namespace of its own), so
+# that two of them, in two workers or two test runs, never join one cluster; a lock per module keeps two test runs
+# on one machine from running the same module's Ray at once.
 RAY_MODULES = frozenset(
     {
         "tests/runs/test_ray.py",
@@ -201,26 +205,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid} starts Ray: add its module to RAY_MODULES in tests/conftest.py")
 
 
-# The scopes that take longest, handed out first (longest first keeps the two workers' ends close; xdist on its own
-# hands out the scopes with the most tests first, which put the Ray modules, 13 tests and the longest scope, last).
+# The modules that take longest, handed out first (longest first keeps the workers' ends close; xdist on its own
+# hands out the modules with the most tests first, which put the Ray modules, few tests each and the longest, last).
 FIRST = (
-    "ray",
+    "tests/runs/test_ray.py",
     "tests/test_benchmarks.py",
+    "tests/test_engines_property.py",
     "tests/test_bad_inputs.py",
     "tests/checker/test_head.py",
     "tests/testing/test_pytest_plugin.py",
+    "tests/pipeline/test_attack_second_ray.py",
+    "tests/test_benchmarks_ray.py",
 )
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Each module in one worker (its module fixtures are built once); the modules that start Ray in one worker,
-    and the longest scopes (:data:`FIRST`) handed out before the others."""
+    """Each module in one worker (its module fixtures are built once), the longest (:data:`FIRST`) handed out before
+    the others. ``_split_scope`` is xdist's documented hook for the unit of work (LoadFileScheduling overrides it
+    too); ``_assign_work_unit`` is where a unit is handed out."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModulesRayTogether(LoadScopeScheduling):  # type: ignore[misc]
+    class LongestModulesFirst(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return "ray" if module in RAY_MODULES else module
+            return nodeid.split("::", 1)[0]
 
         def _assign_work_unit(self, node: Any) -> None:
             for scope in reversed(FIRST):
@@ -228,21 +235,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                     self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 
-    return ModulesRayTogether(config, log)
+    return LongestModulesFirst(config, log)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def one_ray_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Hold a machine-wide lock while a module that starts Ray runs, so that two test runs on one machine never run
-    Ray at once (within one run the scheduler already keeps those modules in one worker). The operating system lets
-    the lock go when its holder dies."""
+    """Hold a machine-wide lock, one per module, while a module that starts Ray runs, so that two test runs on one
+    machine never run the same module's Ray at once. The operating system lets the lock go when its holder dies."""
     if request.node.nodeid not in RAY_MODULES:
         yield
         return
     import fcntl
     import tempfile
 
-    with open(Path(tempfile.gettempdir()) / "groundjudge-tests-ray.lock", "a") as lock:
+    name = request.node.nodeid.replace("/", "-")
+    with open(Path(tempfile.gettempdir()) / f"groundjudge-tests-ray-{name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -19,11 +19,10 @@ from tests.conftest import ROOT, SHARED, SHARED_MODEL
 DATA = SHARED / "benchmarks"
 
 
-# Run in a process of their own: gpu.py forces torch's device and out-of-memory paths, ray_engine.py starts Ray.
-# They also keep the check that a script runs standalone, as a user runs it. The others run in this process
-# (``runpy``, as ``python benchmarks/X.py`` would), so that torch, transformers and the shared model are loaded
-# once per test worker, not once per script: 10-15 s of CPU saved on each.
-OWN_PROCESS = frozenset({"gpu.py", "ray_engine.py"})
+# Run in a process of its own: ray_engine.py starts Ray, and it keeps the check that a script runs standalone, as
+# a user runs it. The others run in this process (``runpy``, as ``python benchmarks/X.py`` would), so that torch,
+# transformers and the shared model load once per test worker, not once per script: 10-15 s of CPU saved on each.
+OWN_PROCESS = frozenset({"ray_engine.py"})
 
 
 def run(script: str, *args: str, cache: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ worker (``RAY_MODULES`` in tests/conftest.py), and the rest of the second judge'
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,14 @@ def test_ray_carries_the_second_judge_into_its_actors_and_writes_the_local_file(
         ]
         s0 = len(second.requests)
         env = {"OPENAI_API_KEY": OPENAI_KEY, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+        ray.init(
+            address="local",  # a cluster of its own, never one another module or test run started
+            namespace=f"groundjudge-second-{uuid.uuid4().hex}",
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": env},
+        )
         try:
             out = tmp_path / "out.jsonl"
             gj_ray.score_file(str(src), out, config("ray"), actors=1, batch_size=2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         "GROUNDJUDGE_CACHE_DIR": str(tmp_path_factory.mktemp("worker-default-cache")),
     }
     ray.init(
+        address="local",  # a cluster of its own, never one another module or test run started
+        namespace=f"groundjudge-ray-{uuid.uuid4().hex}",
         num_cpus=2,
         include_dashboard=False,
         object_store_memory=300 * 2**20,
