@@ -195,8 +195,8 @@ def run_cli_here(tmp: Path, data: Path, model: Path, *extra: str) -> tuple[subpr
     args += ["--cache-dir", str(tmp / "cache"), "--batch-size", "4"]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     stderr = result.stderr
-    if result.exc_info is not None and result.exception is not None and not isinstance(result.exception, SystemExit):
-        stderr += "".join(traceback.format_exception(*result.exc_info))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout, stderr), out
 
 
