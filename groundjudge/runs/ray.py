@@ -9,13 +9,15 @@
   (a local path or a URI pyarrow reads: ``s3://``, ``gs://``, ...) on Ray and writes the same report JSONL as
   ``groundjudge score``, row for row, in input order. ``score_file`` here is its deprecated older face.
 
-How it runs: every stage of a batch (claims, NLI, judge, QA, scores) runs in a callable class in an actor pool
-(``map_batches(..., compute=ActorPoolStrategy(size=n))``) that builds ONE :class:`~groundjudge.pipeline.Evaluator`
-per actor, so the NLI model is loaded once per actor; with GPUs in the cluster each actor holds one
-(``num_gpus=1``). Inside an actor the rows stream through the stages as in the local engine
-(:mod:`groundjudge.pipeline.flow`): ``Config.concurrency`` calls in flight per actor, all actors at once, each call
-to an actor a window of whole local batches. A failure in one row becomes that row's ERROR report, exactly as
-locally; a budget stop or a cache-only miss stops the run after the finished rows are written.
+How it runs: every stage of a batch (claims, NLI, judge, QA, scores) runs in an actor that builds ONE
+:class:`~groundjudge.pipeline.Evaluator` per run, so the NLI model is loaded once per actor; with GPUs in the cluster
+each actor holds one (``num_gpus=1``). :func:`score_dataset` runs a Ray Data actor pool (``map_batches(...,
+compute=ActorPoolStrategy(size=n))``); :func:`score_rows` keeps its actors for the next run after a run that finished
+or stopped (:data:`KEEP_ACTORS_S`; :func:`release_actors`), so a second run on the same cluster does not load the
+model again. Inside an actor the rows stream through the stages as in the local engine
+(:mod:`groundjudge.pipeline.flow`): ``Config.concurrency`` calls in flight per actor, all actors at once, each call to
+an actor a window of whole local batches. A failure in one row becomes that row's ERROR report, exactly as locally; a
+budget stop or a cache-only miss stops the run after the finished rows are written.
 
 What is shared across workers:
 
@@ -40,6 +42,7 @@ import json
 import logging
 import math
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -66,12 +69,10 @@ except ImportError as _exc:  # pragma: no cover - the extra is not installed
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LedgerProxy", "score_dataset", "score_file", "score_rows"]
+__all__ = ["LedgerProxy", "release_actors", "score_dataset", "score_file", "score_rows"]
 
 # The columns of the rows the driver ships to the workers: row number, the row as JSON, or an input error.
 _ROW, _JSON, _ERROR, _FIELD = "_gj_row", "_gj_json", "_gj_error", "_gj_field"
-# score_file ships the local engine's batches whole: one row per batch, its wire rows as a JSON list
-_GROUP = "_gj_group"
 # The columns of the result: one report a row; a row with ``stop`` set is no report: the run stopped there.
 RESULT_COLUMNS = ("row", "id", "verdict", "report", "stop")
 _WINDOW = 20_000  # rows shipped to Ray at a time by score_file (bounds the driver's memory)
@@ -196,10 +197,7 @@ class _Scorer:
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
         rows = batch.to_pylist()
         out: dict[str, list[Any]] = {k: [] for k in RESULT_COLUMNS}
-        if rows and _GROUP in rows[0]:  # score_file: each row is one batch of the local engine, streamed together
-            self._score([[_from_wire(w) for w in json.loads(r[_GROUP])] for r in rows], out)
-        else:
-            self._score([[_from_wire(r) for r in rows]], out)
+        self._score([[_from_wire(r) for r in rows]], out)
         return out
 
     def _score(self, groups: list[list[tuple[int, Any]]], out: dict[str, list[Any]]) -> bool:
@@ -235,6 +233,137 @@ class _Scorer:
         except RUN_STOPS as exc:
             stop(exc, min((n for n, _ in items if n not in done), default=-1))
             return False
+
+
+# -- the actors score_rows keeps between runs ----------------------------------------------------------------------
+
+
+class _Worker:
+    """An actor of :func:`score_rows`: one :class:`_Scorer` (one Evaluator) per run, in a process that outlives
+    the run. The NLI model is loaded once per process (:meth:`~groundjudge.checker.nli.NLIModel.shared`), so a
+    later run on the same cluster, with actors of the same shape, starts without loading it again."""
+
+    def __init__(self, threads: int | None) -> None:
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        self.run = ""
+        self.scorer: _Scorer | None = None
+
+    def ready(self) -> int:
+        """The actor's process id, once it is up."""
+        return os.getpid()
+
+    def score(
+        self, run: str, config: Config, ledger: LedgerProxy | None, batch_size: int, actors: int, groups: list[str]
+    ) -> dict[str, list[Any]]:
+        """The reports (and a stop row, if the run must stop) of ``groups``: each the wire rows of one local batch."""
+        if self.scorer is None or run != self.run:  # a new run: its own Evaluator (client, cache, ledger, rates)
+            self.scorer = _Scorer(config, ledger, None, batch_size, actors)
+            self.run = run
+        out: dict[str, list[Any]] = {k: [] for k in RESULT_COLUMNS}
+        self.scorer._score([[_from_wire(w) for w in json.loads(g)] for g in groups], out)
+        return out
+
+
+_WorkerActor = ray.remote(_Worker)
+
+KEEP_ACTORS_S = 60.0
+"""Seconds the actors of a run that ended (finished or stopped, not failed) stay up for the next run, with the model
+loaded and their CPUs or GPUs held; :func:`release_actors` lets them go at once."""
+
+
+class _Pool:
+    """The actors of one run: each call to an actor is one list of groups; results come back as calls finish."""
+
+    def __init__(self, key: tuple[Any, ...], actors: list[Any]) -> None:
+        self.key = key
+        self.actors = actors
+
+    def run(
+        self, calls: list[list[str]], run: str, config: Config, ledger: LedgerProxy | None, batch_size: int
+    ) -> Iterator[dict[str, list[Any]]]:
+        """Each call's result, in the order calls finish; one call in flight per actor."""
+        todo = list(reversed(calls))
+        idle = list(self.actors)
+        running: dict[Any, Any] = {}
+        while todo or running:
+            while idle and todo:
+                actor = idle.pop()
+                ref = actor.score.remote(run, config, ledger, batch_size, len(self.actors), todo.pop())
+                running[ref] = actor
+            done, _ = ray.wait(list(running), num_returns=1)
+            idle.append(running.pop(done[0]))
+            yield ray.get(done[0])
+
+    def give_back(self, clean: bool) -> None:
+        """Keep the actors for the next run (``clean``), or let them go."""
+        global _kept, _timer
+        if not clean:
+            _kill(self.actors)
+            return
+        with _lock:
+            old, _kept = _kept, self
+            if _timer is not None:
+                _timer.cancel()
+            _timer = threading.Timer(KEEP_ACTORS_S, release_actors)
+            _timer.daemon = True
+            _timer.start()
+        if old is not None and old.key[0] == self.key[0]:  # another shape on this cluster: one kept pool at most
+            _kill(old.actors)
+
+
+_lock = threading.Lock()
+_kept: _Pool | None = None
+_timer: threading.Timer | None = None
+
+
+def _kill(actors: list[Any]) -> None:
+    for actor in actors:
+        try:
+            ray.kill(actor)
+        except Exception:  # an actor already gone is what we want
+            log.debug("actor already gone", exc_info=True)
+
+
+def _cluster() -> str:
+    """This driver's Ray: a node id is new with every Ray start, a job id with every connection."""
+    ctx = ray.get_runtime_context()
+    return f"{ctx.get_node_id()}/{ctx.get_job_id()}"
+
+
+def _take_pool(n_actors: int, per_cpu: float, per_gpu: float, threads: int | None) -> _Pool:
+    """The kept actors when they are of this shape on this Ray, else new ones (waited for: a run starts with every
+    actor up, so that the cluster's work is shared from the first call)."""
+    global _kept
+    key = (_cluster(), n_actors, per_cpu, per_gpu, threads)
+    with _lock:
+        kept, _kept = _kept, None
+    if kept is not None and kept.key == key:
+        try:
+            ray.get([a.ready.remote() for a in kept.actors])
+            return kept
+        except ray.exceptions.RayError:  # one died while kept (a node went, memory ran out): new ones
+            log.info("a kept actor is gone; starting new ones", exc_info=True)
+    if kept is not None and kept.key[0] == key[0]:
+        _kill(kept.actors)  # another shape: their CPUs or GPUs go back before new actors ask for them
+    options: dict[str, Any] = {"num_cpus": per_cpu}
+    if per_gpu:
+        options["num_gpus"] = per_gpu
+    actors: list[Any] = [_WorkerActor.options(**options).remote(threads) for _ in range(n_actors)]
+    ray.get([a.ready.remote() for a in actors])
+    return _Pool(key, actors)
+
+
+def release_actors() -> None:
+    """Let the actors kept from the last :func:`score_rows` run go now (they go on their own after
+    :data:`KEEP_ACTORS_S` seconds, or when the driver ends)."""
+    global _kept
+    with _lock:
+        kept, _kept = _kept, None
+    if kept is not None and ray.is_initialized() and kept.key[0] == _cluster():
+        _kill(kept.actors)
 
 
 def _to_wire(n: int, row: Any) -> dict[str, Any]:
@@ -311,7 +440,6 @@ def _score_wire(
     actors: int | None,
     num_gpus: float | None,
     ledger: Any,
-    udf_batch_size: int | None = None,
 ) -> Any:
     n_actors, per_cpu, per_gpu, threads = plan(actors, num_gpus)
     cfg = config  # resolved (_resolved) and checked (_check_head) once by the caller, not once per window
@@ -321,7 +449,7 @@ def _score_wire(
         proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls)
     return wire.map_batches(
         _Scorer,
-        batch_size=udf_batch_size or batch_size,
+        batch_size=batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=n_actors),
         fn_constructor_kwargs={
@@ -369,6 +497,7 @@ def score_dataset(
         columns: explicit column mapping ``{field: column}``; else columns are mapped by name as the local engine
             maps a table's (groundjudge's, RAGAS' and DeepEval's names).
     """
+    release_actors()  # kept actors would hold CPUs or GPUs this pool needs
     if row_column is None:
         row_column = "_gj_n"
         count = ds.count()
@@ -419,10 +548,11 @@ def score_rows(
 
     The driver reads the input in order with the local engine's reader (:func:`groundjudge.runs.out.pending_rows`:
     JSONL line numbers, bad lines, a BOM, the column mapping, duplicate ids; Parquet rows numbered from 1), cuts it
-    into the local engine's batches (:func:`groundjudge.io.rows.batches`), ships them to the actor pool ``window``
-    rows at a time (each window starts the pool again: one model load per actor per window), and appends each
-    report to OUT through the local engine's writer, flushing each line, so a killed run loses nothing it wrote.
-    A run stop ends the run after every finished report is written; it is returned in the result, not raised.
+    into the local engine's batches (:func:`groundjudge.io.rows.batches`), ships them to its actors ``window`` rows at
+    a time (the actors, and their loaded model, serve every window and are kept for the next run when this one
+    finishes or stops: :data:`KEEP_ACTORS_S`), and appends each report to OUT through the local engine's writer,
+    flushing each line, so a killed run loses nothing it wrote. A run stop ends the run after every finished report is
+    written; it is returned in the result, not raised.
 
     Args:
         pending: the rows to score and what OUT holds (:func:`groundjudge.runs.out.pending_rows`).
@@ -444,7 +574,6 @@ def score_rows(
     finished = False
     stopped: GroundjudgeError | None = None
     billed = Usage()
-    n_actors = plan(actors, num_gpus)[0]
     # with an LLM, each actor call streams several batches (the local engine's window) so that its call slots stay
     # busy while one batch waits for its slowest call; without one, a batch a call spreads the NLI work best
     rows_per_call = cfg.window or default_window(cfg.concurrency, batch_size)
@@ -453,33 +582,28 @@ def score_rows(
     def write(line: str) -> None:
         output.write(AnswerReport.model_validate_json(line), line)
 
-    ctx = ray.data.DataContext.get_current()
-    bars = ctx.enable_progress_bars
-    ctx.enable_progress_bars = False  # the caller's ``on_report`` shows progress; Ray's bars would interleave
+    n_actors, per_cpu, per_gpu, threads = plan(actors, num_gpus)
+    pool = _take_pool(n_actors, per_cpu, per_gpu, threads)
+    run = uuid.uuid4().hex  # each actor builds one Evaluator for this run (its model stays loaded between runs)
+    clean = False
     try:
         # whole local batches, about ``window`` rows at a time (a window never cuts a batch)
         for window_batches in _windows(batches(pending.rows, batch_size), max(1, window // batch_size)):
-            groups = [{_GROUP: json.dumps([_to_wire(n, row) for n, row, _ in b])} for b in window_batches]
-            ds = ray.data.from_items(groups, override_num_blocks=max(1, min(len(groups), 4 * n_actors)))
+            groups = [json.dumps([_to_wire(n, row) for n, row, _ in b]) for b in window_batches]
             per_call = min(groups_per_call, max(1, math.ceil(len(groups) / n_actors)))
-            result = _score_wire(
-                ds,
-                cfg,
-                batch_size=batch_size,
-                udf_batch_size=per_call,
-                actors=actors,
-                num_gpus=num_gpus,
-                ledger=handle,
-            )
+            calls = [groups[i : i + per_call] for i in range(0, len(groups), per_call)]
             order = [n for b in window_batches for n, _, _ in b]
             waiting: dict[int, str] = {}
             nxt = 0
-            for r in result.iter_rows():
-                if r["stop"]:
-                    stopped = _stop_error(str(r["stop"]), proxy)
+            for out in pool.run(calls, run, cfg, proxy, batch_size):
+                for row, report, stop in zip(out["row"], out["report"], out["stop"], strict=True):
+                    if stop:
+                        stopped = _stop_error(str(stop), proxy)
+                        break
+                    waiting[int(row)] = str(report)
+                if stopped is not None:
                     break
-                waiting[int(r["row"])] = str(r["report"])
-                while nxt < len(order) and order[nxt] in waiting:  # Ray may finish blocks out of order
+                while nxt < len(order) and order[nxt] in waiting:  # calls finish out of order
                     write(waiting.pop(order[nxt]))
                     nxt += 1
             if stopped is None and (waiting or nxt < len(order)):
@@ -490,8 +614,12 @@ def score_rows(
                 break
         else:
             finished = True
+        # a stop keeps them too: the calls a stop leaves in flight end by themselves (the ledger refuses the next
+        # call, the cache misses again), and their results are dropped (each call carries its run)
+        clean = True
     finally:
-        ctx.enable_progress_bars = bars
+        # after a failure, or the driver interrupted, calls still in flight could go on spending: the actors go
+        pool.give_back(clean)
         output.close(finished)
         if proxy is not None:
             billed = proxy.total  # every worker's calls, those of rows that did not finish too

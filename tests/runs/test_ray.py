@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +109,10 @@ def write_rows(path: Path, rows: list[Any]) -> Path:
     return path
 
 
+class Killed(Exception):
+    """A driver interrupted (a progress callback that raises)."""
+
+
 # -- the same reports ---------------------------------------------------------------------------------------------
 
 
@@ -138,19 +143,6 @@ def test_fixtures_and_bad_rows_give_the_local_reports_line_for_line(tmp_path: Pa
     assert summary == expected.summary()
 
 
-def test_score_dataset_on_a_wice_slice_equals_the_local_engine(tmp_path: Path) -> None:
-    with (SHARED / "benchmarks" / "wice-dev.jsonl").open(encoding="utf-8") as fh:
-        rows = [json.loads(next(fh)) for _ in range(12)]
-    result = gj_ray.score_dataset(
-        ray.data.from_items(rows, override_num_blocks=4), nli_config(tmp_path / "c1"), batch_size=8, actors=2
-    )
-    got = sorted(result.take_all(), key=lambda r: r["row"])
-    assert [r["row"] for r in got] == list(range(1, 13)) and not any(r["stop"] for r in got)
-    local = [dumps(finite_report(r)) for r in Evaluator(nli_config(tmp_path / "c2")).evaluate_many(rows, 8)]
-    assert [r["report"] for r in got] == local
-    assert [r["id"] for r in got] == [row["id"] for row in rows]
-
-
 def test_cascade_against_the_scripted_judge_equals_the_local_engine(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
@@ -172,48 +164,6 @@ def test_cascade_against_the_scripted_judge_equals_the_local_engine(
     assert [r.verdict for r in reports(got)] == ["PASS", "FAIL", "PASS", "ERROR"]
 
 
-# -- resume --------------------------------------------------------------------------------------------------------
-
-
-class Killed(Exception):
-    pass
-
-
-def test_resume_after_a_killed_run_gives_the_file_of_one_run(tmp_path: Path) -> None:
-    src = FIXTURES / "samples.jsonl"
-    cfg = nli_config(tmp_path / "cache")
-    whole = tmp_path / "whole.jsonl"
-    # the file of one run, written by the local engine: the engines write the same file (the tests above), and
-    # an actor pool's start-up is the cost of each Ray run
-    score_file(str(src), whole, cfg, engine="local", batch_size=2)
-
-    def kill_after(n: int) -> Any:
-        def progress(done: int) -> None:
-            if done == n:
-                raise Killed
-
-        return progress
-
-    out = tmp_path / "out.jsonl"
-    with pytest.raises(Killed):
-        on_ray(str(src), out, cfg, batch_size=2, progress=kill_after(3))
-    assert len(out.read_text().splitlines()) == 3
-    with out.open("a") as fh:
-        fh.write('{"id": "refund-invented", "verdict": "PA')  # killed in the middle of the 4th line
-    summary = on_ray(str(src), out, cfg, batch_size=2, resume=True)
-    assert summary.n == 5
-    assert out.read_text() == whole.read_text()  # no duplicates, nothing lost, input order
-
-    # a damaged line in the middle is moved aside; only its row is scored again, the rest is kept
-    lines = out.read_text().splitlines(keepends=True)
-    out.write_text("".join([*lines[:2], "garbage\n", *lines[3:]]))
-    summary = on_ray(str(src), out, cfg, batch_size=2, resume=True)
-    assert summary.n == 1
-    ids = [json.loads(x)["id"] for x in out.read_text().splitlines()]
-    assert sorted(ids) == sorted(json.loads(x)["id"] for x in lines) and len(set(ids)) == len(ids)
-    assert (tmp_path / "out.jsonl.damaged").read_text() == "garbage\n"
-
-
 # -- the cluster's budget and cache -----------------------------------------------------------------------------------
 
 
@@ -222,33 +172,13 @@ def answer_rows(n: int) -> list[dict[str, Any]]:
     return [{"id": f"a{i}", "contexts": [f"{CONTEXT} Row {i}."], "answer": f"{GOOD_ANSWER} Row {i}."} for i in range(n)]
 
 
-def test_an_actor_streams_several_batches_as_the_local_engine_does(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
-    """With an LLM each actor call takes a window of whole batches (here 6 batches of 2 in one call to one actor)
-    and streams them through the local engine: the reports are the local engine's, row for row."""
-    src = write_rows(tmp_path / "in.jsonl", answer_rows(12))
-    out = tmp_path / "out.jsonl"
-    on_ray(str(src), out, llm_config(llm_server, tmp_path / "c1", concurrency=3), actors=1, batch_size=2)
-    local = local_lines(src, llm_config(llm_server, tmp_path / "c2", concurrency=3), batch_size=2)
-    got = out.read_text(encoding="utf-8").splitlines()
-    assert without_usage(got) == without_usage(local)
-    assert [r.usage.calls for r in reports(got)] == [2] * 12
-
-
 def test_the_call_budget_holds_across_actors_and_resume_finishes(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     src = write_rows(tmp_path / "in.jsonl", answer_rows(8))
     out = tmp_path / "out.jsonl"
     # 16 calls wanted, 10 allowed: each actor alone would stay under the cap (8 calls each), the cluster does not
     cfg = llm_config(llm_server, tmp_path / "cache", max_calls=10, qa=False)
-    ctx = ray.data.DataContext.get_current()
-    wait = ctx.wait_for_min_actors_s
-    ctx.wait_for_min_actors_s = 300  # both actors up before the first row, so that both spend
-    try:
-        with pytest.raises(RunStopped) as info:
-            on_ray(str(src), out, cfg, actors=2, batch_size=1)
-    finally:
-        ctx.wait_for_min_actors_s = wait
+    with pytest.raises(RunStopped) as info:  # a run starts once every actor is up, so both spend
+        on_ray(str(src), out, cfg, actors=2, batch_size=1)
     assert len(llm_server.requests) <= 10  # the cap of the cluster, not of each actor
     written = reports(out.read_text().splitlines())
     # only finished rows are written
@@ -285,8 +215,113 @@ def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
 
     more = write_rows(tmp_path / "more.jsonl", answer_rows(6))
     with pytest.raises(CacheMissError):
-        on_ray(str(more), tmp_path / "third.jsonl", llm_config(llm_server, cache, cache_mode="only"), batch_size=1)
+        on_ray(
+            str(more),
+            tmp_path / "third.jsonl",
+            llm_config(llm_server, cache, cache_mode="only"),
+            actors=2,
+            batch_size=1,
+        )
     assert len(llm_server.requests) == calls
+
+
+# -- one actor: the tests above run two, and a kept pool serves only a run of its shape -----------------------
+
+
+def test_an_actor_streams_several_batches_as_the_local_engine_does(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """With an LLM each actor call takes a window of whole batches (here 6 batches of 2 in one call to one actor)
+    and streams them through the local engine: the reports are the local engine's, row for row."""
+    src = write_rows(tmp_path / "in.jsonl", answer_rows(12))
+    out = tmp_path / "out.jsonl"
+    on_ray(str(src), out, llm_config(llm_server, tmp_path / "c1", concurrency=3), actors=1, batch_size=2)
+    local = local_lines(src, llm_config(llm_server, tmp_path / "c2", concurrency=3), batch_size=2)
+    got = out.read_text(encoding="utf-8").splitlines()
+    assert without_usage(got) == without_usage(local)
+    assert [r.usage.calls for r in reports(got)] == [2] * 12
+
+
+def test_actors_are_kept_for_the_next_run_and_go_when_the_driver_is_interrupted(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """score_rows' actors outlive a run that finished or stopped (the next run of the same shape does not load the
+    model again) for KEEP_ACTORS_S, and go at once when the driver is interrupted (no call in flight goes on
+    spending) or release_actors() is called."""
+    src = FIXTURES / "samples.jsonl"
+    first = tmp_path / "first.jsonl"
+    on_ray(str(src), first, nli_config(tmp_path / "c1"), actors=1, batch_size=2)
+    kept = gj_ray._kept
+    assert kept is not None and len(kept.actors) == 1
+    pid = ray.get(kept.actors[0].ready.remote())
+    second = tmp_path / "second.jsonl"
+    on_ray(str(src), second, nli_config(tmp_path / "c2"), actors=1, batch_size=2)  # another config, same shape
+    assert gj_ray._kept is kept and ray.get(kept.actors[0].ready.remote()) == pid  # the same process
+    assert second.read_text() == first.read_text()  # a kept actor builds each run's evaluator anew
+
+    rows = write_rows(tmp_path / "in.jsonl", answer_rows(2))
+    with pytest.raises(CacheMissError):  # a stop: the calls it leaves end by themselves, the actors stay
+        on_ray(str(rows), tmp_path / "x.jsonl", llm_config(llm_server, tmp_path / "c3", cache_mode="only"), actors=1)
+    assert gj_ray._kept is kept and ray.get(kept.actors[0].ready.remote()) == pid
+    assert llm_server.requests == []
+    timer = gj_ray._timer  # for KEEP_ACTORS_S, then they go
+    assert timer is not None and timer.is_alive() and timer.interval == gj_ray.KEEP_ACTORS_S
+    assert timer.function is gj_ray.release_actors
+
+    gj_ray.release_actors()
+    assert gj_ray._kept is None
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(kept.actors[0].ready.remote(), timeout=60)
+
+    def interrupt(done: int) -> None:
+        raise Killed
+
+    with pytest.raises(Killed):  # the driver interrupted: the actors go, and any call in flight with them
+        on_ray(str(src), tmp_path / "y.jsonl", nli_config(tmp_path / "c4"), actors=1, batch_size=2, progress=interrupt)
+    assert gj_ray._kept is None
+    for _ in range(600):  # nothing held once Ray has taken the killed actor's CPU back
+        if ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]:
+            break
+        time.sleep(0.1)
+    assert ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]
+
+
+# -- resume --------------------------------------------------------------------------------------------------------
+
+
+def test_resume_after_a_killed_run_gives_the_file_of_one_run(tmp_path: Path) -> None:
+    src = FIXTURES / "samples.jsonl"
+    cfg = nli_config(tmp_path / "cache")
+    whole = tmp_path / "whole.jsonl"
+    # the file of one run, written by the local engine: the engines write the same file (the tests above), and
+    # an actor pool's start-up is the cost of each Ray run
+    score_file(str(src), whole, cfg, engine="local", batch_size=2)
+
+    def kill_after(n: int) -> Any:
+        def progress(done: int) -> None:
+            if done == n:
+                raise Killed
+
+        return progress
+
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(Killed):
+        on_ray(str(src), out, cfg, batch_size=2, progress=kill_after(3))
+    assert len(out.read_text().splitlines()) == 3
+    with out.open("a") as fh:
+        fh.write('{"id": "refund-invented", "verdict": "PA')  # killed in the middle of the 4th line
+    summary = on_ray(str(src), out, cfg, batch_size=2, resume=True)
+    assert summary.n == 5
+    assert out.read_text() == whole.read_text()  # no duplicates, nothing lost, input order
+
+    # a damaged line in the middle is moved aside; only its row is scored again, the rest is kept
+    lines = out.read_text().splitlines(keepends=True)
+    out.write_text("".join([*lines[:2], "garbage\n", *lines[3:]]))
+    summary = on_ray(str(src), out, cfg, batch_size=2, resume=True)
+    assert summary.n == 1
+    ids = [json.loads(x)["id"] for x in out.read_text().splitlines()]
+    assert sorted(ids) == sorted(json.loads(x)["id"] for x in lines) and len(set(ids)) == len(ids)
+    assert (tmp_path / "out.jsonl.damaged").read_text() == "garbage\n"
 
 
 def test_parquet_input_gives_the_reports_of_the_same_rows_as_jsonl(tmp_path: Path) -> None:
@@ -367,3 +402,19 @@ def test_ray_reads_rows_with_the_local_engines_reader(tmp_path: Path) -> None:
     assert [r["id"] for r in reports] == ["a", "b", "c"]
     assert reports[0]["verdict"] != "ERROR" and reports[0]["metadata"]["reference"] == "The reference."
     assert reports[2]["verdict"] == "ERROR" and "retrieved_contexts" in reports[2]["errors"][0]
+
+
+# -- Ray Data's pool (score_dataset): last, as it lets the kept actors go ------------------------------------------
+
+
+def test_score_dataset_on_a_wice_slice_equals_the_local_engine(tmp_path: Path) -> None:
+    with (SHARED / "benchmarks" / "wice-dev.jsonl").open(encoding="utf-8") as fh:
+        rows = [json.loads(next(fh)) for _ in range(12)]
+    result = gj_ray.score_dataset(
+        ray.data.from_items(rows, override_num_blocks=4), nli_config(tmp_path / "c1"), batch_size=8, actors=2
+    )
+    got = sorted(result.take_all(), key=lambda r: r["row"])
+    assert [r["row"] for r in got] == list(range(1, 13)) and not any(r["stop"] for r in got)
+    local = [dumps(finite_report(r)) for r in Evaluator(nli_config(tmp_path / "c2")).evaluate_many(rows, 8)]
+    assert [r["report"] for r in got] == local
+    assert [r["id"] for r in got] == [row["id"] for row in rows]
