@@ -427,20 +427,23 @@ def _design(
     col = {s: i for i, s in enumerate(strata)}
     joint = np.zeros((len(main), 6 * k))
     extra = np.zeros((len(outside), 4 * k))
-    for x in scored:
-        s = col.get(x.route, 0)
-        joint[main[x.cluster], s] += 1
-        joint[main[x.cluster], k + s] += x.flagged
-    for x in labelled:
-        s = col.get(x.route, 0)
-        i = main.get(x.cluster)
-        row = joint[i, 2 * k :] if i is not None else extra[outside[x.cluster]]
-        if x.truth:
-            row[s] += 1
-            row[k + s] += x.flagged
-        else:
-            row[2 * k + s] += 1
-            row[3 * k + s] += not x.flagged
+    # np.add.at, not a loop over items: the sums are counts (exact in float64), so the order does not matter
+    rows = np.fromiter((main[x.cluster] for x in scored), np.intp, len(scored))
+    stratum = np.fromiter((col.get(x.route, 0) for x in scored), np.intp, len(scored))
+    flagged = np.fromiter((bool(x.flagged) for x in scored), np.float64, len(scored))
+    np.add.at(joint, (rows, stratum), 1.0)
+    np.add.at(joint, (rows, k + stratum), flagged)
+    for table, index, offset, keep in (
+        (joint, main, 2 * k, [x for x in labelled if x.cluster in main]),
+        (extra, outside, 0, [x for x in labelled if x.cluster not in main]),
+    ):
+        rows = np.fromiter((index[x.cluster] for x in keep), np.intp, len(keep))
+        stratum = np.fromiter((col.get(x.route, 0) for x in keep), np.intp, len(keep))
+        flagged = np.fromiter((bool(x.flagged) for x in keep), np.float64, len(keep))
+        truth = np.fromiter((bool(x.truth) for x in keep), bool, len(keep))
+        # positives: count, flagged; negatives: count, not flagged
+        np.add.at(table, (rows, offset + np.where(truth, 0, 2 * k) + stratum), 1.0)
+        np.add.at(table, (rows, offset + np.where(truth, k, 3 * k) + stratum), np.where(truth, flagged, 1.0 - flagged))
     return joint, extra
 
 

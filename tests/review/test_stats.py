@@ -404,3 +404,47 @@ def test_corrected_rate_is_a_rate_holding_its_point(
         assert c.value == pytest.approx(c.raw.value, abs=1e-12)
         if c.by == "pooled":
             assert c.value == c.raw.value
+
+
+def _design_by_loop(scored, labelled, strata, main, outside):  # type: ignore[no-untyped-def]
+    """The definition of the bootstrap's per-answer sums, item by item (stats._design before it used np.add.at)."""
+    k = len(strata)
+    col = {s: i for i, s in enumerate(strata)}
+    joint, extra = np.zeros((len(main), 6 * k)), np.zeros((len(outside), 4 * k))
+    for x in scored:
+        s = col.get(x.route, 0)
+        joint[main[x.cluster], s] += 1
+        joint[main[x.cluster], k + s] += x.flagged
+    for x in labelled:
+        s = col.get(x.route, 0)
+        i = main.get(x.cluster)
+        row = joint[i, 2 * k :] if i is not None else extra[outside[x.cluster]]
+        if x.truth:
+            row[s] += 1
+            row[k + s] += x.flagged
+        else:
+            row[2 * k + s] += 1
+            row[3 * k + s] += not x.flagged
+    return joint, extra
+
+
+ITEM = st.tuples(st.integers(0, 6), st.booleans(), st.sampled_from(["nli", "judge", "other"]), st.booleans())
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(scored=st.lists(ITEM, max_size=30), labelled=st.lists(ITEM, max_size=30), by_route=st.booleans())
+def test_the_bootstraps_sums_are_those_of_each_item_added_in_turn(
+    scored: list[tuple[int, bool, str, bool]], labelled: list[tuple[int, bool, str, bool]], by_route: bool
+) -> None:
+    from groundjudge.stats import Item, _design
+
+    strata = ["nli", "judge"] if by_route else ["all"]
+    s_items = [Item(f"a{c}", f, r) for c, f, r, _ in scored]
+    l_items = [Item(f"a{c}" if c < 4 else f"b{c}", f, r, t) for c, f, r, t in labelled]
+    main = {c: i for i, c in enumerate(dict.fromkeys(x.cluster for x in s_items))}
+    outside = {c: i for i, c in enumerate(dict.fromkeys(x.cluster for x in l_items if x.cluster not in main))}
+    got, want = (
+        _design(s_items, l_items, strata, main, outside),
+        _design_by_loop(s_items, l_items, strata, main, outside),
+    )
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
