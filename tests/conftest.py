@@ -190,7 +190,6 @@ RAY_MODULES = frozenset(
     {
         "tests/runs/test_ray.py",
         "tests/test_engines_property.py",
-        "tests/pipeline/test_attack_second_ray.py",
         "tests/test_benchmarks_ray.py",
     }
 )
@@ -214,7 +213,6 @@ FIRST = (
     "tests/test_bad_inputs.py",
     "tests/checker/test_head.py",
     "tests/testing/test_pytest_plugin.py",
-    "tests/pipeline/test_attack_second_ray.py",
     "tests/test_benchmarks_ray.py",
 )
 

@@ -324,6 +324,38 @@ def test_resume_after_a_killed_run_gives_the_file_of_one_run(tmp_path: Path) -> 
     assert (tmp_path / "out.jsonl.damaged").read_text() == "garbage\n"
 
 
+def test_ray_carries_the_second_judge_into_its_actors_and_writes_the_local_file(tmp_path: Path) -> None:
+    # The Ray engine refused every run with a second judge (its driver-side check of the verdict head built an
+    # NLI-only evaluator that kept the second judge, which needs a first): one small case, local and Ray alike.
+    from groundjudge.io.tables import input_rows
+    from tests.pipeline import test_second_judge as sj
+
+    src = write_rows(tmp_path / "in.jsonl", sj.ROWS)
+    with (
+        ScriptedLLMServer(route({"judge": sj.verdicts(sj.FIRST)})) as first,
+        ScriptedLLMServer(route({"judge": sj.verdicts(sj.SECOND)})) as second,
+    ):
+
+        def config(cache: str) -> Config:
+            judge = {"second_judge": "openai/gpt-4.1-mini", "second_judge_base_url": second.openai_base_url}
+            base = sj.settings_for(None, **judge, second_judge_sample=0.5).model_dump(exclude_unset=True)
+            extra = {"llm": "openai/gpt-4o-mini", "base_url": first.openai_base_url, "nli_model": str(SHARED_MODEL)}
+            return Config(**{**base, **extra, "cache_dir": str(tmp_path / cache)})
+
+        local = [
+            dumps(finite_report(r))
+            for r in Evaluator(config("local")).evaluate_numbered(input_rows(src, set()), batch_size=2)
+        ]
+        s0 = len(second.requests)
+        out = tmp_path / "out.jsonl"
+        on_ray(str(src), out, config("ray"), actors=1, batch_size=2)
+        assert len(second.requests) - s0 == len(second.requests[:s0])  # the same second-judge calls
+    skip: Any = {"usage": True, "second_judge": {"usage"}}
+    got = [AnswerReport.model_validate_json(x).model_dump(exclude=skip) for x in out.read_text().splitlines()]
+    assert got == [AnswerReport.model_validate_json(x).model_dump(exclude=skip) for x in local]
+    assert any(r.get("second_judge") for r in got)
+
+
 def test_parquet_input_gives_the_reports_of_the_same_rows_as_jsonl(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
