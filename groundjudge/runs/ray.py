@@ -352,7 +352,16 @@ def _take_pool(n_actors: int, per_cpu: float, per_gpu: float, threads: int | Non
     if per_gpu:
         options["num_gpus"] = per_gpu
     actors: list[Any] = [_WorkerActor.options(**options).remote(threads) for _ in range(n_actors)]
-    ray.get([a.ready.remote() for a in actors])
+    wait = float(getattr(ray.data.DataContext.get_current(), "wait_for_min_actors_s", 600) or 600)
+    try:
+        ray.get([a.ready.remote() for a in actors], timeout=wait)
+    except ray.exceptions.GetTimeoutError:
+        _kill(actors)
+        raise ConfigError(
+            f"Ray did not start {n_actors} actor(s) of {per_cpu} CPU(s)"
+            + (f" and {per_gpu} GPU(s)" if per_gpu else "")
+            + f" each in {wait:.0f} s: the cluster has {ray.cluster_resources()}; ask for fewer actors or GPUs"
+        ) from None
     return _Pool(key, actors)
 
 
@@ -583,10 +592,11 @@ def score_rows(
         output.write(AnswerReport.model_validate_json(line), line)
 
     n_actors, per_cpu, per_gpu, threads = plan(actors, num_gpus)
-    pool = _take_pool(n_actors, per_cpu, per_gpu, threads)
     run = uuid.uuid4().hex  # each actor builds one Evaluator for this run (its model stays loaded between runs)
+    pool: _Pool | None = None
     clean = False
     try:
+        pool = _take_pool(n_actors, per_cpu, per_gpu, threads)
         # whole local batches, about ``window`` rows at a time (a window never cuts a batch)
         for window_batches in _windows(batches(pending.rows, batch_size), max(1, window // batch_size)):
             groups = [json.dumps([_to_wire(n, row) for n, row, _ in b]) for b in window_batches]
@@ -619,7 +629,8 @@ def score_rows(
         clean = True
     finally:
         # after a failure, or the driver interrupted, calls still in flight could go on spending: the actors go
-        pool.give_back(clean)
+        if pool is not None:
+            pool.give_back(clean)
         output.close(finished)
         if proxy is not None:
             billed = proxy.total  # every worker's calls, those of rows that did not finish too

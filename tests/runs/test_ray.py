@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from groundjudge.config import Config
-from groundjudge.errors import BudgetExceededError, CacheMissError
+from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError
 from groundjudge.io.reports import dumps, finite_report
 from groundjudge.models import AnswerReport
 from groundjudge.pipeline.evaluator import Evaluator
@@ -280,6 +280,24 @@ def test_actors_are_kept_for_the_next_run_and_go_when_the_driver_is_interrupted(
         on_ray(str(src), tmp_path / "y.jsonl", nli_config(tmp_path / "c4"), actors=1, batch_size=2, progress=interrupt)
     assert gj_ray._kept is None
     for _ in range(600):  # nothing held once Ray has taken the killed actor's CPU back
+        if ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]:
+            break
+        time.sleep(0.1)
+    assert ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]
+
+
+def test_actors_the_cluster_cannot_hold_fail_the_run_and_hold_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU per actor on a cluster without one: the run fails after Ray's wait for actors, naming what it asked
+    for, instead of waiting forever; the actor asked for goes with it."""
+    monkeypatch.setattr(ray.data.DataContext.get_current(), "wait_for_min_actors_s", 2)
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(ConfigError, match=r"1 actor\(s\) of 1.0 CPU\(s\) and 1.0 GPU\(s\)"):
+        on_ray(str(FIXTURES / "samples.jsonl"), out, nli_config(tmp_path / "c"), actors=1, num_gpus=1.0)
+    assert not out.exists() or out.read_text() == ""
+    assert gj_ray._kept is None
+    for _ in range(600):
         if ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]:
             break
         time.sleep(0.1)
