@@ -746,8 +746,8 @@ class NLIModel:
         assert self.supported_label is not None and claim is not None
         unsupported = torch.softmax(logits.float(), dim=-1)[..., 1 - self.supported_label]
         claim = claim.to(unsupported.device)
-        worst = torch.where(claim, unsupported, torch.zeros_like(unsupported)).amax(dim=1)
-        worst = torch.where(claim.any(dim=1), worst, torch.full_like(worst, float("nan"))).cpu().numpy()
+        largest = torch.where(claim, unsupported, torch.zeros_like(unsupported)).amax(dim=1)
+        worst = torch.where(claim.any(dim=1), largest, torch.full_like(largest, float("nan"))).cpu().numpy()
         rows = np.zeros((worst.shape[0], 3), dtype=np.float32)
         rows[:, ENTAILMENT] = 1.0 - worst
         rows[:, NEUTRAL] = worst
