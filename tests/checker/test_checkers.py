@@ -521,7 +521,7 @@ def token_dir(tmp_path_factory: pytest.TempPathFactory, corpus: list[str]) -> Pa
     return _tiny_modernbert(tmp_path_factory.mktemp("modernbert") / "model", corpus, PLACEHOLDERS)
 
 
-def _lettuce_reading(model: NLIModel, premise: str, claim: str) -> tuple[float, float]:
+def _lettuce_reading(model: NLIModel, premise: str, claim: str, hallucinated: int = 1) -> tuple[float, float]:
     """LettuceDetect's own reading, by hand: the passage in its prompt and the claim as a tokenizer pair, softmax per
     token, output 1 = hallucinated. Returns 1 - the largest over the claim's tokens, and over every token."""
     import torch
@@ -529,10 +529,10 @@ def _lettuce_reading(model: NLIModel, premise: str, claim: str) -> tuple[float, 
     enc = model.tokenizer(TOKEN_TEMPLATE.replace("{premise}", premise), claim, return_tensors="pt")
     with torch.no_grad():
         logits = model.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).logits[0]
-    hallucinated = _softmax(logits)[:, 1]
+    unsupported = _softmax(logits)[:, hallucinated]
     claim_tokens = [k for k, seq in enumerate(enc.sequence_ids(0)) if seq == 1]
     assert claim_tokens and enc.sequence_ids(0)[claim_tokens[0] - 1] is None  # the claim follows a [SEP]
-    return 1.0 - float(hallucinated[claim_tokens].max()), 1.0 - float(hallucinated.max())
+    return 1.0 - float(unsupported[claim_tokens].max()), 1.0 - float(unsupported.max())
 
 
 def test_token_checker_reads_the_claims_tokens_only(token_dir: Path, tmp_path: Path) -> None:
@@ -568,6 +568,9 @@ def test_token_checker_is_detected_and_needs_its_label(token_dir: Path) -> None:
         explicit.predict(PAIRS), NLIModel(str(token_dir), device="cpu", supported_label=0).predict(PAIRS), atol=1e-6
     )
     assert flipped.fingerprint != explicit.fingerprint
+    # the other label reading: output 0 is the unsupported one
+    for (premise, claim), row in zip(PAIRS, flipped.predict(PAIRS), strict=True):
+        assert row[0] == pytest.approx(_lettuce_reading(flipped, premise, claim, hallucinated=0)[0], abs=1e-5)
 
 
 def test_token_checker_configs_that_do_not_fit_are_refused(
