@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from groundjudge import errors
 from groundjudge.cache import Cache
@@ -532,6 +534,9 @@ def _lettuce_reading(model: NLIModel, premise: str, claim: str, hallucinated: in
     unsupported = _softmax(logits)[:, hallucinated]
     claim_tokens = [k for k, seq in enumerate(enc.sequence_ids(0)) if seq == 1]
     assert claim_tokens and enc.sequence_ids(0)[claim_tokens[0] - 1] is None  # the claim follows a [SEP]
+    # the claim is read as itself, whatever passage stands before it
+    alone = model.tokenizer(claim, add_special_tokens=False)["input_ids"]
+    assert enc["input_ids"][0][claim_tokens].tolist() == alone
     return 1.0 - float(unsupported[claim_tokens].max()), 1.0 - float(unsupported.max())
 
 
@@ -552,6 +557,26 @@ def test_token_checker_reads_the_claims_tokens_only(token_dir: Path, tmp_path: P
     _through_evidence(model)
     # an empty claim has no token to read: NaN (an error for that claim), never a silent SUPPORTED
     assert np.isnan(NLIScorer(model).score([("Cats are mammals.", "")])).all()
+
+
+@pytest.fixture(scope="module")
+def token_model(token_dir: Path) -> NLIModel:
+    return NLIModel(str(token_dir), device="cpu", batch_size=3, supported_label=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(premise=st.text(max_size=60), claim=st.text(max_size=30))
+def test_token_checker_reads_the_claim_alone_whatever_the_texts(
+    token_model: NLIModel, premise: str, claim: str
+) -> None:
+    """Any passage and claim (braces, slots, separators, odd unicode): P(supported) is 1 - the largest P(unsupported)
+    over exactly the claim's own tokens; a claim with no token is NaN, never a score."""
+    (row,) = token_model.predict([(premise, claim)])
+    if not token_model.tokenizer(claim, add_special_tokens=False)["input_ids"]:
+        assert np.isnan(row[:2]).all()
+        return
+    assert 0 <= row[0] <= 1 and row[0] + row[1] == pytest.approx(1, abs=1e-6) and row[2] == 0
+    assert row[0] == pytest.approx(_lettuce_reading(token_model, premise, claim)[0], abs=1e-5)
 
 
 def test_token_checker_is_detected_and_needs_its_label(token_dir: Path) -> None:
