@@ -95,17 +95,17 @@ class Config(BaseModel):
     passage_tokens: int = Field(128, ge=16, description="passage size in NLI-model tokens")
     passage_overlap: int = Field(32, ge=0, description="tokens two neighbouring passages share")
     evidence_k: int | None = Field(2, ge=1, description="passages scored per claim, best BM25 first; None: all")
-    nli_kind: Literal["auto", "nli", "binary", "seq2seq"] = Field(
+    nli_kind: Literal["auto", "nli", "binary", "seq2seq", "token"] = Field(
         "auto",
         description="local checker kind: auto (from the model's config or its groundjudge.json), nli, "
-        "binary or seq2seq",
+        "binary, seq2seq or token (a token classifier such as LettuceDetect)",
     )
     nli_supported_label: int | None = Field(
         None,
         ge=0,
         le=1,
-        description="binary checkers (labels LABEL_0/LABEL_1): the output index meaning supported (1 for MiniCheck, "
-        "HHEM)",
+        description="binary and token checkers (labels LABEL_0/LABEL_1): the output index meaning supported (1 for "
+        "MiniCheck, FactCG, HHEM; 0 for LettuceDetect)",
     )
     nli_trust_remote_code: bool = Field(
         False, description="allow a local checker that runs its own code (e.g. HHEM-2.1-open); opt-in"

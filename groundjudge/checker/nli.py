@@ -1,9 +1,10 @@
 """The local checker: loading, device choice, batched scoring, and its disk cache.
 
-Three kinds of Hugging Face model work (see :class:`NLIModel`): 3-way NLI cross-encoders (label order from the
-config's ``id2label``), binary grounding classifiers (MiniCheck-RoBERTa/DeBERTa, HHEM-2.1-open with
-``trust_remote_code``) and seq2seq checkers (MiniCheck-Flan-T5). Pairs are tokenized once, sorted by length, batched
-with dynamic padding, and returned in the caller's order as probabilities ``[entailment, neutral, contradiction]``.
+Four kinds of Hugging Face model work (see :class:`NLIModel`): 3-way NLI cross-encoders (label order from the
+config's ``id2label``), binary grounding classifiers (MiniCheck-RoBERTa/DeBERTa, FactCG-DeBERTa with its template,
+HHEM-2.1-open with ``trust_remote_code``), seq2seq checkers (MiniCheck-Flan-T5) and token classifiers that mark
+unsupported tokens of an answer (LettuceDetect). Pairs are tokenized once, sorted by length, batched with dynamic
+padding, and returned in the caller's order as probabilities ``[entailment, neutral, contradiction]``.
 Nothing is truncated: a pair longer than the model's limit is an error (the evidence stage cuts passages so that this
 never happens).
 """
@@ -20,7 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 
@@ -127,13 +128,28 @@ def _numerics(device: str, dtype: object) -> str:
     return f"{device.split(':', 1)[0]}-{str(dtype).removeprefix('torch.')}"
 
 
-Kind = Literal["auto", "nli", "binary", "seq2seq"]
-KINDS: tuple[str, ...] = ("auto", "nli", "binary", "seq2seq")
+Kind = Literal["auto", "nli", "binary", "seq2seq", "token"]
+KINDS: tuple[str, ...] = ("auto", "nli", "binary", "seq2seq", "token")
 
 # MiniCheck-Flan-T5's input (Tang et al. 2024, minicheck/inference.py): "predict: " + document + eos + claim, read
 # at the first decoder step as the "1" (supported) against the "0" (unsupported) token.
 SEQ2SEQ_TEMPLATE = "predict: {premise}{eos}{hypothesis}"
 SEQ2SEQ_LABEL_WORDS = ("0", "1")  # unsupported, supported
+
+# FactCG-DeBERTa's input (Lei et al., NAACL 2025, factcg/utils.py INSTRUCTION_TEMPLATE): one text, read as a binary
+# classifier whose output 1 means supported. Not in the hub model's config: a model folder's groundjudge.json
+# declares it (docs/how-to/local-checker.md).
+FACTCG_TEMPLATE = (
+    '{premise}\n\nChoose your answer: based on the paragraph above can we conclude that "{hypothesis}"?\n\n'
+    "OPTIONS:\n- Yes\n- No\nI think the answer is "
+)
+
+# A token checker (LettuceDetect, Kovacs and Recski 2025) reads a tokenizer pair: the prompt an LLM answered (the
+# passages, wrapped in the RAGTruth prompt it was trained on), then the answer, and gives each answer token a
+# probability of being unsupported. groundjudge has a passage and a claim, no question: LettuceDetect's own prompt
+# for that case (no question: its summary prompt, passages numbered "passage 1: ...") wraps the passage, and the
+# claim is the answer. Only the claim's tokens are read.
+TOKEN_TEMPLATE = "Summarize the following text:\npassage 1: {premise}\noutput:"
 
 # Two-label checkers whose config names its labels (checked in this order; "unsupported" before "supported").
 _UNSUPPORTED_WORDS = (
@@ -210,18 +226,37 @@ def read_checker_profile(model_dir: str | Path) -> dict[str, Any]:
 
 
 def detect_kind(config: Any) -> str:
-    """The checker kind a model config implies: encoder-decoder -> seq2seq, two labels -> binary, three -> nli."""
-    architectures = getattr(config, "architectures", None) or []
+    """The checker kind a model config implies: encoder-decoder -> seq2seq, a token classifier -> token, two labels
+    -> binary, three -> nli."""
+    architectures = [str(a) for a in getattr(config, "architectures", None) or []]
     if getattr(config, "is_encoder_decoder", False) or any(
-        str(a).endswith("ForConditionalGeneration") for a in architectures
+        a.endswith("ForConditionalGeneration") for a in architectures
     ):
         return "seq2seq"
+    if any(a.endswith("ForTokenClassification") for a in architectures):
+        return "token"
     n = len(getattr(config, "id2label", None) or {})
     if n == 2:
         return "binary"
     if n == 3:
         return "nli"
-    raise NLIError(f"cannot tell the checker kind of a model with {n} labels: pass kind (nli, binary or seq2seq)")
+    raise NLIError(
+        f"cannot tell the checker kind of a model with {n} labels: pass kind (nli, binary, seq2seq or token)"
+    )
+
+
+def _check_architecture(name: str, kind: str, config: Any) -> None:
+    """Refuse to read a token classifier as a sequence classifier or the reverse: transformers would load it with
+    a freshly initialised random head and no error."""
+    architectures = [str(a) for a in getattr(config, "architectures", None) or []]
+    token = any(a.endswith("ForTokenClassification") for a in architectures)
+    if kind == "token" and architectures and not token:
+        raise NLIError(
+            f"NLI model {name!r} is not a token classifier (its config's architectures: {architectures}); kind=token "
+            "reads a *ForTokenClassification model such as LettuceDetect"
+        )
+    if kind in ("nli", "binary") and token:
+        raise NLIError(f"NLI model {name!r} is a token classifier ({architectures}): read it with kind=token")
 
 
 def _remote_code_error(name: str) -> NLIError:
@@ -231,7 +266,12 @@ def _remote_code_error(name: str) -> NLIError:
     )
 
 
-_OWN_CODE_CLASSES = ("AutoConfig", "AutoModelForSequenceClassification", "AutoModelForSeq2SeqLM")
+_OWN_CODE_CLASSES = (
+    "AutoConfig",
+    "AutoModelForSequenceClassification",
+    "AutoModelForSeq2SeqLM",
+    "AutoModelForTokenClassification",
+)
 
 
 def _needs_remote_code(name: str, hub: dict[str, Any]) -> bool:
@@ -258,18 +298,30 @@ def _needs_remote_code(name: str, hub: dict[str, Any]) -> bool:
     return isinstance(auto_map, dict) and any(k in auto_map for k in _OWN_CODE_CLASSES)
 
 
+class _Encoded(NamedTuple):
+    ids: list[list[int]]
+    types: list[list[int]] | None
+    spans: list[tuple[int, int]] | None  # token kind: each pair's claim tokens, [start, end)
+
+
 class NLIModel:
-    """A local checker, ready for batched scoring: a 3-way NLI cross-encoder, a binary grounding classifier or a
-    seq2seq checker, all returning ``(n, 3)`` probabilities ``[entailment, neutral, contradiction]``.
+    """A local checker, ready for batched scoring: a 3-way NLI cross-encoder, a binary grounding classifier, a
+    seq2seq checker or a token classifier, all returning ``(n, 3)`` probabilities ``[entailment, neutral,
+    contradiction]``.
 
     Kinds (``kind``, default ``"auto"``: from the config; a model folder's ``groundjudge.json`` may declare it):
 
     - ``nli``: three labels named in ``id2label`` (or entailment / not-entailment).
-    - ``binary``: two labels (MiniCheck-RoBERTa/DeBERTa, HHEM-2.1-open); column 0 is P(supported), column 1 is
-      1 - P(supported), column 2 is 0. Which output means supported comes from ``supported_label``, else
-      ``groundjudge.json``, else the label names; placeholder names (LABEL_0 / LABEL_1) without it are refused.
+    - ``binary``: two labels (MiniCheck-RoBERTa/DeBERTa, FactCG-DeBERTa, HHEM-2.1-open); column 0 is
+      P(supported), column 1 is 1 - P(supported), column 2 is 0. Which output means supported comes from
+      ``supported_label``, else ``groundjudge.json``, else the label names; placeholder names (LABEL_0 / LABEL_1)
+      without it are refused.
     - ``seq2seq``: MiniCheck-Flan-T5 shape: P("1") against P("0") at the first decoder step for
       ``predict: {premise}{eos}{hypothesis}``; columns as for ``binary``.
+    - ``token``: a ``*ForTokenClassification`` model with two labels (LettuceDetect): the passage wrapped in
+      :data:`TOKEN_TEMPLATE` (or the folder's ``template``, with a ``{premise}`` slot only) and the claim as a
+      tokenizer pair; P(supported) is 1 - the largest P(unsupported) over the claim's tokens. Label as for
+      ``binary`` (LettuceDetect: LABEL_0 / LABEL_1, 0 supported).
 
     ``has_contradiction`` says whether the model can call a contradiction at all (only ``nli`` models with a
     contradiction label). A template (``groundjudge.json`` ``template``, or a config ``prompt`` with ``{text1}`` and
@@ -283,8 +335,8 @@ class NLIModel:
         threads: torch CPU threads (default: torch's choice).
         revision: hub revision.
         local_files_only: default true for local paths and when $HF_HUB_OFFLINE is set.
-        kind: "auto", "nli", "binary" or "seq2seq".
-        supported_label: for binary checkers, the output index that means supported.
+        kind: "auto", "nli", "binary", "seq2seq" or "token".
+        supported_label: for binary and token checkers, the output index that means supported.
         trust_remote_code: run the model's own code (models with ``auto_map``, e.g. HHEM-2.1-open); off by default.
         max_length: tokens per pair; default the tokenizer's and position table's limit (512 if neither says).
             Relative-position models (T5, DeBERTa-v3) take more; absolute-position ones are refused past their table.
@@ -324,6 +376,7 @@ class NLIModel:
             raise _remote_code_error(self.name)
         config = self._load_config(hub)
         self.kind: str = detect_kind(config) if kind == "auto" else str(kind)
+        _check_architecture(self.name, self.kind, config)
         self.tokenizer = self._load_tokenizer(config, hub)
         if not getattr(self.tokenizer, "is_fast", False):
             raise NLIError(f"{self.name}: a fast (Rust) tokenizer is needed for character offsets")
@@ -392,9 +445,15 @@ class NLIModel:
             ) from exc
 
     def _load_weights(self, config: Any, hub: dict[str, Any]) -> Any:
-        from transformers import AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
+        from transformers import (
+            AutoModelForSeq2SeqLM,
+            AutoModelForSequenceClassification,
+            AutoModelForTokenClassification,
+        )
 
-        auto = AutoModelForSeq2SeqLM if self.kind == "seq2seq" else AutoModelForSequenceClassification
+        auto = {"seq2seq": AutoModelForSeq2SeqLM, "token": AutoModelForTokenClassification}.get(
+            self.kind, AutoModelForSequenceClassification
+        )
         try:
             return auto.from_pretrained(self.name, config=config, **hub)
         except (OSError, ValueError, KeyError, TypeError, ImportError, AttributeError, RuntimeError) as exc:
@@ -405,21 +464,24 @@ class NLIModel:
         id2label = getattr(self.model.config, "id2label", None) or {}
         self.label_token_ids: tuple[int, int] | None = None
         self.supported_label: int | None = None
-        if self.kind != "binary" and supported_label is not None:
+        if self.kind not in ("binary", "token") and supported_label is not None:
             raise NLIError(
-                f"supported_label is for binary checkers; {self.name!r} runs as a {self.kind} model (kind={self.kind})"
+                f"supported_label is for binary and token checkers; {self.name!r} runs as a {self.kind} model "
+                f"(kind={self.kind})"
             )
         if self.kind == "nli":
             self.columns = label_columns(id2label)
-        elif self.kind == "binary":
+        elif self.kind in ("binary", "token"):
             if len(id2label) != 2:
-                raise NLIError(f"a binary checker has two labels; {self.name!r} has {len(id2label)}: {id2label}")
+                raise NLIError(
+                    f"a {self.kind} checker has two labels; {self.name!r} has {len(id2label)}: {dict(id2label)}"
+                )
             named = supported_label_from_names(id2label)
             if supported_label is None and named is None:
                 raise NLIError(
                     f"the labels of {self.name!r} ({dict(id2label)}) do not say which one means supported: pass "
-                    'supported_label (Config.nli_supported_label; 1 for MiniCheck and HHEM) or put "supported_label" '
-                    "in the model folder's groundjudge.json"
+                    "supported_label (Config.nli_supported_label; 1 for MiniCheck, FactCG and HHEM, 0 for "
+                    'LettuceDetect) or put "supported_label" in the model folder\'s groundjudge.json'
                 )
             if supported_label is not None and named is not None and supported_label != named:
                 raise NLIError(
@@ -444,6 +506,8 @@ class NLIModel:
 
     def _template(self, declared: str | None, config: Any) -> str | None:
         template = declared
+        if template is None and self.kind == "token":
+            template = TOKEN_TEMPLATE
         if template is None:
             prompt = getattr(config, "prompt", None)  # HHEM-2.1's convention: the config carries its prompt
             if isinstance(prompt, str) and "{text1}" in prompt and "{text2}" in prompt:
@@ -453,7 +517,14 @@ class NLIModel:
         if template is None:
             return None
         slots = set(_SLOT.findall(template))
-        if not ({"premise", "text1"} & slots and {"hypothesis", "text2"} & slots):
+        if self.kind == "token":
+            # the template wraps the passage alone: the claim is the pair's second text, read token by token
+            if not {"premise", "text1"} & slots or {"hypothesis", "text2"} & slots:
+                raise NLIError(
+                    f"a token checker's template {template!r} needs a {{premise}} slot and no {{hypothesis}} slot "
+                    "(the claim is the answer the model reads after it)"
+                )
+        elif not ({"premise", "text1"} & slots and {"hypothesis", "text2"} & slots):
             raise NLIError(f"template {template!r} needs a {{premise}} and a {{hypothesis}} slot")
         if "eos" in slots and not self._eos:
             raise NLIError(f"template {template!r} uses {{eos}} but the tokenizer of {self.name!r} has none")
@@ -464,8 +535,8 @@ class NLIModel:
         return str(getattr(self.tokenizer, "eos_token", None) or getattr(self.tokenizer, "sep_token", None) or "")
 
     def _kind_tag(self) -> str:
-        if self.kind == "binary":
-            tag = f"binary:{self.supported_label}"
+        if self.kind in ("binary", "token"):
+            tag = f"{self.kind}:{self.supported_label}"
         elif self.kind == "seq2seq":
             assert self.label_token_ids is not None
             tag = f"seq2seq:{self.label_token_ids[0]},{self.label_token_ids[1]}"
@@ -537,16 +608,26 @@ class NLIModel:
         # +1: where the template meets the texts a word may split into one more piece than either alone
         return len(self._encode([("", "")])[0][0]) + 1
 
-    def _encode(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]] | None]:
-        """Token ids (and token types, for tokenizer pairs) of each pair, with the model's special tokens."""
+    def _encode(self, pairs: Sequence[tuple[str, str]]) -> _Encoded:
+        """Token ids (and token types, for tokenizer pairs) of each pair, with the model's special tokens; for a
+        token checker also where the claim's tokens are in each (``[start, end)``, the pair's second text)."""
+        eos = self._eos
+        if self.kind == "token":
+            assert self.template is not None
+            texts = [fill_template(self.template, p, "", eos) for p, _ in pairs]
+            enc = self.tokenizer(texts, [h for _, h in pairs], truncation=False, padding=False, verbose=False)
+            spans = []
+            for i in range(len(pairs)):
+                claim = [k for k, seq in enumerate(enc.sequence_ids(i)) if seq == 1]
+                spans.append((claim[0], claim[-1] + 1) if claim else (0, 0))
+            return _Encoded(enc["input_ids"], enc.get("token_type_ids"), spans)
         if self.template is None:
             enc = self.tokenizer(
                 [p for p, _ in pairs], [h for _, h in pairs], truncation=False, padding=False, verbose=False
             )
-            return enc["input_ids"], enc.get("token_type_ids")
-        eos = self._eos
+            return _Encoded(enc["input_ids"], enc.get("token_type_ids"), None)
         texts = [fill_template(self.template, p, h, eos) for p, h in pairs]
-        return self.tokenizer(texts, truncation=False, padding=False, verbose=False)["input_ids"], None
+        return _Encoded(self.tokenizer(texts, truncation=False, padding=False, verbose=False)["input_ids"], None, None)
 
     def _decoder_start(self) -> int:
         for source in (self.model.config, getattr(self.model, "generation_config", None)):
@@ -570,7 +651,7 @@ class NLIModel:
         out = np.zeros((len(pairs), 3), dtype=np.float32)
         if not pairs:
             return out
-        ids, types = self._encode(pairs)
+        ids, types, spans = self._encode(pairs)
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         too_long = np.flatnonzero(lengths > self.max_length)
         if too_long.size:
@@ -590,18 +671,22 @@ class NLIModel:
                 input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
                 mask = torch.zeros((len(batch), width), dtype=torch.long)
                 token_types = torch.zeros((len(batch), width), dtype=torch.long) if types is not None else None
+                claim = torch.zeros((len(batch), width), dtype=torch.bool) if spans is not None else None
                 for row, j in enumerate(batch):
                     n = int(lengths[j])
-                    cols = slice(width - n, width) if left else slice(0, n)
+                    offset = width - n if left else 0
+                    cols = slice(offset, offset + n)
                     input_ids[row, cols] = torch.tensor(ids[j])
                     mask[row, cols] = 1
                     if token_types is not None and types is not None:
                         token_types[row, cols] = torch.tensor(types[j])
+                    if claim is not None and spans is not None:
+                        claim[row, offset + spans[j][0] : offset + spans[j][1]] = True
                 inputs = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
                 if token_types is not None:
                     inputs["token_type_ids"] = token_types.to(self.device)
                 try:
-                    probs = self._forward(inputs)
+                    probs = self._forward(inputs, claim)
                 except torch.cuda.OutOfMemoryError:
                     if self.batch_size == 1:
                         raise
@@ -616,11 +701,13 @@ class NLIModel:
                 start += len(batch)
         return out
 
-    def _forward(self, inputs: dict[str, Any]) -> np.ndarray:
-        """One batch through the model: ``(b, 3)`` entailment / neutral / contradiction (binary and seq2seq kinds:
-        P(supported), 1 - P(supported), 0)."""
+    def _forward(self, inputs: dict[str, Any], claim: Any = None) -> np.ndarray:
+        """One batch through the model: ``(b, 3)`` entailment / neutral / contradiction (binary, seq2seq and token
+        kinds: P(supported), 1 - P(supported), 0). ``claim`` marks each row's claim tokens (token kind)."""
         import torch
 
+        if self.kind == "token":
+            return self._forward_tokens(inputs, claim)
         if self.kind == "seq2seq":
             assert self.label_token_ids is not None
             start = torch.full((inputs["input_ids"].shape[0], 1), self._decoder_start(), dtype=torch.long)
@@ -640,6 +727,30 @@ class NLIModel:
         supported = probs[:, 1] if self.kind == "seq2seq" else probs[:, self.supported_label]
         rows[:, ENTAILMENT] = supported
         rows[:, NEUTRAL] = 1.0 - supported
+        return rows
+
+    def _forward_tokens(self, inputs: dict[str, Any], claim: Any) -> np.ndarray:
+        """A token checker's batch: P(supported) of a claim = 1 - the largest P(unsupported) of its tokens.
+
+        The maximum, not the mean: LettuceDetect marks a span wherever one token's probability reaches 0.5, and
+        calls an answer hallucinated when it marks any span (the example-level decision its published F1 measures),
+        so ``1 - max`` at 0.5 is exactly "no token of the claim marked". A mean would let one wrong number in a long
+        claim ("69 million" for 67) be outvoted by the words around it, which are supported. A claim with no tokens
+        comes back NaN (an error for that claim, never a silent SUPPORTED).
+        """
+        import torch
+
+        logits = self.model(**inputs).logits
+        if logits.ndim != 3 or logits.shape[2] != 2 or logits.shape[:2] != inputs["input_ids"].shape:
+            raise NLIError(f"token checker {self.name!r} returned logits of shape {tuple(logits.shape)}")
+        assert self.supported_label is not None and claim is not None
+        unsupported = torch.softmax(logits.float(), dim=-1)[..., 1 - self.supported_label]
+        claim = claim.to(unsupported.device)
+        largest = torch.where(claim, unsupported, torch.zeros_like(unsupported)).amax(dim=1)
+        worst = torch.where(claim.any(dim=1), largest, torch.full_like(largest, float("nan"))).cpu().numpy()
+        rows = np.zeros((worst.shape[0], 3), dtype=np.float32)
+        rows[:, ENTAILMENT] = 1.0 - worst
+        rows[:, NEUTRAL] = worst
         return rows
 
 

@@ -1,7 +1,8 @@
-"""The local checker's kinds (issue 9): 3-way NLI, binary grounding classifiers (MiniCheck-RoBERTa/DeBERTa shape),
-seq2seq checkers (MiniCheck-Flan-T5 shape) and models that run their own code (HHEM-2.1-open shape). Each is a tiny
-random model of the real one's architecture and config shape, built here, run through the same batched,
-length-sorted, cached path as the NLI cross-encoder."""
+"""The local checker's kinds (issues 9 and 33): 3-way NLI, binary grounding classifiers (MiniCheck-RoBERTa/DeBERTa
+shape, FactCG-DeBERTa with its template), seq2seq checkers (MiniCheck-Flan-T5 shape), models that run their own code
+(HHEM-2.1-open shape) and token classifiers (LettuceDetect's ModernBERT shape). Each is a tiny random model of the
+real one's architecture and config shape, built here, run through the same batched, length-sorted, cached path as
+the NLI cross-encoder."""
 
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from groundjudge import errors
 from groundjudge.cache import Cache
 from groundjudge.checker.evidence import EvidenceSelector
 from groundjudge.checker.nli import (
+    FACTCG_TEMPLATE,
     SEQ2SEQ_TEMPLATE,
+    TOKEN_TEMPLATE,
     NLIModel,
     NLIScorer,
+    detect_kind,
     fill_template,
     supported_label_from_names,
 )
@@ -46,7 +52,7 @@ HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nP
 def corpus() -> list[str]:
     rows = (SHARED / "benchmarks" / "factcheckgpt-stance.jsonl").read_text().splitlines()[:300]
     texts = [json.loads(r)["contexts"][0] for r in rows]
-    return [*texts, *(p for pair in PAIRS for p in pair), DOC, HHEM_PROMPT, "predict: 0 1"]
+    return [*texts, *(p for pair in PAIRS for p in pair), DOC, HHEM_PROMPT, "predict: 0 1", FACTCG_TEMPLATE]
 
 
 def _wordlevel_tokenizer(directory: Path, corpus: list[str]) -> Any:
@@ -311,7 +317,7 @@ def test_nli_kind_and_its_contradiction_head(tmp_path: Path) -> None:
     three = tiny_nli_model(tmp_path / "nli", SHARED_MODEL)
     model = NLIModel(str(three), device="cpu")
     assert model.kind == "nli" and model.has_contradiction and model.fingerprint.split("/")[1] == "nli"
-    with pytest.raises(errors.NLIError, match="supported_label is for binary checkers"):
+    with pytest.raises(errors.NLIError, match="supported_label is for binary and token checkers"):
         NLIModel(str(three), device="cpu", supported_label=1)
     # a 2-way NLI model (entailment / not_entailment) reads as binary, with no contradiction
     two = NLIModel(str(tiny_nli_model(tmp_path / "two", SHARED_MODEL, {0: "entailment", 1: "not_entailment"})))
@@ -454,3 +460,267 @@ def test_config_options_reach_the_model(binary_dir: Path, tmp_path: Path) -> Non
         _ = Evaluator(Config.make(nli_model=str(binary_dir), device="cpu")).nli
     with pytest.raises(errors.ConfigError):
         Config.make(nli_kind="regression")
+
+
+# -- token: LettuceDetect shape (ModernBertForTokenClassification, two labels, 1 = hallucinated) -------------------
+
+
+def _tiny_modernbert(path: Path, corpus: list[str], id2label: dict[int, str]) -> Path:
+    """A tiny random ModernBERT token classifier with a byte-level BPE tokenizer that, as ModernBERT's, encodes a
+    pair as ``[CLS] A [SEP] B [SEP]`` without token types."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import ModernBertConfig, ModernBertForTokenClassification, PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    bpe = Tokenizer(models.BPE(unk_token="[UNK]"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=1000, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator([*corpus, TOKEN_TEMPLATE], trainer=trainer)
+    cls, sep = bpe.token_to_id("[CLS]"), bpe.token_to_id("[SEP]")
+    bpe.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "attention_mask"],
+    )
+    torch.manual_seed(0)
+    config = ModernBertConfig(  # lettucedect-base-modernbert-en-v1's shape, tiny
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        layer_types=["full_attention", "sliding_attention", "full_attention"],
+        local_attention=16,  # windows shorter than the pairs, so that a padding bug in local attention shows
+        max_position_embeddings=1024,
+        initializer_range=0.5,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=cls,
+        cls_token_id=cls,
+        eos_token_id=sep,
+        sep_token_id=sep,
+        num_labels=len(id2label),
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+    )
+    ModernBertForTokenClassification(config).eval().save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def token_dir(tmp_path_factory: pytest.TempPathFactory, corpus: list[str]) -> Path:
+    return _tiny_modernbert(tmp_path_factory.mktemp("modernbert") / "model", corpus, PLACEHOLDERS)
+
+
+def _lettuce_reading(model: NLIModel, premise: str, claim: str, hallucinated: int = 1) -> tuple[float, float]:
+    """LettuceDetect's own reading, by hand: the passage in its prompt and the claim as a tokenizer pair, softmax per
+    token, output 1 = hallucinated. Returns 1 - the largest over the claim's tokens, and over every token."""
+    import torch
+
+    enc = model.tokenizer(TOKEN_TEMPLATE.replace("{premise}", premise), claim, return_tensors="pt")
+    with torch.no_grad():
+        logits = model.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).logits[0]
+    unsupported = _softmax(logits)[:, hallucinated]
+    claim_tokens = [k for k, seq in enumerate(enc.sequence_ids(0)) if seq == 1]
+    assert claim_tokens and enc.sequence_ids(0)[claim_tokens[0] - 1] is None  # the claim follows a [SEP]
+    # the claim is read as itself, whatever passage stands before it
+    alone = model.tokenizer(claim, add_special_tokens=False)["input_ids"]
+    assert enc["input_ids"][0][claim_tokens].tolist() == alone
+    return 1.0 - float(unsupported[claim_tokens].max()), 1.0 - float(unsupported.max())
+
+
+def test_token_checker_reads_the_claims_tokens_only(token_dir: Path, tmp_path: Path) -> None:
+    model = NLIModel(str(token_dir), device="cpu", batch_size=3, supported_label=0)
+    assert model.kind == "token" and not model.has_contradiction and model.template == TOKEN_TEMPLATE
+    assert model.max_length == 1024  # the position table's limit (the tokenizer says nothing)
+    out = _same_in_batches_and_alone(model)
+    _binary_columns(out)
+    whole_differs = False
+    for (premise, claim), row in zip(PAIRS, out, strict=True):
+        claim_only, every_token = _lettuce_reading(model, premise, claim)
+        assert row[0] == pytest.approx(claim_only, abs=1e-5)
+        whole_differs |= abs(every_token - claim_only) > 1e-3
+    assert whole_differs  # reading the passage's tokens too would have shown
+    assert model.fingerprint.split("/")[1].startswith("token:0+")  # label and prompt are part of the key
+    _cache_round_trip(model, tmp_path)
+    _through_evidence(model)
+    # an empty claim has no token to read: NaN (an error for that claim), never a silent SUPPORTED
+    assert np.isnan(NLIScorer(model).score([("Cats are mammals.", "")])).all()
+
+
+@pytest.fixture(scope="module")
+def token_model(token_dir: Path) -> NLIModel:
+    return NLIModel(str(token_dir), device="cpu", batch_size=3, supported_label=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(premise=st.text(max_size=60), claim=st.text(max_size=30))
+def test_token_checker_reads_the_claim_alone_whatever_the_texts(
+    token_model: NLIModel, premise: str, claim: str
+) -> None:
+    """Any passage and claim (braces, slots, separators, odd unicode): P(supported) is 1 - the largest P(unsupported)
+    over exactly the claim's own tokens; a claim with no token is NaN, never a score."""
+    (row,) = token_model.predict([(premise, claim)])
+    if not token_model.tokenizer(claim, add_special_tokens=False)["input_ids"]:
+        assert np.isnan(row[:2]).all()
+        return
+    assert 0 <= row[0] <= 1 and row[0] + row[1] == pytest.approx(1, abs=1e-6) and row[2] == 0
+    assert row[0] == pytest.approx(_lettuce_reading(token_model, premise, claim)[0], abs=1e-5)
+
+
+def test_token_checker_is_detected_and_needs_its_label(token_dir: Path) -> None:
+    from transformers import AutoConfig
+
+    assert detect_kind(AutoConfig.from_pretrained(str(token_dir))) == "token"
+    with pytest.raises(errors.NLIError, match=r"supported_label .*0 for LettuceDetect"):
+        NLIModel(str(token_dir), device="cpu")  # LABEL_0 / LABEL_1 say nothing: never guessed
+    with pytest.raises(errors.NLIError, match="0 or 1"):
+        NLIModel(str(token_dir), device="cpu", supported_label=2)
+    explicit = NLIModel(str(token_dir), device="cpu", kind="token", supported_label=0)
+    flipped = NLIModel(str(token_dir), device="cpu", supported_label=1)
+    np.testing.assert_allclose(
+        explicit.predict(PAIRS), NLIModel(str(token_dir), device="cpu", supported_label=0).predict(PAIRS), atol=1e-6
+    )
+    assert flipped.fingerprint != explicit.fingerprint
+    # the other label reading: output 0 is the unsupported one
+    for (premise, claim), row in zip(PAIRS, flipped.predict(PAIRS), strict=True):
+        assert row[0] == pytest.approx(_lettuce_reading(flipped, premise, claim, hallucinated=0)[0], abs=1e-5)
+
+
+def test_token_checker_configs_that_do_not_fit_are_refused(
+    token_dir: Path, binary_dir: Path, tmp_path: Path, corpus: list[str]
+) -> None:
+    import shutil
+
+    # a named-entity tagger is a token classifier, but not a two-label one
+    ner = _tiny_modernbert(tmp_path / "ner" / "model", corpus, {0: "O", 1: "B-PER", 2: "I-PER"})
+    with pytest.raises(errors.NLIError, match="a token checker has two labels"):
+        NLIModel(str(ner), device="cpu")
+    # a sequence classifier read as a token checker (or the reverse) would get a random head: refused
+    with pytest.raises(errors.NLIError, match="not a token classifier"):
+        NLIModel(str(binary_dir), device="cpu", kind="token", supported_label=1)
+    with pytest.raises(errors.NLIError, match="is a token classifier"):
+        NLIModel(str(token_dir), device="cpu", kind="binary", supported_label=0)
+    # the passage's template is the folder's to declare, with the passage's slot alone
+    folder = tmp_path / "declared"
+    shutil.copytree(token_dir, folder)
+    profile = {"format": 1, "kind": "token", "supported_label": 0, "template": "{premise}"}
+    (folder / "groundjudge.json").write_text(json.dumps(profile))
+    plain = NLIModel(str(folder), device="cpu")
+    assert (
+        plain.template == "{premise}"
+        and plain.fingerprint != NLIModel(str(token_dir), device="cpu", supported_label=0).fingerprint
+    )
+    (folder / "groundjudge.json").write_text(json.dumps({**profile, "template": "{premise} {hypothesis}"}))
+    with pytest.raises(errors.NLIError, match=r"no \{hypothesis\} slot"):
+        NLIModel(str(folder), device="cpu")
+
+
+# no number the sources lack: the cascade's conflict check would send such a claim to the judge whatever the score
+TOKEN_CLAIMS = ["Sentence 3 talks about topic 3.", "Some sentences talk about the moon landing."]
+
+
+def _claims_and_judge() -> Any:
+    from groundjudge.testing import Reply, claims_in, route
+
+    def claims(req: Any) -> Reply:
+        return Reply.json({"claims": [{"text": t, "source": t} for t in TOKEN_CLAIMS]})
+
+    def judge(req: Any) -> Reply:
+        verdicts = [
+            {"claim_id": cid, "verdict": "UNSUPPORTED", "reason": "Not in the sources.", "quotes": []}
+            for cid in claims_in(req)
+        ]
+        return Reply.json({"verdicts": verdicts})
+
+    return route({"claims": claims, "judge": judge})
+
+
+def test_token_checker_scores_claims_in_nli_and_cascade_mode(token_dir: Path, tmp_path: Path) -> None:
+    from groundjudge.pipeline.evaluator import Evaluator
+    from groundjudge.testing import ScriptedLLMServer
+    from tests.conftest import make_test_client
+
+    options: dict[str, Any] = {"nli_model": str(token_dir), "device": "cpu", "nli_supported_label": 0}
+    # said (--nli-kind token) here, read from the config (auto) in the cascade below
+    nli = Evaluator(Config.make(mode="nli", nli_kind="token", **options), cache=Cache(tmp_path / "nli"))
+    reports = [nli.evaluate_claim(claim, DOC, id=f"c{i}") for i, claim in enumerate(TOKEN_CLAIMS)]
+    assert nli.nli.kind == "token"
+    entail = []
+    for report in reports:
+        (verdict,) = report.claims
+        assert verdict.route == "nli" and verdict.label in ("SUPPORTED", "UNSUPPORTED")
+        assert not verdict.contradiction_checked  # a token checker cannot call CONTRADICTED
+        assert verdict.nli is not None and verdict.nli.entailment_passage is not None
+        # the reported entailment is the token reading of the passage it names
+        passage = verdict.nli.entailment_passage.text
+        assert verdict.nli.entailment == pytest.approx(
+            _lettuce_reading(nli.nli, passage, verdict.claim.text)[0], abs=1e-5
+        )
+        entail.append(verdict.nli.entailment)
+    assert entail[0] != entail[1]
+    # the cascade: first everything to the judge, then the claim the checker is surer of decided locally
+    entail_in: dict[str, float] = {}
+    for run in ("all-judged", "surer-local"):
+        with ScriptedLLMServer(_claims_and_judge()) as server:
+            cache = Cache(tmp_path / run)
+            t_support: float | str = max(entail_in.values()) if entail_in else "never"
+            cfg = Config.make(mode="cascade", qa=False, t_support=t_support, t_unsupported=0.0, **options)
+            cascade = Evaluator(cfg, client=make_test_client(server, cache=cache), cache=cache)
+            report = cascade.evaluate(" ".join(TOKEN_CLAIMS), DOC, id="a")
+        assert cascade.nli.kind == "token" and len(report.claims) == 2
+        if not entail_in:
+            for v in report.claims:
+                assert (v.route, v.label, v.contradiction_checked) == ("judge", "UNSUPPORTED", True)
+                assert v.nli is not None and 0 < v.nli.entailment < 1
+                entail_in[v.claim.text] = v.nli.entailment
+            continue
+        surer = max(entail_in, key=lambda text: entail_in[text])
+        for v in report.claims:
+            if v.claim.text == surer:
+                assert (v.route, v.label, v.contradiction_checked) == ("nli", "SUPPORTED", False)
+            else:
+                assert (v.route, v.label, v.contradiction_checked) == ("judge", "UNSUPPORTED", True)
+
+
+# -- binary with a template: FactCG-DeBERTa shape (DeBERTa-v2, LABEL_0 / LABEL_1, 1 = supported) -------------------
+
+
+def test_factcg_recipe_reads_its_template_from_the_folder(tmp_path: Path, corpus: list[str]) -> None:
+    """The recipe of docs/how-to/local-checker.md: the hub model in a folder with a groundjudge.json that names the
+    kind, the label and FactCG's prompt; read as FactCG's own inference does (one text, softmax, output 1)."""
+    import torch
+
+    from groundjudge.pipeline.evaluator import Evaluator
+
+    folder = tiny_deberta_model(tmp_path / "factcg" / "model", corpus, PLACEHOLDERS)
+    recipe = {"format": 1, "kind": "binary", "supported_label": 1, "template": FACTCG_TEMPLATE}
+    (folder / "groundjudge.json").write_text(json.dumps(recipe))
+    model = NLIModel(str(folder), device="cpu", batch_size=3, max_length=2048)  # DeBERTa-v3: relative positions
+    assert model.kind == "binary" and model.supported_label == 1 and model.template == FACTCG_TEMPLATE
+    out = _same_in_batches_and_alone(model)
+    _binary_columns(out)
+    tok = model.tokenizer
+    for (premise, claim), row in zip(PAIRS, out, strict=True):
+        text = f'{premise}\n\nChoose your answer: based on the paragraph above can we conclude that "{claim}"?\n\n'
+        ids = tok(text + "OPTIONS:\n- Yes\n- No\nI think the answer is ", return_tensors="pt")
+        with torch.no_grad():
+            logits = model.model(**ids).logits[0]
+        assert row[0] == pytest.approx(_softmax(logits)[1], abs=1e-5)
+    assert model.fingerprint.split("/")[1].startswith("binary:1+")
+    _through_evidence(model)
+    evaluator = Evaluator(Config.make(mode="nli", nli_model=str(folder), device="cpu", nli_max_length=2048))
+    (verdict,) = evaluator.evaluate_claim("Sentence 3 talks about topic 3.", DOC).claims
+    assert verdict.route == "nli" and not verdict.contradiction_checked and verdict.nli is not None
+    assert evaluator.nli.template == FACTCG_TEMPLATE
