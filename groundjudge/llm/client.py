@@ -194,18 +194,31 @@ class LLMClient:
 
     def expected_tokens(self, call: LLMRequest | Sequence[Message]) -> tuple[int, int]:
         """Realistic (input, output) tokens of one call: ~4 characters a token of what the provider bills, plus 8 a
-        message; the mean output seen so far (256 before any), at most ``max_tokens``. A request is counted as the
-        adapter sends it, the schema in its structured-output format included (:func:`~groundjudge.llm.base.
-        billed_text`); bare messages by their text alone. What dry runs price and the limiter's tokens-per-minute
-        bucket takes before a reply says the real usage."""
+        message; the mean output per answer seen so far (256 before any) times the answers the request asks for (a
+        packed request: :func:`~groundjudge.llm.packing.pack_size`), at most its ``max_tokens``. A request is
+        counted as the adapter sends it, the schema in its structured-output format included
+        (:func:`~groundjudge.llm.base.billed_text`); bare messages by their text alone. What dry runs price and the
+        limiter's tokens-per-minute bucket takes before a reply says the real usage."""
+        from groundjudge.llm.packing import pack_size
+
         if isinstance(call, LLMRequest):
             chars, n_messages = len(billed_text(self.provider, call)), len(call.messages)
+            answers, cap = pack_size(call), call.max_tokens
         else:
             chars, n_messages = sum(len(m.content) for m in call), len(call)
+            answers, cap = 1, self.max_tokens
         input_tokens = chars // 4 + _MESSAGE_OVERHEAD * n_messages
         with self._lock:
             out_total, n = self._out_tokens_seen
-        return input_tokens, min(self.max_tokens, out_total // n if n else 256)
+        return input_tokens, min(cap, answers * (out_total // n if n else 256))
+
+    def _saw_output(self, request: LLMRequest, response: LLMResponse) -> None:
+        """Count a billed reply's output for :meth:`expected_tokens`, per answer it carries."""
+        from groundjudge.llm.packing import pack_size
+
+        with self._lock:
+            self._out_tokens_seen[0] += response.output_tokens
+            self._out_tokens_seen[1] += pack_size(request)
 
     def estimate_cost(self, call: LLMRequest | Sequence[Message], *, batch: bool = False) -> float:
         """Realistic USD of one call, for dry runs (:meth:`expected_tokens`; give the request, from
@@ -287,9 +300,7 @@ class LLMClient:
         The ledger is left to the caller (:class:`~groundjudge.llm.batch.BatchRunner` settles its reservation).
         """
         usage = self.usage_of(response, batch=True)
-        with self._lock:
-            self._out_tokens_seen[0] += response.output_tokens
-            self._out_tokens_seen[1] += 1
+        self._saw_output(call.request, response)
         if response.refusal is not None:
             return usage, f"the model refused: {response.refusal}"
         value, problem, _ = judge_reply(response, call.schema, call.check)
@@ -303,13 +314,22 @@ class LLMClient:
 
     # -- several answers' calls in one request ----------------------------------------------------------------
 
+    def packed_request(self, requests: Sequence[LLMRequest]) -> LLMRequest:
+        """The one request this client sends for the single-answer ``requests`` (of one
+        :func:`~groundjudge.llm.packing.pack_key`): :func:`~groundjudge.llm.packing.pack_request`, its output
+        budget the sum of theirs up to the model's :func:`~groundjudge.llm.packing.output_limit`. What
+        :meth:`complete_packed` and :meth:`packed_call` send and the dry run prices."""
+        from groundjudge.llm.packing import output_limit, pack_request
+
+        return pack_request(requests, limit=output_limit(self.model_id))
+
     def packed_call(self, calls: Sequence[DeferredCall]) -> DeferredCall:
         """The one call that answers the single ``calls`` (of one :func:`~groundjudge.llm.packing.pack_key`) in a
         packed request, for a provider batch: its reply is cached under its own key, and each member's part under
         that member's key (:meth:`accept_batch_result`)."""
-        from groundjudge.llm.packing import PackedReply, pack_request
+        from groundjudge.llm.packing import PackedReply
 
-        request = pack_request([c.request for c in calls])
+        request = self.packed_request([c.request for c in calls])
         return DeferredCall(self._key(request, None), request, PackedReply, members=tuple(calls))
 
     def _take_parts(self, calls: Sequence[DeferredCall], value: Any, response: LLMResponse) -> dict[str, str | None]:
@@ -332,15 +352,13 @@ class LLMClient:
 
     def complete_packed(self, calls: Sequence[DeferredCall]) -> dict[str, tuple[Usage, str | None]]:
         """Send the deferred single-answer ``calls`` (of one :func:`~groundjudge.llm.packing.pack_key`) as one
-        request (:func:`~groundjudge.llm.packing.pack_request`), with the budget, the pace and the retries of any
-        call and no re-ask; split the reply by id and take each part exactly as the call's own reply would be taken
-        (validated, the call's check, cached under its key). Returns, by key, that answer's share of the usage (by
-        the length of its block; the one billed call counted on the first) and None when its part was accepted,
-        else the problem: that call is then not cached, so its step asks it alone. A run stop raises; any other
-        failure of the packed call is every call's problem (nothing billed stays uncounted: its usage is shared)."""
-        from groundjudge.llm.packing import pack_request
-
-        request = pack_request([c.request for c in calls])
+        request (:meth:`packed_request`), with the budget, the pace and the retries of any call and no re-ask; split
+        the reply by id and take each part exactly as the call's own reply would be taken (validated, the call's
+        check, cached under its key). Returns, by key, that answer's share of the usage (by the length of its block;
+        the one billed call counted on the first) and None when its part was accepted, else the problem: that call
+        is then not cached, so its step asks it alone. A run stop raises; any other failure of the packed call is
+        every call's problem (nothing billed stays uncounted: its usage is shared)."""
+        request = self.packed_request([c.request for c in calls])
         try:
             response, usage = self._send_with_retries(request)
         except (errors.BudgetExceededError, errors.CacheMissError):
@@ -349,9 +367,6 @@ class LLMClient:
             spent = exc.usage if isinstance(exc, errors.LLMError) and exc.usage is not None else Usage()
             shares = share_usage(spent, [len(c.request.messages[1].content) for c in calls])
             return {c.key: (u, f"the packed call failed: {exc}") for c, u in zip(calls, shares, strict=True)}
-        with self._lock:
-            self._out_tokens_seen[0] += response.output_tokens
-            self._out_tokens_seen[1] += 1
         shares = share_usage(usage, [len(c.request.messages[1].content) for c in calls])
         problem = ""
         value: Any = None
@@ -485,9 +500,7 @@ class LLMClient:
                 "%s: a call cost $%.6f, more than the $%.6f reserved for it", self.model_id, usage.cost_usd, reserved
             )
         self.ledger.settle(reserved, usage)
-        with self._lock:
-            self._out_tokens_seen[0] += response.output_tokens
-            self._out_tokens_seen[1] += 1
+        self._saw_output(request, response)
         if response.refusal is not None:
             refusal = errors.RefusalError(
                 f"{self.model_id}: the model refused: {response.refusal}", refusal=response.refusal

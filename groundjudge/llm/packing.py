@@ -7,6 +7,12 @@ fenced with a marker that none of the blocks contains (nor their own fences), ti
 id an enum of the pack's ids and each reply the single call's schema. The reply is split by id
 (:func:`split_reply`); a part is then taken exactly as the single call's reply would be (validated, checked,
 cached under the single call's own key), so a missing, repeated or invalid part concerns that answer alone.
+
+The packed request may write every answer's reply: it asks for the sum of their output budgets (``max_tokens``), at
+most the model's own output limit where :data:`OUTPUT_LIMITS` knows it (:func:`output_limit`); a model it does not
+know (an OpenAI-compatible server, a model newer than the table) is asked for the sum. The budget's worst case and
+the dry run read that ``max_tokens`` (:meth:`~groundjudge.llm.client.LLMClient.worst_case_cost`, ``expected_tokens``:
+the mean reply per answer times :func:`pack_size`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,25 @@ from groundjudge.models import Message
 
 PACK_FENCE = "#GJPACK#"
 PACK_SCHEMA_NAME = "PackedReplies"
+
+# The most output tokens one request may ask of a model (the providers' documented limits), "provider/model" by
+# longest prefix as the price table (llm.accounting.PRICES): asking for more is refused (HTTP 400), so a packed
+# request asks for the sum of its answers' budgets up to this. A dated snapshot finds its family (a snapshot whose
+# limit differs has its own entry); a model not here is asked for the sum.
+OUTPUT_LIMITS: dict[str, int] = {
+    "openai/gpt-4o-mini": 16_384,
+    "openai/gpt-4o": 16_384,
+    "openai/gpt-4o-2024-05-13": 4_096,
+    "openai/gpt-4.1": 32_768,
+    "openai/gpt-5": 128_000,
+    "openai/gpt-5-chat": 16_384,
+    "openai/o4-mini": 100_000,
+    "anthropic/claude-haiku-4-5": 64_000,
+    "anthropic/claude-3-5-haiku": 8_192,
+    "anthropic/claude-sonnet-4": 64_000,
+    "anthropic/claude-opus-4-5": 64_000,
+    "anthropic/claude-opus-4": 32_000,
+}
 
 
 class PackedReply(BaseModel):
@@ -70,10 +95,31 @@ def pack_ids(n: int) -> list[str]:
     return [f"a{i}" for i in range(1, n + 1)]
 
 
-def pack_request(requests: Sequence[LLMRequest]) -> LLMRequest:
+def output_limit(model_id: str) -> int | None:
+    """The most output tokens one request may ask of ``provider/model`` (:data:`OUTPUT_LIMITS`, longest prefix), or
+    None where it is not known."""
+    matches = [k for k in OUTPUT_LIMITS if model_id.startswith(k)]
+    return OUTPUT_LIMITS[max(matches, key=len)] if matches else None
+
+
+def pack_size(request: LLMRequest) -> int:
+    """How many answers' replies ``request`` asks for: the ids of a packed request (:func:`pack_request`), else 1."""
+    if request.schema_name != PACK_SCHEMA_NAME:
+        return 1
+    try:
+        return max(1, len(request.schema["properties"]["replies"]["items"]["properties"]["id"]["enum"]))
+    except (KeyError, TypeError):
+        return 1
+
+
+def pack_request(requests: Sequence[LLMRequest], *, limit: int | None = None) -> LLMRequest:
     """One request for the single-answer ``requests`` (all of one :func:`pack_key`), their replies under ids
-    :func:`pack_ids`."""
+    :func:`pack_ids`; its ``max_tokens`` the sum of theirs, at most ``limit`` (the model's :func:`output_limit`)
+    though never less than one answer's own."""
     first = requests[0]
+    budget = sum(r.max_tokens for r in requests)
+    if limit is not None:
+        budget = max(min(budget, limit), max(r.max_tokens for r in requests))
     system = first.messages[0].content
     bodies = [r.messages[1].content for r in requests]
     fence = pack_fence([system, *bodies])
@@ -103,7 +149,7 @@ def pack_request(requests: Sequence[LLMRequest]) -> LLMRequest:
         schema_name=PACK_SCHEMA_NAME,
         temperature=first.temperature,
         seed=first.seed,
-        max_tokens=first.max_tokens,
+        max_tokens=budget,
     )
 
 

@@ -23,7 +23,7 @@ from groundjudge.llm import LLMClient
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
 from groundjudge.llm.client import DeferredCall, share_usage
 from groundjudge.models import Usage
-from groundjudge.pipeline.packing import packs
+from groundjudge.pipeline.packing import charge_answer, charge_calls, packs
 from groundjudge.pipeline.work import RUN_STOPS, Work, describe
 
 log = logging.getLogger(__name__)
@@ -32,10 +32,6 @@ log = logging.getLogger(__name__)
 def _failed(w: Work, why: str) -> None:
     """A provider batch of the answer's own calls failed as a whole: the answer fails (its report is ERROR)."""
     w.failed = why
-
-
-def _charged(w: Work, usage: Usage) -> None:
-    w.usage = w.usage + usage
 
 
 def _second_failed(w: Work, why: str) -> None:
@@ -94,7 +90,7 @@ class ProviderBatches:
         second = step == "second"
         client = self.second_client if second else self.client
         assert client is not None
-        fail, charge = (_second_failed, _second_charged) if second else (_failed, _charged)
+        fail, charge = (_second_failed, _second_charged) if second else (_failed, charge_answer)
         calls: dict[str, DeferredCall] = {}
         for w in works:
             for key in w.deferred:
@@ -120,12 +116,7 @@ class ProviderBatches:
                 shares = share_usage(outcome.usage_by_key.pop(call.key), sizes)
                 for member, share in zip(call.members, shares, strict=True):
                     outcome.usage_by_key[member.key] = outcome.usage_by_key.get(member.key, Usage()) + share
-        charged: set[str] = set()
-        for w in works:  # what the batch cost, to the answers it answered (a shared request to the first)
-            for key in w.deferred:
-                if key in outcome.usage_by_key and key not in charged:
-                    charged.add(key)
-                    charge(w, outcome.usage_by_key[key])
+        charge_calls(works, outcome.usage_by_key, charge)  # to the answers it answered (a shared request once)
         if outcome.failures:
             log.info("%d batch request(s) failed; calling them directly", len(outcome.failures))
         for w in works:

@@ -32,7 +32,6 @@ from groundjudge.io.rows import batches
 from groundjudge.llm import Ledger, LLMClient
 from groundjudge.llm.base import LLMRequest
 from groundjudge.llm.client import DeferredCall
-from groundjudge.llm.packing import pack_request
 from groundjudge.models import AnswerReport, Claim, QAItem, Sample
 from groundjudge.pipeline.flow import stream
 from groundjudge.pipeline.packing import packs
@@ -285,7 +284,8 @@ class _DryRun:
             calls = list({key: self.call(key) for w in works for key in w.deferred}.values())
             for group in packs(calls, self.pack):
                 if len(group) > 1:
-                    cost = self.client.estimate_cost(pack_request([c.request for c in group]), batch=self.batch)
+                    packed = self.client.packed_request([c.request for c in group])
+                    cost = self.client.estimate_cost(packed, batch=self.batch)
                     sizes = [len(c.request.messages[1].content) for c in group]
                     for i, (c, size) in enumerate(zip(group, sizes, strict=True)):
                         self.packed[c.key] = (int(i == 0), cost * size / (sum(sizes) or 1))

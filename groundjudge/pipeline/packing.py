@@ -13,7 +13,7 @@ that had no companion) is made alone, with the usual re-asks. The second judge's
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +41,26 @@ def packs(calls: list[DeferredCall], size: int) -> list[list[DeferredCall]]:
             groups.setdefault(key, []).append(call)
     out = [group[i : i + size] for group in groups.values() for i in range(0, len(group), size)]
     return out + singles
+
+
+def charge_answer(w: Work, usage: Usage) -> None:
+    """What one of its calls cost, to the answer."""
+    w.usage = w.usage + usage
+
+
+def charge_calls(
+    works: Sequence[Work], usage_by_key: Mapping[str, Usage], charge: Callable[[Work, Usage], None] = charge_answer
+) -> None:
+    """What the settled calls cost (``usage_by_key``: a packed call's share, a provider batch's request), each call
+    charged once, to the first of ``works`` that holds it deferred: a call two answers share (the same request) is
+    paid once. :class:`PackedCalls` and provider batch mode (:class:`~groundjudge.pipeline.batching.ProviderBatches`,
+    whose second judge's ``charge`` counts it for the second judge too) both charge through here."""
+    charged: set[str] = set()
+    for w in works:
+        for key in w.deferred:
+            if key in usage_by_key and key not in charged:
+                charged.add(key)
+                charge(w, usage_by_key[key])
 
 
 @dataclass(eq=False)
@@ -84,14 +104,10 @@ class PackedCalls:
                     stop = stop or exc
                 except Exception as exc:  # its answers are asked alone when their step runs again
                     log.warning("a packed call failed: %s; its answers are asked alone", describe(exc), exc_info=True)
-        charged: set[str] = set()
-        for w in works:  # each answer's share of its packed call
-            for key in w.deferred:
-                if key in results and key not in charged:
-                    charged.add(key)
-                    w.usage = w.usage + results[key][0]
-                    if results[key][1] is not None:
-                        log.info("packed reply not taken (%s); asking alone", results[key][1])
+        charge_calls(works, {key: usage for key, (usage, _) in results.items()})  # each answer's share
+        for _, problem in results.values():
+            if problem is not None:
+                log.info("packed reply not taken (%s); asking alone", problem)
         if stop is not None:
             for w in works:
                 w.stop = stop

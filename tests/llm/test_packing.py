@@ -5,6 +5,8 @@ alone. Real SDKs against ScriptedLLMServer."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +194,79 @@ def test_the_packed_request_is_cheaper_than_the_calls_alone(server: ScriptedLLMS
     alone = sum(client.expected_tokens(c.request)[0] for c in calls)
     packed = client.expected_tokens(pack_request([c.request for c in calls]))[0]
     assert packed < alone
+
+
+# -- the packed request's output budget ----------------------------------------------------------------------------
+
+
+def sent_max_tokens(req: RecordedRequest) -> int:
+    """The output budget a request asked for, as the server received it (OpenAI or Anthropic)."""
+    return int(req.body.get("max_completion_tokens") or req.body["max_tokens"])
+
+
+def whole_text(req: RecordedRequest) -> Reply:
+    """The scripted model: each block's reply is its whole text (a reply of ~a quarter of its characters in tokens);
+    the provider's budget: a reply longer than the request's ``max_tokens`` is cut there, as a provider cuts it."""
+    parts = packed_requests(req)
+    obj: Any = (
+        {"replies": [{"id": i, "reply": {"first": r.last_user}} for i, r in parts.items()]}
+        if parts
+        else {"first": req.last_user}
+    )
+    content = json.dumps(obj)
+    budget = sent_max_tokens(req)
+    if len(content) // 4 > budget:
+        return Reply.truncated(content[: budget * 4], output_tokens=budget)
+    return Reply.json(obj)
+
+
+LONG = [f"answer {i}: " + " ".join(f"word{i}x{j}" for j in range(14)) for i in range(4)]  # ~170 characters each
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_packed_call_asks_for_every_answers_output_budget(
+    server: ScriptedLLMServer, tmp_path: Path, provider: str
+) -> None:
+    """K answers' replies must fit in the packed request's output budget: it asks for the sum of theirs. Each reply
+    here (~50 tokens) fits one answer's budget of 80, the four of them (~200) only the sum (320)."""
+    server.script = whole_text
+    client = make_test_client(server, provider, cache=Cache(tmp_path / "c"), price=Price(1.0, 1.0), max_tokens=80)
+    calls = deferred(client, LONG)
+    results = client.complete_packed(calls)
+    assert all(problem is None for _, problem in results.values())  # not cut off: every part taken
+    (sent,) = server.requests
+    assert sent_max_tokens(sent) == 4 * 80
+    assert [client.complete_json(ask(t), Echo)[0].first for t in LONG] == [f"#GJDATA# BEGIN ANSWER\n{t}" for t in LONG]
+    assert len(server.requests) == 1  # each answer from the cache, none asked again
+
+
+def test_the_packed_budget_stops_at_the_models_output_limit(server: ScriptedLLMServer, tmp_path: Path) -> None:
+    """Asking for more than the model may write is refused (HTTP 400): the sum stops at the model's limit where it
+    is known (gpt-4o-mini: 16,384), and stays the sum where it is not; never below one answer's own budget."""
+    from groundjudge.llm.packing import output_limit, pack_size
+
+    server.script = echo
+    client = make_test_client(server, cache=Cache(tmp_path / "c"), price=Price(1.0, 1.0), max_tokens=6000)
+    calls = deferred(client, ["one two", "three four", "five six", "seven eight"])
+    assert all(problem is None for _, problem in client.complete_packed(calls).values())
+    assert sent_max_tokens(server.requests[-1]) == 16_384 == output_limit("openai/gpt-4o-mini-2024-07-18")
+    requests = [c.request for c in calls]
+    assert pack_request(requests).max_tokens == 24_000  # no limit known: the sum
+    assert pack_request(requests, limit=1000).max_tokens == 6000  # never below one answer's own
+    assert output_limit("openai-compatible/gpt-4o-mini") is None and output_limit("openai/gpt-4o-2024-05-13") == 4096
+    assert pack_size(pack_request(requests)) == 4 and pack_size(requests[0]) == 1
+
+
+def test_the_estimates_count_a_packed_reply_per_answer(server: ScriptedLLMServer, tmp_path: Path) -> None:
+    """The dry run and the tokens-per-minute pace expect of a packed request the mean reply per answer times its
+    answers (at most its budget); a packed reply counts once, for as many answers as it carries."""
+    server.script = lambda req: Reply.json(echo(req).obj, output_tokens=400)
+    client = client_for(server, tmp_path)
+    calls = deferred(client, ["one two", "three four", "five six", "seven eight"])
+    client.complete_packed(calls)
+    packed = client.packed_request([c.request for c in calls])
+    assert client.expected_tokens(calls[0].request)[1] == 100  # 400 output tokens for four answers
+    assert client.expected_tokens(packed)[1] == 400
+    assert client.expected_tokens(replace(packed, max_tokens=300))[1] == 300
+    cost = client.estimate_cost(packed)
+    assert cost == pytest.approx(client.expected_tokens(packed)[0] / 1e6 + 400 / 1e6)

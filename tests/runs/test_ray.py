@@ -23,7 +23,7 @@ from groundjudge.models import AnswerReport
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.summary import RunSummary, Summarizer
 from groundjudge.runs import RunStopped, score_file
-from groundjudge.testing import ScriptedLLMServer, route
+from groundjudge.testing import ScriptedLLMServer, packed_requests, route
 from tests.conftest import FIXTURES, SHARED, SHARED_MODEL
 from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
 
@@ -232,14 +232,20 @@ def test_an_actor_streams_several_batches_as_the_local_engine_does(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
     """With an LLM each actor call takes a window of whole batches (here 6 batches of 2 in one call to one actor)
-    and streams them through the local engine: the reports are the local engine's, row for row."""
+    and streams them through the local engine: the reports are the local engine's, row for row. With three answers
+    a call (``pack_answers``: the answers' calls parked and sent in packs, each part cached under its answer's key)
+    the packs are the local engine's too, so are the reports, usage included."""
     src = write_rows(tmp_path / "in.jsonl", answer_rows(12))
     out = tmp_path / "out.jsonl"
-    on_ray(str(src), out, llm_config(llm_server, tmp_path / "c1", concurrency=3), actors=1, batch_size=2)
-    local = local_lines(src, llm_config(llm_server, tmp_path / "c2", concurrency=3), batch_size=2)
+    packing = {"concurrency": 3, "pack_answers": 3}
+    on_ray(str(src), out, llm_config(llm_server, tmp_path / "c1", **packing), actors=1, batch_size=2)
+    sent_by_ray = list(llm_server.requests)
+    local = local_lines(src, llm_config(llm_server, tmp_path / "c2", **packing), batch_size=2)
     got = out.read_text(encoding="utf-8").splitlines()
-    assert without_usage(got) == without_usage(local)
-    assert [r.usage.calls for r in reports(got)] == [2] * 12
+    assert got == local
+    assert any(len(packed_requests(r)) == 3 for r in sent_by_ray)
+    sent_locally = llm_server.requests[len(sent_by_ray) :]
+    assert sum(r.usage.calls for r in reports(got)) == len(sent_by_ray) == len(sent_locally) < 2 * 12
 
 
 def test_actors_are_kept_for_the_next_run_and_go_when_the_driver_is_interrupted(
