@@ -36,7 +36,12 @@ def local_model_note(name: str, kind: str | None = None, parameters: int | None 
     it was measured at, and how to get a stronger check."""
     key = model_key(name)
     where = f" ({name})" if key != name else ""
-    kinds = {"nli": "3-way NLI", "binary": "binary grounding classifier", "seq2seq": "seq2seq checker"}
+    kinds = {
+        "nli": "3-way NLI",
+        "binary": "binary grounding classifier",
+        "seq2seq": "seq2seq checker",
+        "token": "token classifier",
+    }
     about = [kinds.get(kind, kind)] if kind else []
     about += [f"{parameters / 1e6:.1f}M parameters"] if parameters else []
     what = "".join(f", {x}" for x in about)
