@@ -124,18 +124,20 @@ def _cascade_cuts(
     expected: tuple[float | None, float | None] | None = None,
     real: Sequence[bool] | None = None,
     contradiction_target: float = 0.0,
+    line: float = HEAD_MARGIN,
 ) -> _Cuts:
     """The cascade's cut-offs, each fitted on exactly the claims :func:`decide_locally` lets it decide.
 
     In the order decide_locally applies the rules, each on the claims the earlier rules left over: SUPPORTED (without
-    a head only where entailment >= contradiction), then CONTRADICTED and UNSUPPORTED (with a head only below 0.5).
+    a head only where entailment >= contradiction; with a head only above ``line``), then CONTRADICTED and UNSUPPORTED
+    (with a head only below ``line``).
     Every cut-off reaches ``target`` (with ``expected``, the (t_support, t_unsupported) a head's probabilities expect
     to reach it are the loosest allowed instead) and holds at the margin (:func:`lowest_threshold`). ``real``: which
     claims are real contradictions; CONTRADICTED then also needs ``contradiction_target`` of them.
     """
     n = len(supported)
     notsup = [not x for x in supported]
-    above = HEAD_MARGIN if head else None
+    above = line if head else None
     eligible = [i for i in range(n) if head or support[i] >= contradiction[i]]
     sub = [support[i] for i in eligible], [supported[i] for i in eligible]
     if expected is None:
@@ -146,7 +148,7 @@ def _cascade_cuts(
     rest = [
         i
         for i in range(n)
-        if not (t_s is not None and support[i] >= t_s and i in can) and not (head and support[i] >= HEAD_MARGIN)
+        if not (t_s is not None and support[i] >= t_s and i in can) and not (head and support[i] >= line)
     ]
     con = [contradiction[i] for i in rest]
     t_c = lowest_threshold(con, [notsup[i] for i in rest], target, min_decided)
@@ -269,7 +271,7 @@ def expected_calibration_error(bins: Sequence[ReliabilityBin]) -> float | None:
 def _nli_prediction(nli: ClaimNLI, t: LocalThresholds) -> str:
     if nli.error is not None:
         return "ERROR"
-    return decide_locally(nli, t.t_support, t.t_contradict, None) or "UNSUPPORTED"
+    return decide_locally(nli, t.t_support, t.t_contradict, None, t.line) or "UNSUPPORTED"
 
 
 def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, LocalThresholds]) -> dict[str, Any]:
@@ -279,7 +281,10 @@ def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, L
     t_nli = profile["nli"]
     pred = ["SUPPORTED" if _nli_prediction(x, t_nli) == "SUPPORTED" else "NOT" for x in nli]
     t = profile["cascade"]
-    local = [decide_locally(x, t.t_support, t.t_contradict, t.t_unsupported) if x.error is None else None for x in nli]
+    local = [
+        decide_locally(x, t.t_support, t.t_contradict, t.t_unsupported, t.line) if x.error is None else None
+        for x in nli
+    ]
     decided = [(g, x) for g, x in zip(labels, local, strict=True) if x is not None]
     correct = sum((x == "SUPPORTED") == (g == "SUPPORTED") for g, x in decided)
     called = [g for g, x in decided if x == "CONTRADICTED"]
@@ -297,8 +302,22 @@ def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, L
     }
 
 
+def decision_line(supported_share: float) -> float:
+    """Where a verdict head's probability p says "as likely SUPPORTED as not" at the labelled set's share s of
+    SUPPORTED claims: 1 - s (the head is fitted with both classes weighing the same; moved to the share, its odds
+    p / (1 - p) times s / (1 - s) are 1 there). The cascade's line for a head: a local SUPPORTED above it, a local
+    UNSUPPORTED or CONTRADICTED below it, so each local verdict is more likely right than not at the labelled mix.
+    """
+    share = min(max(supported_share, 1e-6), 1 - 1e-6)
+    return 1.0 - share
+
+
 def expected_cutoffs(
-    probabilities: Sequence[float], supported_share: float, target: float, min_decided: int = 10
+    probabilities: Sequence[float],
+    supported_share: float,
+    target: float,
+    min_decided: int = 10,
+    line: float | None = None,
 ) -> tuple[float | None, float | None]:
     """(t_support, t_unsupported) where the verdict head's own probabilities say the local verdicts are ``target``
     precise: the loosest cut-offs at which the mean probability of being right, over the claims they decide, reaches
@@ -309,6 +328,11 @@ def expected_cutoffs(
     loosest cut-off at which a noisy running precision last touches the target, and on new rows lands 1-2 points
     under it (cross-validated over claim-disjoint folds of the dev train halves: 88.4-89.0% for a 90% target, against
     90.2-90.7% this way).
+
+    Each cut-off stays on its side of ``line`` (default :func:`decision_line`: where the moved probability is 0.5):
+    SUPPORTED only above it, UNSUPPORTED only below it, so every claim a cut-off decides is more likely its verdict
+    than not at the labelled mix. (The head's own 0.5 as the line, the rule before, escalated claims the labelled
+    mix calls 70% UNSUPPORTED: on 1005 dev claims, 38% escalation against ...)
     """
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
     share = min(max(supported_share, 1e-6), 1 - 1e-6)
@@ -326,10 +350,11 @@ def expected_cutoffs(
         ok = np.flatnonzero((precision >= target) & (count >= min_decided) & (nearest >= MARGIN) & side[order])
         return float(p[order][ok.max()]) if ok.size else None
 
-    # a head's P(SUPPORTED) itself must say SUPPORTED above 0.5 and not SUPPORTED below it
-    t_s = loosest(np.argsort(-p, kind="stable"), q, p > HEAD_MARGIN)
+    # per class at the labelled mix: SUPPORTED above the line, not SUPPORTED below it
+    line = decision_line(supported_share) if line is None else line
+    t_s = loosest(np.argsort(-p, kind="stable"), q, p > line)
     rest = np.flatnonzero(p < t_s) if t_s is not None else np.arange(len(p))
-    t_u = loosest(rest[np.argsort(p[rest], kind="stable")], 1 - q, p < HEAD_MARGIN) if rest.size else None
+    t_u = loosest(rest[np.argsort(p[rest], kind="stable")], 1 - q, p < line) if rest.size else None
     return (
         None if t_s is None else round(t_s, 4),
         None if t_u is None else round(t_u - 1e-4 if t_s is not None and t_u >= t_s else t_u, 4),
@@ -345,6 +370,10 @@ class CutoffRule:
     expected: bool = False  # a verdict head's probabilities: cut where they expect the target (expected_cutoffs)
     min_decided: int = 10  # fewest claims a cascade cut-off may rest on
     unsupported: bool = True  # fit t_unsupported (else UNSUPPORTED is never decided locally)
+    # a verdict head's lines: the cascade's where the head says 0.5 at the labelled share of SUPPORTED
+    # (decision_line), the nli mode's at the head's own 0.5; False: the rules before (the cascade at the head's own
+    # 0.5, the nli mode at a cut-off fitted for balanced accuracy). benchmarks/tune.py --lines compares the two
+    mix_line: bool = True
 
 
 def fit_profile(
@@ -363,9 +392,10 @@ def fit_profile(
     con = [x.contradiction for x, _ in ok]
     sup = [g == "SUPPORTED" for _, g in ok]
     head = any(x.supported is not None for x, _ in ok)
+    line = decision_line(sum(sup) / len(sup)) if head and ok and rule.mix_line else HEAD_MARGIN
     expected = None
     if rule.expected and ok:
-        expected = expected_cutoffs(ent, sum(sup) / len(sup), rule.target, rule.min_decided)
+        expected = expected_cutoffs(ent, sum(sup) / len(sup), rule.target, rule.min_decided, line)
     cuts = _cascade_cuts(
         ent,
         con,
@@ -377,6 +407,7 @@ def fit_profile(
         expected,
         real=[g == "CONTRADICTED" for _, g in ok],  # CONTRADICTED must also be a real contradiction often enough
         contradiction_target=rule.contradiction_target,
+        line=line,
     )
     t_s, both, t_u = cuts.t_support, cuts.t_contradict, cuts.t_unsupported
     # the nli mode's contradiction cut-off: a real contradiction often enough among the claims not called SUPPORTED
@@ -384,16 +415,28 @@ def fit_profile(
     t_contra = lowest_threshold(
         [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], rule.contradiction_target, 5, margin=0.0
     )
-    cascade = LocalThresholds(t_support=_round(t_s), t_contradict=_round(both), t_unsupported=_round(t_u))
-    gold = ["SUPPORTED" if s else "NOT" for s in sup]
-    cands = sorted({round(e, 4) for e in ent} | {x / 20 for x in range(1, 20)})
-    bas = [
-        balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in ent], ["SUPPORTED", "NOT"]) for c in cands
-    ]
-    ties = [c for c, ba in zip(cands, bas, strict=True) if ba >= max(bas) - 1e-9]
-    best_t = ties[len(ties) // 2]  # the middle of the best range, not its permissive end
+    cascade = LocalThresholds(
+        t_support=_round(t_s),
+        t_contradict=_round(both),
+        t_unsupported=_round(t_u),
+        line=line if head and rule.mix_line else None,
+    )
+    # nli mode: a head's own 0.5 is the balanced-accuracy line by construction (both classes weigh the same in its
+    # fit); a cut-off fitted on the labelled claims is for raw scores, which have no such line
+    best_t = HEAD_MARGIN if head and rule.mix_line else balanced_cut(ent, sup)
     nli_mode = LocalThresholds(t_support=max(1e-4, min(1.0, best_t)), t_contradict=t_contra)
     return {"nli": nli_mode, "cascade": cascade}
+
+
+def balanced_cut(scores: Sequence[float], supported: Sequence[bool]) -> float:
+    """The cut-off with the best balanced accuracy (SUPPORTED at or above it), the middle of the best range."""
+    gold = ["SUPPORTED" if s else "NOT" for s in supported]
+    cands = sorted({round(e, 4) for e in scores} | {x / 20 for x in range(1, 20)})
+    bas = [
+        balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in scores], ["SUPPORTED", "NOT"]) for c in cands
+    ]
+    ties = [c for c, ba in zip(cands, bas, strict=True) if ba >= max(bas) - 1e-9]
+    return ties[len(ties) // 2]  # the middle of the best range, not its permissive end
 
 
 def crossfit_measure_scores(
