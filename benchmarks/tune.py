@@ -33,10 +33,11 @@ drawn on), around the cascade's line where a head carries one, else the nli mode
 ``--lines N`` instead cross-validates the verdict head's decision lines over the POOLED train halves only (the eval
 halves are never read): for each of N seeds, 5 folds disjoint by claim text; a head and its thresholds fitted on
 four (as ``build_head`` fits them: the thresholds on the head's out-of-fold probabilities there), measured on the
-fifth; each rule (``mix``: the cascade's line where the head says 0.5 at the labelled share of SUPPORTED, the nli
-mode at the head's own 0.5; ``before``: the cascade at the head's own 0.5, the nli mode at a cut-off fitted for
-balanced accuracy) on the same heads. Per rule and seed: escalation, local precision with its interval, the share
-right among the ``min_decided`` held-out claims nearest each cut, nli-mode balanced accuracy.
+fifth; each way of reading the head at the labelled mix (``CutoffRule.lines``: ``fitted``, Platt scaling on the
+labelled claims; ``shift``, moved to their share of SUPPORTED; ``before``, the shift with the cascade's line at the
+head's own 0.5 and the nli mode's cut-off fitted for balanced accuracy) on the same heads. Per rule and seed:
+escalation, local precision with its interval, the share right among the ``min_decided`` held-out claims nearest
+each cut, nli-mode balanced accuracy.
 The last line printed is one JSON object.
 """
 
@@ -88,6 +89,7 @@ from groundjudge.review.stats import wilson
 from groundjudge.stages.route import decide_locally
 
 DATASETS = ("factcheckgpt-stance", "wice-dev")
+LINES = ("fitted", "shift", "before")  # CutoffRule.lines, compared by --lines
 
 
 def halves(rows: list[dict[str, Any]], seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -180,7 +182,7 @@ def line_cv(
     sup = np.array([g == "SUPPORTED" for g in labels])
     groups = [claim_key(train_exs[i].claim) for i in ok]
     base = CutoffRule(settings.target, settings.contradiction_target, expected=True)
-    rules = {"mix": base, "before": replace(base, mix_line=False)}
+    rules = {name: replace(base, lines=name) for name in LINES}
     band = base.min_decided
     out: dict[str, Any] = {"claims": len(ok), "supported": int(sup.sum()), "folds": folds, "target": settings.target}
     per: dict[str, list[dict[str, Any]]] = {name: [] for name in rules}
@@ -391,7 +393,7 @@ def main() -> None:
         out["lines"] = line_cv(NLIModel(base), pooled, settings, cache, args.lines)
         print_table(
             ["rule", "seed", "escalation", "local prec.", "95% CI", "nearest right", "nli bal.acc"],
-            [[name, r["seed"], *_line_cells(r)] for name in ("mix", "before") for r in out["lines"][name]["seeds"]],
+            [[name, r["seed"], *_line_cells(r)] for name in LINES for r in out["lines"][name]["seeds"]],
         )
         print(json.dumps(out))
         return

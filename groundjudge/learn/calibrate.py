@@ -12,6 +12,7 @@ Everything in between goes to the judge; the escalation rate that follows is rep
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -302,6 +303,71 @@ def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, L
     }
 
 
+@dataclass(frozen=True)
+class MixCalibration:
+    """A verdict head's probability p moved to a labelled set's mix: P(SUPPORTED) = sigmoid(a + b * logit p).
+
+    The head is fitted with both classes weighing the same; at the labelled set's share s of SUPPORTED claims its
+    odds are p / (1 - p) times s / (1 - s) (:meth:`shift`: a = log(s / (1 - s)), b = 1). :meth:`fit` also fits the
+    slope on the labelled claims' out-of-fold probabilities (Platt scaling), held near the shift.
+    """
+
+    a: float
+    b: float = 1.0
+
+    @classmethod
+    def shift(cls, supported_share: float) -> MixCalibration:
+        share = min(max(supported_share, 1e-6), 1 - 1e-6)
+        return cls(math.log(share / (1 - share)))
+
+    @classmethod
+    def fit(cls, probabilities: Sequence[float], supported: Sequence[bool], prior: float = 10.0) -> MixCalibration:
+        """Platt scaling of the head's probabilities on labelled claims, penalised towards :meth:`shift` as if by
+        ``prior`` claims (a few labelled claims, or claims the head separates perfectly, stay near it). A slope at or
+        below 0.1 (the probabilities say nothing of the labels) falls back to the shift."""
+        y = np.asarray(supported, dtype=np.float64)
+        base = cls.shift(float(y.mean()) if len(y) else 0.5)
+        if not len(y):
+            return base
+        z = _logits(probabilities)
+        x = np.c_[np.ones_like(z), z]
+        w0 = np.array([base.a, 1.0])
+
+        def loss(w: np.ndarray) -> float:
+            m = x @ w
+            return float(np.sum(np.logaddexp(0, m) - y * m) + prior / 2 * np.sum((w - w0) ** 2))
+
+        w = w0.copy()
+        for _ in range(100):  # Newton's method, each step halved until the (convex) loss falls
+            q = 1 / (1 + np.exp(-np.clip(x @ w, -50, 50)))
+            grad = x.T @ (q - y) + prior * (w - w0)
+            hess = (x * (q * (1 - q))[:, None]).T @ x + prior * np.eye(2)
+            step = np.linalg.solve(hess, grad)
+            now = loss(w)
+            while loss(w - step) > now and np.abs(step).max() > 1e-12:
+                step /= 2
+            w -= step
+            if np.abs(step).max() < 1e-10:
+                break
+        if not np.isfinite(w).all() or w[1] <= 0.1:
+            return base
+        return cls(float(w[0]), float(w[1]))
+
+    def __call__(self, probabilities: Sequence[float] | np.ndarray) -> np.ndarray:
+        """P(SUPPORTED) at the labelled mix."""
+        return 1 / (1 + np.exp(-np.clip(self.a + self.b * _logits(probabilities), -50, 50)))
+
+    @property
+    def line(self) -> float:
+        """The head's probability at which this says 0.5."""
+        return 1 / (1 + math.exp(max(-50.0, min(50.0, self.a / self.b))))
+
+
+def _logits(probabilities: Sequence[float] | np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
+    return np.asarray(np.log(p / (1 - p)))
+
+
 def decision_line(supported_share: float) -> float:
     """Where a verdict head's probability p says "as likely SUPPORTED as not" at the labelled set's share s of
     SUPPORTED claims: 1 - s (the head is fitted with both classes weighing the same; moved to the share, its odds
@@ -318,26 +384,25 @@ def expected_cutoffs(
     target: float,
     min_decided: int = 10,
     line: float | None = None,
+    mix: MixCalibration | None = None,
 ) -> tuple[float | None, float | None]:
     """(t_support, t_unsupported) where the verdict head's own probabilities say the local verdicts are ``target``
     precise: the loosest cut-offs at which the mean probability of being right, over the claims they decide, reaches
     the target.
 
     The head is fitted with both classes weighing the same, so its probabilities are first moved to the labelled
-    set's share of SUPPORTED claims (odds times pos/neg). Counting labels instead (:func:`fit_thresholds`) picks the
-    loosest cut-off at which a noisy running precision last touches the target, and on new rows lands 1-2 points
-    under it (cross-validated over claim-disjoint folds of the dev train halves: 88.4-89.0% for a 90% target, against
-    90.2-90.7% this way).
+    set's mix (``mix``; default :meth:`MixCalibration.shift`: odds times pos/neg). Counting labels instead
+    (:func:`fit_thresholds`) picks the loosest cut-off at which a noisy running precision last touches the target,
+    and on new rows lands 1-2 points under it (cross-validated over claim-disjoint folds of the dev train halves:
+    88.4-89.0% for a 90% target, against 90.2-90.7% this way).
 
-    Each cut-off stays on its side of ``line`` (default :func:`decision_line`: where the moved probability is 0.5):
-    SUPPORTED only above it, UNSUPPORTED only below it, so every claim a cut-off decides is more likely its verdict
-    than not at the labelled mix. (The head's own 0.5 as the line, the rule before, escalated claims the labelled
-    mix calls 70% UNSUPPORTED: on 1005 dev claims, 38% escalation against ...)
+    Each cut-off stays on its side of ``line`` (default: where the moved probability is 0.5): SUPPORTED only above
+    it, UNSUPPORTED only below it, so every claim a cut-off decides is more likely its verdict than not at the
+    labelled mix.
     """
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
-    share = min(max(supported_share, 1e-6), 1 - 1e-6)
-    odds = p / (1 - p) * share / (1 - share)
-    q = odds / (1 + odds)  # P(SUPPORTED) at the labelled set's share
+    mix = MixCalibration.shift(supported_share) if mix is None else mix
+    q = mix(p)  # P(SUPPORTED) at the labelled mix
 
     band = max(min_decided, 1)
 
@@ -347,11 +412,15 @@ def expected_cutoffs(
         precision = sums / count
         # held at the margin: the min_decided claims nearest the cut are expected right more often than not
         nearest = (sums - np.concatenate([np.zeros(band), sums[:-band]])[: len(order)]) / band
-        ok = np.flatnonzero((precision >= target) & (count >= min_decided) & (nearest >= MARGIN) & side[order])
-        return float(p[order][ok.max()]) if ok.size else None
+        at = p[order]
+        last_of_tie = np.r_[at[:-1] != at[1:], True]  # a cut-off decides every claim at its level
+        ok = np.flatnonzero(
+            (precision >= target) & (count >= min_decided) & (nearest >= MARGIN) & side[order] & last_of_tie
+        )
+        return float(at[ok.max()]) if ok.size else None
 
     # per class at the labelled mix: SUPPORTED above the line, not SUPPORTED below it
-    line = decision_line(supported_share) if line is None else line
+    line = mix.line if line is None else line
     t_s = loosest(np.argsort(-p, kind="stable"), q, p > line)
     rest = np.flatnonzero(p < t_s) if t_s is not None else np.arange(len(p))
     t_u = loosest(rest[np.argsort(p[rest], kind="stable")], 1 - q, p < line) if rest.size else None
@@ -370,10 +439,12 @@ class CutoffRule:
     expected: bool = False  # a verdict head's probabilities: cut where they expect the target (expected_cutoffs)
     min_decided: int = 10  # fewest claims a cascade cut-off may rest on
     unsupported: bool = True  # fit t_unsupported (else UNSUPPORTED is never decided locally)
-    # a verdict head's lines: the cascade's where the head says 0.5 at the labelled share of SUPPORTED
-    # (decision_line), the nli mode's at the head's own 0.5; False: the rules before (the cascade at the head's own
-    # 0.5, the nli mode at a cut-off fitted for balanced accuracy). benchmarks/tune.py --lines compares the two
-    mix_line: bool = True
+    # how a verdict head's probabilities are read at the labelled mix (MixCalibration), for the expected precision
+    # and the cascade's line (where they say 0.5); the nli mode's line is the head's own 0.5. "fitted": Platt
+    # scaling on the labelled claims; "shift": moved to their share of SUPPORTED; "before": moved to the share, the
+    # cascade's line at the head's own 0.5 and the nli mode's cut-off fitted for balanced accuracy (the rules
+    # before issue 33). benchmarks/tune.py --lines compares them
+    lines: str = "fitted"
 
 
 def fit_profile(
@@ -392,10 +463,14 @@ def fit_profile(
     con = [x.contradiction for x, _ in ok]
     sup = [g == "SUPPORTED" for _, g in ok]
     head = any(x.supported is not None for x, _ in ok)
-    line = decision_line(sum(sup) / len(sup)) if head and ok and rule.mix_line else HEAD_MARGIN
+    if rule.lines not in ("fitted", "shift", "before"):
+        raise ArgumentError(f"lines must be fitted, shift or before, not {rule.lines!r}")
+    share = sum(sup) / len(sup) if ok else 0.5
+    mix = MixCalibration.fit(ent, sup) if head and ok and rule.lines == "fitted" else MixCalibration.shift(share)
+    line = mix.line if head and rule.lines != "before" else HEAD_MARGIN
     expected = None
     if rule.expected and ok:
-        expected = expected_cutoffs(ent, sum(sup) / len(sup), rule.target, rule.min_decided, line)
+        expected = expected_cutoffs(ent, share, rule.target, rule.min_decided, line, mix)
     cuts = _cascade_cuts(
         ent,
         con,
@@ -419,11 +494,11 @@ def fit_profile(
         t_support=_round(t_s),
         t_contradict=_round(both),
         t_unsupported=_round(t_u),
-        line=line if head and rule.mix_line else None,
+        line=line if head and rule.lines != "before" else None,
     )
     # nli mode: a head's own 0.5 is the balanced-accuracy line by construction (both classes weigh the same in its
     # fit); a cut-off fitted on the labelled claims is for raw scores, which have no such line
-    best_t = HEAD_MARGIN if head and rule.mix_line else balanced_cut(ent, sup)
+    best_t = HEAD_MARGIN if head and rule.lines != "before" else balanced_cut(ent, sup)
     nli_mode = LocalThresholds(t_support=max(1e-4, min(1.0, best_t)), t_contradict=t_contra)
     return {"nli": nli_mode, "cascade": cascade}
 

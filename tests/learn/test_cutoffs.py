@@ -13,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundjudge.errors import InputError
-from groundjudge.learn.calibrate import MARGIN, CutoffRule, decision_line, fit_profile, fit_thresholds, measure
+from groundjudge.learn.calibrate import (
+    MARGIN,
+    CutoffRule,
+    MixCalibration,
+    decision_line,
+    fit_profile,
+    fit_thresholds,
+    measure,
+)
 from groundjudge.models import ClaimNLI, LocalThresholds
 from groundjudge.stages.route import decide_locally
 
@@ -188,50 +196,82 @@ def test_the_line_is_where_the_head_says_one_half_at_the_labelled_mix() -> None:
     assert decision_line(0.75) == pytest.approx(0.25) and at_mix(0.25, 0.75) == pytest.approx(0.5)
 
 
+def reading(lines: str, probs: list[float], labels: list[str]) -> MixCalibration:
+    """How fit_profile reads a head's probabilities at the labelled mix under ``CutoffRule(lines=...)``."""
+    sup = [g == "SUPPORTED" for g in labels]
+    return MixCalibration.fit(probs, sup) if lines == "fitted" else MixCalibration.shift(sum(sup) / len(sup))
+
+
+def test_the_fitted_reading_finds_the_mix_a_head_is_right_at_and_corrects_its_slope() -> None:
+    rng = random.Random(2)
+    probs = [rng.randint(1, 999) / 1000 for _ in range(4000)]
+    calibrated = [rng.random() < at_mix(x, 0.25) for x in probs]  # right at odds times 1/3: the line is 0.75
+    fit = MixCalibration.fit(probs, calibrated)
+    assert fit.b == pytest.approx(1.0, abs=0.1) and fit.line == pytest.approx(0.75, abs=0.03)
+    sharper = [rng.random() < at_mix(x, 0.25) ** 2 for x in probs]  # the head says too little: its slope is >1
+    assert MixCalibration.fit(probs, sharper).b > 1.2
+    assert MixCalibration.fit(probs[:12], calibrated[:12]).b == pytest.approx(1.0, abs=0.5)  # a few: near the shift
+    backwards = [x < 0.3 for x in probs]  # the probabilities say the opposite: the shift, not a falling slope
+    assert MixCalibration.fit(probs, backwards) == MixCalibration.shift(sum(backwards) / len(backwards))
+
+
+@pytest.mark.parametrize("lines", ["fitted", "shift"])
 @pytest.mark.parametrize(("power", "p", "verdict"), [(3.0, 0.55, "UNSUPPORTED"), (1 / 3, 0.45, "SUPPORTED")])
-def test_a_skewed_mix_decides_claims_the_heads_own_half_escalated(power: float, p: float, verdict: str) -> None:
+def test_a_skewed_mix_decides_claims_the_heads_own_half_escalated(
+    lines: str, power: float, p: float, verdict: str
+) -> None:
     """Most labelled claims UNSUPPORTED: a claim the head puts at 0.55 is about 2 to 1 UNSUPPORTED at that mix (and
     mostly SUPPORTED at 0.45 when most are SUPPORTED). The head's own 0.5 as the line escalated it (the rule
-    before, ``mix_line=False``); the line at the labelled mix decides it, and the head's probabilities at the mix
-    still expect the target of the claims decided."""
+    before, ``lines="before"``); the line at the labelled mix decides it, and the head's probabilities read at the
+    mix still expect the target of the claims decided."""
     probs, labels = skewed(power)
-    share = sum(g == "SUPPORTED" for g in labels) / len(labels)
+    mix = reading(lines, probs, labels)
     results = [_nli(x, 0.0, True) for x in probs]
-    new = fit_profile(results, labels, CutoffRule(target=0.85, expected=True, min_decided=MIN))
-    old = fit_profile(results, labels, CutoffRule(target=0.85, expected=True, min_decided=MIN, mix_line=False))
+    new = fit_profile(results, labels, CutoffRule(target=0.85, expected=True, min_decided=MIN, lines=lines))
+    old = fit_profile(results, labels, CutoffRule(target=0.85, expected=True, min_decided=MIN, lines="before"))
     t, before = new["cascade"], old["cascade"]
-    assert t.line == pytest.approx(decision_line(share)) and before.line is None
+    assert t.line == pytest.approx(mix.line) and before.line is None
     claim = _nli(p, 0.0, True)
     assert decide_locally(claim, before.t_support, before.t_contradict, before.t_unsupported, before.line) is None
     assert decide_locally(claim, t.t_support, t.t_contradict, t.t_unsupported, t.line) == verdict, t
-    assert at_mix(p, share) > 0.5 if verdict == "SUPPORTED" else at_mix(p, share) < 0.5
+    q = float(mix([p])[0])
+    assert q > 0.5 if verdict == "SUPPORTED" else q < 0.5
     got, had = measure(results, labels, new), measure(results, labels, old)
     assert got["escalation_rate"] < had["escalation_rate"] - 0.05, (got, had)
     decided = [(x, v) for x in probs if (v := decide_locally(_nli(x, 0.0, True), *t.model_dump().values()))]
-    expected = [at_mix(x, share) if v == "SUPPORTED" else 1 - at_mix(x, share) for x, v in decided]
+    at = mix([x for x, _ in decided])
+    expected = [q if v == "SUPPORTED" else 1 - q for q, (_, v) in zip(at, decided, strict=True)]
     assert sum(expected) / len(expected) >= 0.85
 
 
-def test_the_line_holds_where_the_average_would_go_past_it() -> None:
+@pytest.mark.parametrize("lines", ["fitted", "shift"])
+def test_the_line_holds_where_the_average_would_go_past_it(lines: str) -> None:
     """A tenth SUPPORTED: UNSUPPORTED claims far below pull the expected precision up, so the average alone would
-    reach past the line (0.9) into claims the labelled mix calls more likely SUPPORTED than not; the line stops it."""
+    reach past the line (about 0.88) into claims the labelled mix calls more likely SUPPORTED than not; the line
+    stops it."""
     rng = random.Random(1)
-    probs = [rng.randint(1, 300) / 1000 for _ in range(800)] + [rng.randint(880, 960) / 1000 for _ in range(100)]
-    probs += [rng.randint(990, 999) / 1000 for _ in range(100)]
-    labels = ["UNSUPPORTED"] * 800 + ["SUPPORTED" if rng.random() < 0.2 else "UNSUPPORTED" for _ in range(100)]
+    band = [rng.randint(800, 960) / 1000 for _ in range(200)]  # SUPPORTED from 1 in 5 at 0.8 to 4 in 5 at 0.96
+    probs = (
+        [rng.randint(1, 300) / 1000 for _ in range(1600)] + band + [rng.randint(990, 999) / 1000 for _ in range(100)]
+    )
+    labels = ["UNSUPPORTED"] * 1600 + [
+        "SUPPORTED" if rng.random() < 0.2 + 3.75 * (x - 0.8) else "UNSUPPORTED" for x in band
+    ]
     labels += ["SUPPORTED"] * 100
-    share = sum(g == "SUPPORTED" for g in labels) / len(labels)
-    line = decision_line(share)
-    assert 0.88 < line < 0.9
-    # what the average alone allows: over the 800 far below and every claim up to 0.96, UNSUPPORTED is expected
-    # right more than 90% of the time
-    below = [1 - at_mix(x, share) for x in probs if x <= 0.96]
-    assert sum(below) / len(below) > 0.9
-    t = fit_profile([_nli(x, 0.0, True) for x in probs], labels, CutoffRule(target=0.9, expected=True))["cascade"]
-    assert t.t_unsupported is not None and t.t_unsupported < line, t
-    for x in (0.9, 0.92, 0.95):  # at the mix more likely SUPPORTED than not: never called UNSUPPORTED
-        assert at_mix(x, share) > 0.5
-        assert decide_locally(_nli(x, 0.0, True), t.t_support, t.t_contradict, t.t_unsupported, t.line) is None
+    mix = reading(lines, probs, labels)
+    above = [x for x in probs if mix.line < x <= 0.96]  # more likely SUPPORTED than not at the mix
+    assert len(above) >= 20
+    # what the average alone allows: over every claim up to 0.96, UNSUPPORTED is expected right 90% of the time
+    below = 1 - mix([x for x in probs if x <= 0.96])
+    assert below.mean() > 0.9
+    rule = CutoffRule(target=0.9, expected=True, lines=lines)
+    t = fit_profile([_nli(x, 0.0, True) for x in probs], labels, rule)["cascade"]
+    assert t.t_unsupported is not None and t.t_unsupported < mix.line, t
+    for x in above:  # never called UNSUPPORTED (SUPPORTED, or left to the judge)
+        assert decide_locally(_nli(x, 0.0, True), t.t_support, t.t_contradict, t.t_unsupported, t.line) in (
+            None,
+            "SUPPORTED",
+        )
 
 
 @st.composite
@@ -249,24 +289,27 @@ def head_claims(draw: st.DrawFn) -> tuple[list[float], list[float], list[str]]:
 
 
 @settings(deadline=None, max_examples=100, database=None)
-@given(head_claims(), targets, st.booleans())
+@given(head_claims(), targets, st.booleans(), st.sampled_from(["fitted", "shift"]))
 def test_no_cutoff_decides_a_claim_below_even_odds_at_the_labelled_mix(
-    data: tuple, target: float, expected: bool
-) -> None:  # type: ignore[type-arg]
+    data: tuple,  # type: ignore[type-arg]
+    target: float,
+    expected: bool,
+    lines: str,
+) -> None:
     """Whatever the labelled set, a head's cascade thresholds decide a claim (labelled or new, at any probability)
-    only where the head, moved to the labelled share of SUPPORTED, expects its verdict at least MARGIN of the time."""
+    only where the head's probability, read at the labelled mix, expects its verdict at least MARGIN of the time."""
     probs, con, labels = data
     if len(set(g == "SUPPORTED" for g in labels)) < 2:
         return
-    share = sum(g == "SUPPORTED" for g in labels) / len(labels)
     results = [_nli(x, c, True) for x, c in zip(probs, con, strict=True)]
-    rule = CutoffRule(target=target, contradiction_target=0.5, expected=expected, min_decided=MIN)
+    rule = CutoffRule(target=target, contradiction_target=0.5, expected=expected, min_decided=MIN, lines=lines)
     t = fit_profile(results, labels, rule)["cascade"]
-    for x in [*probs, *(k / 1000 for k in range(1, 1000))]:
+    mix = reading(lines, probs, labels)
+    grid_ = [*probs, *(k / 1000 for k in range(1, 1000))]
+    for x, q in zip(grid_, mix(grid_), strict=True):
         for c in (0.0, 1.0):
             verdict = decide_locally(_nli(x, c, True), t.t_support, t.t_contradict, t.t_unsupported, t.line)
             if verdict is None:
                 continue
-            q = at_mix(x, share)
             right = q if verdict == "SUPPORTED" else 1 - q
             assert right >= MARGIN - 1e-9, (x, c, verdict, q, t)
