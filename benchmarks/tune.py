@@ -17,7 +17,8 @@ Verdict head rows (``groundjudge.checker.head``), measured the same way on each 
 ``before_head``) is a head fitted on the base model's scores of the POOLED train halves of all datasets, with the
 thresholds it carries; "tuned + head" (``gold_head``, ``noisy_head``) applies the head ``groundjudge tune`` stored
 beside the tuned model (fitted on its held-out slice of the train half). ``--skip-tune`` runs only the base model's
-rows, with and without the head: no training, seconds to minutes.
+rows, with and without the head: no training, seconds to minutes. The shared model's head is also measured with its
+thresholds fitted by the other readings of ``CutoffRule.lines`` (``before_head_shift``, ``before_head_before``).
 
 ``--cv K`` instead cross-validates the settings in ``--grid`` over K claim-disjoint folds of the train half only.
 Within a fold the oracle numbers (thresholds fitted on the validation fold itself) are what they were; beside them,
@@ -188,10 +189,11 @@ def line_cv(
     per: dict[str, list[dict[str, Any]]] = {name: [] for name in rules}
     for seed in range(seeds):
         fold = np.asarray(claim_folds(groups, folds, seed + 101))
-        tally = {name: {"decided": 0, "right": 0, "near": 0, "near_right": 0, "pred": [""] * len(ok)} for name in rules}
+        tally = {name: {"decided": 0, "right": 0, "near": 0, "near_right": 0} for name in rules}
+        preds = {name: [""] * len(ok) for name in rules}
         for f in range(folds):
             fit_rows, test_rows = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
-            fitted = fit_head(x[fit_rows], sup[fit_rows], [groups[i] for i in fit_rows], seed=seed)
+            fitted = fit_head(x[fit_rows].tolist(), sup[fit_rows].tolist(), [groups[i] for i in fit_rows], seed=seed)
             scored = head_scored([results[i] for i in fit_rows], fitted.out_of_fold)
             fit_labels = [labels[i] for i in fit_rows]
             for name, rule in rules.items():
@@ -211,7 +213,7 @@ def line_cv(
                     r = results[i].model_copy(update={"supported": float(prob)})
                     local = decide_locally(r, t.t_support, t.t_contradict, t.t_unsupported, t.line)
                     nli_label = decide_locally(r, tn.t_support, tn.t_contradict, None, tn.line)
-                    tl["pred"][i] = "SUPPORTED" if nli_label == "SUPPORTED" else "NOT"
+                    preds[name][i] = "SUPPORTED" if nli_label == "SUPPORTED" else "NOT"
                     if local is None:
                         continue
                     right = (local == "SUPPORTED") == bool(sup[i])
@@ -235,7 +237,7 @@ def line_cv(
                     "local_precision": iv.value,
                     "local_precision_ci": iv.ci,
                     "nearest_right": round(tl["near_right"] / tl["near"], 4) if tl["near"] else None,
-                    "nli_balanced_accuracy": round(100 * balanced_accuracy(gold, tl["pred"], ["SUPPORTED", "NOT"]), 2),
+                    "nli_balanced_accuracy": round(100 * balanced_accuracy(gold, preds[name], ["SUPPORTED", "NOT"]), 2),
                 }
             )
     for name, rows in per.items():
@@ -416,6 +418,24 @@ def main() -> None:
         out["before_head"]["head"] = head.summary()
         table += [["shared + head", name, *_cells(m)] for name, m in out["before_head"].items() if name in evals]
     out["before_head"]["seconds"] = round(time.perf_counter() - start, 1)  # scoring the train halves + fitting
+    if not isinstance(head, str):  # the same head's weights, its thresholds fitted by the other readings
+        train_nli = score_claims(base_model, pooled, settings, cache)
+        for lines in LINES[1:]:
+            other = build_head(
+                [e.claim for e in pooled],
+                [e.contexts for e in pooled],
+                train_nli,
+                [e.label for e in pooled],
+                base_model.identity,
+                target=settings.target,
+                contradiction_target=settings.contradiction_target,
+                seed=settings.seed,
+                lines=lines,
+            )
+            key = f"before_head_{lines}"
+            out[key] = metrics(headed(other, base_scores, evals), evals, other.thresholds, settings)
+            out[key]["head"] = other.summary()
+            table += [[f"shared + head, {lines}", name, *_cells(m)] for name, m in out[key].items() if name in evals]
 
     for variant in [] if args.skip_tune else args.variants.split(","):
         files = []

@@ -577,6 +577,7 @@ def build_head(
     meta: dict[str, Any] | None = None,
     min_decided: int = 10,
     unsupported: bool = True,
+    lines: str = "fitted",
 ) -> VerdictHead:
     """Fit a head and its thresholds on labelled claims (SUPPORTED / UNSUPPORTED / CONTRADICTED) scored by the model
     as the pipeline scores them under a head (every selected passage: no early exit).
@@ -585,7 +586,7 @@ def build_head(
     probabilities (:func:`fit_profile`: the cascade's SUPPORTED / UNSUPPORTED where the head's own probabilities
     expect ``target`` precision, :func:`expected_cutoffs`, on at least ``min_decided`` claims, UNSUPPORTED only if
     ``unsupported``; CONTRADICTED, on the model's own contradiction score, only where ``contradiction_target`` of
-    its calls are real contradictions).
+    its calls are real contradictions). ``lines``: how the head is read at the labelled mix (``CutoffRule.lines``).
     """
     ok = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
     memo: dict[tuple[str, ...], Sources] = {}
@@ -594,7 +595,7 @@ def build_head(
     groups = [claim_key(claims[i]) for i in ok]
     fit = fit_head(x, [g == "SUPPORTED" for g in gold], groups, folds=folds, seed=seed)
     scored = head_scored([results[i] for i in ok], fit.out_of_fold)
-    rule = CutoffRule(target, contradiction_target, True, min_decided, unsupported)
+    rule = CutoffRule(target, contradiction_target, True, min_decided, unsupported, lines)
     profile = fit_profile(scored, gold, rule)
     measured = crossfit_measure_scores(scored, gold, groups, rule, seed)
     return VerdictHead(
