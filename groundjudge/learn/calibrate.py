@@ -455,8 +455,10 @@ def fit_profile(
     cascade: the cut-offs of :func:`fit_thresholds` at the rule's target (with ``rule.expected``, for a verdict
     head's probabilities, SUPPORTED and UNSUPPORTED no looser than :func:`expected_cutoffs`), each held at the
     margin on the labels; CONTRADICTED additionally needs the contradiction target as a contradiction (not only as
-    "not supported"), else it is never called locally. nli: the cut-off with the best balanced accuracy, and the
-    contradiction cut-off of the real contradictions.
+    "not supported"), else it is never called locally. A verdict head's cascade verdicts also stay on their side of
+    its line, where its probability read at the labelled mix is 0.5 (``rule.lines``; carried as
+    ``LocalThresholds.line``). nli: a head's own 0.5 (its balanced-accuracy line by construction), else the cut-off
+    with the best balanced accuracy; and the contradiction cut-off of the real contradictions.
     """
     ok = [(x, g) for x, g in zip(nli, labels, strict=True) if x.error is None]
     ent = [x.support for x, _ in ok]
