@@ -267,9 +267,14 @@ def test_build_head_on_the_shared_model_beats_entailment_out_of_fold(shared_nli:
     oof = head.meta["out_of_fold"]
     # with passages alone: 39% against 44% (28% before the margin rule: the head's probabilities 0.50-0.54 were
     # called UNSUPPORTED); with the sentence windows (issue 33) the raw entailment escalates 37% and the head 38.4%
-    # at 90.8% precision (balanced accuracy 70.5 against 67.0)
-    assert oof["escalation_rate"] < 0.40 and oof["escalation_rate"] <= raw["escalation_rate"] + 0.02
-    assert oof["local_precision"] >= raw["local_precision"] - 0.01  # at the same precision (the head 90.2%)
+    # at 90.8% precision with its own 0.5 as the line. Read at the labelled mix (21% SUPPORTED) the line is a
+    # balanced 0.82 and UNSUPPORTED reaches past 0.5 (0.53): 31.2% at 89.9% (raw 37.0% at 89.3%; balanced
+    # accuracy 70.2 against 67.0)
+    cascade = head.thresholds["cascade"]
+    assert cascade.line is not None and cascade.t_unsupported is not None
+    assert 0.5 < cascade.t_unsupported < cascade.line
+    assert oof["escalation_rate"] < 0.35 and oof["escalation_rate"] <= raw["escalation_rate"] - 0.03
+    assert oof["local_precision"] >= raw["local_precision"] - 0.01  # at the same precision
 
 
 def test_expected_cutoffs_follow_the_heads_probabilities() -> None:
