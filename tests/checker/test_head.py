@@ -25,10 +25,10 @@ from groundjudge.checker.profile import read_model_head, write_model_head
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError
 from groundjudge.learn.calibrate import build_head
-from groundjudge.models import ClaimNLI, LocalThresholds, Passage
+from groundjudge.models import Claim, ClaimNLI, LocalThresholds, Passage
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.notebook import claims_dataframe
-from groundjudge.stages.route import decide_locally
+from groundjudge.stages.route import decide_locally, route_claim
 
 F = {name: i for i, name in enumerate(FEATURES)}
 
@@ -161,6 +161,30 @@ def test_decisions_use_the_heads_probability() -> None:
     contra = _nli("x", ent=0.05, con=0.9)
     assert decide_locally(contra.model_copy(update={"supported": 0.8}), 0.5, None, 0.1) == "SUPPORTED"
     assert decide_locally(contra.model_copy(update={"entailment": 0.8}), 0.5, None, 0.1) is None
+
+
+def test_a_heads_line_travels_with_its_cascade_thresholds_into_the_route() -> None:
+    """The cascade's line at the labelled mix (here a balanced 0.9) rides with the head's thresholds through the
+    config to the route: a claim at 0.7 is UNSUPPORTED locally, which the head's own 0.5 left to the judge."""
+    cascade = LocalThresholds(t_support=0.95, t_contradict=None, t_unsupported=0.8, line=0.9)
+    thresholds = {"nli": LocalThresholds(t_support=0.5, t_contradict=None), "cascade": cascade}
+    t = Config().local_thresholds("cascade", "any-model", thresholds)
+    assert t == cascade and Config().local_thresholds("nli", "any-model", thresholds).line is None
+    claim = ClaimNLI(entailment=0.1, contradiction=0.0, passages_scored=1, supported=0.7)
+    decision = route_claim(
+        Claim(id="c1", text="x"),
+        claim,
+        mode="cascade",
+        thresholds=t,
+        local_contradiction=False,
+        conflict_check=False,
+        escalate_conflicts=False,
+    )
+    assert (decision.label, decision.route) == ("UNSUPPORTED", "nli")
+    assert decide_locally(claim, t.t_support, t.t_contradict, t.t_unsupported) is None  # at the head's own 0.5
+    above = claim.model_copy(update={"supported": 0.92})  # past the line: never UNSUPPORTED, whatever t_unsupported
+    assert decide_locally(above, 0.99, None, 0.95, 0.9) is None
+    assert "line" not in LocalThresholds(t_support=0.5, t_contradict=None).model_dump()  # JSON as it was without one
 
 
 @pytest.fixture(scope="module")
