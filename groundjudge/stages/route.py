@@ -31,8 +31,8 @@ def decide_locally(
     threshold that is None is never reached.
 
     A head's probability must also be more likely than not the verdict's: SUPPORTED only above ``line`` (the
-    thresholds' own, ``LocalThresholds.line``: for a cascade fitted on labelled claims, where the head says 0.5 at
-    their share of SUPPORTED; else ``HEAD_MARGIN``, 0.5), CONTRADICTED and UNSUPPORTED only below it, whatever the
+    thresholds' own, ``LocalThresholds.line``: for a cascade fitted on labelled claims, where the head says 0.5
+    read at their mix; else ``HEAD_MARGIN``, 0.5), CONTRADICTED and UNSUPPORTED only below it, whatever the
     thresholds (so a head's cut-offs fitted before the margin rule, or given by hand, cannot call a claim the head
     thinks 0.5% likely SUPPORTED).
     """
