@@ -132,13 +132,14 @@ def balanced_accuracy_ci(rows: list[dict[str, Any]], reports: list[AnswerReport]
 
 
 def escalation_curve(
-    claims: Sequence[Any], gold: Sequence[str], line: float | None, levels: Sequence[float] = CURVE
+    support: Sequence[float | None], gold: Sequence[str], line: float | None, levels: Sequence[float] = CURVE
 ) -> list[dict[str, Any]]:
     """Local precision against escalation: claims decided most confident first (SUPPORTED at or above ``line``,
-    not SUPPORTED below it, confidence the distance from the line in log-odds), at each share escalated. Drawn on the
-    rows it is measured on: what the scores allow, for reading the trade-off, not a held-out number."""
+    not SUPPORTED below it, confidence the distance from the line in log-odds), at each share escalated. ``support``:
+    each claim's support score (a verdict head's probability, else the entailment; None: not scored, left out).
+    Drawn on the rows it is measured on: what the scores allow, for reading the trade-off, not a held-out number."""
     line = 0.5 if line is None else line
-    scored = [(c.nli.support, g) for c, g in zip(claims, gold, strict=True) if c.nli is not None]
+    scored = [(s, g) for s, g in zip(support, gold, strict=True) if s is not None]
     if not scored:
         return []
 
@@ -252,7 +253,9 @@ def main() -> None:
     # what the cascade would decide locally (its thresholds, whatever mode ran; a verdict head's, on its probability)
     cascade = ev.local_thresholds("cascade")
     local = [
-        decide_locally(c.nli, cascade.t_support, cascade.t_contradict, cascade.t_unsupported) if c.nli else None
+        decide_locally(c.nli, cascade.t_support, cascade.t_contradict, cascade.t_unsupported, cascade.line)
+        if c.nli
+        else None
         for c in claims
     ]
     escalation_rate = sum(x is None for x in local) / len(local) if local else None
@@ -281,7 +284,10 @@ def main() -> None:
         refuted = sum(r["label"] == "CONTRADICTED" for r in rows)
         hits = sum(g == "CONTRADICTED" for g in called)
         out["nli_decided_precision_ci"] = list(wilson(correct, len(decided)).ci) if decided else None
-        out["escalation_curve"] = escalation_curve(claims, gold, ev.local_thresholds("nli").t_support)
+        # the cascade's line where a head's thresholds carry one (per class at the labelled mix), else the nli mode's
+        line = cascade.line if cascade.line is not None else ev.local_thresholds("nli").t_support
+        support = [c.nli.support if c.nli is not None and c.nli.error is None else None for c in claims]
+        out["escalation_curve"] = escalation_curve(support, gold, line)
         out["local_contradictions"] = len(called)
         out["local_contradiction_precision"] = hits / len(called) if called else None
         out["local_contradiction_recall"] = hits / refuted if refuted else None

@@ -3,6 +3,7 @@
     python benchmarks/tune.py                       # factcheckgpt-stance + wice-dev, gold and 10%-flipped labels
     python benchmarks/tune.py --skip-tune           # the shared model with and without a verdict head (seconds)
     python benchmarks/tune.py --cv 3 --grid '[{"lr": 3e-5}, {"lr": 5e-5, "distill": 0}]'   # choose settings
+    python benchmarks/tune.py --lines 3             # the head's decision lines, cross-validated (a minute)
 
 Each dev file is split into a train and an eval half BY CLAIM TEXT (seeded), so that no claim is on both sides.
 The shared model is tuned on the train halves twice: with the gold labels standing in for judge verdicts, and with
@@ -16,7 +17,8 @@ Verdict head rows (``groundjudge.checker.head``), measured the same way on each 
 ``before_head``) is a head fitted on the base model's scores of the POOLED train halves of all datasets, with the
 thresholds it carries; "tuned + head" (``gold_head``, ``noisy_head``) applies the head ``groundjudge tune`` stored
 beside the tuned model (fitted on its held-out slice of the train half). ``--skip-tune`` runs only the base model's
-rows, with and without the head: no training, seconds to minutes.
+rows, with and without the head: no training, seconds to minutes. The shared model's head is also measured with its
+thresholds fitted by the other readings of ``CutoffRule.lines`` (``before_head_shift``, ``before_head_before``).
 
 ``--cv K`` instead cross-validates the settings in ``--grid`` over K claim-disjoint folds of the train half only.
 Within a fold the oracle numbers (thresholds fitted on the validation fold itself) are what they were; beside them,
@@ -24,6 +26,19 @@ the same fold without and with a head, both honest: without, thresholds cross-fi
 (``crossfit_*``); with, a head fitted on the fold's validation claims as ``tune`` fits one on its held-out slice,
 measured on its out-of-fold probabilities with cross-fitted thresholds (``head_*``, ``build_head``'s
 ``out_of_fold``). A fold too small for a head counts in ``head_folds`` as missing, not as zero.
+
+Every row also draws escalation against local precision on its eval half (``escalation_curve``: claims decided
+most confident first, at each share escalated, with Wilson intervals; what the scores allow, read on the rows it is
+drawn on), around the cascade's line where a head carries one, else the nli mode's cut-off.
+
+``--lines N`` instead cross-validates the verdict head's decision lines over the POOLED train halves only (the eval
+halves are never read): for each of N seeds, 5 folds disjoint by claim text; a head and its thresholds fitted on
+four (as ``build_head`` fits them: the thresholds on the head's out-of-fold probabilities there), measured on the
+fifth; each way of reading the head at the labelled mix (``CutoffRule.lines``: ``fitted``, Platt scaling on the
+labelled claims; ``shift``, moved to their share of SUPPORTED; ``before``, the shift with the cascade's line at the
+head's own 0.5 and the nli mode's cut-off fitted for balanced accuracy) on the same heads. Per rule and seed:
+escalation, local precision with its interval, the share right among the ``min_decided`` held-out claims nearest
+each cut, nli-mode balanced accuracy.
 The last line printed is one JSON object.
 """
 
@@ -39,14 +54,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
+from benchmarks.accuracy import CURVE, escalation_curve
 from groundjudge.cache import Cache
-from groundjudge.checker.head import Sources, VerdictHead
+from groundjudge.checker.head import Sources, VerdictHead, claim_features, claim_folds, fit_head
 from groundjudge.checker.nli import NLIModel, NLIScorer
 from groundjudge.checker.profile import profile_for, read_model_head
-from groundjudge.learn.calibrate import build_head, crossfit_measure_scores, fit_profile, measure
+from groundjudge.learn.calibrate import (
+    CutoffRule,
+    build_head,
+    crossfit_measure_scores,
+    fit_profile,
+    head_scored,
+    measure,
+)
 from groundjudge.learn.tune import (
     LABELS,
     TuneExample,
@@ -60,8 +85,12 @@ from groundjudge.learn.tune import (
     tune,
 )
 from groundjudge.models import ClaimNLI, LocalThresholds
+from groundjudge.review.metrics import balanced_accuracy
+from groundjudge.review.stats import wilson
+from groundjudge.stages.route import decide_locally
 
 DATASETS = ("factcheckgpt-stance", "wice-dev")
+LINES = ("fitted", "shift", "before")  # CutoffRule.lines, compared by --lines
 
 
 def halves(rows: list[dict[str, Any]], seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -127,7 +156,97 @@ def metrics(
         m["oracle_local_precision"] = oracle["local_precision"]
         m["oracle_nli_balanced_accuracy"] = oracle["nli_balanced_accuracy"]
         m["head_scored"] = sum(x.supported is not None for x in nli)  # claims the head's probability decided
+        m["escalation_curve"] = curve(nli, labels, profile)
         out[name] = m
+    return out
+
+
+def curve(nli: list[ClaimNLI], labels: list[str], profile: dict[str, LocalThresholds]) -> list[dict[str, Any]]:
+    """Escalation against local precision on these claims, around the cascade's line where a head's thresholds
+    carry one, else the nli mode's cut-off (``benchmarks.accuracy.escalation_curve``)."""
+    line = profile["cascade"].line if profile["cascade"].line is not None else profile["nli"].t_support
+    support = [x.support if x.error is None and x.passages_scored else None for x in nli]
+    return escalation_curve(support, ["SUPPORTED" if g == "SUPPORTED" else "NOT" for g in labels], line)
+
+
+def line_cv(
+    model: NLIModel, train_exs: list[TuneExample], settings: TuneSettings, cache: Cache, seeds: int, folds: int = 5
+) -> dict[str, Any]:
+    """The verdict head's decision lines, cross-validated over claim-disjoint folds of the train halves (see the
+    module's ``--lines``): per rule, per seed and their mean."""
+    nli = score_claims(model, train_exs, settings, cache)
+    ok = [i for i, r in enumerate(nli) if r.error is None and r.passages_scored]
+    memo: dict[tuple[str, ...], Sources] = {}
+    x = np.array([claim_features(train_exs[i].claim, nli[i], Sources.memo(memo, train_exs[i].contexts)) for i in ok])
+    results = [nli[i] for i in ok]
+    labels = [train_exs[i].label for i in ok]
+    sup = np.array([g == "SUPPORTED" for g in labels])
+    groups = [claim_key(train_exs[i].claim) for i in ok]
+    base = CutoffRule(settings.target, settings.contradiction_target, expected=True)
+    rules = {name: replace(base, lines=name) for name in LINES}
+    band = base.min_decided
+    out: dict[str, Any] = {"claims": len(ok), "supported": int(sup.sum()), "folds": folds, "target": settings.target}
+    per: dict[str, list[dict[str, Any]]] = {name: [] for name in rules}
+    for seed in range(seeds):
+        fold = np.asarray(claim_folds(groups, folds, seed + 101))
+        tally = {name: {"decided": 0, "right": 0, "near": 0, "near_right": 0} for name in rules}
+        preds = {name: [""] * len(ok) for name in rules}
+        for f in range(folds):
+            fit_rows, test_rows = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
+            fitted = fit_head(x[fit_rows].tolist(), sup[fit_rows].tolist(), [groups[i] for i in fit_rows], seed=seed)
+            scored = head_scored([results[i] for i in fit_rows], fitted.out_of_fold)
+            fit_labels = [labels[i] for i in fit_rows]
+            for name, rule in rules.items():
+                profile = fit_profile(scored, fit_labels, rule)
+                head = VerdictHead(
+                    mean=fitted.mean,
+                    scale=fitted.scale,
+                    coef=fitted.coef,
+                    intercept=fitted.intercept,
+                    l2=fitted.l2,
+                    thresholds=profile,
+                )
+                p = head.probabilities(x[test_rows])
+                t, tn, tl = profile["cascade"], profile["nli"], tally[name]
+                near: dict[str, list[tuple[float, bool]]] = {"SUPPORTED": [], "NOT": []}
+                for i, prob in zip(test_rows, p, strict=True):
+                    r = results[i].model_copy(update={"supported": float(prob)})
+                    local = decide_locally(r, t.t_support, t.t_contradict, t.t_unsupported, t.line)
+                    nli_label = decide_locally(r, tn.t_support, tn.t_contradict, None, tn.line)
+                    preds[name][i] = "SUPPORTED" if nli_label == "SUPPORTED" else "NOT"
+                    if local is None:
+                        continue
+                    right = (local == "SUPPORTED") == bool(sup[i])
+                    tl["decided"] += 1
+                    tl["right"] += right
+                    if local == "SUPPORTED":
+                        near["SUPPORTED"].append((float(prob), right))
+                    else:
+                        near["NOT"].append((-float(prob), right))
+                for claims in near.values():  # the held-out claims nearest each cut (lowest distance first)
+                    nearest = sorted(claims)[:band]
+                    tl["near"] += len(nearest)
+                    tl["near_right"] += sum(r for _, r in nearest)
+        for name, tl in tally.items():
+            iv = wilson(tl["right"], tl["decided"])
+            gold = ["SUPPORTED" if s else "NOT" for s in sup]
+            per[name].append(
+                {
+                    "seed": seed,
+                    "escalation_rate": round(1 - tl["decided"] / len(ok), 4),
+                    "local_precision": iv.value,
+                    "local_precision_ci": iv.ci,
+                    "nearest_right": round(tl["near_right"] / tl["near"], 4) if tl["near"] else None,
+                    "nli_balanced_accuracy": round(100 * balanced_accuracy(gold, preds[name], ["SUPPORTED", "NOT"]), 2),
+                }
+            )
+    for name, rows in per.items():
+        mean = {
+            k: round(sum(r[k] for r in rows) / len(rows), 4)
+            for k in ("escalation_rate", "local_precision", "nearest_right", "nli_balanced_accuracy")
+            if all(r[k] is not None for r in rows)
+        }
+        out[name] = {"mean": mean, "seeds": rows}
     return out
 
 
@@ -230,6 +349,9 @@ def main() -> None:
     ap.add_argument("--skip-tune", action="store_true", help="only the base model's rows, with and without a head")
     ap.add_argument("--cv", type=int, default=0, help="cross-validate --grid over K folds of the train half")
     ap.add_argument("--grid", default='[{"distill": 0.5}, {"distill": 0.0}]', help="JSON list of setting overrides")
+    ap.add_argument(
+        "--lines", type=int, default=0, metavar="N", help="cross-validate the head's decision lines over N seeds"
+    )
     ap.add_argument("--work", default=None, help="where models go [default: a temporary folder]")
     ap.add_argument("--cache-dir", default=None)
     args = ap.parse_args()
@@ -268,6 +390,16 @@ def main() -> None:
         print(json.dumps(out))
         return
 
+    if args.lines:
+        pooled = [e for rows in train_rows.values() for e in examples(rows)]
+        out["lines"] = line_cv(NLIModel(base), pooled, settings, cache, args.lines)
+        print_table(
+            ["rule", "seed", "escalation", "local prec.", "95% CI", "nearest right", "nli bal.acc"],
+            [[name, r["seed"], *_line_cells(r)] for name in LINES for r in out["lines"][name]["seeds"]],
+        )
+        print(json.dumps(out))
+        return
+
     start = time.perf_counter()
     base_model = NLIModel(base)
     base_scores = score(base_model, evals, settings, cache)
@@ -286,6 +418,24 @@ def main() -> None:
         out["before_head"]["head"] = head.summary()
         table += [["shared + head", name, *_cells(m)] for name, m in out["before_head"].items() if name in evals]
     out["before_head"]["seconds"] = round(time.perf_counter() - start, 1)  # scoring the train halves + fitting
+    if not isinstance(head, str):  # the same head's weights, its thresholds fitted by the other readings
+        train_nli = score_claims(base_model, pooled, settings, cache)
+        for lines in LINES[1:]:
+            other = build_head(
+                [e.claim for e in pooled],
+                [e.contexts for e in pooled],
+                train_nli,
+                [e.label for e in pooled],
+                base_model.identity,
+                target=settings.target,
+                contradiction_target=settings.contradiction_target,
+                seed=settings.seed,
+                lines=lines,
+            )
+            key = f"before_head_{lines}"
+            out[key] = metrics(headed(other, base_scores, evals), evals, other.thresholds, settings)
+            out[key]["head"] = other.summary()
+            table += [[f"shared + head, {lines}", name, *_cells(m)] for name, m in out[key].items() if name in evals]
 
     for variant in [] if args.skip_tune else args.variants.split(","):
         files = []
@@ -339,7 +489,39 @@ def main() -> None:
         ],
         table,
     )
+    curves = [
+        [row, name, *(_pct(x["precision"]) for x in m["escalation_curve"])]
+        for row, key in (("before", "before"), ("shared + head", "before_head"), *_tuned_rows(out))
+        for name, m in out[key].items()
+        if name in evals and m.get("escalation_curve")
+    ]
+    print("local precision at each share escalated (claims decided most confident first, on the eval half):")
+    print_table(["model", "eval half", *(f"{x:.0%}" for x in CURVE)], curves)
     print(json.dumps(out))
+
+
+def _tuned_rows(out: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (f"{v}{h}", f"{v}{k}")
+        for v in ("gold", "noisy")
+        for h, k in (("", ""), (" + head", "_head"))
+        if f"{v}{k}" in out
+    ]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _line_cells(r: dict[str, Any]) -> list[Any]:
+    lo, hi = r["local_precision_ci"]
+    return [
+        _pct(r["escalation_rate"]),
+        _pct(r["local_precision"]),
+        f"{100 * lo:.1f}-{100 * hi:.1f}",
+        _pct(r["nearest_right"]),
+        f"{r['nli_balanced_accuracy']:.1f}",
+    ]
 
 
 def _cells(m: dict[str, Any]) -> list[Any]:

@@ -322,6 +322,7 @@ class Config(BaseModel):
             t_support=pick(self.t_support, base.t_support),
             t_contradict=pick(self.t_contradict, base.t_contradict),
             t_unsupported=self.t_unsupported if "t_unsupported" in self.model_fields_set else base.t_unsupported,
+            line=base.line,  # a head's line goes with its thresholds (explicit ones are refused beside a head)
         )
 
     @property

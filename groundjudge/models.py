@@ -144,6 +144,10 @@ class LocalThresholds(BaseModel):
     t_support: float | None  # None: never SUPPORTED locally (no level is precise enough)
     t_contradict: float | None  # None: never CONTRADICTED locally (the model's contradiction head is not trusted)
     t_unsupported: float | None = None  # None: never UNSUPPORTED locally in the cascade
+    # a verdict head's line: SUPPORTED only above it, CONTRADICTED / UNSUPPORTED only below it (None: the head's
+    # own 0.5). The cascade's is where the head's probability, read at the labelled claims' mix, is 0.5
+    # (learn.calibrate.MixCalibration); left out of JSON while None
+    line: float | None = Field(None, exclude_if=lambda v: v is None)
 
 
 Label = Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "ERROR"]

@@ -12,6 +12,7 @@ Everything in between goes to the judge; the escalation rate that follows is rep
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -124,18 +125,20 @@ def _cascade_cuts(
     expected: tuple[float | None, float | None] | None = None,
     real: Sequence[bool] | None = None,
     contradiction_target: float = 0.0,
+    line: float = HEAD_MARGIN,
 ) -> _Cuts:
     """The cascade's cut-offs, each fitted on exactly the claims :func:`decide_locally` lets it decide.
 
     In the order decide_locally applies the rules, each on the claims the earlier rules left over: SUPPORTED (without
-    a head only where entailment >= contradiction), then CONTRADICTED and UNSUPPORTED (with a head only below 0.5).
+    a head only where entailment >= contradiction; with a head only above ``line``), then CONTRADICTED and UNSUPPORTED
+    (with a head only below ``line``).
     Every cut-off reaches ``target`` (with ``expected``, the (t_support, t_unsupported) a head's probabilities expect
     to reach it are the loosest allowed instead) and holds at the margin (:func:`lowest_threshold`). ``real``: which
     claims are real contradictions; CONTRADICTED then also needs ``contradiction_target`` of them.
     """
     n = len(supported)
     notsup = [not x for x in supported]
-    above = HEAD_MARGIN if head else None
+    above = line if head else None
     eligible = [i for i in range(n) if head or support[i] >= contradiction[i]]
     sub = [support[i] for i in eligible], [supported[i] for i in eligible]
     if expected is None:
@@ -146,7 +149,7 @@ def _cascade_cuts(
     rest = [
         i
         for i in range(n)
-        if not (t_s is not None and support[i] >= t_s and i in can) and not (head and support[i] >= HEAD_MARGIN)
+        if not (t_s is not None and support[i] >= t_s and i in can) and not (head and support[i] >= line)
     ]
     con = [contradiction[i] for i in rest]
     t_c = lowest_threshold(con, [notsup[i] for i in rest], target, min_decided)
@@ -269,7 +272,7 @@ def expected_calibration_error(bins: Sequence[ReliabilityBin]) -> float | None:
 def _nli_prediction(nli: ClaimNLI, t: LocalThresholds) -> str:
     if nli.error is not None:
         return "ERROR"
-    return decide_locally(nli, t.t_support, t.t_contradict, None) or "UNSUPPORTED"
+    return decide_locally(nli, t.t_support, t.t_contradict, None, t.line) or "UNSUPPORTED"
 
 
 def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, LocalThresholds]) -> dict[str, Any]:
@@ -279,7 +282,10 @@ def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, L
     t_nli = profile["nli"]
     pred = ["SUPPORTED" if _nli_prediction(x, t_nli) == "SUPPORTED" else "NOT" for x in nli]
     t = profile["cascade"]
-    local = [decide_locally(x, t.t_support, t.t_contradict, t.t_unsupported) if x.error is None else None for x in nli]
+    local = [
+        decide_locally(x, t.t_support, t.t_contradict, t.t_unsupported, t.line) if x.error is None else None
+        for x in nli
+    ]
     decided = [(g, x) for g, x in zip(labels, local, strict=True) if x is not None]
     correct = sum((x == "SUPPORTED") == (g == "SUPPORTED") for g, x in decided)
     called = [g for g, x in decided if x == "CONTRADICTED"]
@@ -297,23 +303,106 @@ def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, L
     }
 
 
+@dataclass(frozen=True)
+class MixCalibration:
+    """A verdict head's probability p moved to a labelled set's mix: P(SUPPORTED) = sigmoid(a + b * logit p).
+
+    The head is fitted with both classes weighing the same; at the labelled set's share s of SUPPORTED claims its
+    odds are p / (1 - p) times s / (1 - s) (:meth:`shift`: a = log(s / (1 - s)), b = 1). :meth:`fit` also fits the
+    slope on the labelled claims' out-of-fold probabilities (Platt scaling), held near the shift.
+    """
+
+    a: float
+    b: float = 1.0
+
+    @classmethod
+    def shift(cls, supported_share: float) -> MixCalibration:
+        share = min(max(supported_share, 1e-6), 1 - 1e-6)
+        return cls(math.log(share / (1 - share)))
+
+    @classmethod
+    def fit(cls, probabilities: Sequence[float], supported: Sequence[bool], prior: float = 10.0) -> MixCalibration:
+        """Platt scaling of the head's probabilities on labelled claims, penalised towards :meth:`shift` as if by
+        ``prior`` claims (a few labelled claims, or claims the head separates perfectly, stay near it). A slope at or
+        below 0.1 (the probabilities say nothing of the labels) falls back to the shift."""
+        y = np.asarray(supported, dtype=np.float64)
+        base = cls.shift(float(y.mean()) if len(y) else 0.5)
+        if not len(y):
+            return base
+        z = _logits(probabilities)
+        x = np.c_[np.ones_like(z), z]
+        w0 = np.array([base.a, 1.0])
+
+        def loss(w: np.ndarray) -> float:
+            m = x @ w
+            return float(np.sum(np.logaddexp(0, m) - y * m) + prior / 2 * np.sum((w - w0) ** 2))
+
+        w = w0.copy()
+        for _ in range(100):  # Newton's method, each step halved until the (convex) loss falls
+            q = 1 / (1 + np.exp(-np.clip(x @ w, -50, 50)))
+            grad = x.T @ (q - y) + prior * (w - w0)
+            hess = (x * (q * (1 - q))[:, None]).T @ x + prior * np.eye(2)
+            step = np.linalg.solve(hess, grad)
+            now = loss(w)
+            while loss(w - step) > now and np.abs(step).max() > 1e-12:
+                step /= 2
+            w -= step
+            if np.abs(step).max() < 1e-10:
+                break
+        if not np.isfinite(w).all() or w[1] <= 0.1:
+            return base
+        return cls(float(w[0]), float(w[1]))
+
+    def __call__(self, probabilities: Sequence[float] | np.ndarray) -> np.ndarray:
+        """P(SUPPORTED) at the labelled mix."""
+        return 1 / (1 + np.exp(-np.clip(self.a + self.b * _logits(probabilities), -50, 50)))
+
+    @property
+    def line(self) -> float:
+        """The head's probability at which this says 0.5."""
+        return 1 / (1 + math.exp(max(-50.0, min(50.0, self.a / self.b))))
+
+
+def _logits(probabilities: Sequence[float] | np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
+    return np.asarray(np.log(p / (1 - p)))
+
+
+def decision_line(supported_share: float) -> float:
+    """Where a verdict head's probability p says "as likely SUPPORTED as not" at the labelled set's share s of
+    SUPPORTED claims: 1 - s (the head is fitted with both classes weighing the same; moved to the share, its odds
+    p / (1 - p) times s / (1 - s) are 1 there). The cascade's line for a head: a local SUPPORTED above it, a local
+    UNSUPPORTED or CONTRADICTED below it, so each local verdict is more likely right than not at the labelled mix.
+    """
+    share = min(max(supported_share, 1e-6), 1 - 1e-6)
+    return 1.0 - share
+
+
 def expected_cutoffs(
-    probabilities: Sequence[float], supported_share: float, target: float, min_decided: int = 10
+    probabilities: Sequence[float],
+    supported_share: float,
+    target: float,
+    min_decided: int = 10,
+    line: float | None = None,
+    mix: MixCalibration | None = None,
 ) -> tuple[float | None, float | None]:
     """(t_support, t_unsupported) where the verdict head's own probabilities say the local verdicts are ``target``
     precise: the loosest cut-offs at which the mean probability of being right, over the claims they decide, reaches
     the target.
 
     The head is fitted with both classes weighing the same, so its probabilities are first moved to the labelled
-    set's share of SUPPORTED claims (odds times pos/neg). Counting labels instead (:func:`fit_thresholds`) picks the
-    loosest cut-off at which a noisy running precision last touches the target, and on new rows lands 1-2 points
-    under it (cross-validated over claim-disjoint folds of the dev train halves: 88.4-89.0% for a 90% target, against
-    90.2-90.7% this way).
+    set's mix (``mix``; default :meth:`MixCalibration.shift`: odds times pos/neg). Counting labels instead
+    (:func:`fit_thresholds`) picks the loosest cut-off at which a noisy running precision last touches the target,
+    and on new rows lands 1-2 points under it (cross-validated over claim-disjoint folds of the dev train halves:
+    88.4-89.0% for a 90% target, against 90.2-90.7% this way).
+
+    Each cut-off stays on its side of ``line`` (default: where the moved probability is 0.5): SUPPORTED only above
+    it, UNSUPPORTED only below it, so every claim a cut-off decides is more likely its verdict than not at the
+    labelled mix.
     """
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-9, 1 - 1e-9)
-    share = min(max(supported_share, 1e-6), 1 - 1e-6)
-    odds = p / (1 - p) * share / (1 - share)
-    q = odds / (1 + odds)  # P(SUPPORTED) at the labelled set's share
+    mix = MixCalibration.shift(supported_share) if mix is None else mix
+    q = mix(p)  # P(SUPPORTED) at the labelled mix
 
     band = max(min_decided, 1)
 
@@ -323,13 +412,18 @@ def expected_cutoffs(
         precision = sums / count
         # held at the margin: the min_decided claims nearest the cut are expected right more often than not
         nearest = (sums - np.concatenate([np.zeros(band), sums[:-band]])[: len(order)]) / band
-        ok = np.flatnonzero((precision >= target) & (count >= min_decided) & (nearest >= MARGIN) & side[order])
-        return float(p[order][ok.max()]) if ok.size else None
+        at = p[order]
+        last_of_tie = np.r_[at[:-1] != at[1:], True]  # a cut-off decides every claim at its level
+        ok = np.flatnonzero(
+            (precision >= target) & (count >= min_decided) & (nearest >= MARGIN) & side[order] & last_of_tie
+        )
+        return float(at[ok.max()]) if ok.size else None
 
-    # a head's P(SUPPORTED) itself must say SUPPORTED above 0.5 and not SUPPORTED below it
-    t_s = loosest(np.argsort(-p, kind="stable"), q, p > HEAD_MARGIN)
+    # per class at the labelled mix: SUPPORTED above the line, not SUPPORTED below it
+    line = mix.line if line is None else line
+    t_s = loosest(np.argsort(-p, kind="stable"), q, p > line)
     rest = np.flatnonzero(p < t_s) if t_s is not None else np.arange(len(p))
-    t_u = loosest(rest[np.argsort(p[rest], kind="stable")], 1 - q, p < HEAD_MARGIN) if rest.size else None
+    t_u = loosest(rest[np.argsort(p[rest], kind="stable")], 1 - q, p < line) if rest.size else None
     return (
         None if t_s is None else round(t_s, 4),
         None if t_u is None else round(t_u - 1e-4 if t_s is not None and t_u >= t_s else t_u, 4),
@@ -345,6 +439,12 @@ class CutoffRule:
     expected: bool = False  # a verdict head's probabilities: cut where they expect the target (expected_cutoffs)
     min_decided: int = 10  # fewest claims a cascade cut-off may rest on
     unsupported: bool = True  # fit t_unsupported (else UNSUPPORTED is never decided locally)
+    # how a verdict head's probabilities are read at the labelled mix (MixCalibration), for the expected precision
+    # and the cascade's line (where they say 0.5); the nli mode's line is the head's own 0.5. "fitted": Platt
+    # scaling on the labelled claims; "shift": moved to their share of SUPPORTED; "before": moved to the share, the
+    # cascade's line at the head's own 0.5 and the nli mode's cut-off fitted for balanced accuracy (the rules
+    # before issue 33). benchmarks/tune.py --lines compares them
+    lines: str = "fitted"
 
 
 def fit_profile(
@@ -355,17 +455,24 @@ def fit_profile(
     cascade: the cut-offs of :func:`fit_thresholds` at the rule's target (with ``rule.expected``, for a verdict
     head's probabilities, SUPPORTED and UNSUPPORTED no looser than :func:`expected_cutoffs`), each held at the
     margin on the labels; CONTRADICTED additionally needs the contradiction target as a contradiction (not only as
-    "not supported"), else it is never called locally. nli: the cut-off with the best balanced accuracy, and the
-    contradiction cut-off of the real contradictions.
+    "not supported"), else it is never called locally. A verdict head's cascade verdicts also stay on their side of
+    its line, where its probability read at the labelled mix is 0.5 (``rule.lines``; carried as
+    ``LocalThresholds.line``). nli: a head's own 0.5 (its balanced-accuracy line by construction), else the cut-off
+    with the best balanced accuracy; and the contradiction cut-off of the real contradictions.
     """
     ok = [(x, g) for x, g in zip(nli, labels, strict=True) if x.error is None]
     ent = [x.support for x, _ in ok]
     con = [x.contradiction for x, _ in ok]
     sup = [g == "SUPPORTED" for _, g in ok]
     head = any(x.supported is not None for x, _ in ok)
+    if rule.lines not in ("fitted", "shift", "before"):
+        raise ArgumentError(f"lines must be fitted, shift or before, not {rule.lines!r}")
+    share = sum(sup) / len(sup) if ok else 0.5
+    mix = MixCalibration.fit(ent, sup) if head and ok and rule.lines == "fitted" else MixCalibration.shift(share)
+    line = mix.line if head and rule.lines != "before" else HEAD_MARGIN
     expected = None
     if rule.expected and ok:
-        expected = expected_cutoffs(ent, sum(sup) / len(sup), rule.target, rule.min_decided)
+        expected = expected_cutoffs(ent, share, rule.target, rule.min_decided, line, mix)
     cuts = _cascade_cuts(
         ent,
         con,
@@ -377,6 +484,7 @@ def fit_profile(
         expected,
         real=[g == "CONTRADICTED" for _, g in ok],  # CONTRADICTED must also be a real contradiction often enough
         contradiction_target=rule.contradiction_target,
+        line=line,
     )
     t_s, both, t_u = cuts.t_support, cuts.t_contradict, cuts.t_unsupported
     # the nli mode's contradiction cut-off: a real contradiction often enough among the claims not called SUPPORTED
@@ -384,16 +492,28 @@ def fit_profile(
     t_contra = lowest_threshold(
         [con[i] for i in rest], [ok[i][1] == "CONTRADICTED" for i in rest], rule.contradiction_target, 5, margin=0.0
     )
-    cascade = LocalThresholds(t_support=_round(t_s), t_contradict=_round(both), t_unsupported=_round(t_u))
-    gold = ["SUPPORTED" if s else "NOT" for s in sup]
-    cands = sorted({round(e, 4) for e in ent} | {x / 20 for x in range(1, 20)})
-    bas = [
-        balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in ent], ["SUPPORTED", "NOT"]) for c in cands
-    ]
-    ties = [c for c, ba in zip(cands, bas, strict=True) if ba >= max(bas) - 1e-9]
-    best_t = ties[len(ties) // 2]  # the middle of the best range, not its permissive end
+    cascade = LocalThresholds(
+        t_support=_round(t_s),
+        t_contradict=_round(both),
+        t_unsupported=_round(t_u),
+        line=line if head and rule.lines != "before" else None,
+    )
+    # nli mode: a head's own 0.5 is the balanced-accuracy line by construction (both classes weigh the same in its
+    # fit); a cut-off fitted on the labelled claims is for raw scores, which have no such line
+    best_t = HEAD_MARGIN if head and rule.lines != "before" else balanced_cut(ent, sup)
     nli_mode = LocalThresholds(t_support=max(1e-4, min(1.0, best_t)), t_contradict=t_contra)
     return {"nli": nli_mode, "cascade": cascade}
+
+
+def balanced_cut(scores: Sequence[float], supported: Sequence[bool]) -> float:
+    """The cut-off with the best balanced accuracy (SUPPORTED at or above it), the middle of the best range."""
+    gold = ["SUPPORTED" if s else "NOT" for s in supported]
+    cands = sorted({round(e, 4) for e in scores} | {x / 20 for x in range(1, 20)})
+    bas = [
+        balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in scores], ["SUPPORTED", "NOT"]) for c in cands
+    ]
+    ties = [c for c, ba in zip(cands, bas, strict=True) if ba >= max(bas) - 1e-9]
+    return ties[len(ties) // 2]  # the middle of the best range, not its permissive end
 
 
 def crossfit_measure_scores(
@@ -459,6 +579,7 @@ def build_head(
     meta: dict[str, Any] | None = None,
     min_decided: int = 10,
     unsupported: bool = True,
+    lines: str = "fitted",
 ) -> VerdictHead:
     """Fit a head and its thresholds on labelled claims (SUPPORTED / UNSUPPORTED / CONTRADICTED) scored by the model
     as the pipeline scores them under a head (every selected passage: no early exit).
@@ -467,7 +588,7 @@ def build_head(
     probabilities (:func:`fit_profile`: the cascade's SUPPORTED / UNSUPPORTED where the head's own probabilities
     expect ``target`` precision, :func:`expected_cutoffs`, on at least ``min_decided`` claims, UNSUPPORTED only if
     ``unsupported``; CONTRADICTED, on the model's own contradiction score, only where ``contradiction_target`` of
-    its calls are real contradictions).
+    its calls are real contradictions). ``lines``: how the head is read at the labelled mix (``CutoffRule.lines``).
     """
     ok = [i for i, r in enumerate(results) if r.error is None and r.passages_scored]
     memo: dict[tuple[str, ...], Sources] = {}
@@ -476,7 +597,7 @@ def build_head(
     groups = [claim_key(claims[i]) for i in ok]
     fit = fit_head(x, [g == "SUPPORTED" for g in gold], groups, folds=folds, seed=seed)
     scored = head_scored([results[i] for i in ok], fit.out_of_fold)
-    rule = CutoffRule(target, contradiction_target, True, min_decided, unsupported)
+    rule = CutoffRule(target, contradiction_target, True, min_decided, unsupported, lines)
     profile = fit_profile(scored, gold, rule)
     measured = crossfit_measure_scores(scored, gold, groups, rule, seed)
     return VerdictHead(

@@ -84,7 +84,9 @@ def route_cited(w: Work, *, mode: str, thresholds: LocalThresholds) -> None:
     for i, cites in enumerate(w.cites):
         found = w.cited_nli[i] if i < len(w.cited_nli) else {}
         supporting = {
-            doc for doc, r in found.items() if decide_locally(r, thresholds.t_support, None, None) == "SUPPORTED"
+            doc
+            for doc, r in found.items()
+            if decide_locally(r, thresholds.t_support, None, None, thresholds.line) == "SUPPORTED"
         }
         w.cited_support.append(supporting)
         d = w.decisions[i]

@@ -17,7 +17,11 @@ HEAD_MARGIN = 0.5  # a verdict head's P(SUPPORTED) must be past this for a local
 
 
 def decide_locally(
-    nli: ClaimNLI, t_support: float | None, t_contradict: float | None, t_unsupported: float | None = None
+    nli: ClaimNLI,
+    t_support: float | None,
+    t_contradict: float | None,
+    t_unsupported: float | None = None,
+    line: float | None = None,
 ) -> Label | None:
     """The verdict the NLI stage is confident enough to give alone, else None (escalate).
 
@@ -26,19 +30,22 @@ def decide_locally(
     The support score is the verdict head's probability when a head is in force, else the best entailment. A
     threshold that is None is never reached.
 
-    A head's probability must also be more likely than not the verdict's: SUPPORTED only above ``HEAD_MARGIN``
-    (0.5), CONTRADICTED and UNSUPPORTED only below it, whatever the thresholds (so a head's cut-offs fitted before
-    the margin rule, or given by hand, cannot call a claim the head thinks 0.5% likely SUPPORTED).
+    A head's probability must also be more likely than not the verdict's: SUPPORTED only above ``line`` (the
+    thresholds' own, ``LocalThresholds.line``: for a cascade fitted on labelled claims, where the head says 0.5
+    read at their mix; else ``HEAD_MARGIN``, 0.5), CONTRADICTED and UNSUPPORTED only below it, whatever the
+    thresholds (so a head's cut-offs fitted before the margin rule, or given by hand, cannot call a claim the head
+    thinks 0.5% likely SUPPORTED).
     """
     if not nli.passages_scored:
         return None
     s = nli.support
     headed = nli.supported is not None
+    margin = HEAD_MARGIN if line is None else line
     # the raw rule also asks entailment >= contradiction; a head has read the contradiction already (and its
     # probability is on another scale)
-    if t_support is not None and s >= t_support and (s > HEAD_MARGIN if headed else s >= nli.contradiction):
+    if t_support is not None and s >= t_support and (s > margin if headed else s >= nli.contradiction):
         return "SUPPORTED"
-    if headed and s >= HEAD_MARGIN:
+    if headed and s >= margin:
         return None  # the head says more likely supported than not: only the judge may say otherwise
     if t_contradict is not None and nli.contradiction >= t_contradict:
         return "CONTRADICTED"
@@ -98,7 +105,7 @@ def route_claim(
             return Decision("ERROR", "nli", False)  # NLI could not score it and there is no judge
         return Decision("", "judge", True)
     t = thresholds
-    local = decide_locally(nli, t.t_support, t.t_contradict, t.t_unsupported)
+    local = decide_locally(nli, t.t_support, t.t_contradict, t.t_unsupported, t.line)
     if local is None and mode == "nli":
         local = "UNSUPPORTED"
     conflict = None

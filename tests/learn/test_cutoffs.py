@@ -13,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundjudge.errors import InputError
-from groundjudge.learn.calibrate import CutoffRule, fit_profile, fit_thresholds
+from groundjudge.learn.calibrate import (
+    MARGIN,
+    CutoffRule,
+    MixCalibration,
+    decision_line,
+    fit_profile,
+    fit_thresholds,
+    measure,
+)
 from groundjudge.models import ClaimNLI, LocalThresholds
 from groundjudge.stages.route import decide_locally
 
@@ -80,7 +88,7 @@ def decided_regions(
     """For each local verdict: (distance-ordering score, right) of the claims the thresholds decide so."""
     out: dict[str, list[tuple[float, bool]]] = {"SUPPORTED": [], "CONTRADICTED": [], "UNSUPPORTED": []}
     for e, c, s in zip(ent, con, sup, strict=True):
-        v = decide_locally(_nli(e, c, head), t.t_support, t.t_contradict, t.t_unsupported)
+        v = decide_locally(_nli(e, c, head), t.t_support, t.t_contradict, t.t_unsupported, t.line)
         if v == "SUPPORTED":
             out[v].append((e, s))  # nearest the cut: lowest entailment
         elif v == "CONTRADICTED":
@@ -98,17 +106,19 @@ def check_margin(
     t_c: float | None,
     t_u: float | None,
     head: bool,
+    line: float | None = None,
 ) -> None:
-    t = LocalThresholds(t_support=t_s, t_contradict=t_c, t_unsupported=t_u)
+    t = LocalThresholds(t_support=t_s, t_contradict=t_c, t_unsupported=t_u, line=line)
     regions = decided_regions(ent, con, sup, t, head)
     for verdict, claims in regions.items():
         if not claims:
             continue
         nearest = sorted(claims, key=lambda x: (x[0], x[1]))[:MIN]  # ties broken against the cut
         assert sum(r for _, r in nearest) / len(nearest) >= 0.5, (verdict, t, nearest)
-    if head:
-        assert t.t_support is None or t.t_support >= 0.5, t
-        assert t.t_unsupported is None or t.t_unsupported <= 0.5, t
+    if head:  # each verdict on its side of the head's line (its own 0.5, or the one the thresholds carry)
+        mid = 0.5 if line is None else line
+        assert t.t_support is None or t.t_support > mid, t
+        assert t.t_unsupported is None or t.t_unsupported < mid, t
     if regions["SUPPORTED"] and regions["UNSUPPORTED"]:
         assert min(e for e, _ in regions["SUPPORTED"]) > max(-e for e, _ in regions["UNSUPPORTED"]), t
 
@@ -159,4 +169,147 @@ def test_fit_profile_holds_at_the_margin(data: tuple, target: float, head: bool,
     ent, con, sup, labels = data
     rule = CutoffRule(target=target, contradiction_target=0.5, expected=expected, min_decided=MIN)
     t = fit_profile([_nli(e, c, head) for e, c in zip(ent, con, strict=True)], labels, rule)["cascade"]
-    check_margin(ent, con, sup, t.t_support, t.t_contradict, t.t_unsupported, head)
+    check_margin(ent, con, sup, t.t_support, t.t_contradict, t.t_unsupported, head, t.line)
+    assert (t.line is not None) == head  # only a head's probability has a line (the raw rule compares with con)
+
+
+# -- issue 33: the head's line at the labelled mix, per class ---------------------------------------------------
+
+
+def at_mix(p: float, share: float) -> float:
+    """A head's (balanced) probability moved to a labelled share of SUPPORTED claims."""
+    odds = p / (1 - p) * share / (1 - share)
+    return odds / (1 + odds)
+
+
+def skewed(power: float, n: int = 1000, seed: int = 0) -> tuple[list[float], list[str]]:
+    """Head probabilities on a 1/1000 grid whose claims are SUPPORTED with chance p ** power: power 3 gives about a
+    quarter SUPPORTED (most claims are not, as in Factcheck-GPT), power 1/3 three quarters."""
+    rng = random.Random(seed)
+    probs = [rng.randint(1, 999) / 1000 for _ in range(n)]
+    return probs, ["SUPPORTED" if rng.random() < p**power else "UNSUPPORTED" for p in probs]
+
+
+def test_the_line_is_where_the_head_says_one_half_at_the_labelled_mix() -> None:
+    assert decision_line(0.5) == 0.5
+    assert decision_line(0.2) == pytest.approx(0.8) and at_mix(0.8, 0.2) == pytest.approx(0.5)
+    assert decision_line(0.75) == pytest.approx(0.25) and at_mix(0.25, 0.75) == pytest.approx(0.5)
+
+
+def reading(lines: str, probs: list[float], labels: list[str]) -> MixCalibration:
+    """How fit_profile reads a head's probabilities at the labelled mix under ``CutoffRule(lines=...)``."""
+    sup = [g == "SUPPORTED" for g in labels]
+    return MixCalibration.fit(probs, sup) if lines == "fitted" else MixCalibration.shift(sum(sup) / len(sup))
+
+
+def test_the_fitted_reading_finds_the_mix_a_head_is_right_at_and_corrects_its_slope() -> None:
+    rng = random.Random(2)
+    probs = [rng.randint(1, 999) / 1000 for _ in range(4000)]
+    calibrated = [rng.random() < at_mix(x, 0.25) for x in probs]  # right at odds times 1/3: the line is 0.75
+    fit = MixCalibration.fit(probs, calibrated)
+    assert fit.b == pytest.approx(1.0, abs=0.1) and fit.line == pytest.approx(0.75, abs=0.03)
+    sharper = [rng.random() < at_mix(x, 0.25) ** 2 for x in probs]  # the head says too little: its slope is >1
+    assert MixCalibration.fit(probs, sharper).b > 1.2
+    assert MixCalibration.fit(probs[:12], calibrated[:12]).b == pytest.approx(1.0, abs=0.5)  # a few: near the shift
+    backwards = [x < 0.3 for x in probs]  # the probabilities say the opposite: the shift, not a falling slope
+    assert MixCalibration.fit(probs, backwards) == MixCalibration.shift(sum(backwards) / len(backwards))
+
+
+@pytest.mark.parametrize("lines", ["fitted", "shift"])
+@pytest.mark.parametrize(("power", "p", "verdict"), [(3.0, 0.55, "UNSUPPORTED"), (1 / 3, 0.45, "SUPPORTED")])
+def test_a_skewed_mix_decides_claims_the_heads_own_half_escalated(
+    lines: str, power: float, p: float, verdict: str
+) -> None:
+    """Most labelled claims UNSUPPORTED: a claim the head puts at 0.55 is about 2 to 1 UNSUPPORTED at that mix (and
+    mostly SUPPORTED at 0.45 when most are SUPPORTED). The head's own 0.5 as the line escalated it (the rule
+    before, ``lines="before"``); the line at the labelled mix decides it, and the head's probabilities read at the
+    mix still expect the target of the claims decided."""
+    probs, labels = skewed(power)
+    mix = reading(lines, probs, labels)
+    results = [_nli(x, 0.0, True) for x in probs]
+    new = fit_profile(results, labels, CutoffRule(target=0.85, expected=True, min_decided=MIN, lines=lines))
+    old = fit_profile(results, labels, CutoffRule(target=0.85, expected=True, min_decided=MIN, lines="before"))
+    t, before = new["cascade"], old["cascade"]
+    assert t.line == pytest.approx(mix.line) and before.line is None
+    claim = _nli(p, 0.0, True)
+    assert decide_locally(claim, before.t_support, before.t_contradict, before.t_unsupported, before.line) is None
+    assert decide_locally(claim, t.t_support, t.t_contradict, t.t_unsupported, t.line) == verdict, t
+    q = float(mix([p])[0])
+    assert q > 0.5 if verdict == "SUPPORTED" else q < 0.5
+    got, had = measure(results, labels, new), measure(results, labels, old)
+    assert got["escalation_rate"] < had["escalation_rate"] - 0.05, (got, had)
+    decided = [(x, v) for x in probs if (v := decide_locally(_nli(x, 0.0, True), *t.model_dump().values()))]
+    at = mix([x for x, _ in decided])
+    expected = [q if v == "SUPPORTED" else 1 - q for q, (_, v) in zip(at, decided, strict=True)]
+    assert sum(expected) / len(expected) >= 0.85
+
+
+@pytest.mark.parametrize("lines", ["fitted", "shift"])
+def test_the_line_holds_where_the_average_would_go_past_it(lines: str) -> None:
+    """A tenth SUPPORTED: UNSUPPORTED claims far below pull the expected precision up, so the average alone would
+    reach past the line (about 0.88) into claims the labelled mix calls more likely SUPPORTED than not; the line
+    stops it."""
+    rng = random.Random(1)
+    band = [rng.randint(800, 960) / 1000 for _ in range(200)]  # SUPPORTED from 1 in 5 at 0.8 to 4 in 5 at 0.96
+    probs = (
+        [rng.randint(1, 300) / 1000 for _ in range(1600)] + band + [rng.randint(990, 999) / 1000 for _ in range(100)]
+    )
+    labels = ["UNSUPPORTED"] * 1600 + [
+        "SUPPORTED" if rng.random() < 0.2 + 3.75 * (x - 0.8) else "UNSUPPORTED" for x in band
+    ]
+    labels += ["SUPPORTED"] * 100
+    mix = reading(lines, probs, labels)
+    above = [x for x in probs if mix.line < x <= 0.96]  # more likely SUPPORTED than not at the mix
+    assert len(above) >= 20
+    # what the average alone allows: over every claim up to 0.96, UNSUPPORTED is expected right 90% of the time
+    below = 1 - mix([x for x in probs if x <= 0.96])
+    assert below.mean() > 0.9
+    rule = CutoffRule(target=0.9, expected=True, lines=lines)
+    t = fit_profile([_nli(x, 0.0, True) for x in probs], labels, rule)["cascade"]
+    assert t.t_unsupported is not None and t.t_unsupported < mix.line, t
+    for x in above:  # never called UNSUPPORTED (SUPPORTED, or left to the judge)
+        assert decide_locally(_nli(x, 0.0, True), t.t_support, t.t_contradict, t.t_unsupported, t.line) in (
+            None,
+            "SUPPORTED",
+        )
+
+
+@st.composite
+def head_claims(draw: st.DrawFn) -> tuple[list[float], list[float], list[str]]:
+    """A head's probabilities (1/1000 grid) with labels from a drawn mix: SUPPORTED with chance p ** power."""
+    n = draw(st.integers(MIN, 200))
+    power = draw(st.sampled_from([0.2, 0.5, 1.0, 2.0, 5.0]))
+    probs = [draw(grid.filter(lambda x: 0 < x < 1)) for _ in range(n)]
+    con = [draw(grid) for _ in range(n)]
+    labels = []
+    for x, c in zip(probs, con, strict=True):
+        s = draw(st.integers(0, 999)) / 1000 < x**power
+        labels.append("SUPPORTED" if s else ("CONTRADICTED" if c > 0.5 else "UNSUPPORTED"))
+    return probs, con, labels
+
+
+@settings(deadline=None, max_examples=100, database=None)
+@given(head_claims(), targets, st.booleans(), st.sampled_from(["fitted", "shift"]))
+def test_no_cutoff_decides_a_claim_below_even_odds_at_the_labelled_mix(
+    data: tuple,  # type: ignore[type-arg]
+    target: float,
+    expected: bool,
+    lines: str,
+) -> None:
+    """Whatever the labelled set, a head's cascade thresholds decide a claim (labelled or new, at any probability)
+    only where the head's probability, read at the labelled mix, expects its verdict at least MARGIN of the time."""
+    probs, con, labels = data
+    if len(set(g == "SUPPORTED" for g in labels)) < 2:
+        return
+    results = [_nli(x, c, True) for x, c in zip(probs, con, strict=True)]
+    rule = CutoffRule(target=target, contradiction_target=0.5, expected=expected, min_decided=MIN, lines=lines)
+    t = fit_profile(results, labels, rule)["cascade"]
+    mix = reading(lines, probs, labels)
+    grid_ = [*probs, *(k / 1000 for k in range(1, 1000))]
+    for x, q in zip(grid_, mix(grid_), strict=True):
+        for c in (0.0, 1.0):
+            verdict = decide_locally(_nli(x, c, True), t.t_support, t.t_contradict, t.t_unsupported, t.line)
+            if verdict is None:
+                continue
+            right = q if verdict == "SUPPORTED" else 1 - q
+            assert right >= MARGIN - 1e-9, (x, c, verdict, q, t)
