@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from groundjudge.models import QAItem
@@ -406,6 +406,7 @@ def test_one_number_or_date_in_any_two_forms_agrees_at_once(pair: tuple[str, str
 
 @settings(deadline=None, max_examples=200)
 @given(st.one_of(one_date_two_ways(), one_number_two_ways()), st.one_of(one_date_two_ways(), one_number_two_ways()))
+@example(("1000.01", "1000.01", (1000, 1, "")), ("1000-01-01", "1000-01-01", (1000, 1, 1)))  # a number, a date
 def test_two_numbers_or_dates_agree_at_once_exactly_when_they_are_equal(
     a: tuple[str, str, object], b: tuple[str, str, object]
 ) -> None:
@@ -416,7 +417,7 @@ def test_two_numbers_or_dates_agree_at_once_exactly_when_they_are_equal(
     assert verdict is replies_agree(Q, b[1], a[0], yes)
     if a[2] == b[2]:
         assert verdict and not yes.calls
-    elif isinstance(a[2], tuple) and isinstance(b[2], tuple) and len(a[2]) == len(b[2]):
+    elif isinstance(a[2][2], str) is isinstance(b[2][2], str):  # both numbers (a unit last) or both dates (a day)
         same_number = len(a[2]) == 3 and isinstance(a[2][2], str) and a[2][:2] == b[2][:2]  # another unit
         assert verdict is same_number and (not yes.calls) is (not same_number)
 
