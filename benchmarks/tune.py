@@ -198,15 +198,7 @@ def line_cv(
             fit_labels = [labels[i] for i in fit_rows]
             for name, rule in rules.items():
                 profile = fit_profile(scored, fit_labels, rule)
-                head = VerdictHead(
-                    mean=fitted.mean,
-                    scale=fitted.scale,
-                    coef=fitted.coef,
-                    intercept=fitted.intercept,
-                    l2=fitted.l2,
-                    thresholds=profile,
-                )
-                p = head.probabilities(x[test_rows])
+                p = fitted.head(profile).probabilities(x[test_rows])
                 t, tn, tl = profile["cascade"], profile["nli"], tally[name]
                 near: dict[str, list[tuple[float, bool]]] = {"SUPPORTED": [], "NOT": []}
                 for i, prob in zip(test_rows, p, strict=True):

@@ -284,6 +284,21 @@ class HeadFit:
     out_of_fold: list[float]  # each row's probability from a head that never saw its claim
     cv_log_loss: dict[str, float]  # per L2 strength tried
 
+    def head(
+        self, thresholds: dict[str, LocalThresholds], model: str = "", meta: dict[str, Any] | None = None
+    ) -> VerdictHead:
+        """The head these parameters make, with ``thresholds`` fitted on its out-of-fold probabilities."""
+        return VerdictHead(
+            mean=self.mean,
+            scale=self.scale,
+            coef=self.coef,
+            intercept=self.intercept,
+            l2=self.l2,
+            model=model,
+            thresholds=thresholds,
+            meta=meta or {},
+        )
+
 
 def fit_head(
     features: Sequence[Sequence[float]],

@@ -368,16 +368,6 @@ def _logits(probabilities: Sequence[float] | np.ndarray) -> np.ndarray:
     return np.asarray(np.log(p / (1 - p)))
 
 
-def decision_line(supported_share: float) -> float:
-    """Where a verdict head's probability p says "as likely SUPPORTED as not" at the labelled set's share s of
-    SUPPORTED claims: 1 - s (the head is fitted with both classes weighing the same; moved to the share, its odds
-    p / (1 - p) times s / (1 - s) are 1 there). The cascade's line for a head: a local SUPPORTED above it, a local
-    UNSUPPORTED or CONTRADICTED below it, so each local verdict is more likely right than not at the labelled mix.
-    """
-    share = min(max(supported_share, 1e-6), 1 - 1e-6)
-    return 1.0 - share
-
-
 def expected_cutoffs(
     probabilities: Sequence[float],
     supported_share: float,
@@ -600,15 +590,10 @@ def build_head(
     rule = CutoffRule(target, contradiction_target, True, min_decided, unsupported, lines)
     profile = fit_profile(scored, gold, rule)
     measured = crossfit_measure_scores(scored, gold, groups, rule, seed)
-    return VerdictHead(
-        mean=fit.mean,
-        scale=fit.scale,
-        coef=fit.coef,
-        intercept=fit.intercept,
-        l2=fit.l2,
-        model=model_identity,
-        thresholds=profile,
-        meta={
+    return fit.head(
+        profile,
+        model_identity,
+        {
             **(meta or {}),
             "claims": len(ok),
             "supported": sum(g == "SUPPORTED" for g in gold),

@@ -17,7 +17,6 @@ from groundjudge.learn.calibrate import (
     MARGIN,
     CutoffRule,
     MixCalibration,
-    decision_line,
     fit_profile,
     fit_thresholds,
     measure,
@@ -191,9 +190,9 @@ def skewed(power: float, n: int = 1000, seed: int = 0) -> tuple[list[float], lis
 
 
 def test_the_line_is_where_the_head_says_one_half_at_the_labelled_mix() -> None:
-    assert decision_line(0.5) == 0.5
-    assert decision_line(0.2) == pytest.approx(0.8) and at_mix(0.8, 0.2) == pytest.approx(0.5)
-    assert decision_line(0.75) == pytest.approx(0.25) and at_mix(0.25, 0.75) == pytest.approx(0.5)
+    assert MixCalibration.shift(0.5).line == pytest.approx(0.5)  # the line at the share: 1 - s
+    assert MixCalibration.shift(0.2).line == pytest.approx(0.8) and at_mix(0.8, 0.2) == pytest.approx(0.5)
+    assert MixCalibration.shift(0.75).line == pytest.approx(0.25) and at_mix(0.25, 0.75) == pytest.approx(0.5)
 
 
 def reading(lines: str, probs: list[float], labels: list[str]) -> MixCalibration:
