@@ -13,7 +13,8 @@ SUPPORTED / CONTRADICTED the one the base model finds most entailing / contradic
 A slice disjoint by claim text is held out: the thresholds are calibrated on it (``fit_thresholds``) and the
 before/after numbers measured on it. Forgetting is held back by distillation towards the base model's predictions
 on the training pairs (and optionally L2-SP towards the base weights). Training checkpoints into ``OUT/.tune`` and
-resumes when rerun with the same arguments.
+resumes when rerun with the same arguments; the training pairs and each model's held-out scores are kept there too,
+so that a rerun builds and scores nothing again and fits on the same numbers.
 
 A verdict head (:mod:`~groundjudge.checker.head`) is fitted on the tuned model's scores of the held-out slice, never on
 the training rows (the tuned model is overconfident on what it was trained on), and stored beside the weights with
@@ -567,6 +568,30 @@ def score_claims(
     )
 
 
+def held_out_scores(
+    model: NLIModel, held: Sequence[TuneExample], settings: TuneSettings, cache: Any, store: Path
+) -> list[ClaimNLI]:
+    """``model``'s scores of the held-out claims (:func:`score_claims`), kept in ``store`` (OUT's state folder) under
+    the model's fingerprint (its weights, kind and numerics). A rerun of the run (same data, base and settings, so
+    the same held-out claims), say with ``--no-head``, reads them back instead of scoring again: its thresholds and
+    head are fitted on the very numbers the first run fitted on, not on a rescoring whose float sums may differ in
+    the last digits (torch's kernels depend on the threads and the batch). A store that cannot be read is scored
+    again."""
+    try:
+        saved = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else {}
+        kept = saved.get(model.fingerprint)
+        if isinstance(kept, list) and len(kept) == len(held):
+            return [ClaimNLI.model_validate(x) for x in kept]
+    except (ValueError, AttributeError):  # torn or hand-edited: score again and write it whole
+        saved = {}
+    scores = score_claims(model, held, settings, cache)
+    saved[model.fingerprint] = [s.model_dump(mode="json") for s in scores]
+    tmp = store.with_name(store.name + ".tmp")
+    tmp.write_text(json.dumps(saved), encoding="utf-8")
+    tmp.replace(store)
+    return scores
+
+
 def crossfit_measure(
     nli: Sequence[ClaimNLI], examples: Sequence[TuneExample], settings: TuneSettings
 ) -> dict[str, Any]:
@@ -745,7 +770,8 @@ def tune(
         pairs_file.write_text(json.dumps([asdict(p) for p in pairs]))
     log(f"{len(pairs)} training pairs ({dict(Counter(p.label for p in pairs))})")
     held_labels = [ex.label for ex in held]
-    before_nli = score_claims(base_model, held, settings, cache)
+    scores_file = out / STATE_DIR / "held_out_scores.json"
+    before_nli = held_out_scores(base_model, held, settings, cache, scores_file)
     before_profile = fit_profile(before_nli, held_labels, settings.cutoffs)
     before = crossfit_measure(before_nli, held, settings)
 
@@ -766,7 +792,7 @@ def tune(
         state_file.write_text(json.dumps(state) + "\n")
         (out / STATE_DIR / "checkpoint.pt").unlink(missing_ok=True)
     tuned = NLIModel(str(out), device=device)
-    after_nli = score_claims(tuned, held, settings, cache)
+    after_nli = held_out_scores(tuned, held, settings, cache, scores_file)
     after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
     decided = "kept" in state  # a run decides once which model it keeps; a rerun (say with --no-head) never swaps
     kept = state.get("kept", "tuned")
@@ -777,7 +803,7 @@ def tune(
         _save_base(base_model, out)
         kept = "base"
         tuned = NLIModel(str(out), device=device)
-        after_nli = score_claims(tuned, held, settings, cache)
+        after_nli = held_out_scores(tuned, held, settings, cache, scores_file)
     if not decided:
         state["kept"] = kept  # a rerun resumes the run with the model OUT holds now
         state_file.write_text(json.dumps(state) + "\n")

@@ -172,7 +172,7 @@ HEADED = TuneSettings(epochs=1, batch_size=8, max_length=64, holdout=0.7, distil
 
 
 def test_tune_stores_a_head_fitted_on_the_held_out_slice_and_the_pipeline_applies_it(
-    tmp_path: Path, tiny: str, tokenizer: Any
+    tmp_path: Path, tiny: str, tokenizer: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = write_jsonl(tmp_path / "gold.jsonl", gold_rows(100))
     out = tmp_path / "tuned"
@@ -206,10 +206,23 @@ def test_tune_stores_a_head_fitted_on_the_held_out_slice_and_the_pipeline_applie
     assert (
         read_model_head(out) is None and "head" not in Evaluator(nli=tuned, cache=Cache(tmp_path / "cache")).versions()
     )
-    # ... and asking again fits it again on the same held-out scores
+    # ... and asking again fits it again on the same held-out scores: read back from OUT's state folder, not scored
+    # again (a rescoring without the cache could differ in the last digits, and the head with it)
+    import groundjudge.learn.tune as tune_module
+
+    def no_scoring(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the held-out claims were scored again")
+
+    monkeypatch.setattr(tune_module, "score_claims", no_scoring)
     tune([data], tiny, out, HEADED, device="cpu", progress=lambda s, t, loss: steps.append(s))
     restored = read_model_head(out)
     assert steps == [] and restored is not None and VerdictHead(**restored).digest == head.digest
+    # a store that cannot be read is scored again, and the head is the same
+    monkeypatch.undo()
+    (out / STATE_DIR / "held_out_scores.json").write_text('{"torn', encoding="utf-8")
+    tune([data], tiny, out, HEADED, device="cpu", cache=Cache(tmp_path / "cache"))
+    again_head = read_model_head(out)
+    assert again_head is not None and VerdictHead(**again_head).digest == head.digest
 
 
 def test_interrupt_and_resume_gives_the_same_model(tmp_path: Path, tiny: str) -> None:
