@@ -23,7 +23,7 @@ def tiny_nli_model(
     labels = id2label or {0: "entailment", 1: "neutral", 2: "contradiction"}
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_from), local_files_only=True)
     torch.manual_seed(seed)
-    config = BertConfig(  # type: ignore[call-arg]  # num_labels etc. go through **kwargs to PretrainedConfig
+    config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=32,
         num_hidden_layers=2,
