@@ -18,6 +18,7 @@ from groundjudge.cache import Cache, make_key
 from groundjudge.llm.accounting import Ledger, Price, price_for
 from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, billed_text, json_instruction
 from groundjudge.llm.limits import Limiter, Outcome
+from groundjudge.llm.packing import share_packed
 from groundjudge.llm.replies import judge_reply, parse_json_reply, reask
 from groundjudge.llm.retries import RetryPolicy, rate_limited, retrying
 from groundjudge.models import Message, PromptRef, Usage
@@ -354,10 +355,10 @@ class LLMClient:
         """Send the deferred single-answer ``calls`` (of one :func:`~groundjudge.llm.packing.pack_key`) as one
         request (:meth:`packed_request`), with the budget, the pace and the retries of any call and no re-ask; split
         the reply by id and take each part exactly as the call's own reply would be taken (validated, the call's
-        check, cached under its key). Returns, by key, that answer's share of the usage (by the length of its block;
-        the one billed call counted on the first) and None when its part was accepted, else the problem: that call
-        is then not cached, so its step asks it alone. A run stop raises; any other failure of the packed call is
-        every call's problem (nothing billed stays uncounted: its usage is shared)."""
+        check, cached under its key). Returns, by key, that answer's share of the usage (by the length of its block:
+        :func:`~groundjudge.llm.packing.share_packed`) and None when its part was accepted, else the problem: that
+        call is then not cached, so its step asks it alone. A run stop raises; any other failure of the packed call
+        is every call's problem (nothing billed stays uncounted: its usage is shared)."""
         request = self.packed_request([c.request for c in calls])
         try:
             response, usage = self._send_with_retries(request)
@@ -365,9 +366,9 @@ class LLMClient:
             raise
         except errors.GroundjudgeError as exc:
             spent = exc.usage if isinstance(exc, errors.LLMError) and exc.usage is not None else Usage()
-            shares = share_usage(spent, [len(c.request.messages[1].content) for c in calls])
+            shares = share_packed(spent, [c.request for c in calls])
             return {c.key: (u, f"the packed call failed: {exc}") for c, u in zip(calls, shares, strict=True)}
-        shares = share_usage(usage, [len(c.request.messages[1].content) for c in calls])
+        shares = share_packed(usage, [c.request for c in calls])
         problem = ""
         value: Any = None
         if response.refusal is not None:
@@ -520,32 +521,6 @@ class LLMClient:
         waited = [0.0]  # seconds spent in the limiter's queue by this call's attempts
         loop = retrying(self.retry, sleep=self._sleep, limiter=self.limiter, model_id=self.model_id, waited=waited)
         return loop(self._send_once, request, waited)
-
-
-def share_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
-    """``usage`` split by ``weights``: tokens and cost in proportion (the rounding on the last), the billed call on
-    the first; the parts sum to ``usage``."""
-    total = sum(weights) or 1
-    out: list[Usage] = []
-    left = usage
-    for i, w in enumerate(weights):
-        if i == len(weights) - 1:
-            out.append(left)
-            break
-        f = w / total
-        part = Usage(
-            calls=usage.calls if i == 0 else 0,
-            unpriced_calls=usage.unpriced_calls if i == 0 else 0,
-            cached_calls=usage.cached_calls if i == 0 else 0,
-            input_tokens=int(usage.input_tokens * f),
-            output_tokens=int(usage.output_tokens * f),
-            cached_input_tokens=int(usage.cached_input_tokens * f),
-            cache_write_tokens=int(usage.cache_write_tokens * f),
-            cost_usd=usage.cost_usd * f,
-        )
-        out.append(part)
-        left = left - part
-    return out
 
 
 def unpriced_budget_message(model_id: str) -> str:

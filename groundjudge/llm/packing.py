@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from groundjudge.llm.base import LLMRequest
-from groundjudge.models import Message
+from groundjudge.models import Message, Usage
 
 PACK_FENCE = "#GJPACK#"
 PACK_SCHEMA_NAME = "PackedReplies"
@@ -151,6 +151,36 @@ def pack_request(requests: Sequence[LLMRequest], *, limit: int | None = None) ->
         seed=first.seed,
         max_tokens=budget,
     )
+
+
+def share_packed(usage: Usage, requests: Sequence[LLMRequest]) -> list[Usage]:
+    """Each packed request's part of what the one call that carried them (:func:`pack_request`) cost: tokens and
+    cost in proportion to the length of its block (its user message), each token count rounded down and what is
+    left on the last, so that the parts sum to ``usage``; the billed call (unpriced, cached) counted on the first.
+    The one split of a packed call's usage, for :meth:`~groundjudge.llm.client.LLMClient.complete_packed`, provider
+    batch mode and the dry run."""
+    weights = [len(r.messages[1].content) for r in requests]
+    total = sum(weights) or 1
+    out: list[Usage] = []
+    left = usage
+    for i, w in enumerate(weights):
+        if i == len(weights) - 1:
+            out.append(left)
+            break
+        f = w / total
+        part = Usage(
+            calls=usage.calls if i == 0 else 0,
+            unpriced_calls=usage.unpriced_calls if i == 0 else 0,
+            cached_calls=usage.cached_calls if i == 0 else 0,
+            input_tokens=int(usage.input_tokens * f),
+            output_tokens=int(usage.output_tokens * f),
+            cached_input_tokens=int(usage.cached_input_tokens * f),
+            cache_write_tokens=int(usage.cache_write_tokens * f),
+            cost_usd=usage.cost_usd * f,
+        )
+        out.append(part)
+        left = left - part
+    return out
 
 
 def split_reply(value: Any, n: int) -> dict[str, Any]:

@@ -21,7 +21,8 @@ from pathlib import Path
 from groundjudge.config import Config
 from groundjudge.llm import LLMClient
 from groundjudge.llm.batch import BatchOutcome, BatchRunner
-from groundjudge.llm.client import DeferredCall, share_usage
+from groundjudge.llm.client import DeferredCall
+from groundjudge.llm.packing import share_packed
 from groundjudge.models import Usage
 from groundjudge.pipeline.packing import charge_answer, charge_calls, packs
 from groundjudge.pipeline.work import RUN_STOPS, Work, describe
@@ -112,8 +113,7 @@ class ProviderBatches:
         self.outcomes.append(outcome)
         for call in sent:  # a packed request's cost, shared out to its answers by the length of their blocks
             if call.members and call.key in outcome.usage_by_key:
-                sizes = [len(m.request.messages[-1].content) for m in call.members]
-                shares = share_usage(outcome.usage_by_key.pop(call.key), sizes)
+                shares = share_packed(outcome.usage_by_key.pop(call.key), [m.request for m in call.members])
                 for member, share in zip(call.members, shares, strict=True):
                     outcome.usage_by_key[member.key] = outcome.usage_by_key.get(member.key, Usage()) + share
         charge_calls(works, outcome.usage_by_key, charge)  # to the answers it answered (a shared request once)

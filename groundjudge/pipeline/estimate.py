@@ -32,7 +32,8 @@ from groundjudge.io.rows import batches
 from groundjudge.llm import Ledger, LLMClient
 from groundjudge.llm.base import LLMRequest
 from groundjudge.llm.client import DeferredCall
-from groundjudge.models import AnswerReport, Claim, QAItem, Sample
+from groundjudge.llm.packing import share_packed
+from groundjudge.models import AnswerReport, Claim, QAItem, Sample, Usage
 from groundjudge.pipeline.flow import stream
 from groundjudge.pipeline.packing import packs
 from groundjudge.pipeline.steps import StepContext, Steps
@@ -251,7 +252,7 @@ class _DryRun:
         self.tally, self.qa_expected, self.batch = tally, qa_expected, batch
         self.parked: dict[int, str] = {}  # id(work) -> the step whose calls it holds deferred
         self.pack = pack  # answers per call (Config.pack_answers)
-        self.packed: dict[str, tuple[int, float]] = {}  # key of a packed call -> (calls it counts, its cost share)
+        self.packed: dict[str, Usage] = {}  # key of a call sent packed -> its share of the pack (calls, cost)
         self.deferred: list[list[DeferredCall]] = []
         self._calls: dict[str, DeferredCall] = {}
         nli_cache = ReadOnlyCache(cache)
@@ -285,10 +286,9 @@ class _DryRun:
             for group in packs(calls, self.pack):
                 if len(group) > 1:
                     packed = self.client.packed_request([c.request for c in group])
-                    cost = self.client.estimate_cost(packed, batch=self.batch)
-                    sizes = [len(c.request.messages[1].content) for c in group]
-                    for i, (c, size) in enumerate(zip(group, sizes, strict=True)):
-                        self.packed[c.key] = (int(i == 0), cost * size / (sum(sizes) or 1))
+                    usage = Usage(calls=1, cost_usd=self.client.estimate_cost(packed, batch=self.batch))
+                    shares = share_packed(usage, [c.request for c in group])
+                    self.packed.update((c.key, share) for c, share in zip(group, shares, strict=True))
         return []
 
     def again(self, step: Callable[[Work], None]) -> Callable[[Work], None]:
@@ -323,9 +323,11 @@ class _DryRun:
                 tally.bounded += 1
                 tally.cost += self.second.estimate_cost(_bound_request(self.second, w, False), batch=batch)
         for key in first:  # a miss: the exact request the run would send (a packed one: its share of the pack)
-            calls, cost = self.packed.get(key) or (1, self.client.estimate_cost(self.call(key).request, batch=batch))
-            tally.exact += calls
-            tally.cost += cost
+            share = self.packed.get(key)
+            if share is None:
+                share = Usage(calls=1, cost_usd=self.client.estimate_cost(self.call(key).request, batch=batch))
+            tally.exact += share.calls
+            tally.cost += share.cost_usd
         if parked == "claims":
             tally.bounded_rows["claims"] += 1
         elif unscored:

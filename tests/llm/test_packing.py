@@ -6,6 +6,7 @@ alone. Real SDKs against ScriptedLLMServer."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,49 @@ def test_a_reply_is_split_by_the_packs_own_ids_only() -> None:
 def same_usage(a: Usage, b: Usage) -> None:
     assert a.model_dump(exclude={"cost_usd"}) == b.model_dump(exclude={"cost_usd"})
     assert a.cost_usd == pytest.approx(b.cost_usd, rel=1e-9, abs=1e-15)
+
+
+TOKENS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
+FIRST_ONLY = ("calls", "unpriced_calls", "cached_calls")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    counts=st.fixed_dictionaries({f: st.integers(0, 10**9) for f in TOKENS + FIRST_ONLY}),
+    cost=st.floats(0.0, 1e4, allow_nan=False, allow_infinity=False),
+    lengths=st.lists(st.integers(0, 5000), min_size=1, max_size=8),
+)
+def test_a_packed_calls_usage_is_shared_by_block_length_and_sums_to_the_whole(
+    counts: dict[str, int], cost: float, lengths: list[int]
+) -> None:
+    """One split of a packed call's usage (the direct call, provider batch mode, the dry run): each block's share
+    of the tokens and cost is in proportion to its length, token counts rounded down and the rest on the last; the
+    billed call on the first. Nothing is lost or made up: the token counts and calls sum exactly to the whole."""
+    from groundjudge.llm.base import LLMRequest
+    from groundjudge.llm.packing import share_packed
+
+    usage = Usage(**counts, cost_usd=cost)
+    system = Message(role="system", content=SYSTEM)
+    requests = [
+        LLMRequest(messages=(system, Message(role="user", content="x" * n)), schema={}, schema_name="Echo")
+        for n in lengths
+    ]
+    shares = share_packed(usage, requests)
+    assert len(shares) == len(requests)
+    total, left = sum(lengths) or 1, usage.cost_usd
+    for i, (share, w) in enumerate(zip(shares, lengths, strict=True)):
+        last = i == len(lengths) - 1
+        for f in TOKENS:  # rounded down, the rest on the last
+            before = sum(getattr(s, f) for s in shares[:i])
+            want = getattr(usage, f) - before if last else int(getattr(usage, f) * (w / total))
+            assert getattr(share, f) == want >= 0
+        for f in FIRST_ONLY:
+            assert getattr(share, f) == (getattr(usage, f) if i == 0 else 0)
+        assert share.cost_usd == (left if last else usage.cost_usd * (w / total))
+        left -= share.cost_usd
+    for f in TOKENS + FIRST_ONLY:
+        assert sum(getattr(s, f) for s in shares) == getattr(usage, f)
+    assert math.fsum(s.cost_usd for s in shares) == pytest.approx(usage.cost_usd, rel=1e-9, abs=1e-12)
 
 
 def client_for(server: ScriptedLLMServer, tmp_path: Path) -> LLMClient:
