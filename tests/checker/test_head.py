@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -272,16 +273,78 @@ def test_a_head_stored_with_the_model_rides_along_and_belongs_to_it(tiny: Path, 
         Evaluator(Config.make(**common))
 
 
+# The shared model's scores of 500 Factcheck-GPT claims (seed 0), kept beside this file: scoring them all takes the
+# shared model 40-60 s of CPU, the longest test of the suite. Stored are the numbers and the passages' offsets, not the
+# benchmark's text (it is read in place, never copied): each passage's text is cut back out of its source. The test
+# scores CHECKED of the claims again and fails when they differ (the model, the evidence windows or the tokenizer
+# changed, which moves most claims' scores): rerun it with GROUNDJUDGE_WRITE_HEAD_SCORES=1 to score all 500 again
+# and rewrite the file. The file is written by that run only, never by hand.
+HEAD_SCORES = Path(__file__).parent / "data" / "shared_model_factcheck_scores.json"
+CHECKED = 40
+
+
+def _stored(nli: ClaimNLI) -> dict[str, Any]:
+    out = nli.model_dump(mode="json")
+    for side in ("entailment_passage", "contradiction_passage"):
+        if out[side] is not None:
+            del out[side]["text"]
+    return out
+
+
+def _restored(stored: dict[str, Any], contexts: list[str]) -> ClaimNLI:
+    data = json.loads(json.dumps(stored))
+    for side in ("entailment_passage", "contradiction_passage"):
+        if (p := data[side]) is not None:
+            p["text"] = contexts[p["doc"]][p["start"] : p["end"]]
+    return ClaimNLI.model_validate(data)
+
+
+def _shared_model_scores(shared_nli: Any, rows: list[dict[str, Any]]) -> list[ClaimNLI]:
+    """The shared model's scores of ``rows`` (``score_claims`` with ``TuneSettings()``), from HEAD_SCORES after
+    CHECKED of them are scored again and found equal."""
+    import os
+
+    from groundjudge.learn.tune import TuneExample, TuneSettings, score_claims
+
+    def scored(some: list[dict[str, Any]]) -> list[ClaimNLI]:
+        examples = [TuneExample(str(r["id"]), r["claim"], r["contexts"], r["label"], "gold") for r in some]
+        return score_claims(shared_nli, examples, TuneSettings())
+
+    ids = [hashlib.sha256(f"{r['id']}\x00{r['claim']}".encode()).hexdigest()[:16] for r in rows]  # not the text
+    if os.environ.get("GROUNDJUDGE_WRITE_HEAD_SCORES") == "1":
+        results = scored(rows)
+        HEAD_SCORES.parent.mkdir(exist_ok=True)
+        record = {"model": shared_nli.identity, "rows": [[i, _stored(x)] for i, x in zip(ids, results, strict=True)]}
+        HEAD_SCORES.write_text(json.dumps(record, separators=(",", ":")) + "\n", encoding="utf-8")
+        return results
+    redo = "rerun with GROUNDJUDGE_WRITE_HEAD_SCORES=1 to score them again and rewrite it"
+    assert HEAD_SCORES.is_file(), f"{HEAD_SCORES} is missing: {redo}"
+    record = json.loads(HEAD_SCORES.read_text(encoding="utf-8"))
+    assert record["model"] == shared_nli.identity, f"{HEAD_SCORES} holds another model's scores: {redo}"
+    assert [i for i, _ in record["rows"]] == ids, f"{HEAD_SCORES} holds other claims: {redo}"
+    results = [_restored(x, r["contexts"]) for (_, x), r in zip(record["rows"], rows, strict=True)]
+    for x, r in zip(results, rows, strict=True):  # every stored passage lies inside its source
+        for p in (x.entailment_passage, x.contradiction_passage):
+            assert p is None or 0 <= p.start < p.end <= len(r["contexts"][p.doc]), (r["id"], p)
+    checked = sorted(random.Random(1).sample(range(len(rows)), CHECKED))
+    for i, now in zip(checked, scored([rows[i] for i in checked]), strict=True):
+        was = results[i]
+        same = now.model_dump(exclude={"entailment", "contradiction", "neutral"}) == was.model_dump(
+            exclude={"entailment", "contradiction", "neutral"}
+        )
+        close = all(abs(getattr(now, k) - getattr(was, k)) < 1e-5 for k in ("entailment", "contradiction", "neutral"))
+        assert same and close, f"claim {rows[i]['id']} scores {now} now, {was} in {HEAD_SCORES.name}: {redo}"
+    return results
+
+
 def test_build_head_on_the_shared_model_beats_entailment_out_of_fold(shared_nli: Any) -> None:
     """On Factcheck-GPT claims (read in place), the head's out-of-fold balanced accuracy beats the entailment's."""
     from benchmarks._common import SHARED, read_rows
     from groundjudge.learn.calibrate import crossfit_measure_scores
-    from groundjudge.learn.tune import TuneExample, TuneSettings, score_claims
 
     rows = read_rows(SHARED / "benchmarks" / "factcheckgpt-stance.jsonl")
     rows = random.Random(0).sample(rows, 500)
-    examples = [TuneExample(str(r["id"]), r["claim"], r["contexts"], r["label"], "gold") for r in rows]
-    results = score_claims(shared_nli, examples, TuneSettings())
+    results = _shared_model_scores(shared_nli, rows)
     labels = [r["label"] for r in rows]
     head = build_head([r["claim"] for r in rows], [r["contexts"] for r in rows], results, labels, shared_nli.identity)
     groups = [" ".join(r["claim"].lower().split()) for r in rows]
