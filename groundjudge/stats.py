@@ -146,6 +146,32 @@ def bootstrap_mean(
     return Interval(point, lo, hi, int(arr.size), "bootstrap", level)
 
 
+def permutation_p(diffs: Sequence[float], n: int = 10000, seed: int = 0) -> float:
+    """Two-sided paired sign-flip permutation test of mean difference = 0: exact over all ``2**len`` sign patterns
+    when there are at most ``n`` of them, else ``n`` random ones (``(hits + 1) / (n + 1)``). A pattern counts when
+    its absolute sum reaches the observed one (within 1e-12: an all-plus pattern is always a hit)."""
+    d = np.asarray(diffs, dtype=np.float64)
+    k = d.size
+    observed = abs(float(d.sum()))
+    if observed == 0:
+        return 1.0
+    exact = 2**k <= n
+    total = 2**k if exact else n
+    rng = np.random.default_rng(seed)
+    rows = max(1, _BLOCK // max(k, 1))
+    hits = 0
+    for start in range(0, total, rows):
+        b = min(rows, total - start)
+        if exact:  # pattern m flips the signs of the differences whose bit is 0
+            bits = (np.arange(start, start + b, dtype=np.int64)[:, None] >> np.arange(k)) & 1
+        else:
+            bits = rng.integers(0, 2, size=(b, k))
+        # einsum, not a BLAS product: see resampled_sums
+        sums = np.einsum("bk,k->b", (2 * bits - 1).astype(np.float64), d)
+        hits += int(np.count_nonzero(np.abs(sums) >= observed - 1e-12))
+    return hits / total if exact else (hits + 1) / (n + 1)
+
+
 def clustered_mean(
     groups: Sequence[Sequence[float]], *, resamples: int = RESAMPLES, seed: int = 0, level: float = LEVEL
 ) -> Interval:

@@ -10,11 +10,11 @@ corrected for the checker's error, and the difference with its interval.
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from groundjudge.errors import ArgumentError
 from groundjudge.models import AnswerReport, ClaimVerdict
 from groundjudge.review.metrics import (
     Review,
@@ -30,6 +30,7 @@ from groundjudge.stats import (
     bootstrap_mean,
     corrected_difference,
     minimum_detectable_difference,
+    permutation_p,
 )
 
 # The per-answer quantities compared (README "Quantities"); report files written before ``contradicted_share`` was
@@ -50,30 +51,12 @@ LOWER_IS_BETTER = {"contradicted_share", "not_supported_share"}
 
 
 def bootstrap_ci(diffs: Sequence[float], n: int = 5000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of paired differences."""
-    rng = random.Random(seed)
-    k = len(diffs)
-    means = sorted(sum(diffs[rng.randrange(k)] for _ in range(k)) / k for _ in range(n))
-    lo = means[int((1 - level) / 2 * (n - 1))]
-    hi = means[int((1 + level) / 2 * (n - 1))]
-    return lo, hi
-
-
-def permutation_p(diffs: Sequence[float], n: int = 10000, seed: int = 0) -> float:
-    """Two-sided paired sign-flip permutation test of mean difference = 0 (exact when 2**len <= n)."""
-    k = len(diffs)
-    observed = abs(sum(diffs))
-    if observed == 0:
-        return 1.0
-    if 2**k <= n:
-        hits = sum(
-            abs(sum(d if (mask >> i) & 1 else -d for i, d in enumerate(diffs))) >= observed - 1e-12
-            for mask in range(2**k)
-        )
-        return hits / 2**k
-    rng = random.Random(seed)
-    hits = sum(abs(sum(d if rng.random() < 0.5 else -d for d in diffs)) >= observed - 1e-12 for _ in range(n))
-    return (hits + 1) / (n + 1)
+    """Percentile bootstrap CI of the mean of paired differences (:func:`groundjudge.stats.bootstrap_mean`: the
+    answers resampled, ``n`` times)."""
+    interval = bootstrap_mean(diffs, resamples=n, seed=seed, level=level)
+    if interval.lo is None or interval.hi is None:
+        raise ArgumentError("bootstrap_ci needs at least one difference")
+    return interval.lo, interval.hi
 
 
 def mcnemar_p(b: int, c: int) -> float:

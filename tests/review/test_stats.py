@@ -448,3 +448,55 @@ def test_the_bootstraps_sums_are_those_of_each_item_added_in_turn(
         _design_by_loop(s_items, l_items, strata, main, outside),
     )
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+# -- the paired permutation test and the difference's interval (review/compare.py) ---------------------------------
+
+
+def _sign_flip_oracle(diffs: list[float]) -> float:
+    """Every sign pattern, one at a time: the exact two-sided sign-flip p-value."""
+    observed = abs(sum(diffs))
+    if observed == 0:
+        return 1.0
+    k = len(diffs)
+    hits = sum(
+        abs(sum(d if (mask >> i) & 1 else -d for i, d in enumerate(diffs))) >= observed - 1e-12 for mask in range(2**k)
+    )
+    return hits / 2**k
+
+
+DIFFS = st.lists(st.sampled_from([0.0, 0.5, -0.5, 1.0, -0.25, 0.125]) | st.floats(-1, 1, width=32), max_size=11)
+
+
+@settings(deadline=None, max_examples=150, database=None)
+@given(DIFFS)
+@example([1.0, 1.0, 1.0])  # only all-plus and all-minus reach the observed sum
+@example([0.5, -0.5])  # observed sum 0
+def test_permutation_p_is_the_exact_sign_flip_test_when_every_pattern_can_be_counted(diffs: list[float]) -> None:
+    from groundjudge.stats import permutation_p
+
+    assert permutation_p(diffs) == pytest.approx(_sign_flip_oracle(diffs), abs=1e-12)
+
+
+def test_permutation_p_samples_patterns_close_to_the_exact_value_past_n() -> None:
+    """16 differences: 65,536 patterns, more than the 10,000 drawn; the drawn p-value is near the exact one."""
+    from groundjudge.stats import permutation_p
+
+    rng = np.random.default_rng(7)
+    samples = [list(rng.normal(0.15, 0.5, 16)) for _ in range(5)]
+    assert permutation_p(samples[0], n=2**16) == pytest.approx(_sign_flip_oracle(samples[0]), abs=1e-12)
+    for diffs in samples:
+        exact = permutation_p(diffs, n=2**16)  # n reaches every pattern: the exact branch
+        drawn = permutation_p(diffs)
+        assert abs(drawn - exact) < 0.02 and 0 < drawn <= 1
+        assert permutation_p(diffs, seed=1) != drawn  # the seed picks the patterns
+
+
+@settings(deadline=None, max_examples=60, database=None)
+@given(st.lists(st.floats(-1, 1, width=32), min_size=2, max_size=40))
+def test_the_difference_interval_holds_the_mean_difference(diffs: list[float]) -> None:
+    from groundjudge.review.compare import bootstrap_ci
+
+    lo, hi = bootstrap_ci(diffs)
+    mean = sum(diffs) / len(diffs)
+    assert lo <= mean + 1e-12 and mean - 1e-12 <= hi and min(diffs) - 1e-12 <= lo and hi <= max(diffs) + 1e-12
