@@ -91,6 +91,32 @@ def make_test_client(
     return LLMClient(prov, cache=cache, ledger=ledger, retry=retry, sleep=sleep, **kw)  # type: ignore[arg-type]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_tls_context_per_process() -> Iterator[None]:
+    """Every LLM provider a test builds makes an SDK client, and each client loads the system's CA bundle into a
+    new SSL context (httpcore2's ``default_ssl_context``, used by the openai and anthropic SDKs through httpx2):
+    50-60 ms of CPU each, a minute of CPU over the suite. The tests speak plain HTTP to 127.0.0.1
+    (``ScriptedLLMServer``) and never use one, so the contexts are built once per process and environment and
+    shared (an ``SSLContext`` may be shared by connections). Subprocesses and Ray actors build their own."""
+    try:
+        import httpcore2
+    except ImportError:  # an SDK on another HTTP stack: nothing to share
+        yield
+        return
+    build = httpcore2.default_ssl_context
+    built: dict[tuple[Any, ...], Any] = {}
+
+    def shared(*, _trust_env: bool = True) -> Any:
+        key = (_trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in built:
+            built[key] = build(_trust_env=_trust_env)
+        return built[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(httpcore2, "default_ssl_context", shared)
+        yield
+
+
 @pytest.fixture(scope="session")
 def shared_nli():  # type: ignore[no-untyped-def]
     """The project's shared NLI model, loaded once for the whole session."""
