@@ -1,7 +1,7 @@
 """A corpus of bad and strange inputs through ``groundjudge score``: every row ends as one report, nothing crashes.
 
-Run as a user runs it (a subprocess, so a traceback would be seen), in nli mode, with the tiny random NLI model
-and once with the shared model. One line of input is one report of output, in order; a row that cannot be
+Run as a user runs it (a subprocess, so a traceback would be seen), in nli mode, with the tiny random NLI model;
+then with the shared model in this process (typer's runner, a traceback written to stderr as a user would see it). One line of input is one report of output, in order; a row that cannot be
 scored is an ERROR naming its row (and field); exit code 1 because some rows failed; no NaN or Infinity in OUT.
 """
 
@@ -274,7 +274,8 @@ def test_each_case(tiny_run: Run, case: Case) -> None:
 
 
 def test_the_same_corpus_with_the_shared_model(shared_nli: Any, tmp_path: Path) -> None:
-    run = score(tmp_path, SHARED_MODEL)
+    # in this process, with the model the session loaded: the subprocess run above is the one a user makes
+    run = score(tmp_path, SHARED_MODEL, here=True)
     check_run(run)
     for case in CASES:
         if case.name not in PENDING:
