@@ -278,7 +278,7 @@ def main() -> None:
     path = args.nli_model or default_nli_model()
     parts = set(args.parts.split(","))
     if args.smoke:
-        args.factcheck, args.wice, args.repeat, args.tune_limit, args.tune_epochs = 4, 0, 1, 60, 1
+        args.factcheck, args.wice, args.repeat, args.tune_limit, args.tune_epochs = 2, 0, 1, 60, 1
         args.throughput_args = "--limit 4 --offset 160 --concurrency 2 --median 0.01"
     env: dict[str, Any] = {"device": device, "torch": torch.__version__}
     if device.startswith("cuda"):
