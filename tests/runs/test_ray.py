@@ -51,6 +51,8 @@ def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         object_store_memory=300 * 2**20,
         log_to_driver=False,
         runtime_env={"env_vars": env},
+        # no idle workers started ahead for tasks: the tests run actors, and those workers cost 2 s of CPU each
+        _system_config={"prestart_worker_first_driver": False},
     )
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # its per-operator stats would drown a failure
     yield
