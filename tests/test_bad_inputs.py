@@ -1,8 +1,9 @@
 """A corpus of bad and strange inputs through ``groundjudge score``: every row ends as one report, nothing crashes.
 
 Run as a user runs it (a subprocess, so a traceback would be seen), in nli mode, with the tiny random NLI model;
-then with the shared model in this process (typer's runner, a traceback written to stderr as a user would see it). One line of input is one report of output, in order; a row that cannot be
-scored is an ERROR naming its row (and field); exit code 1 because some rows failed; no NaN or Infinity in OUT.
+then with the shared model in this process (typer's runner, a traceback written to stderr as a user would see it).
+One line of input is one report of output, in order; a row that cannot be scored is an ERROR naming its row (and
+field); exit code 1 because some rows failed; no NaN or Infinity in OUT.
 """
 
 from __future__ import annotations
