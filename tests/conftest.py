@@ -209,37 +209,91 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
 # -- pytest-xdist: what runs where ---------------------------------------------------------------------------------
 
 
-# The modules that start Ray. Each starts a local Ray of its own (``address="local"``, a namespace of its own), so
-# that two of them, in two workers or two test runs, never join one cluster; a lock per module keeps two test runs
-# on one machine from running the same module's Ray at once.
-RAY_MODULES = frozenset(
-    {
-        "tests/runs/test_ray.py",
-        "tests/test_engines_property.py",
-        "tests/test_benchmarks_ray.py",
-    }
+# The modules that start Ray. In a worker they run one after another, as one unit of work (``RAY_UNIT``), in this
+# order, on one local Ray (``local_ray``: ``address="local"``, a namespace of its own, so that two workers or two
+# test runs never join one cluster), which goes when the last of them is done (``pytest_runtest_teardown``). The
+# engines' property test first: its one actor is kept (``runs.ray.KEEP_ACTORS_S``) for the one-actor tests that open
+# test_ray.py. A lock per module keeps two test runs on one machine from running the same module's Ray at once.
+RAY_MODULES = (
+    "tests/test_benchmarks_ray.py",  # a Ray of its own, in the benchmark's process: before the shared one starts
+    "tests/test_engines_property.py",
+    "tests/runs/test_ray.py",
 )
+RAY_UNIT = "tests/ray-modules"
+# the workers' environment, set when the cluster starts (runtime_env): the keys the tests' own process gets from
+# _keys, and no hub
+RAY_ENV = {
+    "OPENAI_API_KEY": "sk-test-SECRET-openai-0123456789",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The local Ray the modules of ``RAY_MODULES`` share, started by the first that asks for it: the ``ray`` module."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        import logging
+        import uuid
+
+        env = {**RAY_ENV, "GROUNDJUDGE_CACHE_DIR": str(tmp_path_factory.mktemp("worker-default-cache"))}
+        ray.init(
+            address="local",  # a cluster of its own, never one another worker or test run started
+            namespace=f"groundjudge-tests-{uuid.uuid4().hex}",
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=300 * 2**20,
+            log_to_driver=False,
+            runtime_env={"env_vars": env},
+            # no idle workers started ahead for tasks: the tests run actors, and those workers cost 2 s of CPU each
+            _system_config={"prestart_worker_first_driver": False},
+        )
+        logging.getLogger("ray.data").setLevel(logging.WARNING)  # its per-operator stats would drown a failure
+    yield ray
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Ray goes once the worker leaves the modules that start it."""
+    yield
+    if _module(item.nodeid) in RAY_MODULES and (nextitem is None or _module(nextitem.nodeid) not in RAY_MODULES):
+        import sys
+
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that takes ``shared_nli`` slow; refuse a Ray test in a module ``RAY_MODULES`` does not name."""
+    """Mark every test that takes ``shared_nli`` slow; refuse a Ray test in a module ``RAY_MODULES`` does not name;
+    put the tests of ``RAY_MODULES`` next to each other in its order (where the first of them was), so that one
+    process runs them on one Ray."""
     for item in items:
         if "shared_nli" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("ray") is not None and item.nodeid.split("::")[0] not in RAY_MODULES:
+        if item.get_closest_marker("ray") is not None and _module(item.nodeid) not in RAY_MODULES:
             raise pytest.UsageError(f"{item.nodeid} starts Ray: add its module to RAY_MODULES in tests/conftest.py")
+    on_ray = [i for i in items if _module(i.nodeid) in RAY_MODULES]
+    if on_ray:
+        at = next(n for n, i in enumerate(items) if _module(i.nodeid) in RAY_MODULES)
+        rest = [i for i in items if _module(i.nodeid) not in RAY_MODULES]
+        on_ray.sort(key=lambda i: RAY_MODULES.index(_module(i.nodeid)))  # stable: each module keeps its order
+        items[:] = rest[:at] + on_ray + rest[at:]
 
 
 # The modules that take longest, handed out first (longest first keeps the workers' ends close; xdist on its own
 # hands out the modules with the most tests first, which put the Ray modules, few tests each and the longest, last).
 FIRST = (
-    "tests/runs/test_ray.py",
+    RAY_UNIT,
     "tests/test_benchmarks.py",
-    "tests/test_engines_property.py",
     "tests/test_bad_inputs.py",
-    "tests/checker/test_head.py",
-    "tests/testing/test_pytest_plugin.py",
-    "tests/test_benchmarks_ray.py",
+    "tests/review/test_stats.py",
+    "tests/cli/test_cli.py",
 )
 
 
@@ -251,7 +305,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class LongestModulesFirst(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid.split("::", 1)[0]
+            module = _module(nodeid)
+            return RAY_UNIT if module in RAY_MODULES else module
 
         def _assign_work_unit(self, node: Any) -> None:
             for scope in reversed(FIRST):

@@ -7,18 +7,16 @@ written as JSONL, CSV and Parquet, and both engines score it in nli mode with th
 probabilities can move in the 7th digit with its batch mates on some CPUs, so only the same batches are
 byte-identical). Either both write the same bytes, or both refuse the file with the same error before writing.
 
-One local Ray for the module (``address="local"``, a namespace of its own: two test runs on one machine never join
-each other's cluster), reused by every example, with one actor (fewer CPUs than the cluster has).
+The local Ray of tests/conftest.py (``local_ray``: ``address="local"``, a namespace of its own, so that two test runs
+on one machine never join each other's cluster), reused by every example with one actor (fewer CPUs than the cluster
+has), which stays kept for the one-actor tests of tests/runs/test_ray.py that follow on the same Ray.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import logging
 import tempfile
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,26 +136,8 @@ WRITERS = {"jsonl": write_jsonl, "csv": write_csv, "parquet": write_parquet}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    env = {
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "GROUNDJUDGE_CACHE_DIR": str(tmp_path_factory.mktemp("worker-default-cache")),
-    }
-    ray.init(
-        address="local",  # a cluster of its own, never one another run started
-        namespace=f"groundjudge-engines-{uuid.uuid4().hex}",
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=300 * 2**20,
-        log_to_driver=False,
-        runtime_env={"env_vars": env},
-        # no idle workers started ahead for tasks: the tests run actors, and those workers cost 2 s of CPU each
-        _system_config={"prestart_worker_first_driver": False},
-    )
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
-    yield
-    ray.shutdown()
+def _on_ray(local_ray: Any) -> None:
+    """The local Ray of tests/conftest.py (``local_ray``), shared with the other modules that start Ray."""
 
 
 def outcome(engine: str, src: Path, out: Path, cache: Path, batch_size: int) -> bytes | tuple[str, str]:

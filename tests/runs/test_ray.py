@@ -1,15 +1,14 @@
 """The Ray engine: the same reports as the local engine, resume, bad rows, the cluster budget and the shared cache.
 
-A local Ray (``ray.init(num_cpus=2)``) for the whole module; LLM stages against the scripted server through the
-real OpenAI SDK (the workers reach it over HTTP on 127.0.0.1).
+The local Ray of tests/conftest.py (``local_ray``: ``num_cpus=2``), which test_engines_property.py used just before
+(its kept actor serves this module's one-actor tests); LLM stages against the scripted server through the real OpenAI
+SDK (the workers reach it over HTTP on 127.0.0.1).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,31 +31,10 @@ gj_ray = pytest.importorskip("groundjudge.runs.ray")
 
 pytestmark = pytest.mark.ray
 
-OPENAI_KEY = "sk-test-SECRET-openai-0123456789"  # the conftest's key; the workers get it through runtime_env
-
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    env = {
-        "OPENAI_API_KEY": OPENAI_KEY,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "GROUNDJUDGE_CACHE_DIR": str(tmp_path_factory.mktemp("worker-default-cache")),
-    }
-    ray.init(
-        address="local",  # a cluster of its own, never one another module or test run started
-        namespace=f"groundjudge-ray-{uuid.uuid4().hex}",
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=300 * 2**20,
-        log_to_driver=False,
-        runtime_env={"env_vars": env},
-        # no idle workers started ahead for tasks: the tests run actors, and those workers cost 2 s of CPU each
-        _system_config={"prestart_worker_first_driver": False},
-    )
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # its per-operator stats would drown a failure
-    yield
-    ray.shutdown()
+def _on_ray(local_ray: Any) -> None:
+    """The local Ray of tests/conftest.py (``local_ray``), shared with the other modules that start Ray."""
 
 
 def on_ray(input: str | Path, out: Path, config: Config, **kw: Any) -> RunSummary:
@@ -115,119 +93,12 @@ class Killed(Exception):
     """A driver interrupted (a progress callback that raises)."""
 
 
-# -- the same reports ---------------------------------------------------------------------------------------------
-
-
-def test_fixtures_and_bad_rows_give_the_local_reports_line_for_line(tmp_path: Path) -> None:
-    src = tmp_path / "in.jsonl"
-    bad = [
-        b"not json\n",
-        b'{"id": "latin", "contexts": ["caf\xe9"], "answer": "x"}\n',  # not UTF-8
-        b"\n",  # blank: no row, but it counts as a line
-        b"null\n",
-        b'{"id": "eiffel-good", "contexts": ["a"], "answer": "dup"}\n',  # an id seen before
-        b'{"id": "no-answer", "contexts": ["a"]}\n',
-        b'{"id": "nan", "contexts": ["a"], "answer": "x", "label": NaN}\n',
-    ]
-    src.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "samples.jsonl").read_bytes() + b"".join(bad))
-    out = tmp_path / "out.jsonl"
-    seen: list[int] = []
-    summary = on_ray(str(src), out, nli_config(tmp_path / "c1"), actors=2, batch_size=3, progress=seen.append)
-    local = local_lines(src, nli_config(tmp_path / "c2"), batch_size=3)
-    assert out.read_text(encoding="utf-8").splitlines() == local  # usage too: nli mode spends nothing
-    assert seen == list(range(1, len(local) + 1))
-    errors = [r for r in reports(local) if r.verdict == "ERROR"]
-    assert [r.row for r in errors] == [9, 10, 12, 13, 14, 15]
-    assert errors[3].id == "row-13" and "duplicate id" in errors[3].errors[0]
-    expected = Summarizer()
-    for r in reports(local):
-        expected.add(r)
-    assert summary == expected.summary()
-
-
-def test_cascade_against_the_scripted_judge_equals_the_local_engine(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
-    rows = [
-        {"id": "good", "contexts": [CONTEXT], "answer": GOOD_ANSWER, "question": "When?"},
-        {"id": "bad", "contexts": [CONTEXT], "answer": BAD_ANSWER},
-        {"id": "claim", "contexts": [CONTEXT], "claim": "The Eiffel Tower is in Paris."},
-        {"id": "broken", "contexts": [], "answer": GOOD_ANSWER},
-    ]
-    src = write_rows(tmp_path / "in.jsonl", rows)
-    out = tmp_path / "out.jsonl"
-    on_ray(str(src), out, llm_config(llm_server, tmp_path / "c1"), actors=2, batch_size=2)
-    ray_calls = len(llm_server.requests)
-    local = local_lines(src, llm_config(llm_server, tmp_path / "c2"), batch_size=2)
-    got = out.read_text(encoding="utf-8").splitlines()
-    assert without_usage(got) == without_usage(local)
-    assert [r.usage.calls for r in reports(got)] == [r.usage.calls for r in reports(local)] == [2, 2, 1, 0]
-    assert ray_calls == len(llm_server.requests) - ray_calls == 5
-    assert [r.verdict for r in reports(got)] == ["PASS", "FAIL", "PASS", "ERROR"]
-
-
-# -- the cluster's budget and cache -----------------------------------------------------------------------------------
-
-
 def answer_rows(n: int) -> list[dict[str, Any]]:
     # distinct answers, so that no call is answered by the cache
     return [{"id": f"a{i}", "contexts": [f"{CONTEXT} Row {i}."], "answer": f"{GOOD_ANSWER} Row {i}."} for i in range(n)]
 
 
-def test_the_call_budget_holds_across_actors_and_resume_finishes(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
-    src = write_rows(tmp_path / "in.jsonl", answer_rows(8))
-    out = tmp_path / "out.jsonl"
-    # 16 calls wanted, 10 allowed: each actor alone would stay under the cap (8 calls each), the cluster does not
-    cfg = llm_config(llm_server, tmp_path / "cache", max_calls=10, qa=False)
-    with pytest.raises(RunStopped) as info:  # a run starts once every actor is up, so both spend
-        on_ray(str(src), out, cfg, actors=2, batch_size=1)
-    assert len(llm_server.requests) <= 10  # the cap of the cluster, not of each actor
-    written = reports(out.read_text().splitlines())
-    # only finished rows are written
-    assert all(r.verdict != "ERROR" and r.usage.calls == 2 for r in written)
-    assert info.value.summary.n == len(written) <= 5
-    assert isinstance(info.value, BudgetExceededError)  # one RunStopped, still its cause's class
-    # issue 29 defect 3: the cluster's ledger counts every billed call, those of rows that did not finish too
-    assert info.value.result.billed.calls == llm_server.billed >= info.value.summary.usage.calls
-
-    on_ray(str(src), out, llm_config(llm_server, tmp_path / "cache", qa=False), actors=2, resume=True)
-    ids = [r.id for r in reports(out.read_text().splitlines())]
-    assert sorted(ids) == sorted(f"a{i}" for i in range(8)) and len(set(ids)) == 8
-
-
-def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
-    src = write_rows(tmp_path / "in.jsonl", answer_rows(4))
-    cache = tmp_path / "shared-cache"
-    first = tmp_path / "first.jsonl"
-    on_ray(str(src), first, llm_config(llm_server, cache), actors=2, batch_size=1)
-    calls = len(llm_server.requests)
-    assert calls == 8
-    second = tmp_path / "second.jsonl"
-    summary = on_ray(str(src), second, llm_config(llm_server, cache, cache_mode="only"), actors=2, batch_size=1)
-    assert len(llm_server.requests) == calls  # every call answered by the cache the other actors wrote
-    assert summary.usage.cached_calls == 8
-    assert without_usage(second.read_text().splitlines()) == without_usage(first.read_text().splitlines())
-    # the same cache serves the local engine: the key is the same
-    assert (
-        local_lines(src, llm_config(llm_server, cache, cache_mode="only"), batch_size=1)
-        == second.read_text().splitlines()
-    )
-
-    more = write_rows(tmp_path / "more.jsonl", answer_rows(6))
-    with pytest.raises(CacheMissError):
-        on_ray(
-            str(more),
-            tmp_path / "third.jsonl",
-            llm_config(llm_server, cache, cache_mode="only"),
-            actors=2,
-            batch_size=1,
-        )
-    assert len(llm_server.requests) == calls
-
-
-# -- one actor: the tests above run two, and a kept pool serves only a run of its shape -----------------------
+# -- one actor first: test_engines_property.py, before this module on the same Ray, leaves its one actor kept ------
 
 
 def test_an_actor_streams_several_batches_as_the_local_engine_does(
@@ -472,6 +343,116 @@ def test_ray_reads_rows_with_the_local_engines_reader(tmp_path: Path) -> None:
     assert [r["id"] for r in reports] == ["a", "b", "c"]
     assert reports[0]["verdict"] != "ERROR" and reports[0]["metadata"]["reference"] == "The reference."
     assert reports[2]["verdict"] == "ERROR" and "retrieved_contexts" in reports[2]["errors"][0]
+
+
+# -- two actors: a kept pool serves only a run of its shape, so these follow the one-actor tests ------
+
+
+# -- the same reports ---------------------------------------------------------------------------------------------
+
+
+def test_fixtures_and_bad_rows_give_the_local_reports_line_for_line(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    bad = [
+        b"not json\n",
+        b'{"id": "latin", "contexts": ["caf\xe9"], "answer": "x"}\n',  # not UTF-8
+        b"\n",  # blank: no row, but it counts as a line
+        b"null\n",
+        b'{"id": "eiffel-good", "contexts": ["a"], "answer": "dup"}\n',  # an id seen before
+        b'{"id": "no-answer", "contexts": ["a"]}\n',
+        b'{"id": "nan", "contexts": ["a"], "answer": "x", "label": NaN}\n',
+    ]
+    src.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "samples.jsonl").read_bytes() + b"".join(bad))
+    out = tmp_path / "out.jsonl"
+    seen: list[int] = []
+    summary = on_ray(str(src), out, nli_config(tmp_path / "c1"), actors=2, batch_size=3, progress=seen.append)
+    local = local_lines(src, nli_config(tmp_path / "c2"), batch_size=3)
+    assert out.read_text(encoding="utf-8").splitlines() == local  # usage too: nli mode spends nothing
+    assert seen == list(range(1, len(local) + 1))
+    errors = [r for r in reports(local) if r.verdict == "ERROR"]
+    assert [r.row for r in errors] == [9, 10, 12, 13, 14, 15]
+    assert errors[3].id == "row-13" and "duplicate id" in errors[3].errors[0]
+    expected = Summarizer()
+    for r in reports(local):
+        expected.add(r)
+    assert summary == expected.summary()
+
+
+def test_cascade_against_the_scripted_judge_equals_the_local_engine(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    rows = [
+        {"id": "good", "contexts": [CONTEXT], "answer": GOOD_ANSWER, "question": "When?"},
+        {"id": "bad", "contexts": [CONTEXT], "answer": BAD_ANSWER},
+        {"id": "claim", "contexts": [CONTEXT], "claim": "The Eiffel Tower is in Paris."},
+        {"id": "broken", "contexts": [], "answer": GOOD_ANSWER},
+    ]
+    src = write_rows(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    on_ray(str(src), out, llm_config(llm_server, tmp_path / "c1"), actors=2, batch_size=2)
+    ray_calls = len(llm_server.requests)
+    local = local_lines(src, llm_config(llm_server, tmp_path / "c2"), batch_size=2)
+    got = out.read_text(encoding="utf-8").splitlines()
+    assert without_usage(got) == without_usage(local)
+    assert [r.usage.calls for r in reports(got)] == [r.usage.calls for r in reports(local)] == [2, 2, 1, 0]
+    assert ray_calls == len(llm_server.requests) - ray_calls == 5
+    assert [r.verdict for r in reports(got)] == ["PASS", "FAIL", "PASS", "ERROR"]
+
+
+# -- the cluster's budget and cache -----------------------------------------------------------------------------------
+
+
+def test_the_call_budget_holds_across_actors_and_resume_finishes(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
+    src = write_rows(tmp_path / "in.jsonl", answer_rows(8))
+    out = tmp_path / "out.jsonl"
+    # 16 calls wanted, 10 allowed: each actor alone would stay under the cap (8 calls each), the cluster does not
+    cfg = llm_config(llm_server, tmp_path / "cache", max_calls=10, qa=False)
+    with pytest.raises(RunStopped) as info:  # a run starts once every actor is up, so both spend
+        on_ray(str(src), out, cfg, actors=2, batch_size=1)
+    assert len(llm_server.requests) <= 10  # the cap of the cluster, not of each actor
+    written = reports(out.read_text().splitlines())
+    # only finished rows are written
+    assert all(r.verdict != "ERROR" and r.usage.calls == 2 for r in written)
+    assert info.value.summary.n == len(written) <= 5
+    assert isinstance(info.value, BudgetExceededError)  # one RunStopped, still its cause's class
+    # issue 29 defect 3: the cluster's ledger counts every billed call, those of rows that did not finish too
+    assert info.value.result.billed.calls == llm_server.billed >= info.value.summary.usage.calls
+
+    on_ray(str(src), out, llm_config(llm_server, tmp_path / "cache", qa=False), actors=2, resume=True)
+    ids = [r.id for r in reports(out.read_text().splitlines())]
+    assert sorted(ids) == sorted(f"a{i}" for i in range(8)) and len(set(ids)) == 8
+
+
+def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    src = write_rows(tmp_path / "in.jsonl", answer_rows(4))
+    cache = tmp_path / "shared-cache"
+    first = tmp_path / "first.jsonl"
+    on_ray(str(src), first, llm_config(llm_server, cache), actors=2, batch_size=1)
+    calls = len(llm_server.requests)
+    assert calls == 8
+    second = tmp_path / "second.jsonl"
+    summary = on_ray(str(src), second, llm_config(llm_server, cache, cache_mode="only"), actors=2, batch_size=1)
+    assert len(llm_server.requests) == calls  # every call answered by the cache the other actors wrote
+    assert summary.usage.cached_calls == 8
+    assert without_usage(second.read_text().splitlines()) == without_usage(first.read_text().splitlines())
+    # the same cache serves the local engine: the key is the same
+    assert (
+        local_lines(src, llm_config(llm_server, cache, cache_mode="only"), batch_size=1)
+        == second.read_text().splitlines()
+    )
+
+    more = write_rows(tmp_path / "more.jsonl", answer_rows(6))
+    with pytest.raises(CacheMissError):
+        on_ray(
+            str(more),
+            tmp_path / "third.jsonl",
+            llm_config(llm_server, cache, cache_mode="only"),
+            actors=2,
+            batch_size=1,
+        )
+    assert len(llm_server.requests) == calls
 
 
 # -- Ray Data's pool (score_dataset): last, as it lets the kept actors go ------------------------------------------
