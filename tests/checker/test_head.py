@@ -292,11 +292,12 @@ def _stored(nli: ClaimNLI) -> dict[str, Any]:
 
 
 def _restored(stored: dict[str, Any], contexts: list[str]) -> ClaimNLI:
-    data = json.loads(json.dumps(stored))
-    for side in ("entailment_passage", "contradiction_passage"):
-        if (p := data[side]) is not None:
-            p["text"] = contexts[p["doc"]][p["start"] : p["end"]]
-    return ClaimNLI.model_validate(data)
+    sides = {
+        side: {**p, "text": contexts[p["doc"]][p["start"] : p["end"]]}
+        for side in ("entailment_passage", "contradiction_passage")
+        if (p := stored[side]) is not None
+    }
+    return ClaimNLI.model_validate({**stored, **sides})
 
 
 def _shared_model_scores(shared_nli: Any, rows: list[dict[str, Any]]) -> list[ClaimNLI]:
