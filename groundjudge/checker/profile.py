@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from groundjudge.atomic import atomic_write_text
 from groundjudge.errors import ArgumentError, ConfigError
 from groundjudge.models import LocalThresholds
 
@@ -79,9 +80,7 @@ def _update_model_file(model_dir: str | Path, changes: dict[str, Any]) -> Path:
         kept = {}
     data = {**(kept if isinstance(kept, dict) else {}), "format": MODEL_PROFILE_FORMAT, **changes}
     data = {k: v for k, v in data.items() if v is not None}
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
     return path
 
 

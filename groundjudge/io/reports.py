@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from groundjudge.atomic import atomic_writer
 from groundjudge.errors import ArgumentError, ConfigError
 from groundjudge.io.jsonl import read_jsonl, read_lines
 from groundjudge.models import AnswerReport, Scores
@@ -168,9 +169,8 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
             ("report", pa.string()),
         ]
     )
-    tmp = Path(str(out) + ".tmp")
     written = 0
-    with pq.ParquetWriter(str(tmp), schema) as writer:
+    with atomic_writer(out, binary=True) as sink, pq.ParquetWriter(sink, schema) as writer:
         batch: list[dict[str, Any]] = []
         for r in read_reports(jsonl):
             batch.append(
@@ -195,5 +195,4 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
         if batch or not written:
             writer.write_table(pa.Table.from_pylist(batch, schema=schema))
             written += len(batch)
-    tmp.replace(out)
     return written

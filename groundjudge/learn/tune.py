@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groundjudge.atomic import atomic_write_text, atomic_writer
 from groundjudge.checker import evidence
 from groundjudge.checker.evidence import BM25
 from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS, VerdictHead, claim_key
@@ -475,22 +476,19 @@ def train(
             epoch, step_in_epoch, step, losses = saved["epoch"], saved["step_in_epoch"], saved["step"], saved["losses"]
 
     def save() -> None:
-        tmp = ckpt.with_suffix(".tmp")
-        torch.save(
-            {
-                "run_key": run_key,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": torch.get_rng_state(),
-                "epoch": epoch,
-                "step_in_epoch": step_in_epoch,
-                "step": step,
-                "losses": losses,
-            },
-            tmp,
-        )
-        tmp.replace(ckpt)
+        checkpoint = {
+            "run_key": run_key,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": torch.get_rng_state(),
+            "epoch": epoch,
+            "step_in_epoch": step_in_epoch,
+            "step": step,
+            "losses": losses,
+        }
+        with atomic_writer(ckpt, binary=True) as f:
+            torch.save(checkpoint, f)
 
     start = time.perf_counter()
     model.train()
@@ -586,9 +584,7 @@ def held_out_scores(
         saved = {}
     scores = score_claims(model, held, settings, cache)
     saved[model.fingerprint] = [s.model_dump(mode="json") for s in scores]
-    tmp = store.with_name(store.name + ".tmp")
-    tmp.write_text(json.dumps(saved), encoding="utf-8")
-    tmp.replace(store)
+    atomic_write_text(store, json.dumps(saved))
     return scores
 
 

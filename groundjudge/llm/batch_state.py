@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge import errors
+from groundjudge.atomic import atomic_write_text
 from groundjudge.errors import ArgumentError
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class BatchStateFile:
         if not self.path.exists():
             return {"version": STATE_VERSION, "batches": []}
         try:
-            state = json.loads(self.path.read_text())
+            state = json.loads(self.path.read_text(encoding="utf-8"))
             if not isinstance(state, dict) or not isinstance(state.get("batches"), list):
                 raise ArgumentError("no batches list")
             if not all(isinstance(e, dict) and isinstance(e.get("custom_ids"), dict) for e in state["batches"]):
@@ -106,7 +106,7 @@ class BatchStateFile:
         if not self.results_path.exists():
             return {}
         try:
-            text = self.results_path.read_text()
+            text = self.results_path.read_text(encoding="utf-8")
         except OSError as exc:
             raise errors.ConfigError(
                 f"batch results file {self.results_path} is unreadable ({exc}); it holds results already paid for: "
@@ -125,10 +125,16 @@ class BatchStateFile:
         """The kept results first (removed when none are), then the state: both atomically."""
         if tx.kept:
             lines = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in tx.kept.values())
-            write_atomically(self.results_path, lines)
+            self._write(self.results_path, lines)
         else:
             self.results_path.unlink(missing_ok=True)
-        write_atomically(self.path, json.dumps({**tx.state, "version": STATE_VERSION}, indent=1))
+        self._write(self.path, json.dumps({**tx.state, "version": STATE_VERSION}, indent=1))
+
+    @staticmethod
+    def _write(path: Path, text: str) -> None:
+        """Replace ``path`` atomically, private to the user (0o600: it holds results already paid for)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text, mode=0o600)
 
 
 @contextmanager
@@ -183,18 +189,3 @@ else:
 
     def _release(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file beside it, flushed, then renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

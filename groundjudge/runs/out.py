@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from groundjudge.atomic import atomic_write_text, atomic_writer
 from groundjudge.errors import (
     BatchPendingError,
     BudgetExceededError,
@@ -94,31 +94,28 @@ def scan_out(out: Path) -> Existing:
 
 
 def rewrite_out(out: Path) -> int:
-    """Rewrite OUT atomically (temp file + os.replace) without its damaged lines, a torn last line and all but the
-    last report of each id (a --retry-errors run appends the new report after the old one); damaged lines are moved
-    to ``OUT.damaged`` rather than lost. Returns the lines moved."""
+    """Rewrite OUT atomically (``atomic.atomic_writer``) without its damaged lines, a torn last line and all but
+    the last report of each id (a --retry-errors run appends the new report after the old one); damaged lines are
+    moved to ``OUT.damaged`` rather than lost. Returns the lines moved."""
     last: dict[str, int] = {}
     with out.open("rb") as src:
         for n, raw in enumerate(src):
             line = classify(raw)
             if line.rid is not None:
                 last[line.rid] = n
-    tmp = out.with_name(out.name + ".tmp")
     moved: list[bytes] = []
-    with out.open("rb") as src, tmp.open("wb") as dst:
-        for n, raw in enumerate(src):
-            line = classify(raw)
-            if line.rid is not None:
-                if last[line.rid] == n:
-                    dst.write(raw if line.complete else raw + b"\n")
-            elif line.complete and line.why != "blank line":
-                moved.append(raw)
-        dst.flush()
-        os.fsync(dst.fileno())
-    if moved:
-        with out.with_name(out.name + ".damaged").open("ab") as fh:
-            fh.writelines(moved)
-    os.replace(tmp, out)
+    with atomic_writer(out, binary=True) as dst:
+        with out.open("rb") as src:
+            for n, raw in enumerate(src):
+                line = classify(raw)
+                if line.rid is not None:
+                    if last[line.rid] == n:
+                        dst.write(raw if line.complete else raw + b"\n")
+                elif line.complete and line.why != "blank line":
+                    moved.append(raw)
+        if moved:  # kept before OUT is replaced without them
+            with out.with_name(out.name + ".damaged").open("ab") as fh:
+                fh.writelines(moved)
     return len(moved)
 
 
@@ -433,9 +430,7 @@ def record_spent(out: Path, result: RunResult, *, resume: bool) -> None:
     if result.stopped is not None or (resume and result.earlier is not None):
         every = (result.earlier or Usage()) + _billed(result.billed)
         if every.calls or path.exists():
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps({"billed": every.model_dump(mode="json")}) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
+            atomic_write_text(path, json.dumps({"billed": every.model_dump(mode="json")}) + "\n")
     elif not resume and path.exists():
         path.unlink()
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, select
 
+from groundjudge.atomic import atomic_writer
 from groundjudge.errors import InputError
 from groundjudge.io.reports import finite_report
 from groundjudge.models import AnswerReport
@@ -723,12 +724,10 @@ def write_export(engine: Engine, out: str | Path) -> int:
     """Write :func:`export_lines` to ``out`` as JSONL (atomically: a temporary file renamed); returns the lines."""
     lines = export_lines(engine)
     path = Path(out)
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        with atomic_writer(path) as fh:
             for line in lines:
                 fh.write(dumps_line(line) + "\n")
-        tmp.replace(path)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc}") from exc
     return len(lines)
