@@ -167,7 +167,7 @@ def test_the_tests_mirror_the_package() -> None:
 
 def serve_import_breaches(path: Path, root: Path = PACKAGE.parent) -> list[str]:
     """The review service's rule (contract 13) by folder for ``path``: only ``cli/`` imports ``serve/``, and
-    ``serve/`` imports only ``models``, ``errors``, ``io``, ``review`` and itself."""
+    ``serve/`` imports only ``models``, ``errors``, ``atomic``, ``io``, ``review`` and itself."""
     module = _module_name(path, root)
     found = []
     for line, name in groundjudge_imports(path, root):
@@ -179,13 +179,14 @@ def serve_import_breaches(path: Path, root: Path = PACKAGE.parent) -> list[str]:
                 name,
                 "groundjudge.models",
                 "groundjudge.errors",
+                "groundjudge.atomic",
                 "groundjudge.io",
                 "groundjudge.review",
                 "groundjudge.serve",
             )
             and name != "groundjudge"
         ):
-            why = "serve/ imports only models, errors, io, review and itself"
+            why = "serve/ imports only models, errors, atomic, io, review and itself"
         else:
             continue
         found.append(f"{path.relative_to(root)}:{line} imports {name}: {why}")

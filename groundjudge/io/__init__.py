@@ -4,7 +4,7 @@ cutter; the strict JSONL reader that report files are read with too. Reports out
 (``reports``: writing a line, reading a report file, telling a report from an input row, Parquet), which both
 engines write OUT with.
 
-Imports only ``models`` and ``errors``.
+Imports only ``models``, ``errors`` and ``atomic`` (the one atomic file writer).
 """
 
 from __future__ import annotations

@@ -6,6 +6,6 @@ disagreements and adjudication, the export), ``auth`` (tokens, sessions, CSRF, t
 (the review page of :mod:`groundjudge.review.html`, served from the database) and ``app`` (the HTTP API under
 ``/api`` and the pages, on FastAPI).
 
-Needs the ``serve`` extra (fastapi, uvicorn, sqlalchemy, psycopg). Imports ``models``, ``errors``, ``io`` and
-``review``; nothing in groundjudge imports it but the CLI (``cli/review_serve.py``).
+Needs the ``serve`` extra (fastapi, uvicorn, sqlalchemy, psycopg). Imports ``models``, ``errors``, ``atomic``, ``io``
+and ``review``; nothing in groundjudge imports it but the CLI (``cli/review_serve.py``).
 """
