@@ -304,6 +304,93 @@ class _Encoded(NamedTuple):
     spans: list[tuple[int, int]] | None  # token kind: each pair's claim tokens, [start, end)
 
 
+# -- loading a checker (NLIModel.__init__) ----------------------------------------------------------------------
+
+
+def _load_config(name: str, hub: dict[str, Any]) -> Any:
+    """The model's transformers config; a model that needs its own code is refused unless it is trusted."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(name, **hub)
+    except (OSError, ValueError, KeyError) as exc:
+        if "trust_remote_code" in str(exc):
+            raise _remote_code_error(name) from exc
+        raise NLIError(f"could not load NLI model {name!r}: {exc}") from exc
+    auto_map = getattr(config, "auto_map", None)
+    if not hub["trust_remote_code"] and isinstance(auto_map, dict) and set(auto_map) & set(_OWN_CODE_CLASSES):
+        raise _remote_code_error(name)
+    return config
+
+
+def _load_tokenizer(name: str, config: Any, hub: dict[str, Any]) -> Any:
+    """The model's tokenizer, or its config's foundation model's (HHEM-2.1-open ships none)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name, **hub)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        # HHEM-2.1-open ships no tokenizer: its config names the model whose tokenizer it uses ("foundation")
+        foundation = getattr(config, "foundation", None)
+        if not isinstance(foundation, str) or not foundation:
+            raise NLIError(f"could not load the tokenizer of NLI model {name!r}: {exc}") from exc
+    try:
+        return AutoTokenizer.from_pretrained(
+            foundation, local_files_only=hub["local_files_only"] or Path(foundation).is_dir()
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise NLIError(
+            f"NLI model {name!r} has no tokenizer of its own and its config's foundation {foundation!r} "
+            f"could not be loaded ({exc}); put the tokenizer files beside the weights"
+        ) from exc
+
+
+def _load_weights(name: str, kind: str, config: Any, hub: dict[str, Any]) -> Any:
+    """The model's weights in the transformers class of its checker ``kind``."""
+    from transformers import (
+        AutoModelForSeq2SeqLM,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+    )
+
+    auto = {"seq2seq": AutoModelForSeq2SeqLM, "token": AutoModelForTokenClassification}.get(
+        kind, AutoModelForSequenceClassification
+    )
+    try:
+        return auto.from_pretrained(name, config=config, **hub)
+    except (OSError, ValueError, KeyError, TypeError, ImportError, AttributeError, RuntimeError) as exc:
+        raise NLIError(f"could not load NLI model {name!r} as a {kind} checker: {exc}") from exc
+
+
+def _read_template(name: str, kind: str, eos: str, declared: str | None, config: Any) -> str | None:
+    """The template that turns a pair into one text (declared, the kind's own or the config's prompt), checked
+    for its slots; None: pairs are encoded as tokenizer pairs."""
+    template = declared
+    if template is None and kind == "token":
+        template = TOKEN_TEMPLATE
+    if template is None:
+        prompt = getattr(config, "prompt", None)  # HHEM-2.1's convention: the config carries its prompt
+        if isinstance(prompt, str) and "{text1}" in prompt and "{text2}" in prompt:
+            template = prompt
+    if template is None and kind == "seq2seq":
+        template = SEQ2SEQ_TEMPLATE
+    if template is None:
+        return None
+    slots = set(_SLOT.findall(template))
+    if kind == "token":
+        # the template wraps the passage alone: the claim is the pair's second text, read token by token
+        if not {"premise", "text1"} & slots or {"hypothesis", "text2"} & slots:
+            raise NLIError(
+                f"a token checker's template {template!r} needs a {{premise}} slot and no {{hypothesis}} slot "
+                "(the claim is the answer the model reads after it)"
+            )
+    elif not ({"premise", "text1"} & slots and {"hypothesis", "text2"} & slots):
+        raise NLIError(f"template {template!r} needs a {{premise}} and a {{hypothesis}} slot")
+    if "eos" in slots and not eos:
+        raise NLIError(f"template {template!r} uses {{eos}} but the tokenizer of {name!r} has none")
+    return template
+
+
 class NLIModel:
     """A local checker, ready for batched scoring: a 3-way NLI cross-encoder, a binary grounding classifier, a
     seq2seq checker or a token classifier, all returning ``(n, 3)`` probabilities ``[entailment, neutral,
@@ -374,15 +461,15 @@ class NLIModel:
         hub = {"revision": revision, "local_files_only": local_files_only, "trust_remote_code": trust_remote_code}
         if not trust_remote_code and _needs_remote_code(self.name, hub):
             raise _remote_code_error(self.name)
-        config = self._load_config(hub)
+        config = _load_config(self.name, hub)
         self.kind: str = detect_kind(config) if kind == "auto" else str(kind)
         _check_architecture(self.name, self.kind, config)
-        self.tokenizer = self._load_tokenizer(config, hub)
+        self.tokenizer = _load_tokenizer(self.name, config, hub)
         if not getattr(self.tokenizer, "is_fast", False):
             raise NLIError(f"{self.name}: a fast (Rust) tokenizer is needed for character offsets")
-        self.model = self._load_weights(config, hub)
+        self.model = _load_weights(self.name, self.kind, config, hub)
         self._map_labels(supported_label)
-        self.template: str | None = self._template(profile.get("template"), config)
+        self.template = _read_template(self.name, self.kind, self._eos, profile.get("template"), config)
         self.device = pick_device(device)
         self.half = (self.device == "cuda") if half is None else half
         self.model.to(self.device)
@@ -408,56 +495,7 @@ class NLIModel:
         self.pairs_scored = 0
         self._lock = threading.Lock()
 
-    # -- loading ---------------------------------------------------------------------------------------------------
-
-    def _load_config(self, hub: dict[str, Any]) -> Any:
-        from transformers import AutoConfig
-
-        try:
-            config = AutoConfig.from_pretrained(self.name, **hub)
-        except (OSError, ValueError, KeyError) as exc:
-            if "trust_remote_code" in str(exc):
-                raise _remote_code_error(self.name) from exc
-            raise NLIError(f"could not load NLI model {self.name!r}: {exc}") from exc
-        auto_map = getattr(config, "auto_map", None)
-        if not hub["trust_remote_code"] and isinstance(auto_map, dict) and set(auto_map) & set(_OWN_CODE_CLASSES):
-            raise _remote_code_error(self.name)
-        return config
-
-    def _load_tokenizer(self, config: Any, hub: dict[str, Any]) -> Any:
-        from transformers import AutoTokenizer
-
-        try:
-            return AutoTokenizer.from_pretrained(self.name, **hub)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            # HHEM-2.1-open ships no tokenizer: its config names the model whose tokenizer it uses ("foundation")
-            foundation = getattr(config, "foundation", None)
-            if not isinstance(foundation, str) or not foundation:
-                raise NLIError(f"could not load the tokenizer of NLI model {self.name!r}: {exc}") from exc
-        try:
-            return AutoTokenizer.from_pretrained(
-                foundation, local_files_only=hub["local_files_only"] or Path(foundation).is_dir()
-            )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise NLIError(
-                f"NLI model {self.name!r} has no tokenizer of its own and its config's foundation {foundation!r} "
-                f"could not be loaded ({exc}); put the tokenizer files beside the weights"
-            ) from exc
-
-    def _load_weights(self, config: Any, hub: dict[str, Any]) -> Any:
-        from transformers import (
-            AutoModelForSeq2SeqLM,
-            AutoModelForSequenceClassification,
-            AutoModelForTokenClassification,
-        )
-
-        auto = {"seq2seq": AutoModelForSeq2SeqLM, "token": AutoModelForTokenClassification}.get(
-            self.kind, AutoModelForSequenceClassification
-        )
-        try:
-            return auto.from_pretrained(self.name, config=config, **hub)
-        except (OSError, ValueError, KeyError, TypeError, ImportError, AttributeError, RuntimeError) as exc:
-            raise NLIError(f"could not load NLI model {self.name!r} as a {self.kind} checker: {exc}") from exc
+    # -- reading the labels ------------------------------------------------------------------------------------------
 
     def _map_labels(self, supported_label: int | None) -> None:
         """Set ``columns``, ``supported_label``, ``label_token_ids`` and ``has_contradiction`` for the kind."""
@@ -503,32 +541,6 @@ class NLIModel:
             self.label_token_ids = (int(ids[0][0]), int(ids[1][0]))
             self.columns = [1, 0, None]  # P("1") and P("0") of the two label tokens
         self.has_contradiction = self.kind == "nli" and self.columns[CONTRADICTION] is not None
-
-    def _template(self, declared: str | None, config: Any) -> str | None:
-        template = declared
-        if template is None and self.kind == "token":
-            template = TOKEN_TEMPLATE
-        if template is None:
-            prompt = getattr(config, "prompt", None)  # HHEM-2.1's convention: the config carries its prompt
-            if isinstance(prompt, str) and "{text1}" in prompt and "{text2}" in prompt:
-                template = prompt
-        if template is None and self.kind == "seq2seq":
-            template = SEQ2SEQ_TEMPLATE
-        if template is None:
-            return None
-        slots = set(_SLOT.findall(template))
-        if self.kind == "token":
-            # the template wraps the passage alone: the claim is the pair's second text, read token by token
-            if not {"premise", "text1"} & slots or {"hypothesis", "text2"} & slots:
-                raise NLIError(
-                    f"a token checker's template {template!r} needs a {{premise}} slot and no {{hypothesis}} slot "
-                    "(the claim is the answer the model reads after it)"
-                )
-        elif not ({"premise", "text1"} & slots and {"hypothesis", "text2"} & slots):
-            raise NLIError(f"template {template!r} needs a {{premise}} and a {{hypothesis}} slot")
-        if "eos" in slots and not self._eos:
-            raise NLIError(f"template {template!r} uses {{eos}} but the tokenizer of {self.name!r} has none")
-        return template
 
     @property
     def _eos(self) -> str:
