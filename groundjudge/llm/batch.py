@@ -156,7 +156,7 @@ class BatchRunner:
                 covered = self._plan(tx, pending, identity, outcome, live)
                 new = [call for key, call in pending.items() if key not in covered]
                 if new:
-                    cost = sum(client.worst_case_cost(call.request, batch=True) for call in new)
+                    cost = sum(client.costs.worst_case_cost(call.request, batch=True) for call in new)
                     client.ledger.reserve(cost, calls=len(new))  # the whole batch's worst case, before submitting
                     reserved, n_new = cost, len(new)
                 for chunk in self._chunks(new):

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ValidationError
 from groundjudge import errors
 from groundjudge.cache import Cache, make_key
 from groundjudge.llm.accounting import Ledger, Price, price_for
-from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, billed_text, json_instruction
+from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, json_instruction
+from groundjudge.llm.costs import CallCosts
 from groundjudge.llm.limits import Limiter, Outcome
 from groundjudge.llm.packing import share_packed
 from groundjudge.llm.replies import judge_reply, parse_json_reply, reask
@@ -37,10 +38,6 @@ log = logging.getLogger(__name__)
 
 # What makes a client's requests, replies and their prices what they are (besides its provider): a twin keeps them.
 _REQUEST_SETTINGS = ("retry", "max_reasks", "temperature", "seed", "max_tokens", "price")
-
-# Tokens a provider adds beyond the text: per message (role, separators) and per request (tool-use system prompt).
-_MESSAGE_OVERHEAD = 8
-_REQUEST_OVERHEAD = 1024
 
 
 @dataclass(frozen=True)
@@ -118,7 +115,7 @@ class LLMClient:
         self.price: Price | None = price if price is not None else price_for(self.model_id)
         if self.price is None and self.ledger.budget_usd is not None:
             raise errors.ConfigError(unpriced_budget_message(self.model_id))
-        self._out_tokens_seen = [0, 0]  # total output tokens, billed calls
+        self.costs = CallCosts(provider, self.price, max_tokens)
         self._lock = threading.Lock()
         self._deferred: list[DeferredCall] | None = None
         self._deferred_keys: set[str] = set()
@@ -138,7 +135,7 @@ class LLMClient:
 
     def request_for(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
         """The request the direct path sends for ``messages`` and ``schema`` (its settings; the schema is sent once,
-        by the adapter): what :meth:`estimate_cost` prices as sent."""
+        by the adapter): what :meth:`~groundjudge.llm.costs.CallCosts.estimate_cost` prices as sent."""
         return self._request(messages, schema)
 
     def _request(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
@@ -174,83 +171,6 @@ class LLMClient:
 
     def is_cached(self, messages: Sequence[Message], schema: type[BaseModel], prompt: PromptRef | None) -> bool:
         return self.cache is not None and self.cache.peek(self.cache_key(messages, schema, prompt))
-
-    def worst_case_cost(self, request: LLMRequest, *, batch: bool = False) -> float:
-        """USD a call can cost at most: what the budget holds while it is in flight.
-
-        Input: one token per UTF-8 byte of the messages and the schema, or of the request as the adapter sends it
-        (:func:`~groundjudge.llm.base.billed_text`: the schema may go twice) where that is more, plus per-message
-        and fixed overheads; no tokenizer makes more tokens than that. Each input token at the dearest input rate
-        (an Anthropic cache write costs more than plain input). Output: max_tokens. ``batch``: at the batch price.
-        """
-        if self.price is None:
-            return 0.0
-        text_bytes = sum(len(m.content.encode()) for m in request.messages)
-        schema_bytes = len(json.dumps(request.schema).encode())
-        sent_bytes = len(billed_text(self.provider, request).encode())
-        input_bytes = max(text_bytes + schema_bytes, sent_bytes)
-        input_tokens = input_bytes + _MESSAGE_OVERHEAD * len(request.messages) + _REQUEST_OVERHEAD
-        usd = (input_tokens * self.price.max_input_rate + request.max_tokens * self.price.output_per_mtok) / 1e6
-        return usd * self.price.batch_factor if batch else usd
-
-    def expected_tokens(self, call: LLMRequest | Sequence[Message]) -> tuple[int, int]:
-        """Realistic (input, output) tokens of one call: ~4 characters a token of what the provider bills, plus 8 a
-        message; the mean output per answer seen so far (256 before any) times the answers the request asks for (a
-        packed request: :func:`~groundjudge.llm.packing.pack_size`), at most its ``max_tokens``. A request is
-        counted as the adapter sends it, the schema in its structured-output format included
-        (:func:`~groundjudge.llm.base.billed_text`); bare messages by their text alone. What dry runs price and the
-        limiter's tokens-per-minute bucket takes before a reply says the real usage."""
-        from groundjudge.llm.packing import pack_size
-
-        if isinstance(call, LLMRequest):
-            chars, n_messages = len(billed_text(self.provider, call)), len(call.messages)
-            answers, cap = pack_size(call), call.max_tokens
-        else:
-            chars, n_messages = sum(len(m.content) for m in call), len(call)
-            answers, cap = 1, self.max_tokens
-        input_tokens = chars // 4 + _MESSAGE_OVERHEAD * n_messages
-        with self._lock:
-            out_total, n = self._out_tokens_seen
-        return input_tokens, min(cap, answers * (out_total // n if n else 256))
-
-    def _saw_output(self, request: LLMRequest, response: LLMResponse) -> None:
-        """Count a billed reply's output for :meth:`expected_tokens`, per answer it carries."""
-        from groundjudge.llm.packing import pack_size
-
-        with self._lock:
-            self._out_tokens_seen[0] += response.output_tokens
-            self._out_tokens_seen[1] += pack_size(request)
-
-    def estimate_cost(self, call: LLMRequest | Sequence[Message], *, batch: bool = False) -> float:
-        """Realistic USD of one call, for dry runs (:meth:`expected_tokens`; give the request, from
-        :meth:`request_for` or a deferred call, to count the schema the provider bills too); ``batch=True`` at the
-        batch API's price. The budget does not use it: calls in flight hold :meth:`worst_case_cost`."""
-        if self.price is None:
-            return 0.0
-        input_tokens, output_tokens = self.expected_tokens(call)
-        return self.price.cost(input_tokens, output_tokens, batch=batch)
-
-    def usage_of(self, response: LLMResponse, *, batch: bool = False) -> Usage:
-        """What one billed response cost: its tokens, cached and written ones at their rates, at the batch price
-        when it came through a batch API; with no price, an unpriced call (its cost unknown, not 0)."""
-        cost = 0.0
-        if self.price is not None:
-            cost = self.price.cost(
-                response.input_tokens,
-                response.output_tokens,
-                cached_input_tokens=response.cached_input_tokens,
-                cache_write_tokens=response.cache_write_tokens,
-                batch=batch,
-            )
-        return Usage(
-            calls=1,
-            input_tokens=response.input_tokens,
-            output_tokens=response.output_tokens,
-            cost_usd=cost,
-            cached_input_tokens=response.cached_input_tokens,
-            cache_write_tokens=response.cache_write_tokens,
-            unpriced_calls=int(self.price is None),
-        )
 
     # -- deferring cache misses to a batch -------------------------------------------------------------------
 
@@ -300,8 +220,8 @@ class LLMClient:
 
         The ledger is left to the caller (:class:`~groundjudge.llm.batch.BatchRunner` settles its reservation).
         """
-        usage = self.usage_of(response, batch=True)
-        self._saw_output(call.request, response)
+        usage = self.costs.usage_of(response, batch=True)
+        self.costs.saw_output(call.request, response)
         if response.refusal is not None:
             return usage, f"the model refused: {response.refusal}"
         value, problem, _ = judge_reply(response, call.schema, call.check)
@@ -473,13 +393,13 @@ class LLMClient:
         case, send, settle to the real cost, tell the limiter how it went; a refusal raises, counted."""
         permit = None
         if self.limiter is not None:
-            permit = self.limiter.acquire(sum(self.expected_tokens(request)))
+            permit = self.limiter.acquire(sum(self.costs.expected_tokens(request)))
             if waited is not None:
                 waited[0] += permit.waited
         outcome: Outcome = "unsent"
         retry_after: float | None = None
         try:
-            reserved = self.worst_case_cost(request)
+            reserved = self.costs.worst_case_cost(request)
             self.ledger.reserve(reserved)  # BudgetExceededError is not retryable: it ends the loop
             outcome = "failed"
             try:
@@ -495,13 +415,13 @@ class LLMClient:
                 self.limiter.release(permit, outcome, retry_after=retry_after)
         if permit is not None and self.limiter is not None:
             self.limiter.release(permit, "ok", used_tokens=response.input_tokens + response.output_tokens)
-        usage = self.usage_of(response)
+        usage = self.costs.usage_of(response)
         if usage.cost_usd > reserved + 1e-12:
             log.warning(
                 "%s: a call cost $%.6f, more than the $%.6f reserved for it", self.model_id, usage.cost_usd, reserved
             )
         self.ledger.settle(reserved, usage)
-        self._saw_output(request, response)
+        self.costs.saw_output(request, response)
         if response.refusal is not None:
             refusal = errors.RefusalError(
                 f"{self.model_id}: the model refused: {response.refusal}", refusal=response.refusal

@@ -11,7 +11,7 @@ cached under the single call's own key), so a missing, repeated or invalid part 
 The packed request may write every answer's reply: it asks for the sum of their output budgets (``max_tokens``), at
 most the model's own output limit where :data:`OUTPUT_LIMITS` knows it (:func:`output_limit`); a model it does not
 know (an OpenAI-compatible server, a model newer than the table) is asked for the sum. The budget's worst case and
-the dry run read that ``max_tokens`` (:meth:`~groundjudge.llm.client.LLMClient.worst_case_cost`, ``expected_tokens``:
+the dry run read that ``max_tokens`` (:meth:`~groundjudge.llm.costs.CallCosts.worst_case_cost`, ``expected_tokens``:
 the mean reply per answer times :func:`pack_size`).
 """
 

@@ -286,7 +286,7 @@ class _DryRun:
             for group in packs(calls, self.pack):
                 if len(group) > 1:
                     packed = self.client.packed_request([c.request for c in group])
-                    usage = Usage(calls=1, cost_usd=self.client.estimate_cost(packed, batch=self.batch))
+                    usage = Usage(calls=1, cost_usd=self.client.costs.estimate_cost(packed, batch=self.batch))
                     shares = share_packed(usage, [c.request for c in group])
                     self.packed.update((c.key, share) for c, share in zip(group, shares, strict=True))
         return []
@@ -317,15 +317,15 @@ class _DryRun:
                 for key in w.deferred if parked == "second" else []:
                     tally.second["exact"] += 1
                     tally.exact += 1
-                    tally.cost += self.second.estimate_cost(self.call(key).request, batch=batch)
+                    tally.cost += self.second.costs.estimate_cost(self.call(key).request, batch=batch)
             elif w.live:  # its claims, their NLI scores or the first judge's verdicts are not cached yet
                 tally.second["upper_bound"] += 1
                 tally.bounded += 1
-                tally.cost += self.second.estimate_cost(_bound_request(self.second, w, False), batch=batch)
+                tally.cost += self.second.costs.estimate_cost(_bound_request(self.second, w, False), batch=batch)
         for key in first:  # a miss: the exact request the run would send (a packed one: its share of the pack)
             share = self.packed.get(key)
             if share is None:
-                share = Usage(calls=1, cost_usd=self.client.estimate_cost(self.call(key).request, batch=batch))
+                share = Usage(calls=1, cost_usd=self.client.costs.estimate_cost(self.call(key).request, batch=batch))
             tally.exact += share.calls
             tally.cost += share.cost_usd
         if parked == "claims":
@@ -335,7 +335,7 @@ class _DryRun:
         else:
             return
         tally.bounded += 1  # at most one sources-side call: an upper bound
-        tally.cost += self.client.estimate_cost(_bound_request(self.client, w, self.qa_expected), batch=batch)
+        tally.cost += self.client.costs.estimate_cost(_bound_request(self.client, w, self.qa_expected), batch=batch)
 
 
 class _DrySteps(Steps):

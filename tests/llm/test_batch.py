@@ -257,8 +257,8 @@ def test_budget_holds_the_whole_batch_before_submitting(
 ) -> None:
     probe = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
     deferred = defer_all(probe)
-    one = probe.worst_case_cost(deferred[0].request, batch=True)
-    assert one == pytest.approx(probe.worst_case_cost(deferred[0].request) / 2)
+    one = probe.costs.worst_case_cost(deferred[0].request, batch=True)
+    assert one == pytest.approx(probe.costs.worst_case_cost(deferred[0].request) / 2)
     client = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"), ledger=Ledger(budget_usd=one * 2.5))
     with pytest.raises(errors.BudgetExceededError):
         runner(client, tmp_path).run(deferred)

@@ -535,7 +535,7 @@ def test_usd_budget_is_never_passed_under_concurrency(server: ScriptedLLMServer)
     assert outcomes.count("ok") == 5 and outcomes.count("stopped") == 15
     assert ledger.total.calls == len(server.requests) == 5
     # the dry-run estimate stays realistic: the mean output seen (1000 tokens here), not a worst case
-    assert client.estimate_cost(ASK) == pytest.approx(1.0)
+    assert client.costs.estimate_cost(ASK) == pytest.approx(1.0)
 
 
 def test_worst_case_reservation_covers_non_ascii_input(server: ScriptedLLMServer) -> None:
@@ -544,8 +544,8 @@ def test_worst_case_reservation_covers_non_ascii_input(server: ScriptedLLMServer
     cjk = [Message(role="user", content="東京" * 500)]
     client = make_test_client(server, model="openai/input-priced", max_tokens=10)
     request = client._request(cjk, Verdict)
-    assert client.worst_case_cost(request) >= len("東京".encode()) * 500
-    assert client.estimate_cost(cjk) < client.worst_case_cost(request) / 4
+    assert client.costs.worst_case_cost(request) >= len("東京".encode()) * 500
+    assert client.costs.estimate_cost(cjk) < client.costs.worst_case_cost(request) / 4
 
 
 # -- Retry-After -----------------------------------------------------------------------------------------------

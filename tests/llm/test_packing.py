@@ -235,8 +235,8 @@ def test_a_budget_stop_in_a_packed_call_raises(server: ScriptedLLMServer, tmp_pa
 def test_the_packed_request_is_cheaper_than_the_calls_alone(server: ScriptedLLMServer, tmp_path: Path) -> None:
     client = client_for(server, tmp_path)
     calls = deferred(client, ["one two three"] * 1 + ["four five six", "seven eight nine", "ten eleven twelve"])
-    alone = sum(client.expected_tokens(c.request)[0] for c in calls)
-    packed = client.expected_tokens(pack_request([c.request for c in calls]))[0]
+    alone = sum(client.costs.expected_tokens(c.request)[0] for c in calls)
+    packed = client.costs.expected_tokens(pack_request([c.request for c in calls]))[0]
     assert packed < alone
 
 
@@ -309,8 +309,8 @@ def test_the_estimates_count_a_packed_reply_per_answer(server: ScriptedLLMServer
     calls = deferred(client, ["one two", "three four", "five six", "seven eight"])
     client.complete_packed(calls)
     packed = client.packed_request([c.request for c in calls])
-    assert client.expected_tokens(calls[0].request)[1] == 100  # 400 output tokens for four answers
-    assert client.expected_tokens(packed)[1] == 400
-    assert client.expected_tokens(replace(packed, max_tokens=300))[1] == 300
-    cost = client.estimate_cost(packed)
-    assert cost == pytest.approx(client.expected_tokens(packed)[0] / 1e6 + 400 / 1e6)
+    assert client.costs.expected_tokens(calls[0].request)[1] == 100  # 400 output tokens for four answers
+    assert client.costs.expected_tokens(packed)[1] == 400
+    assert client.costs.expected_tokens(replace(packed, max_tokens=300))[1] == 300
+    cost = client.costs.estimate_cost(packed)
+    assert cost == pytest.approx(client.costs.expected_tokens(packed)[0] / 1e6 + 400 / 1e6)

@@ -167,7 +167,7 @@ def test_budget_holds_cache_writes_at_their_dearer_rate(server: ScriptedLLMServe
     register_price("anthropic/plain-writes", 1.0, 0.0)
     server.push(Reply.json(OK))
     plain = make_test_client(server, "anthropic", model="anthropic/plain-writes")
-    input_bound = plain.worst_case_cost(plain._request(ask("claim"), Answer))  # all input at the plain rate
+    input_bound = plain.costs.worst_case_cost(plain._request(ask("claim"), Answer))  # all input at the plain rate
     budget = input_bound * 3  # fits the plain-rate bound, not the cache-write bound
     client = make_test_client(server, "anthropic", model="anthropic/dear-writes", ledger=Ledger(budget_usd=budget))
     with pytest.raises(errors.BudgetExceededError):
@@ -177,5 +177,5 @@ def test_budget_holds_cache_writes_at_their_dearer_rate(server: ScriptedLLMServe
 
 def test_estimate_cost_at_batch_price(server: ScriptedLLMServer) -> None:
     client = make_test_client(server, "openai")
-    direct = client.estimate_cost(ask("claim"))
-    assert direct > 0 and client.estimate_cost(ask("claim"), batch=True) == pytest.approx(direct * 0.5)
+    direct = client.costs.estimate_cost(ask("claim"))
+    assert direct > 0 and client.costs.estimate_cost(ask("claim"), batch=True) == pytest.approx(direct * 0.5)

@@ -135,4 +135,4 @@ def test_the_budget_holds_a_schema_sent_twice() -> None:
     request = client.request_for(ASK, wide)
     sent = len(billed_text(provider, request).encode())
     assert sent > sum(len(m.content.encode()) for m in ASK) + len(json.dumps(request.schema).encode()) + 1024
-    assert client.worst_case_cost(request) * 1e6 >= sent
+    assert client.costs.worst_case_cost(request) * 1e6 >= sent

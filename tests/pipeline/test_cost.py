@@ -309,7 +309,7 @@ def test_usage_sums_never_show_a_known_zero_when_a_call_had_no_price(
             ledger.record(usage)
         else:
             response = LLMResponse("{}", tokens_in, tokens_out, cached_input_tokens=min(cached, tokens_in))
-            usage = (priced if kind == "priced" else unpriced).usage_of(response)
+            usage = (priced if kind == "priced" else unpriced).costs.usage_of(response)
             ledger.reserve(0.0)
             ledger.settle(0.0, usage)
         usages.append(usage)
