@@ -1,5 +1,6 @@
 """The house rules the import linter cannot state (the others are contracts in pyproject.toml, run by
-``lint-imports``): no module imports a private name of another, and no module grows past 900 lines; and rule 7
+``lint-imports``): no module imports a private name of another, no module grows past 900 lines, no class past 400
+and no function past 150; and rule 7
 once more, by folder, so that a new module in ``review/`` is covered without a new contract line: ``io/`` and
 ``runs/`` never import ``review/`` (the report line is ``io.reports``, the run summary ``tally``), and ``review/``
 imports only ``models``, ``errors``, ``io.jsonl``, ``io.reports``, ``tally``, ``stats`` and itself."""
@@ -15,6 +16,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "groundjudge"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 MAX_LINES = 900
+MAX_CLASS_LINES = 400
+MAX_FUNCTION_LINES = 150
 
 
 def _module_name(path: Path, root: Path = PACKAGE.parent) -> str:
@@ -153,6 +156,33 @@ def test_the_rule_7_check_can_fail(tmp_path: Path) -> None:
 def test_no_module_is_over_the_size_limit(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.name} has {lines} lines; split it by job (see DEVELOPERS.md)"
+
+
+def oversized(source: str) -> list[str]:
+    """The classes over :data:`MAX_CLASS_LINES` and functions (methods and nested ones too) over
+    :data:`MAX_FUNCTION_LINES` lines of ``source``, decorators and docstrings included, as ``"name: n lines"``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            n = (node.end_lineno or node.lineno) - first + 1
+            limit = MAX_CLASS_LINES if isinstance(node, ast.ClassDef) else MAX_FUNCTION_LINES
+            if n > limit:
+                out.append(f"{node.name}: {n} lines")
+    return out
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_no_class_or_function_is_over_its_size_limit(path: Path) -> None:
+    assert oversized(path.read_text(encoding="utf-8")) == [], "split it by job (see DEVELOPERS.md, rule 10)"
+
+
+def test_the_size_rule_counts_classes_functions_and_their_decorators() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_CLASS_LINES))
+    assert oversized(f"@dataclass\nclass Big:\n{body}\n") == [f"Big: {MAX_CLASS_LINES + 2} lines"]
+    assert oversized(f"class Fits:\n{body[: body.rfind(chr(10))]}\n") == []
+    steps = "\n".join(f"        y = {i}" for i in range(MAX_FUNCTION_LINES))
+    assert oversized(f"class C:\n    def long(self):\n{steps}\n") == [f"long: {MAX_FUNCTION_LINES + 1} lines"]
 
 
 def test_the_tests_mirror_the_package() -> None:
