@@ -410,6 +410,20 @@ def _optimizer(model: Any, settings: TuneSettings, total: int) -> tuple[Any, Any
 ProgressFn = Callable[[int, int, float], None]
 
 
+def _check_trainable(base: NLIModel) -> None:
+    """Refuse, before any work, a base that :func:`train` cannot fine-tune: it trains a 3-way NLI cross-encoder
+    (``*ForSequenceClassification`` read as tokenizer pairs with entailment / neutral / contradiction labels); a
+    two-label, seq2seq or token checker, or a model that reads its pairs through a template, is another objective."""
+    if base.kind != "nli" or base.template is not None:
+        what = f"a {base.kind} checker"
+        if base.kind == "nli":
+            what = "an NLI model that reads its pairs through a template"
+        raise ConfigError(
+            f"tune fine-tunes 3-way NLI cross-encoders; {base.name} is {what}. Use it as it is, and fit its "
+            "thresholds and verdict head to your labels with `groundjudge calibrate` (any kind of checker)"
+        )
+
+
 def train(
     base: str,
     pairs: Sequence[TrainPair],
@@ -739,13 +753,14 @@ def tune(
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise InputError(f"no file {', '.join(missing)}")
+    base_model = NLIModel(base, device=device)
+    _check_trainable(base_model)  # before OUT is touched: nothing to clear up after a refusal
     out = Path(out)
     key = _run_key(paths, base, settings)
     _prepare_out(out, key, overwrite)
     state_file = out / STATE_DIR / "run.json"
     state = json.loads(state_file.read_text())
     start = time.perf_counter()
-    base_model = NLIModel(base, device=device)
     examples = load_examples(paths, base_model.tokenizer, settings)
     if not examples:
         raise InputError("no usable labelled claims in the data files")

@@ -4,6 +4,7 @@ loadable model with its thresholds; interrupt and resume. A tiny random model ke
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -358,3 +359,23 @@ def test_a_rerun_keeps_the_model_the_run_decided_on(tmp_path: Path, tiny: str, m
     again = tune([data], tiny, out, TuneSettings(**{**HEADED.__dict__, "head": False}), device="cpu")
     assert again["kept"] == first["kept"] and again["kept_reason"] == first["kept_reason"]
     assert (out / "model.safetensors").read_bytes() == weights
+
+
+def test_tune_refuses_a_checker_it_cannot_train_before_any_work(tmp_path: Path, tiny: str) -> None:
+    # tune trains a 3-way NLI cross-encoder read as tokenizer pairs; a two-label checker (MiniCheck, FactCG) or a
+    # model that reads its pairs through a template crashed deep in training (or, for a token checker, in the
+    # distillation targets: "type list doesn't define __round__") after the pairs were built and scored
+    from tests.conftest import tiny_deberta_model
+
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    corpus = ["The tower is 330 metres tall.", "Cats are mammals.", "a b c d e f g"] * 50
+    binary = tiny_deberta_model(tmp_path / "binary" / "model", corpus, {0: "LABEL_0", 1: "LABEL_1"}, vocab_size=30)
+    (binary / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "kind": "binary", "supported_label": 1}))
+    templated = tmp_path / "templated"
+    shutil.copytree(tiny, templated)
+    (templated / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "template": "{premise} || {hypothesis}"}))
+    for base, says in ((binary, "is a binary checker"), (templated, "reads its pairs through a template")):
+        out = tmp_path / f"out-{base.name}"
+        with pytest.raises(ConfigError, match=says) as caught:
+            tune([data], str(base), out, FAST, device="cpu")
+        assert "groundjudge calibrate" in str(caught.value) and not out.exists()
