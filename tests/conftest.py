@@ -136,6 +136,62 @@ def tiny_nli(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli") / "model", SHARED_MODEL)
 
 
+def tiny_modernbert_model(path: Path, corpus: list[str], id2label: dict[int, str]) -> Path:
+    """A tiny random ModernBERT token classifier with a byte-level BPE tokenizer that, as ModernBERT's, encodes a
+    pair as ``[CLS] A [SEP] B [SEP]`` without token types (LettuceDetect's shape, tiny), saved at ``path``; its
+    tokenizer is trained on ``corpus`` and the token checker's template. Returns ``path``."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import ModernBertConfig, ModernBertForTokenClassification, PreTrainedTokenizerFast
+
+    from groundjudge.checker.nli import TOKEN_TEMPLATE
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    bpe = Tokenizer(models.BPE(unk_token="[UNK]"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=1000, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator([*corpus, TOKEN_TEMPLATE], trainer=trainer)
+    cls, sep = bpe.token_to_id("[CLS]"), bpe.token_to_id("[SEP]")
+    bpe.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_input_names=["input_ids", "attention_mask"],
+    )
+    torch.manual_seed(0)
+    config = ModernBertConfig(  # lettucedect-base-modernbert-en-v1's shape, tiny
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        layer_types=["full_attention", "sliding_attention", "full_attention"],
+        local_attention=16,  # windows shorter than the pairs, so that a padding bug in local attention shows
+        max_position_embeddings=1024,
+        initializer_range=0.5,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=cls,
+        cls_token_id=cls,
+        eos_token_id=sep,
+        sep_token_id=sep,
+        num_labels=len(id2label),
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+    )
+    ModernBertForTokenClassification(config).eval().save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return path
+
+
 def tiny_deberta_model(
     path: Path, corpus: list[str], id2label: dict[int, str], *, vocab_size: int = 1200, initializer_range: float = 0.1
 ) -> Path:

@@ -84,6 +84,13 @@ def _update_model_file(model_dir: str | Path, changes: dict[str, Any]) -> Path:
     return path
 
 
+def write_checker_declaration(model_dir: str | Path, declared: dict[str, Any]) -> Path:
+    """Store how to run the model beside its weights (``kind``, ``supported_label``, ``template``: what
+    ``checker.nli.read_checker_profile`` reads), keeping the rest of the file; a key absent from ``declared`` is
+    removed."""
+    return _update_model_file(model_dir, {k: declared.get(k) for k in ("kind", "supported_label", "template")})
+
+
 def read_model_head(model_dir: str | Path) -> dict[str, Any] | None:
     """The verdict head stored beside a local model's weights (``groundjudge.json``, key ``head``), or None.
 

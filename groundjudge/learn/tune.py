@@ -45,8 +45,16 @@ from groundjudge.atomic import atomic_write_text, atomic_writer
 from groundjudge.checker import evidence
 from groundjudge.checker.evidence import BM25
 from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS, VerdictHead, claim_key
-from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer, pick_device
-from groundjudge.checker.profile import write_model_head, write_model_profile
+from groundjudge.checker.nli import (
+    CONTRADICTION,
+    ENTAILMENT,
+    NEUTRAL,
+    NLIModel,
+    NLIScorer,
+    pick_device,
+    read_checker_profile,
+)
+from groundjudge.checker.profile import write_checker_declaration, write_model_head, write_model_profile
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.io.jsonl import read_jsonl
@@ -296,6 +304,8 @@ def build_pairs(
         i = 0
         for ex, texts in pick:
             which = _WHICH[ex.label]
+            if which == CONTRADICTION and not base.has_contradiction:
+                which = NEUTRAL  # a checker without a contradiction output: its "not supported" one
             block = probs[i : i + len(texts)]
             i += len(texts)
             best = int(block[:, which].argmax())
@@ -411,16 +421,17 @@ ProgressFn = Callable[[int, int, float], None]
 
 
 def _check_trainable(base: NLIModel) -> None:
-    """Refuse, before any work, a base that :func:`train` cannot fine-tune: it trains a 3-way NLI cross-encoder
-    (``*ForSequenceClassification`` read as tokenizer pairs with entailment / neutral / contradiction labels); a
-    two-label, seq2seq or token checker, or a model that reads its pairs through a template, is another objective."""
-    if base.kind != "nli" or base.template is not None:
+    """Refuse, before any work, a base that :func:`train` cannot fine-tune: it trains a sequence classifier read as
+    tokenizer pairs (an NLI cross-encoder, or a two-label checker such as MiniCheck-DeBERTa or FactCG); a seq2seq or
+    token checker, or a model that reads its pairs through a template, is another objective."""
+    if base.kind not in ("nli", "binary") or base.template is not None:
         what = f"a {base.kind} checker"
-        if base.kind == "nli":
-            what = "an NLI model that reads its pairs through a template"
+        if base.kind in ("nli", "binary"):
+            what = f"{'an NLI' if base.kind == 'nli' else 'a two-label'} model that reads its pairs through a template"
         raise ConfigError(
-            f"tune fine-tunes 3-way NLI cross-encoders; {base.name} is {what}. Use it as it is, and fit its "
-            "thresholds and verdict head to your labels with `groundjudge calibrate` (any kind of checker)"
+            f"tune fine-tunes NLI cross-encoders and two-label checkers read as text pairs; {base.name} is {what}. "
+            "Use it as it is, and fit its thresholds and verdict head to your labels with `groundjudge calibrate` "
+            "(any kind of checker)"
         )
 
 
@@ -434,8 +445,12 @@ def train(
     run_key: str = "",
     checkpoint_every: int = 50,
     progress: ProgressFn | None = None,
+    columns: Sequence[int | None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``base`` on the pairs and save the model (weights, tokenizer, config) to ``out``.
+
+    ``columns``: the output index of entailment, neutral and contradiction (``NLIModel.columns``: a two-label
+    checker's supported output, its other output, None); default: read from the config's label names.
 
     A checkpoint in ``out/.tune`` is written every ``checkpoint_every`` steps, at each epoch's end and on an
     interrupt; a later call with the same ``run_key`` resumes from it.
@@ -451,7 +466,7 @@ def train(
     state_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=Path(base).is_dir())
     model = AutoModelForSequenceClassification.from_pretrained(base, local_files_only=Path(base).is_dir())
-    columns = label_columns(model.config.id2label)
+    columns = list(columns) if columns is not None else label_columns(model.config.id2label)
     target_col = {
         label: columns[which] if columns[which] is not None else columns[NEUTRAL] for label, which in _WHICH.items()
     }
@@ -758,6 +773,7 @@ def tune(
     out = Path(out)
     key = _run_key(paths, base, settings)
     _prepare_out(out, key, overwrite)
+    write_checker_declaration(out, read_checker_profile(base))  # the tuned model runs as its base does
     state_file = out / STATE_DIR / "run.json"
     state = json.loads(state_file.read_text())
     start = time.perf_counter()
@@ -798,6 +814,7 @@ def tune(
             run_key=key,
             checkpoint_every=checkpoint_every,
             progress=progress,
+            columns=base_model.columns,
         )
         state.update(trained=True, training=training)
         state_file.write_text(json.dumps(state) + "\n")

@@ -31,7 +31,7 @@ from groundjudge.checker.nli import (
 from groundjudge.chunking import chunk_document
 from groundjudge.config import Config
 from groundjudge.testing import tiny_nli_model
-from tests.conftest import SHARED, SHARED_MODEL, tiny_deberta_model
+from tests.conftest import SHARED, SHARED_MODEL, tiny_deberta_model, tiny_modernbert_model
 
 PLACEHOLDERS = {0: "LABEL_0", 1: "LABEL_1"}
 PAIRS = [
@@ -465,62 +465,9 @@ def test_config_options_reach_the_model(binary_dir: Path, tmp_path: Path) -> Non
 # -- token: LettuceDetect shape (ModernBertForTokenClassification, two labels, 1 = hallucinated) -------------------
 
 
-def _tiny_modernbert(path: Path, corpus: list[str], id2label: dict[int, str]) -> Path:
-    """A tiny random ModernBERT token classifier with a byte-level BPE tokenizer that, as ModernBERT's, encodes a
-    pair as ``[CLS] A [SEP] B [SEP]`` without token types."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import ModernBertConfig, ModernBertForTokenClassification, PreTrainedTokenizerFast
-
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    bpe = Tokenizer(models.BPE(unk_token="[UNK]"))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=1000, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    bpe.train_from_iterator([*corpus, TOKEN_TEMPLATE], trainer=trainer)
-    cls, sep = bpe.token_to_id("[CLS]"), bpe.token_to_id("[SEP]")
-    bpe.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-        model_input_names=["input_ids", "attention_mask"],
-    )
-    torch.manual_seed(0)
-    config = ModernBertConfig(  # lettucedect-base-modernbert-en-v1's shape, tiny
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        layer_types=["full_attention", "sliding_attention", "full_attention"],
-        local_attention=16,  # windows shorter than the pairs, so that a padding bug in local attention shows
-        max_position_embeddings=1024,
-        initializer_range=0.5,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=cls,
-        cls_token_id=cls,
-        eos_token_id=sep,
-        sep_token_id=sep,
-        num_labels=len(id2label),
-        id2label=id2label,
-        label2id={v: k for k, v in id2label.items()},
-    )
-    ModernBertForTokenClassification(config).eval().save_pretrained(str(path))
-    tokenizer.save_pretrained(str(path))
-    return path
-
-
 @pytest.fixture(scope="module")
 def token_dir(tmp_path_factory: pytest.TempPathFactory, corpus: list[str]) -> Path:
-    return _tiny_modernbert(tmp_path_factory.mktemp("modernbert") / "model", corpus, PLACEHOLDERS)
+    return tiny_modernbert_model(tmp_path_factory.mktemp("modernbert") / "model", corpus, PLACEHOLDERS)
 
 
 def _lettuce_reading(model: NLIModel, premise: str, claim: str, hallucinated: int = 1) -> tuple[float, float]:
@@ -604,7 +551,7 @@ def test_token_checker_configs_that_do_not_fit_are_refused(
     import shutil
 
     # a named-entity tagger is a token classifier, but not a two-label one
-    ner = _tiny_modernbert(tmp_path / "ner" / "model", corpus, {0: "O", 1: "B-PER", 2: "I-PER"})
+    ner = tiny_modernbert_model(tmp_path / "ner" / "model", corpus, {0: "O", 1: "B-PER", 2: "I-PER"})
     with pytest.raises(errors.NLIError, match="a token checker has two labels"):
         NLIModel(str(ner), device="cpu")
     # a sequence classifier read as a token checker (or the reverse) would get a random head: refused

@@ -34,6 +34,8 @@ from tests.conftest import SHARED_MODEL, write_jsonl
 
 FAST = TuneSettings(epochs=2, batch_size=4, max_length=64, holdout=0.25, distill=0.5, l2sp=0.01)
 
+PLACEHOLDERS = {0: "LABEL_0", 1: "LABEL_1"}
+
 
 @pytest.fixture(scope="module")
 def tiny(tiny_nli: Path) -> str:
@@ -362,20 +364,39 @@ def test_a_rerun_keeps_the_model_the_run_decided_on(tmp_path: Path, tiny: str, m
 
 
 def test_tune_refuses_a_checker_it_cannot_train_before_any_work(tmp_path: Path, tiny: str) -> None:
-    # tune trains a 3-way NLI cross-encoder read as tokenizer pairs; a two-label checker (MiniCheck, FactCG) or a
-    # model that reads its pairs through a template crashed deep in training (or, for a token checker, in the
-    # distillation targets: "type list doesn't define __round__") after the pairs were built and scored
+    # tune trains a sequence classifier read as tokenizer pairs; a token checker crashed in the distillation targets
+    # ("type list doesn't define __round__") after the pairs were built and scored, and a model read through a
+    # template was trained on pairs it never sees
+    from tests.conftest import tiny_modernbert_model
+
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    token = tiny_modernbert_model(tmp_path / "token" / "model", ["Cats are mammals.", "a b c"], PLACEHOLDERS)
+    (token / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "kind": "token", "supported_label": 0}))
+    templated = tmp_path / "templated"
+    shutil.copytree(tiny, templated)
+    (templated / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "template": "{premise} || {hypothesis}"}))
+    for base, says in ((token, "is a token checker"), (templated, "reads its pairs through a template")):
+        out = tmp_path / f"out-{base.parent.name}"
+        with pytest.raises(ConfigError, match=says) as caught:
+            tune([data], str(base), out, FAST, device="cpu")
+        assert "groundjudge calibrate" in str(caught.value) and not out.exists()
+
+
+def test_tune_trains_a_two_label_checker_and_the_tuned_model_runs_as_its_base(tmp_path: Path) -> None:
+    # MiniCheck-DeBERTa / FactCG shape: two outputs with placeholder names, the supported one declared in the
+    # folder's groundjudge.json. The labels came from the config's names (refused: "names no entailment label")
+    # and the tuned folder lost the declaration, so it could not be loaded.
     from tests.conftest import tiny_deberta_model
 
     data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
     corpus = ["The tower is 330 metres tall.", "Cats are mammals.", "a b c d e f g"] * 50
-    binary = tiny_deberta_model(tmp_path / "binary" / "model", corpus, {0: "LABEL_0", 1: "LABEL_1"}, vocab_size=30)
-    (binary / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "kind": "binary", "supported_label": 1}))
-    templated = tmp_path / "templated"
-    shutil.copytree(tiny, templated)
-    (templated / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "template": "{premise} || {hypothesis}"}))
-    for base, says in ((binary, "is a binary checker"), (templated, "reads its pairs through a template")):
-        out = tmp_path / f"out-{base.name}"
-        with pytest.raises(ConfigError, match=says) as caught:
-            tune([data], str(base), out, FAST, device="cpu")
-        assert "groundjudge calibrate" in str(caught.value) and not out.exists()
+    base = tiny_deberta_model(tmp_path / "binary" / "model", corpus, PLACEHOLDERS, vocab_size=30)
+    (base / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "kind": "binary", "supported_label": 0}))
+    out = tmp_path / "tuned"
+    steps: list[int] = []
+    tune([data], str(base), out, FAST, device="cpu", progress=lambda s, t, loss: steps.append(s))
+    assert steps  # it trained
+    tuned = NLIModel(str(out), device="cpu")
+    assert tuned.kind == "binary" and tuned.supported_label == 0 and tuned.columns == [0, 1, None]
+    probs = tuned.predict([("Cats are mammals.", "Cats are mammals.")])
+    assert probs.shape == (1, 3) and probs[0, 2] == 0 and probs[0, 0] + probs[0, 1] == pytest.approx(1)
