@@ -147,12 +147,15 @@ class Steps:
         # scored too.
         # After the sentence alone and the best passage, more evidence (the next passages, the sentence with its
         # neighbours) is scored only near an entailment line in force (t_support, t_unsupported), where it can move
-        # a claim across it (checker.evidence.MARGIN); a head or a local contradiction call reads every score.
+        # a claim across it (checker.evidence.MARGIN); a head or a local contradiction call reads every score, and
+        # with the conflict check on, so does a claim that one of its pieces disagrees with on a number or a month.
         t = self.ctx.thresholds
         reads_all = self._local_contradiction or self.ctx.head is not None
         early_exit = None if reads_all else t.t_support
         lines = None if reads_all else [x for x in (t.t_support, t.t_unsupported) if x is not None]
-        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=early_exit, lines=lines)
+        selector = EvidenceSelector(
+            self.scorer, k=c.evidence_k, early_exit=early_exit, lines=lines, conflicts=c.conflict_check
+        )
         sources: dict[tuple[str, ...], Sources] = {}
 
         def check(works: list[Work]) -> None:

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from groundjudge.checker.bm25 import BM25
 from groundjudge.checker.evidence import SENTENCES, EvidenceSelector
+from groundjudge.checker.head import FEATURES, Sources, claim_features
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer
 from groundjudge.checker.windows import ALL_SHAPES, SHAPES, SentenceIndex
 from groundjudge.chunking import chunk_documents
 from groundjudge.models import Claim, ClaimNLI, LocalThresholds, Passage
-from groundjudge.stages.route import route_claim
+from groundjudge.stages.route import Decision, route_claim
 
 
 @pytest.fixture(scope="module")
@@ -254,11 +255,23 @@ def line_configs(draw: st.DrawFn) -> tuple[str, float | None, float | None]:
     return mode, t_support, t_unsupported
 
 
+# the words of the fewer-pairs property: the sentences above, with months and a second year, so that claims and
+# sources often disagree on a number or a month (``signals.conflict_of``)
+CONFLICT_WORDS = [*WORDS, "1901", "June", "March"]
+conflict_sentence = st.lists(st.sampled_from(CONFLICT_WORDS), min_size=1, max_size=12).map(lambda w: " ".join(w) + ".")
+conflict_document = st.lists(conflict_sentence, min_size=1, max_size=30).map(
+    lambda s: (" " if len(s) % 2 else "\n").join(s)
+)
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    docs=st.lists(document, min_size=1, max_size=3),
+    docs=st.lists(conflict_document, min_size=1, max_size=3),
     claims=st.lists(
-        st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join), min_size=1, max_size=4, unique=True
+        st.lists(st.sampled_from(CONFLICT_WORDS), min_size=1, max_size=6).map(" ".join),
+        min_size=1,
+        max_size=4,
+        unique=True,
     ),
     config=line_configs(),
     k=st.sampled_from([1, 2, 4]),
@@ -272,16 +285,17 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
     k: int,
     data: st.DataObject,
 ) -> None:
-    """Any claims, sources, lines and scores (within the rule's premise, :class:`_DrawnScorer`): each claim's verdict
-    and route with the fewer-pairs rule are those it gets when every piece is scored (up to the same early exit), as
+    """Any claims, sources, lines and scores (within the rule's premise, :class:`_DrawnScorer`): each claim's
+    decision with the fewer-pairs rule is the one it gets when every piece is scored (up to the same early exit), as
     the pipeline sets the selector up (the early exit at t_support, the lines t_support and t_unsupported, the
-    default margin).
+    default margin, the conflict check on): its verdict, route, ``conflict`` flag and note, error type, and the
+    verdict head's ``conflict`` feature.
 
-    The conflict check is off here: it reads the best entailment's and the best contradiction's passages, and a
-    skipped piece can hold the highest contradiction (nli mode at 0.55, claim "river 42%", sources "river." and
-    "river 1897.": scored, "river 1897." flags a number conflict; the rule leaves it unscored), so with it on the
-    rule can change a claim's flag and error type, and in a cascade whose t_unsupported is above the margin its
-    route."""
+    The conflict check reads the best entailment's and the best contradiction's pieces, which a skipped piece could
+    have been (nli mode at 0.55, claim "river 42%", sources "river." and "river 1897.": "river 1897." flags a number
+    conflict); so a claim that any of its pieces conflicts with is scored on every piece, and one that none does has
+    no flag whatever is scored. In a cascade whose ``t_unsupported`` is above the margin, with
+    ``escalate_conflicts``, the flag decides the route."""
     mode, t_support, t_unsupported = config
     passages = chunk_documents(docs, tiny.tokenizer, 24, 6)
     scorer = _DrawnScorer(tiny, data, {c: _free_pieces(c, passages, k) for c in claims})
@@ -292,18 +306,20 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
     every = every_piece(scorer, k, t_support).check(items)
     assert set(asked) <= set(scorer.asked)
     thresholds = LocalThresholds(t_support=t_support, t_contradict=None, t_unsupported=t_unsupported)
+    sources = Sources.of(docs)
+    conflict_feature = FEATURES.index("conflict")
 
-    def decide(claim: str, nli: ClaimNLI) -> tuple[str, str]:
+    def decide(claim: str, nli: ClaimNLI) -> tuple[Decision, float]:
         d = route_claim(
             Claim(id="c1", text=claim),
             nli,
             mode=mode,
             thresholds=thresholds,
             local_contradiction=False,
-            conflict_check=False,
+            conflict_check=True,
             escalate_conflicts=True,
         )
-        return d.label, d.route
+        return d, claim_features(claim, nli, sources)[conflict_feature]
 
     for claim, (few,), (full,) in zip(claims, fewer, every, strict=True):
         assert decide(claim, few) == decide(claim, full), (claim, few, full)
