@@ -6,7 +6,7 @@ the best sentence alone, then the best passage; the other passages (one round ea
 sentence with its neighbours only for a claim whose best entailment so far lies at or just below a decision line
 (``lines``, ``margin``): far below every line, more evidence rarely moves a claim across one, and above the
 highest it cannot. A claim that any of its pieces disagrees with on a number or a month (``signals.conflict_of``)
-gets every piece while the conflict check is on (``conflicts``): the check reads the pieces with the best
+gets every piece where the conflict check reads it (``conflicts``): the check reads the pieces with the best
 entailment and the best contradiction, which a skipped piece could have been. A claim stops once a passage entails
 it at ``early_exit`` or above. A claim too long to fit next to a passage gets that passage cut into smaller windows,
 so that nothing is truncated; a claim too long for the model's window at all comes back unscored with ``error``
@@ -15,7 +15,7 @@ set.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,9 +66,11 @@ class EvidenceSelector:
             a local contradiction call reads every score). Default: ``early_exit``'s level when it is set, else None.
         margin: how far below a line more evidence is still scored (default ``MARGIN``).
         conflicts: whether the number/month conflict check reads the results (``stages.route``'s
-            ``conflict_check``, the head's ``conflict`` feature): a claim that one of its pieces conflicts with
-            (``signals.conflict_of``) is then scored on every piece, so that its best entailment's and best
-            contradiction's pieces, which the check reads, are those scoring everything finds. A claim that none
+            ``conflict_check``, the head's ``conflict`` feature): True (every claim), False (the check is off), or
+            whether it reads a claim at a best entailment (``stages.route.reads_conflict``: a claim decided locally;
+            an escalated one carries no conflict). A claim it reads that one of its pieces conflicts with
+            (``signals.conflict_of``) is scored on every piece, so that its best entailment's and best
+            contradiction's pieces, which the check reads, are those scoring everything finds; a claim that none
             conflicts with has no conflict whichever pieces are scored, and keeps the savings.
     """
 
@@ -81,7 +83,7 @@ class EvidenceSelector:
         shapes: Sequence[str] = SHAPES,
         lines: Sequence[float] | None = None,
         margin: float | None = None,
-        conflicts: bool = True,
+        conflicts: bool | Callable[[float], bool] = True,
     ) -> None:
         if k is not None and k < 1:
             raise ArgumentError("k must be >= 1 or None (all passages)")
@@ -109,9 +111,11 @@ class EvidenceSelector:
         return any(line - self.margin <= entailment <= line for line in self.lines)
 
     def _reads_all(self, st: _ClaimState) -> bool:
-        """Whether the claim gets every piece whatever its scores: the conflict check is on and one of its pieces
-        conflicts with it (then a piece left unscored could have been the one the check reads)."""
-        if not self.conflicts:
+        """Whether the claim gets every piece whatever its scores: the conflict check reads it at its best
+        entailment and one of its pieces conflicts with it (then a piece left unscored could have been the one the
+        check reads). Asked where the rule would stop the claim: its verdict stays where it stands (more evidence
+        rarely moves it across a line), so does whether the check reads it."""
+        if self.conflicts is False or (callable(self.conflicts) and not self.conflicts(st.result.entailment)):
             return False
         if st.conflicted is None:
             st.conflicted = any(conflict_of(st.claim, p.text) is not None for p in st.pieces)

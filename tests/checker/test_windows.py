@@ -19,7 +19,7 @@ from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel
 from groundjudge.checker.windows import ALL_SHAPES, SHAPES, SentenceIndex
 from groundjudge.chunking import chunk_documents
 from groundjudge.models import Claim, ClaimNLI, LocalThresholds, Passage
-from groundjudge.stages.route import Decision, route_claim
+from groundjudge.stages.route import Decision, reads_conflict, route_claim
 
 
 @pytest.fixture(scope="module")
@@ -288,28 +288,30 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
     """Any claims, sources, lines and scores (within the rule's premise, :class:`_DrawnScorer`): each claim's
     decision with the fewer-pairs rule is the one it gets when every piece is scored (up to the same early exit), as
     the pipeline sets the selector up (the early exit at t_support, the lines t_support and t_unsupported, the
-    default margin, the conflict check on): its verdict, route, ``conflict`` flag and note, error type, and the
-    verdict head's ``conflict`` feature.
+    default margin, the conflict check on: ``stages.route.reads_conflict``): its verdict, route, ``conflict`` flag
+    and note, error type, and, where the check reads the claim, the verdict head's ``conflict`` feature (the same
+    rule over the same two pieces; with a head in force every piece is scored).
 
     The conflict check reads the best entailment's and the best contradiction's pieces, which a skipped piece could
     have been (nli mode at 0.55, claim "river 42%", sources "river." and "river 1897.": "river 1897." flags a number
-    conflict); so a claim that any of its pieces conflicts with is scored on every piece, and one that none does has
-    no flag whatever is scored. In a cascade whose ``t_unsupported`` is above the margin, with
-    ``escalate_conflicts``, the flag decides the route."""
+    conflict); so a claim the check reads (one decided locally) that any of its pieces conflicts with is scored on
+    every piece, one that none does has no flag whatever is scored, and an escalated one carries none. In a cascade
+    whose ``t_unsupported`` is above the margin, with ``escalate_conflicts``, the flag decides the route."""
     mode, t_support, t_unsupported = config
     passages = chunk_documents(docs, tiny.tokenizer, 24, 6)
     scorer = _DrawnScorer(tiny, data, {c: _free_pieces(c, passages, k) for c in claims})
     items = [([c], passages) for c in claims]
     lines = [x for x in (t_support, t_unsupported) if x is not None]
-    fewer = EvidenceSelector(scorer, k=k, early_exit=t_support, lines=lines).check(items)
+    thresholds = LocalThresholds(t_support=t_support, t_contradict=None, t_unsupported=t_unsupported)
+    conflicts = reads_conflict(mode, thresholds)
+    fewer = EvidenceSelector(scorer, k=k, early_exit=t_support, lines=lines, conflicts=conflicts).check(items)
     asked, scorer.asked = scorer.asked, []
     every = every_piece(scorer, k, t_support).check(items)
     assert set(asked) <= set(scorer.asked)
-    thresholds = LocalThresholds(t_support=t_support, t_contradict=None, t_unsupported=t_unsupported)
     sources = Sources.of(docs)
     conflict_feature = FEATURES.index("conflict")
 
-    def decide(claim: str, nli: ClaimNLI) -> tuple[Decision, float]:
+    def decide(claim: str, nli: ClaimNLI) -> tuple[Decision, float | None]:
         d = route_claim(
             Claim(id="c1", text=claim),
             nli,
@@ -319,7 +321,76 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
             conflict_check=True,
             escalate_conflicts=True,
         )
-        return d, claim_features(claim, nli, sources)[conflict_feature]
+        # the head's feature where the check reads the claim (a head itself gets every piece: no lines)
+        return d, claim_features(claim, nli, sources)[conflict_feature] if d.route == "nli" else None
 
     for claim, (few,), (full,) in zip(claims, fewer, every, strict=True):
         assert decide(claim, few) == decide(claim, full), (claim, few, full)
+
+
+class _ContradictingScorer(_RuleScorer):
+    """:class:`_RuleScorer` with the rest of each pair's probability on contradiction (none neutral)."""
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        self.asked += pairs
+        out = np.zeros((len(pairs), 3), dtype=np.float32)
+        for row, (premise, _) in zip(out, pairs, strict=True):
+            row[ENTAILMENT] = self.rule(premise)
+            row[CONTRADICTION] = 1 - row[ENTAILMENT]
+        return out
+
+
+@pytest.mark.parametrize(
+    ("mode", "t_unsupported", "entailment", "check", "scored", "route", "flags"),
+    [
+        ("nli", None, 0.05, True, True, "nli", ["conflict"]),  # far below 0.55: UNSUPPORTED, and the check reads it
+        ("nli", None, 0.05, False, False, "nli", []),  # the check off: nothing to read, the savings stay
+        ("cascade", 0.4, 0.05, True, True, "judge", ["conflict"]),  # UNSUPPORTED locally, but for the conflict
+        ("cascade", 0.4, 0.45, True, False, "judge", []),  # above every line: escalated, no conflict read
+    ],
+)
+def test_a_piece_that_conflicts_with_the_claim_is_scored_where_the_check_reads_it(
+    tiny: NLIModel,
+    mode: str,
+    t_unsupported: float | None,
+    entailment: float,
+    check: bool,
+    scored: bool,
+    route: str,
+    flags: list[str],
+) -> None:
+    """A passage the fewer-pairs rule would leave unscored holds the claim's highest contradiction and another
+    year: where the conflict check reads the claim it is scored, and the decision is that of scoring every piece."""
+    claim, conflicting = "The museum opened in 1901.", "The museum opened in 1897."
+    passages = chunk_documents(
+        ["The museum opened. The museum opened its doors to the public.", conflicting], tiny.tokenizer, 200, 0
+    )
+    assert conflicting not in _free_pieces(claim, passages, 2)  # the sentence alone and the best passage are not it
+    t_support = 0.55 if mode == "nli" else None
+    thresholds = LocalThresholds(t_support=t_support, t_contradict=None, t_unsupported=t_unsupported)
+    lines = [x for x in (t_support, t_unsupported) if x is not None]
+
+    def rule(premise: str) -> float:
+        return entailment - 0.03 if premise == conflicting else entailment  # the conflicting piece contradicts most
+
+    conflicts = reads_conflict(mode, thresholds) if check else False
+    scorer = _ContradictingScorer(tiny, rule)
+    ((fewer,),) = EvidenceSelector(scorer, k=2, early_exit=t_support, lines=lines, conflicts=conflicts).check(
+        [([claim], passages)]
+    )
+    assert (conflicting in [p for p, _ in scorer.asked]) is scored
+    ((every,),) = every_piece(_ContradictingScorer(tiny, rule), 2, t_support).check([([claim], passages)])
+
+    def decide(nli: ClaimNLI) -> Decision:
+        return route_claim(
+            Claim(id="c1", text=claim),
+            nli,
+            mode=mode,
+            thresholds=thresholds,
+            local_contradiction=False,
+            conflict_check=check,
+            escalate_conflicts=True,
+        )
+
+    assert decide(fewer) == decide(every)
+    assert (decide(fewer).route, decide(fewer).flags) == (route, flags)
