@@ -240,6 +240,20 @@ def _free_pieces(claim: str, passages: list[Passage], k: int) -> set[str]:
     return {*alone, passages[ranked[0]].text}
 
 
+def _route(claim: str, nli: ClaimNLI, mode: str, thresholds: LocalThresholds, *, check: bool) -> Decision:
+    """The claim's decision as the pipeline routes it without a head or a local contradiction call, conflicts
+    escalated in the cascade."""
+    return route_claim(
+        Claim(id="c1", text=claim),
+        nli,
+        mode=mode,
+        thresholds=thresholds,
+        local_contradiction=False,
+        conflict_check=check,
+        escalate_conflicts=True,
+    )
+
+
 line = st.integers(1, GRID - 1).map(lambda n: n / GRID)
 
 
@@ -312,15 +326,7 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
     conflict_feature = FEATURES.index("conflict")
 
     def decide(claim: str, nli: ClaimNLI) -> tuple[Decision, float | None]:
-        d = route_claim(
-            Claim(id="c1", text=claim),
-            nli,
-            mode=mode,
-            thresholds=thresholds,
-            local_contradiction=False,
-            conflict_check=True,
-            escalate_conflicts=True,
-        )
+        d = _route(claim, nli, mode, thresholds, check=True)
         # the head's feature where the check reads the claim (a head itself gets every piece: no lines)
         return d, claim_features(claim, nli, sources)[conflict_feature] if d.route == "nli" else None
 
@@ -381,16 +387,6 @@ def test_a_piece_that_conflicts_with_the_claim_is_scored_where_the_check_reads_i
     assert (conflicting in [p for p, _ in scorer.asked]) is scored
     ((every,),) = every_piece(_ContradictingScorer(tiny, rule), 2, t_support).check([([claim], passages)])
 
-    def decide(nli: ClaimNLI) -> Decision:
-        return route_claim(
-            Claim(id="c1", text=claim),
-            nli,
-            mode=mode,
-            thresholds=thresholds,
-            local_contradiction=False,
-            conflict_check=check,
-            escalate_conflicts=True,
-        )
-
-    assert decide(fewer) == decide(every)
-    assert (decide(fewer).route, decide(fewer).flags) == (route, flags)
+    decided = _route(claim, fewer, mode, thresholds, check=check)
+    assert decided == _route(claim, every, mode, thresholds, check=check)
+    assert (decided.route, decided.flags) == (route, flags)
