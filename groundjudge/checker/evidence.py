@@ -5,14 +5,17 @@ best-matching sentences (``checker.windows``), in rounds batched across every cl
 the best sentence alone, then the best passage; the other passages (one round each, then the rest) and last the
 sentence with its neighbours only for a claim whose best entailment so far lies at or just below a decision line
 (``lines``, ``margin``): far below every line, more evidence rarely moves a claim across one, and above the
-highest it cannot. A claim stops once a passage entails it at ``early_exit`` or above. A claim too long to fit
-next to a passage gets that passage cut into smaller windows, so that nothing is truncated; a claim too long for the
-model's window at all comes back unscored with ``error`` set.
+highest it cannot. A claim that any of its pieces disagrees with on a number or a month (``signals.conflict_of``)
+gets every piece where the conflict check reads it (``conflicts``): the check reads the pieces with the best
+entailment and the best contradiction, which a skipped piece could have been. A claim stops once a passage entails
+it at ``early_exit`` or above. A claim too long to fit next to a passage gets that passage cut into smaller windows,
+so that nothing is truncated; a claim too long for the model's window at all comes back unscored with ``error``
+set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +23,7 @@ import numpy as np
 
 from groundjudge.checker.bm25 import BM25
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer
+from groundjudge.checker.signals import conflict_of
 from groundjudge.checker.windows import SHAPES, SentenceIndex
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import ArgumentError, InputError
@@ -41,6 +45,8 @@ class _ClaimState:
     claim: str
     queue: list[Passage]  # passages still to score, in order
     free: int = 0  # the first pieces of the queue, scored whatever the scores (the sentence alone, the best passage)
+    pieces: list[Passage] = field(default_factory=list)  # every piece the claim could be scored against
+    conflicted: bool | None = None  # whether one of them conflicts with the claim (asked once, when it matters)
     result: ClaimNLI = field(default_factory=ClaimNLI)
     done: bool = False
 
@@ -59,6 +65,13 @@ class EvidenceSelector:
             entailment is at or within ``margin`` below one of them. None: every piece is scored (a verdict head or
             a local contradiction call reads every score). Default: ``early_exit``'s level when it is set, else None.
         margin: how far below a line more evidence is still scored (default ``MARGIN``).
+        conflicts: whether the number/month conflict check reads the results (``stages.route``'s
+            ``conflict_check``, the head's ``conflict`` feature): True (every claim), False (the check is off), or
+            whether it reads a claim at a best entailment (``stages.route.reads_conflict``: a claim decided locally;
+            an escalated one carries no conflict). A claim it reads that one of its pieces conflicts with
+            (``signals.conflict_of``) is scored on every piece, so that its best entailment's and best
+            contradiction's pieces, which the check reads, are those scoring everything finds; a claim that none
+            conflicts with has no conflict whichever pieces are scored, and keeps the savings.
     """
 
     def __init__(
@@ -70,6 +83,7 @@ class EvidenceSelector:
         shapes: Sequence[str] = SHAPES,
         lines: Sequence[float] | None = None,
         margin: float | None = None,
+        conflicts: bool | Callable[[float], bool] = True,
     ) -> None:
         if k is not None and k < 1:
             raise ArgumentError("k must be >= 1 or None (all passages)")
@@ -87,6 +101,7 @@ class EvidenceSelector:
         if lines is None and early_exit is not None:
             lines = (early_exit,)
         self.lines: tuple[float, ...] | None = None if lines is None else tuple(lines)
+        self.conflicts = conflicts
 
     def _unclear(self, entailment: float) -> bool:
         """Whether more evidence could still move the claim across a decision line: its best entailment so far is at
@@ -94,6 +109,17 @@ class EvidenceSelector:
         if self.lines is None:
             return True
         return any(line - self.margin <= entailment <= line for line in self.lines)
+
+    def _reads_all(self, st: _ClaimState) -> bool:
+        """Whether the claim gets every piece whatever its scores: the conflict check reads it at its best
+        entailment and one of its pieces conflicts with it (then a piece left unscored could have been the one the
+        check reads). Asked where the rule would stop the claim: its verdict stays where it stands (more evidence
+        rarely moves it across a line), so does whether the check reads it."""
+        if self.conflicts is False or (callable(self.conflicts) and not self.conflicts(st.result.entailment)):
+            return False
+        if st.conflicted is None:
+            st.conflicted = any(conflict_of(st.claim, p.text) is not None for p in st.pieces)
+        return st.conflicted
 
     def _fit(self, passage: Passage, claim_tokens: int) -> list[Passage]:
         """The passage, or windows of it small enough to sit next to the claim within the model's limit."""
@@ -141,6 +167,7 @@ class EvidenceSelector:
                 free = [w for p in [*first, *ranked_passages[:1]] for w in self._fit(p, n_tok)]
                 st.queue = free + [w for p in [*ranked_passages[1:], *rest] for w in self._fit(p, n_tok)]
                 st.free = len(free)
+                st.pieces = list(st.queue)
             except InputError as exc:  # this claim only: the others of the batch are scored as usual
                 st.queue, st.result.error = [], str(exc)
         round_no = 0
@@ -151,8 +178,8 @@ class EvidenceSelector:
             for st in states:
                 if st.done or not st.queue:
                     continue
-                if st.free <= 0 and not self._unclear(st.result.entailment):
-                    st.queue = []  # no more evidence can move this claim across a line
+                if st.free <= 0 and not self._unclear(st.result.entailment) and not self._reads_all(st):
+                    st.queue = []  # no more evidence can move this claim across a line, nor change its conflict
                     continue
                 n = len(st.queue) if width is None else width
                 if st.free > 0:  # the unconditional pieces never share a round with those the gate decides

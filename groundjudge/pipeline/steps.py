@@ -29,7 +29,7 @@ from groundjudge.pipeline.work import RUN_STOPS, SecondPlan, Work, describe, eac
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.stages.judge import JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.stages.qa import AGREE_AT, check_qa
-from groundjudge.stages.route import route_claim
+from groundjudge.stages.route import reads_conflict, route_claim
 
 log = logging.getLogger(__name__)
 
@@ -147,12 +147,17 @@ class Steps:
         # scored too.
         # After the sentence alone and the best passage, more evidence (the next passages, the sentence with its
         # neighbours) is scored only near an entailment line in force (t_support, t_unsupported), where it can move
-        # a claim across it (checker.evidence.MARGIN); a head or a local contradiction call reads every score.
+        # a claim across it (checker.evidence.MARGIN); a head or a local contradiction call reads every score, and
+        # with the conflict check on, so does a claim it reads that one of its pieces disagrees with on a number or a
+        # month (stages.route.reads_conflict: a claim decided locally).
         t = self.ctx.thresholds
         reads_all = self._local_contradiction or self.ctx.head is not None
         early_exit = None if reads_all else t.t_support
         lines = None if reads_all else [x for x in (t.t_support, t.t_unsupported) if x is not None]
-        selector = EvidenceSelector(self.scorer, k=c.evidence_k, early_exit=early_exit, lines=lines)
+        conflicts = reads_conflict(self.ctx.mode, t) if c.conflict_check else False
+        selector = EvidenceSelector(
+            self.scorer, k=c.evidence_k, early_exit=early_exit, lines=lines, conflicts=conflicts
+        )
         sources: dict[tuple[str, ...], Sources] = {}
 
         def check(works: list[Work]) -> None:

@@ -7,6 +7,7 @@ in force are handed in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -75,6 +76,20 @@ def local_error_type(label: str, conflict: str | None) -> str | None:
     if conflict is not None:
         return conflict
     return "unsupported_detail" if label == "UNSUPPORTED" else "other"
+
+
+def reads_conflict(mode: str, thresholds: LocalThresholds) -> Callable[[float], bool]:
+    """Whether :func:`route_claim`'s conflict check reads a claim scored by the raw model (no verdict head, no local
+    contradiction call: where the fewer-pairs rule is in force), by its best entailment: a claim the NLI stage
+    decides alone (nli mode decides every claim; the cascade one at or below ``t_unsupported``, or at ``t_support``
+    and above). An escalated claim carries no conflict. For ``checker.evidence.EvidenceSelector``'s ``conflicts``."""
+    t = thresholds
+
+    def reads(entailment: float) -> bool:
+        probe = ClaimNLI(entailment=entailment, passages_scored=1)  # no contradiction: SUPPORTED wherever it can be
+        return mode == "nli" or decide_locally(probe, t.t_support, None, t.t_unsupported, t.line) is not None
+
+    return reads
 
 
 def route_claim(

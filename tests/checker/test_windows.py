@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from groundjudge.checker.bm25 import BM25
 from groundjudge.checker.evidence import SENTENCES, EvidenceSelector
+from groundjudge.checker.head import FEATURES, Sources, claim_features
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer
 from groundjudge.checker.windows import ALL_SHAPES, SHAPES, SentenceIndex
 from groundjudge.chunking import chunk_documents
 from groundjudge.models import Claim, ClaimNLI, LocalThresholds, Passage
-from groundjudge.stages.route import route_claim
+from groundjudge.stages.route import Decision, reads_conflict, route_claim
 
 
 @pytest.fixture(scope="module")
@@ -239,6 +240,20 @@ def _free_pieces(claim: str, passages: list[Passage], k: int) -> set[str]:
     return {*alone, passages[ranked[0]].text}
 
 
+def _route(claim: str, nli: ClaimNLI, mode: str, thresholds: LocalThresholds, *, check: bool) -> Decision:
+    """The claim's decision as the pipeline routes it without a head or a local contradiction call, conflicts
+    escalated in the cascade."""
+    return route_claim(
+        Claim(id="c1", text=claim),
+        nli,
+        mode=mode,
+        thresholds=thresholds,
+        local_contradiction=False,
+        conflict_check=check,
+        escalate_conflicts=True,
+    )
+
+
 line = st.integers(1, GRID - 1).map(lambda n: n / GRID)
 
 
@@ -254,11 +269,23 @@ def line_configs(draw: st.DrawFn) -> tuple[str, float | None, float | None]:
     return mode, t_support, t_unsupported
 
 
+# the words of the fewer-pairs property: the sentences above, with months and a second year, so that claims and
+# sources often disagree on a number or a month (``signals.conflict_of``)
+CONFLICT_WORDS = [*WORDS, "1901", "June", "March"]
+conflict_sentence = st.lists(st.sampled_from(CONFLICT_WORDS), min_size=1, max_size=12).map(lambda w: " ".join(w) + ".")
+conflict_document = st.lists(conflict_sentence, min_size=1, max_size=30).map(
+    lambda s: (" " if len(s) % 2 else "\n").join(s)
+)
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    docs=st.lists(document, min_size=1, max_size=3),
+    docs=st.lists(conflict_document, min_size=1, max_size=3),
     claims=st.lists(
-        st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join), min_size=1, max_size=4, unique=True
+        st.lists(st.sampled_from(CONFLICT_WORDS), min_size=1, max_size=6).map(" ".join),
+        min_size=1,
+        max_size=4,
+        unique=True,
     ),
     config=line_configs(),
     k=st.sampled_from([1, 2, 4]),
@@ -272,38 +299,94 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
     k: int,
     data: st.DataObject,
 ) -> None:
-    """Any claims, sources, lines and scores (within the rule's premise, :class:`_DrawnScorer`): each claim's verdict
-    and route with the fewer-pairs rule are those it gets when every piece is scored (up to the same early exit), as
+    """Any claims, sources, lines and scores (within the rule's premise, :class:`_DrawnScorer`): each claim's
+    decision with the fewer-pairs rule is the one it gets when every piece is scored (up to the same early exit), as
     the pipeline sets the selector up (the early exit at t_support, the lines t_support and t_unsupported, the
-    default margin).
+    default margin, the conflict check on: ``stages.route.reads_conflict``): its verdict, route, ``conflict`` flag
+    and note, error type, and, where the check reads the claim, the verdict head's ``conflict`` feature (the same
+    rule over the same two pieces; with a head in force every piece is scored).
 
-    The conflict check is off here: it reads the best entailment's and the best contradiction's passages, and a
-    skipped piece can hold the highest contradiction (nli mode at 0.55, claim "river 42%", sources "river." and
-    "river 1897.": scored, "river 1897." flags a number conflict; the rule leaves it unscored), so with it on the
-    rule can change a claim's flag and error type, and in a cascade whose t_unsupported is above the margin its
-    route."""
+    The conflict check reads the best entailment's and the best contradiction's pieces, which a skipped piece could
+    have been (nli mode at 0.55, claim "river 42%", sources "river." and "river 1897.": "river 1897." flags a number
+    conflict); so a claim the check reads (one decided locally) that any of its pieces conflicts with is scored on
+    every piece, one that none does has no flag whatever is scored, and an escalated one carries none. In a cascade
+    whose ``t_unsupported`` is above the margin, with ``escalate_conflicts``, the flag decides the route."""
     mode, t_support, t_unsupported = config
     passages = chunk_documents(docs, tiny.tokenizer, 24, 6)
     scorer = _DrawnScorer(tiny, data, {c: _free_pieces(c, passages, k) for c in claims})
     items = [([c], passages) for c in claims]
     lines = [x for x in (t_support, t_unsupported) if x is not None]
-    fewer = EvidenceSelector(scorer, k=k, early_exit=t_support, lines=lines).check(items)
+    thresholds = LocalThresholds(t_support=t_support, t_contradict=None, t_unsupported=t_unsupported)
+    conflicts = reads_conflict(mode, thresholds)
+    fewer = EvidenceSelector(scorer, k=k, early_exit=t_support, lines=lines, conflicts=conflicts).check(items)
     asked, scorer.asked = scorer.asked, []
     every = every_piece(scorer, k, t_support).check(items)
     assert set(asked) <= set(scorer.asked)
-    thresholds = LocalThresholds(t_support=t_support, t_contradict=None, t_unsupported=t_unsupported)
+    sources = Sources.of(docs)
+    conflict_feature = FEATURES.index("conflict")
 
-    def decide(claim: str, nli: ClaimNLI) -> tuple[str, str]:
-        d = route_claim(
-            Claim(id="c1", text=claim),
-            nli,
-            mode=mode,
-            thresholds=thresholds,
-            local_contradiction=False,
-            conflict_check=False,
-            escalate_conflicts=True,
-        )
-        return d.label, d.route
+    def decide(claim: str, nli: ClaimNLI) -> tuple[Decision, float | None]:
+        d = _route(claim, nli, mode, thresholds, check=True)
+        # the head's feature where the check reads the claim (a head itself gets every piece: no lines)
+        return d, claim_features(claim, nli, sources)[conflict_feature] if d.route == "nli" else None
 
     for claim, (few,), (full,) in zip(claims, fewer, every, strict=True):
         assert decide(claim, few) == decide(claim, full), (claim, few, full)
+
+
+class _ContradictingScorer(_RuleScorer):
+    """:class:`_RuleScorer` with the rest of each pair's probability on contradiction (none neutral)."""
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        self.asked += pairs
+        out = np.zeros((len(pairs), 3), dtype=np.float32)
+        for row, (premise, _) in zip(out, pairs, strict=True):
+            row[ENTAILMENT] = self.rule(premise)
+            row[CONTRADICTION] = 1 - row[ENTAILMENT]
+        return out
+
+
+@pytest.mark.parametrize(
+    ("mode", "t_unsupported", "entailment", "check", "scored", "route", "flags"),
+    [
+        ("nli", None, 0.05, True, True, "nli", ["conflict"]),  # far below 0.55: UNSUPPORTED, and the check reads it
+        ("nli", None, 0.05, False, False, "nli", []),  # the check off: nothing to read, the savings stay
+        ("cascade", 0.4, 0.05, True, True, "judge", ["conflict"]),  # UNSUPPORTED locally, but for the conflict
+        ("cascade", 0.4, 0.45, True, False, "judge", []),  # above every line: escalated, no conflict read
+    ],
+)
+def test_a_piece_that_conflicts_with_the_claim_is_scored_where_the_check_reads_it(
+    tiny: NLIModel,
+    mode: str,
+    t_unsupported: float | None,
+    entailment: float,
+    check: bool,
+    scored: bool,
+    route: str,
+    flags: list[str],
+) -> None:
+    """A passage the fewer-pairs rule would leave unscored holds the claim's highest contradiction and another
+    year: where the conflict check reads the claim it is scored, and the decision is that of scoring every piece."""
+    claim, conflicting = "The museum opened in 1901.", "The museum opened in 1897."
+    passages = chunk_documents(
+        ["The museum opened. The museum opened its doors to the public.", conflicting], tiny.tokenizer, 200, 0
+    )
+    assert conflicting not in _free_pieces(claim, passages, 2)  # the sentence alone and the best passage are not it
+    t_support = 0.55 if mode == "nli" else None
+    thresholds = LocalThresholds(t_support=t_support, t_contradict=None, t_unsupported=t_unsupported)
+    lines = [x for x in (t_support, t_unsupported) if x is not None]
+
+    def rule(premise: str) -> float:
+        return entailment - 0.03 if premise == conflicting else entailment  # the conflicting piece contradicts most
+
+    conflicts = reads_conflict(mode, thresholds) if check else False
+    scorer = _ContradictingScorer(tiny, rule)
+    ((fewer,),) = EvidenceSelector(scorer, k=2, early_exit=t_support, lines=lines, conflicts=conflicts).check(
+        [([claim], passages)]
+    )
+    assert (conflicting in [p for p, _ in scorer.asked]) is scored
+    ((every,),) = every_piece(_ContradictingScorer(tiny, rule), 2, t_support).check([([claim], passages)])
+
+    decided = _route(claim, fewer, mode, thresholds, check=check)
+    assert decided == _route(claim, every, mode, thresholds, check=check)
+    assert (decided.route, decided.flags) == (route, flags)
