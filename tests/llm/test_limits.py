@@ -374,18 +374,36 @@ def test_the_client_trues_the_token_bucket_up_to_the_real_usage(provider: str) -
     assert clock.now == pytest.approx(20.0, abs=0.5)  # 2000 real tokens, not the ~270 expected
 
 
+class _Granting(Limiter):
+    """A real limiter that notes (monotonic) when it lets each send go."""
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(limits)
+        self.granted: list[float] = []
+
+    def acquire(self, tokens: float = 0.0) -> Any:
+        permit = super().acquire(tokens)
+        self.granted.append(time.monotonic())
+        return permit
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_real_run_at_an_rpm_cap_sends_evenly(provider: str) -> None:
     n, rpm = 25, 600  # 10 a second, 10 at once at most: the last call starts 1.5 s in at the earliest
     with ScriptedLLMServer(lambda req: Reply.json(GOOD), rate_limit=RateLimit(requests_per_second=25)) as server:
-        client = client_for(server, provider, Limiter(Limits(concurrency=8, rpm=rpm)))
+        start = time.monotonic()  # the bucket fills from the limiter's creation
+        limiter = _Granting(Limits(concurrency=8, rpm=rpm))
+        client = client_for(server, provider, limiter)
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda i: client.complete_json(ask(i), Verdict), range(n)))
-        times = sorted(r.received_at for r in server.requests)
-    assert len(times) == n and server.rate_limited == 0 and server.billed == n
-    assert times[-1] - times[0] >= (n - 10) / 10 - 0.05
-    for i, t in enumerate(times):  # in any second from the first: at most the burst and a second's refill
-        assert sum(t <= u < t + 1.0 for u in times[i:]) <= 20
+    assert server.rate_limited == 0 and server.billed == n and len(server.requests) == n
+    # The pace is read where the limiter lets each send go. At the server, the first sends' new connections
+    # (slow on a busy machine, or where the SDK was imported just before) delayed their arrival while later ones
+    # came on time: 21-22 arrivals fell in one second, and the span from the first arrival fell short of 1.45 s.
+    granted = sorted(limiter.granted)
+    assert len(granted) == n and granted[-1] - start >= (n - 10) / 10
+    for i, t in enumerate(granted):  # in any second: at most the burst and a second's refill
+        assert sum(t <= u < t + 1.0 for u in granted[i:]) <= 20
 
 
 # -- the client and the limiter ------------------------------------------------------------------------------------
