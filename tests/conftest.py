@@ -136,6 +136,11 @@ def tiny_nli(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_nli_model(tmp_path_factory.mktemp("tiny-nli") / "model", SHARED_MODEL)
 
 
+def _labels(id2label: dict[int, str]) -> dict[str, Any]:
+    """A classifier config's label fields for ``id2label``."""
+    return {"num_labels": len(id2label), "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
+
+
 def tiny_modernbert_model(path: Path, corpus: list[str], id2label: dict[int, str]) -> Path:
     """A tiny random ModernBERT token classifier with a byte-level BPE tokenizer that, as ModernBERT's, encodes a
     pair as ``[CLS] A [SEP] B [SEP]`` without token types (LettuceDetect's shape, tiny), saved at ``path``; its
@@ -183,9 +188,7 @@ def tiny_modernbert_model(path: Path, corpus: list[str], id2label: dict[int, str
         cls_token_id=cls,
         eos_token_id=sep,
         sep_token_id=sep,
-        num_labels=len(id2label),
-        id2label=id2label,
-        label2id={v: k for k, v in id2label.items()},
+        **_labels(id2label),
     )
     ModernBertForTokenClassification(config).eval().save_pretrained(str(path))
     tokenizer.save_pretrained(str(path))
@@ -236,9 +239,7 @@ def tiny_deberta_model(
         position_biased_input=False,
         type_vocab_size=0,
         initializer_range=initializer_range,
-        num_labels=len(id2label),
-        id2label=id2label,
-        label2id={v: k for k, v in id2label.items()},
+        **_labels(id2label),
     )
     DebertaV2ForSequenceClassification(config).eval().save_pretrained(str(path))
     tokenizer.save_pretrained(str(path))
