@@ -482,3 +482,26 @@ def test_a_token_checker_learns_the_claims_reading(tmp_path: Path, token_base: P
     tuned = NLIModel(str(out), device="cpu", supported_label=0)
     before, after = _support_margin(base, pairs), _support_margin(tuned, pairs)
     assert after > 0.75 and after > before + 0.75, (before, after)  # the claim read over every token: about 0.54
+
+
+def test_a_token_checkers_distillation_targets_and_pairs_too_long_to_read(tmp_path: Path, token_base: Path) -> None:
+    """The base's answers that the tuned token checker is distilled towards are its P(supported) as scoring reads
+    it; a pair longer than max_length is left out of training (scoring never cuts one), and none left is an error."""
+    from groundjudge.errors import NLIError
+    from groundjudge.learn.tune import attach_base_probabilities
+
+    base = NLIModel(str(token_base), device="cpu")
+    pairs = separable_pairs(3)
+    long = TrainPair(
+        " ".join(p.premise for p in separable_pairs(20)), "The museum of town 1 opened in 1901.", "SUPPORTED"
+    )
+    settings = TuneSettings(epochs=1, batch_size=4, max_length=96, distill=0.5)
+    attach_base_probabilities([*pairs, long], base, settings)
+    read = base.predict([(p.premise, p.claim) for p in pairs])
+    for p, row in zip(pairs, read, strict=True):
+        assert p.base == pytest.approx([row[0], row[1]], abs=1e-5)  # [P(supported), P(not supported)]
+    assert long.base == []
+    result = train(str(token_base), [*pairs, long], tmp_path / "out", settings, device="cpu", reader=base)
+    assert result["pairs_left_out"] == 1 and result["steps"] == 2
+    with pytest.raises(NLIError, match="none of the 1 training pairs fits in 96 tokens"):
+        train(str(token_base), [long], tmp_path / "none", settings, device="cpu", reader=base)
