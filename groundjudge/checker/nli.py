@@ -298,10 +298,24 @@ def _needs_remote_code(name: str, hub: dict[str, Any]) -> bool:
     return isinstance(auto_map, dict) and any(k in auto_map for k in _OWN_CODE_CLASSES)
 
 
-class _Encoded(NamedTuple):
+class Encoded(NamedTuple):
+    """Pairs as a checker reads them (:meth:`NLIModel.encode`)."""
+
     ids: list[list[int]]
     types: list[list[int]] | None
     spans: list[tuple[int, int]] | None  # token kind: each pair's claim tokens, [start, end)
+
+
+def claim_max(values: Any, claim: Any) -> Any:
+    """Each row's largest value over its claim's tokens, NaN for a row whose claim has no token: how a token
+    checker's per-token numbers become one number per claim. ``values`` is a ``(b, t)`` tensor, ``claim`` a ``(b, t)``
+    mask. Scoring reads the largest P(unsupported) (:meth:`NLIModel._forward_tokens`); ``tune`` trains on the same
+    reading of log-probabilities (``learn.objective``)."""
+    import torch
+
+    claim = claim.to(values.device)
+    largest = torch.where(claim, values, torch.full_like(values, float("-inf"))).amax(dim=1)
+    return torch.where(claim.any(dim=1), largest, torch.full_like(largest, float("nan")))
 
 
 # -- loading a checker (NLIModel.__init__) ----------------------------------------------------------------------
@@ -618,9 +632,9 @@ class NLIModel:
         if self.template is None:
             return int(self.tokenizer.num_special_tokens_to_add(pair=True))
         # +1: where the template meets the texts a word may split into one more piece than either alone
-        return len(self._encode([("", "")])[0][0]) + 1
+        return len(self.encode([("", "")])[0][0]) + 1
 
-    def _encode(self, pairs: Sequence[tuple[str, str]]) -> _Encoded:
+    def encode(self, pairs: Sequence[tuple[str, str]]) -> Encoded:
         """Token ids (and token types, for tokenizer pairs) of each pair, with the model's special tokens; for a
         token checker also where the claim's tokens are in each (``[start, end)``, the pair's second text)."""
         eos = self._eos
@@ -632,14 +646,14 @@ class NLIModel:
             for i in range(len(pairs)):
                 claim = [k for k, seq in enumerate(enc.sequence_ids(i)) if seq == 1]
                 spans.append((claim[0], claim[-1] + 1) if claim else (0, 0))
-            return _Encoded(enc["input_ids"], enc.get("token_type_ids"), spans)
+            return Encoded(enc["input_ids"], enc.get("token_type_ids"), spans)
         if self.template is None:
             enc = self.tokenizer(
                 [p for p, _ in pairs], [h for _, h in pairs], truncation=False, padding=False, verbose=False
             )
-            return _Encoded(enc["input_ids"], enc.get("token_type_ids"), None)
+            return Encoded(enc["input_ids"], enc.get("token_type_ids"), None)
         texts = [fill_template(self.template, p, h, eos) for p, h in pairs]
-        return _Encoded(self.tokenizer(texts, truncation=False, padding=False, verbose=False)["input_ids"], None, None)
+        return Encoded(self.tokenizer(texts, truncation=False, padding=False, verbose=False)["input_ids"], None, None)
 
     def _decoder_start(self) -> int:
         for source in (self.model.config, getattr(self.model, "generation_config", None)):
@@ -663,8 +677,8 @@ class NLIModel:
         out = np.zeros((len(pairs), 3), dtype=np.float32)
         if not pairs:
             return out
-        ids, types, spans = self._encode(pairs)
-        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        encoded = self.encode(pairs)
+        lengths = np.fromiter((len(x) for x in encoded.ids), dtype=np.int64, count=len(pairs))
         too_long = np.flatnonzero(lengths > self.max_length)
         if too_long.size:
             i = int(too_long[0])
@@ -673,30 +687,12 @@ class NLIModel:
                 "(nothing is truncated silently)"
             )
         order = np.argsort(-lengths, kind="stable")  # longest first: an out-of-memory shows up at once
-        pad_id = self.tokenizer.pad_token_id or 0
-        left = getattr(self.tokenizer, "padding_side", "right") == "left"
         start = 0
         with torch.inference_mode():
             while start < len(order):
                 batch = order[start : start + self.batch_size]
-                width = int(lengths[batch[0]])
-                input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                token_types = torch.zeros((len(batch), width), dtype=torch.long) if types is not None else None
-                claim = torch.zeros((len(batch), width), dtype=torch.bool) if spans is not None else None
-                for row, j in enumerate(batch):
-                    n = int(lengths[j])
-                    offset = width - n if left else 0
-                    cols = slice(offset, offset + n)
-                    input_ids[row, cols] = torch.tensor(ids[j])
-                    mask[row, cols] = 1
-                    if token_types is not None and types is not None:
-                        token_types[row, cols] = torch.tensor(types[j])
-                    if claim is not None and spans is not None:
-                        claim[row, offset + spans[j][0] : offset + spans[j][1]] = True
-                inputs = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
-                if token_types is not None:
-                    inputs["token_type_ids"] = token_types.to(self.device)
+                inputs, claim = self.batch_inputs(encoded, batch.tolist())
+                inputs = {k: v.to(self.device) for k, v in inputs.items()}
                 try:
                     probs = self._forward(inputs, claim)
                 except torch.cuda.OutOfMemoryError:
@@ -712,6 +708,34 @@ class NLIModel:
                     self.pairs_scored += len(batch)
                 start += len(batch)
         return out
+
+    def batch_inputs(self, encoded: Encoded, rows: Sequence[int]) -> tuple[dict[str, Any], Any]:
+        """The model's inputs for the pairs ``rows`` of ``encoded``, padded to the longest on the tokenizer's padding
+        side (CPU tensors), and for a token checker the mask of each row's claim tokens (else None)."""
+        import torch
+
+        ids, types, spans = encoded
+        width = max(len(ids[j]) for j in rows)
+        pad_id = self.tokenizer.pad_token_id or 0
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        token_types = torch.zeros((len(rows), width), dtype=torch.long) if types is not None else None
+        claim = torch.zeros((len(rows), width), dtype=torch.bool) if spans is not None else None
+        for row, j in enumerate(rows):
+            n = len(ids[j])
+            offset = width - n if left else 0
+            cols = slice(offset, offset + n)
+            input_ids[row, cols] = torch.tensor(ids[j])
+            mask[row, cols] = 1
+            if token_types is not None and types is not None:
+                token_types[row, cols] = torch.tensor(types[j])
+            if claim is not None and spans is not None:
+                claim[row, offset + spans[j][0] : offset + spans[j][1]] = True
+        inputs = {"input_ids": input_ids, "attention_mask": mask}
+        if token_types is not None:
+            inputs["token_type_ids"] = token_types
+        return inputs, claim
 
     def _forward(self, inputs: dict[str, Any], claim: Any = None) -> np.ndarray:
         """One batch through the model: ``(b, 3)`` entailment / neutral / contradiction (binary, seq2seq and token
@@ -757,9 +781,7 @@ class NLIModel:
             raise NLIError(f"token checker {self.name!r} returned logits of shape {tuple(logits.shape)}")
         assert self.supported_label is not None and claim is not None
         unsupported = torch.softmax(logits.float(), dim=-1)[..., 1 - self.supported_label]
-        claim = claim.to(unsupported.device)
-        largest = torch.where(claim, unsupported, torch.zeros_like(unsupported)).amax(dim=1)
-        worst = torch.where(claim.any(dim=1), largest, torch.full_like(largest, float("nan"))).cpu().numpy()
+        worst = claim_max(unsupported, claim).cpu().numpy()
         rows = np.zeros((worst.shape[0], 3), dtype=np.float32)
         rows[:, ENTAILMENT] = 1.0 - worst
         rows[:, NEUTRAL] = worst

@@ -14,7 +14,9 @@ A slice disjoint by claim text is held out: the thresholds are calibrated on it 
 before/after numbers measured on it. Forgetting is held back by distillation towards the base model's predictions
 on the training pairs (and optionally L2-SP towards the base weights). Training checkpoints into ``OUT/.tune`` and
 resumes when rerun with the same arguments; the training pairs and each model's held-out scores are kept there too,
-so that a rerun builds and scores nothing again and fits on the same numbers.
+so that a rerun builds and scores nothing again and fits on the same numbers. It trains NLI cross-encoders and
+two-label checkers read as text pairs, and token checkers (LettuceDetect) on the claim's P(supported) as scoring
+reads it (:mod:`~groundjudge.learn.objective`); seq2seq and templated checkers are refused before any work.
 
 A verdict head (:mod:`~groundjudge.checker.head`) is fitted on the tuned model's scores of the held-out slice, never on
 the training rows (the tuned model is overconfident on what it was trained on), and stored beside the weights with
@@ -47,7 +49,6 @@ from groundjudge.checker.evidence import BM25
 from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS, VerdictHead, claim_key
 from groundjudge.checker.nli import (
     CONTRADICTION,
-    ENTAILMENT,
     NEUTRAL,
     NLIModel,
     NLIScorer,
@@ -61,9 +62,9 @@ from groundjudge.io.jsonl import read_jsonl
 from groundjudge.io.reports import is_report_row
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable
+from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
 
-_WHICH = {"SUPPORTED": ENTAILMENT, "UNSUPPORTED": NEUTRAL, "CONTRADICTED": CONTRADICTION}
 STATE_DIR = ".tune"
 
 
@@ -303,7 +304,7 @@ def build_pairs(
         probs = scorer.score([(t, ex.claim) for ex, texts in pick for t in texts])
         i = 0
         for ex, texts in pick:
-            which = _WHICH[ex.label]
+            which = LABEL_OUTPUT[ex.label]
             if which == CONTRADICTION and not base.has_contradiction:
                 which = NEUTRAL  # a checker without a contradiction output: its "not supported" one
             block = probs[i : i + len(texts)]
@@ -316,71 +317,13 @@ def build_pairs(
 # -- training ----------------------------------------------------------------------------------------------------
 
 
-def _encode(tokenizer: Any, pairs: Sequence[TrainPair], max_length: int) -> list[dict[str, list[int]]]:
-    enc = tokenizer(
-        [p.premise for p in pairs],
-        [p.claim for p in pairs],
-        truncation="only_first",
-        max_length=max_length,
-        padding=False,
-        verbose=False,
-    )
-    keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
-    return [{k: enc[k][i] for k in keys} for i in range(len(pairs))]
-
-
-def _collate(items: Sequence[dict[str, list[int]]], pad_id: int, device: str) -> dict[str, Any]:
-    import torch
-
-    width = max(len(x["input_ids"]) for x in items)
-    out: dict[str, Any] = {}
-    for key in items[0]:
-        fill = pad_id if key == "input_ids" else 0
-        out[key] = torch.tensor([x[key] + [fill] * (width - len(x[key])) for x in items], device=device)
-    return out
-
-
-def _autocast(device: str) -> tuple[Any, Any]:
-    """(autocast context factory, grad scaler or None): bf16 (or fp16 with a scaler) on CUDA, plain fp32 elsewhere."""
-    import contextlib
-
-    import torch
-
-    if device.startswith("cuda"):
-        if torch.cuda.is_bf16_supported():
-            return (lambda: torch.autocast("cuda", dtype=torch.bfloat16)), None
-        return (lambda: torch.autocast("cuda", dtype=torch.float16)), torch.amp.GradScaler("cuda")
-    return contextlib.nullcontext, None
-
-
-def base_probabilities(
-    model: Any, encoded: Sequence[dict[str, list[int]]], pad_id: int, device: str, batch: int
-) -> list[list[float]]:
-    """The base model's softmax on each training pair (raw output order), for distillation."""
-    import torch
-
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]["input_ids"]))
-    out: list[list[float]] = [[] for _ in encoded]
-    cast, _ = _autocast(device)
-    model.eval()
-    with torch.inference_mode():
-        for s in range(0, len(order), batch):
-            idx = order[s : s + batch]
-            with cast():
-                logits = model(**_collate([encoded[i] for i in idx], pad_id, device)).logits
-            probs = torch.softmax(logits.float(), -1).cpu().tolist()
-            for i, p in zip(idx, probs, strict=True):
-                out[i] = [round(x, 6) for x in p]
-    return out
-
-
 def attach_base_probabilities(pairs: Sequence[TrainPair], base: NLIModel, settings: TuneSettings) -> None:
-    """Set each pair's ``base``: the base model's probabilities on it, the distillation target."""
-    tok = base.tokenizer
-    enc = _encode(tok, pairs, min(settings.max_length, base.max_length))
-    probs = base_probabilities(base.model, enc, tok.pad_token_id or 0, base.device, 32)
-    for p, pr in zip(pairs, probs, strict=True):
-        p.base = pr
+    """Set each pair's ``base``: the base model's answers on it as training reads them (``learn.objective``: its
+    softmax, or a token checker's claim P(supported) and P(not supported)), the distillation target."""
+    objective = make_objective(base, settings.max_length)
+    encoded = objective.encode([(p.premise, p.claim) for p in pairs])
+    for p, answer in zip(pairs, base_answers(objective, base.model, encoded, base.device, 32), strict=True):
+        p.base = answer
 
 
 def _batches(lengths: Sequence[int], batch: int, seed: int) -> list[list[int]]:
@@ -422,17 +365,19 @@ ProgressFn = Callable[[int, int, float], None]
 
 def _check_trainable(base: NLIModel) -> None:
     """Refuse, before any work, a base that :func:`train` cannot fine-tune: it trains a sequence classifier read as
-    tokenizer pairs (an NLI cross-encoder, or a two-label checker such as MiniCheck-DeBERTa or FactCG); a seq2seq or
-    token checker, or a model that reads its pairs through a template, is another objective."""
-    if base.kind not in ("nli", "binary") or base.template is not None:
-        what = f"a {base.kind} checker"
-        if base.kind in ("nli", "binary"):
-            what = f"{'an NLI' if base.kind == 'nli' else 'a two-label'} model that reads its pairs through a template"
-        raise ConfigError(
-            f"tune fine-tunes NLI cross-encoders and two-label checkers read as text pairs; {base.name} is {what}. "
-            "Use it as it is, and fit its thresholds and verdict head to your labels with `groundjudge calibrate` "
-            "(any kind of checker)"
-        )
+    tokenizer pairs (an NLI cross-encoder, or a two-label checker such as MiniCheck-DeBERTa) and a token checker
+    (LettuceDetect, its passage in its template); a seq2seq checker, or a sequence classifier that reads its pairs
+    through a template (FactCG, HHEM), is another objective."""
+    if base.kind == "token" or (base.kind in ("nli", "binary") and base.template is None):
+        return
+    what = f"a {base.kind} checker"
+    if base.kind in ("nli", "binary"):
+        what = f"{'an NLI' if base.kind == 'nli' else 'a two-label'} model that reads its pairs through a template"
+    raise ConfigError(
+        "tune fine-tunes NLI cross-encoders and two-label checkers read as text pairs, and token checkers "
+        f"(LettuceDetect); {base.name} is {what}. Use it as it is, and fit its thresholds and verdict head to your "
+        "labels with `groundjudge calibrate` (any kind of checker)"
+    )
 
 
 def train(
@@ -445,53 +390,50 @@ def train(
     run_key: str = "",
     checkpoint_every: int = 50,
     progress: ProgressFn | None = None,
-    columns: Sequence[int | None] | None = None,
+    reader: NLIModel | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``base`` on the pairs and save the model (weights, tokenizer, config) to ``out``.
 
-    ``columns``: the output index of entailment, neutral and contradiction (``NLIModel.columns``: a two-label
-    checker's supported output, its other output, None); default: read from the config's label names.
+    ``reader``: ``base`` as groundjudge reads it (its kind, labels and template; ``tune`` hands in its base model),
+    default loaded from ``base``. What the model is trained towards depends on its kind
+    (:func:`~groundjudge.learn.objective.make_objective`); the loop, checkpoints and progress are the same.
 
     A checkpoint in ``out/.tune`` is written every ``checkpoint_every`` steps, at each epoch's end and on an
     interrupt; a later call with the same ``run_key`` resumes from it.
+
+    Raises:
+        NLIError: no pair can be trained on (a token checker's pairs all longer than ``max_length``).
     """
     import torch
     import torch.nn.functional as F
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from groundjudge.checker.nli import label_columns
 
     device = pick_device(device)
     state_dir = out / STATE_DIR
     state_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=Path(base).is_dir())
-    model = AutoModelForSequenceClassification.from_pretrained(base, local_files_only=Path(base).is_dir())
-    columns = list(columns) if columns is not None else label_columns(model.config.id2label)
-    target_col = {
-        label: columns[which] if columns[which] is not None else columns[NEUTRAL] for label, which in _WHICH.items()
-    }
-    if any(c is None for c in target_col.values()):
-        raise NLIError(f"{base}: no output for one of the labels {columns}")
-    max_length = min(settings.max_length, int(getattr(tokenizer, "model_max_length", 512) or 512))
-    max_length = min(max_length, int(getattr(model.config, "max_position_embeddings", max_length)))
-    encoded = _encode(tokenizer, pairs, max_length)
-    lengths = [len(e["input_ids"]) for e in encoded]
-    labels = [int(target_col[p.label] or 0) for p in pairs]
-    n_out = int(model.config.num_labels)
-    counts = Counter(labels)
-    weights = torch.ones(n_out)
+    reader = reader if reader is not None else NLIModel(base, device="cpu")
+    objective = make_objective(reader, settings.max_length)
+    model = objective.load(base)
+    encoded = objective.encode([(p.premise, p.claim) for p in pairs])
+    lengths = objective.lengths(encoded)
+    keep = objective.usable(encoded)
+    if not keep:
+        raise NLIError(
+            f"none of the {len(pairs)} training pairs fits in {objective.max_length} tokens (--max-length), and a "
+            f"{reader.kind} checker's pairs are never cut"
+        )
+    labels = [objective.targets[p.label] for p in pairs]
+    counts = Counter(labels[i] for i in keep)
+    weights = torch.ones(objective.outputs)
     if settings.balance:
         for c, n in counts.items():
-            weights[c] = len(labels) / (len(counts) * n)
+            weights[c] = len(keep) / (len(counts) * n)
     model.to(device)
     batch = settings.batch_size or (32 if device != "cpu" else 16)
-    steps_per_epoch = math.ceil(len(pairs) / batch)
+    steps_per_epoch = math.ceil(len(keep) / batch)
     total = steps_per_epoch * settings.epochs
     optimizer, scheduler = _optimizer(model, settings, total)
     anchor = [p.detach().clone() for p in model.parameters()] if settings.l2sp > 0 else []
-    cast, scaler = _autocast(device)
-    base_probs = torch.tensor([p.base for p in pairs]) if settings.distill > 0 else None
-    pad_id = tokenizer.pad_token_id or 0
+    cast, scaler = autocast(device)
 
     ckpt = state_dir / "checkpoint.pt"
     epoch, step_in_epoch, step, losses = 0, 0, 0, []
@@ -523,19 +465,17 @@ def train(
     model.train()
     try:
         while epoch < settings.epochs:
-            plan = _batches(lengths, batch, settings.seed * 1000 + epoch)
+            plan = _batches([lengths[i] for i in keep], batch, settings.seed * 1000 + epoch)
             while step_in_epoch < len(plan):
-                idx = plan[step_in_epoch]
-                inputs = _collate([encoded[i] for i in idx], pad_id, device)
+                idx = [keep[j] for j in plan[step_in_epoch]]
+                inputs = objective.batch(encoded, idx, device)
                 y = torch.tensor([labels[i] for i in idx], device=device)
                 with cast():
-                    logits = model(**inputs).logits.float()
-                loss = F.cross_entropy(logits, y, weight=weights.to(device))
-                if base_probs is not None:
-                    teacher = base_probs[idx].to(device)
-                    loss = loss + settings.distill * F.kl_div(
-                        F.log_softmax(logits, -1), teacher.clamp_min(1e-8), reduction="batchmean"
-                    )
+                    log_probs = objective.log_probs(model, inputs).float()
+                loss = F.nll_loss(log_probs, y, weight=weights.to(device))  # cross-entropy of the label's output
+                if settings.distill > 0:
+                    teacher = torch.tensor([pairs[i].base for i in idx], device=device)
+                    loss = loss + settings.distill * F.kl_div(log_probs, teacher.clamp_min(1e-8), reduction="batchmean")
                 if anchor:
                     loss = loss + settings.l2sp * sum(
                         ((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchor, strict=True)
@@ -566,10 +506,11 @@ def train(
         raise
     model.eval()
     model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
+    reader.tokenizer.save_pretrained(str(out))
     return {
         "steps": step,
         "pairs": len(pairs),
+        "pairs_left_out": len(pairs) - len(keep),
         "seconds": round(time.perf_counter() - start, 1),
         "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
         "device": device,
@@ -814,7 +755,7 @@ def tune(
             run_key=key,
             checkpoint_every=checkpoint_every,
             progress=progress,
-            columns=base_model.columns,
+            reader=base_model,
         )
         state.update(trained=True, training=training)
         state_file.write_text(json.dumps(state) + "\n")

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import typer
@@ -23,14 +24,16 @@ from groundjudge.errors import ConfigError, InputError
 from groundjudge.learn.calibrate import fit_profile
 from groundjudge.learn.tune import (
     STATE_DIR,
+    TrainPair,
     TuneSettings,
     load_examples,
     split_by_claim,
+    train,
     tune,
 )
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores
 from groundjudge.pipeline.evaluator import Evaluator
-from tests.conftest import SHARED_MODEL, write_jsonl
+from tests.conftest import SHARED_MODEL, tiny_modernbert_model, write_jsonl
 
 FAST = TuneSettings(epochs=2, batch_size=4, max_length=64, holdout=0.25, distill=0.5, l2sp=0.01)
 
@@ -45,6 +48,31 @@ def tiny(tiny_nli: Path) -> str:
 @pytest.fixture(scope="module")
 def tokenizer(tiny: str) -> Any:
     return NLIModel(tiny, device="cpu").tokenizer
+
+
+def separable_pairs(n: int = 8) -> list[TrainPair]:
+    """SUPPORTED claims that repeat their passage, UNSUPPORTED ones about dragons the passage does not mention. The
+    words tell the labels apart only in the claim: the SUPPORTED pairs' passages speak of the dragons, and only the
+    UNSUPPORTED pairs' passages of zebras, so that a loss that read every token of the pair, not the claim's alone,
+    would learn the zebras and leave the claims as they were."""
+    pairs = []
+    for i in range(n):
+        museum, dragons = f"The museum of town {i} opened in {1900 + i}.", f"Purple dragons guard the gate of town {i}."
+        pairs.append(TrainPair(f"{dragons} {museum}", museum, "SUPPORTED"))
+        zebras = f"Zebras graze near town {i}. {museum}"
+        pairs.append(TrainPair(zebras, dragons, "UNSUPPORTED" if i % 2 else "CONTRADICTED"))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def token_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random LettuceDetect-shaped token checker (ModernBERT, LABEL_0 / LABEL_1, 0 supported, declared in its
+    groundjudge.json as the hub model's folder would be). Read only: copy it before writing into it."""
+    corpus = [f"{r['contexts'][0]} {r['claim']}" for r in gold_rows(40)]
+    corpus += [f"{p.premise} {p.claim}" for p in separable_pairs(20)] + ["Passage: Answer:"]
+    base = tiny_modernbert_model(tmp_path_factory.mktemp("token") / "model", corpus * 5, PLACEHOLDERS)
+    (base / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "kind": "token", "supported_label": 0}))
+    return base
 
 
 def gold_rows(n: int = 16) -> list[dict[str, Any]]:
@@ -228,7 +256,9 @@ def test_tune_stores_a_head_fitted_on_the_held_out_slice_and_the_pipeline_applie
     assert again_head is not None and VerdictHead(**again_head).digest == head.digest
 
 
-def test_interrupt_and_resume_gives_the_same_model(tmp_path: Path, tiny: str) -> None:
+@pytest.mark.parametrize("kind", ["nli", "token"])
+def test_interrupt_and_resume_gives_the_same_model(tmp_path: Path, tiny: str, token_base: Path, kind: str) -> None:
+    tiny = tiny if kind == "nli" else str(token_base)
     data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
     straight = tmp_path / "straight"
     tune([data], tiny, straight, FAST, device="cpu")
@@ -363,19 +393,26 @@ def test_a_rerun_keeps_the_model_the_run_decided_on(tmp_path: Path, tiny: str, m
     assert (out / "model.safetensors").read_bytes() == weights
 
 
-def test_tune_refuses_a_checker_it_cannot_train_before_any_work(tmp_path: Path, tiny: str) -> None:
-    # tune trains a sequence classifier read as tokenizer pairs; a token checker crashed in the distillation targets
-    # ("type list doesn't define __round__") after the pairs were built and scored, and a model read through a
-    # template was trained on pairs it never sees
-    from tests.conftest import tiny_modernbert_model
+def test_tune_refuses_a_checker_it_cannot_train_before_any_work(tmp_path: Path, tiny: str, token_base: Path) -> None:
+    # tune trains a sequence classifier read as tokenizer pairs, or a token checker; a token checker crashed in the
+    # distillation targets ("type list doesn't define __round__") after the pairs were built and scored, and a
+    # sequence classifier read through a template was trained on pairs it never sees
+    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
 
     data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
-    token = tiny_modernbert_model(tmp_path / "token" / "model", ["Cats are mammals.", "a b c"], PLACEHOLDERS)
-    (token / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "kind": "token", "supported_label": 0}))
-    templated = tmp_path / "templated"
+    templated = tmp_path / "templated" / "model"
     shutil.copytree(tiny, templated)
     (templated / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "template": "{premise} || {hypothesis}"}))
-    for base, says in ((token, "is a token checker"), (templated, "reads its pairs through a template")):
+    seq2seq = tmp_path / "seq2seq" / "model"  # MiniCheck-Flan-T5 shape, tiny, with the token checker's tokenizer
+    tok = AutoTokenizer.from_pretrained(str(token_base))
+    config = T5Config(  # type: ignore[call-arg]
+        vocab_size=len(tok), d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2, pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.sep_token_id, decoder_start_token_id=tok.pad_token_id,
+    )  # fmt: skip
+    T5ForConditionalGeneration(config).save_pretrained(str(seq2seq))
+    tok.save_pretrained(str(seq2seq))
+    assert NLIModel(str(seq2seq), device="cpu").kind == "seq2seq"
+    for base, says in ((seq2seq, "is a seq2seq checker"), (templated, "reads its pairs through a template")):
         out = tmp_path / f"out-{base.parent.name}"
         with pytest.raises(ConfigError, match=says) as caught:
             tune([data], str(base), out, FAST, device="cpu")
@@ -400,3 +437,71 @@ def test_tune_trains_a_two_label_checker_and_the_tuned_model_runs_as_its_base(tm
     assert tuned.kind == "binary" and tuned.supported_label == 0 and tuned.columns == [0, 1, None]
     probs = tuned.predict([("Cats are mammals.", "Cats are mammals.")])
     assert probs.shape == (1, 3) and probs[0, 2] == 0 and probs[0, 0] + probs[0, 1] == pytest.approx(1)
+
+
+def test_tune_trains_a_token_checker_and_the_tuned_model_runs_as_its_base(tmp_path: Path, token_base: Path) -> None:
+    """Issue 33: a LettuceDetect-shaped token checker (ModernBERT, two placeholder labels, the supported one and the
+    passage's prompt declared in groundjudge.json) is trained, and the tuned folder loads and scores as its base."""
+    base = tmp_path / "base"
+    shutil.copytree(token_base, base)
+    declared = {"format": 1, "kind": "token", "supported_label": 0, "template": "Passage: {premise}\nAnswer:"}
+    (base / MODEL_PROFILE_FILE).write_text(json.dumps(declared))
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    steps: list[int] = []
+    result = tune([data], str(base), out, FAST, device="cpu", progress=lambda s, t, loss: steps.append(s))
+    assert steps and result["training"]["pairs_left_out"] == 0  # it trained, on every pair
+    tuned, before = NLIModel(str(out), device="cpu"), NLIModel(str(base), device="cpu")
+    assert tuned.kind == "token" and tuned.supported_label == 0 and tuned.template == declared["template"]
+    assert tuned.identity.split("/", 1)[1] == before.identity.split("/", 1)[1]  # read the same way
+    pairs = [("The museum of city number 3 opened in 1903.", "The museum opened in 1903."), ("a b", "c d")]
+    probs = tuned.predict(pairs)
+    assert probs.shape == (2, 3) and np.isfinite(probs).all() and (probs[:, 2] == 0).all()
+    if result["kept"] == "tuned":
+        weights = before.model.state_dict()
+        assert any(not torch.equal(weights[k], v) for k, v in tuned.model.state_dict().items())
+
+
+def _support_margin(model: NLIModel, pairs: list[TrainPair]) -> float:
+    """Mean P(supported) as scoring reads it over the SUPPORTED pairs, less the mean over the others."""
+    supported = model.predict([(p.premise, p.claim) for p in pairs])[:, 0]
+    labels = np.array([p.label == "SUPPORTED" for p in pairs])
+    return float(supported[labels].mean() - supported[~labels].mean())
+
+
+def test_a_token_checker_learns_the_claims_reading(tmp_path: Path, token_base: Path) -> None:
+    """The objective is the scoring reading: 1 - the largest P(unsupported) over the claim's tokens, against the
+    label. Trained on a separable set, the tuned checker's P(supported) through ``NLIModel.predict`` separates the
+    SUPPORTED pairs from the others by a margin its base does not have (a flipped label, or the largest taken over
+    every token of the pair, fails this)."""
+    pairs = separable_pairs()
+    settings = TuneSettings(epochs=20, lr=1e-3, batch_size=4, max_length=128, warmup=0.0, distill=0.0)
+    base = NLIModel(str(token_base), device="cpu")
+    out = tmp_path / "tuned"
+    train(str(token_base), pairs, out, settings, device="cpu", reader=base)
+    tuned = NLIModel(str(out), device="cpu", supported_label=0)
+    before, after = _support_margin(base, pairs), _support_margin(tuned, pairs)
+    assert after > 0.75 and after > before + 0.75, (before, after)  # the claim read over every token: about 0.54
+
+
+def test_a_token_checkers_distillation_targets_and_pairs_too_long_to_read(tmp_path: Path, token_base: Path) -> None:
+    """The base's answers that the tuned token checker is distilled towards are its P(supported) as scoring reads
+    it; a pair longer than max_length is left out of training (scoring never cuts one), and none left is an error."""
+    from groundjudge.errors import NLIError
+    from groundjudge.learn.tune import attach_base_probabilities
+
+    base = NLIModel(str(token_base), device="cpu")
+    pairs = separable_pairs(3)
+    long = TrainPair(
+        " ".join(p.premise for p in separable_pairs(20)), "The museum of town 1 opened in 1901.", "SUPPORTED"
+    )
+    settings = TuneSettings(epochs=1, batch_size=4, max_length=96, distill=0.5)
+    attach_base_probabilities([*pairs, long], base, settings)
+    read = base.predict([(p.premise, p.claim) for p in pairs])
+    for p, row in zip(pairs, read, strict=True):
+        assert p.base == pytest.approx([row[0], row[1]], abs=1e-5)  # [P(supported), P(not supported)]
+    assert long.base == []
+    result = train(str(token_base), [*pairs, long], tmp_path / "out", settings, device="cpu", reader=base)
+    assert result["pairs_left_out"] == 1 and result["steps"] == 2
+    with pytest.raises(NLIError, match="none of the 1 training pairs fits in 96 tokens"):
+        train(str(token_base), [long], tmp_path / "none", settings, device="cpu", reader=base)
