@@ -11,6 +11,10 @@ wins and the file is one whole version.
 The new file gets the permissions ``open()`` would give it (``mode`` less the umask; 0o666 by default), not the
 replaced file's. Text is UTF-8 with ``open()``'s newline rule (``"\\n"`` written as ``os.linesep``).
 
+A target that is a symbolic link is replaced by a regular file (the link's target keeps its old contents). A
+process killed outright (SIGKILL, out of memory, power loss) leaves its temporary file (:func:`is_temporary` tells
+one by its name): readers of a folder's contents skip them.
+
 Imports nothing of groundjudge: every layer may use it.
 """
 
@@ -18,18 +22,27 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Literal, TextIO, overload
 
-__all__ = ["atomic_write_text", "atomic_writer"]
+__all__ = ["atomic_write_text", "atomic_writer", "is_temporary"]
 
 _TRIES = 100  # random names to try before the last one's error is raised (a clash is 1 in 2**48 a try)
 _FLAGS = (
     os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
 )  # as tempfile.mkstemp: a new file only, never through a link, no text translation below the Python file
+
+
+_TEMPORARY = re.compile(r".+\.[0-9a-f]{12}\.tmp")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name is one of this module's temporary files (``NAME.<12 hex digits>.tmp``)."""
+    return _TEMPORARY.fullmatch(name) is not None
 
 
 def _create_beside(path: Path, mode: int) -> tuple[int, Path]:

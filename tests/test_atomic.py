@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import groundjudge.atomic as atomic
-from groundjudge.atomic import atomic_write_text, atomic_writer
+from groundjudge.atomic import atomic_write_text, atomic_writer, is_temporary
 
 OLD = b"the old contents, whole\n"
 
@@ -197,3 +197,13 @@ def test_any_text_is_written_exactly_or_the_old_file_stays_whole(text: str) -> N
             atomic_write_text(path, text)
             assert path.read_bytes() == (encoded if os.linesep == "\n" else text.replace("\n", os.linesep).encode())
         assert _names(Path(folder)) == ["state.json"]
+
+
+def test_is_temporary_knows_the_writers_own_names_and_no_others(tmp_path: Path) -> None:
+    target = tmp_path / "groundjudge.json"
+    with atomic_writer(target) as f:
+        f.write("{}")
+        (temporary,) = [p.name for p in tmp_path.iterdir()]  # the writer's temporary file, mid-write
+    assert is_temporary(temporary) and [p.name for p in tmp_path.iterdir()] == [target.name]
+    assert not is_temporary(target.name) and not is_temporary("model.safetensors")
+    assert not is_temporary("notes.tmp") and not is_temporary("x.0123456789ab.tmp.bak")

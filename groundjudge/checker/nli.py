@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 
+from groundjudge.atomic import is_temporary
 from groundjudge.cache import Cache, make_key
 from groundjudge.checker.profile import MODEL_PROFILE_FILE
 from groundjudge.errors import NLIError
@@ -114,11 +115,11 @@ def _fingerprint_dir(path: Path) -> str:
     """A content hash of a local model folder: the name and whole-content digest of every file in it, but the
     groundjudge.json beside the weights: its thresholds change no probability (what it says about how to run the
     model, kind, label and template, is in the fingerprint apart), and calibrate or tune rewriting it must not void
-    the NLI cache."""
+    the NLI cache; nor the temporary file a writer killed while replacing it leaves beside it."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
-        if not f.is_file() or f.name == MODEL_PROFILE_FILE:
-            continue
+        if not f.is_file() or f.name == MODEL_PROFILE_FILE or is_temporary(f.name):
+            continue  # a temporary file a killed writer left (groundjudge.atomic) is none of the model
         h.update(f.name.encode() + b"\0" + file_digest(f).encode() + b"\0")
     return h.hexdigest()[:16]
 

@@ -411,6 +411,7 @@ def train(
     state_dir = out / STATE_DIR
     state_dir.mkdir(parents=True, exist_ok=True)
     reader = reader if reader is not None else NLIModel(base, device="cpu")
+    _check_trainable(reader)
     objective = make_objective(reader, settings.max_length)
     model = objective.load(base)
     encoded = objective.encode([(p.premise, p.claim) for p in pairs])
@@ -669,11 +670,21 @@ def _run_key(paths: Sequence[Path], base: str, settings: TuneSettings) -> str:
     return h.hexdigest()[:20]
 
 
+def _run_key_in(state: Path) -> str | None:
+    """The run key ``OUT/.tune/run.json`` holds; None when it cannot be read (a file torn before its writes were
+    atomic): that OUT is no run's to resume, and ``--overwrite`` may empty it."""
+    try:
+        data = json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("run_key") if isinstance(data, dict) else None
+
+
 def _prepare_out(out: Path, key: str, overwrite: bool) -> None:
     """An empty or resumable OUT; a folder holding something else is refused unless ``overwrite``."""
     state = out / STATE_DIR / "run.json"
     if out.exists() and any(out.iterdir()):
-        same = state.is_file() and json.loads(state.read_text()).get("run_key") == key
+        same = state.is_file() and _run_key_in(state) == key
         if not same:
             ours = (out / STATE_DIR).is_dir() or (out / "config.json").is_file()
             if not overwrite:
@@ -686,7 +697,7 @@ def _prepare_out(out: Path, key: str, overwrite: bool) -> None:
             shutil.rmtree(out)
     (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
     if not state.is_file():
-        state.write_text(json.dumps({"run_key": key}) + "\n")
+        atomic_write_text(state, json.dumps({"run_key": key}) + "\n")
 
 
 def tune(
@@ -735,7 +746,7 @@ def tune(
         pairs = build_pairs(train_ex, base_model, NLIScorer(base_model, cache), settings)
         if settings.distill > 0:
             attach_base_probabilities(pairs, base_model, settings)
-        pairs_file.write_text(json.dumps([asdict(p) for p in pairs]))
+        atomic_write_text(pairs_file, json.dumps([asdict(p) for p in pairs]))
     log(f"{len(pairs)} training pairs ({dict(Counter(p.label for p in pairs))})")
     held_labels = [ex.label for ex in held]
     scores_file = out / STATE_DIR / "held_out_scores.json"
@@ -758,7 +769,7 @@ def tune(
             reader=base_model,
         )
         state.update(trained=True, training=training)
-        state_file.write_text(json.dumps(state) + "\n")
+        atomic_write_text(state_file, json.dumps(state) + "\n")
         (out / STATE_DIR / "checkpoint.pt").unlink(missing_ok=True)
     tuned = NLIModel(str(out), device=device)
     after_nli = held_out_scores(tuned, held, settings, cache, scores_file)
@@ -775,7 +786,7 @@ def tune(
         after_nli = held_out_scores(tuned, held, settings, cache, scores_file)
     if not decided:
         state["kept"] = kept  # a rerun resumes the run with the model OUT holds now
-        state_file.write_text(json.dumps(state) + "\n")
+        atomic_write_text(state_file, json.dumps(state) + "\n")
     kept_reason = None
     if kept == "base":
         kept_reason = (

@@ -6,6 +6,7 @@ import json
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -35,6 +36,9 @@ __all__ = [
 
 T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger(__name__)
+
+# LLMClient methods that moved to LLMClient.costs: the old names still answer, with a DeprecationWarning
+_MOVED_TO_COSTS = frozenset({"worst_case_cost", "expected_tokens", "estimate_cost", "usage_of"})
 
 # What makes a client's requests, replies and their prices what they are (besides its provider): a twin keeps them.
 _REQUEST_SETTINGS = ("retry", "max_reasks", "temperature", "seed", "max_tokens", "price")
@@ -120,6 +124,14 @@ class LLMClient:
         self._deferred: list[DeferredCall] | None = None
         self._deferred_keys: set[str] = set()
         self._sending = threading.local()  # per thread: send even while deferring (see sending())
+
+    def __getattr__(self, name: str) -> Any:
+        """The cost methods' old names (moved to :attr:`costs`, a :class:`~groundjudge.llm.costs.CallCosts`), with a
+        DeprecationWarning."""
+        if name in _MOVED_TO_COSTS:
+            warnings.warn(f"LLMClient.{name} is LLMClient.costs.{name} now", DeprecationWarning, stacklevel=2)
+            return getattr(self.costs, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def model_id(self) -> str:

@@ -385,3 +385,18 @@ def test_a_deberta_model_with_sentencepiece_drops_in(tiny_deberta: NLIModel) -> 
         [(["Sentence 3 talks about topic 3."], chunk_document(DOC, 0, tiny_deberta.tokenizer, 64))]
     )[0]
     assert result.passages_scored == 2 and result.entailment_passage is not None
+
+
+def test_a_temporary_file_a_killed_writer_left_is_not_part_of_the_model(tmp_path: Path, tiny_nli: Path) -> None:
+    # groundjudge.atomic names its temporary files at random; a writer killed outright (calibrate or tune rewriting
+    # groundjudge.json) leaves one beside the weights, and it changed the fingerprint: every NLI score a cache miss,
+    # and a verdict head tied to the model no longer matching it (the writer's own names: tests/test_atomic.py)
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_nli, folder)
+    before = NLIModel(str(folder), device="cpu").fingerprint
+    (folder / "groundjudge.json.0123456789ab.tmp").write_text("{")  # what a SIGKILL mid-write leaves
+    assert NLIModel(str(folder), device="cpu").fingerprint == before
+    (folder / "notes.tmp").write_text("a file of the model's own")  # any other file still counts
+    assert NLIModel(str(folder), device="cpu").fingerprint != before

@@ -505,3 +505,25 @@ def test_a_token_checkers_distillation_targets_and_pairs_too_long_to_read(tmp_pa
     assert result["pairs_left_out"] == 1 and result["steps"] == 2
     with pytest.raises(NLIError, match="none of the 1 training pairs fits in 96 tokens"):
         train(str(token_base), [long], tmp_path / "none", settings, device="cpu", reader=base)
+
+
+def test_a_torn_run_file_is_no_runs_to_resume_and_overwrite_clears_it(tmp_path: Path, tiny: str) -> None:
+    # OUT/.tune/run.json was written in place: a kill mid-write left it torn, and every later tune into that OUT
+    # raised a bare JSONDecodeError, --overwrite too
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    (out / ".tune").mkdir(parents=True)
+    (out / ".tune" / "run.json").write_text('{"run_key": "ab')
+    with pytest.raises(ConfigError, match="--overwrite"):
+        tune([data], tiny, out, FAST, device="cpu")
+    tune([data], tiny, out, FAST, device="cpu", overwrite=True)
+    assert NLIModel(str(out), device="cpu").kind == "nli"
+
+
+def test_train_called_alone_refuses_what_tune_refuses(tmp_path: Path, tiny: str) -> None:
+    # benchmarks/tune.py calls train() directly: a model read through a template was trained on plain pairs
+    templated = tmp_path / "templated"
+    shutil.copytree(tiny, templated)
+    (templated / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "template": "{premise} || {hypothesis}"}))
+    with pytest.raises(ConfigError, match="through a template"):
+        train(str(templated), [TrainPair("a b c", "a b", "SUPPORTED")], tmp_path / "out", FAST)

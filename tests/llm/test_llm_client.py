@@ -620,3 +620,16 @@ def test_refusal_after_a_reask_carries_the_usage_of_both(server: ScriptedLLMServ
         client.complete_json(ASK, Verdict)
     assert info.value.usage is not None and info.value.usage.calls == 2 and info.value.usage.output_tokens == 12
     assert client.ledger.total.calls == 2
+
+
+def test_the_cost_methods_old_names_still_answer_with_a_deprecation_warning(server: ScriptedLLMServer) -> None:
+    # worst_case_cost, expected_tokens, estimate_cost and usage_of moved from LLMClient to LLMClient.costs
+    client = make_test_client(server, model="openai/gpt-4o-mini")
+    request = client.request_for(ASK, Verdict)
+    for name, args in (("worst_case_cost", (request,)), ("expected_tokens", (request,)), ("estimate_cost", (ASK,))):
+        with pytest.warns(DeprecationWarning, match=f"LLMClient.costs.{name}"):
+            assert getattr(client, name)(*args) == getattr(client.costs, name)(*args)
+    with pytest.warns(DeprecationWarning):
+        assert client.usage_of == client.costs.usage_of
+    with pytest.raises(AttributeError):
+        _ = client.no_such_thing
