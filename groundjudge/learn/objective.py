@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, Encoded, NLIModel, claim_max
-from groundjudge.errors import NLIError
+from groundjudge.errors import ConfigError, NLIError
 
 LABEL_OUTPUT = {"SUPPORTED": ENTAILMENT, "UNSUPPORTED": NEUTRAL, "CONTRADICTED": CONTRADICTION}
 
@@ -86,6 +86,7 @@ class PairObjective:
         if any(c is None for c in targets.values()):
             raise NLIError(f"{reader.name}: no output for one of the labels {columns}")
         self.targets = {label: int(c or 0) for label, c in targets.items()}
+        self.reader = reader
         self.tokenizer = reader.tokenizer
         self.max_length = max_length
         self.outputs = int(reader.model.config.num_labels)
@@ -114,16 +115,10 @@ class PairObjective:
         return list(range(len(encoded)))
 
     def batch(self, encoded: list[dict[str, list[int]]], rows: Sequence[int], device: str) -> dict[str, Any]:
-        import torch
-
-        items = [encoded[i] for i in rows]
-        pad_id = self.tokenizer.pad_token_id or 0
-        width = max(len(x["input_ids"]) for x in items)
-        out: dict[str, Any] = {}
-        for key in items[0]:
-            fill = pad_id if key == "input_ids" else 0
-            out[key] = torch.tensor([x[key] + [fill] * (width - len(x[key])) for x in items], device=device)
-        return out
+        # padded as scoring pads (NLIModel.batch_inputs: the tokenizer's padding side, token types)
+        types = [e["token_type_ids"] for e in encoded] if "token_type_ids" in encoded[0] else None
+        inputs, _ = self.reader.batch_inputs(Encoded([e["input_ids"] for e in encoded], types, None), rows)
+        return {k: v.to(device) for k, v in inputs.items()}
 
     def log_probs(self, model: Any, batch: dict[str, Any]) -> Any:
         import torch.nn.functional as F
@@ -136,7 +131,8 @@ class TokenObjective:
     claim's tokens); outputs [supported, not supported]."""
 
     def __init__(self, reader: NLIModel, max_length: int) -> None:
-        assert reader.supported_label is not None
+        if reader.supported_label is None:  # NLIModel sets it for every token checker
+            raise NLIError(f"{reader.name}: a token checker without a supported label")
         self.outputs = 2
         self.targets = {"SUPPORTED": 0, "UNSUPPORTED": 1, "CONTRADICTED": 1}
         self.reader = reader
@@ -178,17 +174,27 @@ class TokenObjective:
 
 
 def make_objective(reader: NLIModel, max_length: int) -> Objective:
-    """The objective of ``reader``'s kind, on pairs of at most ``max_length`` tokens (and the model's own limit).
+    """The objective of ``reader``'s kind, on pairs of at most ``max_length`` tokens (and the model's own limit): a
+    sequence classifier read as tokenizer pairs (an NLI cross-encoder, a two-label checker such as MiniCheck-DeBERTa)
+    or a token checker (LettuceDetect, its passage in its template). Cheap: ``tune`` asks it before any work.
 
     Raises:
-        NLIError: a kind ``tune`` cannot train (seq2seq).
+        ConfigError: a seq2seq checker, or a sequence classifier that reads its pairs through a template (FactCG,
+            HHEM): another training objective.
     """
     length = min(max_length, reader.max_length)
     if reader.kind == "token":
         return TokenObjective(reader, length)
-    if reader.kind in ("nli", "binary"):
+    if reader.kind in ("nli", "binary") and reader.template is None:
         return PairObjective(reader, length)
-    raise NLIError(f"tune cannot train a {reader.kind} checker ({reader.name})")
+    what = f"a {reader.kind} checker"
+    if reader.kind in ("nli", "binary"):
+        what = f"{'an NLI' if reader.kind == 'nli' else 'a two-label'} model that reads its pairs through a template"
+    raise ConfigError(
+        "tune fine-tunes NLI cross-encoders and two-label checkers read as text pairs, and token checkers "
+        f"(LettuceDetect); {reader.name} is {what}. Use it as it is, and fit its thresholds and verdict head to your "
+        "labels with `groundjudge calibrate` (any kind of checker)"
+    )
 
 
 def base_answers(objective: Objective, model: Any, encoded: Any, device: str, batch: int) -> list[list[float]]:

@@ -363,23 +363,6 @@ def _optimizer(model: Any, settings: TuneSettings, total: int) -> tuple[Any, Any
 ProgressFn = Callable[[int, int, float], None]
 
 
-def _check_trainable(base: NLIModel) -> None:
-    """Refuse, before any work, a base that :func:`train` cannot fine-tune: it trains a sequence classifier read as
-    tokenizer pairs (an NLI cross-encoder, or a two-label checker such as MiniCheck-DeBERTa) and a token checker
-    (LettuceDetect, its passage in its template); a seq2seq checker, or a sequence classifier that reads its pairs
-    through a template (FactCG, HHEM), is another objective."""
-    if base.kind == "token" or (base.kind in ("nli", "binary") and base.template is None):
-        return
-    what = f"a {base.kind} checker"
-    if base.kind in ("nli", "binary"):
-        what = f"{'an NLI' if base.kind == 'nli' else 'a two-label'} model that reads its pairs through a template"
-    raise ConfigError(
-        "tune fine-tunes NLI cross-encoders and two-label checkers read as text pairs, and token checkers "
-        f"(LettuceDetect); {base.name} is {what}. Use it as it is, and fit its thresholds and verdict head to your "
-        "labels with `groundjudge calibrate` (any kind of checker)"
-    )
-
-
 def train(
     base: str,
     pairs: Sequence[TrainPair],
@@ -411,8 +394,7 @@ def train(
     state_dir = out / STATE_DIR
     state_dir.mkdir(parents=True, exist_ok=True)
     reader = reader if reader is not None else NLIModel(base, device="cpu")
-    _check_trainable(reader)
-    objective = make_objective(reader, settings.max_length)
+    objective = make_objective(reader, settings.max_length)  # refuses a kind it cannot train
     model = objective.load(base)
     encoded = objective.encode([(p.premise, p.claim) for p in pairs])
     lengths = objective.lengths(encoded)
@@ -721,7 +703,7 @@ def tune(
     if missing:
         raise InputError(f"no file {', '.join(missing)}")
     base_model = NLIModel(base, device=device)
-    _check_trainable(base_model)  # before OUT is touched: nothing to clear up after a refusal
+    make_objective(base_model, settings.max_length)  # refuses a kind it cannot train before OUT is touched
     out = Path(out)
     key = _run_key(paths, base, settings)
     _prepare_out(out, key, overwrite)
