@@ -281,7 +281,7 @@ def cross_validate(
             if s.distill > 0:
                 attach_base_probabilities(pairs, base_model, s)
             out = work / f"cv-{g}-{f}"
-            train(base, pairs, out, s, checkpoint_every=0)
+            train(base, pairs, out, s, checkpoint_every=0, reader=base_model)  # the model it holds, not one per fold
             nli = score_claims(NLIModel(str(out)), val, s, cache)
             labels = [e.label for e in val]
             # within a fold, thresholds fit on its own validation claims (the held-out slice's role in tune)
