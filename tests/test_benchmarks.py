@@ -280,6 +280,17 @@ def test_trust_benchmark_on_a_slice(tmp_path: Path) -> None:
     assert set(out["raw_error_by_route"]) == {"nli", "judge"} and "targets_met" in out
 
 
+def test_savings_benchmark_compares_the_rule_with_every_piece(tmp_path: Path) -> None:
+    """FaithBench rows 161-170 in the cascade: the rule skips pieces that scoring everything reads, some claims'
+    support is lower with it (one is flagged weak that every piece clears), none is higher, and no label moves."""
+    out = run("savings.py", "--limit", "10", "--offset", "160", cache=tmp_path)
+    assert out["benchmark"] == "savings" and out["mode"] == "cascade" and out["answers"] == 10
+    assert out["pairs_every_piece"] > out["pairs_with_rule"] > 0
+    assert out["support_differs"] > 0 and out["support_higher_with_rule"] == 0 and out["labels_changed"] == 0
+    assert out["weak_with_rule"] > out["weak_every_piece"]
+    assert out["nli_part_lower_max"] > 0 and out["combined_lower_max"] >= 0
+
+
 def test_throughput_benchmark_on_a_slice(tmp_path: Path) -> None:
     out = run(
         "throughput.py",

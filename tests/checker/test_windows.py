@@ -304,7 +304,9 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
     the pipeline sets the selector up (the early exit at t_support, the lines t_support and t_unsupported, the
     default margin, the conflict check on: ``stages.route.reads_conflict``): its verdict, route, ``conflict`` flag
     and note, error type, and, where the check reads the claim, the verdict head's ``conflict`` feature (the same
-    rule over the same two pieces; with a head in force every piece is scored).
+    rule over the same two pieces; with a head in force every piece is scored). Its support is at most scoring
+    everything's: the rule may set a ``weak`` flag that every piece would clear and lower the NLI part of the score,
+    never the other way (the decision in docs/explanation/checker-reading.md, "The weak flag").
 
     The conflict check reads the best entailment's and the best contradiction's pieces, which a skipped piece could
     have been (nli mode at 0.55, claim "river 42%", sources "river." and "river 1897.": "river 1897." flags a number
@@ -330,8 +332,13 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
         # the head's feature where the check reads the claim (a head itself gets every piece: no lines)
         return d, claim_features(claim, nli, sources)[conflict_feature] if d.route == "nli" else None
 
+    floor = data.draw(line, label="weak_floor")
     for claim, (few,), (full,) in zip(claims, fewer, every, strict=True):
         assert decide(claim, few) == decide(claim, full), (claim, few, full)
+        # the savings read the pieces scored: a claim's support (the NLI part of the score) is never above scoring
+        # everything's, so a skipped piece never raises a score nor clears a `weak` flag (pipeline.assemble)
+        assert few.support <= full.support
+        assert not (full.support < floor <= few.support)
 
 
 class _ContradictingScorer(_RuleScorer):

@@ -1,0 +1,163 @@
+"""What the fewer-pairs rule saves, and what it changes in the reports, against scoring every piece.
+
+The local checker scores a claim's later evidence (the next passages, the sentence with its neighbours) only while
+its best entailment is within ``checker.evidence.MARGIN`` below a decision line in force
+(docs/explanation/checker-reading.md, "Fewer pairs"). Where a claim's other pieces do not entail it much more than
+its first two (always in the cascade without a head, whose margin reaches below its line), verdicts, routes and
+conflict flags are those of scoring every piece (a property test holds this). What the savings can move is a
+claim's support, the best entailment over the pieces scored: it is never higher than scoring everything gives, so
+a claim can be flagged ``weak`` (support below ``weak_floor``) where every piece would clear it, and the NLI part of
+an answer's score (the mean support) can be lower. This script measures both on FaithBench answers with their articles, through the pipeline, once with
+the rule and once with every piece scored (the same NLI score cache, so both read the same scores):
+
+- pairs scored by each;
+- claims whose support differs (each must be lower with the rule), ``weak`` flags with each;
+- the NLI part and the combined score of each answer: largest and mean difference;
+- verdicts (PASS / WARN / FAIL) and claim labels that differ: none in the cascade; in nli mode the rule is a bet
+  measured on the dev files (a claim stopped more than ``MARGIN`` below ``t_support`` that a skipped piece would
+  have lifted over it), and it only ever goes one way: no score and no verdict is higher with the rule.
+
+Claims come from the scripted LLM of ``benchmarks/cost.py`` (the answer's sentences; the judge says SUPPORTED),
+so every local decision is the shared model's. ``--mode nli`` runs without an LLM.
+
+    .venv/bin/python benchmarks/savings.py --limit 200            # cascade + QA, FaithBench rows 1-200
+    .venv/bin/python benchmarks/savings.py --limit 200 --mode nli
+
+Last line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import SHARED, default_nli_model, read_rows
+from benchmarks.cost import extract, verify
+from benchmarks.throughput import evaluator
+from groundjudge.cache import Cache
+from groundjudge.checker.evidence import EvidenceSelector
+from groundjudge.checker.nli import NLIModel
+from groundjudge.config import Config
+from groundjudge.pipeline import steps as pipeline_steps
+from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.testing import ScriptedLLMServer, route
+
+
+class EveryPiece(EvidenceSelector):
+    """The pipeline's selector scoring every piece of every claim (up to the early exit): a line above every score
+    and a margin that reaches below every score (``lines=None`` alone makes the early exit's level the line)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        kw["lines"], kw["margin"] = (1.0,), 1.0
+        super().__init__(*args, **kw)
+
+
+@contextlib.contextmanager
+def every_piece() -> Iterator[None]:
+    """The pipeline builds :class:`EveryPiece` instead of its selector while this is open."""
+    saved = pipeline_steps.EvidenceSelector
+    pipeline_steps.EvidenceSelector = EveryPiece  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        pipeline_steps.EvidenceSelector = saved  # type: ignore[misc]
+
+
+def reports(
+    nli: NLIModel, rows: list[dict[str, Any]], mode: str, server: ScriptedLLMServer, folder: Path, nli_cache: Path
+) -> list[dict[str, Any]]:
+    """The rows' reports as JSON objects: the throughput benchmark's evaluator (LLM cache off) in the cascade, nli
+    mode without an LLM; NLI scores through ``nli_cache``."""
+    if mode == "nli":
+        ev = Evaluator(Config(mode="nli", cache_mode="off"), nli=nli, cache=Cache(nli_cache, mode="use"))
+    else:
+        ev = evaluator(server, nli, folder, nli_cache=nli_cache, concurrency=8)
+    return [r.model_dump(mode="json") for r in ev.evaluate_many(rows, batch_size=32)]
+
+
+def compare(rule: list[dict[str, Any]], every: list[dict[str, Any]]) -> dict[str, Any]:
+    """What differs between the rule's reports and every piece's, row by row."""
+    claims = support_differs = support_higher = weak_rule = weak_every = labels = verdicts = better = 0
+    rank = {"FAIL": 0, "WARN": 1, "PASS": 2}
+    nli_part: list[float] = []
+    combined: list[float] = []
+    for a, b in zip(rule, every, strict=True):
+        verdicts += a["verdict"] != b["verdict"]
+        better += rank.get(a["verdict"], -1) > rank.get(b["verdict"], -1)
+        for ca, cb in zip(a["claims"], b["claims"], strict=True):
+            claims += 1
+            labels += ca["label"] != cb["label"]
+            weak_rule += "weak" in ca["flags"]
+            weak_every += "weak" in cb["flags"]
+            if ca["nli"] and cb["nli"] and ca["nli"]["entailment"] != cb["nli"]["entailment"]:
+                support_differs += 1
+                support_higher += ca["nli"]["entailment"] > cb["nli"]["entailment"]
+        sa, sb = a["scores"], b["scores"]
+        if sa["nli"] is not None and sb["nli"] is not None:
+            nli_part.append(sb["nli"] - sa["nli"])
+        if sa["combined"] is not None and sb["combined"] is not None:
+            combined.append(sb["combined"] - sa["combined"])
+    return {
+        "claims": claims,
+        "support_differs": support_differs,
+        "support_higher_with_rule": support_higher,  # must be 0
+        "weak_with_rule": weak_rule,
+        "weak_every_piece": weak_every,
+        "nli_part_lower_max": round(max(nli_part, default=0.0), 4),
+        "nli_part_lower_mean": round(sum(nli_part) / len(nli_part), 4) if nli_part else 0.0,
+        "combined_lower_max": round(max(combined, default=0.0), 4),
+        "combined_lower_mean": round(sum(combined) / len(combined), 4) if combined else 0.0,
+        "combined_higher_with_rule": sum(d < 0 for d in combined),  # must be 0
+        # 0 in the cascade (the margin reaches below its line); in nli mode the rule's measured bet: a claim stopped
+        # more than MARGIN below t_support that a skipped piece would have lifted over it
+        "labels_changed": labels,
+        "verdicts_changed": verdicts,
+        "verdicts_better_with_rule": better,  # must be 0
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(SHARED / "benchmarks" / "faithbench-dev.jsonl"))
+    ap.add_argument("--limit", type=int, default=200, help="answers")
+    ap.add_argument("--offset", type=int, default=0, help="rows skipped first")
+    ap.add_argument("--mode", choices=["cascade", "nli"], default="cascade")
+    ap.add_argument("--nli-model", default=None)
+    args = ap.parse_args()
+    os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
+    rows = [r for r in read_rows(args.data, args.offset + args.limit)[args.offset :] if "answer" in r]
+    nli = NLIModel.shared(args.nli_model or default_nli_model())
+    script = route({"claims": extract, "claims_qa": extract, "judge": verify, "verify": verify})
+    pairs: dict[str, int] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(script) as server:
+        base, nli_cache = Path(tmp), Path(tmp) / "nli"
+        for name in ("rule", "every"):
+            before = nli.pairs_scored
+            with every_piece() if name == "every" else contextlib.nullcontext():
+                out[name] = reports(nli, rows, args.mode, server, base / name, nli_cache)
+            pairs[name] = nli.pairs_scored - before  # "every" scores only the pairs the rule skipped
+    result = {
+        "benchmark": "savings",
+        "mode": args.mode,
+        "answers": len(rows),
+        "pairs_with_rule": pairs["rule"],
+        "pairs_every_piece": pairs["rule"] + pairs["every"],
+        **compare(out["rule"], out["every"]),
+    }
+    for key, value in result.items():
+        print(f"{key:28} {value}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
