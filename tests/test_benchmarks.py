@@ -314,6 +314,11 @@ def test_throughput_benchmark_on_a_slice(tmp_path: Path) -> None:
     share = out["qa_share"]  # the QA comparison's model calls against the evidence NLI's, replayed alone
     assert share["evidence_pairs"] > 0 and share["evidence_cpu_s"] > 0 and share["qa_share"] >= 0
     assert share["qa_calls"] <= 2 * (6 // 32 + 1)  # one batch of answers: one way, then the other for those that pass
+    # the cascade's whole local work against the NLI-only run's, replayed the same way (the first level's run)
+    assert share["nli_only_pairs"] > 0 and share["nli_only_cpu_s"] > 0
+    local, only = share["qa_cpu_s"] + share["evidence_cpu_s"], share["nli_only_cpu_s"]
+    rounding = 0.01 / only + local * 0.005 / (only * (only - 0.005)) + 0.0005  # each CPU time printed to 0.01 s
+    assert share["local_over_nli_only"] == pytest.approx(local / only, abs=rounding)
 
 
 def test_throughput_benchmark_on_short_answers(tmp_path: Path) -> None:
