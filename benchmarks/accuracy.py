@@ -405,6 +405,8 @@ def threshold_cv(args: Any) -> None:
         "out_of_fold_balanced_accuracy": oof,
         "default_balanced_accuracy": {f: round(bal_acc(gold[f], preds[f][d]), 2) for f in cv_files},
         "out_of_fold_minus_default": oof_diff,
+        # a default moves only where the picked rule beats it out of fold beyond noise under every fold seed
+        "beats_default": all(x["ci"][0] > 0 for x in oof_diff),
     }
     for rp in replays:
         f, row = rp.name, dict[str, Any]()
