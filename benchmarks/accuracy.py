@@ -319,6 +319,68 @@ def paired_difference(gold: np.ndarray, a: np.ndarray, b: np.ndarray, units: Seq
     return point, 100 * diff
 
 
+def cross_validate(
+    grid: Sequence[float],
+    default: float,
+    preds: dict[str, np.ndarray],
+    gold: dict[str, np.ndarray],
+    units: dict[str, list[Any]],
+    cv_files: Sequence[str],
+    folds: int,
+    seeds: int,
+) -> dict[str, Any]:
+    """The threshold picked on each fold's training part and measured out of fold (``preds[file][j]``: each row's
+    prediction at ``grid[j]``; ``units``: each row's claim text, which decides its fold over the files pooled), for
+    each fold seed; against ``default``, with a paired bootstrap interval of the difference."""
+    d = grid.index(default)
+    # folds by claim text over the pooled claim files; on each fold's training part, the threshold with the best mean
+    # of the files' balanced accuracies (a tie: the one nearest the default), measured on the held-out fold
+    keys = [k for f in cv_files for k in units[f]]
+    picked: list[list[float]] = []
+    oof: dict[str, list[float]] = {f: [] for f in cv_files}
+    oof_diff: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        fold_of = dict(zip(keys, claim_folds(keys, folds, seed), strict=True))
+        per_seed: list[float] = []
+        oof_pred = {f: np.zeros(len(gold[f]), dtype=bool) for f in cv_files}
+        for fold in range(folds):
+            test = {f: np.array([fold_of[k] == fold for k in units[f]]) for f in cv_files}
+            scores = np.mean(
+                [[bal_acc(gold[f][~test[f]], preds[f][j][~test[f]]) for j in range(len(grid))] for f in cv_files],
+                axis=0,
+            )
+            best = [int(i) for i in np.flatnonzero(scores >= scores.max() - 1e-9)]
+            j = min(best, key=lambda i: (abs(grid[i] - default), grid[i]))
+            per_seed.append(grid[j])
+            for f in cv_files:
+                oof_pred[f][test[f]] = preds[f][j][test[f]]
+        picked.append(per_seed)
+        diffs: dict[str, Any] = {}
+        for f in cv_files:
+            oof[f].append(round(bal_acc(gold[f], oof_pred[f]), 2))
+            point, draws = paired_difference(gold[f], oof_pred[f], preds[f][d], units[f], seed=seed)
+            diffs[f] = (point, draws)
+        mean_point = float(np.mean([p for p, _ in diffs.values()]))
+        mean_draws = np.mean([dr for _, dr in diffs.values()], axis=0)
+        ci = percentile_interval(mean_point, mean_draws)
+        oof_diff.append({"seed": seed, "mean_minus_default": round(mean_point, 2), "ci": [round(x, 2) for x in ci]})
+    flat = [t for s in picked for t in s]
+    chosen = float(np.median(flat))
+    chosen = min(grid, key=lambda t: (abs(t - chosen), abs(t - default)))
+    return {
+        "files": cv_files,
+        "folds": folds,
+        "seeds": seeds,
+        "picked": picked,
+        "median_picked": chosen,
+        "out_of_fold_balanced_accuracy": oof,
+        "default_balanced_accuracy": {f: round(bal_acc(gold[f], preds[f][d]), 2) for f in cv_files},
+        "out_of_fold_minus_default": oof_diff,
+        # a default moves only where the picked rule beats it out of fold beyond noise under every fold seed
+        "beats_default": all(x["ci"][0] > 0 for x in oof_diff),
+    }
+
+
 def threshold_cv(args: Any) -> None:
     """The --threshold-cv result (see ``--threshold-cv``'s help): one JSON line."""
     config = Config.make(
@@ -361,53 +423,8 @@ def threshold_cv(args: Any) -> None:
             gold[rp.name] = np.array([r["label"] == "consistent" for r in rp.rows])
             units[rp.name] = list(range(len(rp.rows)))
     cv_files = [rp.name for rp in replays if rp.claim_level]
-    d = grid.index(default)
-    # folds by claim text over the pooled claim files; on each fold's training part, the threshold with the best mean
-    # of the files' balanced accuracies (a tie: the one nearest the default), measured on the held-out fold
-    keys = [k for f in cv_files for k in units[f]]
-    picked: list[list[float]] = []
-    oof: dict[str, list[float]] = {f: [] for f in cv_files}
-    oof_diff: list[dict[str, Any]] = []
-    for seed in range(args.cv_seeds):
-        fold_of = dict(zip(keys, claim_folds(keys, args.cv_folds, seed), strict=True))
-        per_seed: list[float] = []
-        oof_pred = {f: np.zeros(len(gold[f]), dtype=bool) for f in cv_files}
-        for fold in range(args.cv_folds):
-            test = {f: np.array([fold_of[k] == fold for k in units[f]]) for f in cv_files}
-            scores = np.mean(
-                [[bal_acc(gold[f][~test[f]], preds[f][j][~test[f]]) for j in range(len(grid))] for f in cv_files],
-                axis=0,
-            )
-            best = np.flatnonzero(scores >= scores.max() - 1e-9)
-            j = int(min(best, key=lambda i: (abs(grid[i] - default), grid[i])))
-            per_seed.append(grid[j])
-            for f in cv_files:
-                oof_pred[f][test[f]] = preds[f][j][test[f]]
-        picked.append(per_seed)
-        diffs: dict[str, Any] = {}
-        for f in cv_files:
-            oof[f].append(round(bal_acc(gold[f], oof_pred[f]), 2))
-            point, draws = paired_difference(gold[f], oof_pred[f], preds[f][d], units[f], seed=seed)
-            diffs[f] = (point, draws)
-        mean_point = float(np.mean([p for p, _ in diffs.values()]))
-        mean_draws = np.mean([dr for _, dr in diffs.values()], axis=0)
-        ci = percentile_interval(mean_point, mean_draws)
-        oof_diff.append({"seed": seed, "mean_minus_default": round(mean_point, 2), "ci": [round(x, 2) for x in ci]})
-    flat = [t for s in picked for t in s]
-    chosen = float(np.median(flat))
-    chosen = min(grid, key=lambda t: (abs(t - chosen), abs(t - default)))
-    out["cv"] = {
-        "files": cv_files,
-        "folds": args.cv_folds,
-        "seeds": args.cv_seeds,
-        "picked": picked,
-        "median_picked": chosen,
-        "out_of_fold_balanced_accuracy": oof,
-        "default_balanced_accuracy": {f: round(bal_acc(gold[f], preds[f][d]), 2) for f in cv_files},
-        "out_of_fold_minus_default": oof_diff,
-        # a default moves only where the picked rule beats it out of fold beyond noise under every fold seed
-        "beats_default": all(x["ci"][0] > 0 for x in oof_diff),
-    }
+    out["cv"] = cross_validate(grid, default, preds, gold, units, cv_files, args.cv_folds, args.cv_seeds)
+    chosen = out["cv"]["median_picked"]
     for rp in replays:
         f, row = rp.name, dict[str, Any]()
         n_claims = sum(len(c) for c in rp.claims)
@@ -423,7 +440,7 @@ def threshold_cv(args: Any) -> None:
                 "pairs": int(pairs[f][j].sum()),
                 "pairs_per_claim": round(float(pairs[f][j].sum()) / max(n_claims, 1), 3),
             }
-        point, draws = paired_difference(gold[f], preds[f][grid.index(chosen)], preds[f][d], units[f])
+        point, draws = paired_difference(gold[f], preds[f][grid.index(chosen)], preds[f][grid.index(default)], units[f])
         row["median_picked_minus_default"] = round(point, 2)
         row["median_picked_minus_default_ci"] = [round(x, 2) for x in percentile_interval(point, draws)]
         row["rows"], row["claims"] = len(rp.rows), n_claims
@@ -434,7 +451,14 @@ def threshold_cv(args: Any) -> None:
     out["scoring_seconds"] = round(scored_s, 1)
     out["seconds"] = round(time.perf_counter() - start, 1)
     print_table(
-        ["file", "claims", f"bal.acc at {default}", f"bal.acc at {chosen}", "pairs/claim", "pairs/claim"],
+        [
+            "file",
+            "claims",
+            f"bal.acc at {default}",
+            f"bal.acc at {chosen}",
+            f"pairs/claim at {default}",
+            f"at {chosen}",
+        ],
         [
             [
                 f,
@@ -448,7 +472,8 @@ def threshold_cv(args: Any) -> None:
         ],
     )
     print(
-        f"thresholds picked per seed (folds): {picked}; out of fold {oof} "
+        f"thresholds picked per seed (folds): {out['cv']['picked']}; "
+        f"out of fold {out['cv']['out_of_fold_balanced_accuracy']} "
         f"against {out['cv']['default_balanced_accuracy']} at {default}"
     )
     print(json.dumps(out))

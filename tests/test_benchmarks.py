@@ -373,3 +373,27 @@ def test_accuracy_threshold_cv_replays_the_pipelines_own_rule(tmp_path: Path) ->
                 real["pairs_scored"],
                 round(real["balanced_accuracy"], 2),
             ), (name, t)
+
+
+def test_threshold_cv_picks_a_better_threshold_and_keeps_the_default_on_a_tie() -> None:
+    import numpy as np
+
+    from benchmarks.accuracy import cross_validate
+
+    rng = np.random.default_rng(0)
+    grid, n, files = [0.4, 0.5, 0.6], 200, ["a", "b"]
+    units: dict[str, list[Any]] = {f: [f"{f}{i}" for i in range(n)] for f in files}
+    gold = {f: rng.random(n) < 0.5 for f in files}
+
+    def noisy(g: np.ndarray) -> np.ndarray:
+        return np.where(rng.random(n) < 0.6, g, ~g)
+
+    # right on every row at 0.4; at the default 0.5 and at 0.6, wrong on about 40% of them
+    better = {f: np.stack([gold[f], noisy(gold[f]), noisy(gold[f])]) for f in files}
+    out = cross_validate(grid, 0.5, better, gold, units, files, 5, 2)
+    assert out["picked"] == [[0.4] * 5] * 2 and out["median_picked"] == 0.4 and out["beats_default"]
+    assert all(x["ci"][0] > 0 for x in out["out_of_fold_minus_default"])
+    # the same predictions at every threshold: a tie everywhere, the default picked and nothing beaten
+    same = {f: np.stack([noisy(gold[f])] * 3) for f in files}
+    tie = cross_validate(grid, 0.5, same, gold, units, files, 5, 2)
+    assert tie["picked"] == [[0.5] * 5] * 2 and tie["median_picked"] == 0.5 and not tie["beats_default"]
