@@ -25,29 +25,37 @@ import random
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import CLAIM_FILES, SHARED, claim_sample, default_nli_model, print_table, read_rows
 from groundjudge.cache import Cache
 from groundjudge.checker import evidence
-from groundjudge.checker.head import claim_key
-from groundjudge.checker.nli import ENTAILMENT, NLIModel
-from groundjudge.chunking import claim_sentences, split_sentences
+from groundjudge.checker.evidence import ClaimPlan, EvidenceSelector
+from groundjudge.checker.head import claim_folds, claim_key
+from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer
+from groundjudge.chunking import chunk_documents, claim_sentences, split_sentences
 from groundjudge.config import Config
-from groundjudge.models import AnswerReport
+from groundjudge.models import AnswerReport, Claim
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.metrics import (
     agreement_intervals,
     answer_prediction,
+    balanced_accuracies,
     balanced_accuracy,
     cohen_kappa,
     label_metrics,
 )
 from groundjudge.review.stats import wilson
-from groundjudge.stages.route import decide_locally
+from groundjudge.stages.citations import parse_citations
+from groundjudge.stages.claims import claim_from_input, claims_from_sentences
+from groundjudge.stages.route import decide_locally, reads_conflict, route_claim
+from groundjudge.stats import percentile_interval, resampled_sums
 
 BINARY = ["SUPPORTED", "NOT_SUPPORTED"]
 CURVE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)  # shares escalated, for the escalation-precision curve
@@ -185,6 +193,292 @@ def verbatim(ev: Evaluator, rows: list[dict[str, Any]], reports: list[AnswerRepo
     print(json.dumps(out))
 
 
+# -- --threshold-cv: the nli-mode threshold by claim-disjoint cross-validation on replayed scores ------------------
+
+
+class StoredScorer(NLIScorer):
+    """Scores looked up in a table of every pair a replay planned (the NLI model is never run): the real selector
+    (``EvidenceSelector.run``) replays its rule on them, counting the pairs it asks for."""
+
+    def __init__(self, model: NLIModel, table: dict[tuple[str, str], np.ndarray]) -> None:
+        super().__init__(model)
+        self.table = table
+        self.asked = 0
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        self.asked += len(pairs)
+        return np.array([self.table[p] for p in pairs], dtype=np.float32).reshape(len(pairs), 3)
+
+
+@dataclass
+class Replay:
+    """One file's rows planned as the pipeline plans them, every piece of every claim scored once."""
+
+    name: str
+    rows: list[dict[str, Any]]
+    claims: list[list[Claim]]  # each row's claims (its one claim, or its answer's sentences)
+    plans: list[ClaimPlan]
+    table: dict[tuple[str, str], np.ndarray]
+
+    @property
+    def claim_level(self) -> bool:
+        return "claim" in self.rows[0]
+
+
+def plan_and_score(name: str, rows: list[dict[str, Any]], model: NLIModel, cache: Cache, config: Config) -> Replay:
+    """Plan every claim of ``rows`` as nli mode does (claims, passages, ``EvidenceSelector.plan``), and score each
+    planned piece once, with early exit and the fewer-pairs rule off, through the NLI score cache."""
+    claims: list[list[Claim]] = []
+    items: list[tuple[list[str], list[Any]]] = []
+    cut: dict[tuple[str, ...], list[Any]] = {}
+    for r in rows:
+        if "claim" in r:
+            cl = claim_from_input(r["claim"])
+        else:  # nli mode: the answer's sentences, citation markers stripped (pipeline.steps.claims_local)
+            parsed = parse_citations(r["answer"], len(r["contexts"]), None, config.citation_style)
+            cl = claims_from_sentences(parsed.text)
+        key = tuple(r["contexts"])
+        if key not in cut:
+            cut[key] = chunk_documents(list(key), model.tokenizer, config.passage_tokens, config.passage_overlap)
+        claims.append(cl)
+        items.append(([c.text for c in cl], cut[key]))
+    scorer = NLIScorer(model, cache)
+    plans = EvidenceSelector(scorer, k=config.evidence_k).plan(items)
+    pairs = list(dict.fromkeys((p.text, pl.claim) for pl in plans for p in pl.pieces))
+    table: dict[tuple[str, str], np.ndarray] = {}
+    start = time.perf_counter()
+    for i in range(0, len(pairs), 256):  # chunks: progress shown, and the cache keeps what a stopped run scored
+        chunk = pairs[i : i + 256]
+        table.update(zip(chunk, scorer.score(chunk), strict=True))
+        print(
+            f"{name}: {min(i + 256, len(pairs))}/{len(pairs)} pairs, {time.perf_counter() - start:.0f} s",
+            file=sys.stderr,
+        )
+    return Replay(name, rows, claims, plans, table)
+
+
+def replay_at(rp: Replay, model: NLIModel, config: Config, t_support: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's prediction (SUPPORTED claim; consistent answer) and NLI pairs in nli mode at ``t_support``: the
+    selector set up as ``pipeline.steps`` sets it up for these thresholds, its rule (``EvidenceSelector.run``) and
+    the routing (``stages.route.route_claim``) run on the stored scores."""
+    t = config.model_copy(update={"t_support": t_support}).local_thresholds("nli", model.name)
+    local_contradiction = t.t_contradict is not None and bool(getattr(model, "has_contradiction", True))
+    reads_all = local_contradiction  # no head: the replay is of the raw model
+    selector = EvidenceSelector(
+        StoredScorer(model, rp.table),
+        k=config.evidence_k,
+        early_exit=None if reads_all else t.t_support,
+        lines=None if reads_all else [x for x in (t.t_support, t.t_unsupported) if x is not None],
+        conflicts=reads_conflict("nli", t) if config.conflict_check else False,
+    )
+    results = selector.run(rp.plans, len(rp.rows))
+    pred, pairs = np.zeros(len(rp.rows), dtype=bool), np.zeros(len(rp.rows))
+    for i, (cl, res) in enumerate(zip(rp.claims, results, strict=True)):
+        labels = [
+            route_claim(
+                c,
+                r,
+                mode="nli",
+                thresholds=t,
+                local_contradiction=local_contradiction,
+                conflict_check=config.conflict_check,
+                escalate_conflicts=config.escalate_conflicts,
+            ).label
+            for c, r in zip(cl, res, strict=True)
+        ]
+        pred[i] = bool(labels) and all(x == "SUPPORTED" for x in labels)
+        pairs[i] = sum(r.passages_scored for r in res)
+    return pred, pairs
+
+
+def bal_acc(gold: np.ndarray, pred: np.ndarray) -> float:
+    """Balanced accuracy (points) of boolean predictions against boolean gold."""
+    if not len(gold):
+        return float("nan")
+    return 100 * float(balanced_accuracies(confusion_cells(gold, pred).sum(axis=0).reshape(2, 2)))
+
+
+def confusion_cells(gold: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """Per row, its 2x2 confusion cell as a one-hot row of four (gold positive first)."""
+    cells = np.zeros((len(gold), 4))
+    cells[np.arange(len(gold)), 2 * (~gold).astype(int) + (~pred).astype(int)] = 1
+    return cells
+
+
+def paired_difference(gold: np.ndarray, a: np.ndarray, b: np.ndarray, units: Sequence[Any], seed: int = 0) -> Any:
+    """Balanced accuracy of predictions ``a`` minus ``b`` (points), with each resample's differences: a bootstrap
+    over ``units`` (claim texts, answers), both rules on the same resample."""
+    index: dict[Any, int] = {}
+    for u in units:
+        index.setdefault(u, len(index))
+    per_unit = np.zeros((len(index), 8))
+    np.add.at(per_unit, [index[u] for u in units], np.hstack([confusion_cells(gold, a), confusion_cells(gold, b)]))
+    draws = resampled_sums(per_unit, seed=seed)
+    diff = balanced_accuracies(draws[:, :4].reshape(-1, 2, 2)) - balanced_accuracies(draws[:, 4:].reshape(-1, 2, 2))
+    point = bal_acc(gold, a) - bal_acc(gold, b)
+    return point, 100 * diff
+
+
+def cross_validate(
+    grid: Sequence[float],
+    default: float,
+    preds: dict[str, np.ndarray],
+    gold: dict[str, np.ndarray],
+    units: dict[str, list[Any]],
+    cv_files: Sequence[str],
+    folds: int,
+    seeds: int,
+) -> dict[str, Any]:
+    """The threshold picked on each fold's training part and measured out of fold (``preds[file][j]``: each row's
+    prediction at ``grid[j]``; ``units``: each row's claim text, which decides its fold over the files pooled), for
+    each fold seed; against ``default``, with a paired bootstrap interval of the difference."""
+    d = grid.index(default)
+    # folds by claim text over the pooled claim files; on each fold's training part, the threshold with the best mean
+    # of the files' balanced accuracies (a tie: the one nearest the default), measured on the held-out fold
+    keys = [k for f in cv_files for k in units[f]]
+    picked: list[list[float]] = []
+    oof: dict[str, list[float]] = {f: [] for f in cv_files}
+    oof_diff: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        fold_of = dict(zip(keys, claim_folds(keys, folds, seed), strict=True))
+        per_seed: list[float] = []
+        oof_pred = {f: np.zeros(len(gold[f]), dtype=bool) for f in cv_files}
+        for fold in range(folds):
+            test = {f: np.array([fold_of[k] == fold for k in units[f]]) for f in cv_files}
+            scores = np.mean(
+                [[bal_acc(gold[f][~test[f]], preds[f][j][~test[f]]) for j in range(len(grid))] for f in cv_files],
+                axis=0,
+            )
+            best = [int(i) for i in np.flatnonzero(scores >= scores.max() - 1e-9)]
+            j = min(best, key=lambda i: (abs(grid[i] - default), grid[i]))
+            per_seed.append(grid[j])
+            for f in cv_files:
+                oof_pred[f][test[f]] = preds[f][j][test[f]]
+        picked.append(per_seed)
+        diffs: dict[str, Any] = {}
+        for f in cv_files:
+            oof[f].append(round(bal_acc(gold[f], oof_pred[f]), 2))
+            point, draws = paired_difference(gold[f], oof_pred[f], preds[f][d], units[f], seed=seed)
+            diffs[f] = (point, draws)
+        mean_point = float(np.mean([p for p, _ in diffs.values()]))
+        mean_draws = np.mean([dr for _, dr in diffs.values()], axis=0)
+        ci = percentile_interval(mean_point, mean_draws)
+        oof_diff.append({"seed": seed, "mean_minus_default": round(mean_point, 2), "ci": [round(x, 2) for x in ci]})
+    flat = [t for s in picked for t in s]
+    chosen = float(np.median(flat))
+    chosen = min(grid, key=lambda t: (abs(t - chosen), abs(t - default)))
+    return {
+        "files": cv_files,
+        "folds": folds,
+        "seeds": seeds,
+        "picked": picked,
+        "median_picked": chosen,
+        "out_of_fold_balanced_accuracy": oof,
+        "default_balanced_accuracy": {f: round(bal_acc(gold[f], preds[f][d]), 2) for f in cv_files},
+        "out_of_fold_minus_default": oof_diff,
+        # a default moves only where the picked rule beats it out of fold beyond noise under every fold seed
+        "beats_default": all(x["ci"][0] > 0 for x in oof_diff),
+    }
+
+
+def threshold_cv(args: Any) -> None:
+    """The --threshold-cv result (see ``--threshold-cv``'s help): one JSON line."""
+    config = Config.make(
+        mode="nli",
+        nli_model=args.nli_model or default_nli_model(),
+        qa=False,
+        passage_tokens=args.passage_tokens,
+        passage_overlap=min(Config().passage_overlap, args.passage_tokens // 4),
+        evidence_k=args.k or None,
+    )
+    model = NLIModel(config.nli_model)
+    cache = Cache(args.cache_dir)
+    default = config.local_thresholds("nli", model.name).t_support
+    assert default is not None
+    lo, hi = (float(x) for x in args.cv_grid.split(":")[:2])
+    step = float(args.cv_grid.split(":")[2])
+    grid = sorted({round(lo + i * step, 4) for i in range(round((hi - lo) / step) + 1)} | {default})
+    start = time.perf_counter()
+    files = [Path(p) for p in args.cv_data.split(",")]
+    replays = [plan_and_score(f.stem, read_rows(f, args.limit), model, cache, config) for f in files]
+    if args.cv_answers and args.cv_answers_limit:
+        rows = read_rows(args.cv_answers, args.cv_answers_limit)
+        replays.append(plan_and_score(Path(args.cv_answers).stem, rows, model, cache, config))
+    scored_s = time.perf_counter() - start
+    out: dict[str, Any] = {"benchmark": "threshold-cv", "nli_model": model.name, "default": default, "grid": grid}
+    out["files"] = {}
+    # every row's prediction and pairs at every threshold of the grid, on the same scores
+    preds: dict[str, np.ndarray] = {}
+    pairs: dict[str, np.ndarray] = {}
+    gold: dict[str, np.ndarray] = {}
+    units: dict[str, list[Any]] = {}
+    for rp in replays:
+        at = [replay_at(rp, model, config, t) for t in grid]
+        preds[rp.name] = np.stack([p for p, _ in at])
+        pairs[rp.name] = np.stack([n for _, n in at])
+        if rp.claim_level:
+            gold[rp.name] = np.array([r["label"] == "SUPPORTED" for r in rp.rows])
+            units[rp.name] = [claim_key(r["claim"]) for r in rp.rows]
+        else:
+            gold[rp.name] = np.array([r["label"] == "consistent" for r in rp.rows])
+            units[rp.name] = list(range(len(rp.rows)))
+    cv_files = [rp.name for rp in replays if rp.claim_level]
+    out["cv"] = cross_validate(grid, default, preds, gold, units, cv_files, args.cv_folds, args.cv_seeds)
+    chosen = out["cv"]["median_picked"]
+    for rp in replays:
+        f, row = rp.name, dict[str, Any]()
+        n_claims = sum(len(c) for c in rp.claims)
+        for name, t in (("default", default), ("median_picked", chosen)):
+            j = grid.index(t)
+            iv = agreement_intervals(
+                ["Y" if g else "N" for g in gold[f]], ["Y" if p else "N" for p in preds[f][j]], ["Y", "N"], units[f]
+            )["balanced_accuracy_ci"]
+            row[name] = {
+                "t_support": t,
+                "balanced_accuracy": round(bal_acc(gold[f], preds[f][j]), 2),
+                "balanced_accuracy_ci": [round(100 * x, 1) for x in iv],
+                "pairs": int(pairs[f][j].sum()),
+                "pairs_per_claim": round(float(pairs[f][j].sum()) / max(n_claims, 1), 3),
+            }
+        point, draws = paired_difference(gold[f], preds[f][grid.index(chosen)], preds[f][grid.index(default)], units[f])
+        row["median_picked_minus_default"] = round(point, 2)
+        row["median_picked_minus_default_ci"] = [round(x, 2) for x in percentile_interval(point, draws)]
+        row["rows"], row["claims"] = len(rp.rows), n_claims
+        row["pieces"] = sum(len(pl.pieces) for pl in rp.plans)
+        row["curve"] = {str(t): round(bal_acc(gold[f], preds[f][j]), 2) for j, t in enumerate(grid)}
+        row["pairs_curve"] = {str(t): int(pairs[f][j].sum()) for j, t in enumerate(grid)}
+        out["files"][f] = row
+    out["scoring_seconds"] = round(scored_s, 1)
+    out["seconds"] = round(time.perf_counter() - start, 1)
+    print_table(
+        [
+            "file",
+            "claims",
+            f"bal.acc at {default}",
+            f"bal.acc at {chosen}",
+            f"pairs/claim at {default}",
+            f"at {chosen}",
+        ],
+        [
+            [
+                f,
+                r["claims"],
+                r["default"]["balanced_accuracy"],
+                r["median_picked"]["balanced_accuracy"],
+                r["default"]["pairs_per_claim"],
+                r["median_picked"]["pairs_per_claim"],
+            ]
+            for f, r in out["files"].items()
+        ],
+    )
+    print(
+        f"thresholds picked per seed (folds): {out['cv']['picked']}; "
+        f"out of fold {out['cv']['out_of_fold_balanced_accuracy']} "
+        f"against {out['cv']['default_balanced_accuracy']} at {default}"
+    )
+    print(json.dumps(out))
+
+
 def main() -> None:
     defaults = Config()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -217,10 +511,35 @@ def main() -> None:
         help="with --verbatim: each claim among all the sentences of an unrelated WiCE page (long sources)",
     )
     ap.add_argument("--sentences", type=int, default=None, help="centred sentence windows per claim (0: off)")
+    ap.add_argument(
+        "--threshold-cv",
+        action="store_true",
+        help="instead of one run: nli mode's t_support chosen by claim-disjoint cross-validation on replayed scores "
+        "(every planned piece of every claim scored once, the product's rule replayed at each threshold of --cv-grid; "
+        "--limit applies to each file)",
+    )
+    benchmarks = SHARED / "benchmarks"
+    ap.add_argument(
+        "--cv-data",
+        default=f"{benchmarks / 'wice-dev.jsonl'},{benchmarks / 'factcheckgpt-stance.jsonl'}",
+        help="with --threshold-cv: the claim files, comma-separated (folds by claim text over them pooled)",
+    )
+    ap.add_argument(
+        "--cv-answers",
+        default=str(benchmarks / "faithbench-dev.jsonl"),
+        help="with --threshold-cv: answer rows replayed beside (answer level; not used to pick)",
+    )
+    ap.add_argument("--cv-answers-limit", type=int, default=200, help="with --threshold-cv: answers (0: none)")
+    ap.add_argument("--cv-grid", default="0.30:0.80:0.01", help="with --threshold-cv: LOW:HIGH:STEP")
+    ap.add_argument("--cv-folds", type=int, default=5)
+    ap.add_argument("--cv-seeds", type=int, default=3, help="fold seeds")
     args = ap.parse_args()
 
     if args.sentences is not None:  # the evidence stage's default, for this process (how many windows buy what)
         evidence.SENTENCES = args.sentences
+    if args.threshold_cv:
+        threshold_cv(args)
+        return
     mode = args.mode or ("cascade" if args.llm else "nli")
     # without an LLM a cascade cannot run: the NLI stage runs alone and the cascade's local share is measured with
     # the cascade thresholds in force (for a tuned model, those stored beside its weights)

@@ -353,3 +353,63 @@ def test_gpu_script_runs_its_cpu_branches(tmp_path: Path) -> None:
     assert out["dtype"]["float32"]["argmax_changed"] == 0  # the reference against itself
     assert [b["asked"] for b in out["batch"]] == [16, 64] and not any(b["halved"] for b in out["batch"])
     assert out["oom"] == {"skipped": "no cuda"}
+
+
+def test_accuracy_threshold_cv_replays_the_pipelines_own_rule(tmp_path: Path) -> None:
+    """--threshold-cv scores every planned piece once and replays the fewer-pairs rule and the routing at each
+    threshold of its grid: at a threshold away from the default (where the rule scores other pieces), each file's
+    pairs and balanced accuracy are those of the pipeline itself run at that threshold."""
+    limit, answers = "12", "4"
+    out = run(
+        "accuracy.py",
+        *("--threshold-cv", "--limit", limit, "--cv-answers-limit", answers, "--cv-grid", "0.3:0.8:0.25"),
+        cache=tmp_path,
+    )
+    assert out["grid"] == [0.3, 0.55, 0.8] and out["default"] == 0.55
+    cv = out["cv"]
+    assert cv["files"] == ["wice-dev", "factcheckgpt-stance"] and len(cv["picked"]) == 3
+    assert all(len(seed) == 5 and set(seed) <= set(out["grid"]) for seed in cv["picked"])
+    assert set(cv["out_of_fold_balanced_accuracy"]) == set(cv["files"]) and len(cv["out_of_fold_minus_default"]) == 3
+    for name, n in (("wice-dev", limit), ("factcheckgpt-stance", limit), ("faithbench-dev", answers)):
+        row = out["files"][name]
+        assert row["default"]["t_support"] == 0.55 and row["median_picked"]["t_support"] == cv["median_picked"]
+        for t in ("0.3", "0.8"):
+            real = run(
+                "accuracy.py",
+                "--data",
+                str(DATA / f"{name}.jsonl"),
+                "--limit",
+                n,
+                "--no-seed",
+                "--t-support",
+                t,
+                cache=tmp_path,
+            )
+            assert (row["pairs_curve"][t], row["curve"][t]) == (
+                real["pairs_scored"],
+                round(real["balanced_accuracy"], 2),
+            ), (name, t)
+
+
+def test_threshold_cv_picks_a_better_threshold_and_keeps_the_default_on_a_tie() -> None:
+    import numpy as np
+
+    from benchmarks.accuracy import cross_validate
+
+    rng = np.random.default_rng(0)
+    grid, n, files = [0.4, 0.5, 0.6], 200, ["a", "b"]
+    units: dict[str, list[Any]] = {f: [f"{f}{i}" for i in range(n)] for f in files}
+    gold = {f: rng.random(n) < 0.5 for f in files}
+
+    def noisy(g: np.ndarray) -> np.ndarray:
+        return np.where(rng.random(n) < 0.6, g, ~g)
+
+    # right on every row at 0.4; at the default 0.5 and at 0.6, wrong on about 40% of them
+    better = {f: np.stack([gold[f], noisy(gold[f]), noisy(gold[f])]) for f in files}
+    out = cross_validate(grid, 0.5, better, gold, units, files, 5, 2)
+    assert out["picked"] == [[0.4] * 5] * 2 and out["median_picked"] == 0.4 and out["beats_default"]
+    assert all(x["ci"][0] > 0 for x in out["out_of_fold_minus_default"])
+    # the same predictions at every threshold: a tie everywhere, the default picked and nothing beaten
+    same = {f: np.stack([noisy(gold[f])] * 3) for f in files}
+    tie = cross_validate(grid, 0.5, same, gold, units, files, 5, 2)
+    assert tie["picked"] == [[0.5] * 5] * 2 and tie["median_picked"] == 0.5 and not tie["beats_default"]

@@ -39,6 +39,18 @@ ROUNDS = (1, 1, 1)
 MARGIN = 0.3
 
 
+@dataclass(frozen=True)
+class ClaimPlan:
+    """What one claim can be scored against (:meth:`EvidenceSelector.plan`), whatever its scores turn out to be."""
+
+    item: int  # the (claims, passages) item it belongs to
+    claim: str
+    total: int  # the evidence it has: passages and windows (``ClaimNLI.passages_total``)
+    pieces: tuple[Passage, ...]  # the pieces it can be scored against, in order
+    free: int  # the first pieces, scored whatever the scores (the sentence alone, the best passage)
+    error: str | None = None  # why it cannot be scored at all (a claim too long for the model's window)
+
+
 @dataclass
 class _ClaimState:
     item: int
@@ -138,10 +150,16 @@ class EvidenceSelector:
 
     def check(self, items: Sequence[tuple[Sequence[str], Sequence[Passage]]]) -> list[list[ClaimNLI]]:
         """For each (claims, passages) item, one :class:`ClaimNLI` per claim, in order."""
-        states: list[_ClaimState] = []
+        return self.run(self.plan(items), len(items))
+
+    def plan(self, items: Sequence[tuple[Sequence[str], Sequence[Passage]]]) -> list[ClaimPlan]:
+        """Every piece each claim of ``items`` could be scored against, in the order :meth:`run` scores them. It
+        reads no score, nor ``early_exit``, ``lines``, ``margin`` or ``conflicts``: one plan can be run under any of
+        them (``benchmarks/accuracy.py --threshold-cv`` replays stored scores this way)."""
+        plans: list[ClaimPlan] = []
         all_claims = [c for claims, _ in items for c in claims]
         claim_tokens = iter(self.scorer.model.count_tokens(all_claims))
-        plans: list[tuple[_ClaimState, int, list[Passage], list[tuple[str, Passage]]]] = []
+        drafts: list[tuple[int, str, int, int, list[Passage], list[tuple[str, Passage]]]] = []
         for i, (claims, passages) in enumerate(items):
             bm25 = BM25([p.text for p in passages]) if claims and len(passages) > 1 else None
             index = SentenceIndex(passages) if claims and self.sentences else None
@@ -152,12 +170,10 @@ class EvidenceSelector:
                 centred = index.shaped(claim, self.sentences, self.shapes) if index is not None else []
                 # the windows count as evidence beside the passages: "passages scored 3 of 19" never reads 3 of 17
                 total = len(passages) + len(centred)
-                st = _ClaimState(item=i, claim=claim, queue=[], result=ClaimNLI(passages_total=total))
-                plans.append((st, next(claim_tokens), [passages[r] for r in ranked], centred))
-                states.append(st)
+                drafts.append((i, claim, total, next(claim_tokens), [passages[r] for r in ranked], centred))
         # the centred windows' own token counts, in one call (a window that fits next to its claim is never cut)
-        counts = iter(self.scorer.model.count_tokens([w.text for *_, centred in plans for _, w in centred]))
-        for st, n_tok, ranked_passages, centred in plans:
+        counts = iter(self.scorer.model.count_tokens([w.text for *_, centred in drafts for _, w in centred]))
+        for i, claim, total, n_tok, ranked_passages, centred in drafts:
             shaped = [(shape, w.model_copy(update={"n_tokens": next(counts)})) for shape, w in centred]
             # the best sentence's window first (short: a claim it entails stops early), then the passages, then the
             # other windows; after the best passage, only while the claim is unclear
@@ -165,11 +181,29 @@ class EvidenceSelector:
             rest = [w for shape, w in shaped if shape != self.shapes[0]]
             try:
                 free = [w for p in [*first, *ranked_passages[:1]] for w in self._fit(p, n_tok)]
-                st.queue = free + [w for p in [*ranked_passages[1:], *rest] for w in self._fit(p, n_tok)]
-                st.free = len(free)
-                st.pieces = list(st.queue)
+                pieces = free + [w for p in [*ranked_passages[1:], *rest] for w in self._fit(p, n_tok)]
+                plans.append(ClaimPlan(i, claim, total, tuple(pieces), len(free)))
             except InputError as exc:  # this claim only: the others of the batch are scored as usual
-                st.queue, st.result.error = [], str(exc)
+                plans.append(ClaimPlan(i, claim, total, (), 0, str(exc)))
+        return plans
+
+    def run(self, plans: Sequence[ClaimPlan], n_items: int) -> list[list[ClaimNLI]]:
+        """Score planned claims (:meth:`plan`) in rounds under this selector's early exit, lines, margin and
+        conflict rule: for each of ``n_items`` items, one :class:`ClaimNLI` per claim, in order."""
+        states = [
+            _ClaimState(
+                item=pl.item,
+                claim=pl.claim,
+                queue=list(pl.pieces),
+                free=pl.free,
+                pieces=list(pl.pieces),
+                result=ClaimNLI(passages_total=pl.total),
+            )
+            for pl in plans
+        ]
+        for st, pl in zip(states, plans, strict=True):
+            if pl.error is not None:
+                st.result.error = pl.error
         round_no = 0
         while True:
             width = ROUNDS[round_no] if round_no < len(ROUNDS) else None
@@ -213,7 +247,7 @@ class EvidenceSelector:
                     st.done = True
                     st.result.early_exit = bool(st.queue)
             round_no += 1
-        out: list[list[ClaimNLI]] = [[] for _ in items]
+        out: list[list[ClaimNLI]] = [[] for _ in range(n_items)]
         for st in states:
             out[st.item].append(st.result)
         return out

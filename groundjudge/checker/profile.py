@@ -17,7 +17,10 @@ from groundjudge.models import LocalThresholds
 # - "cascade" thresholds are where local verdicts reach 90% precision on factcheckgpt-stance (`groundjudge
 #   calibrate --target 0.9`); everything between them goes to the judge.
 PROFILES: dict[str, dict[str, LocalThresholds]] = {
-    # The project's small model: best balanced accuracy at entailment 0.55 on all three dev sets; its
+    # The project's small model: best balanced accuracy at entailment 0.55 on all three dev sets (passages alone),
+    # confirmed with the sentence windows and the fewer-pairs rule on by 5-fold claim-disjoint cross-validation over
+    # WiCE-dev and Factcheck-GPT (`benchmarks/accuracy.py --threshold-cv`: the folds' picks, 0.48-0.61, do no better
+    # out of fold, and FaithBench loses at 0.48; docs/explanation/checker-reading.md has the numbers); its
     # contradiction head is no better than chance on factcheckgpt-stance (8% precise, base rate 5%), so it
     # never calls CONTRADICTED on its own (reports say contradiction was not checked locally); no entailment level
     # is 90% precise for SUPPORTED (0.59 at 0.9), so in the cascade only UNSUPPORTED is decided locally.

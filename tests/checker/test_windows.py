@@ -188,6 +188,30 @@ def test_the_window_gate_is_batch_free_and_loses_only_outside_its_margin(
             assert before < line - margin
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    docs=st.lists(document, min_size=1, max_size=3),
+    claims=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join), min_size=1, max_size=4),
+    salt=st.integers(0, 1000),
+)
+def test_one_plan_replays_every_rule(tiny: NLIModel, docs: list[str], claims: list[str], salt: int) -> None:
+    """``plan`` reads no score and no rule: the plan of one selector, run under another's early exit, lines and
+    margin (stored scores replayed, ``benchmarks/accuracy.py --threshold-cv``), gives what that selector's own
+    ``check`` gives, pair for pair."""
+
+    def rule(premise: str) -> float:
+        return (zlib.crc32(f"{salt}|{premise}".encode()) % 1000) / 1000
+
+    passages = chunk_documents(docs, tiny.tokenizer, 24, 6)
+    items = [([c], passages) for c in claims]
+    plans = EvidenceSelector(_RuleScorer(tiny, rule), k=2, early_exit=None).plan(items)
+    for t in (0.3, 0.55, 0.8):
+        own, replayed = _RuleScorer(tiny, rule), _RuleScorer(tiny, rule)
+        expected = EvidenceSelector(own, k=2, early_exit=t, lines=(t,)).check(items)
+        assert EvidenceSelector(replayed, k=2, early_exit=t, lines=(t,)).run(plans, len(items)) == expected
+        assert replayed.asked == own.asked
+
+
 # -- fewer pairs: the pieces the rule skips never change a verdict ------------------------------------------------
 
 GRID = 1024  # every score and line is a multiple of 1/GRID: exact in float32, so no rounding decides a comparison
