@@ -54,7 +54,7 @@ from groundjudge.review.metrics import (
 from groundjudge.review.stats import wilson
 from groundjudge.stages.citations import parse_citations
 from groundjudge.stages.claims import claim_from_input, claims_from_sentences
-from groundjudge.stages.route import decide_locally, reads_conflict, route_claim
+from groundjudge.stages.route import decide_locally, evidence_rule, local_contradiction, route_claim
 from groundjudge.stats import percentile_interval, resampled_sums
 
 BINARY = ["SUPPORTED", "NOT_SUPPORTED"]
@@ -262,15 +262,10 @@ def replay_at(rp: Replay, model: NLIModel, config: Config, t_support: float) -> 
     selector set up as ``pipeline.steps`` sets it up for these thresholds, its rule (``EvidenceSelector.run``) and
     the routing (``stages.route.route_claim``) run on the stored scores."""
     t = config.model_copy(update={"t_support": t_support}).local_thresholds("nli", model.name)
-    local_contradiction = t.t_contradict is not None and bool(getattr(model, "has_contradiction", True))
-    reads_all = local_contradiction  # no head: the replay is of the raw model
-    selector = EvidenceSelector(
-        StoredScorer(model, rp.table),
-        k=config.evidence_k,
-        early_exit=None if reads_all else t.t_support,
-        lines=None if reads_all else [x for x in (t.t_support, t.t_unsupported) if x is not None],
-        conflicts=reads_conflict("nli", t) if config.conflict_check else False,
-    )
+    contradiction = local_contradiction(t, model)
+    # no head: the replay is of the raw model
+    rule = evidence_rule("nli", t, reads_every_score=contradiction, conflict_check=config.conflict_check)
+    selector = EvidenceSelector(StoredScorer(model, rp.table), k=config.evidence_k, **rule)
     results = selector.run(rp.plans, len(rp.rows))
     pred, pairs = np.zeros(len(rp.rows), dtype=bool), np.zeros(len(rp.rows))
     for i, (cl, res) in enumerate(zip(rp.claims, results, strict=True)):
@@ -280,7 +275,7 @@ def replay_at(rp: Replay, model: NLIModel, config: Config, t_support: float) -> 
                 r,
                 mode="nli",
                 thresholds=t,
-                local_contradiction=local_contradiction,
+                local_contradiction=contradiction,
                 conflict_check=config.conflict_check,
                 escalate_conflicts=config.escalate_conflicts,
             ).label

@@ -29,7 +29,7 @@ from groundjudge.pipeline.work import RUN_STOPS, SecondPlan, Work, describe, eac
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.stages.judge import JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.stages.qa import AGREE_AT, check_qa
-from groundjudge.stages.route import reads_conflict, route_claim
+from groundjudge.stages.route import evidence_rule, local_contradiction, route_claim
 
 log = logging.getLogger(__name__)
 
@@ -141,23 +141,14 @@ class Steps:
             w.passages = cut[key]
 
         each(batch, chunk)
-        # Stopping at the first passage that entails a claim is safe only when no later passage could make it
-        # CONTRADICTED: with a contradiction threshold in force, every selected passage is scored.
-        # With a verdict head, t_support is on the head's scale, not the entailment's: every selected passage is
-        # scored too.
-        # After the sentence alone and the best passage, more evidence (the next passages, the sentence with its
-        # neighbours) is scored only near an entailment line in force (t_support, t_unsupported), where it can move
-        # a claim across it (checker.evidence.MARGIN); a head or a local contradiction call reads every score, and
-        # with the conflict check on, so does a claim it reads that one of its pieces disagrees with on a number or a
-        # month (stages.route.reads_conflict: a claim decided locally).
-        t = self.ctx.thresholds
-        reads_all = self._local_contradiction or self.ctx.head is not None
-        early_exit = None if reads_all else t.t_support
-        lines = None if reads_all else [x for x in (t.t_support, t.t_unsupported) if x is not None]
-        conflicts = reads_conflict(self.ctx.mode, t) if c.conflict_check else False
-        selector = EvidenceSelector(
-            self.scorer, k=c.evidence_k, early_exit=early_exit, lines=lines, conflicts=conflicts
+        # which pieces are scored (early exit, decision lines, conflict rule): stages.route.evidence_rule
+        rule = evidence_rule(
+            self.ctx.mode,
+            self.ctx.thresholds,
+            reads_every_score=self._local_contradiction or self.ctx.head is not None,
+            conflict_check=c.conflict_check,
         )
+        selector = EvidenceSelector(self.scorer, k=c.evidence_k, **rule)
         sources: dict[tuple[str, ...], Sources] = {}
 
         def check(works: list[Work]) -> None:
@@ -188,14 +179,14 @@ class Steps:
         c = self.ctx.config
 
         def route(w: Work) -> None:
-            local_contradiction = self._local_contradiction
+            contradiction = self._local_contradiction
             w.decisions = [
                 route_claim(
                     cl,
                     r,
                     mode=self.ctx.mode,
                     thresholds=self.ctx.thresholds,
-                    local_contradiction=local_contradiction,
+                    local_contradiction=contradiction,
                     conflict_check=c.conflict_check,
                     escalate_conflicts=c.escalate_conflicts,
                 )
@@ -209,7 +200,7 @@ class Steps:
     @property
     def _local_contradiction(self) -> bool:
         """Whether the NLI stage can call CONTRADICTED at all with the thresholds (and model) in force."""
-        return self.ctx.thresholds.t_contradict is not None and bool(getattr(self.nli, "has_contradiction", True))
+        return local_contradiction(self.ctx.thresholds, self.nli)
 
     def _judge_hints(self, w: Work, escalated: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
         """Passages to show the judge when the contexts are too long to show whole: those the NLI stage found

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from groundjudge.checker.signals import conflict_of
 from groundjudge.models import Claim, ClaimNLI, Label, LocalThresholds, Route
@@ -90,6 +90,31 @@ def reads_conflict(mode: str, thresholds: LocalThresholds) -> Callable[[float], 
         return mode == "nli" or decide_locally(probe, t.t_support, None, t.t_unsupported, t.line) is not None
 
     return reads
+
+
+def local_contradiction(thresholds: LocalThresholds, model: object) -> bool:
+    """Whether the NLI stage can call CONTRADICTED at all with ``thresholds`` and ``model`` (a checker without a
+    contradiction output never does)."""
+    return thresholds.t_contradict is not None and bool(getattr(model, "has_contradiction", True))
+
+
+def evidence_rule(
+    mode: str, thresholds: LocalThresholds, *, reads_every_score: bool, conflict_check: bool
+) -> dict[str, Any]:
+    """``checker.evidence.EvidenceSelector``'s early exit, decision lines and conflict rule for claims routed with
+    ``thresholds``: the one setting-up the pipeline and the benchmarks' replays share.
+
+    Stopping at the first piece that entails a claim is safe only when no later piece could make it CONTRADICTED,
+    and a verdict head's ``t_support`` is on its own scale: with a local contradiction call or a head
+    (``reads_every_score``), every piece is scored. Otherwise, after the sentence alone and the best passage, more
+    evidence is scored only near an entailment line in force (``t_support``, ``t_unsupported``), and with the
+    conflict check on, so is a claim it reads (:func:`reads_conflict`) that one of its pieces disagrees with."""
+    t = thresholds
+    return {
+        "early_exit": None if reads_every_score else t.t_support,
+        "lines": None if reads_every_score else [x for x in (t.t_support, t.t_unsupported) if x is not None],
+        "conflicts": reads_conflict(mode, t) if conflict_check else False,
+    }
 
 
 def route_claim(
