@@ -7,8 +7,9 @@ its first two (always in the cascade without a head, whose margin reaches below 
 conflict flags are those of scoring every piece (a property test holds this). What the savings can move is a
 claim's support, the best entailment over the pieces scored: it is never higher than scoring everything gives, so
 a claim can be flagged ``weak`` (support below ``weak_floor``) where every piece would clear it, and the NLI part of
-an answer's score (the mean support) can be lower. This script measures both on FaithBench answers with their articles, through the pipeline, once with
-the rule and once with every piece scored (the same NLI score cache, so both read the same scores):
+an answer's score (the mean support) can be lower. This script measures both on FaithBench answers with their
+articles, through the pipeline, once with the rule and once with every piece scored up to the same early exit (nli
+mode still stops a claim at ``t_support``), the same NLI score cache, so both read the same scores:
 
 - pairs scored by each;
 - claims whose support differs (each must be lower with the rule), ``weak`` flags with each;
@@ -86,7 +87,8 @@ def reports(
 
 def compare(rule: list[dict[str, Any]], every: list[dict[str, Any]]) -> dict[str, Any]:
     """What differs between the rule's reports and every piece's, row by row."""
-    claims = support_differs = support_higher = weak_rule = weak_every = labels = verdicts = better = 0
+    claims = support_differs = support_higher = weak_rule = weak_every = labels = labels_higher = 0
+    verdicts = better = 0
     rank = {"FAIL": 0, "WARN": 1, "PASS": 2}
     nli_part: list[float] = []
     combined: list[float] = []
@@ -96,6 +98,7 @@ def compare(rule: list[dict[str, Any]], every: list[dict[str, Any]]) -> dict[str
         for ca, cb in zip(a["claims"], b["claims"], strict=True):
             claims += 1
             labels += ca["label"] != cb["label"]
+            labels_higher += ca["label"] == "SUPPORTED" != cb["label"]
             weak_rule += "weak" in ca["flags"]
             weak_every += "weak" in cb["flags"]
             if ca["nli"] and cb["nli"] and ca["nli"]["entailment"] != cb["nli"]["entailment"]:
@@ -120,6 +123,7 @@ def compare(rule: list[dict[str, Any]], every: list[dict[str, Any]]) -> dict[str
         # 0 in the cascade (the margin reaches below its line); in nli mode the rule's measured bet: a claim stopped
         # more than MARGIN below t_support that a skipped piece would have lifted over it
         "labels_changed": labels,
+        "labels_higher_with_rule": labels_higher,  # must be 0: SUPPORTED with the rule, not with every piece
         "verdicts_changed": verdicts,
         "verdicts_better_with_rule": better,  # must be 0
     }

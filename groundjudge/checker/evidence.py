@@ -189,7 +189,13 @@ class EvidenceSelector:
 
     def run(self, plans: Sequence[ClaimPlan], n_items: int) -> list[list[ClaimNLI]]:
         """Score planned claims (:meth:`plan`) in rounds under this selector's early exit, lines, margin and
-        conflict rule: for each of ``n_items`` items, one :class:`ClaimNLI` per claim, in order."""
+        conflict rule: for each of ``n_items`` items, one :class:`ClaimNLI` per claim, in order.
+
+        Raises:
+            ArgumentError: a plan belongs to no item below ``n_items``.
+        """
+        if any(not 0 <= pl.item < n_items for pl in plans):
+            raise ArgumentError(f"a plan's item is outside the {n_items} items run")
         states = [
             _ClaimState(
                 item=pl.item,

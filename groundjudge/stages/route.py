@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from groundjudge.checker.signals import conflict_of
 from groundjudge.models import Claim, ClaimNLI, Label, LocalThresholds, Route
@@ -98,9 +98,17 @@ def local_contradiction(thresholds: LocalThresholds, model: object) -> bool:
     return thresholds.t_contradict is not None and bool(getattr(model, "has_contradiction", True))
 
 
+class EvidenceRule(TypedDict):
+    """``checker.evidence.EvidenceSelector``'s keywords that decide which pieces a claim is scored on."""
+
+    early_exit: float | None
+    lines: list[float] | None
+    conflicts: bool | Callable[[float], bool]
+
+
 def evidence_rule(
     mode: str, thresholds: LocalThresholds, *, reads_every_score: bool, conflict_check: bool
-) -> dict[str, Any]:
+) -> EvidenceRule:
     """``checker.evidence.EvidenceSelector``'s early exit, decision lines and conflict rule for claims routed with
     ``thresholds``: the one setting-up the pipeline and the benchmarks' replays share.
 
@@ -110,11 +118,11 @@ def evidence_rule(
     evidence is scored only near an entailment line in force (``t_support``, ``t_unsupported``), and with the
     conflict check on, so is a claim it reads (:func:`reads_conflict`) that one of its pieces disagrees with."""
     t = thresholds
-    return {
-        "early_exit": None if reads_every_score else t.t_support,
-        "lines": None if reads_every_score else [x for x in (t.t_support, t.t_unsupported) if x is not None],
-        "conflicts": reads_conflict(mode, t) if conflict_check else False,
-    }
+    return EvidenceRule(
+        early_exit=None if reads_every_score else t.t_support,
+        lines=None if reads_every_score else [x for x in (t.t_support, t.t_unsupported) if x is not None],
+        conflicts=reads_conflict(mode, t) if conflict_check else False,
+    )
 
 
 def route_claim(

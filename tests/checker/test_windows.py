@@ -18,6 +18,7 @@ from groundjudge.checker.head import FEATURES, Sources, claim_features
 from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel, NLIScorer
 from groundjudge.checker.windows import ALL_SHAPES, SHAPES, SentenceIndex
 from groundjudge.chunking import chunk_documents
+from groundjudge.errors import ArgumentError
 from groundjudge.models import Claim, ClaimNLI, LocalThresholds, Passage
 from groundjudge.stages.route import Decision, reads_conflict, route_claim
 
@@ -205,11 +206,24 @@ def test_one_plan_replays_every_rule(tiny: NLIModel, docs: list[str], claims: li
     passages = chunk_documents(docs, tiny.tokenizer, 24, 6)
     items = [([c], passages) for c in claims]
     plans = EvidenceSelector(_RuleScorer(tiny, rule), k=2, early_exit=None).plan(items)
-    for t in (0.3, 0.55, 0.8):
+    rules: list[dict[str, object]] = [
+        *({"early_exit": t, "lines": (t,)} for t in (0.3, 0.55, 0.8)),
+        {"early_exit": None, "lines": None},  # a head or a local contradiction call: every piece
+        {"early_exit": None, "lines": (0.21,), "conflicts": False},  # the cascade's line, no conflict check
+        {"early_exit": 0.55, "lines": (0.55,), "margin": 0.0, "conflicts": lambda e: e < 0.5},
+    ]
+    for kw in rules:
         own, replayed = _RuleScorer(tiny, rule), _RuleScorer(tiny, rule)
-        expected = EvidenceSelector(own, k=2, early_exit=t, lines=(t,)).check(items)
-        assert EvidenceSelector(replayed, k=2, early_exit=t, lines=(t,)).run(plans, len(items)) == expected
+        expected = EvidenceSelector(own, k=2, **kw).check(items)  # type: ignore[arg-type]
+        assert EvidenceSelector(replayed, k=2, **kw).run(plans, len(items)) == expected  # type: ignore[arg-type]
         assert replayed.asked == own.asked
+
+
+def test_a_plan_outside_the_items_run_is_refused(tiny: NLIModel) -> None:
+    selector = EvidenceSelector(_RuleScorer(tiny, lambda p: 0.5), k=2)
+    plans = selector.plan([(["a claim"], chunk_documents(["A source."], tiny.tokenizer, 24, 6))])
+    with pytest.raises(ArgumentError, match="outside the 0 items"):
+        selector.run(plans, 0)
 
 
 # -- fewer pairs: the pieces the rule skips never change a verdict ------------------------------------------------
@@ -356,13 +370,11 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
         # the head's feature where the check reads the claim (a head itself gets every piece: no lines)
         return d, claim_features(claim, nli, sources)[conflict_feature] if d.route == "nli" else None
 
-    floor = data.draw(line, label="weak_floor")
     for claim, (few,), (full,) in zip(claims, fewer, every, strict=True):
         assert decide(claim, few) == decide(claim, full), (claim, few, full)
         # the savings read the pieces scored: a claim's support (the NLI part of the score) is never above scoring
         # everything's, so a skipped piece never raises a score nor clears a `weak` flag (pipeline.assemble)
         assert few.support <= full.support
-        assert not (full.support < floor <= few.support)
 
 
 class _ContradictingScorer(_RuleScorer):
