@@ -14,6 +14,10 @@ Without an LLM (the default here) the cascade's local share is measured: which c
 CONTRADICTED calls are; ``--mode cascade`` without an LLM runs the NLI stage alone for this. The thresholds are the
 model's own (stored beside a tuned or calibrated model's weights) unless given. With --llm the judge runs for real.
 The last line printed is one JSON object.
+
+``--threshold-cv`` (nli mode's threshold) and ``--cascade-margin-cv`` (a fewer-pairs margin for the cascade's line)
+replay the product's evidence rule and routing on stored scores of every planned piece, by claim-disjoint
+cross-validation (docs/explanation/checker-reading.md has the numbers).
 """
 
 from __future__ import annotations
@@ -773,14 +777,20 @@ def main() -> None:
     ap.add_argument(
         "--cv-data",
         default=f"{benchmarks / 'wice-dev.jsonl'},{benchmarks / 'factcheckgpt-stance.jsonl'}",
-        help="with --threshold-cv: the claim files, comma-separated (folds by claim text over them pooled)",
+        help="with --threshold-cv or --cascade-margin-cv: the claim files, comma-separated (folds by claim text over "
+        "them pooled)",
     )
     ap.add_argument(
         "--cv-answers",
         default=str(benchmarks / "faithbench-dev.jsonl"),
-        help="with --threshold-cv: answer rows replayed beside (answer level; not used to pick)",
+        help="with --threshold-cv or --cascade-margin-cv: answer rows replayed beside (not used to pick)",
     )
-    ap.add_argument("--cv-answers-limit", type=int, default=200, help="with --threshold-cv: answers (0: none)")
+    ap.add_argument(
+        "--cv-answers-limit",
+        type=int,
+        default=200,
+        help="with --threshold-cv or --cascade-margin-cv: answers (0: none)",
+    )
     ap.add_argument("--cv-grid", default="0.30:0.80:0.01", help="with --threshold-cv: LOW:HIGH:STEP")
     ap.add_argument("--cv-folds", type=int, default=5)
     ap.add_argument("--cv-seeds", type=int, default=3, help="fold seeds")
