@@ -14,6 +14,10 @@ Without an LLM (the default here) the cascade's local share is measured: which c
 CONTRADICTED calls are; ``--mode cascade`` without an LLM runs the NLI stage alone for this. The thresholds are the
 model's own (stored beside a tuned or calibrated model's weights) unless given. With --llm the judge runs for real.
 The last line printed is one JSON object.
+
+``--threshold-cv`` (nli mode's threshold) and ``--cascade-margin-cv`` (a fewer-pairs margin for the cascade's line)
+replay the product's evidence rule and routing on stored scores of every planned piece, by claim-disjoint
+cross-validation (docs/explanation/checker-reading.md has the numbers).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from groundjudge.checker.head import claim_folds, claim_key
 from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer
 from groundjudge.chunking import chunk_documents, claim_sentences, split_sentences
 from groundjudge.config import Config
-from groundjudge.models import AnswerReport, Claim
+from groundjudge.models import AnswerReport, Claim, LocalThresholds
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.metrics import (
     agreement_intervals,
@@ -54,7 +58,7 @@ from groundjudge.review.metrics import (
 from groundjudge.review.stats import wilson
 from groundjudge.stages.citations import parse_citations
 from groundjudge.stages.claims import claim_from_input, claims_from_sentences
-from groundjudge.stages.route import decide_locally, evidence_rule, local_contradiction, route_claim
+from groundjudge.stages.route import Decision, decide_locally, evidence_rule, local_contradiction, route_claim
 from groundjudge.stats import percentile_interval, resampled_sums
 
 BINARY = ["SUPPORTED", "NOT_SUPPORTED"]
@@ -257,32 +261,43 @@ def plan_and_score(name: str, rows: list[dict[str, Any]], model: NLIModel, cache
     return Replay(name, rows, claims, plans, table)
 
 
-def replay_at(rp: Replay, model: NLIModel, config: Config, t_support: float) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's prediction (SUPPORTED claim; consistent answer) and NLI pairs in nli mode at ``t_support``: the
-    selector set up as ``pipeline.steps`` sets it up for these thresholds, its rule (``EvidenceSelector.run``) and
-    the routing (``stages.route.route_claim``) run on the stored scores."""
-    t = config.model_copy(update={"t_support": t_support}).local_thresholds("nli", model.name)
+def replay_rule(
+    rp: Replay, model: NLIModel, config: Config, mode: str, t: LocalThresholds, margin: float | None = None
+) -> tuple[list[list[Decision]], np.ndarray]:
+    """Each claim's routing decision and each row's NLI pairs in ``mode`` under thresholds ``t``: the selector set
+    up as ``pipeline.steps`` sets it up for them (``stages.route.evidence_rule``; ``margin``: the fewer-pairs rule's,
+    None for the product's ``evidence.MARGIN``), its rule (``EvidenceSelector.run``) and the routing
+    (``stages.route.route_claim``) run on the stored scores."""
     contradiction = local_contradiction(t, model)
     # no head: the replay is of the raw model
-    rule = evidence_rule("nli", t, reads_every_score=contradiction, conflict_check=config.conflict_check)
-    selector = EvidenceSelector(StoredScorer(model, rp.table), k=config.evidence_k, **rule)
+    rule = evidence_rule(mode, t, reads_every_score=contradiction, conflict_check=config.conflict_check)
+    selector = EvidenceSelector(StoredScorer(model, rp.table), k=config.evidence_k, margin=margin, **rule)
     results = selector.run(rp.plans, len(rp.rows))
-    pred, pairs = np.zeros(len(rp.rows), dtype=bool), np.zeros(len(rp.rows))
-    for i, (cl, res) in enumerate(zip(rp.claims, results, strict=True)):
-        labels = [
+    decisions = [
+        [
             route_claim(
                 c,
                 r,
-                mode="nli",
+                mode=mode,
                 thresholds=t,
                 local_contradiction=contradiction,
                 conflict_check=config.conflict_check,
                 escalate_conflicts=config.escalate_conflicts,
-            ).label
+            )
             for c, r in zip(cl, res, strict=True)
         ]
-        pred[i] = bool(labels) and all(x == "SUPPORTED" for x in labels)
-        pairs[i] = sum(r.passages_scored for r in res)
+        for cl, res in zip(rp.claims, results, strict=True)
+    ]
+    pairs = np.array([float(sum(r.passages_scored for r in res)) for res in results])
+    return decisions, pairs
+
+
+def replay_at(rp: Replay, model: NLIModel, config: Config, t_support: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's prediction (SUPPORTED claim; consistent answer) and NLI pairs in nli mode at ``t_support``
+    (:func:`replay_rule`)."""
+    t = config.model_copy(update={"t_support": t_support}).local_thresholds("nli", model.name)
+    decisions, pairs = replay_rule(rp, model, config, "nli", t)
+    pred = np.array([bool(ds) and all(d.label == "SUPPORTED" for d in ds) for ds in decisions], dtype=bool)
     return pred, pairs
 
 
@@ -376,8 +391,9 @@ def cross_validate(
     }
 
 
-def threshold_cv(args: Any) -> None:
-    """The --threshold-cv result (see ``--threshold-cv``'s help): one JSON line."""
+def replays_of(args: Any) -> tuple[Config, NLIModel, list[Replay]]:
+    """The replays' config, model and files (``--cv-data``, then ``--cv-answers``), every planned piece scored
+    once through the cache: what ``--threshold-cv`` and ``--cascade-margin-cv`` replay their rules on."""
     config = Config.make(
         mode="nli",
         nli_model=args.nli_model or default_nli_model(),
@@ -388,17 +404,27 @@ def threshold_cv(args: Any) -> None:
     )
     model = NLIModel(config.nli_model)
     cache = Cache(args.cache_dir)
-    default = config.local_thresholds("nli", model.name).t_support
-    assert default is not None
-    lo, hi = (float(x) for x in args.cv_grid.split(":")[:2])
-    step = float(args.cv_grid.split(":")[2])
-    grid = sorted({round(lo + i * step, 4) for i in range(round((hi - lo) / step) + 1)} | {default})
-    start = time.perf_counter()
     files = [Path(p) for p in args.cv_data.split(",")]
     replays = [plan_and_score(f.stem, read_rows(f, args.limit), model, cache, config) for f in files]
     if args.cv_answers and args.cv_answers_limit:
         rows = read_rows(args.cv_answers, args.cv_answers_limit)
         replays.append(plan_and_score(Path(args.cv_answers).stem, rows, model, cache, config))
+    return config, model, replays
+
+
+def grid_of(spec: str) -> list[float]:
+    """``LOW:HIGH:STEP`` as the grid's values, rounded to 4 places."""
+    lo, hi, step = (float(x) for x in spec.split(":")[:3])
+    return sorted({round(lo + i * step, 4) for i in range(round((hi - lo) / step) + 1)})
+
+
+def threshold_cv(args: Any) -> None:
+    """The --threshold-cv result (see ``--threshold-cv``'s help): one JSON line."""
+    start = time.perf_counter()
+    config, model, replays = replays_of(args)
+    default = config.local_thresholds("nli", model.name).t_support
+    assert default is not None
+    grid = sorted({*grid_of(args.cv_grid), default})
     scored_s = time.perf_counter() - start
     out: dict[str, Any] = {"benchmark": "threshold-cv", "nli_model": model.name, "default": default, "grid": grid}
     out["files"] = {}
@@ -474,6 +500,240 @@ def threshold_cv(args: Any) -> None:
     print(json.dumps(out))
 
 
+# -- --cascade-margin-cv: a margin for the cascade's line, by claim-disjoint cross-validation on replayed scores ---
+
+EXACT = "exact"  # the grid's point for today's rule: evidence.MARGIN, which reaches below 0 under the cascade's line
+
+
+def cascade_replay(
+    rp: Replay, model: NLIModel, config: Config, margins: Sequence[float | None]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cascade (the model's cascade thresholds) replayed at each fewer-pairs margin (None: ``evidence.MARGIN``):
+    per margin, each claim's local UNSUPPORTED (routed "nli" with that label), its escalation (routed "judge"),
+    both ``(margins, claims)`` over the rows' claims in order, and each row's pairs ``(margins, rows)``."""
+    t = config.local_thresholds("cascade", model.name)
+    local, escalated, pairs = [], [], []
+    for m in margins:
+        decisions, n = replay_rule(rp, model, config, "cascade", t, margin=m)
+        flat = [d for ds in decisions for d in ds]
+        local.append([d.route == "nli" and d.label == "UNSUPPORTED" for d in flat])
+        escalated.append([d.route == "judge" for d in flat])
+        pairs.append(n)
+    return np.array(local, dtype=bool), np.array(escalated, dtype=bool), np.array(pairs)
+
+
+def precision_differences(
+    local: np.ndarray, right: np.ndarray, units: Sequence[Any], ref: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Local precision at each grid point minus at ``ref`` (``local``: ``(points, claims)`` decided; ``right``: the
+    claim is truly not SUPPORTED), with each resample's differences ``(resamples, points)``: a paired bootstrap over
+    ``units`` (claim texts), every point on the same resample; NaN where a side decides nothing."""
+    index: dict[Any, int] = {}
+    for u in units:
+        index.setdefault(u, len(index))
+    g = local.shape[0]
+    per_unit = np.zeros((len(index), 2 * g))
+    cols = np.hstack([local.T, (local & right[None, :]).T]).astype(float)  # decided per point, then right ones
+    np.add.at(per_unit, [index[u] for u in units], cols)
+    draws = resampled_sums(per_unit, seed=seed)
+    sums = per_unit.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prec = draws[:, g:] / draws[:, :g]
+        point = sums[g:] / sums[:g]
+    return point - point[ref], prec - prec[:, ref : ref + 1]
+
+
+def _num(x: float, places: int = 4) -> float | None:
+    return None if x is None or math.isnan(x) else round(float(x), places)
+
+
+def _local_summary(
+    local: np.ndarray, right: np.ndarray, escalated: np.ndarray, pairs: float, claims: int
+) -> dict[str, Any]:
+    """Local UNSUPPORTED decisions, their precision (Wilson 95%), the escalation share and the pairs per claim."""
+    iv = wilson(int((local & right).sum()), int(local.sum()))
+    return {
+        "local": int(local.sum()),
+        "precision": _num(iv.value) if iv.value is not None else None,
+        "precision_ci": [round(x, 4) for x in iv.ci],
+        "escalated": round(float(escalated.mean()), 4) if len(escalated) else None,
+        "pairs_per_claim": round(pairs / max(claims, 1), 3),
+    }
+
+
+def margin_cv(
+    labels: Sequence[str],
+    exact: int,
+    local: dict[str, np.ndarray],
+    right: dict[str, np.ndarray],
+    pairs: dict[str, np.ndarray],
+    units: dict[str, list[Any]],
+    cv_files: Sequence[str],
+    folds: int,
+    seeds: int,
+) -> dict[str, Any]:
+    """The margin picked on each fold's training part and measured out of fold, per fold seed (folds by claim text
+    over the files pooled). The rule, fixed before looking: a margin is admissible on a training part when, on every
+    file, the paired bootstrap 95% interval of its local precision minus exact's (``labels[exact]``) reaches 0 or
+    above (not worse beyond noise); of those, the one with the fewest pairs on the training part (a tie: the one
+    listed later, nearer exact). ``local[f]``: ``(points, claims)`` local UNSUPPORTED; ``pairs[f]``: per claim."""
+    keys = [k for f in cv_files for k in units[f]]
+    picked: list[list[str]] = []
+    oof: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        fold_of = dict(zip(keys, claim_folds(keys, folds, seed), strict=True))
+        per_seed: list[str] = []
+        oof_local = {f: np.zeros(local[f].shape[1], dtype=bool) for f in cv_files}
+        oof_pairs = {f: np.zeros(local[f].shape[1]) for f in cv_files}
+        for fold in range(folds):
+            test = {f: np.array([fold_of[k] == fold for k in units[f]], dtype=bool) for f in cv_files}
+            ok = np.ones(len(labels), dtype=bool)
+            cost = np.zeros(len(labels))
+            for f in cv_files:
+                train = ~test[f]
+                tu = [u for u, x in zip(units[f], train, strict=True) if x]
+                point, draws = precision_differences(
+                    local[f][:, train], right[f][train], tu, exact, seed=seeds * fold + seed
+                )
+                for j in range(len(labels)):
+                    hi = percentile_interval(point[j], draws[:, j], undefined_lo=-1.0, undefined_hi=1.0)[1]
+                    ok[j] &= bool(math.isnan(point[j]) or hi >= 0)
+                cost += pairs[f][:, train].sum(axis=1)
+            j = min(np.flatnonzero(ok), key=lambda i: (cost[i], -i))
+            per_seed.append(labels[j])
+            for f in cv_files:
+                oof_local[f][test[f]] = local[f][j][test[f]]
+                oof_pairs[f][test[f]] = pairs[f][j][test[f]]
+        picked.append(per_seed)
+        files: dict[str, Any] = {}
+        for f in cv_files:
+            both = np.stack([oof_local[f], local[f][exact]])
+            point, draws = precision_differences(both, right[f], units[f], 1, seed=seed)
+            lo, hi = percentile_interval(point[0], draws[:, 0], undefined_lo=-1.0, undefined_hi=1.0)
+            n = len(oof_local[f])
+            files[f] = {
+                "local": int(oof_local[f].sum()),
+                "precision": _num(float((oof_local[f] & right[f]).sum()) / max(int(oof_local[f].sum()), 1)),
+                "precision_ci": [
+                    round(x, 4) for x in wilson(int((oof_local[f] & right[f]).sum()), int(oof_local[f].sum())).ci
+                ],
+                "precision_minus_exact": _num(point[0]),
+                "precision_minus_exact_ci": [round(lo, 4), round(hi, 4)],
+                "pairs_per_claim": round(float(oof_pairs[f].sum()) / max(n, 1), 3),
+                "exact_pairs_per_claim": round(float(pairs[f][exact].sum()) / max(n, 1), 3),
+                "more_local_than_exact": int((oof_local[f] & ~local[f][exact]).sum()),
+                "fewer_local_than_exact": int((~oof_local[f] & local[f][exact]).sum()),
+            }
+        oof.append({"seed": seed, "files": files})
+    # the recommended margin: the median of the picks (exact at its numeric margin), the nearest grid point
+    value = {lab: (evidence.MARGIN if lab == EXACT else float(lab)) for lab in labels}
+    med = float(np.median([value[x] for s in picked for x in s]))
+    chosen = min(labels, key=lambda lab: (abs(value[lab] - med), -value[lab]))
+    return {
+        "files": list(cv_files),
+        "folds": folds,
+        "seeds": seeds,
+        "rule": "fewest training pairs among margins whose paired-bootstrap 95% interval of local precision minus "
+        "exact's reaches 0 on every file",
+        "picked": picked,
+        "median_picked": chosen,
+        "out_of_fold": oof,
+        # the picked margins keep exact's precision out of fold: no seed's interval on any file lies below 0
+        "keeps_precision": all(x["files"][f]["precision_minus_exact_ci"][1] >= 0 for x in oof for f in cv_files),
+    }
+
+
+def cascade_margin_cv(args: Any) -> None:
+    """The --cascade-margin-cv result (see its help): a table per file and one JSON line."""
+    start = time.perf_counter()
+    config, model, replays = replays_of(args)
+    margins: list[float | None] = [*grid_of(args.margin_grid), None]
+    labels = [*(str(m) for m in margins[:-1]), EXACT]
+    exact = len(labels) - 1
+    t = config.local_thresholds("cascade", model.name)
+    out: dict[str, Any] = {
+        "benchmark": "cascade-margin-cv",
+        "nli_model": model.name,
+        "cascade_thresholds": t.model_dump(),
+        "exact_margin": evidence.MARGIN,
+        "grid": labels,
+        "files": {},
+    }
+    local: dict[str, np.ndarray] = {}
+    right: dict[str, np.ndarray] = {}
+    pairs: dict[str, np.ndarray] = {}
+    units: dict[str, list[Any]] = {}
+    for rp in replays:
+        loc, esc, n = cascade_replay(rp, model, config, margins)
+        claims = loc.shape[1]
+        row: dict[str, Any] = {"rows": len(rp.rows), "claims": claims, "pieces": sum(len(p.pieces) for p in rp.plans)}
+        if rp.claim_level:
+            f = rp.name
+            local[f], pairs[f] = loc, n  # one claim per row
+            right[f] = np.array([r["label"] != "SUPPORTED" for r in rp.rows], dtype=bool)
+            units[f] = [claim_key(r["claim"]) for r in rp.rows]
+            point, draws = precision_differences(loc, right[f], units[f], exact)
+        else:  # answers: no gold per claim; nli mode's own pairs beside (the NLI-only run's evidence work)
+            right_all = np.zeros(claims, dtype=bool)
+            nli_pairs = replay_at(rp, model, config, config.local_thresholds("nli", model.name).t_support or 0.5)[1]
+            row["nli_mode_pairs_per_claim"] = round(float(nli_pairs.sum()) / max(claims, 1), 3)
+        per: dict[str, Any] = {}
+        for j, lab in enumerate(labels):
+            cell = _local_summary(loc[j], right[rp.name] if rp.claim_level else right_all, esc[j], n[j].sum(), claims)
+            if not rp.claim_level:
+                cell.pop("precision"), cell.pop("precision_ci")
+            else:
+                lo, hi = percentile_interval(point[j], draws[:, j], undefined_lo=-1.0, undefined_hi=1.0)
+                cell["precision_minus_exact"] = _num(point[j])
+                cell["precision_minus_exact_ci"] = [round(lo, 4), round(hi, 4)]
+            cell["more_local_than_exact"] = int((loc[j] & ~loc[exact]).sum())  # escalated by exact, local here
+            cell["fewer_local_than_exact"] = int((~loc[j] & loc[exact]).sum())
+            cell["pairs"] = int(n[j].sum())
+            cell["pairs_saved"] = round(1 - float(n[j].sum()) / max(float(n[exact].sum()), 1), 4)
+            per[lab] = cell
+        row["margins"] = per
+        out["files"][rp.name] = row
+    cv_files = [rp.name for rp in replays if rp.claim_level]
+    out["cv"] = margin_cv(labels, exact, local, right, pairs, units, cv_files, args.cv_folds, args.cv_seeds)
+    out["seconds"] = round(time.perf_counter() - start, 1)
+    for f, row in out["files"].items():
+        print(f"{f}: {row['claims']} claims")
+        print_table(
+            [
+                "M",
+                "local UNSUP",
+                "precision",
+                "95% CI",
+                "prec-exact",
+                "95% CI",
+                "escalated",
+                "pairs/claim",
+                "+local",
+                "-local",
+            ],
+            [
+                [
+                    lab,
+                    c["local"],
+                    c.get("precision", "-"),
+                    "{:.3f}-{:.3f}".format(*c["precision_ci"]) if "precision_ci" in c else "-",
+                    c.get("precision_minus_exact", "-"),
+                    "{:.3f}-{:.3f}".format(*c["precision_minus_exact_ci"]) if "precision_minus_exact_ci" in c else "-",
+                    c["escalated"],
+                    c["pairs_per_claim"],
+                    c["more_local_than_exact"],
+                    c["fewer_local_than_exact"],
+                ]
+                for lab, c in row["margins"].items()
+            ],
+        )
+    cv = out["cv"]
+    print(f"margins picked per seed (folds): {cv['picked']}; median {cv['median_picked']}")
+    for x in cv["out_of_fold"]:
+        print(f"seed {x['seed']} out of fold: {json.dumps(x['files'])}")
+    print(json.dumps(out))
+
+
 def main() -> None:
     defaults = Config()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -517,23 +777,41 @@ def main() -> None:
     ap.add_argument(
         "--cv-data",
         default=f"{benchmarks / 'wice-dev.jsonl'},{benchmarks / 'factcheckgpt-stance.jsonl'}",
-        help="with --threshold-cv: the claim files, comma-separated (folds by claim text over them pooled)",
+        help="with --threshold-cv or --cascade-margin-cv: the claim files, comma-separated (folds by claim text over "
+        "them pooled)",
     )
     ap.add_argument(
         "--cv-answers",
         default=str(benchmarks / "faithbench-dev.jsonl"),
-        help="with --threshold-cv: answer rows replayed beside (answer level; not used to pick)",
+        help="with --threshold-cv or --cascade-margin-cv: answer rows replayed beside (not used to pick)",
     )
-    ap.add_argument("--cv-answers-limit", type=int, default=200, help="with --threshold-cv: answers (0: none)")
+    ap.add_argument(
+        "--cv-answers-limit",
+        type=int,
+        default=200,
+        help="with --threshold-cv or --cascade-margin-cv: answers (0: none)",
+    )
     ap.add_argument("--cv-grid", default="0.30:0.80:0.01", help="with --threshold-cv: LOW:HIGH:STEP")
     ap.add_argument("--cv-folds", type=int, default=5)
     ap.add_argument("--cv-seeds", type=int, default=3, help="fold seeds")
+    ap.add_argument(
+        "--cascade-margin-cv",
+        action="store_true",
+        help="instead of one run: the cascade replayed (its thresholds, the product's rule) at each fewer-pairs margin "
+        "of --margin-grid and at today's (exact), on the --threshold-cv files and cache; the margin picked by "
+        "claim-disjoint cross-validation (the fewest pairs whose local UNSUPPORTED precision stays within noise of "
+        "exact's)",
+    )
+    ap.add_argument("--margin-grid", default="0:0.21:0.01", help="with --cascade-margin-cv: LOW:HIGH:STEP")
     args = ap.parse_args()
 
     if args.sentences is not None:  # the evidence stage's default, for this process (how many windows buy what)
         evidence.SENTENCES = args.sentences
     if args.threshold_cv:
         threshold_cv(args)
+        return
+    if args.cascade_margin_cv:
+        cascade_margin_cv(args)
         return
     mode = args.mode or ("cascade" if args.llm else "nli")
     # without an LLM a cascade cannot run: the NLI stage runs alone and the cascade's local share is measured with

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -415,3 +416,64 @@ def test_threshold_cv_picks_a_better_threshold_and_keeps_the_default_on_a_tie() 
     same = {f: np.stack([noisy(gold[f])] * 3) for f in files}
     tie = cross_validate(grid, 0.5, same, gold, units, files, 5, 2)
     assert tie["picked"] == [[0.5] * 5] * 2 and tie["median_picked"] == 0.5 and not tie["beats_default"]
+
+
+def test_cascade_margin_cv_replays_the_pipelines_cascade_at_each_margin(
+    tmp_path: Path, shared_nli: Any, server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--cascade-margin-cv replays the cascade (its thresholds, the product's rule and routing) at each margin: at
+    today's margin and at 0, each file's local UNSUPPORTED decisions, escalations and pairs are those of the pipeline
+    itself in the cascade (a scripted judge) with its selector's margin set so; 0.21 reaches 0 under the line, so it
+    is today's rule; a smaller margin only adds local decisions and saves pairs; the folds pick from the grid."""
+    from benchmarks.cost import verify
+    from groundjudge.cache import Cache
+    from groundjudge.checker.evidence import EvidenceSelector
+    from groundjudge.config import Config
+    from groundjudge.pipeline import steps as pipeline_steps
+    from groundjudge.pipeline.evaluator import Evaluator
+    from groundjudge.testing import route
+    from tests.conftest import make_test_client
+
+    limit = 12
+    out = run(
+        "accuracy.py",
+        *("--cascade-margin-cv", "--limit", str(limit), "--cv-answers-limit", "4", "--margin-grid", "0:0.21:0.07"),
+        cache=tmp_path,
+    )
+    grid = ["0.0", "0.07", "0.14", "0.21", "exact"]
+    assert out["grid"] == grid and out["cascade_thresholds"]["t_unsupported"] == 0.21
+    cv = out["cv"]
+    assert cv["files"] == ["wice-dev", "factcheckgpt-stance"] and len(cv["out_of_fold"]) == 3
+    assert all(len(seed) == 5 and set(seed) <= set(grid) for seed in cv["picked"]) and cv["median_picked"] in grid
+    assert "pairs_per_claim" in out["files"]["faithbench-dev"]["margins"]["0.0"]
+    for name in ("wice-dev", "factcheckgpt-stance", "faithbench-dev"):
+        m = out["files"][name]["margins"]
+        keys = ("local", "escalated", "pairs")
+        assert [m["0.21"][k] for k in keys] == [m["exact"][k] for k in keys], name
+        assert all(m[x]["fewer_local_than_exact"] == 0 for x in grid), name
+        assert [m[x]["pairs"] for x in grid] == sorted(m[x]["pairs"] for x in grid), name
+    wice = out["files"]["wice-dev"]["margins"]
+    assert wice["0.0"]["pairs"] < wice["exact"]["pairs"] and wice["0.0"]["more_local_than_exact"] > 0
+
+    server.script = route({"judge": verify})
+    for label, margin in (("0.0", 0.0), ("exact", None)):
+        # the pipeline's selector with the fewer-pairs margin under test
+        monkeypatch.setattr(pipeline_steps, "EvidenceSelector", functools.partial(EvidenceSelector, margin=margin))
+        for name in ("wice-dev", "factcheckgpt-stance"):
+            rows = [json.loads(x) for x in (DATA / f"{name}.jsonl").read_text().splitlines()[:limit]]
+            ev = Evaluator(
+                Config(mode="cascade", qa=False),
+                nli=shared_nli,
+                client=make_test_client(server),
+                cache=Cache(tmp_path),
+            )
+            reports = list(ev.evaluate_many(rows, batch_size=64))
+            claims = [c for r in reports for c in r.claims]
+            local = sum(c.route == "nli" and c.label == "UNSUPPORTED" for c in claims)
+            escalated = round(sum(c.route == "judge" for c in claims) / len(claims), 4)
+            cell = out["files"][name]["margins"][label]
+            assert (local, escalated, sum(r.nli_pairs for r in reports)) == (
+                cell["local"],
+                cell["escalated"],
+                cell["pairs"],
+            ), (name, label)
