@@ -45,6 +45,7 @@ from groundjudge.checker.head import claim_folds, claim_key
 from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer
 from groundjudge.chunking import chunk_documents, claim_sentences, split_sentences
 from groundjudge.config import Config
+from groundjudge.errors import ArgumentError
 from groundjudge.models import AnswerReport, Claim, LocalThresholds
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.metrics import (
@@ -401,7 +402,13 @@ def replays_of(args: Any) -> tuple[Config, NLIModel, list[Replay]]:
         passage_tokens=args.passage_tokens,
         passage_overlap=min(Config().passage_overlap, args.passage_tokens // 4),
         evidence_k=args.k or None,
+        use_head=not args.no_head,
     )
+    if Evaluator(config).head is not None:  # the pipeline would score every piece and decide on the head's scale
+        raise ArgumentError(
+            f"{config.nli_model} has a verdict head stored beside it: the replays are of the raw model's rule; "
+            "pass --no-head"
+        )
     model = NLIModel(config.nli_model)
     cache = Cache(args.cache_dir)
     files = [Path(p) for p in args.cv_data.split(",")]

@@ -154,8 +154,8 @@ def qa_share(
     """The recorded calls of each kind replayed alone (the same calls, so the same batches), CPU seconds of this
     process, the least of ``repeat`` alternating rounds: the QA comparison's against the evidence NLI's; with
     ``nli_only_calls`` (the NLI-only run's), also the cascade's whole local work (evidence and QA) against the
-    NLI-only run's, on the same terms (``local_over_nli_only``: the least wall/bound a 2-core run can reach when the
-    NLI-only run is the bound)."""
+    NLI-only run's, on the same terms (``local_over_nli_only``: CPU against CPU, an estimate of the wall/bound a
+    CPU-bound run ends near when the NLI-only run is the bound and both keep the cores equally busy; not a floor)."""
     kinds = {"qa": [p for qa, p in calls if qa], "evidence": [p for qa, p in calls if not qa]}
     if nli_only_calls is not None:
         kinds["nli_only"] = [p for _, p in nli_only_calls]
@@ -449,7 +449,7 @@ def main() -> None:
             f"the cascade's local work (evidence and QA) against the NLI-only run's, replayed the same way: "
             f"{share['local_over_nli_only']} ({share['qa_cpu_s'] + share['evidence_cpu_s']:.2f} s against "
             f"{share['nli_only_cpu_s']} s of CPU; {share['nli_only_pairs']} pairs in the NLI-only run): on a CPU-bound "
-            "run's wall/bound cannot go much below it"
+            "run's wall/bound ends near it when both keep the cores equally busy (an estimate, not a floor)"
         )
     bounds = {c: greedy_bound(len(rows), c, args.median, args.sigma) for c in sorted(set(levels))}
     for c, b in bounds.items():

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from groundjudge.errors import ArgumentError
 from tests.conftest import ROOT, SHARED, SHARED_MODEL
 
 DATA = SHARED / "benchmarks"
@@ -244,6 +245,11 @@ def test_accuracy_measures_a_tuned_models_cascade_with_its_heads_thresholds(tmp_
     assert out["escalation_rate"] == 0.0  # all UNSUPPORTED locally on the head's scale
     plain = run("accuracy.py", *args, "--nli-model", str(tuned), "--no-head", cache=tmp_path)
     assert plain["cascade_thresholds"] == raw.model_dump()  # the model's own, on the entailment
+    # the replays are of the raw model's rule: with a head in force the pipeline would score every piece and decide
+    # on the head's scale, so they refuse it rather than measure something else
+    for replay in ("--threshold-cv", "--cascade-margin-cv"):
+        with pytest.raises(ArgumentError, match="pass --no-head"):
+            run("accuracy.py", replay, "--nli-model", str(tuned), "--limit", "2", cache=tmp_path)
 
 
 def test_conversations_benchmark_catches_every_self_supported_claim(tmp_path: Path) -> None:
