@@ -64,7 +64,8 @@ class EveryPiece(EvidenceSelector):
 
 @contextlib.contextmanager
 def every_piece() -> Iterator[None]:
-    """The pipeline builds :class:`EveryPiece` instead of its selector while this is open."""
+    """The pipeline builds :class:`EveryPiece` instead of its selector while this is open: for the whole process
+    (a module attribute, restored on exit), so for this script, never for code that scores in other threads."""
     saved = pipeline_steps.EvidenceSelector
     pipeline_steps.EvidenceSelector = EveryPiece  # type: ignore[misc]
     try:
