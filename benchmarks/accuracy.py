@@ -330,6 +330,14 @@ def paired_difference(gold: np.ndarray, a: np.ndarray, b: np.ndarray, units: Seq
     return point, 100 * diff
 
 
+def pooled_folds(units: dict[str, list[Any]], cv_files: Sequence[str], folds: int, seed: int) -> dict[str, np.ndarray]:
+    """Each file's fold per row, by claim text over the files pooled (``checker.head.claim_folds``): a claim in two
+    files, or in two rows, is always in one fold. What both cross-validations (thresholds, margins) split by."""
+    keys = [k for f in cv_files for k in units[f]]
+    fold_of = dict(zip(keys, claim_folds(keys, folds, seed), strict=True))
+    return {f: np.array([fold_of[k] for k in units[f]], dtype=int) for f in cv_files}
+
+
 def cross_validate(
     grid: Sequence[float],
     default: float,
@@ -346,16 +354,15 @@ def cross_validate(
     d = grid.index(default)
     # folds by claim text over the pooled claim files; on each fold's training part, the threshold with the best mean
     # of the files' balanced accuracies (a tie: the one nearest the default), measured on the held-out fold
-    keys = [k for f in cv_files for k in units[f]]
     picked: list[list[float]] = []
     oof: dict[str, list[float]] = {f: [] for f in cv_files}
     oof_diff: list[dict[str, Any]] = []
     for seed in range(seeds):
-        fold_of = dict(zip(keys, claim_folds(keys, folds, seed), strict=True))
+        fold_of = pooled_folds(units, cv_files, folds, seed)
         per_seed: list[float] = []
         oof_pred = {f: np.zeros(len(gold[f]), dtype=bool) for f in cv_files}
         for fold in range(folds):
-            test = {f: np.array([fold_of[k] == fold for k in units[f]]) for f in cv_files}
+            test = {f: fold_of[f] == fold for f in cv_files}
             scores = np.mean(
                 [[bal_acc(gold[f][~test[f]], preds[f][j][~test[f]]) for j in range(len(grid))] for f in cv_files],
                 axis=0,
@@ -584,16 +591,15 @@ def margin_cv(
     file, the paired bootstrap 95% interval of its local precision minus exact's (``labels[exact]``) reaches 0 or
     above (not worse beyond noise); of those, the one with the fewest pairs on the training part (a tie: the one
     listed later, nearer exact). ``local[f]``: ``(points, claims)`` local UNSUPPORTED; ``pairs[f]``: per claim."""
-    keys = [k for f in cv_files for k in units[f]]
     picked: list[list[str]] = []
     oof: list[dict[str, Any]] = []
     for seed in range(seeds):
-        fold_of = dict(zip(keys, claim_folds(keys, folds, seed), strict=True))
+        fold_of = pooled_folds(units, cv_files, folds, seed)
         per_seed: list[str] = []
         oof_local = {f: np.zeros(local[f].shape[1], dtype=bool) for f in cv_files}
         oof_pairs = {f: np.zeros(local[f].shape[1]) for f in cv_files}
         for fold in range(folds):
-            test = {f: np.array([fold_of[k] == fold for k in units[f]], dtype=bool) for f in cv_files}
+            test = {f: fold_of[f] == fold for f in cv_files}
             ok = np.ones(len(labels), dtype=bool)
             cost = np.zeros(len(labels))
             for f in cv_files:
