@@ -54,11 +54,10 @@ from groundjudge.testing import ScriptedLLMServer, route
 
 
 class EveryPiece(EvidenceSelector):
-    """The pipeline's selector scoring every piece of every claim (up to the early exit): a line above every score
-    and a margin that reaches below every score (``lines=None`` alone makes the early exit's level the line)."""
+    """The pipeline's selector with no decision line: every piece of every claim scored, up to the early exit."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
-        kw["lines"], kw["margin"] = (1.0,), 1.0
+        kw["lines"] = None
         super().__init__(*args, **kw)
 
 

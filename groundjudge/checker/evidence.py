@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -74,8 +74,9 @@ class EvidenceSelector:
         shapes: window shapes (``checker.windows``); the first is scored before the passages, the others after them.
         lines: the entailment levels at which a verdict changes (the thresholds in force). After the first shape's
             windows and the best passage, a claim's other passages and windows are scored only while its best
-            entailment is at or within ``margin`` below one of them. None: every piece is scored (a verdict head or
-            a local contradiction call reads every score). Default: ``early_exit``'s level when it is set, else None.
+            entailment is at or within ``margin`` below one of them. None: every piece is scored, up to the early
+            exit (a verdict head or a local contradiction call reads every score; ``benchmarks/savings.py`` compares
+            the rule with it). Default (``"early exit"``): ``early_exit``'s level when it is set, else None.
         margin: how far below a line more evidence is still scored (default ``MARGIN``).
         conflicts: whether the number/month conflict check reads the results (``stages.route``'s
             ``conflict_check``, the head's ``conflict`` feature): True (every claim), False (the check is off), or
@@ -93,7 +94,7 @@ class EvidenceSelector:
         early_exit: float | None = 0.9,
         sentences: int | None = None,
         shapes: Sequence[str] = SHAPES,
-        lines: Sequence[float] | None = None,
+        lines: Sequence[float] | Literal["early exit"] | None = "early exit",
         margin: float | None = None,
         conflicts: bool | Callable[[float], bool] = True,
     ) -> None:
@@ -110,8 +111,8 @@ class EvidenceSelector:
         self.margin = MARGIN if margin is None else margin
         if self.margin < 0:
             raise ArgumentError("margin must be >= 0")
-        if lines is None and early_exit is not None:
-            lines = (early_exit,)
+        if lines == "early exit":
+            lines = None if early_exit is None else (early_exit,)
         self.lines: tuple[float, ...] | None = None if lines is None else tuple(lines)
         self.conflicts = conflicts
 

@@ -148,9 +148,8 @@ def test_early_exit_is_the_default_line(tiny: NLIModel) -> None:
 
 
 def every_piece(scorer: NLIScorer, k: int, early_exit: float | None) -> EvidenceSelector:
-    """A selector that scores every piece (until the early exit, where one is set): a line above every score and a
-    margin that reaches below every score (``lines=None`` alone makes the early exit's level the line)."""
-    return EvidenceSelector(scorer, k=k, early_exit=early_exit, lines=(1.0,), margin=1.0)
+    """A selector that scores every piece (until the early exit, where one is set): no decision line."""
+    return EvidenceSelector(scorer, k=k, early_exit=early_exit, lines=None)
 
 
 @settings(max_examples=40, deadline=None)
@@ -217,6 +216,21 @@ def test_one_plan_replays_every_rule(tiny: NLIModel, docs: list[str], claims: li
         expected = EvidenceSelector(own, k=2, **kw).check(items)  # type: ignore[arg-type]
         assert EvidenceSelector(replayed, k=2, **kw).run(plans, len(items)) == expected  # type: ignore[arg-type]
         assert replayed.asked == own.asked
+
+
+def test_no_lines_scores_every_piece_up_to_the_early_exit(tiny: NLIModel) -> None:
+    """``lines=None`` is "no decision line": every planned piece of a claim no piece lifts to the early exit is
+    scored (what ``every_piece`` above and ``benchmarks/savings.py`` compare the rule with); left out, the early
+    exit's level is the line and the rule skips pieces."""
+    docs = [" ".join(f"Sentence {i} about the river and its {i} bridges." for i in range(40))]
+    passages = chunk_documents(docs, tiny.tokenizer, 24, 6)
+    items = [(["the river bridges"], passages)]
+    planned = {p.text for pl in EvidenceSelector(_RuleScorer(tiny, lambda p: 0.0), k=4).plan(items) for p in pl.pieces}
+    every, default = _RuleScorer(tiny, lambda p: 0.0), _RuleScorer(tiny, lambda p: 0.0)
+    EvidenceSelector(every, k=4, early_exit=0.55, lines=None).check(items)
+    EvidenceSelector(default, k=4, early_exit=0.55).check(items)
+    assert {p for p, _ in every.asked} == planned and len(planned) > 2
+    assert len(default.asked) < len(every.asked)  # far below 0.55: the rule stops after the free pieces
 
 
 def test_a_plan_outside_the_items_run_is_refused(tiny: NLIModel) -> None:
