@@ -271,7 +271,9 @@ def replay_rule(
     (``stages.route.route_claim``) run on the stored scores."""
     contradiction = local_contradiction(t, model)
     # no head: the replay is of the raw model
-    rule = evidence_rule(mode, t, reads_every_score=contradiction, conflict_check=config.conflict_check)
+    rule = evidence_rule(
+        mode, t, reads_every_score=contradiction, conflict_check=config.conflict_check, weak_floor=config.weak_floor
+    )
     selector = EvidenceSelector(StoredScorer(model, rp.table), k=config.evidence_k, margin=margin, **rule)
     results = selector.run(rp.plans, len(rp.rows))
     decisions = [

@@ -8,8 +8,9 @@ conflict flags are those of scoring every piece (a property test holds this). Wh
 claim's support, the best entailment over the pieces scored: it is never higher than scoring everything gives, so
 a claim can be flagged ``weak`` (support below ``weak_floor``) where every piece would clear it, and the NLI part of
 an answer's score (the mean support) can be lower. This script measures both on FaithBench answers with their
-articles, through the pipeline, once with the rule and once with every piece scored up to the same early exit (nli
-mode still stops a claim at ``t_support``), the same NLI score cache, so both read the same scores:
+articles, through the pipeline, once with the rule and once with every piece scored (nli mode still stops a claim at
+``t_support``, its early exit; the cascade's early exit where its route, weak flag and disagreement are settled,
+``stages.route.settled_at``, is part of the rule measured), the same NLI score cache, so both read the same scores:
 
 - pairs scored by each;
 - claims whose support differs (each must be lower with the rule), ``weak`` flags with each;
@@ -23,6 +24,12 @@ so every local decision is the shared model's. ``--mode nli`` runs without an LL
 
     .venv/bin/python benchmarks/savings.py --limit 200            # cascade + QA, FaithBench rows 1-200
     .venv/bin/python benchmarks/savings.py --limit 200 --mode nli
+    .venv/bin/python benchmarks/savings.py --data ../shared/benchmarks/wice-dev.jsonl --limit 349   # long pages
+
+In the cascade it also says what the judge is shown where the sources are too long to show whole (over
+``stages.judge.WHOLE_CHARS``; never on FaithBench, whose articles are shorter): of the claims the judge decides,
+how many are shown the passage that entails them best when every piece is scored, and the characters of source
+shown with each. A claim row (WiCE's, ``claim`` and ``contexts``) is scored with its claim as the answer.
 
 Last line: one JSON object.
 """
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -45,32 +53,89 @@ from benchmarks._common import SHARED, default_nli_model, read_rows
 from benchmarks.cost import extract, verify
 from benchmarks.throughput import evaluator
 from groundjudge.cache import Cache
-from groundjudge.checker.evidence import EvidenceSelector
 from groundjudge.checker.nli import NLIModel
 from groundjudge.config import Config
+from groundjudge.models import LocalThresholds
 from groundjudge.pipeline import steps as pipeline_steps
 from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.testing import ScriptedLLMServer, route
+from groundjudge.stages.judge import WHOLE_CHARS
+from groundjudge.stages.route import EvidenceRule, evidence_rule
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, prompt_name, route
 
 
-class EveryPiece(EvidenceSelector):
-    """The pipeline's selector with no decision line: every piece of every claim scored, up to the early exit."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        kw["lines"] = None
-        super().__init__(*args, **kw)
+def every_piece_rule(
+    mode: str, thresholds: LocalThresholds, *, reads_every_score: bool, conflict_check: bool, weak_floor: float
+) -> EvidenceRule:
+    """The pipeline's rule (``stages.route.evidence_rule``) with no decision line and no early exit but the one at
+    ``t_support`` nli mode always had: every piece of every claim scored."""
+    rule = evidence_rule(
+        mode, thresholds, reads_every_score=reads_every_score, conflict_check=conflict_check, weak_floor=weak_floor
+    )
+    return EvidenceRule(
+        early_exit=None if reads_every_score else thresholds.t_support, lines=None, conflicts=rule["conflicts"]
+    )
 
 
 @contextlib.contextmanager
 def every_piece() -> Iterator[None]:
-    """The pipeline builds :class:`EveryPiece` instead of its selector while this is open: for the whole process
+    """The pipeline sets its selector up with :func:`every_piece_rule` while this is open: for the whole process
     (a module attribute, restored on exit), so for this script, never for code that scores in other threads."""
-    saved = pipeline_steps.EvidenceSelector
-    pipeline_steps.EvidenceSelector = EveryPiece  # type: ignore[misc]
+    saved = pipeline_steps.evidence_rule
+    pipeline_steps.evidence_rule = every_piece_rule
     try:
         yield
     finally:
-        pipeline_steps.EvidenceSelector = saved  # type: ignore[misc]
+        pipeline_steps.evidence_rule = saved
+
+
+class JudgeSources:
+    """What the judge is shown, recorded from its requests to the scripted server: for each claim it is asked about,
+    the source texts of that request (the contexts whole when they fit ``stages.judge.WHOLE_CHARS``, else the
+    evidence the NLI stage found, widened: ``stages.judge.select_sources``)."""
+
+    def __init__(self) -> None:
+        self.shown: dict[str, list[str]] = {}  # claim text -> the SOURCE blocks of the request that judged it
+
+    def script(self, inner: Any) -> Any:
+        def answer(req: RecordedRequest) -> Reply:
+            if prompt_name(req) in ("judge", "verify"):
+                blocks = list(itertools.takewhile(bool, (fenced_block(req, f"SOURCE {n}") for n in itertools.count(1))))
+                for text in claims_in(req).values():
+                    self.shown[text] = blocks
+            return inner(req)
+
+        return answer
+
+
+def judge_evidence(
+    rows: list[dict[str, Any]], rule: list[dict[str, Any]], every: list[dict[str, Any]], seen: dict[str, JudgeSources]
+) -> dict[str, Any]:
+    """On rows whose contexts are too long to show whole: for each claim the judge decided in both runs, whether the
+    passage that entails it best when every piece is scored is inside what the judge is shown with the rule, and
+    the characters of source shown to the judge with each."""
+    long_rows = claims = covered = 0
+    chars = {"rule": 0, "every": 0}
+    for row, a, b in zip(rows, rule, every, strict=True):
+        if sum(len(c) for c in row["contexts"]) <= WHOLE_CHARS:
+            continue
+        long_rows += 1
+        for ca, cb in zip(a["claims"], b["claims"], strict=True):
+            if ca["route"] != "judge" or cb["route"] != "judge":
+                continue
+            text = ca["claim"]["text"]
+            shown = {name: seen[name].shown.get(text, []) for name in chars}
+            for name in chars:
+                chars[name] += sum(len(x) for x in shown[name])
+            best = (cb["nli"] or {}).get("entailment_passage")
+            claims += 1
+            covered += best is not None and any(best["text"] in x for x in shown["rule"])
+    return {
+        "long_rows": long_rows,
+        "long_judged_claims": claims,
+        "best_passage_shown_with_rule": covered,  # of long_judged_claims
+        "judge_source_chars_rule": chars["rule"],
+        "judge_source_chars_every_piece": chars["every"],
+    }
 
 
 def reports(
@@ -138,16 +203,24 @@ def main() -> None:
     ap.add_argument("--nli-model", default=None)
     args = ap.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
-    rows = [r for r in read_rows(args.data, args.offset + args.limit)[args.offset :] if "answer" in r]
+    # a claim row (WiCE's) is its claim as the answer
+    rows = [
+        {**{k: v for k, v in r.items() if k != "claim"}, "answer": r.get("answer", r.get("claim"))}
+        for r in read_rows(args.data, args.offset + args.limit)[args.offset :]
+        if "answer" in r or "claim" in r
+    ]
     nli = NLIModel.shared(args.nli_model or default_nli_model())
-    script = route({"claims": extract, "claims_qa": extract, "judge": verify, "verify": verify})
+    seen = {"rule": JudgeSources(), "every": JudgeSources()}
     pairs: dict[str, int] = {}
     out: dict[str, list[dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(script) as server:
+    with tempfile.TemporaryDirectory() as tmp:
         base, nli_cache = Path(tmp), Path(tmp) / "nli"
         for name in ("rule", "every"):
+            script = seen[name].script(
+                route({"claims": extract, "claims_qa": extract, "judge": verify, "verify": verify})
+            )
             before = nli.pairs_scored
-            with every_piece() if name == "every" else contextlib.nullcontext():
+            with ScriptedLLMServer(script) as server, every_piece() if name == "every" else contextlib.nullcontext():
                 out[name] = reports(nli, rows, args.mode, server, base / name, nli_cache)
             pairs[name] = nli.pairs_scored - before  # "every" scores only the pairs the rule skipped
     result = {
@@ -157,6 +230,7 @@ def main() -> None:
         "pairs_with_rule": pairs["rule"],
         "pairs_every_piece": pairs["rule"] + pairs["every"],
         **compare(out["rule"], out["every"]),
+        **(judge_evidence(rows, out["rule"], out["every"], seen) if args.mode == "cascade" else {}),
     }
     for key, value in result.items():
         print(f"{key:28} {value}")

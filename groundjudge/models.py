@@ -8,6 +8,11 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field,
 
 Role = Literal["system", "user", "assistant"]
 
+# Where the local model's support score says "more likely supported than not": a judged claim on the other side of
+# the judge's verdict is one the model disagrees with (:attr:`ClaimVerdict.nli_disagrees`: the review queue and the
+# second judge read it; ``stages.route.evidence_rule`` stops scoring a claim once its support is past it).
+EVEN_ODDS = 0.5
+
 
 class Message(BaseModel):
     """One chat message."""
@@ -338,7 +343,7 @@ class ClaimVerdict(BaseModel):
         odds and the judge did. (The review queue's rule and the second judge's: one place.)"""
         if self.route != "judge" or self.nli is None or self.nli.error or self.label == "ERROR":
             return False
-        return (self.nli.support >= 0.5) != (self.label == "SUPPORTED")
+        return (self.nli.support >= EVEN_ODDS) != (self.label == "SUPPORTED")
 
 
 class QAItem(BaseModel):

@@ -147,6 +147,7 @@ class Steps:
             self.ctx.thresholds,
             reads_every_score=self._local_contradiction or self.ctx.head is not None,
             conflict_check=c.conflict_check,
+            weak_floor=c.weak_floor,
         )
         selector = EvidenceSelector(self.scorer, k=c.evidence_k, **rule)
         sources: dict[tuple[str, ...], Sources] = {}

@@ -7,12 +7,13 @@ in force are handed in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
 from groundjudge.checker.signals import conflict_of
-from groundjudge.models import Claim, ClaimNLI, Label, LocalThresholds, Route
+from groundjudge.models import EVEN_ODDS, Claim, ClaimNLI, Label, LocalThresholds, Route
 
 HEAD_MARGIN = 0.5  # a verdict head's P(SUPPORTED) must be past this for a local verdict (see decide_locally)
 
@@ -107,22 +108,44 @@ class EvidenceRule(TypedDict):
 
 
 def evidence_rule(
-    mode: str, thresholds: LocalThresholds, *, reads_every_score: bool, conflict_check: bool
+    mode: str, thresholds: LocalThresholds, *, reads_every_score: bool, conflict_check: bool, weak_floor: float
 ) -> EvidenceRule:
     """``checker.evidence.EvidenceSelector``'s early exit, decision lines and conflict rule for claims routed with
     ``thresholds``: the one setting-up the pipeline and the benchmarks' replays share.
 
     Stopping at the first piece that entails a claim is safe only when no later piece could make it CONTRADICTED,
     and a verdict head's ``t_support`` is on its own scale: with a local contradiction call or a head
-    (``reads_every_score``), every piece is scored. Otherwise, after the sentence alone and the best passage, more
-    evidence is scored only near an entailment line in force (``t_support``, ``t_unsupported``), and with the
+    (``reads_every_score``), every piece is scored. Otherwise a claim stops once its best entailment settles all
+    that reads it but the NLI part's value (:func:`settled_at`), and, after the sentence alone and the best passage,
+    more evidence is scored only near an entailment line in force (``t_support``, ``t_unsupported``); with the
     conflict check on, so is a claim it reads (:func:`reads_conflict`) that one of its pieces disagrees with."""
     t = thresholds
     return EvidenceRule(
-        early_exit=None if reads_every_score else t.t_support,
+        early_exit=None if reads_every_score else settled_at(mode, t, weak_floor),
         lines=None if reads_every_score else [x for x in (t.t_support, t.t_unsupported) if x is not None],
         conflicts=reads_conflict(mode, t) if conflict_check else False,
     )
+
+
+def settled_at(mode: str, thresholds: LocalThresholds, weak_floor: float) -> float | None:
+    """The early exit of the raw model's claims: the best entailment at which a claim stops (None: none).
+
+    With a ``t_support``, that line (nli mode's 0.55 for the shared model): SUPPORTED is settled there, and a
+    claim's contradiction is read over the pieces scored up to it, as it always was. In a cascade without one (one
+    that never says SUPPORTED alone, such as the shared model's, UNSUPPORTED at 0.21), the lowest level at which
+    nothing that reads its support can change as more evidence raises it, but the NLI part's value: its route (above
+    ``t_unsupported``: escalated whatever comes next, so the conflict check does not read it), its ``weak`` flag
+    (``weak_floor``) and whether the model disagrees with the judge (:data:`~groundjudge.models.EVEN_ODDS`). There a
+    claim the sentence alone lifts to 0.5 used to get its best passage as well (issue 32: a third of the cascade's
+    pairs on long answers). nli mode without a ``t_support`` has none: every claim is decided there, and the
+    conflict check reads it at any entailment."""
+    t = thresholds
+    if t.t_support is not None:
+        return t.t_support
+    if mode != "cascade":
+        return None
+    past_unsupported = math.nextafter(t.t_unsupported, math.inf) if t.t_unsupported is not None else 0.0
+    return max(past_unsupported, weak_floor, EVEN_ODDS)
 
 
 def route_claim(

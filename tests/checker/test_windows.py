@@ -19,8 +19,8 @@ from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel
 from groundjudge.checker.windows import ALL_SHAPES, SHAPES, SentenceIndex
 from groundjudge.chunking import chunk_documents
 from groundjudge.errors import ArgumentError
-from groundjudge.models import Claim, ClaimNLI, LocalThresholds, Passage
-from groundjudge.stages.route import Decision, reads_conflict, route_claim
+from groundjudge.models import EVEN_ODDS, Claim, ClaimNLI, LocalThresholds, Passage
+from groundjudge.stages.route import Decision, evidence_rule, reads_conflict, route_claim
 
 
 @pytest.fixture(scope="module")
@@ -341,6 +341,7 @@ conflict_document = st.lists(conflict_sentence, min_size=1, max_size=30).map(
     ),
     config=line_configs(),
     k=st.sampled_from([1, 2, 4]),
+    weak_floor=line,
     data=st.data(),
 )
 def test_the_pieces_the_rule_skips_never_change_a_verdict(
@@ -349,16 +350,19 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
     claims: list[str],
     config: tuple[str, float | None, float | None],
     k: int,
+    weak_floor: float,
     data: st.DataObject,
 ) -> None:
     """Any claims, sources, lines and scores (within the rule's premise, :class:`_DrawnScorer`): each claim's
     decision with the fewer-pairs rule is the one it gets when every piece is scored (up to the same early exit), as
-    the pipeline sets the selector up (the early exit at t_support, the lines t_support and t_unsupported, the
-    default margin, the conflict check on: ``stages.route.reads_conflict``): its verdict, route, ``conflict`` flag
+    the pipeline sets the selector up (``stages.route.evidence_rule``: the early exit at t_support, or without one
+    where the route, the weak floor and even odds are settled; the lines t_support and t_unsupported, the default
+    margin, the conflict check on: ``stages.route.reads_conflict``): its verdict, route, ``conflict`` flag
     and note, error type, and, where the check reads the claim, the verdict head's ``conflict`` feature (the same
     rule over the same two pieces; with a head in force every piece is scored). Its support is at most scoring
     everything's: the rule may set a ``weak`` flag that every piece would clear and lower the NLI part of the score,
-    never the other way (the decision in docs/explanation/checker-reading.md, "The weak flag").
+    never the other way (the decision in docs/explanation/checker-reading.md, "The weak flag"). A claim the early exit
+    stops where no line says SUPPORTED keeps every piece's ``weak`` flag and disagreement with the judge.
 
     The conflict check reads the best entailment's and the best contradiction's pieces, which a skipped piece could
     have been (nli mode at 0.55, claim "river 42%", sources "river." and "river 1897.": "river 1897." flags a number
@@ -369,12 +373,11 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
     passages = chunk_documents(docs, tiny.tokenizer, 24, 6)
     scorer = _DrawnScorer(tiny, data, {c: _free_pieces(c, passages, k) for c in claims})
     items = [([c], passages) for c in claims]
-    lines = [x for x in (t_support, t_unsupported) if x is not None]
     thresholds = LocalThresholds(t_support=t_support, t_contradict=None, t_unsupported=t_unsupported)
-    conflicts = reads_conflict(mode, thresholds)
-    fewer = EvidenceSelector(scorer, k=k, early_exit=t_support, lines=lines, conflicts=conflicts).check(items)
+    rule = evidence_rule(mode, thresholds, reads_every_score=False, conflict_check=True, weak_floor=weak_floor)
+    fewer = EvidenceSelector(scorer, k=k, **rule).check(items)
     asked, scorer.asked = scorer.asked, []
-    every = every_piece(scorer, k, t_support).check(items)
+    every = every_piece(scorer, k, t_support).check(items)  # no early exit where no line says SUPPORTED
     assert set(asked) <= set(scorer.asked)
     sources = Sources.of(docs)
     conflict_feature = FEATURES.index("conflict")
@@ -389,6 +392,12 @@ def test_the_pieces_the_rule_skips_never_change_a_verdict(
         # the savings read the pieces scored: a claim's support (the NLI part of the score) is never above scoring
         # everything's, so a skipped piece never raises a score nor clears a `weak` flag (pipeline.assemble)
         assert few.support <= full.support
+        exit_level = rule["early_exit"]
+        if t_support is None and exit_level is not None and few.support >= exit_level:
+            # stopped by the early exit where no line says SUPPORTED: its weak flag and whether the model disagrees
+            # with the judge are those of every piece; only the NLI part's value can be lower
+            assert (few.support < weak_floor) == (full.support < weak_floor)
+            assert (few.support >= EVEN_ODDS) == (full.support >= EVEN_ODDS)
 
 
 class _ContradictingScorer(_RuleScorer):
@@ -447,3 +456,36 @@ def test_a_piece_that_conflicts_with_the_claim_is_scored_where_the_check_reads_i
     decided = _route(claim, fewer, mode, thresholds, check=check)
     assert decided == _route(claim, every, mode, thresholds, check=check)
     assert (decided.route, decided.flags) == (route, flags)
+
+
+@pytest.mark.parametrize(
+    ("mode", "sentence", "weak_floor", "pairs", "support"),
+    [
+        ("cascade", 0.6, 0.5, 1, 0.6),  # escalated whatever comes next, not weak, at even odds: the sentence is enough
+        ("cascade", 0.6, 0.7, 2, 0.9),  # below the weak floor: the best passage still counts, so it is scored
+        ("cascade", 0.3, 0.5, 2, 0.9),  # escalated, but below even odds: the best passage as before
+        ("cascade", 0.1, 0.5, 2, 0.9),  # under the line: the best passage (and every piece, were there more)
+        ("nli", 0.6, 0.5, 1, 0.6),  # SUPPORTED at 0.55: the early exit nli mode always had
+        ("nli", 0.5, 0.5, 2, 0.9),
+    ],
+)
+def test_a_claim_stops_where_nothing_but_the_nli_part_can_change(
+    tiny: NLIModel, mode: str, sentence: float, weak_floor: float, pairs: int, support: float
+) -> None:
+    """The shared model's profile (nli: SUPPORTED at 0.55; cascade: UNSUPPORTED at 0.21, no SUPPORTED line), set up
+    as the pipeline sets it up (``stages.route.evidence_rule``): in the cascade a claim the sentence alone lifts to
+    even odds and the weak floor is escalated, not weak and agreed with whatever the best passage says, so the
+    passage is not scored (issue 32); below either, it is, as before."""
+    claim = "The museum opened in 1897."
+    passages = chunk_documents([MUSEUM], tiny.tokenizer, 200, 0)
+    assert len(passages) == 1 and passages[0].text != claim
+    scorer = _RuleScorer(tiny, lambda p: sentence if p == claim else 0.9)
+    t = (
+        LocalThresholds(t_support=0.55, t_contradict=None)
+        if mode == "nli"
+        else LocalThresholds(t_support=None, t_contradict=None, t_unsupported=0.21)
+    )
+    rule = evidence_rule(mode, t, reads_every_score=False, conflict_check=True, weak_floor=weak_floor)
+    ((result,),) = EvidenceSelector(scorer, k=4, **rule).check([([claim], passages)])
+    assert scorer.asked[0] == (claim, claim)  # the sentence alone first
+    assert (result.passages_scored, result.support) == (pairs, pytest.approx(support))
