@@ -45,7 +45,6 @@ import json
 import math
 import os
 import random
-import re
 import sys
 import tempfile
 import threading
@@ -72,6 +71,7 @@ from groundjudge.testing import (
     ScriptedLLMServer,
     fenced_block,
     prompt_name,
+    questions_in,
     route,
 )
 
@@ -83,24 +83,38 @@ def answer_key(answer: str) -> str:
     return hashlib.sha256(answer.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
+QUESTION_KEYS: dict[tuple[str, ...], set[str]] = {}  # the questions keyed_extract wrote (each prefix) -> answer keys
+_QUESTION_LOCK = threading.Lock()
+
+
 def keyed_extract(req: RecordedRequest) -> Reply:
-    """:func:`benchmarks.cost.extract`, each question ending in its answer's key, which the sources-side call
-    carries back (its request shows the questions, never the answer)."""
+    """:func:`benchmarks.cost.extract`, each question naming the first words of its claim (as a real question
+    names what it asks about, and no longer than one), registered under its answer's key: the sources-side call
+    shows the questions, never the answer, and the stage keeps the first ones it asked for, so every prefix of the
+    list is registered. The questions reach the QA check's model comparison, so nothing but question text is in
+    them (an earlier version appended the key itself, which made the compared statements a third longer)."""
     out = json.loads(extract(req).content)
     key = answer_key(fenced_block(req, "ANSWER"))
-    for q in out.get("questions", []):
-        q["question"] = f"{q['question']} [{key}]"
+    questions = out.get("questions", [])
+    for q, claim in zip(questions, out["claims"], strict=False):
+        q["question"] = f"What does the text say about {' '.join(claim['text'].split()[:6])}?"
+    texts = tuple(q["question"] for q in questions)
+    with _QUESTION_LOCK:
+        for n in range(1, len(texts) + 1):
+            QUESTION_KEYS.setdefault(texts[:n], set()).add(key)
     return Reply.json(out)
 
 
 def call_key(req: RecordedRequest) -> tuple[int, str] | None:
-    """(stage, answer key) of a request: 0 the claims call, 1 the sources-side call; None if neither."""
+    """(stage, answer key) of a request: 0 the claims call, 1 the sources-side call; None if neither, or when the
+    sources-side call's questions are those of two answers."""
     name = prompt_name(req)
     if name in ("claims", "claims_qa"):
         return 0, answer_key(fenced_block(req, "ANSWER"))
     if name == "verify":
-        found = re.search(r"\[([0-9a-f]{12})\]", fenced_block(req, "QUESTIONS"))
-        return (1, found.group(1)) if found else None
+        with _QUESTION_LOCK:
+            keys = QUESTION_KEYS.get(tuple(questions_in(req).values()), set())
+        return (1, next(iter(keys))) if len(keys) == 1 else None
     return None
 
 
