@@ -45,6 +45,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import tempfile
 import threading
@@ -71,7 +72,6 @@ from groundjudge.testing import (
     ScriptedLLMServer,
     fenced_block,
     prompt_name,
-    questions_in,
     route,
 )
 
@@ -83,38 +83,34 @@ def answer_key(answer: str) -> str:
     return hashlib.sha256(answer.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
-QUESTION_KEYS: dict[tuple[str, ...], set[str]] = {}  # the questions keyed_extract wrote (each prefix) -> answer keys
-_QUESTION_LOCK = threading.Lock()
+ANSWER_NUMBERS: dict[str, int] = {}  # answer key -> the number its questions carry, in the order first seen
+_NUMBERS_LOCK = threading.Lock()
 
 
 def keyed_extract(req: RecordedRequest) -> Reply:
-    """:func:`benchmarks.cost.extract`, each question naming the first words of its claim (as a real question
-    names what it asks about, and no longer than one), registered under its answer's key: the sources-side call
-    shows the questions, never the answer, and the stage keeps the first ones it asked for, so every prefix of the
-    list is registered. The questions reach the QA check's model comparison, so nothing but question text is in
-    them (an earlier version appended the key itself, which made the compared statements a third longer)."""
+    """:func:`benchmarks.cost.extract`, each question naming its answer by a small number (the sources-side call
+    shows the questions, never the answer, and carries the number back). The questions reach the QA check's model
+    comparison, so the tie is a few words a question could hold ("... in point 2 of answer 17?"); an earlier version
+    appended the answer's 12-hex key, which made the compared statements a third longer."""
     out = json.loads(extract(req).content)
     key = answer_key(fenced_block(req, "ANSWER"))
-    questions = out.get("questions", [])
-    for q, claim in zip(questions, out["claims"], strict=False):
-        q["question"] = f"What does the text say about {' '.join(claim['text'].split()[:6])}?"
-    texts = tuple(q["question"] for q in questions)
-    with _QUESTION_LOCK:
-        for n in range(1, len(texts) + 1):
-            QUESTION_KEYS.setdefault(texts[:n], set()).add(key)
+    with _NUMBERS_LOCK:
+        number = ANSWER_NUMBERS.setdefault(key, len(ANSWER_NUMBERS) + 1)
+    for i, q in enumerate(out.get("questions", []), 1):
+        q["question"] = f"What does the text say in point {i} of answer {number}?"
     return Reply.json(out)
 
 
 def call_key(req: RecordedRequest) -> tuple[int, str] | None:
-    """(stage, answer key) of a request: 0 the claims call, 1 the sources-side call; None if neither, or when the
-    sources-side call's questions are those of two answers."""
+    """(stage, answer key) of a request: 0 the claims call, 1 the sources-side call; None if neither."""
     name = prompt_name(req)
     if name in ("claims", "claims_qa"):
         return 0, answer_key(fenced_block(req, "ANSWER"))
     if name == "verify":
-        with _QUESTION_LOCK:
-            keys = QUESTION_KEYS.get(tuple(questions_in(req).values()), set())
-        return (1, next(iter(keys))) if len(keys) == 1 else None
+        found = re.search(r" of answer (\d+)\?", fenced_block(req, "QUESTIONS"))
+        with _NUMBERS_LOCK:
+            keys = [k for k, n in ANSWER_NUMBERS.items() if found and n == int(found.group(1))]
+        return (1, keys[0]) if keys else None
     return None
 
 
