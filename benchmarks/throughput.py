@@ -329,9 +329,9 @@ def measure(
     nli_seconds: float,
 ) -> dict[str, Any]:
     latency.clear()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     reports = list(ev.evaluate_many(rows, batch_size=batch_size))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     calls = list(latency.calls)
     same = latency.same_replies(rows)
     reply_seconds = sum(w for _, w in calls)
@@ -352,6 +352,8 @@ def measure(
         "span_utilisation": round(reply_seconds / (concurrency * span), 3) if span else None,
         "greedy_same_replies": round(greedy(same, concurrency), 3) if same else None,
         "rows_per_s": round(len(reports) / wall, 2),
+        # CPU seconds of the whole process (the engine, the NLI thread, the in-process scripted server) per wall second
+        "cores_busy": round(cpu / wall, 2) if wall else None,
         "errors": sum(1 for r in reports if r.verdict == "ERROR" or r.errors),
     }
 
@@ -396,10 +398,12 @@ def main() -> None:
     levels = [int(x) for x in args.concurrency.split(",")]
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLMServer(script) as server:
         base = Path(tmp)
-        nli_seconds = 0.0
+        nli_seconds, only_busy = 0.0, None
         for i, c in enumerate(levels):  # the NLI-only run just before each run: the same load on the machine
             with Recorder(nli) as only:
+                c0 = time.process_time()
                 nli_seconds = nli_only(nli, rows, args.batch_size, None)
+                only_busy = round((time.process_time() - c0) / nli_seconds, 2) if nli_seconds else None
             only_calls = only_calls or only.calls
             ev = evaluator(server, nli, base / f"c{i}", concurrency=c, window=args.window)
             with Recorder(nli) as rec:
@@ -447,7 +451,9 @@ def main() -> None:
         print("against a rate limit:", json.dumps(limited))
     if limited_warm is not None:
         print("against a rate limit, NLI cached:", json.dumps(limited_warm))
-    print(f"NLI only (same rows, nli mode, no LLM), before the last cold run: {nli_seconds:.1f} s")
+    print(
+        f"NLI only (same rows, nli mode, no LLM), before the last cold run: {nli_seconds:.1f} s, {only_busy} cores busy"
+    )
     if share is not None:
         print(
             f"QA comparison against the evidence NLI (first cold run's model calls replayed): {share['qa_cpu_s']} s "
@@ -472,6 +478,7 @@ def main() -> None:
         "short": args.short,
         "latency": {"median": args.median, "sigma": args.sigma},
         "nli_only_s": round(nli_seconds, 2),
+        "nli_only_cores_busy": only_busy,
         "wall_over_bound": {r["concurrency"]: r["wall/bound"] for r in results if r["run"].startswith("cascade")},
         "wall_over_bound_nli_cached": {
             r["concurrency"]: r["wall/bound"] for r in results if r["run"].startswith("NLI cached")
