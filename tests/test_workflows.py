@@ -318,6 +318,43 @@ def test_calibrate_command_writes_a_config_score_takes(
     }
 
 
+def test_calibrate_fits_a_runs_claims_on_every_piece_not_on_its_stored_scores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_nli: Any
+) -> None:
+    """A run's stored scores may have stopped early (nli mode at t_support; the cascade once only the NLI part could
+    change: stages.route.settled_at), so calibrate scores a run's claims again, every selected passage, with the
+    model the run names: the fit from the run's OUT is the fit from the claim rows themselves, whatever the OUT
+    stored (here every stored entailment and contradiction is replaced by 0.01)."""
+    from tests.conftest import FIXTURES, SHARED_MODEL
+
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    rows = [json.loads(x) for x in (FIXTURES / "samples.jsonl").read_text().splitlines() if x.strip()]
+    claims = [r for r in rows if "claim" in r] * 5
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{i}"}) + "\n" for i, r in enumerate(claims)))
+    cache = ["--cache-dir", str(tmp_path / "c")]
+    out = tmp_path / "out.jsonl"
+    scored = runner.invoke(app, ["score", str(data), "--out", str(out), "--mode", "nli", "--no-progress", *cache])
+    assert scored.exit_code == 0, scored.output
+    reports = [json.loads(x) for x in out.read_text().splitlines()]
+    assert all(r["versions"]["nli_model"] for r in reports)  # the run names its model
+    for r in reports:
+        for c in r["claims"]:
+            c["nli"]["entailment"] = c["nli"]["contradiction"] = 0.01
+    out.write_text("".join(json.dumps(r) + "\n" for r in reports))
+
+    def fit(labelled: Path) -> dict[str, Any]:
+        args = ["calibrate", str(labelled), "--target", "0.9", "--min-decided", "3", "--no-head", *cache]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        return dict(json.loads(next(x for x in result.output.splitlines() if x.startswith("{"))))
+
+    from_rows, from_out = fit(data), fit(out)
+    assert from_rows["t_support"] is not None  # the rows' own fit says SUPPORTED somewhere
+    for key in ("n", "t_support", "t_contradict", "t_unsupported"):
+        assert from_out[key] == from_rows[key], key
+
+
 def test_summarizer_is_exact_in_constant_memory() -> None:
     from groundjudge.review.summary import Summarizer
 

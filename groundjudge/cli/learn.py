@@ -69,7 +69,12 @@ def calibrate_command(
     from groundjudge.config import Config
     from groundjudge.io.reports import is_report_file
     from groundjudge.io.tables import input_rows
-    from groundjudge.learn.calibrate import fit_calibration_head, fit_thresholds, foreign_fingerprints
+    from groundjudge.learn.calibrate import (
+        fit_calibration_head,
+        fit_thresholds,
+        foreign_fingerprints,
+        score_for_fitting,
+    )
     from groundjudge.learn.labels import collect_labels
     from groundjudge.pipeline import Evaluator
     from groundjudge.review.metrics import read_reviews
@@ -125,8 +130,15 @@ def calibrate_command(
                 f"name ({identity}): thresholds and heads are fitted only on scores of the model they are stored "
                 "with; pass that model as --nli-model"
             )
-    texts, sources, results, labels = found.texts, found.sources, found.results, found.labels
+    texts, sources, labels = found.texts, found.sources, found.labels
     fingerprints, taught = found.fingerprints, found.taught
+    # the lines are fitted on every selected passage's scores, as they are applied: a run's stop early (nli mode at
+    # t_support, the cascade once only the NLI part could change). A report that names its model is scored again
+    # with it (loaded above); one that names none keeps its stored scores (another model's would mean another thing)
+    results = found.results
+    rescored = evaluator is not None
+    if rescored:
+        results = score_for_fitting(evaluator, texts, sources)
     ent = [r.entailment for r in results]
     con = [r.contradiction for r in results]
     gold = [label == "SUPPORTED" for label in labels]
@@ -148,6 +160,7 @@ def calibrate_command(
                 labels,
                 lambda: evaluator or Evaluator(cfg),
                 fingerprints - {""},
+                rescored=rescored,
                 target=target,
                 meta={"source": str(labeled), "reviews": str(reviews) if reviews else None, "labels": taught},
                 min_decided=min_decided,

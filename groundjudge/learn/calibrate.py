@@ -605,6 +605,24 @@ def build_head(
     )
 
 
+def score_for_fitting(evaluator: Any, claims: Sequence[str], contexts: Sequence[Sequence[str]]) -> list[ClaimNLI]:
+    """The claims scored as thresholds and heads are fitted on: by ``evaluator``'s model, every selected passage, no
+    early exit (:func:`groundjudge.checker.evidence.score_claims`; through its NLI cache, so mostly cache hits). A
+    stored or just-made result may have stopped early: in nli mode at ``t_support``, in a cascade once nothing but
+    the NLI part could change (``stages.route.settled_at``); a line fitted on such cut-short scores would be
+    applied to scores of more evidence."""
+    c = evaluator.config
+    return score_claims(
+        evaluator.nli,
+        list(claims),
+        [list(x) for x in contexts],
+        k=c.evidence_k,
+        passage_tokens=c.passage_tokens,
+        passage_overlap=c.passage_overlap,
+        cache=evaluator.cache,
+    )
+
+
 def fit_calibration_head(
     claims: list[str],
     contexts: list[list[str]],
@@ -616,13 +634,15 @@ def fit_calibration_head(
     meta: dict[str, Any],
     min_decided: int = 10,
     unsupported: bool = True,
+    rescored: bool = False,
 ) -> tuple[VerdictHead | None, str | None]:
     """Fit a verdict head on calibrate's labelled claims: ``(head, None)``, or ``(None, why not)``.
 
     ``load`` gives the nli-mode Evaluator whose model the head is tied to (loaded only when a head can be fitted):
-    the claims are scored again with it as the pipeline scores them under a head, every selected passage (a stored
-    or just-made result may have stopped at the first passage that passed t_support; mostly cache hits);
-    ``fingerprints`` are those of the models that scored a 'score' OUT's claims (empty: scored here).
+    unless ``rescored`` (``results`` are :func:`score_for_fitting`'s already), the claims are scored again with it
+    as the pipeline scores them under a head, every selected passage (a stored or just-made result may have stopped
+    early; mostly cache hits); ``fingerprints`` are those of the models that scored a 'score' OUT's claims (empty:
+    scored here).
 
     Raises:
         GroundjudgeError: the NLI model cannot be loaded.
@@ -642,16 +662,8 @@ def fit_calibration_head(
             f"the claims were scored by NLI model {other[0]}, not the one loaded here ({model.identity}); "
             "pass that model as --nli-model"
         )
-    c = evaluator.config
-    results = score_claims(
-        model,
-        claims,
-        contexts,
-        k=c.evidence_k,
-        passage_tokens=c.passage_tokens,
-        passage_overlap=c.passage_overlap,
-        cache=evaluator.cache,
-    )
+    if not rescored:
+        results = score_for_fitting(evaluator, claims, contexts)
     try:
         head = build_head(
             claims,
