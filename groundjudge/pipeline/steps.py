@@ -212,13 +212,25 @@ class Steps:
             bm25 = BM25([p.text for p in w.passages])
             k = self.ctx.config.evidence_k or 4
             hints += [w.passages[i] for cl in unscored for i in bm25.rank(cl.text)[:k]]
-        return hints
+        return hints + self._stopped_hints(w, escalated)
+
+    def _stopped_hints(self, w: Work, pairs: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
+        """The best BM25 passage of each claim of ``pairs`` that the NLI stage stopped early
+        (``stages.route.settled_at``): the piece the rule left unscored is still shown to the judge, as when it was
+        scored, so what the judge reads does not depend on where the local scores stopped (a passage that
+        contradicts the claim included). No model pair is scored for it."""
+        stopped = [cl for cl, r in pairs if r.early_exit and r.passages_scored]
+        if not stopped or not w.passages:
+            return []
+        bm25 = BM25([p.text for p in w.passages])
+        return [w.passages[bm25.rank(cl.text)[0]] for cl in stopped]
 
     def _judge_sources(self, w: Work, pairs: Sequence[tuple[Claim, ClaimNLI]], qa: bool) -> list[Source]:
         """The sources the judge sees for the claims of ``pairs`` (with ``qa``, the evidence of every claim too)."""
         hints = self._judge_hints(w, pairs)
         if qa:  # the questions may be about any claim: the evidence of every claim
             hints += [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p]
+            hints += self._stopped_hints(w, list(zip(w.claims, w.nli, strict=False)))
         hints += cited_hints(w)
         sources = select_sources(w.sample.contexts, hints)
         if not sources:

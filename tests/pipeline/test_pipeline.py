@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -420,3 +421,44 @@ def test_long_contexts_send_only_the_evidence_passages_with_true_offsets() -> No
     )
     short = select_sources(["a short source", "another"], hints)
     assert [s.text for s in short] == ["a short source", "another"]
+
+
+def test_a_claim_stopped_early_still_shows_the_judge_its_best_passage(shared_nli: Any, tmp_path: Path) -> None:
+    """The cascade with the shared model's profile (no t_support) stops a claim that its sentence alone entails
+    (``stages.route.settled_at``), so its best BM25 passage is never scored; on sources too long to show whole the
+    judge is still shown that passage (here one that says otherwise), as when it was scored."""
+    from groundjudge.checker.bm25 import BM25
+    from groundjudge.chunking import chunk_documents
+    from groundjudge.testing import claims_in, fenced_block
+
+    claim = "The bridge opened in 1932."
+    filler = "Unrelated text about gardening and soil. " * 400  # ~16k characters per document
+    elsewhere = (
+        "The bridge opened in 1934, the city said. In 1932 the bridge was closed; the bridge opened again later. "
+        "The old bridge opened to trains only after 1932."
+    )
+    docs = [filler + claim + " " + filler, filler + elsewhere + " " + filler]
+    shown: list[list[str]] = []
+
+    def judge(req: Any) -> Reply:
+        shown.append(list(itertools.takewhile(bool, (fenced_block(req, f"SOURCE {n}") for n in itertools.count(1)))))
+        verdicts = [{"claim_id": c, "verdict": "SUPPORTED", "reason": "Stated.", "quotes": []} for c in claims_in(req)]
+        return Reply.json({"verdicts": verdicts})
+
+    def claims(req: Any) -> Reply:
+        return Reply.json({"claims": [{"text": claim, "source": claim}]})
+
+    with ScriptedLLMServer(route({"claims": claims, "judge": judge})) as server:
+        cache = Cache(tmp_path / "cache")
+        ev = Evaluator(
+            Config(mode="cascade", qa=False), nli=shared_nli, client=make_test_client(server, cache=cache), cache=cache
+        )
+        report = ev.evaluate(claim, docs)
+    (c,) = report.claims
+    assert c.route == "judge" and c.nli is not None and c.nli.early_exit and c.nli.passages_scored == 1
+    config = ev.config
+    passages = chunk_documents(docs, shared_nli.tokenizer, config.passage_tokens, config.passage_overlap)
+    best = passages[BM25([p.text for p in passages]).rank(claim)[0]]
+    assert best.doc == 1 and c.nli.entailment_passage is not None and c.nli.entailment_passage.doc == 0
+    (blocks,) = shown
+    assert any(best.text.strip() in b for b in blocks)
