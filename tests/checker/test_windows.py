@@ -3,6 +3,7 @@ fewer-pairs rule (more evidence only near a line) never changes a verdict within
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,8 +20,8 @@ from groundjudge.checker.nli import CONTRADICTION, ENTAILMENT, NEUTRAL, NLIModel
 from groundjudge.checker.windows import ALL_SHAPES, SHAPES, SentenceIndex
 from groundjudge.chunking import chunk_documents
 from groundjudge.errors import ArgumentError
-from groundjudge.models import EVEN_ODDS, Claim, ClaimNLI, LocalThresholds, Passage
-from groundjudge.stages.route import Decision, evidence_rule, reads_conflict, route_claim
+from groundjudge.models import EVEN_ODDS, Claim, ClaimNLI, ClaimVerdict, LocalThresholds, Passage
+from groundjudge.stages.route import Decision, evidence_rule, reads_conflict, route_claim, settled_at
 
 
 @pytest.fixture(scope="module")
@@ -459,18 +460,28 @@ def test_a_piece_that_conflicts_with_the_claim_is_scored_where_the_check_reads_i
 
 
 @pytest.mark.parametrize(
-    ("mode", "sentence", "weak_floor", "pairs", "support"),
+    ("mode", "t_unsupported", "sentence", "weak_floor", "pairs", "support"),
     [
-        ("cascade", 0.6, 0.5, 1, 0.6),  # escalated whatever comes next, not weak, at even odds: the sentence is enough
-        ("cascade", 0.6, 0.7, 2, 0.9),  # below the weak floor: the best passage still counts, so it is scored
-        ("cascade", 0.3, 0.5, 2, 0.9),  # escalated, but below even odds: the best passage as before
-        ("cascade", 0.1, 0.5, 2, 0.9),  # under the line: the best passage (and every piece, were there more)
-        ("nli", 0.6, 0.5, 1, 0.6),  # SUPPORTED at 0.55: the early exit nli mode always had
-        ("nli", 0.5, 0.5, 2, 0.9),
+        ("cascade", 0.21, 0.6, 0.5, 1, 0.6),  # escalated whatever comes next, not weak, at even odds: enough
+        ("cascade", 0.21, 0.6, 0.7, 2, 0.9),  # below the weak floor: the best passage still counts, so it is scored
+        ("cascade", 0.21, 0.3, 0.5, 2, 0.9),  # escalated, but below even odds: the best passage as before
+        ("cascade", 0.21, 0.4, 0.3, 2, 0.9),  # above a low floor, below even odds (the judge's disagreement line)
+        ("cascade", 0.21, 0.1, 0.5, 2, 0.9),  # under the line: the best passage (and every piece, were there more)
+        ("cascade", 0.625, 0.6, 0.5, 2, 0.9),  # UNSUPPORTED alone unless more lifts it: scored on
+        ("cascade", 0.625, 0.625, 0.5, 2, 0.9),  # at the line is UNSUPPORTED (<=): scored on
+        ("cascade", 0.625, 0.75, 0.5, 1, 0.75),  # past it: escalated whatever comes next
+        ("nli", None, 0.6, 0.5, 1, 0.6),  # SUPPORTED at 0.55: the early exit nli mode always had
+        ("nli", None, 0.5, 0.5, 2, 0.9),
     ],
 )
 def test_a_claim_stops_where_nothing_but_the_nli_part_can_change(
-    tiny: NLIModel, mode: str, sentence: float, weak_floor: float, pairs: int, support: float
+    tiny: NLIModel,
+    mode: str,
+    t_unsupported: float | None,
+    sentence: float,
+    weak_floor: float,
+    pairs: int,
+    support: float,
 ) -> None:
     """The shared model's profile (nli: SUPPORTED at 0.55; cascade: UNSUPPORTED at 0.21, no SUPPORTED line), set up
     as the pipeline sets it up (``stages.route.evidence_rule``): in the cascade a claim the sentence alone lifts to
@@ -483,9 +494,42 @@ def test_a_claim_stops_where_nothing_but_the_nli_part_can_change(
     t = (
         LocalThresholds(t_support=0.55, t_contradict=None)
         if mode == "nli"
-        else LocalThresholds(t_support=None, t_contradict=None, t_unsupported=0.21)
+        else LocalThresholds(t_support=None, t_contradict=None, t_unsupported=t_unsupported)
     )
     rule = evidence_rule(mode, t, reads_every_score=False, conflict_check=True, weak_floor=weak_floor)
     ((result,),) = EvidenceSelector(scorer, k=4, **rule).check([([claim], passages)])
     assert scorer.asked[0] == (claim, claim)  # the sentence alone first
     assert (result.passages_scored, result.support) == (pairs, pytest.approx(support))
+    if mode == "cascade":  # what reads support is what every piece (here: both) gives
+        every = ClaimNLI(entailment=0.9, passages_scored=2)
+        decided = _route(claim, result, mode, t, check=True)
+        assert decided == _route(claim, every, mode, t, check=True)
+        assert (result.support < weak_floor) == (every.support < weak_floor)
+        judged = [
+            ClaimVerdict(claim=Claim(id="c1", text=claim), label="SUPPORTED", route="judge", nli=x)
+            for x in (result, every)
+        ]
+        assert judged[0].nli_disagrees == judged[1].nli_disagrees
+
+
+@pytest.mark.parametrize(
+    ("mode", "t_support", "t_unsupported", "weak_floor", "level"),
+    [
+        ("nli", 0.55, None, 0.5, 0.55),  # nli mode: its SUPPORTED line, whatever the floor
+        ("nli", 0.55, None, 0.8, 0.55),
+        ("nli", None, None, 0.5, None),  # nli mode without one decides every claim: no exit
+        ("llm", None, None, 0.5, None),
+        ("cascade", 0.8, 0.2, 0.5, 0.8),  # a cascade that says SUPPORTED alone: there
+        ("cascade", None, 0.21, 0.5, 0.5),  # the shared model's: even odds and the floor
+        ("cascade", None, 0.21, 0.7, 0.7),
+        ("cascade", None, 0.21, 0.0, 0.5),
+        ("cascade", None, None, 0.5, 0.5),
+        ("cascade", None, 0.6, 0.5, math.nextafter(0.6, math.inf)),  # strictly past t_unsupported
+        ("cascade", None, 1.0, 0.5, math.nextafter(1.0, math.inf)),  # never reached: every claim is UNSUPPORTED
+    ],
+)
+def test_the_early_exit_is_where_every_reader_of_support_is_settled(
+    mode: str, t_support: float | None, t_unsupported: float | None, weak_floor: float, level: float | None
+) -> None:
+    t = LocalThresholds(t_support=t_support, t_contradict=None, t_unsupported=t_unsupported)
+    assert settled_at(mode, t, weak_floor) == level
