@@ -10,7 +10,7 @@ Role = Literal["system", "user", "assistant"]
 
 # Where the local model's support score says "more likely supported than not": a judged claim on the other side of
 # the judge's verdict is one the model disagrees with (:attr:`ClaimVerdict.nli_disagrees`: the review queue and the
-# second judge read it; ``stages.route.evidence_rule`` stops scoring a claim once its support is past it).
+# second judge read it; ``stages.route.settled_at``, a cascade's early exit without a ``t_support``, is never below it).
 EVEN_ODDS = 0.5
 
 
@@ -129,6 +129,8 @@ class ClaimNLI(BaseModel):
     contradiction_passage: Passage | None = None
     passages_scored: int = 0
     passages_total: int = 0
+    # stopped at the early exit (``stages.route.settled_at``) with pieces left unscored: in nli mode at t_support; in a
+    # cascade without one, once only the value of its support could still rise (escalated, not weak, even odds)
     early_exit: bool = False
     error: str | None = None  # the claim could not be scored (too long for the model's window)
     # P(SUPPORTED) from the verdict head (groundjudge.checker.head) when one is in force; the SUPPORTED / UNSUPPORTED
