@@ -190,7 +190,7 @@ class Config(BaseModel):
         None,
         ge=1,
         description="answers in flight at once, finished ones waiting for their turn in the output included "
-        "(default: the larger of 8 x concurrency and 2 x batch size)",
+        "(default: the larger of 8 x concurrency and 4 x batch size)",
     )
     rpm: float | None = Field(
         None,
