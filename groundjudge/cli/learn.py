@@ -72,7 +72,6 @@ def calibrate_command(
     from groundjudge.learn.calibrate import (
         fit_calibration_head,
         fit_thresholds,
-        foreign_fingerprints,
         score_for_fitting,
     )
     from groundjudge.learn.labels import collect_labels
@@ -115,21 +114,7 @@ def calibrate_command(
     for note in found.notes:
         err.print(escape(note), highlight=False)
     if from_out and found.fingerprints - {""}:  # thresholds and a head are stored only with the model that scored
-        try:
-            evaluator = evaluator or Evaluator(cfg)
-            identity = evaluator.nli.identity
-        except GroundjudgeError as exc:
-            raise fail(
-                f"{exc} (thresholds are fitted on the scores of the NLI model that scored the claims: pass it as "
-                "--nli-model)"
-            ) from exc
-        other = foreign_fingerprints(found.fingerprints, identity)
-        if other:
-            raise fail(
-                f"the claims of {labeled} were scored by NLI model {other[0]}, not by the one this config would "
-                f"name ({identity}): thresholds and heads are fitted only on scores of the model they are stored "
-                "with; pass that model as --nli-model"
-            )
+        evaluator = evaluator or _scoring_model(cfg, labeled, found.fingerprints)
     texts, sources, labels = found.texts, found.sources, found.labels
     fingerprints, taught = found.fingerprints, found.taught
     # the lines are fitted on every selected passage's scores, as they are applied: a run's stop early (nli mode at
@@ -202,6 +187,30 @@ def calibrate_command(
         + ("" if out is not None else " No config written (pass --out FILE to keep it for 'score --config')."),
         highlight=False,
     )
+
+
+def _scoring_model(cfg: Any, labeled: Path, fingerprints: set[str]) -> Any:
+    """The nli-mode Evaluator of the model that scored a 'score' OUT's claims (its ``versions.nli_model``
+    ``fingerprints``); calibrate stops when the config names another or it cannot be loaded."""
+    from groundjudge.learn.calibrate import foreign_fingerprints
+    from groundjudge.pipeline import Evaluator
+
+    try:
+        evaluator = Evaluator(cfg)
+        identity = evaluator.nli.identity
+    except GroundjudgeError as exc:
+        raise fail(
+            f"{exc} (thresholds are fitted on the scores of the NLI model that scored the claims: pass it as "
+            "--nli-model)"
+        ) from exc
+    other = foreign_fingerprints(fingerprints, identity)
+    if other:
+        raise fail(
+            f"the claims of {labeled} were scored by NLI model {other[0]}, not by the one this config would "
+            f"name ({identity}): thresholds and heads are fitted only on scores of the model they are stored "
+            "with; pass that model as --nli-model"
+        )
+    return evaluator
 
 
 def _say_skipped(bad: list[Any]) -> None:
