@@ -61,14 +61,10 @@ def build(paths: list[Path], limit: int, seed: int) -> tuple[list[dict[str, Any]
 
 def correct_judge(gold: dict[str, dict[str, Any]]) -> Any:
     """A scripted judge that knows the gold labels: every claim SUPPORTED, quoting its own source verbatim."""
-    from groundjudge.testing import RecordedRequest, Reply, claims_in, fenced_block
+    from groundjudge.testing import RecordedRequest, Reply, claims_in, sources_in
 
     def judge(req: RecordedRequest) -> Reply:
-        sources = {}
-        n = 1
-        while block := fenced_block(req, f"SOURCE {n}"):  # "" once there is no such block
-            sources[n] = block
-            n += 1
+        sources = dict(enumerate(sources_in(req), 1))
         verdicts = []
         for cid, shown in claims_in(req).items():
             text = re.sub(r" \(cites: [^)]*\)$", "", shown)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import sys
@@ -60,7 +59,7 @@ from groundjudge.pipeline import steps as pipeline_steps
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.stages.judge import WHOLE_CHARS
 from groundjudge.stages.route import EvidenceRule, evidence_rule
-from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, prompt_name, route
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, prompt_name, route, sources_in
 
 
 def every_piece_rule(
@@ -99,9 +98,8 @@ class JudgeSources:
     def script(self, inner: Any) -> Any:
         def answer(req: RecordedRequest) -> Reply:
             if prompt_name(req) in ("judge", "verify"):
-                blocks = list(itertools.takewhile(bool, (fenced_block(req, f"SOURCE {n}") for n in itertools.count(1))))
                 for text in claims_in(req).values():
-                    self.shown[text] = blocks
+                    self.shown[text] = sources_in(req)
             return inner(req)
 
         return answer

@@ -3,7 +3,8 @@
 - :mod:`~groundjudge.testing.server`: :class:`ScriptedLLMServer`, a scripted OpenAI / Anthropic server on
   127.0.0.1 (:class:`Reply`, :class:`RecordedRequest`, the load models :class:`Latency` and :class:`RateLimit`,
   and the script helpers :func:`route`, :func:`prompt_name`, :func:`fenced_block`, :func:`claims_in`,
-  :func:`questions_in`, :func:`questions_wanted`); its batch APIs are in :mod:`~groundjudge.testing.batches`.
+  :func:`questions_in`, :func:`questions_wanted`, :func:`sources_in`); its batch APIs are in
+  :mod:`~groundjudge.testing.batches`.
 - :mod:`~groundjudge.testing.assertions`: :func:`assert_grounded`, :func:`assert_file_grounded` and the default
   evaluator they share with the pytest plugin.
 - :mod:`~groundjudge.testing.fixtures`: :func:`tiny_nli_model`.
@@ -40,6 +41,7 @@ from groundjudge.testing.server import (
     questions_in,
     questions_wanted,
     route,
+    sources_in,
 )
 
 __all__ = [
@@ -65,5 +67,6 @@ __all__ = [
     "questions_wanted",
     "route",
     "set_default_evaluator",
+    "sources_in",
     "tiny_nli_model",
 ]

@@ -625,6 +625,14 @@ def claims_in(req: RecordedRequest) -> dict[str, str]:
     return dict(re.findall(r"^\[(\w+)\] (.*)$", fenced_block(req, "CLAIMS"), re.M))
 
 
+def sources_in(req: RecordedRequest) -> list[str]:
+    """The source texts a judge or verify request shows, in order: its fenced SOURCE 1, SOURCE 2, ... blocks."""
+    out: list[str] = []
+    while block := fenced_block(req, f"SOURCE {len(out) + 1}"):  # "" once there is no such block
+        out.append(block)
+    return out
+
+
 def questions_in(req: RecordedRequest) -> dict[str, str]:
     """``{question id: question}`` of a verify request (its fenced QUESTIONS block)."""
     listing = json.loads(fenced_block(req, "QUESTIONS") or "[]")

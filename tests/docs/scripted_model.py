@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from groundjudge.testing import RecordedRequest, Reply, claims_in, fenced_block, prompt_name, route
+from groundjudge.testing import RecordedRequest, Reply, claims_in, fenced_block, prompt_name, route, sources_in
 
 WORD = re.compile(r"[a-z0-9]+")
 NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
@@ -20,16 +20,6 @@ NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
-
-
-def _sources(req: RecordedRequest) -> list[str]:
-    out = []
-    for i in range(1, 50):
-        block = fenced_block(req, f"SOURCE {i}")
-        if not block:
-            break
-        out.append(block)
-    return out
 
 
 def _best(claim: str, sources: list[str]) -> tuple[float, int, str]:
@@ -69,7 +59,7 @@ def claims(req: RecordedRequest) -> Reply:
 
 
 def judge(req: RecordedRequest) -> Reply:
-    sources = _sources(req)
+    sources = sources_in(req)
     verdicts = [_verdict(cid, re.sub(r" \(cites: [^)]*\)$", "", text), sources) for cid, text in claims_in(req).items()]
     out: dict[str, Any] = {"verdicts": verdicts}
     if prompt_name(req) == "verify":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from pathlib import Path
@@ -429,7 +428,7 @@ def test_a_claim_stopped_early_still_shows_the_judge_its_best_passage(shared_nli
     judge is still shown that passage (here one that says otherwise), as when it was scored."""
     from groundjudge.checker.bm25 import BM25
     from groundjudge.chunking import chunk_documents
-    from groundjudge.testing import claims_in, fenced_block
+    from groundjudge.testing import claims_in, sources_in
 
     claim = "The bridge opened in 1932."
     filler = "Unrelated text about gardening and soil. " * 400  # ~16k characters per document
@@ -441,7 +440,7 @@ def test_a_claim_stopped_early_still_shows_the_judge_its_best_passage(shared_nli
     shown: list[list[str]] = []
 
     def judge(req: Any) -> Reply:
-        shown.append(list(itertools.takewhile(bool, (fenced_block(req, f"SOURCE {n}") for n in itertools.count(1)))))
+        shown.append(sources_in(req))
         verdicts = [{"claim_id": c, "verdict": "SUPPORTED", "reason": "Stated.", "quotes": []} for c in claims_in(req)]
         return Reply.json({"verdicts": verdicts})
 
