@@ -203,36 +203,28 @@ class Steps:
         """Whether the NLI stage can call CONTRADICTED at all with the thresholds (and model) in force."""
         return local_contradiction(self.ctx.thresholds, self.nli)
 
-    def _judge_hints(self, w: Work, escalated: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
-        """Passages to show the judge when the contexts are too long to show whole: those the NLI stage found
-        for each claim, then, for claims it could not score, the best BM25 passages."""
-        hints = [p for _, r in escalated for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
+    def _judge_hints(self, w: Work, escalated: Sequence[tuple[Claim, ClaimNLI]], qa: bool) -> list[Passage]:
+        """Passages to show the judge when the contexts are too long to show whole: those the NLI stage found for
+        each escalated claim (with ``qa``, for every claim: the questions may be about any), then, for escalated
+        claims it could not score, the best ``evidence_k`` BM25 passages, and for claims it stopped early
+        (``stages.route.settled_at``), the best BM25 passage it left unscored, so that what the judge reads does
+        not depend on where the local scores stopped (a passage that contradicts the claim included; no model pair
+        is scored for it)."""
+        shown = list(zip(w.claims, w.nli, strict=False)) if qa else list(escalated)
         unscored = [cl for cl, r in escalated if not r.passages_scored]
-        if unscored and w.passages:
-            bm25 = BM25([p.text for p in w.passages])
-            k = self.ctx.config.evidence_k or 4
-            hints += [w.passages[i] for cl in unscored for i in bm25.rank(cl.text)[:k]]
-        return hints + self._stopped_hints(w, escalated)
-
-    def _stopped_hints(self, w: Work, pairs: Sequence[tuple[Claim, ClaimNLI]]) -> list[Passage]:
-        """The best BM25 passage of each claim of ``pairs`` that the NLI stage stopped early
-        (``stages.route.settled_at``): the piece the rule left unscored is still shown to the judge, as when it was
-        scored, so what the judge reads does not depend on where the local scores stopped (a passage that
-        contradicts the claim included). No model pair is scored for it."""
-        stopped = [cl for cl, r in pairs if r.early_exit and r.passages_scored]
-        if not stopped or not w.passages:
-            return []
-        bm25 = BM25([p.text for p in w.passages])
-        return [w.passages[bm25.rank(cl.text)[0]] for cl in stopped]
+        stopped = [cl for cl, r in shown if r.early_exit and r.passages_scored]
+        ranked = BM25([p.text for p in w.passages]).rank if (unscored or stopped) and w.passages else None
+        k = self.ctx.config.evidence_k or 4
+        hints = [p for _, r in escalated for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
+        hints += [w.passages[i] for cl in unscored for i in ranked(cl.text)[:k]] if ranked else []
+        if qa:
+            hints += [p for _, r in shown for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
+        hints += [w.passages[ranked(cl.text)[0]] for cl in stopped] if ranked else []
+        return hints
 
     def _judge_sources(self, w: Work, pairs: Sequence[tuple[Claim, ClaimNLI]], qa: bool) -> list[Source]:
         """The sources the judge sees for the claims of ``pairs`` (with ``qa``, the evidence of every claim too)."""
-        hints = self._judge_hints(w, pairs)
-        if qa:  # the questions may be about any claim: the evidence of every claim
-            hints += [p for r in w.nli for p in (r.entailment_passage, r.contradiction_passage) if p]
-            hints += self._stopped_hints(w, list(zip(w.claims, w.nli, strict=False)))
-        hints += cited_hints(w)
-        sources = select_sources(w.sample.contexts, hints)
+        sources = select_sources(w.sample.contexts, self._judge_hints(w, pairs, qa) + cited_hints(w))
         if not sources:
             raise InputError("no source passage could be selected for the judge", field="contexts")
         return sources
