@@ -93,7 +93,9 @@ class JudgeSources:
     evidence the NLI stage found, widened: ``stages.judge.select_sources``)."""
 
     def __init__(self) -> None:
-        self.shown: dict[str, list[str]] = {}  # claim text -> the SOURCE blocks of the request that judged it
+        # claim text -> the SOURCE blocks of the request that judged it (a claim text judged in two rows keeps the
+        # last: the counts of judge_evidence are of distinct claims)
+        self.shown: dict[str, list[str]] = {}
 
     def script(self, inner: Any) -> Any:
         def answer(req: RecordedRequest) -> Reply:

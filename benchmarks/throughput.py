@@ -83,7 +83,8 @@ def answer_key(answer: str) -> str:
     return hashlib.sha256(answer.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
-ANSWER_NUMBERS: dict[str, int] = {}  # answer key -> the number its questions carry, in the order first seen
+ANSWER_KEYS: list[str] = []  # the answer keys in the order first seen: answer N's key is ANSWER_KEYS[N - 1]
+_NUMBERS: dict[str, int] = {}  # and back
 _NUMBERS_LOCK = threading.Lock()
 
 
@@ -95,7 +96,10 @@ def keyed_extract(req: RecordedRequest) -> Reply:
     out = json.loads(extract(req).content)
     key = answer_key(fenced_block(req, "ANSWER"))
     with _NUMBERS_LOCK:
-        number = ANSWER_NUMBERS.setdefault(key, len(ANSWER_NUMBERS) + 1)
+        if key not in _NUMBERS:
+            ANSWER_KEYS.append(key)
+            _NUMBERS[key] = len(ANSWER_KEYS)
+        number = _NUMBERS[key]
     for i, q in enumerate(out.get("questions", []), 1):
         q["question"] = f"What does the text say in point {i} of answer {number}?"
     return Reply.json(out)
@@ -108,9 +112,9 @@ def call_key(req: RecordedRequest) -> tuple[int, str] | None:
         return 0, answer_key(fenced_block(req, "ANSWER"))
     if name == "verify":
         found = re.search(r" of answer (\d+)\?", fenced_block(req, "QUESTIONS"))
+        n = int(found.group(1)) if found else 0
         with _NUMBERS_LOCK:
-            keys = [k for k, n in ANSWER_NUMBERS.items() if found and n == int(found.group(1))]
-        return (1, keys[0]) if keys else None
+            return (1, ANSWER_KEYS[n - 1]) if 0 < n <= len(ANSWER_KEYS) else None
     return None
 
 
