@@ -317,6 +317,15 @@ def _anthropic_breakpoints(body: dict[str, Any]) -> list[str]:
     return out
 
 
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, its listen backlog a provider's: socketserver's default of 5 drops the connections of a
+    run's first burst past it, and the client's TCP stack sends them again only a second later, so at a
+    concurrency above the backlog a run's first calls reached the server up to a second late (no real API does
+    that)."""
+
+    request_queue_size = 1024
+
+
 class ScriptedLLMServer(BatchRoutes):
     """A threaded HTTP server on a random port of 127.0.0.1; use as a context manager.
 
@@ -566,7 +575,7 @@ class ScriptedLLMServer(BatchRoutes):
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm", daemon=True
