@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from groundjudge.checker.bm25 import BM25
 from groundjudge.checker.evidence import EvidenceSelector
 from groundjudge.models import Claim, ClaimNLI, LocalThresholds, Passage, Quote
 from groundjudge.pipeline.work import Work
@@ -131,5 +132,19 @@ def cited_map(w: Work, claims: list[Claim]) -> dict[str, list[int]]:
 
 
 def cited_hints(w: Work) -> list[Passage]:
-    """The best passage of each cited source, so the judge is shown the sources a claim cites."""
-    return [r.entailment_passage for found in w.cited_nli for r in found.values() if r.entailment_passage is not None]
+    """The best passage of each cited source, so the judge is shown the sources a claim cites; where the claim's
+    scoring against that source stopped early (``stages.route.settled_at``), also the source's best BM25 passage it
+    left unscored, as :meth:`~groundjudge.pipeline.steps.Steps._judge_hints` does for a claim's own evidence."""
+    hints: list[Passage] = []
+    ranked: dict[int, tuple[list[Passage], BM25]] = {}  # one index a cited source
+    for claim, found in zip(w.claims, w.cited_nli, strict=False):
+        for doc, r in found.items():
+            if r.entailment_passage is not None:
+                hints.append(r.entailment_passage)
+            if r.early_exit and r.passages_scored:
+                if doc not in ranked:
+                    passages = [p for p in w.passages if p.doc == doc]
+                    ranked[doc] = (passages, BM25([p.text for p in passages]))
+                passages, index = ranked[doc]
+                hints += [passages[i] for i in index.rank(claim.text)[:1]]
+    return hints

@@ -461,3 +461,51 @@ def test_a_claim_stopped_early_still_shows_the_judge_its_best_passage(shared_nli
     assert best.doc == 1 and c.nli.entailment_passage is not None and c.nli.entailment_passage.doc == 0
     (blocks,) = shown
     assert any(best.text.strip() in b for b in blocks)
+
+
+def test_a_cited_claim_stopped_early_shows_the_judge_its_cited_sources_best_passage(
+    shared_nli: Any, tmp_path: Path
+) -> None:
+    """A cited claim is also scored against each source it cites alone (``pipeline.citing.score_cited``); when that
+    stops early on a sentence, the judge is still shown the cited source's best BM25 passage (here one that says
+    otherwise), not only the sentence, on a source too long to show whole. The best passage of all the sources is
+    elsewhere (and shown for the claim's own evidence), so only the cited source's own ranking finds this one."""
+    from groundjudge.checker.bm25 import BM25
+    from groundjudge.chunking import chunk_documents
+    from groundjudge.testing import claims_in, sources_in
+
+    claim = "The bridge opened in 1932."
+    filler = "Unrelated text about gardening and soil. " * 400  # ~16k characters per document
+    strongest = (
+        "The bridge opened in 1934, the city said. In 1932 the bridge was closed; the bridge opened again later. "
+        "The old bridge opened to trains only after 1932. The bridge opened, 1932 records say, to no one."
+    )
+    weaker = "The bridge opened in 1934: in 1932 the bridge was still closed, and the bridge opened two years later."
+    docs = [filler + strongest + " " + filler, filler + claim + " " + filler + weaker + " " + filler]
+    shown: list[list[str]] = []
+
+    def judge(req: Any) -> Reply:
+        shown.append(sources_in(req))
+        verdicts = [{"claim_id": c, "verdict": "SUPPORTED", "reason": "Stated.", "quotes": []} for c in claims_in(req)]
+        return Reply.json({"verdicts": verdicts})
+
+    def claims(req: Any) -> Reply:
+        return Reply.json({"claims": [{"text": claim, "source": claim}]})
+
+    with ScriptedLLMServer(route({"claims": claims, "judge": judge})) as server:
+        cache = Cache(tmp_path / "cache")
+        ev = Evaluator(
+            Config(mode="cascade", qa=False), nli=shared_nli, client=make_test_client(server, cache=cache), cache=cache
+        )
+        report = ev.evaluate("The bridge opened in 1932 [2].", docs)
+    (c,) = report.claims
+    assert c.cited == [2] and c.route == "judge" and c.nli is not None and c.nli.early_exit
+    config = ev.config
+    passages = chunk_documents(docs, shared_nli.tokenizer, config.passage_tokens, config.passage_overlap)
+    overall = passages[BM25([p.text for p in passages]).rank(claim)[0]]
+    cited = [p for p in passages if p.doc == 1]
+    best_cited = cited[BM25([p.text for p in cited]).rank(claim)[0]]
+    assert overall.doc == 0 and "two years later" in best_cited.text  # the cited source's best is its own ranking's
+    (blocks,) = shown
+    assert any(overall.text.strip() in b for b in blocks)
+    assert any(best_cited.text.strip() in b for b in blocks)
