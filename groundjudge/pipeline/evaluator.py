@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge.cache import Cache
+from groundjudge.checker.evidence import MARGIN, ROUNDS, SENTENCES
 from groundjudge.checker.head import VerdictHead
 from groundjudge.checker.nli import NLIModel, NLIScorer, resolve_model_name
 from groundjudge.checker.profile import read_model_head
@@ -35,6 +36,7 @@ from groundjudge.pipeline.steps import in_second_sample as in_second_sample  # i
 from groundjudge.pipeline.work import Work, error_report
 from groundjudge.prompts import load_prompt
 from groundjudge.review.notebook import Run
+from groundjudge.stages.route import EvidenceRule
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,18 @@ def _as_list(contexts: Sequence[str] | str) -> Any:
 
 def _never(threshold: float | None) -> str:
     return "never" if threshold is None else str(threshold)
+
+
+def describe_evidence(config: Config, rule: EvidenceRule) -> str:
+    """The reports' ``versions.evidence``: how the claims' evidence was cut and which pieces were scored (two runs
+    that differ here can give a claim a different support with the same model and thresholds)."""
+    lines = rule["lines"]
+    return (
+        f"passages={config.passage_tokens}/{config.passage_overlap} k={config.evidence_k or 'all'} "
+        f"sentences={SENTENCES} rounds={'/'.join(map(str, ROUNDS))} margin={MARGIN} "
+        f"exit={_never(rule['early_exit'])} lines={'/'.join(map(str, lines)) if lines else 'every piece'} "
+        f"conflict_check={'on' if config.conflict_check else 'off'}"
+    )
 
 
 def run_limits(config: Config, share: float = 1.0) -> Limits:
@@ -215,7 +229,8 @@ class Evaluator:
         return self.client.ledger.total if self.client is not None else Usage()
 
     def versions(self) -> dict[str, str]:
-        """The NLI model fingerprint, its decision thresholds, the LLM and the prompt versions behind the reports."""
+        """The NLI model fingerprint, its decision thresholds, how the evidence was chosen (:func:`describe_evidence`),
+        the LLM and the prompt versions behind the reports."""
         if self._versions is None:
             t = self.thresholds
             out = {
@@ -225,6 +240,7 @@ class Evaluator:
             }
             if self.head is not None:  # the thresholds above apply to its probability, not the entailment
                 out["head"] = self.head.digest
+            out["evidence"] = describe_evidence(self.config, self.steps.evidence_rule())
             if self.client is not None:
                 out["llm"] = self.client.model_id
                 if self.second_client is not None:

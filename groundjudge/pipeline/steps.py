@@ -29,7 +29,7 @@ from groundjudge.pipeline.work import RUN_STOPS, SecondPlan, Work, describe, eac
 from groundjudge.stages.claims import claim_from_input, claims_from_llm, claims_from_sentences
 from groundjudge.stages.judge import JudgedClaim, Source, judge_claims, select_sources
 from groundjudge.stages.qa import AGREE_AT, check_qa
-from groundjudge.stages.route import evidence_rule, local_contradiction, route_claim
+from groundjudge.stages.route import EvidenceRule, evidence_rule, local_contradiction, route_claim
 
 log = logging.getLogger(__name__)
 
@@ -141,15 +141,7 @@ class Steps:
             w.passages = cut[key]
 
         each(batch, chunk)
-        # which pieces are scored (early exit, decision lines, conflict rule): stages.route.evidence_rule
-        rule = evidence_rule(
-            self.ctx.mode,
-            self.ctx.thresholds,
-            reads_every_score=self._local_contradiction or self.ctx.head is not None,
-            conflict_check=c.conflict_check,
-            weak_floor=c.weak_floor,
-        )
-        selector = EvidenceSelector(self.scorer, k=c.evidence_k, **rule)
+        selector = EvidenceSelector(self.scorer, k=c.evidence_k, **self.evidence_rule())
         sources: dict[tuple[str, ...], Sources] = {}
 
         def check(works: list[Work]) -> None:
@@ -175,6 +167,19 @@ class Steps:
         # each cited source alone, for the citation verdicts (pipeline.citing)
         judge = head if self.ctx.head else None
         each([w for w in live if w.live and w.cites], lambda w: score_cited([w], selector, judge))
+
+    def evidence_rule(self) -> EvidenceRule:
+        """Which pieces a claim is scored on (early exit, decision lines, conflict rule): :func:`stages.route.
+        evidence_rule` for this run's mode, thresholds, head and settings (the reports' ``versions.evidence`` names
+        it)."""
+        c = self.ctx.config
+        return evidence_rule(
+            self.ctx.mode,
+            self.ctx.thresholds,
+            reads_every_score=self._local_contradiction or self.ctx.head is not None,
+            conflict_check=c.conflict_check,
+            weak_floor=c.weak_floor,
+        )
 
     def _route(self, batch: list[Work]) -> None:
         c = self.ctx.config

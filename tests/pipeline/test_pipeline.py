@@ -509,3 +509,26 @@ def test_a_cited_claim_stopped_early_shows_the_judge_its_cited_sources_best_pass
     (blocks,) = shown
     assert any(overall.text.strip() in b for b in blocks)
     assert any(best_cited.text.strip() in b for b in blocks)
+
+
+def test_reports_name_how_their_evidence_was_chosen(shared_nli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``versions.evidence``: two runs with the same model and thresholds but another passage size, evidence k,
+    early exit (the cascade's is not nli mode's) or conflict check can give a claim another support; the reports
+    say which."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # no call is made
+    base = Evaluator(Config(mode="nli"), nli=shared_nli).versions()["evidence"]
+    assert base == "passages=128/32 k=2 sentences=1 rounds=1/1/1 margin=0.3 exit=0.55 lines=0.55 conflict_check=on"
+    others = {
+        Evaluator(config, nli=shared_nli).versions()["evidence"]
+        for config in (
+            Config(mode="nli", passage_tokens=256),
+            Config(mode="nli", evidence_k=None),
+            Config(mode="nli", conflict_check=False),
+            Config(mode="cascade", llm="openai/gpt-4o-mini"),
+        )
+    }
+    assert len(others) == 4 and base not in others
+    cascade = Evaluator(Config(mode="cascade", llm="openai/gpt-4o-mini"), nli=shared_nli).versions()["evidence"]
+    assert "exit=0.5 lines=0.21 " in cascade  # settled_at: past t_unsupported, the weak floor and even odds
+    report = Evaluator(Config(mode="nli"), nli=shared_nli).evaluate("The sky is blue.", ["The sky is blue."])
+    assert report.versions["evidence"] == base
