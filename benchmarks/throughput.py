@@ -11,6 +11,9 @@ call is made. Per run:
 - rows/s, and the NLI-only time of the same rows (nli mode, no LLM, run just before in the same process), the
   floor a run cannot go below: the bound is max(ideal, NLI only) and ``wall/bound`` how close the run comes to it
   (target: at most 1.25 on long answers at concurrency 32);
+- where the local work sat in the run (``local_first_s``: when the NLI thread first had a cut batch, whose slowest
+  claims reply it waited for; ``local_busy_s``: its NLI stages and QA comparisons; ``local_idle_s``: the rest of
+  the wall, a cut batch waiting for its slowest claims reply holding the batches behind it, and the tail);
 - the QA check's comparison against the evidence NLI on the same rows: the model's calls of the first cold run,
   each kind replayed alone in this process with nothing else running, in CPU seconds (``qa_share``: QA CPU /
   evidence CPU, target at most 0.25), with the pairs and forward passes of each (``--no-qa-share`` skips it);
@@ -120,7 +123,8 @@ def call_key(req: RecordedRequest) -> tuple[int, str] | None:
 
 class Tagged(Steps):
     """The steps, with the QA check's comparison tagged (:data:`COMPARING`), so that the model's calls can be told
-    apart: the evidence NLI's and the QA comparison's."""
+    apart: the evidence NLI's and the QA comparison's; and the local steps' times on the NLI thread recorded
+    (:data:`LOCAL_STEPS`)."""
 
     def _answers_agree(self, pairs: Any) -> list[float]:
         COMPARING.on = True
@@ -128,6 +132,41 @@ class Tagged(Steps):
             return super()._answers_agree(pairs)
         finally:
             COMPARING.on = False
+
+    def nli_stage(self, batch: list[Any]) -> None:
+        t0 = time.perf_counter()
+        try:
+            super().nli_stage(batch)
+        finally:
+            LOCAL_STEPS.append((t0, time.perf_counter()))
+
+    def compare(self, works: list[Any]) -> None:
+        t0 = time.perf_counter()
+        try:
+            super().compare(works)
+        finally:
+            LOCAL_STEPS.append((t0, time.perf_counter()))
+
+
+LOCAL_STEPS: list[tuple[float, float]] = []  # (start, end) of each local step (NLI stage, QA comparison) of a run
+
+
+def local_thread(t0: float, wall: float) -> dict[str, float | None]:
+    """Where the run's local work (the NLI thread: each cut batch's NLI stage and QA comparison, one at a time) sat in
+    its wall time: when the first step began (the first cut batch waits for its slowest claims reply), how long the
+    steps ran, and how long the thread had nothing to run after its first step (a cut batch waiting for its slowest
+    claims reply holds the batches behind it: they run in input order). first + busy is the wall of an engine whose
+    calls cost nothing once the first batch's claims are back."""
+    steps = sorted(LOCAL_STEPS)
+    if not steps:
+        return {"local_first_s": None, "local_busy_s": None, "local_idle_s": None}
+    busy = sum(e - s for s, e in steps)
+    first = steps[0][0] - t0
+    return {
+        "local_first_s": round(first, 2),
+        "local_busy_s": round(busy, 2),
+        "local_idle_s": round(max(0.0, wall - first - busy), 2),
+    }
 
 
 COMPARING = threading.local()
@@ -333,6 +372,7 @@ def measure(
     nli_seconds: float,
 ) -> dict[str, Any]:
     latency.clear()
+    LOCAL_STEPS.clear()
     t0, c0 = time.perf_counter(), time.process_time()
     reports = list(ev.evaluate_many(rows, batch_size=batch_size))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -358,6 +398,7 @@ def measure(
         "rows_per_s": round(len(reports) / wall, 2),
         # CPU seconds of the whole process (the engine, the NLI thread, the in-process scripted server) per wall second
         "cores_busy": round(cpu / wall, 2) if wall else None,
+        **local_thread(t0, wall),
         "errors": sum(1 for r in reports if r.verdict == "ERROR" or r.errors),
     }
 

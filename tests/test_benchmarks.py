@@ -318,6 +318,10 @@ def test_throughput_benchmark_on_a_slice(tmp_path: Path) -> None:
         # issue 32: the bound max(ideal, NLI only) and how close the run came to it, cold and with the NLI cached
         assert run_["bound_s"] == max(run_["ideal_s"], run_["nli_only_s"]) and run_["wall/bound"] > 0
         assert out["wall_over_bound"][c] == run_["wall/bound"] and out["wall_over_bound_nli_cached"][c] > 0
+        # where the local work sat: its steps ran, after the first claims replies, within the run's wall
+        first, busy, idle = run_["local_first_s"], run_["local_busy_s"], run_["local_idle_s"]
+        assert first > 0 and busy > 0 and idle >= 0
+        assert first + busy + idle == pytest.approx(run_["wall_s"], abs=0.05)
     limited = out["rate_limited"]
     assert limited["rows_lost"] == 0 and limited["billed_twice"] == 0
     share = out["qa_share"]  # the QA comparison's model calls against the evidence NLI's, replayed alone
