@@ -196,7 +196,8 @@ def fill_template(template: str, premise: str, hypothesis: str, eos: str = "") -
 
 def read_checker_profile(model_dir: str | Path) -> dict[str, Any]:
     """What a model folder's ``groundjudge.json`` says about how to run it: ``kind``, ``supported_label`` and
-    ``template`` (absent keys are left out). The thresholds in the same file are read by ``checker.profile``.
+    ``template`` (``checker.profile.DECLARATION_KEYS``, which ``write_checker_declaration`` stores; absent keys are
+    left out). The thresholds in the same file are read by ``checker.profile``.
 
     Raises:
         NLIError: the file cannot be read or a value is of the wrong type.

@@ -39,6 +39,9 @@ GENERIC_PROFILE: dict[str, LocalThresholds] = {
 # A calibrated or tuned model carries its own thresholds in this file beside its weights ("thresholds travel with
 # the model"): `groundjudge calibrate` and `groundjudge tune` write it, the evaluator reads it.
 MODEL_PROFILE_FILE = "groundjudge.json"
+# the keys of that file that say how to run the model (``checker.nli.read_checker_profile`` reads and checks each;
+# ``write_checker_declaration`` stores them): one list, so a key added to one side is not lost by the other
+DECLARATION_KEYS = ("kind", "supported_label", "template")
 MODEL_PROFILE_FORMAT = 1
 
 
@@ -91,7 +94,7 @@ def write_checker_declaration(model_dir: str | Path, declared: dict[str, Any]) -
     """Store how to run the model beside its weights (``kind``, ``supported_label``, ``template``: what
     ``checker.nli.read_checker_profile`` reads), keeping the rest of the file; a key absent from ``declared`` is
     removed."""
-    return _update_model_file(model_dir, {k: declared.get(k) for k in ("kind", "supported_label", "template")})
+    return _update_model_file(model_dir, {k: declared.get(k) for k in DECLARATION_KEYS})
 
 
 def read_model_head(model_dir: str | Path) -> dict[str, Any] | None:

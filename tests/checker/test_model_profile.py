@@ -107,3 +107,19 @@ def test_configs_that_could_score_nothing_are_refused(tmp_path: Path) -> None:
     listed.write_text("[1, 2]")
     with pytest.raises(ConfigError, match="JSON object"):
         Config.load(listed)
+
+
+def test_a_checker_declaration_reads_back_as_written(tmp_path: Path) -> None:
+    """``write_checker_declaration`` stores and ``read_checker_profile`` reads the same keys
+    (``DECLARATION_KEYS``), keeping the rest of the file: a tuned model runs as its base declared."""
+    from groundjudge.checker.nli import read_checker_profile
+    from groundjudge.checker.profile import DECLARATION_KEYS, write_checker_declaration, write_model_profile
+
+    declared = {"kind": "binary", "supported_label": 0, "template": "premise: {premise} claim: {claim}"}
+    assert set(declared) == set(DECLARATION_KEYS)
+    write_model_profile(tmp_path, {"nli": LocalThresholds(t_support=0.7, t_contradict=None, t_unsupported=None)})
+    write_checker_declaration(tmp_path, declared)
+    assert read_checker_profile(tmp_path) == declared
+    write_checker_declaration(tmp_path, {"kind": "nli"})  # the others removed
+    assert read_checker_profile(tmp_path) == {"kind": "nli"}
+    assert read_model_profile(tmp_path)["nli"].t_support == 0.7  # the thresholds kept
