@@ -61,6 +61,7 @@ from groundjudge.stages.citations import parse_citations
 from groundjudge.stages.claims import claim_from_input, claims_from_sentences
 from groundjudge.stages.route import Decision, decide_locally, evidence_rule, local_contradiction, route_claim
 from groundjudge.stats import percentile_interval, resampled_sums
+from groundjudge.tally import every_claim_supported
 
 BINARY = ["SUPPORTED", "NOT_SUPPORTED"]
 CURVE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)  # shares escalated, for the escalation-precision curve
@@ -300,7 +301,9 @@ def replay_at(rp: Replay, model: NLIModel, config: Config, t_support: float) -> 
     (:func:`replay_rule`)."""
     t = config.model_copy(update={"t_support": t_support}).local_thresholds("nli", model.name)
     decisions, pairs = replay_rule(rp, model, config, "nli", t)
-    pred = np.array([bool(ds) and all(d.label == "SUPPORTED" for d in ds) for ds in decisions], dtype=bool)
+    pred = np.array(
+        [every_claim_supported(len(ds), sum(d.label == "SUPPORTED" for d in ds)) for ds in decisions], dtype=bool
+    )
     return pred, pairs
 
 

@@ -28,12 +28,18 @@ ANSWER_LABELS = ["consistent", "hallucinated"]
 
 
 def answer_prediction(report: Any) -> str:
-    """The response rule, the one place it is written: an answer is consistent when every claim was judged and
-    judged SUPPORTED (a claim that could not be judged counts against it); else ``hallucinated``, the one meaning
-    of the word (README "Quantities": the run summary's ``answers_not_supported_share`` counts these answers among
-    the rated ones, :func:`rated_answer`)."""
+    """The response rule, the one place it is written (:func:`every_claim_supported`): an answer is consistent when
+    every claim was judged and judged SUPPORTED (a claim that could not be judged counts against it); else
+    ``hallucinated``, the one meaning of the word (README "Quantities": the run summary's
+    ``answers_not_supported_share`` counts these answers among the rated ones, :func:`rated_answer`)."""
     s = report.scores
-    return "consistent" if s.n_claims and s.n_supported == s.n_claims else "hallucinated"
+    return "consistent" if every_claim_supported(s.n_claims, s.n_supported) else "hallucinated"
+
+
+def every_claim_supported(n_claims: int, n_supported: int) -> bool:
+    """:func:`answer_prediction`'s rule on an answer's counts (the benchmarks' replays count decided labels without
+    a report): at least one claim, and every one SUPPORTED."""
+    return n_claims > 0 and n_supported == n_claims
 
 
 def rated_answer(report: Any) -> bool:

@@ -394,3 +394,18 @@ def test_adding_unrated_answers_never_changes_the_answer_level_rates(rated: list
     assert rate_after.pop("not_rated") == after.answers_not_rated
     rate_before.pop("not_rated", None)
     assert rate_after == rate_before
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["SUPPORTED", "UNSUPPORTED", "CONTRADICTED", "ERROR"]), max_size=6))
+def test_the_answer_rule_is_one_rule_for_reports_and_replays(labels: list[str]) -> None:
+    """``tally.answer_prediction`` (reports) and the benchmarks' replays (decided labels, no report) read one rule,
+    ``tally.every_claim_supported``: consistent when there is a claim and every one is SUPPORTED."""
+    from groundjudge.tally import answer_prediction, every_claim_supported
+
+    verdicts = [_claim(i, lab) for i, lab in enumerate(labels)]
+    scores = compute_scores(verdicts, None, WEIGHTS, 0.5)
+    report = AnswerReport(id="a", answer="x", mode="cascade", claims=verdicts, scores=scores, verdict="PASS")
+    expected = bool(labels) and all(lab == "SUPPORTED" for lab in labels)
+    assert answer_prediction(report) == ("consistent" if expected else "hallucinated")
+    assert every_claim_supported(len(labels), labels.count("SUPPORTED")) is expected
