@@ -13,7 +13,7 @@ call is made. Per run:
   (target: at most 1.25 on long answers at concurrency 32);
 - where the local work sat in the run (``local_first_s``: when the NLI thread first had a cut batch, whose slowest
   claims reply it waited for; ``local_busy_s``: its NLI stages and QA comparisons; ``local_idle_s``: the rest of
-  the wall, a cut batch waiting for its slowest claims reply holding the batches behind it, and the tail);
+  the wall: every cut batch not yet scored still waiting for a claims reply, and the tail);
 - the QA check's comparison against the evidence NLI on the same rows: the model's calls of the first cold run,
   each kind replayed alone in this process with nothing else running, in CPU seconds (``qa_share``: QA CPU /
   evidence CPU, target at most 0.25), with the pairs and forward passes of each (``--no-qa-share`` skips it);
@@ -154,9 +154,9 @@ LOCAL_STEPS: list[tuple[float, float]] = []  # (start, end) of each local step (
 def local_thread(t0: float, wall: float) -> dict[str, float | None]:
     """Where the run's local work (the NLI thread: each cut batch's NLI stage and QA comparison, one at a time) sat in
     its wall time: when the first step began (the first cut batch waits for its slowest claims reply), how long the
-    steps ran, and how long the thread had nothing to run after its first step (a cut batch waiting for its slowest
-    claims reply holds the batches behind it: they run in input order). first + busy is the wall of an engine whose
-    calls cost nothing once the first batch's claims are back."""
+    steps ran, and how long the thread had nothing to run after its first step (every cut batch not yet scored
+    still waiting for a claims reply, and the tail). first + busy is the wall of an engine whose calls cost nothing
+    once the first batch's claims are back."""
     steps = sorted(LOCAL_STEPS)
     if not steps:
         return {"local_first_s": None, "local_busy_s": None, "local_idle_s": None}
