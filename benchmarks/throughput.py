@@ -42,6 +42,7 @@ snippet as the source (``--data`` defaults to factcheckgpt-stance.jsonl). Last l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import heapq
 import json
@@ -54,6 +55,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,18 +136,26 @@ class Tagged(Steps):
             COMPARING.on = False
 
     def nli_stage(self, batch: list[Any]) -> None:
-        t0 = time.perf_counter()
-        try:
+        with timed_step():
             super().nli_stage(batch)
-        finally:
-            LOCAL_STEPS.append((t0, time.perf_counter()))
 
     def compare(self, works: list[Any]) -> None:
-        t0 = time.perf_counter()
-        try:
+        with timed_step():  # a failed shared comparison compares each answer alone, inside: counted once
             super().compare(works)
-        finally:
-            LOCAL_STEPS.append((t0, time.perf_counter()))
+
+
+@contextlib.contextmanager
+def timed_step() -> Iterator[None]:
+    """Record a local step's (start, end) in :data:`LOCAL_STEPS`; a step run inside another is the outer one's."""
+    if getattr(COMPARING, "step", False):
+        yield
+        return
+    COMPARING.step, t0 = True, time.perf_counter()
+    try:
+        yield
+    finally:
+        COMPARING.step = False
+        LOCAL_STEPS.append((t0, time.perf_counter()))
 
 
 LOCAL_STEPS: list[tuple[float, float]] = []  # (start, end) of each local step (NLI stage, QA comparison) of a run

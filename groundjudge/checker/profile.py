@@ -58,7 +58,7 @@ def read_model_profile(model_dir: str | Path) -> dict[str, LocalThresholds] | No
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("format") != MODEL_PROFILE_FORMAT:
             raise ArgumentError(f"format {data.get('format')!r} is not {MODEL_PROFILE_FORMAT}")
-        # a file may only declare how to run the model (kind, supported_label: see checker.nli), no thresholds
+        # a file may only declare how to run the model (DECLARATION_KEYS: see checker.nli), no thresholds
         return {mode: LocalThresholds(**values) for mode, values in data.get("thresholds", {}).items()} or None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:
         raise ConfigError(f"model thresholds {path}: {exc}") from exc

@@ -10,7 +10,7 @@ claim verdict its ``cited``, ``cited_supporting`` and ``citation``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from groundjudge.checker.bm25 import BM25
@@ -131,17 +131,20 @@ def cited_map(w: Work, claims: list[Claim]) -> dict[str, list[int]]:
     return out
 
 
-def cited_hints(w: Work) -> list[Passage]:
-    """The best passage of each cited source, so the judge is shown the sources a claim cites; where the claim's
-    scoring against that source stopped early (``stages.route.settled_at``), also the source's best BM25 passage it
-    left unscored, as :meth:`~groundjudge.pipeline.steps.Steps._judge_hints` does for a claim's own evidence."""
+def cited_hints(w: Work, stopped_for: Collection[str]) -> list[Passage]:
+    """The best passage of each cited source, so the judge is shown the sources a claim cites; for the claims of
+    ``stopped_for`` (ids: those the judge is asked about, as :meth:`~groundjudge.pipeline.steps.Steps._judge_hints`
+    chooses them) whose scoring against a cited source stopped early (``stages.route.settled_at``), also that
+    source's best BM25 passage left unscored, as ``_judge_hints`` does for a claim's own evidence."""
+    if not w.cited_nli:  # no marker in the answer: nothing cited was scored
+        return []
     hints: list[Passage] = []
     ranked: dict[int, tuple[list[Passage], BM25]] = {}  # one index a cited source
-    for claim, found in zip(w.claims, w.cited_nli, strict=False):
+    for claim, found in zip(w.claims, w.cited_nli, strict=True):
         for doc, r in found.items():
             if r.entailment_passage is not None:
                 hints.append(r.entailment_passage)
-            if r.early_exit and r.passages_scored:
+            if claim.id in stopped_for and r.early_exit and r.passages_scored:
                 if doc not in ranked:
                     passages = [p for p in w.passages if p.doc == doc]
                     ranked[doc] = (passages, BM25([p.text for p in passages]))

@@ -21,6 +21,7 @@ from groundjudge.checker.evidence import MARGIN, ROUNDS, SENTENCES
 from groundjudge.checker.head import VerdictHead
 from groundjudge.checker.nli import NLIModel, NLIScorer, resolve_model_name
 from groundjudge.checker.profile import read_model_head
+from groundjudge.checker.windows import SHAPES
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.io.rows import batches, row_id
@@ -53,13 +54,19 @@ def _never(threshold: float | None) -> str:
 
 def describe_evidence(config: Config, rule: EvidenceRule) -> str:
     """The reports' ``versions.evidence``: how the claims' evidence was cut and which pieces were scored (two runs
-    that differ here can give a claim a different support with the same model and thresholds)."""
+    that differ here can give a claim a different support with the same model and thresholds). With no lines
+    (``every piece``: a head or a local contradiction call reads every score) the rounds and margin play no part and
+    are left out; with an empty list of lines (no line in force) only the free pieces are scored (``lines=none``)."""
     lines = rule["lines"]
+    pieces = f"sentences={SENTENCES} shapes={'/'.join(SHAPES)}"
+    if lines is None:
+        scored = "lines=every piece"
+    else:
+        drawn = "/".join(map(str, lines)) if lines else "none"
+        scored = f"rounds={'/'.join(map(str, ROUNDS))} margin={MARGIN} lines={drawn}"
     return (
-        f"passages={config.passage_tokens}/{config.passage_overlap} k={config.evidence_k or 'all'} "
-        f"sentences={SENTENCES} rounds={'/'.join(map(str, ROUNDS))} margin={MARGIN} "
-        f"exit={_never(rule['early_exit'])} lines={'/'.join(map(str, lines)) if lines else 'every piece'} "
-        f"conflict_check={'on' if config.conflict_check else 'off'}"
+        f"passages={config.passage_tokens}/{config.passage_overlap} k={config.evidence_k or 'all'} {pieces} "
+        f"exit={_never(rule['early_exit'])} {scored} conflict_check={'on' if config.conflict_check else 'off'}"
     )
 
 

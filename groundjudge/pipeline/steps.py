@@ -229,7 +229,8 @@ class Steps:
 
     def _judge_sources(self, w: Work, pairs: Sequence[tuple[Claim, ClaimNLI]], qa: bool) -> list[Source]:
         """The sources the judge sees for the claims of ``pairs`` (with ``qa``, the evidence of every claim too)."""
-        sources = select_sources(w.sample.contexts, self._judge_hints(w, pairs, qa) + cited_hints(w))
+        asked = [cl.id for cl in w.claims] if qa else [cl.id for cl, _ in pairs]
+        sources = select_sources(w.sample.contexts, self._judge_hints(w, pairs, qa) + cited_hints(w, set(asked)))
         if not sources:
             raise InputError("no source passage could be selected for the judge", field="contexts")
         return sources

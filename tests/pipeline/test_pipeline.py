@@ -14,7 +14,7 @@ from groundjudge.cache import Cache
 from groundjudge.config import Config
 from groundjudge.llm import Ledger
 from groundjudge.models import Claim, ClaimNLI, ClaimVerdict, QAResult
-from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.pipeline.evaluator import Evaluator, describe_evidence
 from groundjudge.stages.score import compute_scores, decide
 from groundjudge.testing import (
     RecordedRequest,
@@ -517,7 +517,10 @@ def test_reports_name_how_their_evidence_was_chosen(shared_nli: Any, monkeypatch
     say which."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # no call is made
     base = Evaluator(Config(mode="nli"), nli=shared_nli).versions()["evidence"]
-    assert base == "passages=128/32 k=2 sentences=1 rounds=1/1/1 margin=0.3 exit=0.55 lines=0.55 conflict_check=on"
+    assert base == (
+        "passages=128/32 k=2 sentences=1 shapes=alone/centre exit=0.55 rounds=1/1/1 margin=0.3 lines=0.55 "
+        "conflict_check=on"
+    )
     others = {
         Evaluator(config, nli=shared_nli).versions()["evidence"]
         for config in (
@@ -529,6 +532,45 @@ def test_reports_name_how_their_evidence_was_chosen(shared_nli: Any, monkeypatch
     }
     assert len(others) == 4 and base not in others
     cascade = Evaluator(Config(mode="cascade", llm="openai/gpt-4o-mini"), nli=shared_nli).versions()["evidence"]
-    assert "exit=0.5 lines=0.21 " in cascade  # settled_at: past t_unsupported, the weak floor and even odds
+    assert "exit=0.5 rounds=1/1/1 margin=0.3 lines=0.21 " in cascade  # settled_at: past t_unsupported, 0.5
+    # no line in force: only the free pieces are scored (not every piece); a head reads every piece
+    none = Config(mode="cascade", llm="openai/gpt-4o-mini", t_support=None, t_unsupported=None, t_contradict=None)
+    assert " lines=none " in Evaluator(none, nli=shared_nli).versions()["evidence"]
+    rule = {"early_exit": None, "lines": None, "conflicts": False}
+    assert describe_evidence(Config(), rule).endswith("exit=never lines=every piece conflict_check=on")
     report = Evaluator(Config(mode="nli"), nli=shared_nli).evaluate("The sky is blue.", ["The sky is blue."])
     assert report.versions["evidence"] == base
+
+
+def test_a_cited_claim_decided_locally_adds_no_unscored_passage_to_the_judges_sources(
+    shared_nli: Any, tmp_path: Path
+) -> None:
+    """The cited source's unscored best passage is for the claims the judge is asked about (as the claim's own
+    evidence hints are): a cited claim decided locally does not add it, so it cannot push an escalated claim's
+    passages out of the judge's budget."""
+    from groundjudge.testing import claims_in, sources_in
+
+    cited, other = "The bridge opened in 1932.", "The mayor plays the trumpet in a jazz band."
+    filler = "Unrelated text about gardening and soil. " * 400
+    weaker = "The bridge opened in 1934: in 1932 the bridge was still closed, and the bridge opened two years later."
+    docs = [filler + "The mayor is fond of music. " + filler, filler + cited + " " + filler + weaker + " " + filler]
+    shown: list[list[str]] = []
+
+    def judge(req: Any) -> Reply:
+        shown.append(sources_in(req))
+        verdicts = [{"claim_id": c, "verdict": "UNSUPPORTED", "reason": "No.", "quotes": []} for c in claims_in(req)]
+        return Reply.json({"verdicts": verdicts})
+
+    def claims(req: Any) -> Reply:
+        return Reply.json({"claims": [{"text": t, "source": t} for t in (cited, other)]})
+
+    config = Config(mode="cascade", qa=False, t_support=0.5, t_unsupported=None, t_contradict=None, use_head=False)
+    with ScriptedLLMServer(route({"claims": claims, "judge": judge})) as server:
+        cache = Cache(tmp_path / "cache")
+        ev = Evaluator(config, nli=shared_nli, client=make_test_client(server, cache=cache), cache=cache)
+        report = ev.evaluate(f"{cited[:-1]} [2]. {other}", docs)
+    first, second = report.claims
+    assert (first.route, first.label, first.citation) == ("nli", "SUPPORTED", "CITED_SUPPORTS")
+    assert first.nli is not None and first.nli.early_exit and second.route == "judge"
+    (blocks,) = shown
+    assert not any("two years later" in b for b in blocks)

@@ -35,5 +35,7 @@ def test_a_burst_of_connections_reaches_the_server_together() -> None:
         assert not errors
         arrived = sorted(r.received_at for r in server.requests)
         assert len(arrived) == CALLS
-        # all within a fraction of a second (a dropped connection comes back only after the 1 s SYN-ACK timeout)
-        assert arrived[-1] - arrived[0] < 0.7, [round(t - arrived[0], 2) for t in arrived]
+        # all within a fraction of a second: a dropped connection comes back only after the 1 s SYN-ACK timeout
+        # (or is reset); 0.07-0.24 s measured, the busiest under three busy loops
+        assert arrived[-1] - arrived[0] < 0.9, [round(t - arrived[0], 2) for t in arrived]
+        assert server._httpd is not None and server._httpd.request_queue_size >= CALLS  # the cause, not timing
