@@ -426,3 +426,42 @@ def test_the_default_window_holds_four_cut_batches() -> None:
     assert default_window(8, 32) == 128
     assert default_window(32, 32) == 256
     assert default_window(1, 1) == 8
+
+
+@settings(max_examples=10, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    answers=st.lists(st.lists(st.integers(0, len(FACTS) - 1), min_size=1, max_size=3), min_size=4, max_size=9),
+    concurrency=st.sampled_from([4, 8]),
+    batch_size=st.integers(1, 2),
+    seed=st.integers(0, 10**6),
+    qa=st.booleans(),
+)
+def test_reports_never_depend_on_timing_with_the_nli_cache_on(
+    server: ScriptedLLMServer,
+    delays: Delays,
+    shared_nli: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    answers: list[list[int]],
+    concurrency: int,
+    batch_size: int,
+    seed: int,
+    qa: bool,
+) -> None:
+    """With the NLI cache on, a later cut batch reads the pairs an earlier one wrote (the answers share claims
+    across batches): the cut batches' NLI runs in input order, so that which batch scored a shared pair never
+    depends on the replies' waits (a forward pass's probabilities move with the other pairs in it). Byte for byte
+    the reports of one answer at a time, and a rerun from the warm cache gives them again."""
+    rows = rows_of(answers)
+    delays.seed = seed
+
+    def run_cached(where: Path, **kw: Any) -> list[str]:
+        client = make_test_client(server, cache=Cache(where / "llm", mode="off"))  # every call made
+        config = Config(llm="openai/gpt-4o-mini", qa=qa, **kw)
+        ev = Evaluator(config, nli=shared_nli, client=client, cache=Cache(where / "nli"))
+        return [dumps(finite_report(r)) for r in ev.evaluate_many(rows, batch_size=batch_size)]
+
+    first = tmp_path_factory.mktemp("one")
+    one_at_a_time = run_cached(first, concurrency=1, window=1)
+    second = tmp_path_factory.mktemp("streamed")
+    assert run_cached(second, concurrency=concurrency) == one_at_a_time
+    assert run_cached(second, concurrency=concurrency) == one_at_a_time  # from the warm cache
