@@ -39,6 +39,22 @@ ROUNDS = (1, 1, 1)
 MARGIN = 0.3
 
 
+def stopped_hints(
+    found: Sequence[tuple[str, ClaimNLI]],
+    passages: Sequence[Passage],
+    rank: Callable[[str], list[int]] | None = None,
+) -> list[Passage]:
+    """For each (claim text, result) whose scoring stopped early (``stages.route.settled_at``), the best BM25 passage
+    of ``passages``: the piece the early exit left unscored, for the judge to read (no model pair is scored for it),
+    so that what the judge reads does not depend on where the local scores stopped. ``rank``: a BM25 ranking of
+    ``passages`` already built (else one is built here)."""
+    stopped = [text for text, r in found if r.early_exit and r.passages_scored]
+    if not stopped or not passages:
+        return []
+    rank = rank or BM25([p.text for p in passages]).rank
+    return [passages[rank(text)[0]] for text in stopped]
+
+
 @dataclass(frozen=True)
 class ClaimPlan:
     """What one claim can be scored against (:meth:`EvidenceSelector.plan`), whatever its scores turn out to be."""

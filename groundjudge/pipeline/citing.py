@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from groundjudge.checker.bm25 import BM25
-from groundjudge.checker.evidence import EvidenceSelector
+from groundjudge.checker.evidence import EvidenceSelector, stopped_hints
 from groundjudge.models import Claim, ClaimNLI, LocalThresholds, Passage, Quote
 from groundjudge.pipeline.work import Work
 from groundjudge.stages.citations import ClaimCites, Parsed, classify, parse_citations
@@ -131,23 +130,17 @@ def cited_map(w: Work, claims: list[Claim]) -> dict[str, list[int]]:
     return out
 
 
-def cited_hints(w: Work, stopped_for: Collection[str]) -> list[Passage]:
+def cited_hints(w: Work, asked: Collection[str]) -> list[Passage]:
     """The best passage of each cited source, so the judge is shown the sources a claim cites; for the claims of
-    ``stopped_for`` (ids: those the judge is asked about, as :meth:`~groundjudge.pipeline.steps.Steps._judge_hints`
-    chooses them) whose scoring against a cited source stopped early (``stages.route.settled_at``), also that
-    source's best BM25 passage left unscored, as ``_judge_hints`` does for a claim's own evidence."""
-    if not w.cited_nli:  # no marker in the answer: nothing cited was scored
-        return []
-    hints: list[Passage] = []
-    ranked: dict[int, tuple[list[Passage], BM25]] = {}  # one index a cited source
-    for claim, found in zip(w.claims, w.cited_nli, strict=True):
-        for doc, r in found.items():
-            if r.entailment_passage is not None:
-                hints.append(r.entailment_passage)
-            if claim.id in stopped_for and r.early_exit and r.passages_scored:
-                if doc not in ranked:
-                    passages = [p for p in w.passages if p.doc == doc]
-                    ranked[doc] = (passages, BM25([p.text for p in passages]))
-                passages, index = ranked[doc]
-                hints += [passages[i] for i in index.rank(claim.text)[:1]]
+    ``asked`` (ids: those the judge is asked about) whose scoring against a cited source stopped early, also that
+    source's best BM25 passage left unscored (:func:`~groundjudge.checker.evidence.stopped_hints`, as for a claim's
+    own evidence)."""
+    hints = [r.entailment_passage for found in w.cited_nli for r in found.values() if r.entailment_passage is not None]
+    by_doc: dict[int, list[tuple[str, ClaimNLI]]] = {}
+    for claim, found in zip(w.claims, w.cited_nli, strict=False):  # no marker in the answer: no cited_nli
+        if claim.id in asked:
+            for doc, r in found.items():
+                by_doc.setdefault(doc, []).append((claim.text, r))
+    for doc, found_in_doc in by_doc.items():
+        hints += stopped_hints(found_in_doc, [p for p in w.passages if p.doc == doc])
     return hints

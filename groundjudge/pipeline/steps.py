@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from groundjudge.checker.evidence import BM25, EvidenceSelector
+from groundjudge.checker.evidence import BM25, EvidenceSelector, stopped_hints
 from groundjudge.checker.head import Sources, VerdictHead
 from groundjudge.checker.nli import ENTAILMENT, NLIModel, NLIScorer
 from groundjudge.chunking import chunk_documents
@@ -208,29 +208,33 @@ class Steps:
         """Whether the NLI stage can call CONTRADICTED at all with the thresholds (and model) in force."""
         return local_contradiction(self.ctx.thresholds, self.nli)
 
-    def _judge_hints(self, w: Work, escalated: Sequence[tuple[Claim, ClaimNLI]], qa: bool) -> list[Passage]:
+    def _judge_hints(
+        self,
+        w: Work,
+        escalated: Sequence[tuple[Claim, ClaimNLI]],
+        shown: Sequence[tuple[Claim, ClaimNLI]],
+        qa: bool,
+    ) -> list[Passage]:
         """Passages to show the judge when the contexts are too long to show whole: those the NLI stage found for
-        each escalated claim (with ``qa``, for every claim: the questions may be about any), then, for escalated
-        claims it could not score, the best ``evidence_k`` BM25 passages, and for claims it stopped early
-        (``stages.route.settled_at``), the best BM25 passage it left unscored, so that what the judge reads does
-        not depend on where the local scores stopped (a passage that contradicts the claim included; no model pair
-        is scored for it)."""
-        shown = list(zip(w.claims, w.nli, strict=False)) if qa else list(escalated)
+        each escalated claim (with ``qa``, for every claim of ``shown``: the questions may be about any), then, for
+        escalated claims it could not score, the best ``evidence_k`` BM25 passages, and for the claims of ``shown``
+        it stopped early, the best BM25 passage it left unscored (:func:`~groundjudge.checker.evidence.
+        stopped_hints`, given the index the unscored claims built, if any)."""
         unscored = [cl for cl, r in escalated if not r.passages_scored]
-        stopped = [cl for cl, r in shown if r.early_exit and r.passages_scored]
-        ranked = BM25([p.text for p in w.passages]).rank if (unscored or stopped) and w.passages else None
+        stopped = [(cl.text, r) for cl, r in shown]
+        ranked = BM25([p.text for p in w.passages]).rank if unscored and w.passages else None
         k = self.ctx.config.evidence_k or 4
         hints = [p for _, r in escalated for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
         hints += [w.passages[i] for cl in unscored for i in ranked(cl.text)[:k]] if ranked else []
         if qa:
             hints += [p for _, r in shown for p in (r.entailment_passage, r.contradiction_passage) if p is not None]
-        hints += [w.passages[ranked(cl.text)[0]] for cl in stopped] if ranked else []
-        return hints
+        return hints + stopped_hints(stopped, w.passages, ranked)
 
     def _judge_sources(self, w: Work, pairs: Sequence[tuple[Claim, ClaimNLI]], qa: bool) -> list[Source]:
         """The sources the judge sees for the claims of ``pairs`` (with ``qa``, the evidence of every claim too)."""
-        asked = [cl.id for cl in w.claims] if qa else [cl.id for cl, _ in pairs]
-        sources = select_sources(w.sample.contexts, self._judge_hints(w, pairs, qa) + cited_hints(w, set(asked)))
+        shown = list(zip(w.claims, w.nli, strict=False)) if qa else list(pairs)  # the claims the judge is asked about
+        hints = self._judge_hints(w, pairs, shown, qa) + cited_hints(w, {cl.id for cl, _ in shown})
+        sources = select_sources(w.sample.contexts, hints)
         if not sources:
             raise InputError("no source passage could be selected for the judge", field="contexts")
         return sources
