@@ -89,10 +89,13 @@ def verify(req: RecordedRequest) -> Reply:
 
 
 class Delays:
-    """Each reply waits a time drawn from the request's text and a seed; counts calls in flight at the server."""
+    """Each reply waits a time drawn from the request's text and a seed, and ``late`` seconds more for a request that
+    holds ``late_text``; counts calls in flight at the server."""
 
     def __init__(self, seed: int = 0, top: float = 0.02) -> None:
         self.seed, self.top = seed, top
+        self.late_text: str | None = None
+        self.late = 0.3
         self.in_flight = self.peak = 0
         self.lock = threading.Lock()
 
@@ -101,6 +104,8 @@ class Delays:
 
         def answer(req: RecordedRequest) -> Reply:
             wait = random.Random(f"{self.seed}:{req.text}").uniform(0, self.top)
+            if self.late_text is not None and self.late_text in req.text:
+                wait += self.late
             with self.lock:
                 self.in_flight += 1
                 self.peak = max(self.peak, self.in_flight)
@@ -133,10 +138,14 @@ def rows_of(answers: list[list[int]]) -> list[dict[str, Any]]:
     ]
 
 
-def run(server: ScriptedLLMServer, nli: Any, tmp: Path, rows: list[dict[str, Any]], **kw: Any) -> list[str]:
+def run(
+    server: ScriptedLLMServer, nli: Any, tmp: Path, rows: list[dict[str, Any]], nli_cache: bool = False, **kw: Any
+) -> list[str]:
+    """The reports of a run, every call made; every NLI pair scored by the model in this run's batches, or with
+    ``nli_cache`` read from and written to a cache in ``tmp`` (a later batch reads what an earlier one wrote)."""
     batch_size = kw.pop("batch_size", 3)
-    cache = Cache(tmp, mode="off")  # every call made, every NLI pair scored by the model, in this run's batches
-    client = make_test_client(server, cache=cache)
+    client = make_test_client(server, cache=Cache(tmp / "llm", mode="off"))
+    cache = Cache(tmp / "nli", mode="use" if nli_cache else "off")
     ev = Evaluator(Config(llm="openai/gpt-4o-mini", **kw), nli=nli, client=client, cache=cache)
     return [dumps(finite_report(r)) for r in ev.evaluate_many(rows, batch_size=batch_size)]
 
@@ -453,15 +462,12 @@ def test_reports_never_depend_on_timing_with_the_nli_cache_on(
     the reports of one answer at a time, and a rerun from the warm cache gives them again."""
     rows = rows_of(answers)
     delays.seed = seed
-
-    def run_cached(where: Path, **kw: Any) -> list[str]:
-        client = make_test_client(server, cache=Cache(where / "llm", mode="off"))  # every call made
-        config = Config(llm="openai/gpt-4o-mini", qa=qa, **kw)
-        ev = Evaluator(config, nli=shared_nli, client=client, cache=Cache(where / "nli"))
-        return [dumps(finite_report(r)) for r in ev.evaluate_many(rows, batch_size=batch_size)]
-
-    first = tmp_path_factory.mktemp("one")
-    one_at_a_time = run_cached(first, concurrency=1, window=1)
-    second = tmp_path_factory.mktemp("streamed")
-    assert run_cached(second, concurrency=concurrency) == one_at_a_time
-    assert run_cached(second, concurrency=concurrency) == one_at_a_time  # from the warm cache
+    kw = dict(nli_cache=True, batch_size=batch_size, qa=qa)
+    one_at_a_time = run(server, shared_nli, tmp_path_factory.mktemp("one"), rows, concurrency=1, window=1, **kw)
+    streamed = tmp_path_factory.mktemp("streamed")
+    delays.late_text = rows[0]["answer"]  # the first cut batch is late: the batches behind it are ready first
+    try:
+        assert run(server, shared_nli, streamed, rows, concurrency=concurrency, **kw) == one_at_a_time
+    finally:
+        delays.late_text = None
+    assert run(server, shared_nli, streamed, rows, concurrency=concurrency, **kw) == one_at_a_time  # warm cache
