@@ -147,15 +147,18 @@ class Tagged(Steps):
 @contextlib.contextmanager
 def timed_step() -> Iterator[None]:
     """Record a local step's (start, end) in :data:`LOCAL_STEPS`; a step run inside another is the outer one's."""
-    if getattr(COMPARING, "step", False):
+    if getattr(_IN_STEP, "on", False):
         yield
         return
-    COMPARING.step, t0 = True, time.perf_counter()
+    _IN_STEP.on, t0 = True, time.perf_counter()
     try:
         yield
     finally:
-        COMPARING.step = False
+        _IN_STEP.on = False
         LOCAL_STEPS.append((t0, time.perf_counter()))
+
+
+_IN_STEP = threading.local()  # whether this thread is inside a timed local step (a nested one is not counted)
 
 
 LOCAL_STEPS: list[tuple[float, float]] = []  # (start, end) of each local step (NLI stage, QA comparison) of a run

@@ -13,7 +13,7 @@ from groundjudge import errors
 from groundjudge.cache import Cache
 from groundjudge.config import Config
 from groundjudge.llm import Ledger
-from groundjudge.models import Claim, ClaimNLI, ClaimVerdict, QAResult
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, QAResult
 from groundjudge.pipeline.evaluator import Evaluator, describe_evidence
 from groundjudge.stages.score import compute_scores, decide
 from groundjudge.testing import (
@@ -422,44 +422,62 @@ def test_long_contexts_send_only_the_evidence_passages_with_true_offsets() -> No
     assert [s.text for s in short] == ["a short source", "another"]
 
 
-def test_a_claim_stopped_early_still_shows_the_judge_its_best_passage(shared_nli: Any, tmp_path: Path) -> None:
-    """The cascade with the shared model's profile (no t_support) stops a claim that its sentence alone entails
-    (``stages.route.settled_at``), so its best BM25 passage is never scored; on sources too long to show whole the
-    judge is still shown that passage (here one that says otherwise), as when it was scored."""
-    from groundjudge.checker.bm25 import BM25
+# long sources (~16k characters a document: the judge sees passages, not the whole), for the early exit's hints
+FILLER = "Unrelated text about gardening and soil. " * 400
+BRIDGE = "The bridge opened in 1932."
+WEAKER = "The bridge opened in 1934: in 1932 the bridge was still closed, and the bridge opened two years later."
+
+
+def judged_with_long_sources(
+    nli: Any, tmp_path: Path, config: Config, answer: str, claims: list[str], docs: list[str], verdict: str
+) -> tuple[AnswerReport, list[str], list[Any]]:
+    """One answer through ``config`` with a scripted judge (``verdict`` for every claim): the report, the source
+    blocks of the one judge call, and the passages the NLI stage cut (to rank them as the engine does)."""
     from groundjudge.chunking import chunk_documents
     from groundjudge.testing import claims_in, sources_in
 
-    claim = "The bridge opened in 1932."
-    filler = "Unrelated text about gardening and soil. " * 400  # ~16k characters per document
-    elsewhere = (
-        "The bridge opened in 1934, the city said. In 1932 the bridge was closed; the bridge opened again later. "
-        "The old bridge opened to trains only after 1932."
-    )
-    docs = [filler + claim + " " + filler, filler + elsewhere + " " + filler]
     shown: list[list[str]] = []
 
     def judge(req: Any) -> Reply:
         shown.append(sources_in(req))
-        verdicts = [{"claim_id": c, "verdict": "SUPPORTED", "reason": "Stated.", "quotes": []} for c in claims_in(req)]
+        verdicts = [{"claim_id": c, "verdict": verdict, "reason": "r", "quotes": []} for c in claims_in(req)]
         return Reply.json({"verdicts": verdicts})
 
-    def claims(req: Any) -> Reply:
-        return Reply.json({"claims": [{"text": claim, "source": claim}]})
+    def extract(req: Any) -> Reply:
+        return Reply.json({"claims": [{"text": t, "source": t} for t in claims]})
 
-    with ScriptedLLMServer(route({"claims": claims, "judge": judge})) as server:
+    with ScriptedLLMServer(route({"claims": extract, "judge": judge})) as server:
         cache = Cache(tmp_path / "cache")
-        ev = Evaluator(
-            Config(mode="cascade", qa=False), nli=shared_nli, client=make_test_client(server, cache=cache), cache=cache
+        report = Evaluator(config, nli=nli, client=make_test_client(server, cache=cache), cache=cache).evaluate(
+            answer, docs
         )
-        report = ev.evaluate(claim, docs)
+    (blocks,) = shown
+    return report, blocks, chunk_documents(docs, nli.tokenizer, config.passage_tokens, config.passage_overlap)
+
+
+def best_bm25(passages: list[Any], query: str) -> Any:
+    from groundjudge.checker.bm25 import BM25
+
+    return passages[BM25([p.text for p in passages]).rank(query)[0]]
+
+
+def test_a_claim_stopped_early_still_shows_the_judge_its_best_passage(shared_nli: Any, tmp_path: Path) -> None:
+    """The cascade with the shared model's profile (no t_support) stops a claim that its sentence alone entails
+    (``stages.route.settled_at``), so its best BM25 passage is never scored; on sources too long to show whole the
+    judge is still shown that passage (here one that says otherwise), as when it was scored."""
+    elsewhere = (
+        "The bridge opened in 1934, the city said. In 1932 the bridge was closed; the bridge opened again later. "
+        "The old bridge opened to trains only after 1932."
+    )
+    docs = [FILLER + BRIDGE + " " + FILLER, FILLER + elsewhere + " " + FILLER]
+    config = Config(mode="cascade", qa=False)
+    report, blocks, passages = judged_with_long_sources(
+        shared_nli, tmp_path, config, BRIDGE, [BRIDGE], docs, "SUPPORTED"
+    )
     (c,) = report.claims
     assert c.route == "judge" and c.nli is not None and c.nli.early_exit and c.nli.passages_scored == 1
-    config = ev.config
-    passages = chunk_documents(docs, shared_nli.tokenizer, config.passage_tokens, config.passage_overlap)
-    best = passages[BM25([p.text for p in passages]).rank(claim)[0]]
+    best = best_bm25(passages, BRIDGE)
     assert best.doc == 1 and c.nli.entailment_passage is not None and c.nli.entailment_passage.doc == 0
-    (blocks,) = shown
     assert any(best.text.strip() in b for b in blocks)
 
 
@@ -470,43 +488,20 @@ def test_a_cited_claim_stopped_early_shows_the_judge_its_cited_sources_best_pass
     stops early on a sentence, the judge is still shown the cited source's best BM25 passage (here one that says
     otherwise), not only the sentence, on a source too long to show whole. The best passage of all the sources is
     elsewhere (and shown for the claim's own evidence), so only the cited source's own ranking finds this one."""
-    from groundjudge.checker.bm25 import BM25
-    from groundjudge.chunking import chunk_documents
-    from groundjudge.testing import claims_in, sources_in
-
-    claim = "The bridge opened in 1932."
-    filler = "Unrelated text about gardening and soil. " * 400  # ~16k characters per document
     strongest = (
         "The bridge opened in 1934, the city said. In 1932 the bridge was closed; the bridge opened again later. "
         "The old bridge opened to trains only after 1932. The bridge opened, 1932 records say, to no one."
     )
-    weaker = "The bridge opened in 1934: in 1932 the bridge was still closed, and the bridge opened two years later."
-    docs = [filler + strongest + " " + filler, filler + claim + " " + filler + weaker + " " + filler]
-    shown: list[list[str]] = []
-
-    def judge(req: Any) -> Reply:
-        shown.append(sources_in(req))
-        verdicts = [{"claim_id": c, "verdict": "SUPPORTED", "reason": "Stated.", "quotes": []} for c in claims_in(req)]
-        return Reply.json({"verdicts": verdicts})
-
-    def claims(req: Any) -> Reply:
-        return Reply.json({"claims": [{"text": claim, "source": claim}]})
-
-    with ScriptedLLMServer(route({"claims": claims, "judge": judge})) as server:
-        cache = Cache(tmp_path / "cache")
-        ev = Evaluator(
-            Config(mode="cascade", qa=False), nli=shared_nli, client=make_test_client(server, cache=cache), cache=cache
-        )
-        report = ev.evaluate("The bridge opened in 1932 [2].", docs)
+    docs = [FILLER + strongest + " " + FILLER, FILLER + BRIDGE + " " + FILLER + WEAKER + " " + FILLER]
+    config = Config(mode="cascade", qa=False)
+    answer = "The bridge opened in 1932 [2]."
+    report, blocks, passages = judged_with_long_sources(
+        shared_nli, tmp_path, config, answer, [BRIDGE], docs, "SUPPORTED"
+    )
     (c,) = report.claims
     assert c.cited == [2] and c.route == "judge" and c.nli is not None and c.nli.early_exit
-    config = ev.config
-    passages = chunk_documents(docs, shared_nli.tokenizer, config.passage_tokens, config.passage_overlap)
-    overall = passages[BM25([p.text for p in passages]).rank(claim)[0]]
-    cited = [p for p in passages if p.doc == 1]
-    best_cited = cited[BM25([p.text for p in cited]).rank(claim)[0]]
+    overall, best_cited = best_bm25(passages, BRIDGE), best_bm25([p for p in passages if p.doc == 1], BRIDGE)
     assert overall.doc == 0 and "two years later" in best_cited.text  # the cited source's best is its own ranking's
-    (blocks,) = shown
     assert any(overall.text.strip() in b for b in blocks)
     assert any(best_cited.text.strip() in b for b in blocks)
 
@@ -548,29 +543,14 @@ def test_a_cited_claim_decided_locally_adds_no_unscored_passage_to_the_judges_so
     """The cited source's unscored best passage is for the claims the judge is asked about (as the claim's own
     evidence hints are): a cited claim decided locally does not add it, so it cannot push an escalated claim's
     passages out of the judge's budget."""
-    from groundjudge.testing import claims_in, sources_in
-
-    cited, other = "The bridge opened in 1932.", "The mayor plays the trumpet in a jazz band."
-    filler = "Unrelated text about gardening and soil. " * 400
-    weaker = "The bridge opened in 1934: in 1932 the bridge was still closed, and the bridge opened two years later."
-    docs = [filler + "The mayor is fond of music. " + filler, filler + cited + " " + filler + weaker + " " + filler]
-    shown: list[list[str]] = []
-
-    def judge(req: Any) -> Reply:
-        shown.append(sources_in(req))
-        verdicts = [{"claim_id": c, "verdict": "UNSUPPORTED", "reason": "No.", "quotes": []} for c in claims_in(req)]
-        return Reply.json({"verdicts": verdicts})
-
-    def claims(req: Any) -> Reply:
-        return Reply.json({"claims": [{"text": t, "source": t} for t in (cited, other)]})
-
+    other = "The mayor plays the trumpet in a jazz band."
+    docs = [FILLER + "The mayor is fond of music. " + FILLER, FILLER + BRIDGE + " " + FILLER + WEAKER + " " + FILLER]
     config = Config(mode="cascade", qa=False, t_support=0.5, t_unsupported=None, t_contradict=None, use_head=False)
-    with ScriptedLLMServer(route({"claims": claims, "judge": judge})) as server:
-        cache = Cache(tmp_path / "cache")
-        ev = Evaluator(config, nli=shared_nli, client=make_test_client(server, cache=cache), cache=cache)
-        report = ev.evaluate(f"{cited[:-1]} [2]. {other}", docs)
+    answer = f"{BRIDGE[:-1]} [2]. {other}"
+    report, blocks, _ = judged_with_long_sources(
+        shared_nli, tmp_path, config, answer, [BRIDGE, other], docs, "UNSUPPORTED"
+    )
     first, second = report.claims
     assert (first.route, first.label, first.citation) == ("nli", "SUPPORTED", "CITED_SUPPORTS")
     assert first.nli is not None and first.nli.early_exit and second.route == "judge"
-    (blocks,) = shown
     assert not any("two years later" in b for b in blocks)
