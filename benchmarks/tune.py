@@ -4,6 +4,7 @@
     python benchmarks/tune.py --skip-tune           # the shared model with and without a verdict head (seconds)
     python benchmarks/tune.py --cv 3 --grid '[{"lr": 3e-5}, {"lr": 5e-5, "distill": 0}]'   # choose settings
     python benchmarks/tune.py --lines 3             # the head's decision lines, cross-validated (a minute)
+    python benchmarks/tune.py --sizes 100,200,400,1000 --draws 20   # what a labelled sample of n buys (2 minutes)
 
 Each dev file is split into a train and an eval half BY CLAIM TEXT (seeded), so that no claim is on both sides.
 The shared model is tuned on the train halves twice: with the gold labels standing in for judge verdicts, and with
@@ -39,6 +40,14 @@ labelled claims; ``shift``, moved to their share of SUPPORTED; ``before``, the s
 head's own 0.5 and the nli mode's cut-off fitted for balanced accuracy) on the same heads. Per rule and seed:
 escalation, local precision with its interval, the share right among the ``min_decided`` held-out claims nearest
 each cut, nli-mode balanced accuracy.
+
+``--sizes N,...`` instead measures what ``calibrate`` stores from a labelled sample of n claims: the dev files'
+claims pooled (train and eval halves of every file: the sample and the claims it is measured on are drawn apart, by
+claim text, ``--draws`` times per n, seeded by ``--seed``); on each sample the thresholds as calibrate fits them (on
+the raw entailment, counted; a head read ``fitted``, the default, and ``shift``), measured on every claim the sample
+left out; beside the local precision reached there, what the fit said to expect (its cross-fitted
+``local_precision`` and ``local_precision_ci``, which calibrate and tune print) and whether the interval held it.
+
 The last line printed is one JSON object.
 """
 
@@ -242,6 +251,122 @@ def line_cv(
     return out
 
 
+def size_study(
+    model: NLIModel,
+    train_exs: list[TuneExample],
+    eval_exs: list[TuneExample],
+    settings: TuneSettings,
+    cache: Cache,
+    sizes: list[int],
+    draws: int,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """What a labelled sample of n claims buys (see the module's ``--sizes``): for each n, ``draws`` samples of the
+    pooled train halves (whole claims: every row of a drawn claim text), thresholds fitted on each as ``calibrate``
+    fits them (raw entailment, counted; a head, each reading of ``CutoffRule.lines``), measured on the pooled eval
+    halves, which no draw saw, beside the local precision the fit says to expect (its cross-fitted ``out_of_fold``
+    numbers, which ``calibrate`` prints)."""
+    exs = train_exs + eval_exs
+    all_nli = score_claims(model, exs, settings, cache)
+    memo: dict[tuple[str, ...], Sources] = {}
+    by_claim: dict[str, list[int]] = {}
+    for i, e in enumerate(exs):
+        by_claim.setdefault(claim_key(e.claim), []).append(i)
+    keys = sorted(by_claim)
+    rules = ("raw", *LINES[:2])
+    out: dict[str, Any] = {"target": settings.target, "eval_claims": len(eval_exs), "draws": draws, "sizes": {}}
+    for n in sizes:
+        per: dict[str, list[dict[str, Any]]] = {r: [] for r in rules}
+        for d in range(draws):
+            rng = random.Random(f"{seed}:{n}:{d}")
+            order = keys[:]
+            rng.shuffle(order)
+            rows: list[int] = []
+            for k in order:
+                if len(rows) >= n:
+                    break
+                rows += by_claim[k]
+            taken = set(rows)
+            rest = [i for i in range(len(exs)) if i not in taken]
+            train_nli, train_exs = all_nli, exs
+            eval_nli, eval_exs = [all_nli[i] for i in rest], [exs[i] for i in rest]
+            eval_labels = [e.label for e in eval_exs]
+            nli, labels = [train_nli[i] for i in rows], [train_exs[i].label for i in rows]
+            for name in rules:
+                try:
+                    if name == "raw":
+                        rule = settings.cutoffs
+                        profile = fit_profile(nli, labels, rule)
+                        groups = [claim_key(train_exs[i].claim) for i in rows]
+                        told = crossfit_measure_scores(nli, labels, groups, rule, settings.seed)
+                        scored = eval_nli
+                    else:
+                        head = build_head(
+                            [train_exs[i].claim for i in rows],
+                            [train_exs[i].contexts for i in rows],
+                            nli,
+                            labels,
+                            model.identity,
+                            target=settings.target,
+                            contradiction_target=settings.contradiction_target,
+                            seed=d,
+                            lines=name,
+                        )
+                        profile, told = head.thresholds, head.meta["out_of_fold"]
+                        scored = [r.model_copy() for r in eval_nli]
+                        for e, r in zip(eval_exs, scored, strict=True):
+                            head.apply([e.claim], [r], Sources.memo(memo, e.contexts))
+                except ValueError as exc:  # too few claims of a kind for a head
+                    per[name].append({"draw": d, "error": str(exc)})
+                    continue
+                m = measure(scored, eval_labels, profile)
+                told_ci = told.get("local_precision_ci")
+                per[name].append(
+                    {
+                        "draw": d,
+                        "claims": len(rows),
+                        "escalation_rate": m["escalation_rate"],
+                        "local_precision": m["local_precision"],
+                        "told_local_precision": told.get("local_precision"),
+                        "told_ci": told_ci,
+                        "covered": None
+                        if told_ci is None or m["local_precision"] is None
+                        else told_ci[0] <= m["local_precision"] <= told_ci[1],
+                    }
+                )
+        summary: dict[str, Any] = {}
+        for name, runs in per.items():
+            ok = [r for r in runs if "error" not in r and r["local_precision"] is not None]
+            summary[name] = {
+                "fits": len(ok),
+                "no_fit": len(runs) - len(ok),
+                "escalation_rate": _mean(r["escalation_rate"] for r in ok),
+                "local_precision": _mean(r["local_precision"] for r in ok),
+                "under_target": _mean(float(r["local_precision"] < settings.target) for r in ok),
+                "worst": min((r["local_precision"] for r in ok), default=None),
+                "told": _mean(r["told_local_precision"] for r in ok if r["told_local_precision"] is not None),
+                "told_ci_covers": _mean(float(r["covered"]) for r in ok if r["covered"] is not None),
+                "told_ci_width": _mean(r["told_ci"][1] - r["told_ci"][0] for r in ok if r["told_ci"] is not None),
+                "runs": runs,
+            }
+        out["sizes"][str(n)] = summary
+        print(f"n={n}: " + "; ".join(f"{k} {_brief(v)}" for k, v in summary.items()), flush=True)
+    return out
+
+
+def _mean(values: Any) -> float | None:
+    xs = [float(v) for v in values]
+    return round(sum(xs) / len(xs), 4) if xs else None
+
+
+def _brief(s: dict[str, Any]) -> str:
+    return (
+        f"precision {s['local_precision']} (told {s['told']}, its interval covers {s['told_ci_covers']}, width "
+        f"{s['told_ci_width']}; under target {s['under_target']}, worst {s['worst']}), "
+        f"escalation {s['escalation_rate']}, {s['fits']} fits"
+    )
+
+
 def fit_base_head(
     model: NLIModel, train_exs: list[TuneExample], settings: TuneSettings, cache: Cache
 ) -> VerdictHead | str:
@@ -344,6 +469,10 @@ def main() -> None:
     ap.add_argument(
         "--lines", type=int, default=0, metavar="N", help="cross-validate the head's decision lines over N seeds"
     )
+    ap.add_argument(
+        "--sizes", default=None, help="labelled-sample sizes (comma-separated) whose fitted thresholds are measured"
+    )
+    ap.add_argument("--draws", type=int, default=10, help="samples drawn at each of --sizes")
     ap.add_argument("--work", default=None, help="where models go [default: a temporary folder]")
     ap.add_argument("--cache-dir", default=None)
     args = ap.parse_args()
@@ -379,6 +508,14 @@ def main() -> None:
         grid = json.loads(args.grid)
         all_train = [r for rows in train_rows.values() for r in rows]
         out["cv"] = cross_validate(all_train, base, grid, args.cv, settings, work, cache)
+        print(json.dumps(out))
+        return
+
+    if args.sizes:
+        pooled = [e for rows in train_rows.values() for e in examples(rows)]
+        held = [e for exs in evals.values() for e in exs]
+        sizes = [int(x) for x in args.sizes.split(",")]
+        out["sizes"] = size_study(NLIModel(base), pooled, held, settings, cache, sizes, args.draws, args.seed)
         print(json.dumps(out))
         return
 

@@ -156,6 +156,24 @@ def test_tune_benchmark_skip_tune_measures_the_shared_model_with_and_without_a_h
         assert out[part]["seconds"] >= 0
 
 
+def test_tune_benchmark_sizes_measures_what_a_labelled_sample_buys_on_claims_it_left_out(tmp_path: Path) -> None:
+    from groundjudge.testing import tiny_nli_model
+
+    tiny = tiny_nli_model(tmp_path / "tiny", SHARED_MODEL)
+    args = ("--limit", "150", "--base", str(tiny), "--sizes", "120", "--draws", "2")
+    out = run("tune.py", *args, "--cache-dir", str(tmp_path / "cache"), cache=tmp_path)["sizes"]
+    assert out["draws"] == 2 and set(out["sizes"]) == {"120"}
+    for rule in ("raw", "fitted", "shift"):
+        row = out["sizes"]["120"][rule]
+        assert row["fits"] + row["no_fit"] == 2, rule
+        for r in row["runs"]:
+            if "error" in r:
+                continue
+            assert r["claims"] >= 120, rule
+            told, ci = r["told_local_precision"], r["told_ci"]  # no interval where fewer than two halves decided
+            assert (told is not None or ci is None) and (ci is None or ci[0] <= told <= ci[1]), rule
+
+
 def test_tune_benchmark_cv_compares_with_and_without_a_head(tmp_path: Path) -> None:
     from groundjudge.testing import tiny_nli_model
 

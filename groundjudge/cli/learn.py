@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -293,6 +294,7 @@ def _fit_line(
             "t_unsupported": cascade.t_unsupported,
             "measured": "out-of-fold",
             "local_precision": oof.get("local_precision"),
+            "local_precision_ci": oof.get("local_precision_ci"),
             "escalation_rate": oof.get("escalation_rate"),
         }
     else:
@@ -319,6 +321,13 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _precision(m: dict[str, Any], fmt: Callable[[float | None], str] = _num, where: str = " on new rows") -> str:
+    """A measured local precision with the interval it should land in on new rows, where there is one
+    (:func:`groundjudge.learn.calibrate.pooled_measure`)."""
+    ci = m.get("local_precision_ci")
+    return fmt(m.get("local_precision")) + ("" if not ci else f" ({fmt(ci[0])}-{fmt(ci[1])}{where})")
+
+
 def _head_line(head: dict[str, Any]) -> str:
     """What the verdict head does out of fold, in one sentence."""
     oof = head["out_of_fold"]
@@ -327,8 +336,7 @@ def _head_line(head: dict[str, Any]) -> str:
     return (
         f"Verdict head ({head['claims']} claims, L2 {head['l2']:g}), out of fold: balanced accuracy "
         f"{'-' if accuracy is None else f'{accuracy:.1f}%'} in nli mode; in the cascade, escalation "
-        f"{'-' if escalation is None else f'{100 * escalation:.1f}%'} at local precision "
-        f"{_num(oof.get('local_precision'))}."
+        f"{'-' if escalation is None else f'{100 * escalation:.1f}%'} at local precision {_precision(oof)}."
     )
 
 
@@ -432,7 +440,7 @@ def tune_command(
             name,
             f"{m['nli_balanced_accuracy']:.1f}",
             pct(m["escalation_rate"]),
-            pct(m["local_precision"]),
+            _precision(m, pct, where=""),
             pct(m["contradiction_precision"]),
             pct(m["contradiction_recall"]),
         )

@@ -125,6 +125,10 @@ def test_calibrate_writes_a_head_and_score_applies_it_unless_told_not_to(
     said = flat(result.stderr)
     assert "Raw thresholds (on the entailment, in-sample):" in said and "Verdict head (72 claims" in said
     assert f"balanced accuracy {oof['nli_balanced_accuracy']:.1f}%" in said and "local precision" in said
+    # issue 33: the precision to expect on new rows comes with the interval it should land in
+    lo, hi = fit["local_precision_ci"]
+    assert fit["local_precision_ci"] == oof["local_precision_ci"] and lo <= fit["local_precision"] <= hi
+    assert f"local precision {fit['local_precision']:.3f} ({lo:.3f}-{hi:.3f} on new rows)" in said
 
     data = write_jsonl(tmp_path / "in.jsonl", labelled_rows(6))
     base = ["score", str(data), "--config", str(config), "--cache-dir", str(cache), "--no-progress"]

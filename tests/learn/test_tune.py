@@ -321,7 +321,12 @@ def test_command_prints_before_and_after(tmp_path: Path, tiny: str) -> None:
     headed = CliRunner().invoke(app, [str(big), "--base", tiny, *more], env={"COLUMNS": "200"})  # rows unwrapped
     assert headed.exit_code == 0, headed.output
     assert "after + head" in headed.stdout and read_model_head(tmp_path / "h") is not None
-    assert json.loads(headed.stdout.strip().splitlines()[-1])["head"]["fitted"] is True
+    told = json.loads(headed.stdout.strip().splitlines()[-1])
+    assert told["head"]["fitted"] is True
+    # issue 33: each held-out precision comes with the interval it should land in on new rows
+    oof = told["head"]["out_of_fold"]
+    lo, hi = oof["local_precision_ci"]
+    assert f"{100 * oof['local_precision']:.1f}% ({100 * lo:.1f}%-{100 * hi:.1f}%)" in headed.stdout
     skipped = CliRunner().invoke(app, [str(big), "--base", tiny, *more, "--no-head"], env={"COLUMNS": "200"})
     assert skipped.exit_code == 0, skipped.output  # resumed: --no-head is not another run
     assert "after + head" not in skipped.stdout and read_model_head(tmp_path / "h") is None
