@@ -41,12 +41,13 @@ head's own 0.5 and the nli mode's cut-off fitted for balanced accuracy) on the s
 escalation, local precision with its interval, the share right among the ``min_decided`` held-out claims nearest
 each cut, nli-mode balanced accuracy.
 
-``--sizes N,...`` instead measures what ``calibrate`` stores from a labelled sample of n claims: the dev files'
-claims pooled (train and eval halves of every file: the sample and the claims it is measured on are drawn apart, by
-claim text, ``--draws`` times per n, seeded by ``--seed``); on each sample the thresholds as calibrate fits them (on
-the raw entailment, counted; a head read ``fitted``, the default, and ``shift``), measured on every claim the sample
-left out; beside the local precision reached there, what the fit said to expect (its cross-fitted
-``local_precision`` and ``local_precision_ci``, which calibrate and tune print) and whether the interval held it.
+``--sizes N,...`` instead measures what ``calibrate`` stores from a labelled sample of n rows (a claim with its
+sources; Factcheck-GPT has several rows per claim text): the dev files' rows pooled (train and eval halves of every
+file), the sample drawn by claim text (every row of a drawn claim) ``--draws`` times per n, seeded by ``--seed``; on
+each sample the thresholds as calibrate fits them (on the raw entailment, counted; a head read ``fitted``, the
+default, and ``shift``), measured on every row the sample left out (no claim text on both sides); beside the
+local precision reached there, what the fit said to expect (its cross-fitted ``local_precision`` and
+``local_precision_ci``, which calibrate and tune print) and whether the interval held it.
 
 The last line printed is one JSON object.
 """
@@ -253,20 +254,18 @@ def line_cv(
 
 def size_study(
     model: NLIModel,
-    train_exs: list[TuneExample],
-    eval_exs: list[TuneExample],
+    exs: list[TuneExample],
     settings: TuneSettings,
     cache: Cache,
     sizes: list[int],
     draws: int,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """What a labelled sample of n claims buys (see the module's ``--sizes``): for each n, ``draws`` samples of the
-    pooled train halves (whole claims: every row of a drawn claim text), thresholds fitted on each as ``calibrate``
-    fits them (raw entailment, counted; a head, each reading of ``CutoffRule.lines``), measured on the pooled eval
-    halves, which no draw saw, beside the local precision the fit says to expect (its cross-fitted ``out_of_fold``
-    numbers, which ``calibrate`` prints)."""
-    exs = train_exs + eval_exs
+    """What a labelled sample of n rows buys (see the module's ``--sizes``): for each n, ``draws`` samples of the
+    pooled rows ``exs`` (whole claims: every row of a drawn claim text, until n rows), thresholds fitted on each as
+    ``calibrate`` fits them (raw entailment, counted; a head, each reading of ``CutoffRule.lines``), measured on
+    every row the sample left out (no claim text on both sides), beside the local precision the fit says to expect
+    (its cross-fitted numbers, which ``calibrate`` and ``tune`` print)."""
     all_nli = score_claims(model, exs, settings, cache)
     memo: dict[tuple[str, ...], Sources] = {}
     by_claim: dict[str, list[int]] = {}
@@ -274,7 +273,13 @@ def size_study(
         by_claim.setdefault(claim_key(e.claim), []).append(i)
     keys = sorted(by_claim)
     rules = ("raw", *LINES[:2])
-    out: dict[str, Any] = {"target": settings.target, "eval_claims": len(eval_exs), "draws": draws, "sizes": {}}
+    out: dict[str, Any] = {
+        "target": settings.target,
+        "rows": len(exs),
+        "claim_texts": len(keys),
+        "draws": draws,
+        "sizes": {},
+    }
     for n in sizes:
         per: dict[str, list[dict[str, Any]]] = {r: [] for r in rules}
         for d in range(draws):
@@ -288,22 +293,28 @@ def size_study(
                 rows += by_claim[k]
             taken = set(rows)
             rest = [i for i in range(len(exs)) if i not in taken]
-            train_nli, train_exs = all_nli, exs
-            eval_nli, eval_exs = [all_nli[i] for i in rest], [exs[i] for i in rest]
-            eval_labels = [e.label for e in eval_exs]
-            nli, labels = [train_nli[i] for i in rows], [train_exs[i].label for i in rows]
+            sample_texts = {claim_key(exs[i].claim) for i in rows}
+            rest_nli, rest_exs = [all_nli[i] for i in rest], [exs[i] for i in rest]
+            rest_labels = [e.label for e in rest_exs]
+            nli, labels = [all_nli[i] for i in rows], [exs[i].label for i in rows]
+            where = {
+                "rows": len(rows),
+                "claim_texts": len(sample_texts),
+                "measured_rows": len(rest),
+                "texts_on_both_sides": len(sample_texts & {claim_key(e.claim) for e in rest_exs}),
+            }
             for name in rules:
                 try:
                     if name == "raw":
                         rule = settings.cutoffs
                         profile = fit_profile(nli, labels, rule)
-                        groups = [claim_key(train_exs[i].claim) for i in rows]
+                        groups = [claim_key(exs[i].claim) for i in rows]
                         told = crossfit_measure_scores(nli, labels, groups, rule, settings.seed)
-                        scored = eval_nli
+                        scored = rest_nli
                     else:
                         head = build_head(
-                            [train_exs[i].claim for i in rows],
-                            [train_exs[i].contexts for i in rows],
+                            [exs[i].claim for i in rows],
+                            [exs[i].contexts for i in rows],
                             nli,
                             labels,
                             model.identity,
@@ -313,18 +324,18 @@ def size_study(
                             lines=name,
                         )
                         profile, told = head.thresholds, head.meta["out_of_fold"]
-                        scored = [r.model_copy() for r in eval_nli]
-                        for e, r in zip(eval_exs, scored, strict=True):
+                        scored = [r.model_copy() for r in rest_nli]
+                        for e, r in zip(rest_exs, scored, strict=True):
                             head.apply([e.claim], [r], Sources.memo(memo, e.contexts))
                 except ValueError as exc:  # too few claims of a kind for a head
-                    per[name].append({"draw": d, "error": str(exc)})
+                    per[name].append({"draw": d, **where, "error": str(exc)})
                     continue
-                m = measure(scored, eval_labels, profile)
+                m = measure(scored, rest_labels, profile)
                 told_ci = told.get("local_precision_ci")
                 per[name].append(
                     {
                         "draw": d,
-                        "claims": len(rows),
+                        **where,
                         "escalation_rate": m["escalation_rate"],
                         "local_precision": m["local_precision"],
                         "told_local_precision": told.get("local_precision"),
@@ -512,10 +523,9 @@ def main() -> None:
         return
 
     if args.sizes:
-        pooled = [e for rows in train_rows.values() for e in examples(rows)]
-        held = [e for exs in evals.values() for e in exs]
+        every = [e for rows in train_rows.values() for e in examples(rows)] + [e for x in evals.values() for e in x]
         sizes = [int(x) for x in args.sizes.split(",")]
-        out["sizes"] = size_study(NLIModel(base), pooled, held, settings, cache, sizes, args.draws, args.seed)
+        out["sizes"] = size_study(NLIModel(base), every, settings, cache, sizes, args.draws, args.seed)
         print(json.dumps(out))
         return
 

@@ -169,7 +169,9 @@ def test_tune_benchmark_sizes_measures_what_a_labelled_sample_buys_on_claims_it_
         for r in row["runs"]:
             if "error" in r:
                 continue
-            assert r["claims"] >= 120, rule
+            # measured on the rows the sample left out: no claim text on both sides
+            assert r["rows"] >= 120 and r["texts_on_both_sides"] == 0, rule
+            assert r["rows"] + r["measured_rows"] == out["rows"], rule
             told, ci = r["told_local_precision"], r["told_ci"]  # no interval where fewer than two halves decided
             assert (told is not None or ci is None) and (ci is None or ci[0] <= told <= ci[1]), rule
 

@@ -67,10 +67,12 @@ def calibrate_command(
     """Fit t_support / t_contradict (and t_unsupported) to a precision target, and a verdict head on the same claims;
     write a config 'score' takes. Labels: gold if LABELED has them, else the reviews (if given) and the judge's
     verdicts with verified quotes on the other claims."""
+    from groundjudge.checker.head import claim_key
     from groundjudge.config import Config
     from groundjudge.io.reports import is_report_file
     from groundjudge.io.tables import input_rows
     from groundjudge.learn.calibrate import (
+        crossfit_raw,
         fit_calibration_head,
         fit_thresholds,
         score_for_fitting,
@@ -136,6 +138,8 @@ def calibrate_command(
         fit = fit_thresholds(ent, con, gold, target=target, min_decided=min_decided, unsupported=unsupported)
     except InputError as exc:  # labels of one kind: nothing can be measured, nothing is stored
         raise fail(str(exc)) from exc
+    # the raw thresholds' numbers to expect on new rows: in-sample, a fit measured on its own claims says too much
+    expect = crossfit_raw(results, labels, [claim_key(t) for t in texts], target, min_decided, unsupported)
     fitted: VerdictHead | None = None
     if head:
         try:
@@ -179,10 +183,13 @@ def calibrate_command(
     head_json = None
     if fitted is not None:
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
-    typer.echo(json.dumps(_fit_line(fit, fitted, head_json, out=out, target=target, taught=taught)))
+    typer.echo(json.dumps(_fit_line(fit, fitted, head_json, expect, out=out, target=target, taught=taught)))
+    escalation = expect["escalation_rate"]
     err.print(
         f"Raw thresholds (on the entailment, in-sample): NLI decides {fit.decided} of {fit.n} claims locally "
-        f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%."
+        f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%. To expect on "
+        f"new rows (cross-fitted): escalation {'-' if escalation is None else f'{100 * escalation:.1f}%'} at local "
+        f"precision {_precision(expect)}."
         + ("" if head_json is None else " " + _head_line(head_json))
         + (f" Wrote {out}" + (" (with the head and its thresholds)." if fitted else ".") if out is not None else "")
         + ("" if out is not None else " No config written (pass --out FILE to keep it for 'score --config')."),
@@ -274,6 +281,7 @@ def _fit_line(
     fit: Any,
     head: VerdictHead | None,
     head_json: dict[str, Any] | None,
+    expect: dict[str, Any],
     *,
     out: Path | None,
     target: float,
@@ -281,8 +289,9 @@ def _fit_line(
 ) -> dict[str, Any]:
     """calibrate's JSON line: first what the config holds and how it was measured (a head's thresholds on its
     probability, out of fold; else the raw thresholds on the entailment, in-sample), then the raw fit, marked
-    in-sample. It led with the raw in-sample numbers (precision 1.0) while the config held the head's."""
-    raw = {**fit.as_dict(), "measured": "in-sample"}
+    in-sample, with ``expect``: the raw thresholds' cross-fitted numbers (what they should do on new rows). It led
+    with the raw in-sample numbers (precision 1.0) while the config held the head's."""
+    raw = {**fit.as_dict(), "measured": "in-sample", "expected": expect}
     if head is not None and head_json is not None:
         cascade = head.thresholds["cascade"]
         oof = head_json["out_of_fold"]
@@ -302,9 +311,10 @@ def _fit_line(
             "in_force": "thresholds",
             "scale": "entailment",
             **{k: raw[k] for k in ("t_support", "t_contradict", "t_unsupported")},
-            "measured": "in-sample",
-            "local_precision": raw["local_precision"],
-            "escalation_rate": raw["escalation_rate"],
+            "measured": "cross-fitted",
+            "local_precision": expect["local_precision"],
+            "local_precision_ci": expect["local_precision_ci"],
+            "escalation_rate": expect["escalation_rate"],
         }
     return {
         "config": None if out is None else str(out),

@@ -298,6 +298,7 @@ def measure(nli: Sequence[ClaimNLI], labels: Sequence[str], profile: dict[str, L
         "escalation_rate": round(1 - len(decided) / len(labels), 4) if labels else None,
         "local_precision": round(correct / len(decided), 4) if decided else None,
         "local_decided": len(decided),
+        "local_right": correct,
         "contradiction_precision": round(hits / len(called), 4) if called else None,
         "contradiction_recall": round(hits / n_contra, 4) if n_contra else None,
         "contradictions_called": len(called),
@@ -512,6 +513,10 @@ def balanced_cut(scores: Sequence[float], supported: Sequence[bool]) -> float:
 CROSSFIT_REPEATS = 10
 
 
+Fitter = Callable[[Sequence[ClaimNLI], Sequence[str]], dict[str, LocalThresholds]]
+"""Thresholds of both modes (``{"cascade": ..., "nli": ...}``) fitted on scored claims and their labels."""
+
+
 def crossfit_measure_scores(
     nli: Sequence[ClaimNLI],
     labels: Sequence[str],
@@ -519,17 +524,18 @@ def crossfit_measure_scores(
     rule: CutoffRule = CutoffRule(),
     seed: int = 0,
     repeats: int = CROSSFIT_REPEATS,
+    fit: Fitter | None = None,
 ) -> dict[str, Any]:
     """:func:`measure` with thresholds that never saw the rows they are measured on: the claims are cut in two
     halves by ``groups`` (claim text), thresholds fitted on each half are measured on the other, and the two are
     pooled (rates weighted by size); ``repeats`` such cuts, each seeded, pooled alike. These are the numbers to
     expect of thresholds on new rows; ``local_precision_ci`` is where their local precision should land there
-    (:func:`pooled_measure`)."""
+    (:func:`pooled_measure`). ``fit``: how thresholds are fitted (default :func:`fit_profile` with ``rule``)."""
     cuts = []
     for r in range(max(1, repeats)):
         fold = claim_folds(groups, 2, seed + 1 + r)
         cuts.append([[i for i, f in enumerate(fold) if f == side] for side in (0, 1)])
-    return pooled_measure(nli, labels, cuts, rule)
+    return pooled_measure(nli, labels, cuts, rule, fit)
 
 
 def pooled_measure(
@@ -537,21 +543,24 @@ def pooled_measure(
     labels: Sequence[str],
     cuts: Sequence[Sequence[Sequence[int]]],
     rule: CutoffRule,
+    fitter: Fitter | None = None,
 ) -> dict[str, Any]:
     """Thresholds fitted on each half (row indices) of each cut into two halves, measured on the other half, pooled
     by size.
 
-    ``local_precision_ci``: where the local precision of thresholds fitted on all these claims should land on new
-    rows: the pooled local precision with the wider of two 95% spreads around it, the Wilson interval of one cut's
-    local calls (how much a count of that many calls moves), and 1.96 standard deviations of the halves' own
-    precisions over sqrt 2 (each half's number is a fit on half the claims measured on the other half, so it moves
-    with the fit as well as with the count; a fit on twice the claims moves about half as much in variance). On the
-    dev files (``benchmarks/tune.py --sizes``: fits on 200-1,000 claims, measured on the claims no fit saw) it held
-    the precision reached in 90-95% of fits; the Wilson interval alone in 67-85%. None with fewer than two measured
-    halves."""
+    ``local_precision``: the right local calls of every half over its local calls. ``local_precision_ci``: where
+    the local precision of thresholds fitted on all these claims should land on new rows: the union of two 95%
+    spreads around it, the Wilson interval of one cut's local calls (how much a count of that many calls moves) and
+    1.96 standard deviations of the halves' own precisions over sqrt 2 (each half's number moves with its fit as well
+    as with its count). The sqrt 2 rests on measurement, not on a derivation: on the dev files
+    (``benchmarks/tune.py --sizes``: fits on 200-1,000 labelled rows, measured on the rows no fit saw) the interval
+    held the precision reached in 90-100% of fits per setting (94-95% overall); the Wilson interval alone in 70-85%,
+    the spread without the sqrt 2 in 90-100% at a third more width. None with fewer than two halves that made a local
+    call."""
 
     def fit(rows: Sequence[int]) -> dict[str, LocalThresholds]:
-        return fit_profile([nli[i] for i in rows], [labels[i] for i in rows], rule)
+        part, gold = [nli[i] for i in rows], [labels[i] for i in rows]
+        return fit_profile(part, gold, rule) if fitter is None else fitter(part, gold)
 
     if not any(all(halves) for halves in cuts):
         return measure(nli, labels, fit(range(len(nli))))
@@ -564,31 +573,64 @@ def pooled_measure(
             results.append(measure([nli[i] for i in measure_on], [labels[i] for i in measure_on], profile))
     n = sum(r["n"] for r in results)
     pooled: dict[str, Any] = {"n": n // (len(results) // 2), "crossfit": True, "cuts": len(results) // 2}
-    for key in (
-        "nli_balanced_accuracy",
-        "escalation_rate",
-        "local_precision",
-        "contradiction_precision",
-        "contradiction_recall",
-    ):
+    for key in ("nli_balanced_accuracy", "escalation_rate", "contradiction_precision", "contradiction_recall"):
         values = [(r[key], r["n"]) for r in results if r[key] is not None]
         pooled[key] = round(sum(v * m for v, m in values) / sum(m for _, m in values), 4) if values else None
     cuts_made = len(results) // 2
-    pooled["local_decided"] = round(sum(r["local_decided"] for r in results) / cuts_made)
+    decided, right = sum(r["local_decided"] for r in results), sum(r["local_right"] for r in results)
+    pooled["local_precision"] = round(right / decided, 4) if decided else None  # right of the calls made
+    pooled["local_decided"] = round(decided / cuts_made)  # the calls one cut makes over all n claims
+    pooled["local_right"] = round(right / cuts_made)
     pooled["contradictions_called"] = round(sum(r["contradictions_called"] for r in results) / cuts_made)
-    pooled["local_precision_ci"] = _precision_spread(pooled["local_precision"], pooled["local_decided"], results)
+    pooled["local_precision_ci"] = _precision_spread(right / cuts_made, decided / cuts_made, results)
     return pooled
 
 
-def _precision_spread(value: float | None, decided: int, halves: Sequence[dict[str, Any]]) -> list[float] | None:
-    """:func:`pooled_measure`'s interval of the local precision ``value`` (see there)."""
+def _precision_spread(right: float, decided: float, halves: Sequence[dict[str, Any]]) -> list[float] | None:
+    """:func:`pooled_measure`'s interval of the local precision ``right / decided`` (one cut's calls, the mean over
+    the cuts; see there)."""
     precisions = [r["local_precision"] for r in halves if r["local_precision"] is not None]
-    if value is None or len(precisions) < 2:
+    if not decided or len(precisions) < 2:
         return None
-    count = wilson(round(value * decided), decided)
+    value = right / decided
+    calls = max(1, round(decided))
+    count = wilson(min(calls, round(value * calls)), calls)
     assert count.lo is not None and count.hi is not None
     half = z_value() * float(np.std(precisions, ddof=1)) / math.sqrt(2)
-    return [round(max(0.0, min(count.lo, value - half)), 4), round(min(1.0, max(count.hi, value + half)), 4)]
+    lo, hi = min(count.lo, value - half), max(count.hi, value + half)
+    return [round(max(0.0, min(lo, value)), 4), round(min(1.0, max(hi, value)), 4)]
+
+
+def crossfit_raw(
+    results: Sequence[ClaimNLI],
+    labels: Sequence[str],
+    groups: Sequence[str],
+    target: float,
+    min_decided: int = 10,
+    unsupported: bool = True,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """What to expect on new rows of the raw cascade thresholds :func:`fit_thresholds` fits (calibrate without a
+    head): :func:`crossfit_measure_scores` with that fitter; a half whose labels are all of one kind decides nothing.
+    Its escalation, local precision and interval only (the nli mode's line is not what calibrate fits here)."""
+
+    def fit(part: Sequence[ClaimNLI], gold: Sequence[str]) -> dict[str, LocalThresholds]:
+        try:
+            local = fit_thresholds(
+                [x.entailment for x in part],
+                [x.contradiction for x in part],
+                [g == "SUPPORTED" for g in gold],
+                target=target,
+                min_decided=min_decided,
+                unsupported=unsupported,
+            ).local
+        except InputError:
+            local = LocalThresholds(t_support=None, t_contradict=None)
+        return {"cascade": local, "nli": local}
+
+    m = crossfit_measure_scores(results, labels, groups, seed=seed, fit=fit)
+    keep = ("n", "cuts", "escalation_rate", "local_precision", "local_precision_ci", "local_decided", "local_right")
+    return {"measured": "cross-fitted", **{k: m.get(k) for k in keep}}
 
 
 def head_scored(results: Sequence[ClaimNLI], probabilities: Sequence[float]) -> list[ClaimNLI]:

@@ -76,6 +76,10 @@ def test_calibrate_writes_no_config_unasked_and_targets_the_readmes_precision(
     fit = json.loads(next(x for x in result.stdout.splitlines() if x.startswith("{")))
     assert fit["config"] is None and fit["target"] == 0.9  # the README's --target 0.9; it was 0.95
     assert "No config written (pass --out FILE" in flat(result.stderr)
+    # issue 33: without a head the numbers to expect are the raw thresholds' cross-fitted ones, never in-sample
+    assert fit["in_force"] == "thresholds" and fit["measured"] == "cross-fitted"
+    assert fit["raw"]["measured"] == "in-sample" and fit["raw"]["expected"]["cuts"] == 10
+    assert "To expect on new rows (cross-fitted): escalation" in flat(result.stderr)
     pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]  # the README and the manual
     readme = "\n".join(p.read_text() for p in pages)
     assert all("--target 0.9 " in line for line in readme.splitlines() if "groundjudge calibrate " in line)

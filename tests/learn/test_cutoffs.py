@@ -330,15 +330,18 @@ def test_the_interval_to_expect_holds_the_precision_reached_on_new_rows() -> Non
     """Issue 33 ("report each number with its interval"): calibrate and tune say what local precision to expect of
     the stored cut-offs on new rows, with an interval. A fit on 200 labelled claims lands several points either side
     of its target, so the count of one cross-fit's local calls (a Wilson interval) is too narrow: on the dev files
-    it held where a fit lands in 67-85% of fits (``benchmarks/tune.py --sizes``). Here: 80 labelled samples of 200
-    claims, each fitted as calibrate fits, measured on 4,000 new claims of the same kind; the interval must hold
-    the precision reached in at least 95% of them (it held 80 of 80 when written; the Wilson interval alone 72)."""
+    it held where a fit lands in 70-85% of fits (``benchmarks/tune.py --sizes``). Here: 80 labelled samples of 200
+    claims, each fitted as calibrate fits, measured on 4,000 new claims of the same kind. The interval must hold the
+    precision reached in at least 90% of them (74 of 80 when written, 92.5%; 150 draws on 20,000 new claims: 95.3%;
+    the Wilson interval alone: 64 of 80) and stay useful: at most 0.2 wide on average (0.16 when written; [0, 1], or
+    three times the spread, would pass the first test alone)."""
     from groundjudge.learn.calibrate import crossfit_measure_scores
 
     rng = random.Random(7)
     new_nli, new_labels = _overlapping_claims(4000, rng)
     rule = CutoffRule(target=0.9)
     held = measured = 0
+    widths = []
     for draw in range(80):
         nli, labels = _overlapping_claims(200, rng)
         told = crossfit_measure_scores(nli, labels, [f"{draw}-{i}" for i in range(len(nli))], rule, seed=draw)
@@ -347,9 +350,11 @@ def test_the_interval_to_expect_holds_the_precision_reached_on_new_rows() -> Non
             continue
         lo, hi = told["local_precision_ci"]
         assert lo <= told["local_precision"] <= hi and told["cuts"] == 10 and told["n"] == 200
+        assert 0 < told["local_right"] <= told["local_decided"] <= 200  # one cut's calls, not the sum of ten
         measured += 1
         held += lo <= reached <= hi
-    assert measured >= 76 and held >= 0.95 * measured
+        widths.append(hi - lo)
+    assert measured >= 76 and held >= 0.9 * measured and sum(widths) / len(widths) <= 0.2
 
 
 def test_the_interval_is_never_narrower_than_the_count_of_its_calls() -> None:
@@ -381,3 +386,20 @@ def test_the_interval_is_never_narrower_than_the_count_of_its_calls() -> None:
     s_lo, s_hi = skewed["local_precision_ci"]
     c = wilson(round(skewed["local_precision"] * skewed["local_decided"]), skewed["local_decided"])
     assert s_hi - s_lo > (c.hi - c.lo) + 0.01
+
+
+def test_the_raw_thresholds_numbers_to_expect_survive_a_half_of_one_kind() -> None:
+    """calibrate without a head says what its raw thresholds should do on new rows (cross-fitted with the fitter that
+    made them); a cut whose half holds no SUPPORTED claim (one of 30 here) decides nothing there instead of failing."""
+    from groundjudge.learn.calibrate import crossfit_raw
+
+    rng = random.Random(5)
+    nli, labels = _overlapping_claims(30, rng)
+    labels = ["SUPPORTED" if i == 0 else "UNSUPPORTED" for i in range(30)]
+    out = crossfit_raw(nli, labels, [str(i) for i in range(30)], target=0.9, min_decided=2)
+    assert out["measured"] == "cross-fitted" and out["cuts"] == 10 and out["n"] == 30
+    assert out["local_decided"] is not None and 0 <= out["local_decided"] <= 30
+    many, gold = _overlapping_claims(300, rng)
+    told = crossfit_raw(many, gold, [str(i) for i in range(300)], target=0.9, min_decided=5)
+    lo, hi = told["local_precision_ci"]
+    assert lo <= told["local_precision"] <= hi and told["local_right"] <= told["local_decided"]
