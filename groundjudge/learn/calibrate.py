@@ -548,8 +548,8 @@ def pooled_measure(
     """Thresholds fitted on each half (row indices) of each cut into two halves, measured on the other half, pooled
     by size.
 
-    ``local_precision``: the right local calls of every half over its local calls. ``local_precision_ci``: where
-    the local precision of thresholds fitted on all these claims should land on new rows: the union of two 95%
+    ``local_precision_ci``: where the local precision of thresholds fitted on all these claims should land on new
+    rows: the union of two 95%
     spreads around it, the Wilson interval of one cut's local calls (how much a count of that many calls moves) and
     1.96 standard deviations of the halves' own precisions over sqrt 2 (each half's number moves with its fit as well
     as with its count). The sqrt 2 rests on measurement, not on a derivation: on the dev files
@@ -573,26 +573,31 @@ def pooled_measure(
             results.append(measure([nli[i] for i in measure_on], [labels[i] for i in measure_on], profile))
     n = sum(r["n"] for r in results)
     pooled: dict[str, Any] = {"n": n // (len(results) // 2), "crossfit": True, "cuts": len(results) // 2}
-    for key in ("nli_balanced_accuracy", "escalation_rate", "contradiction_precision", "contradiction_recall"):
+    # each half's rate weighted by its size (the halves are near equal): the local precision is what one fit is
+    # expected to reach, each fit one draw of it; right calls over calls would lean towards the loosest fits
+    for key in (
+        "nli_balanced_accuracy",
+        "escalation_rate",
+        "local_precision",
+        "contradiction_precision",
+        "contradiction_recall",
+    ):
         values = [(r[key], r["n"]) for r in results if r[key] is not None]
         pooled[key] = round(sum(v * m for v, m in values) / sum(m for _, m in values), 4) if values else None
     cuts_made = len(results) // 2
-    decided, right = sum(r["local_decided"] for r in results), sum(r["local_right"] for r in results)
-    pooled["local_precision"] = round(right / decided, 4) if decided else None  # right of the calls made
-    pooled["local_decided"] = round(decided / cuts_made)  # the calls one cut makes over all n claims
-    pooled["local_right"] = round(right / cuts_made)
+    decided = sum(r["local_decided"] for r in results) / cuts_made  # the calls one cut makes over all n claims
+    pooled["local_decided"] = round(decided)
     pooled["contradictions_called"] = round(sum(r["contradictions_called"] for r in results) / cuts_made)
-    pooled["local_precision_ci"] = _precision_spread(right / cuts_made, decided / cuts_made, results)
+    pooled["local_precision_ci"] = _precision_spread(pooled["local_precision"], decided, results)
     return pooled
 
 
-def _precision_spread(right: float, decided: float, halves: Sequence[dict[str, Any]]) -> list[float] | None:
-    """:func:`pooled_measure`'s interval of the local precision ``right / decided`` (one cut's calls, the mean over
-    the cuts; see there)."""
+def _precision_spread(value: float | None, decided: float, halves: Sequence[dict[str, Any]]) -> list[float] | None:
+    """:func:`pooled_measure`'s interval of the local precision ``value`` (``decided``: one cut's calls, the mean
+    over the cuts; see there)."""
     precisions = [r["local_precision"] for r in halves if r["local_precision"] is not None]
-    if not decided or len(precisions) < 2:
+    if value is None or not decided or len(precisions) < 2:
         return None
-    value = right / decided
     calls = max(1, round(decided))
     count = wilson(min(calls, round(value * calls)), calls)
     assert count.lo is not None and count.hi is not None
@@ -629,7 +634,7 @@ def crossfit_raw(
         return {"cascade": local, "nli": local}
 
     m = crossfit_measure_scores(results, labels, groups, seed=seed, fit=fit)
-    keep = ("n", "cuts", "escalation_rate", "local_precision", "local_precision_ci", "local_decided", "local_right")
+    keep = ("n", "cuts", "escalation_rate", "local_precision", "local_precision_ci", "local_decided")
     return {"measured": "cross-fitted", **{k: m.get(k) for k in keep}}
 
 
