@@ -643,9 +643,15 @@ def _save_base(base_model: NLIModel, out: Path) -> None:
     base_model.tokenizer.save_pretrained(str(out))
 
 
+# how build_pairs chooses premises: part of the run key, so that a checkpoint trained on pairs chosen another way is
+# never resumed by a later version (change it with the rule). Premises from the plan's pieces (sentence windows and
+# passages) were tried on 2026-11-28 and not kept: docs/benchmarks/tuning.md
+PAIRS_RULE = "short context whole, else BM25 top-k passages; base-chosen"
+
+
 def _run_key(paths: Sequence[Path], base: str, settings: TuneSettings) -> str:
     weights = {k: v for k, v in asdict(settings).items() if k not in _NOT_IN_RUN_KEY}
-    h = hashlib.sha256(json.dumps([base, weights], sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps([base, weights, PAIRS_RULE], sort_keys=True).encode())
     for p in paths:
         h.update(p.name.encode())
         h.update(hashlib.sha256(p.read_bytes()).digest())

@@ -532,3 +532,19 @@ def test_train_called_alone_refuses_what_tune_refuses(tmp_path: Path, tiny: str)
     (templated / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "template": "{premise} || {hypothesis}"}))
     with pytest.raises(ConfigError, match="through a template"):
         train(str(templated), [TrainPair("a b c", "a b", "SUPPORTED")], tmp_path / "out", FAST)
+
+
+def test_a_run_whose_pairs_were_chosen_another_way_is_not_resumed(
+    tmp_path: Path, tiny: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run key holds how the premises are chosen (``PAIRS_RULE``): a checkpoint whose training pairs another
+    version chose (say, before a change of how they are chosen) is refused, not resumed with stale pairs."""
+    import groundjudge.learn.tune as tune_module
+
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    tune([data], tiny, out, FAST, device="cpu")
+    tune([data], tiny, out, FAST, device="cpu")  # the same run: resumed (finished), not refused
+    monkeypatch.setattr(tune_module, "PAIRS_RULE", "passages alone")
+    with pytest.raises(ConfigError, match="holds no checkpoint of this run"):
+        tune([data], tiny, out, FAST, device="cpu")
