@@ -179,7 +179,7 @@ def calibrate_command(
             "reviews": str(reviews) if reviews else None,
             "labels": taught,
         }
-        _save_to_model(nli_model, fit, fitted, meta)
+        _save_to_model(nli_model, fit, fitted, {**meta, "expected": expect})
     head_json = None
     if fitted is not None:
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
@@ -288,9 +288,9 @@ def _fit_line(
     taught: Any,
 ) -> dict[str, Any]:
     """calibrate's JSON line: first what the config holds and how it was measured (a head's thresholds on its
-    probability, out of fold; else the raw thresholds on the entailment, in-sample), then the raw fit, marked
-    in-sample, with ``expect``: the raw thresholds' cross-fitted numbers (what they should do on new rows). It led
-    with the raw in-sample numbers (precision 1.0) while the config held the head's."""
+    probability, out of fold; else the raw thresholds on the entailment, cross-fitted: ``expect``), then the raw fit,
+    marked in-sample, with ``expect`` beside it. It led with the raw in-sample numbers (precision 1.0) while the
+    config held the head's."""
     raw = {**fit.as_dict(), "measured": "in-sample", "expected": expect}
     if head is not None and head_json is not None:
         cascade = head.thresholds["cascade"]

@@ -85,6 +85,9 @@ def test_calibrate_can_store_its_thresholds_beside_the_model(tmp_path: Path) -> 
     )
     meta = json.loads((model / MODEL_PROFILE_FILE).read_text())["meta"]
     assert meta["n"] == 15 and meta["target"] == 0.6
+    # beside the in-sample numbers, what to expect of the stored thresholds on new rows (cross-fitted)
+    assert meta["measured"] == "in-sample" and meta["expected"]["measured"] == "cross-fitted"
+    assert meta["expected"]["n"] == 15 and meta["expected"]["cuts"] == 10
     missing = CliRunner().invoke(app, [*args[:-4], "--nli-model", "no/such-hub-model", "--save-to-model"])
     assert missing.exit_code == 2
 
