@@ -185,11 +185,15 @@ def calibrate_command(
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
     typer.echo(json.dumps(_fit_line(fit, fitted, head_json, expect, out=out, target=target, taught=taught)))
     escalation = expect["escalation_rate"]
+    expected = (
+        f"To expect on new rows ({expect['measured']}): escalation "
+        f"{'-' if escalation is None else f'{100 * escalation:.1f}%'} at local precision {_precision(expect)}."
+        if expect["measured"] == "cross-fitted"
+        else f"What to expect on new rows is {expect['measured']}."
+    )
     err.print(
         f"Raw thresholds (on the entailment, in-sample): NLI decides {fit.decided} of {fit.n} claims locally "
-        f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%. To expect on "
-        f"new rows (cross-fitted): escalation {'-' if escalation is None else f'{100 * escalation:.1f}%'} at local "
-        f"precision {_precision(expect)}."
+        f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%. {expected}"
         + ("" if head_json is None else " " + _head_line(head_json))
         + (f" Wrote {out}" + (" (with the head and its thresholds)." if fitted else ".") if out is not None else "")
         + ("" if out is not None else " No config written (pass --out FILE to keep it for 'score --config')."),
@@ -311,7 +315,7 @@ def _fit_line(
             "in_force": "thresholds",
             "scale": "entailment",
             **{k: raw[k] for k in ("t_support", "t_contradict", "t_unsupported")},
-            "measured": "cross-fitted",
+            "measured": expect["measured"],
             "local_precision": expect["local_precision"],
             "local_precision_ci": expect["local_precision_ci"],
             "escalation_rate": expect["escalation_rate"],

@@ -635,6 +635,8 @@ def crossfit_raw(
 
     m = crossfit_measure_scores(results, labels, groups, seed=seed, fit=fit)
     keep = ("n", "cuts", "escalation_rate", "local_precision", "local_precision_ci", "local_decided")
+    if not m.get("crossfit"):  # one claim text: no cut keeps it on one side, and in-sample numbers are no forecast
+        return {"measured": "not measured: every row has the same claim text", **{k: None for k in keep}}
     return {"measured": "cross-fitted", **{k: m.get(k) for k in keep}}
 
 

@@ -403,3 +403,15 @@ def test_the_raw_thresholds_numbers_to_expect_survive_a_half_of_one_kind() -> No
     told = crossfit_raw(many, gold, [str(i) for i in range(300)], target=0.9, min_decided=5)
     lo, hi = told["local_precision_ci"]
     assert lo <= told["local_precision"] <= hi and told["local_decided"] <= 300
+
+
+def test_rows_of_one_claim_text_give_no_forecast_dressed_as_one() -> None:
+    """Rows that all share one claim text cannot be cut by claim text: crossfit_raw says so and gives no numbers,
+    instead of in-sample numbers labelled cross-fitted."""
+    from groundjudge.learn.calibrate import crossfit_raw
+
+    nli, _ = _overlapping_claims(20, random.Random(2))
+    labels = ["SUPPORTED" if i % 2 else "UNSUPPORTED" for i in range(20)]
+    out = crossfit_raw(nli, labels, ["the same claim"] * 20, target=0.9, min_decided=2)
+    assert out["measured"].startswith("not measured") and out["local_precision"] is None
+    assert out["escalation_rate"] is None and out["local_precision_ci"] is None
