@@ -184,6 +184,13 @@ def calibrate_command(
     if fitted is not None:
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
     typer.echo(json.dumps(_fit_line(fit, fitted, head_json, expect, out=out, target=target, taught=taught)))
+    _say_fit(fit, expect, head_json, out, with_head=fitted is not None)
+
+
+def _say_fit(
+    fit: Any, expect: dict[str, Any], head_json: dict[str, Any] | None, out: Path | None, *, with_head: bool
+) -> None:
+    """The calibrate summary on stderr: the raw thresholds in-sample, what to expect of them on new rows, the head."""
     escalation = expect["escalation_rate"]
     expected = (
         f"To expect on new rows ({expect['measured']}): escalation "
@@ -191,12 +198,12 @@ def calibrate_command(
         if expect["measured"] == "cross-fitted"
         else f"What to expect on new rows is {expect['measured']}."
     )
+    wrote = f" Wrote {out}" + (" (with the head and its thresholds)." if with_head else ".")
     err.print(
         f"Raw thresholds (on the entailment, in-sample): NLI decides {fit.decided} of {fit.n} claims locally "
         f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%. {expected}"
         + ("" if head_json is None else " " + _head_line(head_json))
-        + (f" Wrote {out}" + (" (with the head and its thresholds)." if fitted else ".") if out is not None else "")
-        + ("" if out is not None else " No config written (pass --out FILE to keep it for 'score --config')."),
+        + (wrote if out is not None else " No config written (pass --out FILE to keep it for 'score --config')."),
         highlight=False,
     )
 
