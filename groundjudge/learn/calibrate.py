@@ -589,6 +589,19 @@ def pooled_measure(
     pooled["local_decided"] = round(decided)
     pooled["contradictions_called"] = round(sum(r["contradictions_called"] for r in results) / cuts_made)
     pooled["local_precision_ci"] = _precision_spread(pooled["local_precision"], decided, results)
+    whole = fit(range(len(nli)))["cascade"]
+    if whole.t_support is None and whole.t_contradict is None and whole.t_unsupported is None:
+        # the cut-offs fitted on all the claims (those stored) decide nothing: on new rows every claim goes to the
+        # judge, whatever the halves' own fits decided (they are a forecast of the fit, and this fit is known)
+        pooled.update(
+            escalation_rate=1.0,
+            local_precision=None,
+            local_precision_ci=None,
+            local_decided=0,
+            contradiction_precision=None,
+            contradictions_called=0,
+            contradiction_recall=0.0 if any(g == "CONTRADICTED" for g in labels) else None,
+        )
     return pooled
 
 

@@ -415,3 +415,26 @@ def test_rows_of_one_claim_text_give_no_forecast_dressed_as_one() -> None:
     out = crossfit_raw(nli, labels, ["the same claim"] * 20, target=0.9, min_decided=2)
     assert out["measured"].startswith("not measured") and out["local_precision"] is None
     assert out["escalation_rate"] is None and out["local_precision_ci"] is None
+
+
+def test_thresholds_that_decide_nothing_are_not_forecast_to_decide_on_new_rows() -> None:
+    """Where the cut-offs fitted on all the labelled claims (the ones calibrate stores: "never") decide nothing,
+    every new row goes to the judge, whatever the halves' own fits would have decided: the numbers to expect say
+    escalation 100% and no local precision, not the halves' (here 79-88% escalation at ~0.85 precision, printed
+    beside a config that decides nothing)."""
+    from groundjudge.learn.calibrate import crossfit_measure_scores, crossfit_raw
+
+    nli, labels = _overlapping_claims(120, random.Random(19))
+    groups = [str(i) for i in range(len(nli))]
+    whole = fit_thresholds(
+        [x.entailment for x in nli], [x.contradiction for x in nli], [g == "SUPPORTED" for g in labels], 0.95, 10
+    )
+    assert whole.decided == 0  # the stored thresholds: none reached the target
+    raw = crossfit_raw(nli, labels, groups, target=0.95, min_decided=10)
+    assert raw["escalation_rate"] == 1.0 and raw["local_precision"] is None and raw["local_precision_ci"] is None
+    assert raw["local_decided"] == 0
+    rule = CutoffRule(target=0.95)
+    assert measure(nli, labels, fit_profile(nli, labels, rule))["local_decided"] == 0
+    told = crossfit_measure_scores(nli, labels, groups, rule)
+    assert told["escalation_rate"] == 1.0 and told["local_precision"] is None and told["local_decided"] == 0
+    assert told["local_precision_ci"] is None and told["contradictions_called"] == 0
