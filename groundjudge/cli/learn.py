@@ -198,7 +198,7 @@ def _say_fit(
         if expect["measured"] == "cross-fitted"
         else f"What to expect on new rows is {expect['measured']}."
     )
-    wrote = f" Wrote {out}" + (" (with the head and its thresholds)." if with_head else ".")
+    wrote = f" Wrote {escape(str(out))}" + (" (with the head and its thresholds)." if with_head else ".")
     err.print(
         f"Raw thresholds (on the entailment, in-sample): NLI decides {fit.decided} of {fit.n} claims locally "
         f"(precision {_num(fit.local_precision)}); escalation rate {100 * fit.escalation_rate:.1f}%. {expected}"

@@ -88,6 +88,19 @@ def test_calibrate_writes_no_config_unasked_and_targets_the_readmes_precision(
     assert f"Wrote {tmp_path / 'cfg.json'}" in flat(written.stderr)
 
 
+def test_calibrate_names_the_config_it_wrote_whatever_brackets_its_path_holds(tmp_path: Path, tiny: Path) -> None:
+    """A path is text, not console markup: '[bold]' in it was swallowed (the summary named another file), and a
+    folder named '[/red]' stopped calibrate with a MarkupError traceback after the config was written."""
+    rows = write_jsonl(tmp_path / "labelled.jsonl", gold_rows())
+    args = [str(rows), "--nli-model", str(tiny), "--cache-dir", str(tmp_path / "c"), "--no-head", "--min-decided", "2"]
+    folder = tmp_path / "d[" / "red]"
+    folder.mkdir(parents=True)
+    for out in (tmp_path / "[bold]cfg.json", folder / "cfg.json"):  # the second: ".../d[/red]/cfg.json"
+        written = runner.invoke(app, ["calibrate", *args, "--out", str(out)])
+        assert written.exit_code == 0, written.output
+        assert json.loads(out.read_text()) and f"Wrote {out}" in flat(written.stderr)
+
+
 def _scored(tmp_path: Path) -> Path:
     """Two reports: one that passed cleanly, one flagged (FAIL)."""
     from groundjudge.models import AnswerReport, Scores
