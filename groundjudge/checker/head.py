@@ -312,7 +312,8 @@ def fit_head(
     ``folds`` folds disjoint by ``groups`` (claim text), then the final weights on every row.
 
     Raises:
-        ValueError: too few claims, or too few of either class, to fit and validate a head.
+        ValueError: too few claims, too few of either class, or claims of fewer than two texts, to fit and validate
+            a head.
     """
     x = np.asarray(features, dtype=np.float64)
     y = np.asarray(supported, dtype=np.float64)
@@ -324,7 +325,15 @@ def fit_head(
         )
     if x.ndim != 2 or x.shape[0] != len(y) or not np.isfinite(x).all():
         raise ArgumentError("features must be one finite row per label")
-    k = max(2, min(folds, len(set(groups))))
+    if len(groups) != len(y):
+        raise ArgumentError(f"one group (claim text) per label: got {len(groups)} groups for {len(y)} labels")
+    texts = len(set(groups))
+    if texts < 2:  # one fold would hold every claim and another none: nothing is measured out of fold
+        raise ArgumentError(
+            f"a verdict head is measured on claims it never saw, in folds by claim text: it needs claims of at "
+            f"least 2 different texts; these {len(y)} claims have {texts}"
+        )
+    k = max(2, min(folds, texts))
     fold = np.asarray(claim_folds(groups, k, seed))
     losses: dict[str, float] = {}
     oof_by_l2: dict[float, np.ndarray] = {}

@@ -68,12 +68,15 @@ def write_model_profile(
     model_dir: str | Path, profile: dict[str, LocalThresholds], meta: dict[str, object] | None = None
 ) -> Path:
     """Store thresholds per mode (``nli``, ``cascade``) beside a model's weights, with how they were measured."""
+    return _update_model_file(model_dir, {"thresholds": _per_mode(profile), "meta": meta or {}})
+
+
+def _per_mode(profile: dict[str, LocalThresholds]) -> dict[str, Any]:
+    """A profile as the file holds it; a mode other than nli or cascade is a ConfigError."""
     unknown = set(profile) - {"nli", "cascade"}
     if unknown:
         raise ConfigError(f"model profile modes must be nli or cascade, not {sorted(unknown)}")
-    return _update_model_file(
-        model_dir, {"thresholds": {mode: t.model_dump() for mode, t in profile.items()}, "meta": meta or {}}
-    )
+    return {mode: t.model_dump() for mode, t in profile.items()}
 
 
 def _update_model_file(model_dir: str | Path, changes: dict[str, Any]) -> Path:
@@ -117,6 +120,24 @@ def read_model_head(model_dir: str | Path) -> dict[str, Any] | None:
         return dict(head)
     except (OSError, ValueError, TypeError, ValidationError) as exc:
         raise ConfigError(f"verdict head in {path}: {exc}") from exc
+
+
+def write_model_fit(
+    model_dir: str | Path,
+    profile: dict[str, LocalThresholds],
+    meta: dict[str, object],
+    head: dict[str, Any] | None,
+) -> Path:
+    """Store a calibration beside a model's weights in one write: the thresholds per mode, how they were measured,
+    and the verdict head fitted with them (None: none, and one stored before is removed, or it would override these
+    thresholds). One write, so a failure (a value JSON cannot hold, a full disk) leaves the file as it was, never
+    new thresholds beside an old head.
+
+    Raises:
+        ConfigError: a mode other than nli or cascade.
+        ValueError: a value JSON cannot hold (NaN, infinity); nothing is written.
+    """
+    return _update_model_file(model_dir, {"thresholds": _per_mode(profile), "meta": meta, "head": head})
 
 
 def write_model_head(model_dir: str | Path, head: dict[str, Any] | None) -> Path:

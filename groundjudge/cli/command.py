@@ -31,11 +31,18 @@ class Command(TyperCommand):
 
     def invoke(self, ctx: Any) -> Any:
         """Run the command; a :class:`GroundjudgeError` it raises is a message and exit 2 (run stops that have their
-        own codes are handled by the command, before they get here)."""
+        own codes are handled by the command, before they get here), and so is a file the system refused (an OUT in
+        a folder that does not exist, one not writable, a folder where a file should be): the path and why, not a
+        traceback."""
         try:
             return super().invoke(ctx)
         except GroundjudgeError as exc:
             raise fail(str(exc)) from exc
+        except OSError as exc:
+            if exc.filename is None:  # not a path's error (a socket, a device): a defect, shown as one
+                raise
+            where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+            raise fail(f"{where}: {exc.strerror or exc}") from exc
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         """Print the help (see the module)."""

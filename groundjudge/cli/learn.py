@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from groundjudge.atomic import atomic_write_text
 from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
 from groundjudge.cli.common import err, fail, human_console, load_reports, print_table
-from groundjudge.cli.options import CacheDir, NliModel, Overwrite, ShowProgress
+from groundjudge.cli.options import CacheDir, NliModel, Overwrite, ShowProgress, file_to_write, target_option
 from groundjudge.errors import GroundjudgeError, InputError
 from groundjudge.learn.tune import STATE_DIR, TuneSettings, tune
 
@@ -30,6 +31,7 @@ CONFIG_OUT = typer.Option(
     "--out",
     "-o",
     help="Config file to write (JSON, for 'score --config'); without it the fit is shown and no file is written.",
+    callback=file_to_write,
 )
 CALIBRATE_REVIEWS = typer.Option(
     help="Reviewer decisions (JSONL from the review page) on the claims of LABELED, a 'score' OUT; without gold "
@@ -51,14 +53,15 @@ CALIBRATE_HEAD = typer.Option(
 def calibrate_command(
     labeled: Annotated[Path, LABELED],
     out: Annotated[Path | None, CONFIG_OUT] = None,
-    target: Annotated[float, typer.Option(help="Precision the NLI-decided verdicts must reach.")] = 0.9,
-    min_decided: Annotated[int, typer.Option(help="Fewest claims a threshold may rest on.")] = 10,
+    target: Annotated[float, target_option("Precision the NLI-decided verdicts must reach.")] = 0.9,
+    min_decided: Annotated[int, typer.Option(min=1, help="Fewest claims a threshold may rest on.")] = 10,
     unsupported: Annotated[bool, typer.Option("--unsupported/--no-unsupported", help="Also fit t_unsupported.")] = True,
     nli_model: NliModel = None,
     cache_dir: CacheDir = None,
     reviews: Annotated[Path | None, CALIBRATE_REVIEWS] = None,
     reliability: Annotated[
-        Path | None, typer.Option(help="Write a reliability diagram of the NLI entailment (.html or .svg).")
+        Path | None,
+        typer.Option(help="Write a reliability diagram of the NLI entailment (.html or .svg).", callback=file_to_write),
     ] = None,
     bins: Annotated[int, typer.Option(help="Bins of the reliability diagram.", min=2, max=50)] = 10,
     save_to_model: Annotated[bool, SAVE_TO_MODEL] = False,
@@ -170,8 +173,8 @@ def calibrate_command(
     written: dict[str, Any] = {"head": fitted.model_dump()} if fitted else {**fit.config_values(), "use_head": False}
     if nli_model:
         written["nli_model"] = nli_model
-    if out is not None:
-        out.write_text(json.dumps(written, indent=2) + "\n")
+    if out is not None:  # whole or not at all; a value JSON cannot hold (NaN) is a defect, never a file
+        atomic_write_text(out, json.dumps(written, indent=2, allow_nan=False) + "\n")
     if save_to_model:
         meta = {
             "source": str(labeled),
@@ -259,7 +262,7 @@ def _write_reliability(path: Path, entailment: list[float], gold: list[bool], bi
 def _save_to_model(nli_model: str | None, fit: Any, fitted: VerdictHead | None, meta: dict[str, Any]) -> None:
     """``calibrate --save-to-model``: the cascade thresholds (and the head, if one was fitted) beside the weights."""
     from groundjudge.checker.nli import resolve_model_name
-    from groundjudge.checker.profile import read_model_head, write_model_head, write_model_profile
+    from groundjudge.checker.profile import read_model_head, write_model_fit
 
     model_dir = Path(resolve_model_name(nli_model))
     if not model_dir.is_dir():
@@ -271,14 +274,12 @@ def _save_to_model(nli_model: str | None, fit: Any, fitted: VerdictHead | None, 
         "local_precision": fit.local_precision,
         "escalation_rate": fit.escalation_rate,
     }
-    try:
-        saved = write_model_profile(model_dir, {"cascade": fit.local}, meta)
-        # without a new head, an older one stored there would override the thresholds just stored: removed
-        stale = fitted is None and read_model_head(model_dir) is not None
-        if fitted is not None or stale:
-            write_model_head(model_dir, fitted.model_dump() if fitted else None)
-    except (GroundjudgeError, OSError) as exc:
-        raise fail(f"could not store the thresholds beside {model_dir}: {exc}") from exc
+    # without a new head, an older one stored there would override the thresholds just stored: removed
+    stale = fitted is None and read_model_head(model_dir) is not None
+    try:  # one write: thresholds, meta and head together, or nothing
+        saved = write_model_fit(model_dir, {"cascade": fit.local}, meta, fitted.model_dump() if fitted else None)
+    except (GroundjudgeError, OSError, ValueError) as exc:
+        raise fail(f"could not store the thresholds beside {model_dir} (nothing there was changed): {exc}") from exc
     if fitted is not None:
         said = f"stored the cascade thresholds and the verdict head in {saved} (the head's thresholds are in force)"
     else:
@@ -376,7 +377,7 @@ def tune_command(
     ] = TuneSettings.distill,
     l2sp: Annotated[float, typer.Option(help="Weight of the pull towards the base weights (L2-SP).")] = 0.0,
     holdout: Annotated[float, typer.Option(help="Share of claims held out for calibration and the report.")] = 0.2,
-    target: Annotated[float, typer.Option(help="Precision the cascade's local verdicts must reach.")] = 0.9,
+    target: Annotated[float, target_option("Precision the cascade's local verdicts must reach.")] = 0.9,
     seed: Annotated[int, typer.Option(help="Seed of the held-out split and the training.")] = 0,
     device: Annotated[str | None, typer.Option(help="cuda, mps or cpu [default: best available].")] = None,
     cache_dir: CacheDir = None,
@@ -412,8 +413,8 @@ def tune_command(
         seed=seed,
         head=head,
     )
-    if not 0 < holdout < 1 or not 0 < target <= 1:
-        err.print("[red]error:[/red] --holdout must be in (0, 1) and --target in (0, 1]")
+    if not 0 < holdout < 1:
+        err.print("[red]error:[/red] --holdout must be in (0, 1)")
         raise typer.Exit(2)
     columns = [
         TextColumn("tuning"),
@@ -468,9 +469,10 @@ def tune_command(
     print_table(human_console(False), table)  # on stdout, as before; to a pipe at its own width, never cut
     stored = read_model_profile(out)
     if stored:
-        err.print(f"wrote {out} with thresholds { ({m: t.model_dump() for m, t in stored.items()}) }", highlight=False)
+        thresholds = {m: t.model_dump() for m, t in stored.items()}
+        err.print(escape(f"wrote {out} with thresholds {thresholds}"), highlight=False)
     else:
-        err.print(f"wrote {out} with no thresholds: {result['thresholds_reason']}", highlight=False)
+        err.print(escape(f"wrote {out} with no thresholds: {result['thresholds_reason']}"), highlight=False)
     if result["head"]["fitted"]:
         err.print(
             f"and a verdict head ({result['head']['digest']}, fitted on {result['head']['claims']} held-out claims) "

@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
+from groundjudge.cli.common import fail
 from groundjudge.config import Config, problems
 from groundjudge.errors import ArgumentError, ConfigError
 
@@ -88,6 +89,41 @@ def parse_price(text: str) -> dict[str, float]:
         raise typer.BadParameter(
             f"{text!r}: two numbers IN,OUT, USD per million input and output tokens (e.g. 0.5,1.5)"
         ) from None
+
+
+def _flag(param: typer.CallbackParam) -> str:
+    return max(param.opts, key=len) if param.opts else str(param.name)
+
+
+def file_to_write(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """The callback of an option that names a file to write: its folder must exist and the name must not be a
+    folder, checked before any work (a missing folder surfaced as a traceback after the run had scored). Said as
+    the command line's other errors are, on one line, never cut inside the path."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    if value.is_dir():
+        raise fail(f"{_flag(param)} {value}: that is a folder; name a file to write")
+    if not value.parent.is_dir():
+        raise fail(f"{_flag(param)} {value}: there is no folder {value.parent} (create it first)")
+    return value
+
+
+def _checked_target(ctx: typer.Context, param: typer.CallbackParam, value: float) -> float:
+    """``--target``'s callback: the library's rule (learn.calibrate.check_targets), named as the option."""
+    from groundjudge.learn.calibrate import check_targets
+
+    if ctx.resilient_parsing:
+        return value
+    try:
+        check_targets(value)
+    except ArgumentError:
+        raise fail(f"{_flag(param)} {value}: a precision in (0, 1], e.g. 0.9") from None
+    return value
+
+
+def target_option(help_text: str) -> Any:
+    """``--target``: the precision local verdicts must reach (calibrate, tune), checked before anything runs."""
+    return typer.Option(help=f"{help_text} In (0, 1].", callback=_checked_target)
 
 
 def cache_dir_option(panel: str | None = None) -> Any:

@@ -21,13 +21,15 @@ from groundjudge.cli.common import (
     print_summary,
     print_table,
 )
-from groundjudge.cli.options import CacheDir, JsonOutput, NliModel, Scored
+from groundjudge.cli.options import CacheDir, JsonOutput, NliModel, Scored, file_to_write
 from groundjudge.errors import InputError
 
 
 def report_command(
     scored: Scored,
-    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML review page here.")] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Write a self-contained HTML review page here.", callback=file_to_write)
+    ] = None,
     only_flagged: Annotated[bool, typer.Option(help="Only answers that did not pass cleanly.")] = False,
     order: Annotated[
         str,

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from groundjudge.cli.command import Command
 from groundjudge.cli.common import err, fail, load_reports
+from groundjudge.cli.options import file_to_write
 
 review_app = typer.Typer(
     help="Review as a team: a service that keeps every decision in a database (SQLite or PostgreSQL).",
@@ -122,7 +123,10 @@ def add_reviewer_command(
 @review_app.command("export", cls=Command)
 def export_command(
     db_url: Db,
-    out: Annotated[Path, typer.Option(help="Write the decisions here (JSONL, as the review page exports them).")],
+    out: Annotated[
+        Path,
+        typer.Option(help="Write the decisions here (JSONL, as the review page exports them).", callback=file_to_write),
+    ],
 ) -> None:
     """Write every reviewer's latest decision on each claim, and each adjudication, as JSONL: the file
     'metrics --reviews', 'calibrate --reviews' and 'tune' read."""

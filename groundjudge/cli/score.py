@@ -35,6 +35,7 @@ from groundjudge.cli.options import (
     cache_dir_option,
     config_from_options,
     default,
+    file_to_write,
     json_option,
     nli_model_option,
     overwrite_option,
@@ -63,6 +64,7 @@ OUT = typer.Option(
     help="Where the reports go, one JSON object a line; a .parquet OUT is written from OUT.jsonl (kept, for --resume) "
     "at the end.",
     rich_help_panel=INPUT_OUTPUT,
+    callback=file_to_write,
 )
 MAP = typer.Option(
     "--map",

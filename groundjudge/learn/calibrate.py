@@ -38,6 +38,22 @@ from groundjudge.stages.route import HEAD_MARGIN, decide_locally
 from groundjudge.stats import wilson, z_value
 
 
+def check_targets(target: float, min_decided: int = 1, contradiction_target: float = 0.0) -> None:
+    """The one rule for what a fit can aim at: a precision target in (0, 1] (a cut-off for precision 0 or 1.5 means
+    nothing; NaN was written into a config as invalid JSON), a contradiction target in [0, 1] (0: no demand beyond
+    the precision target), and a cut-off resting on at least one claim.
+
+    Raises:
+        ArgumentError: a target outside its range, or ``min_decided`` below 1.
+    """
+    if not 0 < target <= 1:  # NaN fails this too
+        raise ArgumentError(f"the precision target must be in (0, 1] (e.g. 0.9), not {target}")
+    if not 0 <= contradiction_target <= 1:
+        raise ArgumentError(f"the contradiction target must be in [0, 1] (e.g. 0.7), not {contradiction_target}")
+    if min_decided < 1:
+        raise ArgumentError(f"the fewest claims a cut-off rests on must be at least 1, not {min_decided}")
+
+
 @dataclass
 class Calibration:
     t_support: float | None  # None: no entailment level reaches the target; SUPPORTED is never decided locally
@@ -198,7 +214,9 @@ def fit_thresholds(
     Raises:
         InputError: the labels are all of one kind (all SUPPORTED, or none): a threshold's precision cannot be
             measured without both, and nothing unmeasured is stored.
+        ArgumentError: a ``target`` outside (0, 1] or a ``min_decided`` below 1 (:func:`check_targets`).
     """
+    check_targets(target, min_decided)
     n = len(supported)
     kinds = sum(bool(s) for s in supported)
     if n and kinds in (0, n):
@@ -438,6 +456,9 @@ class CutoffRule:
     # before issue 33). benchmarks/tune.py --lines compares them
     lines: str = "fitted"
 
+    def __post_init__(self) -> None:
+        check_targets(self.target, self.min_decided, self.contradiction_target)
+
 
 def fit_profile(
     nli: Sequence[ClaimNLI], labels: Sequence[str], rule: CutoffRule = CutoffRule()
@@ -530,11 +551,17 @@ def crossfit_measure_scores(
     halves by ``groups`` (claim text), thresholds fitted on each half are measured on the other, and the two are
     pooled (rates weighted by size); ``repeats`` such cuts, each seeded, pooled alike. These are the numbers to
     expect of thresholds on new rows; ``local_precision_ci`` is where their local precision should land there
-    (:func:`pooled_measure`). ``fit``: how thresholds are fitted (default :func:`fit_profile` with ``rule``)."""
-    cuts = []
+    (:func:`pooled_measure`). ``fit``: how thresholds are fitted (default :func:`fit_profile` with ``rule``). A cut
+    drawn again (few claim texts have few ways to be halved: two have one) is used once: ``cuts`` counts distinct
+    cuts, and the spread is over them, not over copies."""
+    cuts, seen = [], set()
     for r in range(max(1, repeats)):
         fold = claim_folds(groups, 2, seed + 1 + r)
-        cuts.append([[i for i, f in enumerate(fold) if f == side] for side in (0, 1)])
+        halves = [[i for i, f in enumerate(fold) if f == side] for side in (0, 1)]
+        key = frozenset(frozenset(half) for half in halves)  # a cut and its mirror are one cut
+        if key not in seen:
+            seen.add(key)
+            cuts.append(halves)
     return pooled_measure(nli, labels, cuts, rule, fit)
 
 

@@ -55,7 +55,7 @@ from groundjudge.checker.nli import (
     pick_device,
     read_checker_profile,
 )
-from groundjudge.checker.profile import write_checker_declaration, write_model_head, write_model_profile
+from groundjudge.checker.profile import write_checker_declaration, write_model_fit
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.io.jsonl import read_jsonl
@@ -809,8 +809,8 @@ def tune(
         "head": {k: v for k, v in head_info.items() if k != "thresholds"},
     }
     meta["thresholds"] = {"stored": not too_few, "reason": too_few or None}
-    write_model_profile(out, {} if too_few else profile, meta)
-    write_model_head(out, head.model_dump() if head is not None else None)  # None: a head of an earlier run goes
+    # one write (None: a head of an earlier run goes): never new thresholds beside an old head
+    write_model_fit(out, {} if too_few else profile, meta, head.model_dump() if head is not None else None)
     return {
         "out": str(out),
         "before": before,

@@ -117,6 +117,14 @@ def test_fit_head_refuses_too_few_claims() -> None:
     x, _, groups = _synthetic(200, 0)
     with pytest.raises(ValueError, match="of each kind"):
         fit_head(x, [True] * 190 + [False] * 10, groups)
+    # one claim text: one fold held every row and another none; its out-of-fold probabilities were NaN
+    x, y, _ = _synthetic(200, 0)
+    with pytest.raises(ValueError, match="at least 2 different texts; these 200 claims have 1"):
+        fit_head(x, y.astype(bool), ["the same claim"] * 200)
+    two = fit_head(x, y.astype(bool), ["a", "b"] * 100)  # two texts: two folds, each measured by the other
+    assert np.isfinite(two.out_of_fold).all() and all(np.isfinite(v) for v in two.cv_log_loss.values())
+    with pytest.raises(ValueError, match="one group"):
+        fit_head(x, y.astype(bool), ["a", "b"])
 
 
 def _head(intercept: float, model: str = "", t_support: float = 0.5, **kw: Any) -> VerdictHead:

@@ -87,7 +87,8 @@ def test_calibrate_can_store_its_thresholds_beside_the_model(tmp_path: Path) -> 
     assert meta["n"] == 15 and meta["target"] == 0.6
     # beside the in-sample numbers, what to expect of the stored thresholds on new rows (cross-fitted)
     assert meta["measured"] == "in-sample" and meta["expected"]["measured"] == "cross-fitted"
-    assert meta["expected"]["n"] == 15 and meta["expected"]["cuts"] == 10
+    # three claim texts (each five times) can be halved three ways: three distinct cuts, not ten with copies
+    assert meta["expected"]["n"] == 15 and meta["expected"]["cuts"] == 3
     missing = CliRunner().invoke(app, [*args[:-4], "--nli-model", "no/such-hub-model", "--save-to-model"])
     assert missing.exit_code == 2
 
@@ -126,3 +127,25 @@ def test_a_checker_declaration_reads_back_as_written(tmp_path: Path) -> None:
     write_checker_declaration(tmp_path, {"kind": "nli"})  # the others removed
     assert read_checker_profile(tmp_path) == {"kind": "nli"}
     assert read_model_profile(tmp_path)["nli"].t_support == 0.7  # the thresholds kept
+
+
+def test_a_calibration_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
+    """calibrate --save-to-model stored the thresholds, then the head: a head JSON cannot hold (NaN) raised after the
+    first write, and the folder kept the new thresholds beside the old head (which overrides them)."""
+    from groundjudge.checker.profile import write_model_fit
+
+    def stored() -> dict:
+        return json.loads((tmp_path / MODEL_PROFILE_FILE).read_text())
+
+    old_head = {"coef": [1.0], "intercept": 0.0}
+    old = LocalThresholds(t_support=0.8, t_contradict=None)
+    write_model_fit(tmp_path, {"cascade": old}, {"n": 10}, old_head)
+    before = (tmp_path / MODEL_PROFILE_FILE).read_text()
+    new = LocalThresholds(t_support=0.6, t_contradict=0.9)
+    with pytest.raises(ValueError):
+        write_model_fit(tmp_path, {"cascade": new}, {"n": 20}, {"coef": [float("nan")], "intercept": 0.0})
+    assert (tmp_path / MODEL_PROFILE_FILE).read_text() == before
+    assert read_model_profile(tmp_path) == {"cascade": old} and stored()["head"] == old_head
+    write_model_fit(tmp_path, {"cascade": new}, {"n": 20}, None)  # no head: the one stored before goes
+    assert read_model_profile(tmp_path) == {"cascade": new} and "head" not in stored()
+    assert stored()["meta"] == {"n": 20}

@@ -469,6 +469,12 @@ def test_an_error_message_is_never_hard_wrapped(tmp_path: Path) -> None:
         app, ["calibrate", str(tmp_path / "x.jsonl"), "--reliability", str(deep)], env={"COLUMNS": "40"}
     )
     assert result.exit_code == 2
+    assert f"error: --reliability {deep}: there is no folder {deep.parent} (create it first)" in result.output
+    deep.parent.mkdir()
+    result = runner.invoke(
+        app, ["calibrate", str(tmp_path / "x.jsonl"), "--reliability", str(deep)], env={"COLUMNS": "40"}
+    )
+    assert result.exit_code == 2
     assert f"error: --reliability {deep}: write .html or .svg" in result.output, result.output
 
 

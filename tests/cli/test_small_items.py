@@ -193,8 +193,113 @@ def test_a_library_error_in_any_command_is_exit_2_with_its_message() -> None:
 
 def test_tune_says_no_head_stored_once(tmp_path: Path, tiny: Path) -> None:
     data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
-    args = [str(data), "--base", str(tiny), "--out", str(tmp_path / "tuned"), "--epochs", "1", "--batch-size", "4"]
+    out = tmp_path / "[bold]tuned"  # a path is text, not console markup: "wrote" named it without "[bold]"
+    args = [str(data), "--base", str(tiny), "--out", str(out), "--epochs", "1", "--batch-size", "4"]
     args += ["--max-length", "64", "--device", "cpu", "--no-progress", "--cache-dir", str(tmp_path / "c")]
     result = runner.invoke(app, ["tune", *args])
     assert result.exit_code == 0, result.output
     assert len(re.findall("no verdict head stored", result.stderr)) == 1, result.stderr
+    assert f"wrote {out} with" in flat(result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value", "said"),
+    [
+        ("calibrate", "--target", "nan", "error: --target nan: a precision in (0, 1]"),
+        ("calibrate", "--target", "inf", "error: --target inf: a precision in (0, 1]"),
+        ("calibrate", "--target", "1.5", "error: --target 1.5: a precision in (0, 1]"),
+        ("calibrate", "--target", "0", "error: --target 0.0: a precision in (0, 1]"),
+        ("calibrate", "--target", "-1", "error: --target -1.0: a precision in (0, 1]"),
+        ("calibrate", "--min-decided", "0", "greater than or equal to 1"),
+        ("calibrate", "--min-decided", "-5", "greater than or equal to 1"),
+        ("tune", "--target", "nan", "error: --target nan: a precision in (0, 1]"),
+        ("tune", "--target", "1.01", "error: --target 1.01: a precision in (0, 1]"),
+    ],
+)
+def test_a_precision_target_outside_0_1_is_refused_before_any_work(
+    tmp_path: Path, command: str, option: str, value: str, said: str
+) -> None:
+    """--target nan wrote NaN into the config (invalid JSON) and stopped --save-to-model with a traceback; 1.5, 0
+    and -1 were fitted as if they meant something; --min-decided 0 let a cut-off rest on no claim."""
+    rows = write_jsonl(tmp_path / "labelled.jsonl", gold_rows())
+    more = ["--base", "x", "--out", str(tmp_path / "t")] if command == "tune" else ["--out", str(tmp_path / "c.json")]
+    result = runner.invoke(app, [command, str(rows), *more, option, value])
+    assert result.exit_code == 2, result.output
+    assert said in flat(result.output), result.output
+    assert not (tmp_path / "c.json").exists() and not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("command", ["score", "calibrate", "calibrate --reliability", "report --html", "export"])
+def test_an_output_in_a_missing_folder_is_refused_before_any_work(tmp_path: Path, command: str) -> None:
+    """An OUT in a folder that does not exist was a FileNotFoundError traceback, after calibrate had scored every
+    claim; a folder where a file goes was another."""
+    rows = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "contexts": ["c"], "answer": "a"}])
+    missing, folder = tmp_path / "no" / "out.jsonl", tmp_path
+    for out in (missing, folder):
+        args = {
+            "score": ["score", str(rows), "--out", str(out)],
+            "calibrate": ["calibrate", str(rows), "--out", str(out)],
+            "calibrate --reliability": ["calibrate", str(rows), "--reliability", str(out)],
+            "report --html": ["report", str(rows), "--html", str(out)],
+            "export": ["review", "export", "--db", f"sqlite:///{tmp_path / 'r.db'}", "--out", str(out)],
+        }[command]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        text = flat(result.output)
+        flag = "--html" if command.startswith("report") else "--reliability" if "reliab" in command else "--out"
+        why = f"there is no folder {missing.parent} (create it first)" if out == missing else "that is a folder"
+        assert f"error: {flag} {out}: {why}" in result.output and "Traceback" not in text, result.output
+    assert not missing.parent.exists()
+
+
+def test_a_file_the_system_refuses_in_any_command_is_exit_2_naming_the_path() -> None:
+    """One place maps errors to exit codes: an OSError about a path (a folder that vanished mid-run, a file not
+    writable) is 'error: PATH: why' and exit 2, not a traceback; one about no path stays a defect."""
+    import errno
+
+    from groundjudge.cli.command import Command
+
+    one = typer.Typer()
+
+    @one.command(cls=Command)
+    def boom(kind: str) -> None:
+        if kind == "path":
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", "/gone/[red]out.jsonl")
+        raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+
+    result = CliRunner().invoke(one, ["path"])
+    assert result.exit_code == 2 and "error: /gone/[red]out.jsonl: No such file or directory" in result.output
+    other = CliRunner().invoke(one, ["socket"])
+    assert isinstance(other.exception, ConnectionResetError)
+
+
+def test_calibrate_with_a_head_on_claims_of_one_text_writes_valid_json_and_no_head(tmp_path: Path, tiny: Path) -> None:
+    """Sixty rows of one claim text: the head's claim-disjoint folds left one fold empty, its out-of-fold numbers
+    were NaN, --out was invalid JSON and --save-to-model raised after storing new thresholds beside the old head.
+    Now: no head (said why), a config JSON reads, and the model folder is stored whole."""
+    import shutil
+
+    from groundjudge.checker.profile import MODEL_PROFILE_FILE, read_model_head
+
+    rows = [
+        {
+            "id": f"r{i}",
+            "contexts": [f"Report {i}: the bridge opened in {1990 + (i % 2)}."],
+            "claim": "The bridge opened in 1990.",
+            "label": "SUPPORTED" if i % 2 == 0 else "CONTRADICTED",
+        }
+        for i in range(60)
+    ]
+    data = write_jsonl(tmp_path / "one.jsonl", rows)
+    model = tmp_path / "model"
+    shutil.copytree(tiny, model)
+    out = tmp_path / "cfg.json"
+    args = [str(data), "--nli-model", str(model), "--cache-dir", str(tmp_path / "c"), "--min-decided", "2"]
+    result = runner.invoke(app, ["calibrate", *args, "--out", str(out), "--save-to-model"])
+    assert result.exit_code == 0, result.output
+    assert "no verdict head: a verdict head is measured on claims it never saw" in flat(result.stderr)
+    assert "at least 2 different texts; these 60 claims have 1" in flat(result.stderr)
+    config = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the config"))
+    assert config["use_head"] is False and "head" not in config
+    stored = json.loads((model / MODEL_PROFILE_FILE).read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert "cascade" in stored["thresholds"] and read_model_head(model) is None

@@ -438,3 +438,32 @@ def test_thresholds_that_decide_nothing_are_not_forecast_to_decide_on_new_rows()
     told = crossfit_measure_scores(nli, labels, groups, rule)
     assert told["escalation_rate"] == 1.0 and told["local_precision"] is None and told["local_decided"] == 0
     assert told["local_precision_ci"] is None and told["contradictions_called"] == 0
+
+
+@pytest.mark.parametrize("target", [float("nan"), float("inf"), 0.0, -0.5, 1.5])
+def test_a_precision_target_outside_0_1_is_refused(target: float) -> None:
+    """A NaN target fitted and wrote NaN into configs; 0 or 1.5 were fitted as if they meant something."""
+    from groundjudge.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"in \(0, 1\]"):
+        fit_thresholds([0.9, 0.1], [0.0, 0.5], [True, False], target=target, min_decided=1)
+    with pytest.raises(ArgumentError, match=r"in \(0, 1\]"):
+        CutoffRule(target=target)
+    if target != 0.0:  # 0: no demand on the contradiction calls beyond the precision target
+        with pytest.raises(ArgumentError, match=r"in \[0, 1\]"):
+            CutoffRule(contradiction_target=target)
+    with pytest.raises(ArgumentError, match="at least 1"):
+        fit_thresholds([0.9, 0.1], [0.0, 0.5], [True, False], target=0.9, min_decided=0)
+    assert fit_thresholds([0.9, 0.1], [0.0, 0.5], [True, False], target=1.0, min_decided=1).n == 2
+
+
+def test_a_cut_drawn_again_is_counted_once() -> None:
+    """Two claim texts can be halved one way: the ten seeded cuts were ten copies of it, reported as 'cuts: 10'
+    with a spread over copies."""
+    from groundjudge.learn.calibrate import crossfit_measure_scores
+
+    nli, labels = _overlapping_claims(120, random.Random(5))
+    two = ["a" if i % 2 else "b" for i in range(len(nli))]
+    assert crossfit_measure_scores(nli, labels, two, CutoffRule(min_decided=2))["cuts"] == 1
+    many = [str(i) for i in range(len(nli))]
+    assert crossfit_measure_scores(nli, labels, many, CutoffRule(min_decided=2))["cuts"] == 10
