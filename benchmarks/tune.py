@@ -78,7 +78,9 @@ from groundjudge.learn.calibrate import (
     CutoffRule,
     build_head,
     crossfit_measure_scores,
+    crossfit_raw,
     fit_profile,
+    fit_thresholds,
     head_scored,
     measure,
 )
@@ -263,7 +265,8 @@ def size_study(
 ) -> dict[str, Any]:
     """What a labelled sample of n rows buys (see the module's ``--sizes``): for each n, ``draws`` samples of the
     pooled rows ``exs`` (whole claims: every row of a drawn claim text, until n rows), thresholds fitted on each as
-    ``calibrate`` fits them (raw entailment, counted; a head, each reading of ``CutoffRule.lines``), measured on
+    ``tune`` and ``calibrate`` fit them (raw entailment, counted, by ``fit_profile`` as tune stores them and by
+    ``fit_thresholds`` as calibrate does; a head, each reading of ``CutoffRule.lines``), measured on
     every row the sample left out (no claim text on both sides), beside the local precision the fit says to expect
     (its cross-fitted numbers, which ``calibrate`` and ``tune`` print)."""
     all_nli = score_claims(model, exs, settings, cache)
@@ -272,7 +275,7 @@ def size_study(
     for i, e in enumerate(exs):
         by_claim.setdefault(claim_key(e.claim), []).append(i)
     keys = sorted(by_claim)
-    rules = ("raw", *LINES[:2])
+    rules = ("raw", "calibrate raw", *LINES[:2])  # raw: as tune stores them (fit_profile); calibrate's own fit
     out: dict[str, Any] = {
         "target": settings.target,
         "rows": len(exs),
@@ -311,6 +314,17 @@ def size_study(
                         groups = [claim_key(exs[i].claim) for i in rows]
                         told = crossfit_measure_scores(nli, labels, groups, rule, settings.seed)
                         scored = rest_nli
+                    elif name == "calibrate raw":  # calibrate --no-head: fit_thresholds, and what it prints
+                        groups = [claim_key(exs[i].claim) for i in rows]
+                        local = fit_thresholds(
+                            [x.entailment for x in nli],
+                            [x.contradiction for x in nli],
+                            [g == "SUPPORTED" for g in labels],
+                            target=settings.target,
+                        ).local
+                        profile = {"cascade": local, "nli": local}
+                        told = crossfit_raw(nli, labels, groups, settings.target)
+                        scored = rest_nli
                     else:
                         head = build_head(
                             [exs[i].claim for i in rows],
@@ -339,6 +353,7 @@ def size_study(
                         "escalation_rate": m["escalation_rate"],
                         "local_precision": m["local_precision"],
                         "told_local_precision": told.get("local_precision"),
+                        "told_escalation_rate": told.get("escalation_rate"),
                         "told_ci": told_ci,
                         "covered": None
                         if told_ci is None or m["local_precision"] is None
@@ -358,6 +373,17 @@ def size_study(
                 "told": _mean(r["told_local_precision"] for r in ok if r["told_local_precision"] is not None),
                 "told_ci_covers": _mean(float(r["covered"]) for r in ok if r["covered"] is not None),
                 "told_ci_width": _mean(r["told_ci"][1] - r["told_ci"][0] for r in ok if r["told_ci"] is not None),
+                # how far what calibrate says to expect lands from what the fit reached on the rows no fit saw
+                "told_precision_error": _mean(
+                    abs(r["told_local_precision"] - r["local_precision"])
+                    for r in ok
+                    if r["told_local_precision"] is not None
+                ),
+                "told_escalation_error": _mean(
+                    abs(r["told_escalation_rate"] - r["escalation_rate"])
+                    for r in ok
+                    if r["told_escalation_rate"] is not None
+                ),
                 "runs": runs,
             }
         out["sizes"][str(n)] = summary
@@ -373,8 +399,8 @@ def _mean(values: Any) -> float | None:
 def _brief(s: dict[str, Any]) -> str:
     return (
         f"precision {s['local_precision']} (told {s['told']}, its interval covers {s['told_ci_covers']}, width "
-        f"{s['told_ci_width']}; under target {s['under_target']}, worst {s['worst']}), "
-        f"escalation {s['escalation_rate']}, {s['fits']} fits"
+        f"{s['told_ci_width']}, off by {s['told_precision_error']}; under target {s['under_target']}, worst "
+        f"{s['worst']}), escalation {s['escalation_rate']} (told off by {s['told_escalation_error']}), {s['fits']} fits"
     )
 
 

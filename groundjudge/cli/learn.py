@@ -196,8 +196,8 @@ def _say_fit(
     """The calibrate summary on stderr: the raw thresholds in-sample, what to expect of them on new rows, the head."""
     escalation = expect["escalation_rate"]
     expected = (
-        f"To expect on new rows ({expect['measured']}): escalation "
-        f"{'-' if escalation is None else f'{100 * escalation:.1f}%'} at local precision {_precision(expect)}."
+        f"To expect on new rows: escalation {'-' if escalation is None else f'{100 * escalation:.1f}%'} (counted "
+        f"with the stored thresholds); cross-fitted local precision {_precision(expect)}."
         if expect["measured"] == "cross-fitted"
         else f"What to expect on new rows is {expect['measured']}."
     )

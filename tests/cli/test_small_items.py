@@ -79,7 +79,10 @@ def test_calibrate_writes_no_config_unasked_and_targets_the_readmes_precision(
     # issue 33: without a head the numbers to expect are the raw thresholds' cross-fitted ones, never in-sample
     assert fit["in_force"] == "thresholds" and fit["measured"] == "cross-fitted"
     assert fit["raw"]["measured"] == "in-sample" and fit["raw"]["expected"]["cuts"] == 10
-    assert "To expect on new rows (cross-fitted): escalation" in flat(result.stderr)
+    said = flat(result.stderr)
+    assert "To expect on new rows: escalation" in said and "cross-fitted local precision" in said
+    # the escalation to expect is the stored thresholds' own count (nearer new rows than the halves' count)
+    assert fit["raw"]["expected"]["escalation_rate"] == round(fit["raw"]["escalation_rate"], 4)
     pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]  # the README and the manual
     readme = "\n".join(p.read_text() for p in pages)
     assert all("--target 0.9 " in line for line in readme.splitlines() if "groundjudge calibrate " in line)
