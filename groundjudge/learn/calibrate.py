@@ -592,7 +592,7 @@ def pooled_measure(
     by size; except the escalation and the counts of calls, which are those of the thresholds fitted on all the
     claims (the stored ones), counted on them: on the dev files they land nearer what those thresholds reach on new
     rows (``benchmarks/tune.py --sizes``, raw cut-offs at 100-1,000 labelled rows: 0.020-0.049 off against the
-    halves' 0.050-0.107; a head's about as near, 0.023-0.058 against 0.024-0.055), because a half's fit moves the
+    halves' 0.050-0.107; a head's about as near, 0.024-0.056 against 0.024-0.055), because a half's fit moves the
     cut-off itself while the share of claims past a given cut-off moves little between rows of one kind.
 
     ``local_precision_ci``: where the local precision of thresholds fitted on all these claims should land on new
