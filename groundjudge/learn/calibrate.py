@@ -205,10 +205,13 @@ def _tidy(cut: float | None, scores: Sequence[float], at_least: bool = True) -> 
         return None
     near = [x for x in scores if abs(x - cut) < 1e-3]  # only these can fall on the other side
     for places in range(4, 16):
-        f = 10.0**places
-        t = round((math.floor(cut * f) if at_least else math.ceil(cut * f)) / f, places)
+        # the nearest decimal of that many places, then the next one inwards if it is past the cut-off (floor(cut *
+        # 10**places) was off by one where the product fell short of a whole number: 0.7968 was stored as 0.7967)
+        t = round(cut, places)
+        if t > cut if at_least else t < cut:
+            t = round(t - 10.0**-places if at_least else t + 10.0**-places, places)
         if all((x >= t) == (x >= cut) if at_least else (x <= t) == (x <= cut) for x in near):
-            return t
+            return float(t)
     return cut
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from groundjudge.errors import InputError
@@ -545,3 +545,52 @@ def test_the_stored_cut_offs_decide_the_claims_their_numbers_were_counted_on(
     ]
     for t in (fit.t_support, fit.t_contradict, fit.t_unsupported):
         assert t is None or len(repr(t)) <= 19  # a short decimal where one decides alike
+
+
+def _places(t: float) -> int:
+    from decimal import Decimal
+
+    exponent = Decimal(repr(t)).as_tuple().exponent
+    assert isinstance(exponent, int)
+    return max(0, -exponent)
+
+
+@settings(max_examples=300, deadline=None)
+@example(cut=0.7968, offsets=[], scale=1e-4, at_least=True)
+@example(cut=0.53494912, offsets=[-1], scale=1e-8, at_least=True)
+@given(
+    cut=st.tuples(st.floats(0, 1), st.integers(1, 9)).map(lambda a: round(a[0], a[1])) | st.floats(0, 1),
+    offsets=st.lists(st.integers(-30, 30), max_size=20),
+    scale=st.sampled_from([1e-4, 1e-5, 1e-6, 1e-8]),
+    at_least=st.booleans(),
+)
+def test_a_stored_cut_off_is_never_longer_than_the_fitted_one_nor_moved_off_a_short_one(
+    cut: float, offsets: list[int], scale: float, at_least: bool
+) -> None:
+    """The cut-off was floored (or ceiled) as ``floor(cut * 10**places) / 10**places``: 0.7968 * 10**4 is
+    7967.999..., so a fitted t_support of 0.7968 was stored as 0.7967 (and a t_unsupported of 0.81 as 0.8101), and
+    0.53494912 as 0.534949119: a cut-off moved for no claim's sake, longer than the fitted one itself."""
+    from groundjudge.learn.calibrate import _tidy
+
+    cut = min(cut, 1.0)
+    scores = [cut, *(min(1.0, max(0.0, cut + o * scale)) for o in offsets)]
+    t = _tidy(cut, scores, at_least)
+    assert t is not None
+    assert [(x >= t) if at_least else (x <= t) for x in scores] == [
+        (x >= cut) if at_least else (x <= cut) for x in scores
+    ]
+    assert _places(t) <= max(4, _places(cut))
+    if _places(cut) <= 4:  # a short decimal already: stored as fitted
+        assert t == cut
+
+
+def test_a_cut_off_at_a_short_decimal_is_stored_as_fitted() -> None:
+    """Claims scored on a short grid (a 'score' OUT's, hand-made rows): every SUPPORTED claim at 0.7968 was fitted
+    t_support 0.7968 and stored 0.7967, so a new claim at 0.79675 was SUPPORTED by the stored cut-off and not by the
+    fitted one."""
+    from groundjudge.learn.calibrate import _tidy
+
+    assert _tidy(0.7968, [0.7968, 0.1]) == 0.7968 and _tidy(0.81, [0.81, 0.9], at_least=False) == 0.81
+    assert _tidy(0.53494912, [0.53494912, 0.5349491]) == 0.53494912
+    fit = fit_thresholds([0.7968] * 10 + [0.1] * 10, [0.0] * 20, [True] * 10 + [False] * 10, 0.9, 2)
+    assert fit.t_support == 0.7968
