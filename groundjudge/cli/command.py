@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.text import Text
 from typer.core import TyperCommand
 
+from groundjudge.atomic import is_temporary
 from groundjudge.cli.common import fail
 from groundjudge.errors import GroundjudgeError
 
@@ -41,7 +42,7 @@ class Command(TyperCommand):
         except OSError as exc:
             if exc.filename is None:  # not a path's error (a socket, a device): a defect, shown as one
                 raise
-            where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+            where = _as_given(exc.filename) + (f" -> {_as_given(exc.filename2)}" if exc.filename2 else "")
             raise fail(f"{where}: {exc.strerror or exc}") from exc
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -74,6 +75,13 @@ class Command(TyperCommand):
             if param.param_type_name == "argument":
                 pieces.append((param.name or "").upper() + ("..." if param.nargs != 1 else ""))
         return ["[OPTIONS]", *pieces]
+
+
+def _as_given(filename: object) -> str:
+    """A path an OSError names, as the user gave it: the atomic writer's temporary file beside a file to write
+    (``NAME.<12 hex digits>.tmp``, a name no one asked for) is named as that file."""
+    path = os.fsdecode(filename) if isinstance(filename, (str, bytes, os.PathLike)) else str(filename)
+    return path[: -len(".000000000000.tmp")] if is_temporary(os.path.basename(path)) else path
 
 
 def _entries(console: Console, records: list[tuple[str, str]], inner: int) -> list[Text]:

@@ -306,3 +306,17 @@ def test_calibrate_with_a_head_on_claims_of_one_text_writes_valid_json_and_no_he
     assert config["use_head"] is False and "head" not in config
     stored = json.loads((model / MODEL_PROFILE_FILE).read_text(), parse_constant=lambda c: pytest.fail(c))
     assert "cascade" in stored["thresholds"] and read_model_head(model) is None
+
+
+def test_a_file_the_system_refuses_is_named_as_given_not_as_the_temporary_file(tmp_path: Path, tiny: Path) -> None:
+    """A config is written through a temporary file beside it: where the system refused that one (a folder not
+    writable, or a name of 240-255 characters, legal alone and too long with '.<12 hex>.tmp'), the error named
+    'cfg.json.9a6476f11b1f.tmp', a file the user never gave."""
+    rows = write_jsonl(tmp_path / "labelled.jsonl", gold_rows())
+    out = tmp_path / ("c" * 245 + ".json")
+    args = [str(rows), "--nli-model", str(tiny), "--cache-dir", str(tmp_path / "c"), "--no-head", "--min-decided", "2"]
+    result = runner.invoke(app, ["calibrate", *args, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    said = flat(result.stderr)
+    assert f"error: {out}: " in said and ".tmp" not in said, said
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".json"] == []
