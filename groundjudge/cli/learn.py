@@ -274,8 +274,12 @@ def _save_to_model(nli_model: str | None, fit: Any, fitted: VerdictHead | None, 
         "local_precision": fit.local_precision,
         "escalation_rate": fit.escalation_rate,
     }
-    # without a new head, an older one stored there would override the thresholds just stored: removed
-    stale = fitted is None and read_model_head(model_dir) is not None
+    # without a new head, an older one stored there would override the thresholds just stored: removed (one that
+    # does not parse too: this is the command that replaces it)
+    try:
+        stale = fitted is None and read_model_head(model_dir) is not None
+    except GroundjudgeError:
+        stale = True
     try:  # one write: thresholds, meta and head together, or nothing
         saved = write_model_fit(model_dir, {"cascade": fit.local}, meta, fitted.model_dump() if fitted else None)
     except (GroundjudgeError, OSError, ValueError) as exc:

@@ -149,3 +149,29 @@ def test_a_calibration_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
     write_model_fit(tmp_path, {"cascade": new}, {"n": 20}, None)  # no head: the one stored before goes
     assert read_model_profile(tmp_path) == {"cascade": new} and "head" not in stored()
     assert stored()["meta"] == {"n": 20}
+
+
+def test_calibrate_without_a_head_replaces_a_broken_head_stored_beside_the_model(tmp_path: Path) -> None:
+    """calibrate --no-head --save-to-model removes the head stored beside the weights (it would override the new
+    thresholds); it read that head first, to say it was removed, and a head that did not parse stopped the command
+    (exit 2, nothing stored): the one command that replaces it could not."""
+    from typer.testing import CliRunner
+
+    from groundjudge.checker.profile import read_model_head
+    from groundjudge.cli import app
+    from groundjudge.testing import tiny_nli_model
+    from tests.conftest import FIXTURES, SHARED_MODEL
+
+    model = tiny_nli_model(tmp_path / "model", SHARED_MODEL)
+    (model / MODEL_PROFILE_FILE).write_text(json.dumps({"format": 1, "kind": "nli", "head": {"coef": "broken"}}))
+    rows = [json.loads(x) for x in (FIXTURES / "samples.jsonl").read_text().splitlines() if x.strip()]
+    claims = [r for r in rows if "claim" in r] * 5
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{i}"}) + "\n" for i, r in enumerate(claims)))
+    args = ["calibrate", str(data), "--target", "0.6", "--min-decided", "2", "--no-head"]
+    args += ["--nli-model", str(model), "--cache-dir", str(tmp_path / "c"), "--save-to-model"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "removed the verdict head stored there" in " ".join(result.stderr.split())
+    assert read_model_head(model) is None and read_model_profile(model) is not None
+    assert json.loads((model / MODEL_PROFILE_FILE).read_text())["kind"] == "nli"  # how to run it: kept
