@@ -13,7 +13,15 @@ from rich.markup import escape
 from groundjudge.atomic import atomic_write_text
 from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
 from groundjudge.cli.common import err, fail, human_console, load_reports, print_table
-from groundjudge.cli.options import CacheDir, NliModel, Overwrite, ShowProgress, file_to_write, target_option
+from groundjudge.cli.options import (
+    CacheDir,
+    NliModel,
+    Overwrite,
+    ShowProgress,
+    file_to_write,
+    not_an_input,
+    target_option,
+)
 from groundjudge.errors import GroundjudgeError, InputError
 from groundjudge.learn.tune import STATE_DIR, TuneSettings, tune
 
@@ -86,6 +94,7 @@ def calibrate_command(
 
     if not labeled.is_file():
         raise fail(f"no file {labeled}")
+    not_an_input("--out", out, labeled, reviews)
     if reliability is not None and reliability.suffix.lower() not in (".html", ".htm", ".svg"):
         raise fail(f"--reliability {reliability}: write .html or .svg")
     evaluator: Any = None

@@ -108,6 +108,17 @@ def file_to_write(ctx: typer.Context, param: typer.CallbackParam, value: Path | 
     return value
 
 
+def not_an_input(flag: str, out: Path | None, *inputs: Path | None) -> None:
+    """Refuse, before any work, a file to write that is one of the command's inputs, by any path or link to it: it
+    would be replaced by what is made from it ('calibrate scored.jsonl -o scored.jsonl' replaced a scored run with a
+    config)."""
+    if out is None or not out.exists():
+        return
+    for given in inputs:
+        if given is not None and given.exists() and out.samefile(given):
+            raise fail(f"{flag} {out}: that is the input {given}; writing it would replace what it is made from")
+
+
 def _checked_target(ctx: typer.Context, param: typer.CallbackParam, value: float) -> float:
     """``--target``'s callback: the library's rule (learn.calibrate.check_targets), named as the option."""
     from groundjudge.learn.calibrate import check_targets

@@ -21,7 +21,7 @@ from groundjudge.cli.common import (
     print_summary,
     print_table,
 )
-from groundjudge.cli.options import CacheDir, JsonOutput, NliModel, Scored, file_to_write
+from groundjudge.cli.options import CacheDir, JsonOutput, NliModel, Scored, file_to_write, not_an_input
 from groundjudge.errors import InputError
 
 
@@ -50,6 +50,7 @@ def report_command(
     (RunSummary's keys) on stdout, the table on stderr."""
     from groundjudge.review.summary import summarize
 
+    not_an_input("--html", html, scored, reviews)
     reports = load_reports(scored)
     if html is not None:
         from groundjudge.review.html import ORDERS, render_html
@@ -337,7 +338,10 @@ def compare_command(
     alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
     html: Annotated[
         Path | None,
-        typer.Option(help="Also write a self-contained HTML page: intervals, verdict flips, changed claims."),
+        typer.Option(
+            help="Also write a self-contained HTML page: intervals, verdict flips, changed claims.",
+            callback=file_to_write,
+        ),
     ] = None,
     labels: Annotated[
         Path | None,
@@ -357,6 +361,7 @@ def compare_command(
     from groundjudge.review.compare import compare_runs, corrected_rates
     from groundjudge.review.metrics import read_labels, read_reviews
 
+    not_an_input("--html", html, a, b, labels, reviews)
     runs = load_reports(a), load_reports(b)
     result = compare_runs(*runs, alpha=alpha)
     if result["paired"] == 0:

@@ -320,3 +320,36 @@ def test_a_file_the_system_refuses_is_named_as_given_not_as_the_temporary_file(t
     said = flat(result.stderr)
     assert f"error: {out}: " in said and ".tmp" not in said, said
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".json"] == []
+
+
+@pytest.mark.parametrize("command", ["calibrate", "calibrate --reviews", "report --html", "compare --html"])
+def test_a_file_to_write_that_is_an_input_is_refused_before_any_work(tmp_path: Path, command: str) -> None:
+    """'calibrate scored.jsonl -o scored.jsonl' replaced a scored run (its judge calls paid) with a six-line config,
+    and 'report scored.jsonl --html scored.jsonl' with a page; by another path to it or a link, the same."""
+    data = write_jsonl(tmp_path / "in.jsonl", gold_rows())
+    other = write_jsonl(tmp_path / "other.jsonl", gold_rows())
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(data)
+    before = data.read_text()
+    for out in (data, tmp_path / "." / "in.jsonl", link):
+        args = {
+            "calibrate": ["calibrate", str(data), "--out", str(out)],
+            "calibrate --reviews": ["calibrate", str(other), "--reviews", str(data), "-o", str(out)],
+            "report --html": ["report", str(data), "--html", str(out)],
+            "compare --html": ["compare", str(data), str(data), "--html", str(out)],
+        }[command]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        flag = "--html" if "--html" in command else "--out"
+        assert f"error: {flag} {out}: that is the input" in flat(result.output), result.output
+        assert data.read_text() == before
+
+
+def test_compare_html_in_a_missing_folder_is_refused_before_any_work(tmp_path: Path) -> None:
+    """compare --html is a file to write as report --html is: a missing folder was found after both runs were read
+    and compared."""
+    rows = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "contexts": ["c"], "answer": "a"}])
+    for out, why in ((tmp_path / "no" / "c.html", f"there is no folder {tmp_path / 'no'}"), (tmp_path, "a folder")):
+        result = runner.invoke(app, ["compare", str(rows), str(rows), "--html", str(out)])
+        assert result.exit_code == 2, result.output
+        assert f"error: --html {out}: " in flat(result.output) and why in flat(result.output), result.output
