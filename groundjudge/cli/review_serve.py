@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from groundjudge.cli.command import Command
 from groundjudge.cli.common import err, fail, load_reports
-from groundjudge.cli.options import file_to_write
+from groundjudge.cli.options import file_to_write, not_an_input
 
 review_app = typer.Typer(
     help="Review as a team: a service that keeps every decision in a database (SQLite or PostgreSQL).",
@@ -134,6 +134,9 @@ def export_command(
     from groundjudge.serve import store
 
     engine = db.open_db(db_url, migrate=False)
+    if engine.dialect.name == "sqlite" and engine.url.database:  # the export would empty the database it reads
+        database = engine.url.database
+        not_an_input("--out", out, *(Path(database + end) for end in ("", "-wal", "-shm")))
     n = store.write_export(engine, out)
     open_ = sum(1 for d in store.disagreements(engine, include_settled=False))
     err.print(escape(f"wrote {out} ({n} decisions)"), highlight=False)

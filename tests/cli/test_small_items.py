@@ -353,3 +353,20 @@ def test_compare_html_in_a_missing_folder_is_refused_before_any_work(tmp_path: P
         result = runner.invoke(app, ["compare", str(rows), str(rows), "--html", str(out)])
         assert result.exit_code == 2, result.output
         assert f"error: --html {out}: " in flat(result.output) and why in flat(result.output), result.output
+
+
+def test_review_export_into_the_review_database_itself_is_refused(tmp_path: Path) -> None:
+    """'review export --db sqlite:///r.db --out r.db' emptied the team's review database (every reviewer, every
+    decision) and said 'wrote r.db (0 decisions)', exit 0."""
+    import sqlite3
+
+    db = tmp_path / "r.db"
+    made = runner.invoke(app, ["review", "add-reviewer", "alice", "--db", f"sqlite:///{db}"])
+    assert made.exit_code == 0, made.output
+    for url in (f"sqlite:///{db}", str(db)):
+        result = runner.invoke(app, ["review", "export", "--db", url, "--out", str(db)])
+        assert result.exit_code == 2, result.output
+        assert f"error: --out {db}: that is the input" in flat(result.output), result.output
+        with sqlite3.connect(db) as kept:  # the reviewer is still there
+            assert kept.execute("SELECT name FROM gj_reviewers").fetchall() == [("alice",)]
+
