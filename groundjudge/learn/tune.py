@@ -708,6 +708,9 @@ def tune(
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise InputError(f"no file {', '.join(missing)}")
+    if Path(base).is_dir() and Path(base).resolve().is_relative_to(Path(out).resolve()):
+        # OUT is written, and with overwrite emptied: the base model in it would go before it was ever tuned
+        raise ConfigError(f"--out {out} holds the base model {base}; write the tuned model to another folder")
     base_model = NLIModel(base, device=device)
     make_objective(base_model, settings.max_length)  # refuses a kind it cannot train before OUT is touched
     out = Path(out)

@@ -370,3 +370,20 @@ def test_review_export_into_the_review_database_itself_is_refused(tmp_path: Path
         with sqlite3.connect(db) as kept:  # the reviewer is still there
             assert kept.execute("SELECT name FROM gj_reviewers").fetchall() == [("alice",)]
 
+
+def test_tune_refuses_an_out_that_holds_its_base_model(tmp_path: Path, tiny: Path) -> None:
+    """'tune --base M --out M' was refused with 'or pass --overwrite'; with --overwrite, OUT (a folder with a
+    config.json: "ours") was emptied, the base model with it, and the run then stopped with a traceback: the base
+    model gone and nothing tuned. A folder above the base went the same way."""
+    import shutil
+
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    base = tmp_path / "models" / "base"
+    shutil.copytree(tiny, base)
+    files = sorted(p.name for p in base.iterdir())
+    for out in (base, tmp_path / "models", tmp_path / "models" / "." / "base"):
+        args = [str(data), "--base", str(base), "--out", str(out), "--epochs", "1", "--overwrite", "--no-progress"]
+        result = runner.invoke(app, ["tune", *args, "--device", "cpu", "--cache-dir", str(tmp_path / "c")])
+        assert result.exit_code == 2, result.output
+        assert f"--out {out} holds the base model" in flat(result.output), result.output
+        assert sorted(p.name for p in base.iterdir()) == files
