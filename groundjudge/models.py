@@ -122,9 +122,10 @@ class Passage(BaseModel):
 class ClaimNLI(BaseModel):
     """What the NLI stage found for one claim: its best entailment and best contradiction, and where."""
 
-    entailment: float = 0.0
-    contradiction: float = 0.0
-    neutral: float = 0.0  # of the best-entailment passage
+    # finite: a NaN read from a hand-edited report passed every comparison and moved calibrate's cut-offs
+    entailment: float = Field(0.0, allow_inf_nan=False)
+    contradiction: float = Field(0.0, allow_inf_nan=False)
+    neutral: float = Field(0.0, allow_inf_nan=False)  # of the best-entailment passage
     entailment_passage: Passage | None = None
     contradiction_passage: Passage | None = None
     passages_scored: int = 0
@@ -135,7 +136,7 @@ class ClaimNLI(BaseModel):
     error: str | None = None  # the claim could not be scored (too long for the model's window)
     # P(SUPPORTED) from the verdict head (groundjudge.checker.head) when one is in force; the SUPPORTED / UNSUPPORTED
     # thresholds then apply to it instead of the entailment
-    supported: float | None = None
+    supported: float | None = Field(None, allow_inf_nan=False)
 
     @property
     def support(self) -> float:

@@ -335,15 +335,18 @@ def fit_head(
         )
     k = max(2, min(folds, texts))
     fold = np.asarray(claim_folds(groups, k, seed))
+    one_kind = [f for f in range(k) if len(set(y[fold != f])) < 2]
+    if one_kind:  # a head fitted on one kind predicts nothing: its out-of-fold numbers would measure no head
+        raise ArgumentError(
+            f"a verdict head is measured on claims it never saw, in {k} folds by claim text, and the claims outside "
+            f"fold {one_kind[0] + 1} are all of one kind (SUPPORTED or not): label both kinds over more claim texts"
+        )
     losses: dict[str, float] = {}
     oof_by_l2: dict[float, np.ndarray] = {}
     for l2 in lambdas:
         oof = np.zeros(len(y))
         for f in range(k):
             train, test = fold != f, fold == f
-            if len(set(y[train])) < 2:
-                oof[test] = y[train].mean()
-                continue
             oof[test] = _predict(_fit(x[train], y[train], l2), x[test])
         p = np.clip(oof, 1e-6, 1 - 1e-6)
         w = _balanced_weights(y)

@@ -7,6 +7,7 @@ are plain text, never rich markup: a ``[default: ...]`` or ``groundjudge[ray]`` 
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
@@ -19,6 +20,24 @@ from groundjudge.atomic import is_temporary
 from groundjudge.cli.common import fail
 from groundjudge.errors import GroundjudgeError
 
+# what the system says of a path the user gave (no such file or folder, not allowed, a folder where a file goes, a
+# file where a folder goes, a read-only or full disk, a name too long): said as 'error: PATH: why', exit 2
+PATH_ERRORS = frozenset(
+    {
+        errno.ENOENT,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EISDIR,
+        errno.ENOTDIR,
+        errno.EEXIST,
+        errno.EROFS,
+        errno.ENOSPC,
+        getattr(errno, "EDQUOT", errno.ENOSPC),  # not on every system
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+        errno.ENOTEMPTY,
+    }
+)
 NAMES_WIDTH = 26  # option names up to this long share their first line with the help; longer ones have their own
 
 
@@ -40,8 +59,8 @@ class Command(TyperCommand):
         except GroundjudgeError as exc:
             raise fail(str(exc)) from exc
         except OSError as exc:
-            if exc.filename is None:  # not a path's error (a socket, a device): a defect, shown as one
-                raise
+            if exc.filename is None or exc.errno not in PATH_ERRORS:  # a socket's, a device's, too many open files:
+                raise  # not what the user's path is; a defect, shown as one
             where = _as_given(exc.filename) + (f" -> {_as_given(exc.filename2)}" if exc.filename2 else "")
             raise fail(f"{where}: {exc.strerror or exc}") from exc
 

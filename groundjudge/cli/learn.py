@@ -457,7 +457,8 @@ def tune_command(
             )
     except KeyboardInterrupt:
         err.print(
-            f"[yellow]interrupted:[/yellow] checkpoint kept in {out / STATE_DIR}; rerun the same command to resume"
+            f"[yellow]interrupted:[/yellow] checkpoint kept in {escape(str(out / STATE_DIR))}; rerun the same "
+            "command to resume"
         )
         raise typer.Exit(130) from None
     table = Table(title=f"held-out slice: {result['n_held_out']} claims never trained on")

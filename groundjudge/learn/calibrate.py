@@ -647,6 +647,7 @@ def pooled_measure(
         escalation_rate=counted["escalation_rate"],
         local_decided=counted["local_decided"],
         contradictions_called=counted["contradictions_called"],
+        escalation_measured="in-sample: the stored thresholds' count",  # the rest is cross-fitted
     )
     whole = stored["cascade"]
     if whole.t_support is None and whole.t_contradict is None and whole.t_unsupported is None:
@@ -707,7 +708,15 @@ def crossfit_raw(
         return {"cascade": local, "nli": local}
 
     m = crossfit_measure_scores(results, labels, groups, seed=seed, fit=fit)
-    keep = ("n", "cuts", "escalation_rate", "local_precision", "local_precision_ci", "local_decided")
+    keep = (
+        "n",
+        "cuts",
+        "escalation_rate",
+        "escalation_measured",
+        "local_precision",
+        "local_precision_ci",
+        "local_decided",
+    )
     if not m.get("crossfit"):  # one claim text: no cut keeps it on one side, and in-sample numbers are no forecast
         return {"measured": "not measured: every row has the same claim text", **{k: None for k in keep}}
     return {"measured": "cross-fitted", **{k: m.get(k) for k in keep}}

@@ -125,6 +125,11 @@ def test_fit_head_refuses_too_few_claims() -> None:
     assert np.isfinite(two.out_of_fold).all() and all(np.isfinite(v) for v in two.cv_log_loss.values())
     with pytest.raises(ValueError, match="one group"):
         fit_head(x, y.astype(bool), ["a", "b"])
+    # two texts, each of one kind: each fold's head was fitted on one kind and "predicted" the other's share; its
+    # out-of-fold balanced accuracy was 0% and calibrate stored it over the raw thresholds
+    split = ["yes" if v else "no" for v in y]
+    with pytest.raises(ValueError, match="outside fold 1 are all of one kind"):
+        fit_head(x, y.astype(bool), split)
 
 
 def _head(intercept: float, model: str = "", t_support: float = 0.5, **kw: Any) -> VerdictHead:

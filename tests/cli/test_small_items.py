@@ -83,6 +83,7 @@ def test_calibrate_writes_no_config_unasked_and_targets_the_readmes_precision(
     assert "To expect on new rows: escalation" in said and "cross-fitted local precision" in said
     # the escalation to expect is the stored thresholds' own count (nearer new rows than the halves' count)
     assert fit["raw"]["expected"]["escalation_rate"] == round(fit["raw"]["escalation_rate"], 4)
+    assert fit["raw"]["expected"]["escalation_measured"] == "in-sample: the stored thresholds' count"
     pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]  # the README and the manual
     readme = "\n".join(p.read_text() for p in pages)
     assert all("--target 0.9 " in line for line in readme.splitlines() if "groundjudge calibrate " in line)
@@ -268,12 +269,16 @@ def test_a_file_the_system_refuses_in_any_command_is_exit_2_naming_the_path() ->
     def boom(kind: str) -> None:
         if kind == "path":
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", "/gone/[red]out.jsonl")
+        if kind == "handles":  # a path's error, but not about the path: the process ran out of file handles
+            raise OSError(errno.EMFILE, "Too many open files", "/data/rows.jsonl")
         raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
 
     result = CliRunner().invoke(one, ["path"])
     assert result.exit_code == 2 and "error: /gone/[red]out.jsonl: No such file or directory" in result.output
     other = CliRunner().invoke(one, ["socket"])
     assert isinstance(other.exception, ConnectionResetError)
+    handles = CliRunner().invoke(one, ["handles"])  # a defect to report, not the user's mistake: not exit 2
+    assert isinstance(handles.exception, OSError) and handles.exception.errno == errno.EMFILE
 
 
 def test_calibrate_with_a_head_on_claims_of_one_text_writes_valid_json_and_no_head(tmp_path: Path, tiny: Path) -> None:
@@ -387,3 +392,43 @@ def test_tune_refuses_an_out_that_holds_its_base_model(tmp_path: Path, tiny: Pat
         assert result.exit_code == 2, result.output
         assert f"--out {out} holds the base model" in flat(result.output), result.output
         assert sorted(p.name for p in base.iterdir()) == files
+
+
+def test_a_report_with_a_score_that_is_not_a_number_is_refused_naming_its_line(tmp_path: Path, tiny: Path) -> None:
+    """A 'score' OUT edited by hand (or written by a broken model) with NaN scores was read as it stood: NaN passes
+    no comparison, so those claims went to every side of every cut-off, and 30 such rows moved calibrate's cut-offs
+    on the other 170. A score must be a finite number; the line and field are named."""
+    rows = write_jsonl(tmp_path / "labelled.jsonl", gold_rows())
+    out = tmp_path / "scored.jsonl"
+    scored = runner.invoke(
+        app, ["score", str(rows), "--out", str(out), "--mode", "nli", "--nli-model", str(tiny), "--no-progress"]
+    )
+    assert scored.exit_code == 0, scored.output
+    lines = out.read_text().splitlines()
+    report = json.loads(lines[2])
+    report["claims"][0]["nli"]["entailment"] = float("nan")
+    lines[2] = json.dumps(report)  # NaN, as json.dumps writes it by default
+    out.write_text("\n".join(lines) + "\n")
+    for command in (["calibrate", str(out), "--no-head"], ["report", str(out)]):
+        result = runner.invoke(app, [*command, "--nli-model", str(tiny)] if command[0] == "calibrate" else command)
+        assert result.exit_code == 2, result.output
+        said = flat(result.output)
+        assert "line 3" in said and "claims.0.nli.entailment" in said and "finite number" in said, said
+
+
+def test_an_interrupted_tune_names_its_checkpoint_as_its_path_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in tune printed the checkpoint folder as console markup: '[bold]' in --out was swallowed and a folder
+    '[/red]' raised a MarkupError instead of the exit 130 that tells a script it was interrupted."""
+    import groundjudge.cli.learn as learn
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(learn, "tune", interrupted)  # the user's Ctrl-C, wherever tune was
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    for out in (tmp_path / "[bold]tuned", tmp_path / "d[" / "red]tuned"):
+        result = runner.invoke(app, ["tune", str(data), "--base", "m", "--out", str(out), "--no-progress"])
+        assert result.exit_code == 130, result.output
+        assert f"checkpoint kept in {out / '.tune'};" in flat(result.stderr), result.stderr
