@@ -40,6 +40,16 @@ _FLAGS = (
 _TEMPORARY = re.compile(r".+\.[0-9a-f]{12}\.tmp")
 
 
+def same_file(target: str | Path, source: str | Path) -> bool:
+    """Whether a file to write, ``target``, is the existing file ``source`` by any path, link or hard link to it
+    (writing it would replace what it is made from): the one rule of the runs' OUT and the commands' files to
+    write."""
+    try:
+        return Path(target).exists() and Path(source).exists() and Path(target).samefile(source)
+    except OSError:  # unreadable: not known to be the same; the write itself will say what is wrong
+        return False
+
+
 def is_temporary(name: str) -> bool:
     """Whether a file name is one of this module's temporary files (``NAME.<12 hex digits>.tmp``)."""
     return _TEMPORARY.fullmatch(name) is not None

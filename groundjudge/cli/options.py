@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
+from groundjudge.atomic import same_file
 from groundjudge.cli.common import fail
 from groundjudge.config import Config, problems
 from groundjudge.errors import ArgumentError, ConfigError
@@ -112,10 +113,10 @@ def not_an_input(flag: str, out: Path | None, *inputs: Path | None) -> None:
     """Refuse, before any work, a file to write that is one of the command's inputs, by any path or link to it: it
     would be replaced by what is made from it ('calibrate scored.jsonl -o scored.jsonl' replaced a scored run with a
     config)."""
-    if out is None or not out.exists():
+    if out is None:
         return
     for given in inputs:
-        if given is not None and given.exists() and out.samefile(given):
+        if given is not None and same_file(out, given):
             raise fail(f"{flag} {out}: that is the input {given}; writing it would replace what it is made from")
 
 

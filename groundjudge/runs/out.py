@@ -19,7 +19,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from groundjudge.atomic import atomic_write_text, atomic_writer
+from groundjudge.atomic import atomic_write_text, atomic_writer, same_file
 from groundjudge.errors import (
     BatchPendingError,
     BudgetExceededError,
@@ -251,7 +251,7 @@ def pending_rows(
     """
     if is_local(input) and not local_path(input).exists():
         raise ConfigError(f"no input file {input}")
-    if out.exists() and is_local(input) and out.resolve() == local_path(input).resolve():
+    if is_local(input) and same_file(out, local_path(input)):
         raise ConfigError("--out is the input file")
     if retry_errors and not resume:
         raise ConfigError("--retry-errors goes with --resume (Python: retry_errors=True with resume=True)")

@@ -143,6 +143,10 @@ def test_the_input_checks_live_in_the_run_library(tmp_path: Path) -> None:
         pending_rows(tmp_path / "missing.jsonl", tmp_path / "out.jsonl")
     with pytest.raises(ConfigError, match="--out is the input file"):
         pending_rows(data, data)
+    hard = tmp_path / "hard-link.jsonl"  # the same file by another name: resolve() told them apart
+    hard.hardlink_to(data)
+    with pytest.raises(ConfigError, match="--out is the input file"):
+        pending_rows(data, hard)
     with pytest.raises(ConfigError, match="--retry-errors goes with --resume"):
         pending_rows(data, tmp_path / "out.jsonl", retry_errors=True)
     (tmp_path / "rows.txt").write_text("{}\n")
