@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from groundjudge.atomic import atomic_write_text
+from groundjudge.atomic import atomic_write_text, same_file
 from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
 from groundjudge.cli.common import err, fail, human_console, load_reports, print_table
 from groundjudge.cli.options import (
@@ -97,6 +97,12 @@ def calibrate_command(
     not_an_input("--out", out, labeled, reviews)
     if reliability is not None and reliability.suffix.lower() not in (".html", ".htm", ".svg"):
         raise fail(f"--reliability {reliability}: write .html or .svg")
+    if (
+        out is not None
+        and reliability is not None
+        and (out.resolve() == reliability.resolve() or same_file(out, reliability))
+    ):
+        raise fail(f"--reliability {reliability}: that is --out {out}; one would replace the other")
     evaluator: Any = None
     from_out = is_report_file(labeled)  # a 'score' OUT: the claims are scored already
     # raw scores: a head stored beside the model must neither change them nor stop the run (it may be stale)

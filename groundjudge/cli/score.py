@@ -38,6 +38,7 @@ from groundjudge.cli.options import (
     file_to_write,
     json_option,
     nli_model_option,
+    not_an_input,
     overwrite_option,
     parse_price,
     progress_option,
@@ -155,19 +156,14 @@ def score_command(
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes. The run's summary
     goes to stderr as a table; with --json also to stdout as one JSON object (RunSummary's keys)."""
-    from groundjudge.io.tables import parse_mapping, table_format
+    from groundjudge.io.tables import parse_mapping
     from groundjudge.pipeline import Evaluator
     from groundjudge.runs import pending_rows, score_rows
     from groundjudge.runs.engines import ENGINES
     from groundjudge.runs.out import batch_state_path
 
-    parquet_out: Path | None = None
     mapping = parse_mapping(columns)
-    if out.suffix.lower() == ".parquet":  # reports go to OUT.jsonl (resumable), converted at the end
-        parquet_out, out = out, out.with_name(out.name + ".jsonl")
-        if parquet_out.exists() and parquet_out.stat().st_size and not (resume or overwrite or dry_run):
-            raise fail(f"{parquet_out} exists: pass --resume to continue it or --overwrite to replace it")
-        table_format(parquet_out)
+    out, parquet_out = _out_files(input, out, config, replacing=resume or overwrite or dry_run)
     # the run's input checks (no input file, --out is the input, --retry-errors without --resume, the format)
     pending = pending_rows(input, out, columns=mapping, resume=resume, retry_errors=retry_errors)
     if out.exists() and out.stat().st_size and not (resume or overwrite or dry_run):
@@ -246,9 +242,12 @@ def score_command(
                 address=address,
             )
         code = _stop_code(result, out)
-    finally:
-        if parquet_out is not None and out.exists():
-            code = _write_parquet_out(out, parquet_out, code)
+    except KeyboardInterrupt:  # a part of the run under the name of the whole: the Parquet OUT is left as it was
+        if parquet_out is not None:
+            _say_parquet_not_written(parquet_out, out)
+        raise
+    if parquet_out is not None and out.exists():
+        code = _write_parquet_out(out, parquet_out, code)
     print_summary(console, result.summary)
     for line in result.spent_lines():  # what the ledger billed that the rows above do not show
         err.print(escape(line), highlight=False)
@@ -258,6 +257,31 @@ def score_command(
     if code == EXIT_OK and result.summary.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
+
+
+def _out_files(input: str, out: Path, config: Path | None, *, replacing: bool) -> tuple[Path, Path | None]:
+    """The JSONL the reports go to and the Parquet OUT made from it at the end (None: OUT is the JSONL), refused
+    when OUT is a file the run reads first: its config, or its input when OUT is its Parquet (pending_rows checks
+    the JSONL against the input)."""
+    from groundjudge.io.tables import table_format
+
+    parquet_out: Path | None = None
+    if out.suffix.lower() == ".parquet":  # reports go to OUT.jsonl (resumable), converted at the end
+        parquet_out, out = out, out.with_name(out.name + ".jsonl")
+        if parquet_out.exists() and parquet_out.stat().st_size and not replacing:
+            raise fail(f"{parquet_out} exists: pass --resume to continue it or --overwrite to replace it")
+        table_format(parquet_out)
+    not_an_input("--out", parquet_out, config, Path(input))
+    not_an_input("--out", out, config)
+    return out, parquet_out
+
+
+def _say_parquet_not_written(parquet_out: Path, out: Path) -> None:
+    err.print(
+        f"[yellow]interrupted:[/yellow] {escape(str(parquet_out))} not written; the finished rows are in "
+        f"{escape(str(out))}: re-run with --resume to go on",
+        highlight=False,
+    )
 
 
 def _stop_code(result: RunResult, out: Path) -> int:

@@ -674,7 +674,8 @@ def _prepare_out(out: Path, key: str, overwrite: bool) -> None:
     if out.exists() and any(out.iterdir()):
         same = state.is_file() and _run_key_in(state) == key
         if not same:
-            ours = (out / STATE_DIR).is_dir() or (out / "config.json").is_file()
+            # a tune output keeps OUT/.tune when it finishes; a config.json alone is any model's, or a project's
+            ours = (out / STATE_DIR).is_dir()
             if not overwrite:
                 raise ConfigError(
                     f"{out} is not empty and holds no checkpoint of this run (same data, base and settings): "
@@ -711,6 +712,9 @@ def tune(
     if Path(base).is_dir() and Path(base).resolve().is_relative_to(Path(out).resolve()):
         # OUT is written, and with overwrite emptied: the base model in it would go before it was ever tuned
         raise ConfigError(f"--out {out} holds the base model {base}; write the tuned model to another folder")
+    inside = [str(p) for p in paths if p.resolve().is_relative_to(Path(out).resolve())]
+    if inside:  # OUT is written, and with overwrite emptied: the data would go before it was read
+        raise ConfigError(f"--out {out} holds the data {', '.join(inside)}; write the tuned model to another folder")
     base_model = NLIModel(base, device=device)
     make_objective(base_model, settings.max_length)  # refuses a kind it cannot train before OUT is touched
     out = Path(out)

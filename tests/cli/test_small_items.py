@@ -432,3 +432,91 @@ def test_an_interrupted_tune_names_its_checkpoint_as_its_path_reads(
         result = runner.invoke(app, ["tune", str(data), "--base", "m", "--out", str(out), "--no-progress"])
         assert result.exit_code == 130, result.output
         assert f"checkpoint kept in {out / '.tune'};" in flat(result.stderr), result.stderr
+
+
+def test_tune_overwrite_never_empties_a_folder_holding_its_data_or_only_a_config(tmp_path: Path, tiny: Path) -> None:
+    """'tune d/train.jsonl --out d --overwrite' with a config.json in d (calibrate's, or a project's) emptied d: the
+    training data, the config and every other file of the user's went, then the run said 'no file d/train.jsonl'."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    data = write_jsonl(folder / "train.jsonl", gold_rows())
+    (folder / "config.json").write_text('{"t_support": 0.8}')
+    (folder / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    base = ["--base", str(tiny), "--epochs", "1", "--batch-size", "4", "--max-length", "64", "--no-progress"]
+    result = runner.invoke(app, ["tune", str(data), "--out", str(folder), "--overwrite", *base])
+    assert result.exit_code == 2, result.output
+    assert f"--out {folder} holds the data" in flat(result.output), result.output
+    other = write_jsonl(tmp_path / "gold.jsonl", gold_rows())  # the data elsewhere: a config.json alone is no tune's
+    result = runner.invoke(app, ["tune", str(other), "--out", str(folder), "--overwrite", *base])
+    assert result.exit_code == 2 and "refusing to empty it" in flat(result.output), result.output
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_score_out_that_is_its_config_or_its_parquet_input_is_refused(tmp_path: Path) -> None:
+    """'score in.jsonl --config c.json -o c.json --overwrite' replaced the config with reports, and 'score
+    in.parquet -o in.parquet --overwrite' the input table (the check of OUT against the input saw in.parquet.jsonl)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"id": "a", "contexts": ["Paris is in France."], "answer": "Paris is in France."}]
+    data = write_jsonl(tmp_path / "in.jsonl", rows)
+    config = tmp_path / "c.json"
+    config.write_text('{"preset": "default"}')
+    table = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([{**rows[0], "id": "b"}]), table)
+    saved = table.read_bytes()
+    for args, kept in (
+        ([str(data), "--config", str(config), "--out", str(config)], config),
+        ([str(table), "--out", str(table)], table),
+    ):
+        before = kept.read_bytes()
+        result = runner.invoke(app, ["score", *args, "--overwrite", "--mode", "nli", "--no-progress"])
+        assert result.exit_code == 2, result.output
+        assert f"error: --out {kept}: that is the input" in flat(result.output), result.output
+        assert kept.read_bytes() == before
+    assert table.read_bytes() == saved
+
+
+def test_ctrl_c_leaves_a_parquet_out_as_it_was(tmp_path: Path, tiny: Path) -> None:
+    """Ctrl-C on 'score -o run.parquet --overwrite' wrote the rows finished so far over the earlier run's table and
+    said 'wrote run.parquet (N reports ...)': a part of a run under the name of a finished one, nothing said of the
+    stop. A real process and a real SIGINT."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rows = [{"id": "r", "contexts": ["Paris is the capital of France."], "answer": "Paris is in France."}]
+    data = write_jsonl(tmp_path / "in.jsonl", [{**rows[0], "id": f"r{i}"} for i in range(40000)])
+    out = tmp_path / "run.parquet"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    args = [sys.executable, "-m", "groundjudge", "score", str(data), "-o", str(out), "--mode", "nli"]
+    args += ["--nli-model", str(tiny), "--no-progress", "--cache-mode", "off", "--overwrite"]
+    first = write_jsonl(tmp_path / "first.jsonl", rows[:1])
+    subprocess.run([*args[:4], str(first), *args[5:]], env=env, check=True, capture_output=True)
+    saved = out.read_bytes()
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    jsonl = tmp_path / "run.parquet.jsonl"
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if jsonl.exists() and jsonl.read_bytes().count(b"\n") > 20:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert out.read_bytes() == saved
+    assert "interrupted:" in flat(stderr) and "re-run with --resume" in flat(stderr), stderr
+
+
+def test_calibrate_reliability_at_the_config_path_is_refused(tmp_path: Path) -> None:
+    """'calibrate -o fit.html --reliability fit.html' wrote the diagram, then the config over it, and said it
+    wrote both."""
+    data = write_jsonl(tmp_path / "in.jsonl", gold_rows())
+    out = tmp_path / "fit.html"
+    result = runner.invoke(app, ["calibrate", str(data), "-o", str(out), "--reliability", str(out), "--no-head"])
+    assert result.exit_code == 2, result.output
+    assert f"error: --reliability {out}: that is --out" in flat(result.output), result.output
+    assert not out.exists()
