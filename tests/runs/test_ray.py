@@ -410,7 +410,9 @@ def test_the_call_budget_holds_across_actors_and_resume_finishes(llm_server: Scr
     with pytest.raises(RunStopped) as info:  # a run starts once every actor is up, so both spend
         on_ray(str(src), out, cfg, actors=2, batch_size=1)
     assert len(llm_server.requests) <= 10  # the cap of the cluster, not of each actor
-    written = reports(out.read_text().splitlines())
+    # OUT opens at the first report: on a loaded machine the stop can come before any row finished (seen once in
+    # the README's command, 1 of 4 runs), and then OUT is left as it was, here not there at all
+    written = reports(out.read_text().splitlines()) if out.exists() else []
     # only finished rows are written
     assert all(r.verdict != "ERROR" and r.usage.calls == 2 for r in written)
     assert info.value.summary.n == len(written) <= 5
