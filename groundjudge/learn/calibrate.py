@@ -621,46 +621,36 @@ def pooled_measure(
         for fit_on, measure_on in (halves, halves[::-1]):
             profile = fit(fit_on)
             results.append(measure([nli[i] for i in measure_on], [labels[i] for i in measure_on], profile))
-    n = sum(r["n"] for r in results)
-    pooled: dict[str, Any] = {"n": n // (len(results) // 2), "crossfit": True, "cuts": len(results) // 2}
-    # each half's rate weighted by its size (the halves are near equal): the local precision is what one fit is
-    # expected to reach, each fit one draw of it; right calls over calls would lean towards the loosest fits
-    for key in (
-        "nli_balanced_accuracy",
-        "escalation_rate",
-        "local_precision",
-        "contradiction_precision",
-        "contradiction_recall",
-    ):
-        values = [(r[key], r["n"]) for r in results if r[key] is not None]
-        pooled[key] = round(sum(v * m for v, m in values) / sum(m for _, m in values), 4) if values else None
     cuts_made = len(results) // 2
-    decided = sum(r["local_decided"] for r in results) / cuts_made  # the calls one cut makes over all n claims
-    pooled["local_decided"] = round(decided)
-    pooled["contradictions_called"] = round(sum(r["contradictions_called"] for r in results) / cuts_made)
-    pooled["local_precision_ci"] = _precision_spread(pooled["local_precision"], decided, results)
-    # the escalation and the calls to expect: the stored fit's own, counted here (see above); the precision stays the
-    # halves': counted on the claims it was fitted on, it is optimistic (by 0.01-0.03 on Factcheck-GPT, 0.2 on WiCE)
+    # the escalation and the calls to expect: the stored fit's own, counted here (see above)
     stored = fit(range(len(nli)))
     counted = measure(nli, labels, stored)
-    pooled.update(
-        escalation_rate=counted["escalation_rate"],
-        local_decided=counted["local_decided"],
-        contradictions_called=counted["contradictions_called"],
-        escalation_measured="in-sample: the stored thresholds' count",  # the rest is cross-fitted
-    )
+    pooled: dict[str, Any] = {
+        "n": sum(r["n"] for r in results) // cuts_made,
+        "crossfit": True,
+        "cuts": cuts_made,
+        "escalation_rate": counted["escalation_rate"],
+        "escalation_measured": "in-sample: the stored thresholds' count",  # the rest is cross-fitted
+        "local_decided": counted["local_decided"],
+        "contradictions_called": counted["contradictions_called"],
+    }
+    # the rest: each half's rate weighted by its size (the halves are near equal); the local precision is what one
+    # fit is expected to reach, each fit one draw of it (right calls over calls would lean towards the loosest fits;
+    # counted on the claims it was fitted on, it is optimistic: by 0.01-0.03 on Factcheck-GPT, 0.2 on WiCE)
+    for key in ("nli_balanced_accuracy", "local_precision", "contradiction_precision", "contradiction_recall"):
+        values = [(r[key], r["n"]) for r in results if r[key] is not None]
+        pooled[key] = round(sum(v * m for v, m in values) / sum(m for _, m in values), 4) if values else None
+    decided = sum(r["local_decided"] for r in results) / cuts_made  # the calls one cut makes over all n claims
+    pooled["local_precision_ci"] = _precision_spread(pooled["local_precision"], decided, results)
     whole = stored["cascade"]
     if whole.t_support is None and whole.t_contradict is None and whole.t_unsupported is None:
-        # the cut-offs fitted on all the claims (those stored) decide nothing: on new rows every claim goes to the
-        # judge, whatever the halves' own fits decided (they are a forecast of the fit, and this fit is known)
+        # the cut-offs stored decide nothing (their count says escalation 100%): on new rows no claim is decided
+        # locally, whatever the halves' own fits decided, so there is no precision to expect
         pooled.update(
-            escalation_rate=1.0,
             local_precision=None,
             local_precision_ci=None,
-            local_decided=0,
             contradiction_precision=None,
-            contradictions_called=0,
-            contradiction_recall=0.0 if any(g == "CONTRADICTED" for g in labels) else None,
+            contradiction_recall=counted["contradiction_recall"],
         )
     return pooled
 
