@@ -41,10 +41,13 @@ _TEMPORARY = re.compile(r".+\.[0-9a-f]{12}\.tmp")
 
 
 def same_file(target: str | Path, source: str | Path) -> bool:
-    """Whether a file to write, ``target``, is the existing file ``source`` by any path, link or hard link to it
-    (writing it would replace what it is made from): the one rule of the runs' OUT and the commands' files to
-    write."""
+    """Whether a file to write, ``target``, is ``source`` (a file read, or another file to write): the same path
+    once resolved (neither need exist yet), or the same existing file by any link or hard link to it. Writing it
+    would replace what it is made from, or what the other write made: the one rule of the runs' OUT and the
+    commands' files to write."""
     try:
+        if Path(target).resolve() == Path(source).resolve():
+            return True
         return Path(target).exists() and Path(source).exists() and Path(target).samefile(source)
     except OSError:  # unreadable: not known to be the same; the write itself will say what is wrong
         return False

@@ -97,11 +97,7 @@ def calibrate_command(
     not_an_input("--out", out, labeled, reviews)
     if reliability is not None and reliability.suffix.lower() not in (".html", ".htm", ".svg"):
         raise fail(f"--reliability {reliability}: write .html or .svg")
-    if (
-        out is not None
-        and reliability is not None
-        and (out.resolve() == reliability.resolve() or same_file(out, reliability))
-    ):
+    if out is not None and reliability is not None and same_file(out, reliability):
         raise fail(f"--reliability {reliability}: that is --out {out}; one would replace the other")
     evaluator: Any = None
     from_out = is_report_file(labeled)  # a 'score' OUT: the claims are scored already

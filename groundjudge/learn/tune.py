@@ -668,6 +668,11 @@ def _run_key_in(state: Path) -> str | None:
     return data.get("run_key") if isinstance(data, dict) else None
 
 
+def _inside(path: Path, folder: str | Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies in it (by the paths resolved)."""
+    return path.resolve().is_relative_to(Path(folder).resolve())
+
+
 def _prepare_out(out: Path, key: str, overwrite: bool) -> None:
     """An empty or resumable OUT; a folder holding something else is refused unless ``overwrite``."""
     state = out / STATE_DIR / "run.json"
@@ -709,12 +714,11 @@ def tune(
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise InputError(f"no file {', '.join(missing)}")
-    if Path(base).is_dir() and Path(base).resolve().is_relative_to(Path(out).resolve()):
-        # OUT is written, and with overwrite emptied: the base model in it would go before it was ever tuned
-        raise ConfigError(f"--out {out} holds the base model {base}; write the tuned model to another folder")
-    inside = [str(p) for p in paths if p.resolve().is_relative_to(Path(out).resolve())]
-    if inside:  # OUT is written, and with overwrite emptied: the data would go before it was read
-        raise ConfigError(f"--out {out} holds the data {', '.join(inside)}; write the tuned model to another folder")
+    # OUT is written, and with overwrite emptied: a base model or data in it would go before they were read
+    read = [("the base model", Path(base))] if Path(base).is_dir() else []
+    inside = [f"{what} {p}" for what, p in [*read, *(("the data", p) for p in paths)] if _inside(p, out)]
+    if inside:
+        raise ConfigError(f"--out {out} holds {', '.join(inside)}; write the tuned model to another folder")
     base_model = NLIModel(base, device=device)
     make_objective(base_model, settings.max_length)  # refuses a kind it cannot train before OUT is touched
     out = Path(out)
