@@ -494,8 +494,9 @@ def test_ctrl_c_leaves_a_parquet_out_as_it_was(tmp_path: Path, tiny: Path) -> No
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     args = [sys.executable, "-m", "groundjudge", "score", str(data), "-o", str(out), "--mode", "nli"]
     args += ["--nli-model", str(tiny), "--no-progress", "--cache-mode", "off", "--overwrite"]
-    first = write_jsonl(tmp_path / "first.jsonl", rows[:1])
-    subprocess.run([*args[:4], str(first), *args[5:]], env=env, check=True, capture_output=True)
+    first = write_jsonl(tmp_path / "first.jsonl", rows[:1])  # the earlier run, in this process (no new torch)
+    earlier = runner.invoke(app, [args[3], str(first), *args[5:]])
+    assert earlier.exit_code == 0, earlier.output
     saved = out.read_bytes()
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     jsonl = tmp_path / "run.parquet.jsonl"
