@@ -63,7 +63,7 @@ OUT = typer.Option(
     "--out",
     "-o",
     help="Where the reports go, one JSON object a line; a .parquet OUT is written from OUT.jsonl (kept, for --resume) "
-    "at the end.",
+    "when the run reaches its last row.",
     rich_help_panel=INPUT_OUTPUT,
     callback=file_to_write,
 )
@@ -246,7 +246,9 @@ def score_command(
         if parquet_out is not None:
             _say_parquet_not_written(parquet_out, out)
         raise
-    if parquet_out is not None and out.exists():
+    if parquet_out is not None and result.stopped is not None:  # a part of the run: Parquet only when it finishes
+        err.print(escape(f"{parquet_out} not written: it is written once a run reaches its last row"))
+    elif parquet_out is not None and out.exists():
         code = _write_parquet_out(out, parquet_out, code)
     print_summary(console, result.summary)
     for line in result.spent_lines():  # what the ledger billed that the rows above do not show

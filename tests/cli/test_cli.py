@@ -335,6 +335,33 @@ def test_budget_stop_exits_3_with_a_valid_partial_output(tmp_path: Path) -> None
         assert len(server.requests) == 10
 
 
+def test_a_budget_stop_leaves_a_parquet_out_as_it_was(tmp_path: Path) -> None:
+    """A budget stop on 'score -o run.parquet --overwrite' wrote the rows done so far over the earlier run's table
+    (a part of a run under the name of a finished one); a --resume that finishes writes the whole table."""
+    import pyarrow.parquet as pq
+
+    rows = [{"id": f"r{i}", "contexts": [f"It opens at {i} am."], "answer": f"It opens at {i} am."} for i in range(4)]
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "run.parquet"
+    with ScriptedLLMServer(ONE_CLAIM) as server:
+        args = ["score", str(data), "--out", str(out), "--cache-dir", str(tmp_path / "c"), "--no-progress"]
+        args += ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--no-qa", "--mode", "llm"]
+        args += ["--batch-size", "1", "--concurrency", "1"]
+        earlier = runner.invoke(app, [*args, "--cache-mode", "off"])
+        assert earlier.exit_code == 0, earlier.output
+        saved = out.read_bytes()
+        result = runner.invoke(app, [*args, "--overwrite", "--max-calls", "5"])
+        assert result.exit_code == 3, result.output
+        said = " ".join(result.output.split())
+        assert f"Finished rows are in {out}.jsonl;" in said, said
+        assert f"{out} not written: it is written once a run reaches its last row" in said, said
+        assert out.read_bytes() == saved
+        resumed = runner.invoke(app, [*args, "--resume"])
+        assert resumed.exit_code == 0, resumed.output
+        assert sorted(pq.read_table(out).column("id").to_pylist()) == [r["id"] for r in rows]
+
+
 def test_dry_run_counts_the_cache(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"id": "a", "contexts": ["The shop opens at 9 am."], "claim": "It opens at 9."}) + "\n")
