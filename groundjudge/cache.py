@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import weakref
@@ -39,6 +40,55 @@ def _flush(store: diskcache.Cache, pending: Counter[tuple[str, str]], lock: thre
     for (kind, namespace), n in taken.items():
         if n:
             store.incr(f"{COUNTS}:{kind}:{namespace}", n)
+
+
+MARKER = "GROUNDJUDGE_CACHE"
+"""The file that marks a directory as a groundjudge cache, written before the cache is made in it."""
+_MARKER_TEXT = "A groundjudge cache (diskcache over SQLite): `groundjudge cache stats` and `cache clear` read it.\n"
+_DISKCACHE_TABLES = {"Cache", "Settings"}
+_OUR_KEY = re.compile(rf"(?:[a-z]+:[0-9a-f]{{64}}|{COUNTS}:(?:hits|misses):[a-z]+)")
+_KEYS_LOOKED_AT = 200  # keys of an unmarked database read to tell an older groundjudge cache from another's
+
+
+def _not_ours(database: Path) -> str | None:
+    """Why the ``cache.db`` of a directory without the marker is not an older groundjudge cache (None: it is one):
+    tables other than diskcache's, or keys groundjudge never writes (its keys are ``namespace:sha256``)."""
+    try:
+        con = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables != _DISKCACHE_TABLES:
+                return f"has the tables {', '.join(sorted(tables)) or '(none)'}, not a disk cache's"
+            keys = con.execute("SELECT key FROM Cache ORDER BY rowid LIMIT ?", (_KEYS_LOOKED_AT,)).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        return f"is not a database groundjudge can read ({exc})"
+    other = next((key for (key,) in keys if not (isinstance(key, str) and _OUR_KEY.fullmatch(key))), None)
+    return None if other is None else f"holds entries groundjudge never writes (key {str(other)[:40]!r})"
+
+
+def claim_directory(directory: Path) -> None:
+    """Make ``directory`` a groundjudge cache, or check that it is one, before diskcache opens it: a directory with
+    the marker; a new or empty one (the marker is written first); one whose ``cache.db`` an earlier groundjudge made
+    (the marker is added). A ``cache.db`` of another program is refused: diskcache would add its tables to that
+    database, rewrite its settings (size limit, eviction) and, on ``cache clear``, empty its ``Cache`` table.
+
+    Raises:
+        ConfigError: naming the directory and why its ``cache.db`` is not a groundjudge cache.
+    """
+    marker = directory / MARKER
+    if marker.is_file():
+        return
+    database = directory / "cache.db"
+    if database.exists() and (why := _not_ours(database)) is not None:
+        raise ConfigError(
+            f"cache directory {directory} is not a groundjudge cache: its cache.db {why}; pass another "
+            "--cache-dir (a new folder is made on first use)"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # a read-only copy of an older cache still reads; it just stays unmarked
+        marker.write_text(_MARKER_TEXT)
 
 
 def default_cache_dir() -> Path:
@@ -83,13 +133,15 @@ class Cache:
         self.misses: Counter[str] = Counter()
         self._pending: Counter[tuple[str, str]] = Counter()  # (hits|misses, namespace): not yet in the directory
         self._finalizer: Any = None
+        if self.directory.is_dir():  # another program's cache.db is refused now, before a run does any work
+            claim_directory(self.directory)
 
     @property
     def store(self) -> diskcache.Cache:
         if self._store is None:
             with self._lock:
                 if self._store is None:
-                    self.directory.mkdir(parents=True, exist_ok=True)
+                    claim_directory(self.directory)
                     # SQLite's page cache and memory map bounded (8 MiB + 16 MiB; diskcache's defaults allow
                     # 32 + 64 MiB), so that a long run's resident memory stays flat as the cache file grows.
                     self._store = diskcache.Cache(
