@@ -133,7 +133,7 @@ class Cache:
         self.misses: Counter[str] = Counter()
         self._pending: Counter[tuple[str, str]] = Counter()  # (hits|misses, namespace): not yet in the directory
         self._finalizer: Any = None
-        if self.directory.is_dir():  # another program's cache.db is refused now, before a run does any work
+        if mode != "off" and self.directory.is_dir():  # another program's cache.db: refused before any work
             claim_directory(self.directory)
 
     @property
