@@ -282,14 +282,21 @@ class _Pool:
         self.actors = actors
 
     def run(
-        self, calls: list[list[str]], run: str, config: Config, ledger: LedgerProxy | None, batch_size: int
+        self,
+        calls: list[list[str]],
+        run: str,
+        config: Config,
+        ledger: LedgerProxy | None,
+        batch_size: int,
+        halt: Callable[[], bool] = lambda: False,
     ) -> Iterator[dict[str, list[Any]]]:
-        """Each call's result, in the order calls finish; one call in flight per actor."""
+        """Each call's result, in the order calls finish; one call in flight per actor. Once ``halt()`` is true no
+        call starts, and the calls in flight are still waited for (their finished reports are the run's)."""
         todo = list(reversed(calls))
         idle = list(self.actors)
         running: dict[Any, Any] = {}
-        while todo or running:
-            while idle and todo:
+        while (todo and not halt()) or running:
+            while idle and todo and not halt():
                 actor = idle.pop()
                 ref = actor.score.remote(run, config, ledger, batch_size, len(self.actors), todo.pop())
                 running[ref] = actor
@@ -560,8 +567,9 @@ def score_rows(
     into the local engine's batches (:func:`groundjudge.io.rows.batches`), ships them to its actors ``window`` rows at
     a time (the actors, and their loaded model, serve every window and are kept for the next run when this one
     finishes or stops: :data:`KEEP_ACTORS_S`), and appends each report to OUT through the local engine's writer,
-    flushing each line, so a killed run loses nothing it wrote. A run stop ends the run after every finished report is
-    written; it is returned in the result, not raised.
+    flushing each line, so a killed run loses nothing it wrote. A run stop starts no new actor call and ends the run
+    after every finished report is written, those of the calls in flight on the other actors too; it is returned in
+    the result, not raised.
 
     Args:
         pending: the rows to score and what OUT holds (:func:`groundjudge.runs.out.pending_rows`).
@@ -591,6 +599,9 @@ def score_rows(
     def write(line: str) -> None:
         output.write(AnswerReport.model_validate_json(line), line)
 
+    def halted() -> bool:
+        return stopped is not None
+
     n_actors, per_cpu, per_gpu, threads = plan(actors, num_gpus)
     run = uuid.uuid4().hex  # each actor builds one Evaluator for this run (its model stays loaded between runs)
     pool: _Pool | None = None
@@ -605,14 +616,14 @@ def score_rows(
             order = [n for b in window_batches for n, _, _ in b]
             waiting: dict[int, str] = {}
             nxt = 0
-            for out in pool.run(calls, run, cfg, proxy, batch_size):
+            # after a stop no call starts, but the other actors' calls in flight finish their answers (as the local
+            # engine's answers in flight do): their reports are written too, and their calls are in the bill
+            for out in pool.run(calls, run, cfg, proxy, batch_size, halt=halted):
                 for row, report, stop in zip(out["row"], out["report"], out["stop"], strict=True):
-                    if stop:
+                    if not stop:
+                        waiting[int(row)] = str(report)
+                    elif stopped is None:  # the first stop to arrive is the run's
                         stopped = _stop_error(str(stop), proxy)
-                        break
-                    waiting[int(row)] = str(report)
-                if stopped is not None:
-                    break
                 while nxt < len(order) and order[nxt] in waiting:  # calls finish out of order
                     write(waiting.pop(order[nxt]))
                     nxt += 1
@@ -624,8 +635,7 @@ def score_rows(
                 break
         else:
             finished = True
-        # a stop keeps them too: the calls a stop leaves in flight end by themselves (the ledger refuses the next
-        # call, the cache misses again), and their results are dropped (each call carries its run)
+        # a stop keeps them too: no call of this run is left in flight
         clean = True
     finally:
         # after a failure, or the driver interrupted, calls still in flight could go on spending: the actors go

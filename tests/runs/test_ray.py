@@ -8,6 +8,7 @@ SDK (the workers reach it over HTTP on 127.0.0.1).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +23,9 @@ from groundjudge.models import AnswerReport
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.summary import RunSummary, Summarizer
 from groundjudge.runs import RunStopped, score_file
-from groundjudge.testing import ScriptedLLMServer, packed_requests, route
+from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, packed_requests, route
 from tests.conftest import FIXTURES, SHARED, SHARED_MODEL
-from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS
+from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, claims_handler, judge_handler
 
 ray = pytest.importorskip("ray")
 gj_ray = pytest.importorskip("groundjudge.runs.ray")
@@ -423,6 +424,53 @@ def test_the_call_budget_holds_across_actors_and_resume_finishes(llm_server: Scr
     on_ray(str(src), out, llm_config(llm_server, tmp_path / "cache", qa=False), actors=2, resume=True)
     ids = [r.id for r in reports(out.read_text().splitlines())]
     assert sorted(ids) == sorted(f"a{i}" for i in range(8)) and len(set(ids)) == 8
+
+
+def test_a_stop_in_one_actor_waits_for_the_other_actors_call_and_writes_its_finished_report(
+    tmp_path: Path,
+) -> None:
+    """Row a0 in one actor, a1 in the other (one row a call: ``window=1``), a2 waiting for an actor. a0's claims
+    reply waits until a1's judge call holds its place on the cluster's ledger, so a0's judge call is the one the cap
+    refuses and a0's actor returns the stop; a1's judge reply comes seconds later, so a1's report reaches the driver
+    after the stop. a1 finished: it is written (after the gap a0 leaves, as the local engine writes the answers in
+    flight at a stop) and its call is in the bill; a2's call never starts (a bad row, it needs no LLM call: started,
+    it would be written). --resume scores a0 and a2."""
+    a1_judge_held, a0_claims_answered = threading.Event(), threading.Event()
+
+    def claims(req: RecordedRequest) -> Reply:
+        if "Row 0." in req.text:
+            a1_judge_held.wait(60)
+            a0_claims_answered.set()
+        return claims_handler(req)
+
+    def judge(req: RecordedRequest) -> Reply:
+        reply = judge_handler(req)
+        if "Row 1." in req.text:
+            a1_judge_held.set()
+            a0_claims_answered.wait(60)
+            reply.delay = 3.0  # a0's actor is refused and returns its stop meanwhile
+        return reply
+
+    src = write_rows(tmp_path / "in.jsonl", [*answer_rows(2), {"id": "a2", "contexts": [], "answer": GOOD_ANSWER}])
+    out = tmp_path / "out.jsonl"
+    with ScriptedLLMServer(route({**HANDLERS, "claims": claims, "judge": judge})) as server:
+        cfg = llm_config(server, tmp_path / "cache", max_calls=3, qa=False, window=1)
+        with pytest.raises(RunStopped) as info:
+            on_ray(str(src), out, cfg, actors=2, batch_size=1)
+        assert isinstance(info.value, BudgetExceededError)
+        written = reports(out.read_text().splitlines()) if out.exists() else []
+        assert [(r.id, r.verdict, r.usage.calls) for r in written] == [("a1", "PASS", 2)]
+        assert info.value.result.rows_written == info.value.summary.n == 1
+        # a0's claims, a1's claims and judge: a1's judge call is in the bill too, settled after the stop came
+        assert len(server.requests) == server.billed == info.value.result.billed.calls == 3
+
+        on_ray(str(src), out, llm_config(server, tmp_path / "cache", qa=False), actors=2, resume=True)
+        assert len(server.requests) == 4  # a0's judge call; its claims reply and all of a1 are not asked again
+    assert [(r.id, r.verdict) for r in reports(out.read_text().splitlines())] == [
+        ("a1", "PASS"),
+        ("a0", "PASS"),
+        ("a2", "ERROR"),
+    ]
 
 
 def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
