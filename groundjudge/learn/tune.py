@@ -191,7 +191,8 @@ def load_examples(
     """
     settings = settings or TuneSettings()
     gold: list[TuneExample] = []
-    reports: dict[tuple[str, str], tuple[AnswerReport, ClaimVerdict]] = {}
+    # by answer id, claim id and claim text: two runs of the same rows (v1 and v2) reuse ids for other claims
+    reports: dict[tuple[str, str, str], tuple[AnswerReport, ClaimVerdict]] = {}
     reviews: list[tuple[str, dict[str, Any]]] = []
     for path in map(Path, paths):
         for n, row in enumerate(_read_jsonl(path), start=1):
@@ -202,7 +203,7 @@ def load_examples(
                 except ValueError as exc:
                     raise InputError(f"not a groundjudge report: {exc}", row=where) from exc
                 for v in report.claims:
-                    reports[(report.id, v.claim.id)] = (report, v)
+                    reports[(report.id, v.claim.id, v.claim.text)] = (report, v)
             elif "claim_id" in row:
                 reviews.append((where, row))
             elif "claim" in row and "contexts" in row:
@@ -224,14 +225,7 @@ def load_examples(
                     "decision {id, claim_id, label}",
                     row=where,
                 )
-    reviewed: dict[tuple[str, str], str] = {}
-    for where, row in reviews:
-        key = (str(row.get("id")), str(row.get("claim_id")))
-        if key not in reports:
-            raise InputError(
-                f"review of answer {key[0]!r} claim {key[1]!r}: no such claim in the score files given", row=where
-            )
-        reviewed[key] = _label(row.get("label"), where)
+    reviewed = _reviewed_claims(reviews, reports)
     out = gold
     for key, (report, v) in reports.items():
         if key in reviewed:
@@ -243,6 +237,42 @@ def load_examples(
         if ex is not None:
             out.append(ex)
     return out
+
+
+def _reviewed_claims(
+    reviews: Sequence[tuple[str, dict[str, Any]]], reports: dict[tuple[str, str, str], Any]
+) -> dict[tuple[str, str, str], str]:
+    """Each review's label on the claim it was made on: same answer id and claim id, and the same claim text where
+    the review gives one (the page and ``review export`` always do), as ``metrics`` and ``calibrate`` join them; the
+    last review of a claim counts.
+
+    Raises:
+        InputError: a review whose claim is in no score file, or whose claim text is not that claim's there (a
+            review of another run), naming its row.
+    """
+    claims: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for key in reports:
+        claims.setdefault(key[:2], []).append(key)
+    reviewed: dict[tuple[str, str, str], str] = {}
+    for where, row in reviews:
+        rid, cid, text = str(row.get("id")), str(row.get("claim_id")), row.get("claim")
+        same_ids = claims.get((rid, cid), [])
+        if not same_ids:
+            raise InputError(
+                f"review of answer {rid!r} claim {cid!r}: no such claim in the score files given", row=where
+            )
+        hits = same_ids if not isinstance(text, str) else [k for k in same_ids if k[2] == text]
+        if not hits:
+            raise InputError(
+                f"review of answer {rid!r} claim {cid!r}: the claim reviewed ({text!r}) is not that claim in the "
+                f"score files given ({same_ids[-1][2]!r}); is it a review of another run?",
+                row=where,
+                field="claim",
+            )
+        label = _label(row.get("label"), where)
+        for key in hits:
+            reviewed[key] = label
+    return reviewed
 
 
 def split_by_claim(

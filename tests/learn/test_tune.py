@@ -132,6 +132,25 @@ def test_training_claims_from_gold_judge_and_review(tmp_path: Path, tokenizer: A
     assert QUOTE in premise and len(premise) < len(LONG) / 3
 
 
+def test_a_review_teaches_only_the_claim_it_was_made_on(tmp_path: Path, tokenizer: Any) -> None:
+    # A review is joined by answer id, claim id and claim text, as metrics and calibrate join it. tune joined by the
+    # ids alone: a review of another run (a v1 review beside the v2 OUT, the same ids for other claims) taught its
+    # label to whatever claim the ids now name, and of two score files with the same ids the later one hid the
+    # earlier's claims.
+    report = scored_report()
+    v2 = report.model_copy(deep=True)
+    v2.claims[1].claim.text = "Town 99 is sunny and warm."  # c2 of the same answer id, another claim
+    v1_file = write_jsonl(tmp_path / "v1.jsonl", [report.model_dump_json()])
+    v2_file = write_jsonl(tmp_path / "v2.jsonl", [v2.model_dump_json()])
+    review = {"id": "a1", "claim_id": "c2", "claim": "Town 99 is sunny.", "label": "SUPPORTED"}
+    reviews = write_jsonl(tmp_path / "review.jsonl", [review])
+    examples = load_examples([v1_file, v2_file, reviews], tokenizer)
+    c2 = sorted((ex.claim, ex.label, ex.source) for ex in examples if ex.id == "a1/c2")
+    assert c2 == [("Town 99 is sunny and warm.", "UNSUPPORTED", "judge"), ("Town 99 is sunny.", "SUPPORTED", "review")]
+    with pytest.raises(InputError, match=r"row review.jsonl:1, field 'claim'.*another run"):
+        load_examples([v2_file, reviews], tokenizer)
+
+
 @pytest.mark.parametrize(
     "row,match",
     [
