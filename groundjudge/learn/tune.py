@@ -751,19 +751,21 @@ def tune(
         raise ConfigError(f"--out {out} holds {', '.join(inside)}; write the tuned model to another folder")
     base_model = NLIModel(base, device=device)
     make_objective(base_model, settings.max_length)  # refuses a kind it cannot train before OUT is touched
-    out = Path(out)
-    key = _run_key(paths, base, settings)
-    _prepare_out(out, key, overwrite)
-    write_checker_declaration(out, read_checker_profile(base))  # the tuned model runs as its base does
-    state_file = out / STATE_DIR / "run.json"
-    state = json.loads(state_file.read_text())
     start = time.perf_counter()
+    # the data is read before OUT is touched: a bad row leaves no OUT behind that the corrected data's run (another
+    # run key) would refuse as "not empty"
     examples = load_examples(paths, base_model.tokenizer, settings)
     if not examples:
         raise InputError("no usable labelled claims in the data files")
     train_ex, held = split_by_claim(examples, settings.holdout, settings.seed)
     if not train_ex or not held:
         raise InputError(f"{len(examples)} claims are too few to hold out a slice and still train")
+    out = Path(out)
+    key = _run_key(paths, base, settings)
+    _prepare_out(out, key, overwrite)
+    write_checker_declaration(out, read_checker_profile(base))  # the tuned model runs as its base does
+    state_file = out / STATE_DIR / "run.json"
+    state = json.loads(state_file.read_text())
     log(
         f"{len(examples)} claims ({dict(Counter(ex.source for ex in examples))}); "
         f"train {len(train_ex)}, held out {len(held)} (disjoint by claim text)"

@@ -318,6 +318,21 @@ def test_another_run_into_the_same_folder_is_refused_unless_overwritten(tmp_path
         tune([data], tiny, stranger, FAST, device="cpu", overwrite=True)
 
 
+def test_bad_data_leaves_no_folder_that_refuses_the_corrected_run(tmp_path: Path, tiny: str) -> None:
+    # tune wrote OUT/.tune/run.json (keyed by the data's hash) and OUT/groundjudge.json before it read the data: a
+    # typo in a review file stopped it, and the run with the file corrected (another key) was refused, "not empty
+    # and holds no checkpoint of this run ... pass --overwrite"
+    rows = gold_rows()
+    data = write_jsonl(tmp_path / "gold.jsonl", [*rows[:-1], {**rows[-1], "label": "SUPORTED"}])
+    out = tmp_path / "tuned"
+    with pytest.raises(InputError, match="label"):
+        tune([data], tiny, out, FAST, device="cpu")
+    assert not out.exists()
+    write_jsonl(data, rows)
+    tune([data], tiny, out, FAST, device="cpu")
+    assert NLIModel(str(out), device="cpu").predict([("a b c", "a b")]).shape == (1, 3)
+
+
 def test_command_prints_before_and_after(tmp_path: Path, tiny: str) -> None:
     from groundjudge.cli import app as groundjudge_app
 
