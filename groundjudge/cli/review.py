@@ -330,6 +330,45 @@ def _print_block(console: Console, title: str, block: dict[str, Any]) -> None:
     print_table(console, table)
 
 
+def _labels_fall_on_the_runs(
+    runs: tuple[list[Any], list[Any]],
+    names: tuple[Path, Path],
+    labels: Path | None,
+    gold: dict[str, str] | None,
+    reviews: Path | None,
+    decided: list[Any],
+) -> None:
+    """compare's ``--labels`` and ``--reviews`` are for the answers both runs have (the corrected rate is measured
+    there): a file none of whose labels falls there is an error, where the corrected rate was left out without a
+    word (a label file of another dataset, the reviews of another run); the ones that fall nowhere are counted."""
+    from groundjudge.review.metrics import join_reviews
+
+    both = {r.id for r in runs[0]} & {r.id for r in runs[1]}
+    where = f"the {len(both)} answers {names[0].name} and {names[1].name} both have"
+    if labels is not None and gold is not None:
+        on = sum(i in both for i in gold)
+        if not on:
+            raise fail(f"--labels {labels}: none of its {len(gold)} labels is for one of {where} (by answer id)")
+        if on < len(gold):
+            err.print(escape(f"{len(gold) - on} of the {len(gold)} labels in {labels} are for no answer of {where}"))
+    if reviews is not None:
+        matched = {
+            m.review.line for run in runs for m in join_reviews([r for r in run if r.id in both], decided).matched
+        }
+        if not matched:
+            raise fail(
+                f"--reviews {reviews}: none of its {len(decided)} reviews matches a claim of {where} (answer id, "
+                "claim id and claim text)"
+            )
+        if len(matched) < len(decided):
+            err.print(
+                escape(
+                    f"{len(decided) - len(matched)} of the {len(decided)} reviews in {reviews} match no claim of "
+                    f"{where} (answer id, claim id and claim text)"
+                )
+            )
+
+
 def compare_command(
     a: Annotated[Path, typer.Argument(help="Scored run A (e.g. prompt v1).")],
     b: Annotated[Path, typer.Argument(help="Scored run B of the same samples (e.g. prompt v2).")],
@@ -368,6 +407,7 @@ def compare_command(
         raise fail("the two runs share no sample ids")
     gold = read_labels(labels) if labels is not None else None
     decided = read_reviews(reviews) if reviews is not None else []
+    _labels_fall_on_the_runs(runs, (a, b), labels, gold, reviews, decided)
     corrected = corrected_rates(*runs, labels=gold, reviews=decided)
     if corrected is not None:
         result["corrected_unsupported_rate"] = corrected

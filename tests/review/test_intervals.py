@@ -239,6 +239,29 @@ def test_compare_with_few_labels_says_how_many_more(tmp_path: Path) -> None:
     assert c is not None and c["level"] == "claim" and c["a"]["labels"]["positives"] == 5
 
 
+def test_compare_refuses_labels_and_reviews_that_fall_on_neither_run(tmp_path: Path) -> None:
+    # compare --labels / --reviews of another dataset or run (no id, claim id and text in common with the runs)
+    # printed the comparison without the corrected rate and without a word why, exit 0; metrics refuses the same
+    a = [r.model_copy(update={"label": None}) for r in _gold_run(20, 25, 45, 50)]
+    pa = tmp_path / "a.jsonl"
+    pa.write_text("".join(dumps(r) + "\n" for r in a))
+    labels, reviews = tmp_path / "labels.jsonl", tmp_path / "reviews.jsonl"
+    labels.write_text(json.dumps({"id": "other-0", "label": "SUPPORTED"}) + "\n")
+    stale = {"id": "p0", "claim_id": "c0", "claim": "another run's claim.", "label": "UNSUPPORTED"}
+    reviews.write_text(json.dumps(stale) + "\n")
+    for option, path, said in (("--labels", labels, "none of its 1 labels"), ("--reviews", reviews, "none of its 1")):
+        result = CliRunner().invoke(app, ["compare", str(pa), str(pa), option, str(path)])
+        assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+    # some that fall on the runs: the corrected rate, and how many fell nowhere
+    labels.write_text("".join(json.dumps({"id": r.id, "label": r.label}) + "\n" for r in _gold_run(20, 25, 45, 50)))
+    with labels.open("a") as fh:
+        fh.write(json.dumps({"id": "other-0", "label": "SUPPORTED"}) + "\n")
+    result = CliRunner().invoke(app, ["compare", str(pa), str(pa), "--labels", str(labels), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "corrected_unsupported_rate" in json.loads(result.stdout)
+    assert "1 of the 76 labels in" in " ".join(result.stderr.split())
+
+
 def test_a_label_file_with_a_bad_row_names_it(tmp_path: Path) -> None:
     bad = tmp_path / "labels.jsonl"
     bad.write_text('{"id": "a", "label": "SUPPORTED"}\n{"id": "b", "label": "maybe"}\n')
