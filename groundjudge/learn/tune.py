@@ -64,6 +64,7 @@ from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure
 from groundjudge.learn.labels import LABELS, judge_usable
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
+from groundjudge.review.metrics import Review, review_from_row
 
 STATE_DIR = ".tune"
 
@@ -193,7 +194,7 @@ def load_examples(
     gold: list[TuneExample] = []
     # by answer id, claim id and claim text: two runs of the same rows (v1 and v2) reuse ids for other claims
     reports: dict[tuple[str, str, str], tuple[AnswerReport, ClaimVerdict]] = {}
-    reviews: list[tuple[str, dict[str, Any]]] = []
+    reviews: list[tuple[str, Review]] = []
     for path in map(Path, paths):
         for n, row in enumerate(_read_jsonl(path), start=1):
             where = f"{path.name}:{n}"
@@ -205,7 +206,7 @@ def load_examples(
                 for v in report.claims:
                     reports[(report.id, v.claim.id, v.claim.text)] = (report, v)
             elif "claim_id" in row:
-                reviews.append((where, row))
+                reviews.append((where, _review(row, n, where)))
             elif "claim" in row and "contexts" in row:
                 contexts = row["contexts"]
                 if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
@@ -239,39 +240,43 @@ def load_examples(
     return out
 
 
+def _review(row: dict[str, Any], n: int, where: str) -> Review:
+    """A review line by the review readers' one rule (:func:`~groundjudge.review.metrics.review_from_row`), named by
+    file and line."""
+    try:
+        return review_from_row(row, n)
+    except InputError as exc:
+        raise InputError(exc.reason, row=where, field=exc.field) from exc
+
+
 def _reviewed_claims(
-    reviews: Sequence[tuple[str, dict[str, Any]]], reports: dict[tuple[str, str, str], Any]
+    reviews: Sequence[tuple[str, Review]], reports: dict[tuple[str, str, str], Any]
 ) -> dict[tuple[str, str, str], str]:
-    """Each review's label on the claim it was made on: same answer id and claim id, and the same claim text where
-    the review gives one (the page and ``review export`` always do), as ``metrics`` and ``calibrate`` join them; the
-    last review of a claim counts.
+    """Each review's label on the claim it was made on: the same answer id, claim id and claim text, as ``metrics``
+    and ``calibrate`` join them (:func:`~groundjudge.review.metrics.join_reviews`); a later line on a claim replaces
+    an earlier one (in a ``review export``, the adjudication where there is one).
 
     Raises:
         InputError: a review whose claim is in no score file, or whose claim text is not that claim's there (a
             review of another run), naming its row.
     """
-    claims: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
-    for key in reports:
-        claims.setdefault(key[:2], []).append(key)
+    texts: dict[tuple[str, str], str] = {key[:2]: key[2] for key in reports}
     reviewed: dict[tuple[str, str, str], str] = {}
-    for where, row in reviews:
-        rid, cid, text = str(row.get("id")), str(row.get("claim_id")), row.get("claim")
-        same_ids = claims.get((rid, cid), [])
-        if not same_ids:
+    for where, rev in reviews:
+        key = (rev.id, rev.claim_id, rev.claim)
+        if key in reports:
+            reviewed[key] = rev.label
+        elif (rev.id, rev.claim_id) in texts:
             raise InputError(
-                f"review of answer {rid!r} claim {cid!r}: no such claim in the score files given", row=where
-            )
-        hits = same_ids if not isinstance(text, str) else [k for k in same_ids if k[2] == text]
-        if not hits:
-            raise InputError(
-                f"review of answer {rid!r} claim {cid!r}: the claim reviewed ({text!r}) is not that claim in the "
-                f"score files given ({same_ids[-1][2]!r}); is it a review of another run?",
+                f"review of answer {rev.id!r} claim {rev.claim_id!r}: the claim reviewed ({rev.claim!r}) is not that "
+                f"claim in the score files given ({texts[rev.id, rev.claim_id]!r}); is it a review of another run?",
                 row=where,
                 field="claim",
             )
-        label = _label(row.get("label"), where)
-        for key in hits:
-            reviewed[key] = label
+        else:
+            raise InputError(
+                f"review of answer {rev.id!r} claim {rev.claim_id!r}: no such claim in the score files given", row=where
+            )
     return reviewed
 
 

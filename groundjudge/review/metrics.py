@@ -267,7 +267,9 @@ class Review:
     adjudicated: bool = False  # an adjudicator's label for a claim reviewers disagreed on (``review export``)
 
 
-def _review(obj: Any, line: int) -> Review:
+def review_from_row(obj: Any, line: int) -> Review:
+    """One review line (a JSON value already read) as a :class:`Review`: the one rule for its fields, which every
+    reader of reviews (metrics, calibrate, compare, tune) goes through; ``line`` names it in errors."""
     if not isinstance(obj, dict):
         raise InputError("a review line must be a JSON object", row=line)
     for name in ("id", "claim_id", "claim", "label"):
@@ -310,7 +312,7 @@ def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Revi
             obj = json.loads(raw)
         except ValueError as exc:
             raise InputError(f"not JSON: {exc}", row=n) from exc
-        r = _review(obj, n)
+        r = review_from_row(obj, n)
         key: tuple[str, ...] = (r.id, r.claim_id)
         if per_reviewer:
             key += (r.reviewer or "", "adjudicated" if r.adjudicated else "")

@@ -119,7 +119,8 @@ def scored_report() -> AnswerReport:
 def test_training_claims_from_gold_judge_and_review(tmp_path: Path, tokenizer: Any) -> None:
     gold = write_jsonl(tmp_path / "gold.jsonl", gold_rows()[:2])
     scored = write_jsonl(tmp_path / "scored.jsonl", [scored_report().model_dump_json()])
-    review = write_jsonl(tmp_path / "review.jsonl", [{"id": "a1", "claim_id": "c6", "label": "contradicted"}])
+    decision = {"id": "a1", "claim_id": "c6", "claim": "Town 6 is dry.", "label": "contradicted"}
+    review = write_jsonl(tmp_path / "review.jsonl", [decision])
     settings = TuneSettings(passage_tokens=32, passage_overlap=8)
     examples = {ex.id: ex for ex in load_examples([gold, scored, review], tokenizer, settings)}
     # gold rows as they are; judged claims with verified evidence; a reviewed claim; nothing the NLI decided, no
@@ -154,7 +155,11 @@ def test_a_review_teaches_only_the_claim_it_was_made_on(tmp_path: Path, tokenize
 @pytest.mark.parametrize(
     "row,match",
     [
-        ({"id": "x", "claim_id": "c9", "label": "SUPPORTED"}, "no such claim"),
+        ({"id": "x", "claim_id": "c9", "claim": "b", "label": "SUPPORTED"}, "no such claim"),
+        # a review line by the one rule every reader of reviews uses (metrics, calibrate, compare): tune took a
+        # decision without the claim it was made on, which the others refuse
+        ({"id": "x", "claim_id": "c9", "label": "SUPPORTED"}, r"row bad.jsonl:1, field 'claim': missing"),
+        ({"id": "x", "claim_id": "c9", "claim": "b", "label": "maybe"}, r"row bad.jsonl:1, field 'label': 'maybe'"),
         ({"id": "x", "contexts": ["a"], "claim": "b", "label": "maybe"}, "label"),
         ({"id": "x", "answer": "an answer", "contexts": ["a"]}, "neither a claim row"),
     ],
