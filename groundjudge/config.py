@@ -130,6 +130,11 @@ class Config(BaseModel):
         description="NLI entailment at or below this: UNSUPPORTED locally (contradiction is not looked at: such "
         "claims say contradiction_checked false, and the conflict check escalates number/month mismatches)",
     )
+    thresholds_model: str | None = Field(
+        None,
+        description="the NLI model t_support, t_contradict and t_unsupported were fitted on (its identity, as "
+        "'calibrate' writes it): a run with another model refuses them",
+    )
     head: dict[str, Any] | None = Field(
         None,
         description="a verdict head (checker.head, as 'calibrate' writes it) with its thresholds; default: the "

@@ -182,6 +182,8 @@ def calibrate_command(
     # "never" where no level reached the target; with a head, its own thresholds (on its probability) are in force
     # without a head the raw thresholds are on the entailment: the config turns off any head stored with the model
     written: dict[str, Any] = {"head": fitted.model_dump()} if fitted else {**fit.config_values(), "use_head": False}
+    if fitted is None and evaluator is not None:  # the scores were this model's: a run with another refuses them
+        written["thresholds_model"] = evaluator.nli.identity
     if nli_model:
         written["nli_model"] = nli_model
     if out is not None:  # whole or not at all; a value JSON cannot hold (NaN) is a defect, never a file

@@ -202,8 +202,17 @@ class Evaluator:
         return "config 'head'" if self.config.head is not None else f"{self._model_name}/groundjudge.json"
 
     def _check_head(self, model: NLIModel) -> None:
+        """Refuse a head, or thresholds, fitted on another model's scores (its scale is not this model's)."""
         if self.head is not None:
             self.head.check_model(model.identity, self._head_source())
+        fitted_on, c = self.config.thresholds_model, self.config
+        set_here = [k for k in ("t_support", "t_contradict", "t_unsupported") if getattr(c, k) not in (None, "never")]
+        if fitted_on and set_here and fitted_on != model.identity:
+            raise ConfigError(
+                f"{' and '.join(set_here)} were fitted on the scores of NLI model {fitted_on} (the config's "
+                f"thresholds_model), not {model.identity}: refit them for this model (groundjudge calibrate), or "
+                "use the model they were fitted for"
+            )
 
     # -- parts ----------------------------------------------------------------------------------------------
 

@@ -521,3 +521,30 @@ def test_calibrate_reliability_at_the_config_path_is_refused(tmp_path: Path) -> 
     assert result.exit_code == 2, result.output
     assert f"error: --reliability {out}: that is --out" in flat(result.output), result.output
     assert not out.exists()
+
+
+def test_thresholds_calibrated_on_one_model_are_refused_beside_another(tmp_path: Path, tiny: Path) -> None:
+    """A config of raw thresholds from 'calibrate --no-head' said nothing of the model they were fitted on, so
+    'score --config fit.json --nli-model tuned/' decided claims with the base model's cut-offs on the tuned model's
+    entailment (another scale): the precision calibrate promised no longer held, and nothing said so. A head in the
+    same place is refused; the thresholds now are too."""
+    rows = write_jsonl(tmp_path / "labelled.jsonl", gold_rows())
+    config = tmp_path / "fit.json"
+    args = [str(rows), "--nli-model", str(tiny), "--cache-dir", str(tmp_path / "c"), "--no-head"]
+    result = runner.invoke(app, ["calibrate", *args, "--min-decided", "2", "--target", "0.5", "-o", str(config)])
+    assert result.exit_code == 0, result.output
+    written = json.loads(config.read_text())
+    cuts = [written[k] for k in ("t_support", "t_contradict", "t_unsupported") if written[k] not in (None, "never")]
+    assert written["thresholds_model"] and cuts, written
+    claims = write_jsonl(
+        tmp_path / "claims.jsonl", [{k: r[k] for k in ("id", "contexts", "claim")} for r in gold_rows(2)]
+    )
+    base = ["score", str(claims), "--config", str(config), "--mode", "nli", "--no-progress", "--cache-mode", "off"]
+    other = runner.invoke(app, [*base, "-o", str(tmp_path / "other.jsonl"), "--nli-model", str(SHARED_MODEL)])
+    assert other.exit_code == 2, other.output
+    said = flat(other.output)
+    assert f"were fitted on the scores of NLI model {written['thresholds_model']}" in said, said
+    assert not (tmp_path / "other.jsonl").exists()
+    same = runner.invoke(app, [*base, "-o", str(tmp_path / "same.jsonl"), "--nli-model", str(tiny)])
+    assert same.exit_code in (0, 1), same.output  # the model the thresholds were fitted on runs them
+    assert len(list(read_reports(tmp_path / "same.jsonl"))) == 2
