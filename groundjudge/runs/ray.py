@@ -165,17 +165,18 @@ def _resolved(config: Config) -> Config:
 
 
 def _check_head(config: Config) -> None:
-    """A verdict head that does not fit (fitted for another model, entailment thresholds beside it) stops the run
-    here, in the driver, before Ray starts: in an actor it would surface as an actor failure. Only with a head in
-    force is the model loaded here, once, to compare identities."""
-    if config.resolved_mode == "llm" or not config.use_head:
+    """A verdict head, or thresholds, that do not fit (fitted for another model, entailment thresholds beside a
+    head) stop the run here, in the driver, before Ray starts: in an actor it would surface as an actor failure.
+    Only with a head in force, or thresholds that name their model, is the model loaded here, once, to compare
+    identities."""
+    if config.resolved_mode == "llm" or not (config.use_head or config.thresholds_model):
         return
     # the NLI side alone: no judge, so no second judge either (it needs a first)
     second = ("second_judge", "second_judge_base_url", "second_judge_sample", "second_judge_price")
     off = {"llm": None, "mode": "nli", "batch_api": False, **dict.fromkeys(second)}
     local = Config.make(**{**config.model_dump(exclude_unset=True), **off})
     evaluator = Evaluator(local)
-    if evaluator.head is not None:
+    if evaluator.head is not None or config.thresholds_model:
         _ = evaluator.nli
 
 

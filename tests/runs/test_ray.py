@@ -519,3 +519,18 @@ def test_score_dataset_on_a_wice_slice_equals_the_local_engine(tmp_path: Path) -
     local = [dumps(finite_report(r)) for r in Evaluator(nli_config(tmp_path / "c2")).evaluate_many(rows, 8)]
     assert [r["report"] for r in got] == local
     assert [r["id"] for r in got] == [row["id"] for row in rows]
+
+
+def test_thresholds_fitted_on_another_model_stop_the_ray_run_in_the_driver(tmp_path: Path) -> None:
+    # calibrate --no-head writes thresholds with the model they were fitted on (use_head false): the driver's check
+    # returned at once without a head in force, so the refusal would have come from every actor instead
+    cfg = Config(
+        mode="nli", nli_model=str(SHARED_MODEL), t_unsupported=0.2, thresholds_model="another/nli", use_head=False
+    )
+    with pytest.raises(ConfigError, match="were fitted on the scores of NLI model another/nli"):
+        gj_ray._check_head(cfg)
+    gj_ray._check_head(
+        cfg.model_copy(
+            update={"thresholds_model": Evaluator(cfg.model_copy(update={"thresholds_model": None})).nli.identity}
+        )
+    )
