@@ -201,6 +201,14 @@ def calibrate_command(
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
     typer.echo(json.dumps(_fit_line(fit, fitted, head_json, expect, out=out, target=target, taught=taught)))
     _say_fit(fit, expect, head_json, out, with_head=fitted is not None)
+    cascade = fitted.thresholds.get("cascade") if fitted is not None else fit.local
+    if cascade is None or (cascade.t_support is None and cascade.t_unsupported is None):
+        err.print(
+            f"[yellow]decides nothing locally:[/yellow] no cut-off kept a local precision of {target:g} on these "
+            f"{fit.n} labelled claims, so a cascade run with this config sends every claim to the judge. More "
+            "labelled claims (they narrow what each cut-off is known to do) or a lower --target let it decide some.",
+            highlight=False,
+        )
 
 
 def _say_fit(

@@ -548,3 +548,18 @@ def test_thresholds_calibrated_on_one_model_are_refused_beside_another(tmp_path:
     same = runner.invoke(app, [*base, "-o", str(tmp_path / "same.jsonl"), "--nli-model", str(tiny)])
     assert same.exit_code in (0, 1), same.output  # the model the thresholds were fitted on runs them
     assert len(list(read_reports(tmp_path / "same.jsonl"))) == 2
+
+
+def test_calibrate_says_when_what_it_stores_decides_nothing_locally(tmp_path: Path, tiny: Path) -> None:
+    """A config whose thresholds decide no claim (no cut-off kept the target) sends every claim to the judge: the
+    manual's 'the next run escalates less' does not hold, and calibrate printed only '100.0%' in a number."""
+    rows = write_jsonl(tmp_path / "labelled.jsonl", gold_rows())
+    args = ["calibrate", str(rows), "--nli-model", str(tiny), "--cache-dir", str(tmp_path / "c"), "--no-head"]
+    result = runner.invoke(app, [*args, "--target", "1.0", "--min-decided", "16"])
+    assert result.exit_code == 0, result.output
+    assert "decides nothing locally: no cut-off kept a local precision of 1 on these 16" in flat(result.stderr)
+    args[3] = str(SHARED_MODEL)
+    result = runner.invoke(app, [*args, "--target", "0.5", "--min-decided", "2"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(next(x for x in result.stdout.splitlines() if x.startswith("{")))
+    assert (fit["t_support"], fit["t_unsupported"]) != (None, None) and "decides nothing" not in flat(result.stderr)

@@ -110,3 +110,23 @@ def test_the_errors_page_lists_the_messages_from_the_source(site: Path) -> None:
     page = text_of(site / "reference" / "errors.html")
     assert "EXIT_PENDING" in page and "BudgetExceededError" in page
     assert "a JSON object of settings, not" in page  # Config.load's message, read from groundjudge/config.py
+
+
+def test_every_code_fence_in_the_manual_is_closed() -> None:
+    """docs/tutorials/review.md closed a bash block with two fences: the second opened a code block that ran to the
+    end of the page, so the rest of the tutorial showed as code (mkdocs --strict does not see it)."""
+    for page in sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]):
+        lines = page.read_text(encoding="utf-8").splitlines()
+        fence: tuple[int, str] | None = None  # (line, indentation) of the fence that opened a block
+        for n, line in enumerate(lines, start=1):
+            stripped = line.lstrip()
+            if not stripped.startswith("```"):
+                continue
+            indent = line[: len(line) - len(stripped)]
+            if fence is None:
+                fence = (n, indent)
+            elif stripped.strip() == "```" and indent == fence[1]:
+                if n == fence[0] + 1:
+                    pytest.fail(f"{page.relative_to(ROOT)}:{n}: an empty code block (a fence doubled?)")
+                fence = None
+        assert fence is None, f"{page.relative_to(ROOT)}:{fence[0]}: a code block is never closed"
