@@ -201,6 +201,11 @@ def calibrate_command(
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
     typer.echo(json.dumps(_fit_line(fit, fitted, head_json, expect, out=out, target=target, taught=taught)))
     _say_fit(fit, expect, head_json, out, with_head=fitted is not None)
+    _say_if_nothing_decided(fit, fitted, target)
+
+
+def _say_if_nothing_decided(fit: Any, fitted: VerdictHead | None, target: float) -> None:
+    """Say so when the cascade thresholds in force (the head's, else the raw ones) decide no claim locally."""
     cascade = fitted.thresholds.get("cascade") if fitted is not None else fit.local
     if cascade is None or (cascade.t_support is None and cascade.t_unsupported is None):
         err.print(
