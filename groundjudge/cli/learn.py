@@ -503,7 +503,14 @@ def tune_command(
         thresholds = {m: t.model_dump() for m, t in stored.items()}
         err.print(escape(f"wrote {out} with thresholds {thresholds}"), highlight=False)
     else:
-        err.print(escape(f"wrote {out} with no thresholds: {result['thresholds_reason']}"), highlight=False)
+        err.print(
+            escape(
+                f"wrote {out} with no thresholds: {result['thresholds_reason']}. Until it has some a cascade run "
+                "decides with the generic cut-offs, which were not measured on this model: fit them on a judged "
+                f"sample first (groundjudge calibrate judged.jsonl --nli-model {out} --target 0.9 --save-to-model)"
+            ),
+            highlight=False,
+        )
     if result["head"]["fitted"]:
         err.print(
             f"and a verdict head ({result['head']['digest']}, fitted on {result['head']['claims']} held-out claims) "

@@ -204,6 +204,8 @@ def test_tune_says_no_head_stored_once(tmp_path: Path, tiny: Path) -> None:
     assert result.exit_code == 0, result.output
     assert len(re.findall("no verdict head stored", result.stderr)) == 1, result.stderr
     assert f"wrote {out} with" in flat(result.stderr)
+    # too few held-out claims for thresholds: the next step is said, not left to the manual
+    assert f"calibrate judged.jsonl --nli-model {out} --target 0.9 --save-to-model" in flat(result.stderr)
 
 
 @pytest.mark.parametrize(
