@@ -379,13 +379,19 @@ class Scores(BaseModel):
         description="CONTRADICTED claims over all claims; None when no claim could be judged",
     )
     coverage: float | None = None
-    n_claims: int = 0
-    n_judged: int = 0
+    n_claims: int = Field(0, description="claims extracted from the answer")
+    n_judged: int = Field(
+        0,
+        description="claims given a verdict, by the local checker or the LLM judge (n_claims less n_errors); "
+        "n_escalated counts those the judge was asked about",
+    )
     n_supported: int = 0
     n_contradicted: int = 0
     n_unsupported: int = 0
-    n_errors: int = 0
-    n_escalated: int = 0
+    n_errors: int = Field(
+        0, description="claims left without a verdict (ERROR); the combined score counts them unsupported"
+    )
+    n_escalated: int = Field(0, description="claims routed to the LLM judge (route 'judge')")
     n_weak: int = 0
     n_contradiction_unchecked: int = Field(0, description="claims decided without a check for contradiction")
     citation_precision: float | None = Field(
