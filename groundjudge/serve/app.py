@@ -160,7 +160,8 @@ def create_app(
 
     @app.exception_handler(InputError)
     async def bad_input(_request: Request, exc: InputError) -> JSONResponse:
-        code = 404 if isinstance(exc, store.NotFoundError) else 403 if isinstance(exc, store.ForbiddenError) else 422
+        codes = {store.NotFoundError: 404, store.ForbiddenError: 403, store.ConflictError: 409}
+        code = next((c for kind, c in codes.items() if isinstance(exc, kind)), 422)
         return JSONResponse({"detail": str(exc)}, status_code=code)
 
     @app.exception_handler(RequestValidationError)

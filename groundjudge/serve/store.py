@@ -48,6 +48,10 @@ class ForbiddenError(InputError):
     """The caller may not do this (another reviewer's identity, adjudication without the role)."""
 
 
+class ConflictError(InputError):
+    """A request id the caller already used for another request (another claim, label, note or citation)."""
+
+
 # -- the queue --------------------------------------------------------------------------------------------------
 
 
@@ -219,12 +223,23 @@ def reviewers(engine: Engine) -> list[dict[str, Any]]:
 # -- decisions ----------------------------------------------------------------------------------------------------
 
 
-def _retried(conn: Connection, table: Any, reviewer_id: int, request_id: str | None) -> Any:
-    """The row this reviewer already stored under ``request_id`` (a retried request is stored once), else None."""
+def _retried(conn: Connection, table: Any, reviewer_id: int, request_id: str | None, row: dict[str, Any]) -> Any:
+    """The row this reviewer already stored under ``request_id`` (a retried request is stored once), else None.
+
+    Raises:
+        ConflictError: that row is another request (another claim, label, note or citation): a client that reuses
+            its keys would otherwise see a decision it never stored acknowledged as a duplicate.
+    """
     if request_id is None:
         return None
     where = and_(table.c.reviewer_id == reviewer_id, table.c.request_id == request_id)
-    return conn.execute(select(table).where(where)).first()
+    old = conn.execute(select(table).where(where)).first()
+    if old is not None and any(old._mapping[k] != v for k, v in row.items() if k in old._mapping):
+        raise ConflictError(
+            f"request_id {request_id!r} was used before for another request: send a new request_id for a new decision",
+            field="request_id",
+        )
+    return old
 
 
 def _claim(conn: Connection, answer_id: str, claim_id: str) -> int:
@@ -279,18 +294,11 @@ def decide(
 
     def store(conn: Connection) -> dict[str, Any]:
         claim_pk = _claim(conn, answer_id, claim_id)
-        old = _retried(conn, db.decisions, reviewer_id, request_id)
+        row = {"claim_pk": claim_pk, "reviewer_id": reviewer_id, "label": label, "note": note, "citation": citation}
+        old = _retried(conn, db.decisions, reviewer_id, request_id, row)
         if old is not None:
             return {**_decision_out(old._mapping, answer_id, claim_id), "duplicate": True}
-        row = {
-            "claim_pk": claim_pk,
-            "reviewer_id": reviewer_id,
-            "label": label,
-            "note": note,
-            "citation": citation,
-            "decided_at": db.now(),
-            "request_id": request_id,
-        }
+        row |= {"decided_at": db.now(), "request_id": request_id}
         pk = conn.execute(db.decisions.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
         return {**_decision_out({**row, "id": pk}, answer_id, claim_id), "duplicate": False}
 
@@ -646,17 +654,11 @@ def adjudicate(
         if role != "adjudicator":
             raise ForbiddenError("only an adjudicator settles disagreements (review add-reviewer --adjudicator)")
         claim_pk = _claim(conn, answer_id, claim_id)
-        old = _retried(conn, db.adjudications, reviewer_id, request_id)
+        row = {"claim_pk": claim_pk, "reviewer_id": reviewer_id, "label": checked, "note": note}
+        old = _retried(conn, db.adjudications, reviewer_id, request_id, row)
         if old is not None:
             return {**_decision_out({**old._mapping, "citation": None}, answer_id, claim_id), "duplicate": True}
-        row = {
-            "claim_pk": claim_pk,
-            "reviewer_id": reviewer_id,
-            "label": checked,
-            "note": note,
-            "decided_at": db.now(),
-            "request_id": request_id,
-        }
+        row |= {"decided_at": db.now(), "request_id": request_id}
         pk = conn.execute(db.adjudications.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
         return {**_decision_out({**row, "id": pk, "citation": None}, answer_id, claim_id), "duplicate": False}
 

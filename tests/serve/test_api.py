@@ -128,6 +128,24 @@ def test_the_latest_decision_counts_and_every_change_is_kept(svc: dict[str, Any]
     assert not [x for x in export(svc["db"], svc["folder"] / "e0.jsonl") if (x["id"], x["reviewer"]) == ("a2", "bob")]
 
 
+def test_a_request_id_used_again_for_another_decision_is_refused_not_dropped(svc: dict[str, Any]) -> None:
+    # a script that numbers its requests from 1 on every start sends a key it used before: its new decision must
+    # not be dropped while the answer says "duplicate" with the new claim's ids
+    first = {"id": "a7", "claim_id": "c0", "label": "SUPPORTED", "request_id": "script-1"}
+    assert post(svc, "alice", first).status_code == 200
+    assert post(svc, "alice", first).json()["duplicate"] is True  # the same request again: stored once
+    for other in ({"claim_id": "c1"}, {"label": "CONTRADICTED"}, {"note": "changed"}, {"citation": "WRONG"}):
+        r = post(svc, "alice", {**first, **other})
+        assert r.status_code == 409, (other, r.text)
+        assert "request_id 'script-1' was used before for another request" in r.json()["detail"]
+    mine = {(d["id"], d["claim_id"]): d["label"] for d in get(svc, "alice", "/api/decisions").json()}
+    assert mine[("a7", "c0")] == "SUPPORTED" and ("a7", "c1") not in mine
+    settle = {"id": "a7", "claim_id": "c0", "label": "SUPPORTED", "request_id": "settle-1"}
+    assert post(svc, "carol", settle, "/api/adjudications").status_code == 200
+    r = post(svc, "carol", {**settle, "claim_id": "c1"}, "/api/adjudications")
+    assert r.status_code == 409 and "settle-1" in r.json()["detail"]
+
+
 def test_assignment_gives_each_answer_to_one_reviewer_and_the_overlap_to_two(svc: dict[str, Any]) -> None:
     queues: dict[str, set[str]] = {}
     for who in ("alice", "bob", "carol"):
