@@ -111,6 +111,13 @@ def load_runs(
     if not 0.0 <= overlap <= 1.0:
         raise InputError(f"--overlap must be between 0 and 1, not {overlap}")
     built = queue(runs, order, only_flagged)
+    for path, chosen, _ in built:
+        for r in chosen:
+            if "\x00" in r.id or any("\x00" in c.claim.id for c in r.claims):
+                raise InputError(
+                    f"answer {r.id!r} of {path}: its id or a claim id holds a NUL character (\\u0000), which the "
+                    "review database cannot store"
+                )
 
     def load(conn: Connection) -> Loaded:
         added = kept = n_answers = 0
@@ -157,7 +164,7 @@ def load_runs(
                             "answer_pk": answer_pk,
                             "claim_id": c.claim.id,
                             "position": i,
-                            "text": c.claim.text,
+                            "text": c.claim.text.replace("\x00", "\ufffd"),  # PostgreSQL holds no NUL
                             "label": c.label,
                             "route": c.route,
                             "citation": getattr(c, "citation", None),
@@ -254,6 +261,30 @@ def _claim(conn: Connection, answer_id: str, claim_id: str) -> int:
     return int(claim_pk)
 
 
+def check_text(**fields: str | None) -> None:
+    """Text a request stores or looks up: valid Unicode without NUL characters, which PostgreSQL's text cannot hold
+    (refused the same way on SQLite, so a client sees one rule); a note at most :data:`MAX_NOTE` characters, a
+    request id 1 to 80.
+
+    Raises:
+        InputError: naming the field.
+    """
+    for field, text in fields.items():
+        if text is None:
+            continue
+        if "\x00" in text:
+            raise InputError("holds a NUL character (\\u0000), which the review database cannot store", field=field)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError("is not valid Unicode (a lone surrogate)", field=field) from None
+    note, request_id = fields.get("note"), fields.get("request_id")
+    if note is not None and len(note) > MAX_NOTE:
+        raise InputError(f"a note holds at most {MAX_NOTE} characters", field="note")
+    if request_id is not None and not 1 <= len(request_id) <= 80:
+        raise InputError("request_id must be 1 to 80 characters", field="request_id")
+
+
 def check_label(label: str | None, allow_none: bool) -> str | None:
     """A decision's label, upper-cased: one of SUPPORTED, CONTRADICTED, UNSUPPORTED (None: cleared, where allowed).
 
@@ -287,10 +318,7 @@ def decide(
     label = check_label(label, allow_none=True)
     if citation is not None and citation not in CITATIONS:
         raise InputError(f"citation {citation!r} is not one of {', '.join(CITATIONS)}", field="citation")
-    if len(note) > MAX_NOTE:
-        raise InputError(f"a note holds at most {MAX_NOTE} characters", field="note")
-    if request_id is not None and not 1 <= len(request_id) <= 80:
-        raise InputError("request_id must be 1 to 80 characters", field="request_id")
+    check_text(id=answer_id, claim_id=claim_id, note=note, request_id=request_id)
 
     def store(conn: Connection) -> dict[str, Any]:
         claim_pk = _claim(conn, answer_id, claim_id)
@@ -646,8 +674,7 @@ def adjudicate(
         ForbiddenError: the caller is not an adjudicator; InputError / NotFoundError as :func:`decide`.
     """
     checked = check_label(label, allow_none=False)
-    if len(note) > MAX_NOTE:
-        raise InputError(f"a note holds at most {MAX_NOTE} characters", field="note")
+    check_text(id=answer_id, claim_id=claim_id, note=note, request_id=request_id)
 
     def store(conn: Connection) -> dict[str, Any]:
         role = conn.execute(select(db.reviewers.c.role).where(db.reviewers.c.id == reviewer_id)).scalar_one()

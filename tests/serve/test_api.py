@@ -108,6 +108,16 @@ def test_bad_decisions_get_a_4xx_with_a_clear_message(svc: dict[str, Any], body:
     assert words in r.json()["detail"]
 
 
+@pytest.mark.parametrize("text", ["\\ud800", "\\u0000"])
+def test_a_note_the_database_cannot_hold_is_a_422_not_a_500(svc: dict[str, Any], text: str) -> None:
+    # JSON may escape a lone surrogate or a NUL; the page would retry a 500 or a 503 for ever
+    raw = '{"id": "a0", "claim_id": "c0", "label": "SUPPORTED", "note": "x' + text + 'y"}'
+    headers = {**bearer(svc["tokens"]["alice"]), "Content-Type": "application/json"}
+    r = httpx.post(svc["url"] + "/api/decisions", content=raw.encode(), headers=headers, timeout=10)
+    assert r.status_code == 422, r.text
+    assert "field 'note'" in r.json()["detail"]
+
+
 def test_the_latest_decision_counts_and_every_change_is_kept(svc: dict[str, Any]) -> None:
     for label in ("CONTRADICTED", "unsupported", "SUPPORTED"):
         r = post(svc, "bob", {"id": "a2", "claim_id": "c1", "label": label, "note": f"now {label}"})
