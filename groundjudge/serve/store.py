@@ -698,31 +698,55 @@ def adjudicate(
 def export_lines(engine: Engine) -> list[dict[str, Any]]:
     """The decisions as the review page exports them (one object per line; :func:`groundjudge.review.metrics.
     parse_reviews` reads them): each reviewer's latest verdict on each claim, in queue order, the latest last; then
-    the claim's adjudication, if any, marked ``adjudicated``. Readers that keep one decision per claim (the last
-    line) take the adjudicated label, else the latest decision; ``metrics`` also reads each reviewer's."""
+    the claim's adjudication, if any, marked ``adjudicated`` (also where no reviewer's verdict stands on the claim:
+    none made, or every one cleared). Readers that keep one decision per claim (the last line) take the adjudicated
+    label, else the latest decision; ``metrics`` also reads each reviewer's."""
 
     def get(conn: Connection) -> list[dict[str, Any]]:
         rows = [r for r in _latest(conn) if r.label is not None]
         settled = _adjudicated(conn)
         by_claim: dict[int, list[Any]] = defaultdict(list)
-        order: list[int] = []
         for r in rows:
-            if r.claim_pk not in by_claim:
-                order.append(r.claim_pk)
             by_claim[r.claim_pk].append(r)
+        claims = {r.claim_pk: r for r in rows} | _claim_rows(conn, set(settled) - set(by_claim))
         out = []
-        for claim_pk in order:
+        for claim_pk in sorted(claims, key=lambda pk: (claims[pk].answer_position, claims[pk].claim_position)):
             group = sorted(by_claim[claim_pk], key=lambda r: (r.decided_at, r.id))
             for r in group:
                 out.append(_line(r, r.label, r.note, r.reviewer, r.decided_at, r.citation))
             adj = settled.get(claim_pk)
             if adj is not None:
-                line = _line(group[-1], adj.label, adj.note, adj.name, adj.decided_at, None)
+                line = _line(claims[claim_pk], adj.label, adj.note, adj.name, adj.decided_at, None)
                 line["adjudicated"] = True
                 out.append(line)
         return out
 
     return read(engine, get)
+
+
+def _claim_rows(conn: Connection, claim_pks: set[int]) -> dict[int, Any]:
+    """claim pk -> the claim's ids, text, groundjudge's label, route and citation, its places, its run (the columns
+    :func:`_latest` names them by)."""
+    if not claim_pks:
+        return {}
+    q = (
+        select(
+            db.claims.c.id.label("claim_pk"),
+            db.claims.c.claim_id,
+            db.claims.c.position.label("claim_position"),
+            db.claims.c.text.label("claim_text"),
+            db.claims.c.label.label("groundjudge_label"),
+            db.claims.c.route,
+            db.claims.c.citation.label("groundjudge_citation"),
+            db.answers.c.answer_id,
+            db.answers.c.position.label("answer_position"),
+            db.runs.c.identity.label("run"),
+        )
+        .join(db.answers, db.answers.c.id == db.claims.c.answer_pk)
+        .join(db.runs, db.runs.c.id == db.answers.c.run_id)
+        .where(db.claims.c.id.in_(claim_pks))
+    )
+    return {int(r.claim_pk): r for r in conn.execute(q)}
 
 
 def _line(r: Any, label: str, note: str, reviewer: str, decided_at: str, citation: str | None) -> dict[str, Any]:

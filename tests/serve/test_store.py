@@ -133,3 +133,29 @@ def test_text_the_database_cannot_hold_is_refused_alike_on_both_databases(
     with pytest.raises(InputError, match="holds a NUL character"):
         store.load_runs(engine, [("other", [make_report("b\x00")])])
     engine.dispose()
+
+
+def test_an_adjudication_is_exported_where_no_reviewer_verdict_stands(tmp_path: Path) -> None:
+    # settled through the API on a claim nobody decided, or whose verdicts were cleared afterwards: acknowledged
+    # (200) and in the history, but missing from the export that metrics, calibrate and tune read
+    from groundjudge.review.metrics import parse_reviews
+
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
+    store.add_reviewer(engine, "ann")
+    store.add_reviewer(engine, "adj", role="adjudicator")
+    ann, adj = (r["id"] for r in store.reviewers(engine))
+    store.decide(engine, ann, "b", "c1", "CONTRADICTED")
+    store.decide(engine, ann, "b", "c0", "SUPPORTED")
+    store.adjudicate(engine, adj, "b", "c0", "UNSUPPORTED", note="settled")
+    store.decide(engine, ann, "b", "c0", None)  # cleared after it was settled
+    store.adjudicate(engine, adj, "a", "c1", "CONTRADICTED", note="nobody decided it")
+    lines = store.export_lines(engine)
+    assert [(x["id"], x["claim_id"], x["reviewer"], x["label"], x.get("adjudicated", False)) for x in lines] == [
+        ("a", "c1", "adj", "CONTRADICTED", True),  # in queue order
+        ("b", "c0", "adj", "UNSUPPORTED", True),
+        ("b", "c1", "ann", "CONTRADICTED", False),
+    ]
+    final = {(r.id, r.claim_id): r.label for r in parse_reviews(store.dumps_line(x) for x in lines)}
+    assert final == {("a", "c1"): "CONTRADICTED", ("b", "c0"): "UNSUPPORTED", ("b", "c1"): "CONTRADICTED"}
+    assert {x["claim"] for x in lines if x["id"] == "a"} == {"Claim 1 of a."}
