@@ -101,12 +101,14 @@ def load_runs(
     only_flagged: bool = True,
     overlap: float = 0.0,
 ) -> Loaded:
-    """Load each run's queue (:func:`queue`) into the database once: a run already there (the same identity) is
-    kept as it is, its decisions with it; a new run's answers go after those already queued. ``overlap`` (0 to 1)
-    sets the share of answers that go to two reviewers, for every answer not yet assigned twice.
+    """Load each run's queue (:func:`queue`) into the database once: a run already there (the same identity, or
+    the same answers in another order or filter) is kept as it is, its decisions with it; a new run's answers, and
+    a run's answers not loaded yet (it grew, or ``--every-answer`` now), go after those already queued.
+    ``overlap`` (0 to 1) sets the share of answers that go to two reviewers, for every answer not yet assigned
+    twice.
 
     Raises:
-        InputError: ``overlap`` out of range, or an answer id already in the database from another run.
+        InputError: ``overlap`` out of range, or an answer id already in the database with another report.
     """
     if not 0.0 <= overlap <= 1.0:
         raise InputError(f"--overlap must be between 0 and 1, not {overlap}")
@@ -127,28 +129,21 @@ def load_runs(
             if conn.execute(select(db.runs.c.id).where(db.runs.c.identity == identity)).first() is not None:
                 kept += 1
                 continue
-            ids = [r.id for r in chosen]
-            taken = conn.execute(
-                select(db.answers.c.answer_id, db.runs.c.path)
-                .join(db.runs, db.runs.c.id == db.answers.c.run_id)
-                .where(db.answers.c.answer_id.in_(ids))
-            ).first()
-            if taken is not None:
-                raise InputError(
-                    f"answer {taken[0]!r} of {path} is already in this review database from {taken[1]} (another "
-                    "run, or the same file changed since): serve it with another --db"
-                )
+            fresh = _fresh_answers(conn, path, chosen, reasons)
+            if not fresh:  # the same answers in another order or filter (serve's options changed): kept
+                kept += 1
+                continue
             run_pk = conn.execute(
-                db.runs.insert().values(path=str(path), identity=identity, answers=len(chosen), loaded_at=db.now())
+                db.runs.insert().values(path=str(path), identity=identity, answers=len(fresh), loaded_at=db.now())
             ).inserted_primary_key[0]  # type: ignore[index]
-            for r, why in zip(chosen, reasons, strict=True):
+            for r, why in fresh:
                 answer_pk = conn.execute(
                     db.answers.insert().values(
                         run_id=run_pk,
                         answer_id=r.id,
                         position=position,
                         needed=2 if in_overlap(r.id, overlap) else 1,
-                        report=json.dumps(r.model_dump(mode="json"), ensure_ascii=False, allow_nan=False),
+                        report=_report_json(r),
                         reasons=json.dumps(why),
                     )
                 ).inserted_primary_key[0]  # type: ignore[index]
@@ -172,7 +167,7 @@ def load_runs(
                     )
                 conn.execute(db.claims.insert(), rows)
             added += 1
-            n_answers += len(chosen)
+            n_answers += len(fresh)
         # the overlap share, for answers not already given to two reviewers
         twice = select(db.assignments.c.answer_pk).where(db.assignments.c.slot >= 1)
         for pk, aid in conn.execute(
@@ -185,6 +180,39 @@ def load_runs(
         return Loaded(added, kept, n_answers, total)
 
     return write(engine, load)
+
+
+def _report_json(r: AnswerReport) -> str:
+    """How an answer's (finite) report is stored: the same report gives the same text."""
+    return json.dumps(r.model_dump(mode="json"), ensure_ascii=False, allow_nan=False)
+
+
+def _fresh_answers(
+    conn: Connection, path: str, chosen: Sequence[AnswerReport], reasons: Sequence[list[str]]
+) -> list[tuple[AnswerReport, list[str]]]:
+    """The answers of a run not in the database yet, with why each is queued. An answer already there with the
+    same report is the same answer (the run served again with another ``--order`` or filter, or grown since by
+    ``score --resume``): it stays as it is, with its decisions.
+
+    Raises:
+        InputError: an answer id already there with another report (another run, or the answer scored again).
+    """
+    stored: dict[str, tuple[str, str]] = {}
+    ids = [r.id for r in chosen]
+    for start in range(0, len(ids), 500):  # a bounded IN list
+        q = (
+            select(db.answers.c.answer_id, db.answers.c.report, db.runs.c.path)
+            .join(db.runs, db.runs.c.id == db.answers.c.run_id)
+            .where(db.answers.c.answer_id.in_(ids[start : start + 500]))
+        )
+        stored.update({aid: (report, was) for aid, report, was in conn.execute(q)})
+    for r in chosen:
+        if r.id in stored and stored[r.id][0] != _report_json(r):
+            raise InputError(
+                f"answer {r.id!r} of {path} is already in this review database from {stored[r.id][1]} with another "
+                "report (another run, or the answer scored again since): serve it with another --db"
+            )
+    return [(r, why) for r, why in zip(chosen, reasons, strict=True) if r.id not in stored]
 
 
 # -- reviewers and tokens ---------------------------------------------------------------------------------------

@@ -49,10 +49,40 @@ def test_a_run_is_loaded_once_and_another_runs_answer_id_is_refused(tmp_path: Pa
     first = store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
     again = store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
     assert (first.added, first.answers_added, again.added, again.kept, again.answers) == (1, 2, 0, 1, 2)
-    with pytest.raises(InputError, match="answer 'a' of other is already in this review database from run"):
+    with pytest.raises(InputError, match="answer 'a' of other is already in this review database from run with"):
         store.load_runs(engine, [("other", [make_report("a", n_claims=3)])])
     with pytest.raises(InputError, match="--overlap must be between 0 and 1"):
         store.load_runs(engine, [("run", [])], overlap=1.5)
+
+
+def test_a_run_served_again_with_other_options_or_grown_keeps_its_decisions(tmp_path: Path) -> None:
+    # the run's identity hashes its queue in order: serving it again with another --order or --every-answer, or
+    # after score --resume added answers, was refused as "another run" (the advice: another --db, a new review)
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    labels = ("UNSUPPORTED", "CONTRADICTED", "SUPPORTED")
+    reports = [make_report(f"a{i}", n_claims=1 + i % 3, label=labels[i % 3]) for i in range(6)]
+    for i, r in enumerate(reports):
+        r.scores.combined = 0.1 * i
+    passed = make_report("p")
+    passed.verdict = "PASS"
+    orders = {o: [r.id for r in store.queue([("run", reports)], o)[0][1]] for o in ("risk", "informative")}
+    assert orders["risk"] != orders["informative"]  # the two orders differ for this run
+    store.load_runs(engine, [("run", [*reports, passed])])
+    store.add_reviewer(engine, "ann")
+    ann = store.reviewers(engine)[0]["id"]
+    store.decide(engine, ann, "a0", "c0", "SUPPORTED")
+    again = store.load_runs(engine, [("run", [*reports, passed])], order="informative")
+    assert (again.added, again.kept, again.answers_added, again.answers) == (0, 1, 0, 6)
+    wider = store.load_runs(engine, [("run", [*reports, passed])], only_flagged=False)
+    assert (wider.added, wider.answers_added, wider.answers) == (1, 1, 7)  # the passing answer joins the queue
+    grown = store.load_runs(engine, [("run", [*reports, passed, make_report("new")])], only_flagged=False)
+    assert (grown.answers_added, grown.answers) == (1, 8)
+    assert [a["id"] for a in store.my_decisions(engine, ann)] == ["a0"]  # kept
+    store.take_work(engine, ann, batch=100)
+    assert [a["id"] for a in store.my_queue(engine, ann)["answers"]][-2:] == ["p", "new"]  # at the end
+    changed = make_report("a1", n_claims=3)
+    with pytest.raises(InputError, match="answer 'a1' of run is already in this review database from run with"):
+        store.load_runs(engine, [("run", [changed])])
 
 
 def test_the_schema_version_is_kept_and_a_newer_one_refused(tmp_path: Path) -> None:
