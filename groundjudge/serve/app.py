@@ -8,6 +8,7 @@ its transaction committed.
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 from typing import Annotated, Any
@@ -33,6 +34,59 @@ _HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
+
+
+MAX_BODY = 1 << 20  # a request body's bytes: a decision holds at most a 10,000-character note
+
+
+class BodyLimit:
+    """Refuses (413) a request whose body is over ``limit`` bytes before any route reads it: FastAPI reads and
+    parses a body before it asks who sent it, so without this anyone who reaches the port could make the service
+    hold a body of any size in memory. A body is read here (it is small) and handed on whole."""
+
+    def __init__(self, app: Any, limit: int = MAX_BODY) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > self.limit:
+            await self._refuse(send)
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.limit:
+                await self._refuse(send)
+                return
+        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([whole], receive), send)
+
+    async def _refuse(self, send: Any) -> None:
+        body = json.dumps({"detail": f"the request body is over {self.limit} bytes"}).encode()
+        headers = [(k.lower().encode(), v.encode()) for k, v in _HEADERS.items()]
+        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
+    """A receive that hands out ``messages`` first, then waits on ``receive`` (for the client's going away)."""
+
+    async def again() -> Any:
+        return messages.pop(0) if messages else await receive()
+
+    return again
 
 
 class DecisionIn(BaseModel):
@@ -145,6 +199,7 @@ def create_app(
     )
     app.state.engine = engine
     app.state.limit = auth.RateLimit(sign_in_limit, 60.0)
+    app.add_middleware(BodyLimit, limit=MAX_BODY)
 
     @app.middleware("http")
     async def headers(request: Request, call_next: Any) -> Response:

@@ -309,6 +309,39 @@ def test_sign_in_is_rate_limited(tmp_path: Path) -> None:
         assert c.get("/api/me", headers={"Authorization": "Bearer gj_x_y"}).status_code == 429
 
 
+def test_an_oversized_body_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    # FastAPI parses a body before it asks who sent it: anyone reaching the port made the service hold any size
+    from fastapi.testclient import TestClient
+
+    from groundjudge.serve.app import create_app
+    from groundjudge.serve.db import open_db
+    from groundjudge.serve.store import add_reviewer as add
+    from groundjudge.serve.store import load_runs
+
+    engine = open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    load_runs(engine, [("run", [make_report("a")])])
+    token = add(engine, "dora")
+    MAX_BODY = 1 << 20  # serve.app.MAX_BODY
+    big = json.dumps({"id": "a", "claim_id": "c0", "label": "SUPPORTED", "note": "x" * MAX_BODY}).encode()
+    json_type = {"Content-Type": "application/json"}
+
+    def chunked() -> Iterator[bytes]:
+        for start in range(0, len(big), 65536):
+            yield big[start : start + 65536]
+
+    with TestClient(create_app(engine)) as c:
+        for headers in ({}, bearer(token)):
+            r = c.post("/api/decisions", content=big, headers={**headers, **json_type})
+            assert r.status_code == 413, r.text
+            assert "over 1048576 bytes" in r.json()["detail"] and r.headers["x-content-type-options"] == "nosniff"
+            assert c.post("/api/decisions", content=chunked(), headers={**headers, **json_type}).status_code == 413
+        assert c.post("/signin", content=b"token=" + b"x" * MAX_BODY).status_code == 413
+        small = {"id": "a", "claim_id": "c0", "label": "SUPPORTED", "note": "x" * 10_000}
+        assert c.post("/api/decisions", json=small, headers=bearer(token)).status_code == 200
+        assert c.get("/api/me", headers=bearer(token)).json()["name"] == "dora"
+    engine.dispose()
+
+
 @pytest.mark.parametrize(
     ("db", "words"),
     [
