@@ -14,7 +14,7 @@ import secrets
 from typing import Annotated, Any
 from urllib.parse import parse_qs, urlsplit
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -298,7 +298,11 @@ def _api(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: 
         return {**out, "reviewer": who.name}
 
     @app.get("/api/history", tags=["team"])
-    def get_history(who: Caller, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+    def get_history(
+        who: Caller,
+        after: Annotated[int, Query(ge=0, le=2**62, description="Entries numbered after this one.")] = 0,
+        limit: int = 1000,
+    ) -> list[dict[str, Any]]:
         """Who decided what and when: every decision and adjudication ever stored, oldest first."""
         return store.history(engine, after, max(1, min(limit, 10_000)))
 

@@ -228,6 +228,13 @@ def test_disagreements_are_settled_by_an_adjudicator_and_exported(svc: dict[str,
     assert m["reviewers_agreement"]["n"] >= 2  # a5's two claims, each decided by alice and bob
 
 
+def test_a_history_number_past_any_integer_is_a_422_not_a_500(svc: dict[str, Any]) -> None:
+    for after in ("99999999999999999999", "-1"):
+        r = get(svc, "alice", f"/api/history?after={after}")
+        assert r.status_code == 422 and "after" in r.json()["detail"], r.text
+    assert get(svc, "alice", f"/api/history?after={2**62}").json() == []
+
+
 def test_tokens_are_stored_hashed_and_never_logged(svc: dict[str, Any]) -> None:
     raw = Path(svc["db"].removeprefix("sqlite:///"))
     with sqlite3.connect(raw) as conn:
