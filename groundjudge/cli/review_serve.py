@@ -69,13 +69,21 @@ def serve_command(
     secure_cookie: Annotated[
         bool, typer.Option(help="Send the session cookie over HTTPS only (behind a TLS proxy).")
     ] = False,
+    origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="The address reviewers open (https://review.example.org), when a proxy in front sends the service "
+            "another Host (nginx's default): sign-in and decisions from it are accepted. Repeatable."
+        ),
+    ] = None,
 ) -> None:
     """Load the runs' answers into the review database and serve the review page and its API (/api, OpenAPI at
     /api/openapi.json) until stopped. Reviewers sign in with the token 'review add-reviewer' printed."""
     db = _serve_parts()
     from groundjudge.serve import store
-    from groundjudge.serve.app import create_app, run
+    from groundjudge.serve.app import create_app, origin_of, run
 
+    origins = [origin_of(o) for o in origin or []]  # a bad one stops here, before the database is touched
     url = db_url or db.default_url(runs[0])
     loaded = [(str(p), load_reports(p)) for p in runs]
     engine = db.open_db(url)
@@ -95,6 +103,7 @@ def serve_command(
         only_flagged=only_flagged,
         sign_in_limit=sign_in_limit,
         secure_cookie=secure_cookie,
+        origins=origins,
     )
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"serving the review at http://{shown}:{port}/ (Ctrl-C stops it)", err=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+from collections.abc import Sequence
 from typing import Annotated, Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -136,11 +137,26 @@ def _client(request: Request) -> str:
 
 
 def _same_origin(request: Request) -> bool:
-    """A browser's request from another site names it in Origin: refused for anything that changes data."""
+    """A browser's request from another site names it in Origin: refused for anything that changes data. Ours is
+    the Host the request came to, or an origin ``--origin`` names (a proxy that rewrites Host: nginx's default)."""
     origin = request.headers.get("origin")
     if not origin or origin == "null":
         return origin is None
-    return urlsplit(origin).netloc == request.headers.get("host", "")
+    if urlsplit(origin).netloc == request.headers.get("host", ""):
+        return True
+    return origin.rstrip("/").lower() in request.app.state.origins
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of the address reviewers open (``--origin``), as a browser's Origin header says it.
+
+    Raises:
+        InputError: not an http(s) URL.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InputError(f"--origin {url!r} is not an http(s) address such as https://review.example.org")
+    return f"{parts.scheme}://{parts.netloc}".lower()
 
 
 def caller(request: Request) -> auth.Reviewer:
@@ -186,9 +202,11 @@ def create_app(
     only_flagged: bool = True,
     sign_in_limit: int = 10,
     secure_cookie: bool = False,
+    origins: Sequence[str] = (),
 ) -> FastAPI:
     """The service on ``engine``: each reviewer is given ``batch`` answers at a time; at most ``sign_in_limit``
-    failed sign-ins (or bad tokens) per client address a minute; ``secure_cookie`` for HTTPS."""
+    failed sign-ins (or bad tokens) per client address a minute; ``secure_cookie`` for HTTPS; ``origins``, the
+    addresses reviewers open when they are not the Host the service sees (behind a proxy)."""
     app = FastAPI(
         title="groundjudge review",
         description="Reviewers' decisions on groundjudge's claim verdicts, kept in a database (README: review).",
@@ -199,6 +217,7 @@ def create_app(
     )
     app.state.engine = engine
     app.state.limit = auth.RateLimit(sign_in_limit, 60.0)
+    app.state.origins = frozenset(origin_of(o) for o in origins)
     app.add_middleware(BodyLimit, limit=MAX_BODY)
 
     @app.middleware("http")

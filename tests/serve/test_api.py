@@ -316,6 +316,39 @@ def test_sign_in_is_rate_limited(tmp_path: Path) -> None:
         assert c.get("/api/me", headers={"Authorization": "Bearer gj_x_y"}).status_code == 429
 
 
+def test_behind_a_proxy_that_rewrites_host_the_origin_option_lets_reviewers_work(tmp_path: Path) -> None:
+    # nginx's default proxy_pass sends "Host: 127.0.0.1:8765" while the browser says "Origin: https://review...":
+    # sign-in and every decision were refused (403) as if from another site, with no way to allow them
+    from fastapi.testclient import TestClient
+
+    from groundjudge.serve.app import create_app
+    from groundjudge.serve.db import open_db
+    from groundjudge.serve.store import add_reviewer as add
+    from groundjudge.serve.store import load_runs
+
+    engine = open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    load_runs(engine, [("run", [make_report("a")])])
+    token = add(engine, "dora")
+    public = {"Origin": "https://review.example.org"}
+    body = {"id": "a", "claim_id": "c0", "label": "SUPPORTED"}
+    with TestClient(create_app(engine), base_url="http://127.0.0.1:8765") as c:
+        assert c.post("/signin", data={"token": token}, headers=public).status_code == 403  # no --origin: refused
+    behind = create_app(engine, origins=["https://Review.example.org/"])
+    with TestClient(behind, base_url="http://127.0.0.1:8765", follow_redirects=False) as c:
+        assert c.post("/signin", data={"token": token}, headers=public).status_code == 303
+        page = c.get("/").text
+        csrf = json.loads(page.split("id='gj-server'>", 1)[1].split("</script>", 1)[0])["csrf"]
+        assert c.post("/api/decisions", json=body, headers={**public, "X-CSRF-Token": csrf}).status_code == 200
+        evil = {"Origin": "https://evil.example", "X-CSRF-Token": csrf}
+        assert c.post("/api/decisions", json=body, headers=evil).status_code == 403  # another site still is not
+        plain = {"Origin": "http://review.example.org"}  # not the scheme reviewers use
+        assert c.post("/signin", data={"token": token}, headers=plain).status_code == 403
+    engine.dispose()
+    run = write_run(tmp_path / "run.jsonl", [make_report("a")])
+    result = CliRunner().invoke(app, ["review", "serve", str(run), "--origin", "review.example.org"])
+    assert result.exit_code == 2 and "is not an http(s) address" in result.output, result.output
+
+
 def test_an_oversized_body_is_refused_before_it_is_read(tmp_path: Path) -> None:
     # FastAPI parses a body before it asks who sent it: anyone reaching the port made the service hold any size
     from fastapi.testclient import TestClient
