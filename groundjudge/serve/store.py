@@ -373,6 +373,22 @@ def _decision_out(row: Any, answer_id: str, claim_id: str) -> dict[str, Any]:
     }
 
 
+def _claim_columns() -> list[Any]:
+    """A claim's ids, text, groundjudge's label, route and citation, its places and its run, under the names the
+    export reads (the claims table joined to answers and runs)."""
+    return [
+        db.claims.c.claim_id,
+        db.claims.c.position.label("claim_position"),
+        db.claims.c.text.label("claim_text"),
+        db.claims.c.label.label("groundjudge_label"),
+        db.claims.c.route,
+        db.claims.c.citation.label("groundjudge_citation"),
+        db.answers.c.answer_id,
+        db.answers.c.position.label("answer_position"),
+        db.runs.c.identity.label("run"),
+    ]
+
+
 def _latest(conn: Connection, reviewer_id: int | None = None) -> list[Any]:
     """Each reviewer's latest decision per claim (their label may be None: cleared), with the claim's ids."""
     t = db.decisions
@@ -380,19 +396,7 @@ def _latest(conn: Connection, reviewer_id: int | None = None) -> list[Any]:
     if reviewer_id is not None:
         last = last.where(t.c.reviewer_id == reviewer_id)
     q = (
-        select(
-            t,
-            db.claims.c.claim_id,
-            db.claims.c.position.label("claim_position"),
-            db.claims.c.text.label("claim_text"),
-            db.claims.c.label.label("groundjudge_label"),
-            db.claims.c.route,
-            db.claims.c.citation.label("groundjudge_citation"),
-            db.answers.c.answer_id,
-            db.answers.c.position.label("answer_position"),
-            db.runs.c.identity.label("run"),
-            db.reviewers.c.name.label("reviewer"),
-        )
+        select(t, *_claim_columns(), db.reviewers.c.name.label("reviewer"))
         .join(db.claims, db.claims.c.id == t.c.claim_pk)
         .join(db.answers, db.answers.c.id == db.claims.c.answer_pk)
         .join(db.runs, db.runs.c.id == db.answers.c.run_id)
@@ -758,18 +762,7 @@ def _claim_rows(conn: Connection, claim_pks: set[int]) -> dict[int, Any]:
     if not claim_pks:
         return {}
     q = (
-        select(
-            db.claims.c.id.label("claim_pk"),
-            db.claims.c.claim_id,
-            db.claims.c.position.label("claim_position"),
-            db.claims.c.text.label("claim_text"),
-            db.claims.c.label.label("groundjudge_label"),
-            db.claims.c.route,
-            db.claims.c.citation.label("groundjudge_citation"),
-            db.answers.c.answer_id,
-            db.answers.c.position.label("answer_position"),
-            db.runs.c.identity.label("run"),
-        )
+        select(db.claims.c.id.label("claim_pk"), *_claim_columns())
         .join(db.answers, db.answers.c.id == db.claims.c.answer_pk)
         .join(db.runs, db.runs.c.id == db.answers.c.run_id)
         .where(db.claims.c.id.in_(claim_pks))

@@ -177,6 +177,21 @@ def export(db: str, out: Path) -> list[dict[str, Any]]:
 # -- PostgreSQL: a throwaway cluster from Debian's package ----------------------------------------------------------
 
 
+def new_database(kind: str, request: pytest.FixtureRequest, folder: Path) -> str:
+    """An empty database of ``kind``: a SQLite file, or a new database in the session's PostgreSQL cluster."""
+    if kind == "sqlite":
+        return f"sqlite:///{folder / 'review.sqlite'}"
+    import uuid
+
+    import psycopg
+
+    server = request.getfixturevalue("postgres")
+    name = "gj_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return server.rsplit("/", 1)[0] + "/" + name
+
+
 def _pg_bin() -> Path | None:
     for name in ("initdb", "pg_ctl"):
         if shutil.which(name) is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,22 +17,9 @@ from tests.serve.conftest import need_serve
 
 need_serve()
 
-from tests.serve.conftest import Service, add_reviewer, bearer, export, make_report, write_run
+from tests.serve.conftest import Service, add_reviewer, bearer, export, make_report, new_database, write_run
 
 LABELS = ("SUPPORTED", "CONTRADICTED", "UNSUPPORTED")
-
-
-def new_database(kind: str, request: pytest.FixtureRequest, folder: Path) -> str:
-    """An empty database of ``kind``: a SQLite file, or a new database in the session's PostgreSQL cluster."""
-    if kind == "sqlite":
-        return f"sqlite:///{folder / 'kill.sqlite'}"
-    import psycopg
-
-    server = request.getfixturevalue("postgres")
-    name = "gj_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return server.rsplit("/", 1)[0] + "/" + name
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])

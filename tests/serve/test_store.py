@@ -15,7 +15,7 @@ need_serve()
 
 from groundjudge.errors import InputError
 from groundjudge.serve import db, store
-from tests.serve.conftest import make_report
+from tests.serve.conftest import make_report, new_database
 
 
 def test_concurrent_assignment_gives_each_slot_to_one_reviewer(tmp_path: Path) -> None:
@@ -115,28 +115,13 @@ def test_sessions_end_and_expired_ones_are_deleted(tmp_path: Path) -> None:
     assert auth.check_session(engine, live) is None
 
 
-def _database(kind: str, request: pytest.FixtureRequest, folder: Path) -> str:
-    """An empty database of ``kind``: a SQLite file, or a new database in the session's PostgreSQL cluster."""
-    if kind == "sqlite":
-        return f"sqlite:///{folder / 'r.sqlite'}"
-    import uuid
-
-    import psycopg
-
-    server = request.getfixturevalue("postgres")
-    name = "gj_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return server.rsplit("/", 1)[0] + "/" + name
-
-
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 def test_text_the_database_cannot_hold_is_refused_alike_on_both_databases(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     # PostgreSQL's text holds no NUL: a note with one was "the review database is unreachable" (503, which the page
     # retries for ever) there and stored on SQLite; a lone surrogate was a 500 on both
-    engine = db.open_db(_database(kind, request, tmp_path))
+    engine = db.open_db(new_database(kind, request, tmp_path))
     hostile = make_report("a")
     hostile.claims[0].claim.text = "a claim with a NUL \x00 in it"
     store.load_runs(engine, [("run", [hostile])])
