@@ -12,7 +12,7 @@ import json
 import logging
 import secrets
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -321,9 +321,14 @@ def _api(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: 
         who: Caller,
         after: Annotated[int, Query(ge=0, le=2**62, description="Entries numbered after this one.")] = 0,
         limit: int = 1000,
+        kind: Annotated[
+            Literal["decision", "adjudication"] | None,
+            Query(description="One kind, in number order: page it with the last entry's n as the next after."),
+        ] = None,
     ) -> list[dict[str, Any]]:
-        """Who decided what and when: every decision and adjudication ever stored, oldest first."""
-        return store.history(engine, after, max(1, min(limit, 10_000)))
+        """Who decided what and when: every decision and adjudication ever stored, oldest first. The two kinds are
+        numbered apart: to page, ask for one kind at a time."""
+        return store.history(engine, after, max(1, min(limit, 10_000)), kind)
 
     @app.get("/api/export", tags=["team"], response_class=PlainTextResponse)
     def export(who: Caller) -> str:

@@ -413,12 +413,21 @@ def my_decisions(engine: Engine, reviewer_id: int) -> list[dict[str, Any]]:
     return [_decision_out(r._mapping, r.answer_id, r.claim_id) for r in rows]
 
 
-def history(engine: Engine, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
-    """The append-only history of decisions and adjudications: who decided what and when, oldest first."""
+HISTORY_KINDS = {"decision": db.decisions, "adjudication": db.adjudications}
+
+
+def history(engine: Engine, after: int = 0, limit: int = 1000, kind: str | None = None) -> list[dict[str, Any]]:
+    """The append-only history of decisions and adjudications: who decided what and when, oldest first.
+
+    Decisions and adjudications are numbered apart (``n``): ``kind`` keeps one of them, the entries numbered after
+    ``after`` in number order, at most ``limit``: what a client pages with (the last ``n`` it got is its next
+    ``after``). Without ``kind`` both, each numbered after ``after`` and at most ``limit`` of each, in time order.
+    """
+    kinds = [(kind, HISTORY_KINDS[kind])] if kind is not None else list(HISTORY_KINDS.items())
 
     def get(conn: Connection) -> list[dict[str, Any]]:
         out = []
-        for kind, t in (("decision", db.decisions), ("adjudication", db.adjudications)):
+        for kind, t in kinds:
             q = (
                 select(
                     t.c.id,
@@ -449,7 +458,7 @@ def history(engine: Engine, after: int = 0, limit: int = 1000) -> list[dict[str,
                 }
                 for r in conn.execute(q)
             ]
-        return sorted(out, key=lambda d: (d["decided_at"], d["kind"], d["n"]))
+        return out if kind is not None else sorted(out, key=lambda d: (d["decided_at"], d["kind"], d["n"]))
 
     return read(engine, get)
 

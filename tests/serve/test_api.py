@@ -424,3 +424,27 @@ def test_the_service_says_503_when_its_database_goes_away(postgres: str) -> None
             assert "the review database postgresql+psycopg://gj@127.0.0.1" in r.json()["detail"]
             assert "is unreachable" in r.json()["detail"]
     engine.dispose()
+
+
+def test_history_pages_one_kind_at_a_time_without_repeats_or_loops(svc: dict[str, Any]) -> None:
+    # Decisions and adjudications are numbered apart, and the history mixed both in time order: a client paging with
+    # the last entry's n as its next 'after' got entries twice, and, when the last entry by time was an adjudication
+    # with a small number, the same page for ever. One kind at a time pages exactly.
+    for rid in ("a6", "a7"):
+        for who, label in (("alice", "SUPPORTED"), ("bob", "UNSUPPORTED")):
+            assert post(svc, who, {"id": rid, "claim_id": "c0", "label": label}).status_code == 200
+        settle = {"id": rid, "claim_id": "c0", "label": "CONTRADICTED", "note": "settled"}
+        assert post(svc, "carol", settle, "/api/adjudications").status_code == 200
+    everything = get(svc, "alice", "/api/history?limit=10000").json()
+    for kind in ("decision", "adjudication"):
+        seen: list[int] = []
+        after, pages = 0, 0
+        while pages < 100:
+            page = get(svc, "alice", f"/api/history?kind={kind}&after={after}&limit=2").json()
+            if not page:
+                break
+            assert {e["kind"] for e in page} == {kind} and len(page) <= 2
+            seen += [e["n"] for e in page]
+            after, pages = page[-1]["n"], pages + 1
+        assert seen == sorted({e["n"] for e in everything if e["kind"] == kind}), (kind, seen)
+    assert get(svc, "alice", "/api/history?kind=vote").status_code == 422
