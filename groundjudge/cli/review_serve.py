@@ -129,6 +129,37 @@ def add_reviewer_command(
     typer.echo(token)
 
 
+@review_app.command("new-token", cls=Command)
+def new_token_command(
+    name: Annotated[str, typer.Argument(help="The reviewer's name, as 'review add-reviewer' gave it.")],
+    db_url: Db,
+    revoke: Annotated[
+        bool, typer.Option(help="Give no new token: the reviewer can no longer sign in (new-token lets them back).")
+    ] = False,
+) -> None:
+    """Replace a reviewer's access token (a leaked one, a reviewer who left): the old token and their sessions stop
+    working at once, a running service included; their decisions stay. The new token is the last line printed."""
+    db = _serve_parts()
+    from groundjudge.serve import store
+
+    engine = db.open_db(db_url)
+    token = store.new_token(engine, name, revoke=revoke)
+    where = db.shown_url(db_url)
+    if token is None:
+        err.print(
+            escape(f"reviewer {name.strip()!r} in {where}: token revoked and signed out; their decisions stay"),
+            highlight=False,
+        )
+        return
+    err.print(
+        escape(
+            f"reviewer {name.strip()!r} in {where}: old token revoked and signed out; the new one (shown once) follows"
+        ),
+        highlight=False,
+    )
+    typer.echo(token)
+
+
 @review_app.command("export", cls=Command)
 def export_command(
     db_url: Db,

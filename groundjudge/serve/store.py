@@ -249,6 +249,33 @@ def add_reviewer(engine: Engine, name: str, role: str = "reviewer") -> str:
     return f"gj_{key}_{secret}"
 
 
+REVOKED = "revoked"  # a token_hash no sha256 digest equals: the reviewer's token opens nothing
+
+
+def new_token(engine: Engine, name: str, *, revoke: bool = False) -> str | None:
+    """Give reviewer ``name`` a new access token (returned, shown once; only its hash is stored) or, with
+    ``revoke``, none that works. Either way their old token and every session of theirs stop working at once, in a
+    running service too (it reads both from the database on each request); their decisions stay in the history and
+    the export. ``new_token`` on a revoked reviewer lets them in again.
+
+    Raises:
+        InputError: no reviewer of that name.
+    """
+    name = name.strip()
+    key, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+
+    def change(conn: Connection) -> None:
+        row = conn.execute(select(db.reviewers.c.id).where(db.reviewers.c.name == name)).first()
+        if row is None:
+            raise InputError(f"no reviewer named {name!r} in this review database ('review add-reviewer' adds one)")
+        conn.execute(db.sessions.delete().where(db.sessions.c.reviewer_id == row.id))
+        digest = REVOKED if revoke else _sha(secret)
+        conn.execute(db.reviewers.update().where(db.reviewers.c.id == row.id).values(token_key=key, token_hash=digest))
+
+    write(engine, change)
+    return None if revoke else f"gj_{key}_{secret}"
+
+
 def reviewers(engine: Engine) -> list[dict[str, Any]]:
     """Every reviewer: id, name, role, created_at (never a token)."""
     cols = (db.reviewers.c.id, db.reviewers.c.name, db.reviewers.c.role, db.reviewers.c.created_at)

@@ -448,3 +448,36 @@ def test_history_pages_one_kind_at_a_time_without_repeats_or_loops(svc: dict[str
             after, pages = page[-1]["n"], pages + 1
         assert seen == sorted({e["n"] for e in everything if e["kind"] == kind}), (kind, seen)
     assert get(svc, "alice", "/api/history?kind=vote").status_code == 422
+
+
+def test_a_leaked_token_is_replaced_or_revoked_at_once_and_the_decisions_stay(svc: dict[str, Any]) -> None:
+    # A team whose reviewer's token leaked, or who left, had no way to shut it but editing the database: the service
+    # kept accepting it and any session signed in with it.
+    from typer.testing import CliRunner
+
+    from groundjudge.cli.root import app
+    from groundjudge.serve import auth, db
+
+    old = add_reviewer(svc["db"], "dave")
+    svc["tokens"]["dave"] = old
+    assert post(svc, "dave", {"id": "a3", "claim_id": "c1", "label": "SUPPORTED"}).status_code == 200
+    engine = db.open_db(svc["db"])
+    signed = auth.check_token(engine, old)
+    assert signed is not None
+    cookie, _ = auth.new_session(engine, signed)
+    command = ["review", "new-token", "dave", "--db", svc["db"]]
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 0, result.output
+    new = result.stdout.strip().splitlines()[-1]
+    assert new.startswith("gj_") and new != old
+    assert get(svc, "dave", "/api/me").status_code == 401  # the running service refuses the old token now
+    assert auth.check_session(engine, cookie) is None  # and every session signed in with it
+    svc["tokens"]["dave"] = new
+    assert get(svc, "dave", "/api/me").status_code == 200
+    result = CliRunner().invoke(app, [*command, "--revoke"])
+    assert result.exit_code == 0 and "token revoked and signed out" in " ".join(result.output.split()), result.output
+    assert get(svc, "dave", "/api/me").status_code == 401
+    history = get(svc, "alice", "/api/history?kind=decision&limit=10000").json()
+    assert any(e["reviewer"] == "dave" and e["id"] == "a3" for e in history)  # what dave decided stays
+    result = CliRunner().invoke(app, ["review", "new-token", "nobody", "--db", svc["db"]])
+    assert result.exit_code == 2 and "no reviewer named 'nobody'" in result.output, result.output
