@@ -348,7 +348,10 @@ class Config(BaseModel):
             raise ConfigError(f"config file {path}: {exc}") from exc
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path}: a JSON object of settings, not {type(data).__name__}")
-        data.update({k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if given.keys() & {"t_support", "t_contradict", "t_unsupported"}:
+            data.pop("thresholds_model", None)  # thresholds given by hand are not the fitted ones it names
+        data.update(given)
         return cls.make(**data)
 
     @classmethod

@@ -547,6 +547,11 @@ def test_thresholds_calibrated_on_one_model_are_refused_beside_another(tmp_path:
     said = flat(other.output)
     assert f"were fitted on the scores of NLI model {written['thresholds_model']}" in said, said
     assert not (tmp_path / "other.jsonl").exists()
+    # a cut-off given by hand (Config.load's overrides) is the user's, not the fitted one the config names
+    from groundjudge.config import Config
+
+    assert Config.load(config, t_unsupported=0.1).thresholds_model is None
+    assert Config.load(config, nli_model=str(SHARED_MODEL)).thresholds_model == written["thresholds_model"]
     same = runner.invoke(app, [*base, "-o", str(tmp_path / "same.jsonl"), "--nli-model", str(tiny)])
     assert same.exit_code in (0, 1), same.output  # the model the thresholds were fitted on runs them
     assert len(list(read_reports(tmp_path / "same.jsonl"))) == 2
