@@ -122,7 +122,7 @@ class AnthropicProvider:
             # their sum, so that it means all the input on every provider.
             input_tokens=int(usage.input_tokens or 0) + read + written,
             output_tokens=int(usage.output_tokens or 0),
-            truncated=message.stop_reason == "max_tokens",
+            truncated=message.stop_reason in ("max_tokens", "model_context_window_exceeded"),
             refusal=refusal,
             cached_input_tokens=read,
             cache_write_tokens=written,

@@ -305,6 +305,8 @@ class LLMClient:
         value: Any = None
         if response.refusal is not None:
             problem = f"the model refused: {response.refusal}"
+        elif response.truncated:  # the part of the last answer it reached may be cut short: no part is trusted
+            problem = "the packed reply was cut off at the token limit"
         else:
             try:
                 value = parse_json_reply(response.text)

@@ -32,12 +32,21 @@ def parse_json_reply(text: str) -> Any:
 def judge_reply(
     response: LLMResponse, schema: type[T], check: Callable[[T], str | None] | None
 ) -> tuple[T | None, str, T | None]:
-    """(accepted value, "", None), or (None, the problem, the schema-valid value that failed the check if any)."""
+    """(accepted value, "", None), or (None, the problem, the schema-valid value that failed the check if any).
+
+    A reply cut off at the token limit is never accepted, even when what came back parses and validates: an
+    Anthropic tool call cut off hands over what of its input was written (a claims list without its last claims),
+    and an accepted reply is cached. It is re-asked like invalid JSON."""
+    if response.truncated:
+        try:
+            parse_json_reply(response.text)
+        except json.JSONDecodeError as exc:
+            return None, f"the reply was cut off at the token limit: {exc}", None
+        return None, "the reply was cut off at the token limit (what came back may be only part of it)", None
     try:
         value = schema.model_validate(parse_json_reply(response.text))
     except json.JSONDecodeError as exc:
-        why = "the reply was cut off at the token limit" if response.truncated else "not valid JSON"
-        return None, f"{why}: {exc}", None
+        return None, f"not valid JSON: {exc}", None
     except ValidationError as exc:
         problem = "JSON does not match the schema: " + "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:10]

@@ -269,7 +269,7 @@ def _anthropic_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _Ca
         stop = "refusal"
     elif reply.obj is not None and isinstance(reply.obj, dict) and tool_choice.get("type") == "tool":
         content = [{"type": "tool_use", "id": "toolu_scripted", "name": tool_choice["name"], "input": reply.obj}]
-        stop = "tool_use"
+        stop = "max_tokens" if reply.finish == "length" else "tool_use"  # a tool call cut off: what of it parsed
     else:
         content = [{"type": "text", "text": reply.content}]
         stop = "max_tokens" if reply.finish == "length" else "end_turn"

@@ -182,6 +182,24 @@ def test_truncated_json_ends_in_invalid_output_with_raw_text(server: ScriptedLLM
     assert "shorter" in server.requests[1].last_user
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_cut_off_reply_is_never_taken_even_when_it_validates(
+    server: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    # Anthropic hands over what of a cut-off tool call's input was written: valid, but a list without its last items
+    cut = {"label": "SUPPORTED", "quotes": []}
+    server.push(Reply.json(cut, finish="length"), Reply.json(GOOD))
+    cache = Cache(tmp_path / "c")
+    value, usage = make_test_client(server, provider, cache=cache).complete_json(ASK, Verdict, prompt=PROMPT)
+    assert value == Verdict(**GOOD) and usage.calls == 2
+    assert "token limit" in server.requests[1].last_user and "shorter" in server.requests[1].last_user
+    server.push(*[Reply.json(cut, finish="length")] * 3)
+    with pytest.raises(errors.InvalidOutputError) as info:
+        make_test_client(server, provider, cache=cache).complete_json(ASK, Verdict)
+    assert info.value.partial is None and all("token limit" in e for e in info.value.errors)
+    assert not cache.peek(make_test_client(server, provider).cache_key(ASK, Verdict, None))
+
+
 def test_code_fenced_json_is_accepted(server: ScriptedLLMServer) -> None:
     server.push(Reply.text("```json\n" + json.dumps(GOOD) + "\n```"))
     value, usage = make_test_client(server).complete_json(ASK, Verdict)

@@ -219,6 +219,25 @@ def test_a_garbled_or_failed_packed_call_caches_nothing(server: ScriptedLLMServe
     assert [client.complete_json(ask(t), Echo)[0].first for t in texts] == ["one", "three"]
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_cut_off_packed_reply_caches_no_part(server: ScriptedLLMServer, tmp_path: Path, provider: str) -> None:
+    # cut off at the token limit, what came back may parse (an Anthropic tool call's input as far as it got): the
+    # part it reached last may be short of its end, and which part that is cannot be told
+    def cut(req: RecordedRequest) -> Reply:
+        reply = echo(req)
+        return Reply.json(reply.obj, finish="length") if packed_requests(req) else reply
+
+    server.script = cut
+    client = make_test_client(server, provider, cache=Cache(tmp_path / "c"), price=Price(1.0, 1.0))
+    texts = ["one two", "three four"]
+    calls = deferred(client, texts)
+    results = client.complete_packed(calls)
+    assert all(problem is not None and "token limit" in problem for _, problem in results.values())
+    assert client.cache is not None and not any(client.cache.peek(c.key) for c in calls)
+    assert [client.complete_json(ask(t), Echo)[0].first for t in texts] == ["one", "three"]
+    assert len(server.requests) == 3  # each asked alone
+
+
 def test_a_budget_stop_in_a_packed_call_raises(server: ScriptedLLMServer, tmp_path: Path) -> None:
     from groundjudge.llm import Ledger
 
