@@ -12,7 +12,15 @@ from typing import Any
 import anthropic
 
 from groundjudge.llm.anthropic_batch import AnthropicBatch
-from groundjudge.llm.base import BatchApi, LLMRequest, LLMResponse, params_text, sdk_error, wire_schema
+from groundjudge.llm.base import (
+    BatchApi,
+    LLMRequest,
+    LLMResponse,
+    params_text,
+    parsed_or_server_fault,
+    sdk_error,
+    wire_schema,
+)
 from groundjudge.models import Message
 
 # Anthropic takes at most 4 cache_control breakpoints per request.
@@ -102,6 +110,11 @@ class AnthropicProvider:
         return self.parse_response(message)
 
     def parse_response(self, response: Any) -> LLMResponse:
+        """A response (the SDK's object, or a batch result's dict) as an :class:`LLMResponse`; a body that is not the
+        API's format is a retryable :class:`~groundjudge.errors.ServerError`."""
+        return parsed_or_server_fault(self.name, self._parse, response)
+
+    def _parse(self, response: Any) -> LLMResponse:
         # a batch result line hands over the response's dict
         message: Any = anthropic.types.Message.model_validate(response) if isinstance(response, dict) else response
         refusal = None

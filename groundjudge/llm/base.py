@@ -253,6 +253,21 @@ class SdkBatch:
         return self.provider.parse_response(body)
 
 
+def parsed_or_server_fault(provider: str, parse: Callable[[Any], T], response: Any) -> T:
+    """``parse(response)``, or a retryable :class:`~groundjudge.errors.ServerError` when the body is not the API's
+    format: a proxy or gateway that answers HTTP 200 with its own JSON or an HTML page (the SDKs hand such a body
+    over as a bare object, a string or None, and reading it raised AttributeError or TypeError, never retried)."""
+    try:
+        return parse(response)
+    except errors.GroundjudgeError:
+        raise
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:  # a pydantic error is a ValueError
+        raise errors.ServerError(
+            f"{provider}: the response is not in the API's format ({type(exc).__name__}: {str(exc)[:200]})",
+            retryable=True,
+        ) from exc
+
+
 def parse_retry_after(headers: Any) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), if given."""
     if headers is None:

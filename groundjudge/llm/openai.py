@@ -17,6 +17,7 @@ from groundjudge.llm.base import (
     LLMResponse,
     json_instruction,
     params_text,
+    parsed_or_server_fault,
     sdk_error,
     wire_schema,
 )
@@ -168,12 +169,18 @@ class OpenAIProvider:
         return self.parse_response(completion)
 
     def parse_response(self, response: Any) -> LLMResponse:
+        """A response (the SDK's object, or a batch result's dict) as an :class:`LLMResponse`; a body that is not the
+        API's format is a retryable :class:`~groundjudge.errors.ServerError`."""
+        return parsed_or_server_fault(self.name, self._parse, response)
+
+    def _parse(self, response: Any) -> LLMResponse:
         # a batch result line hands over the response's dict
         completion = response
         if isinstance(response, dict):
             completion = openai.types.chat.ChatCompletion.model_validate(response)
         if not getattr(completion, "choices", None):
-            raise errors.ServerError(f"{self.name}: response has no choices", retryable=True)
+            why = "the response is not in the API's format (no choices)"
+            raise errors.ServerError(f"{self.name}: {why}", retryable=True)
         choice = completion.choices[0]
         message = choice.message
         refusal = getattr(message, "refusal", None) or None

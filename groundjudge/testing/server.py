@@ -149,9 +149,10 @@ class Reply:
         return cls(kind="error", status=status, headers=headers, content=message)
 
     @classmethod
-    def malformed_body(cls) -> Reply:
-        """HTTP 200 whose body is not JSON at all."""
-        return cls(kind="malformed_body", content='{"id": "x", "choices": [')
+    def malformed_body(cls, body: str = '{"id": "x", "choices": [', content_type: str = "application/json") -> Reply:
+        """HTTP 200 whose body is not the API's: by default not JSON at all; ``body`` may be JSON of another shape
+        (a proxy's or a gateway's) or an HTML page (``content_type="text/html"``)."""
+        return cls(kind="malformed_body", content=body, headers={"content-type": content_type})
 
     @classmethod
     def slow(cls, seconds: float, then: Reply | None = None) -> Reply:
@@ -554,7 +555,7 @@ class ScriptedLLMServer(BatchRoutes):
                 if reply.kind == "error":
                     self._send(reply.status, _error_body(api, reply.status, reply.content), reply.headers)
                 elif reply.kind == "malformed_body":
-                    self._send_raw(200, reply.content.encode(), "application/json")
+                    self._send_raw(200, reply.content.encode(), reply.headers.get("content-type", "application/json"))
                 else:
                     self._send(200, server._answer(req, reply), reply.headers)
 

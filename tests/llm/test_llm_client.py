@@ -151,6 +151,31 @@ def test_malformed_http_body_is_retried(server: ScriptedLLMServer, provider: str
     assert value.label == "SUPPORTED" and len(server.requests) == 2
 
 
+NOT_THE_API = {
+    "other JSON": ('{"foo": 1}', "application/json"),
+    "no usage": ('{"content": [{"type": "tool_use"}], "choices": [{}], "usage": null}', "application/json"),
+    "a string": ('"hello"', "application/json"),
+    "null": ("null", "application/json"),
+    "an HTML page": ("<html><body>502 Bad Gateway</body></html>", "text/html"),
+}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("body", NOT_THE_API.values(), ids=list(NOT_THE_API))
+def test_a_200_body_that_is_not_the_apis_is_a_server_fault(
+    server: ScriptedLLMServer, provider: str, body: tuple[str, str]
+) -> None:
+    # a proxy or gateway answering 200 with its own page is retried like a 5xx, and fails typed when it lasts
+    server.push(Reply.malformed_body(*body), Reply.json(GOOD))
+    value, usage = make_test_client(server, provider).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED" and len(server.requests) == 2 and usage.calls == 1
+    server.push(*[Reply.malformed_body(*body)] * 2)
+    client = make_test_client(server, provider, retry=RetryPolicy(max_attempts=2, initial_wait=0, jitter=0))
+    with pytest.raises(errors.ServerError, match="format") as info:
+        client.complete_json(ASK, Verdict)
+    assert info.value.retryable and info.value.attempts == 2
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_reask_fixes_an_invalid_first_answer(server: ScriptedLLMServer, provider: str) -> None:
     server.push(Reply.text("Sure! The label is SUPPORTED."), Reply.json(GOOD))
