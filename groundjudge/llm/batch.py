@@ -370,7 +370,16 @@ class BatchRunner:
                     done += status.done
                     running.append(entry)
                     continue
-                usage = self._collect(entry, status, pending, outcome)
+                try:
+                    usage = self._collect(entry, status, pending, outcome)
+                except errors.GroundjudgeError as exc:
+                    if not exc.retryable:
+                        raise
+                    # ended and paid for: a transient fault reading its results (read before anything is taken)
+                    # is read again, never the whole batch failed
+                    log.warning("batch %s: results unread (%s); reading them again", entry["id"], exc)
+                    running.append(entry)
+                    continue
                 if entry["id"] in self._fresh:
                     fresh_usage = fresh_usage + usage
                 else:

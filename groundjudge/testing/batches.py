@@ -6,8 +6,10 @@ OpenAI: ``POST /v1/files``, ``GET /v1/files/{id}/content``, ``POST /v1/batches``
 /v1/messages/batches`` (newest first, ``limit``, ``after_id`` / ``before_id``). A batch ends after ``batch_polls``
 status reads (a listing is not a status read); its requests are then answered one by one as the server answers
 direct ones (the queue, then the script), which the server provides as :meth:`BatchRoutes._answer_batched`.
-``created_at`` is the real creation time. Fault: ``batch_create_lost`` = N makes the next N creates make the batch
-(the provider has it and bills it) and then close the connection without a reply, as a reply lost on the wire.
+``created_at`` is the real creation time. Faults: ``batch_create_lost`` = N makes the next N creates make the batch
+(the provider has it and bills it) and then close the connection without a reply, as a reply lost on the wire;
+``batch_results_errors`` = N makes the next N reads of an ended batch's results (OpenAI: its output or error file)
+answer 503.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class BatchRoutes:
     batch_expire_after: int | None
     batch_status_errors: int
     batch_create_lost: int = 0  # the next N creates make the batch and lose the reply (class default)
+    batch_results_errors: int = 0  # the next N reads of an ended batch's results (or output file) answer 503
     batches: dict[str, ScriptedBatch]
     files: dict[str, bytes]
     _ids: itertools.count[int]
@@ -278,7 +281,11 @@ class BatchRoutes:
         if path.endswith("/v1/messages/batches"):
             return self._batch_list("anthropic", parse_qs(query))
         not_found = (404, {"error": {"message": f"no route {path}", "type": "not_found_error"}}, "application/json")
+        fault = (503, {"error": {"message": "scripted results fault", "type": "api_error"}}, "application/json")
         if m := re.fullmatch(r"/v1/files/([^/]+)/content", path):
+            if self.batch_results_errors > 0 and m.group(1).startswith("file-out"):
+                self.batch_results_errors -= 1
+                return fault
             data = self.files.get(m.group(1))
             return (200, data, "application/octet-stream") if data is not None else not_found
         if self.batch_status_errors > 0 and re.fullmatch(r"/v1/(messages/)?batches/[^/]+", path):
@@ -290,6 +297,9 @@ class BatchRoutes:
             batch = self.batches.get(m.group(1))
             if batch is None or not batch.ended:
                 return not_found
+            if self.batch_results_errors > 0:
+                self.batch_results_errors -= 1
+                return fault
             return 200, "".join(json.dumps(x) + "\n" for x in batch.output_lines).encode(), "application/binary"
         if m := re.fullmatch(r"/v1/messages/batches/([^/]+)", path):
             return self._batch_status("anthropic", m.group(1)) or not_found

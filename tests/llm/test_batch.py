@@ -331,6 +331,22 @@ def test_a_transient_status_fault_keeps_polling(scripted: ScriptedLLMServer, pro
     assert sleeps == [1.0, 1.0, 1.0]  # two faulty reads and one "in progress", each followed by a poll interval
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_transient_fault_reading_the_results_reads_them_again(
+    scripted: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    # the batch ended and is paid for: a 503 on its results is read again, not the whole batch failed
+    scripted.batch_results_errors = 2
+    sleeps: list[float] = []
+    client = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"), ledger=Ledger(budget_usd=10.0))
+    outcome = runner(client, tmp_path, sleep=sleeps.append).run(defer_all(client))
+    assert outcome.succeeded == 3 and outcome.failures == {} and scripted.batch_results_errors == 0
+    assert sleeps == [1.0, 1.0, 1.0]  # "in progress", then two faulty reads, each followed by a poll interval
+    assert client.ledger.total.calls == 3 and client.ledger._reserved_calls == 0
+    state = json.loads((tmp_path / "out.jsonl.batches.json").read_text())
+    assert [e["collected"] for e in state["batches"]] == [True]
+
+
 def test_a_failed_submit_raises_typed_and_releases_the_reservation(tmp_path: Path) -> None:
     with ScriptedLLMServer(answer) as server:
         client = make_test_client(server, "openai", cache=Cache(tmp_path / "cache"), ledger=Ledger(budget_usd=10.0))
