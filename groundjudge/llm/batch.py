@@ -62,6 +62,7 @@ from groundjudge.models import Usage
 log = logging.getLogger(__name__)
 
 CLOCK_SKEW_SECONDS = 600.0  # a lost batch is looked for among those created since its entry, less this
+RESULT_READS = 5  # reads of an ended batch's results, a poll apart, before a fault there is raised
 
 
 @dataclass
@@ -352,6 +353,7 @@ class BatchRunner:
         fresh_usage = Usage()
         total = sum(len(entry["custom_ids"]) for entry in live)
         waited = 0.0
+        faults: dict[str, int] = {}  # per batch, the reads of its results that failed
         while True:
             done, running = 0, []
             for entry in live:
@@ -373,8 +375,9 @@ class BatchRunner:
                 try:
                     usage = self._collect(entry, status, pending, outcome)
                 except errors.GroundjudgeError as exc:
-                    if not exc.retryable:
-                        raise
+                    faults[entry["id"]] = faults.get(entry["id"], 0) + 1
+                    if not exc.retryable or faults[entry["id"]] >= RESULT_READS:
+                        raise  # the entry stays uncollected: a later run reads its results again
                     # ended and paid for: a transient fault reading its results (read before anything is taken)
                     # is read again, never the whole batch failed
                     log.warning("batch %s: results unread (%s); reading them again", entry["id"], exc)

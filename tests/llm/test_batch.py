@@ -345,6 +345,14 @@ def test_a_transient_fault_reading_the_results_reads_them_again(
     assert client.ledger.total.calls == 3 and client.ledger._reserved_calls == 0
     state = json.loads((tmp_path / "out.jsonl.batches.json").read_text())
     assert [e["collected"] for e in state["batches"]] == [True]
+    # a fault that lasts is raised after a few reads, the batch left for a later run to collect (paid once)
+    scripted.batch_results_errors = 99
+    client = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache2"), ledger=Ledger(budget_usd=10.0))
+    with pytest.raises(errors.ServerError):
+        runner(client, tmp_path / "again", sleep=lambda s: None).run(defer_all(client))
+    scripted.batch_results_errors = 0
+    outcome = runner(client, tmp_path / "again").run(defer_all(client))
+    assert (outcome.resumed, outcome.succeeded, len(scripted.batches)) == (3, 3, 2)
 
 
 def test_a_failed_submit_raises_typed_and_releases_the_reservation(tmp_path: Path) -> None:
