@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 import threading
 from typing import Any, Literal
 
@@ -48,6 +49,17 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
     walk(out)
     return out
+
+
+# OpenAI's reasoning models (o1, o3, o4-mini, the gpt-5 family but its chat models) take only their default
+# temperature: any other value, 0 included, is answered HTTP 400 ("Unsupported value: 'temperature' does not support
+# 0 with this model"), so every call failed. They are sent none.
+_DEFAULT_TEMPERATURE_ONLY = re.compile(r"^(o\d|gpt-5(?!-chat))")
+
+
+def takes_temperature(name: str, model: str) -> bool:
+    """Whether ``model`` of provider ``name`` accepts a temperature other than its default."""
+    return name != "openai" or not _DEFAULT_TEMPERATURE_ONLY.match(model)
 
 
 class OpenAIProvider:
@@ -124,6 +136,8 @@ class OpenAIProvider:
             "temperature": request.temperature,
             "response_format": self._response_format(request, mode),
         }
+        if not takes_temperature(self.name, self.model):
+            del params["temperature"]
         if self.name == "openai":
             params["max_completion_tokens"] = request.max_tokens
         else:

@@ -37,6 +37,7 @@ import itertools
 import json
 import math
 import random
+import re
 import threading
 import time
 from collections import deque
@@ -389,6 +390,11 @@ class ScriptedLLMServer(BatchRoutes):
             refused = Reply.error(400, message="response_format json_schema is not supported by this server")
             refused.delay = self.refusal_delay
             return refused
+        if req.api == "openai" and re.match(r"(o\d|gpt-5(?!-chat))", req.model) and req.body.get("temperature", 1) != 1:
+            with self._lock:  # OpenAI's reasoning models take only their default temperature
+                self.requests.append(req)
+            t = req.body["temperature"]
+            return Reply.error(400, message=f"Unsupported value: 'temperature' does not support {t} with this model.")
         with self._lock:
             self.requests.append(req)
             queued = self._queue.popleft() if self._queue else None

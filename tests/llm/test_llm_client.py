@@ -51,6 +51,15 @@ def test_both_providers_parse_the_same_schema(server: ScriptedLLMServer, provide
         assert system["text"].startswith("You grade claims.") and system["cache_control"] == {"type": "ephemeral"}
 
 
+@pytest.mark.parametrize("model", ["openai/gpt-5-mini", "openai/o4-mini", "openai/gpt-4o-mini"])
+def test_openai_reasoning_models_are_sent_no_temperature(server: ScriptedLLMServer, model: str) -> None:
+    # they answer any temperature but their default with HTTP 400: every call of a run failed
+    server.push(Reply.json(GOOD))
+    value, usage = make_test_client(server, model=model).complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED" and usage.calls == 1 and len(server.requests) == 1
+    assert ("temperature" in server.requests[0].body) == (model == "openai/gpt-4o-mini")
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_429_is_retried_honouring_retry_after(server: ScriptedLLMServer, provider: str) -> None:
     sleeps: list[float] = []
