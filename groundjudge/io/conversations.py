@@ -14,6 +14,7 @@ Wire formats, told apart per message:
   source), ``thinking`` (left out); the system prompt is a ``system`` message.
 - RAGAS multi-turn (``type``: ``human``, ``ai`` with ``tool_calls``, ``tool``, ``system``).
 - DeepEval conversational turns (``role``, ``content``, ``retrieval_context``, ``tools_called``).
+- Gemini's ``parts`` are not read: a message with ``parts`` and no ``content`` is an InputError.
 
 Which text is what:
 
@@ -22,7 +23,8 @@ Which text is what:
   turn, ids ``<id>#turn<k>``.
 - Evidence: tool results (each one whole: several parts are joined by a blank line; JSON stays as its text, or is
   written as JSON when a tool's output is structured), retrieved documents (Anthropic ``document`` blocks, DeepEval
-  ``retrieval_context``, and the row's own ``contexts``). User turns only with
+  ``retrieval_context``, and the row's own ``contexts``); a tool result or document block in an assistant or system
+  message is an InputError (that speaker's own text). User turns only with
   ``conversation_options.user_evidence``, the system prompt only with ``conversation_options.system_evidence``.
   The assistant's own turns are never evidence.
 - A tool result whose ``tool_call_id`` matches no earlier tool call is kept as evidence (it is still what a tool
@@ -213,6 +215,11 @@ class _Reader:
             raise self.error(f"is {raw_role!r}; roles are system, user, assistant and tool", f"{at}.role")
         role = _ROLES[raw_role]
         content = message.get("content")
+        if content is None and message.get("parts") is not None:  # read as no text, it could hide the final answer
+            raise self.error(
+                "holds 'parts' (Gemini's format), which this reader does not read: give the text as 'content'",
+                f"{at}.parts",
+            )
         where = f"{at}.content"
         if role == "tool":
             text = self.tool_text(content, where)
@@ -255,6 +262,13 @@ class _Reader:
             kind = block.get("type") if isinstance(block, dict) else None
             if kind is not None and not isinstance(kind, str):
                 raise self.error(f"has a block whose type is not a string: {kind!r:.40}", f"{at}.type")
+            if kind in ("tool_result", "document", "search_result") and role in ("assistant", "system"):
+                raise self.error(
+                    f"is a {kind} block in a{'n' * (role == 'assistant')} {role} message: the {role}'s own words are "
+                    "never evidence; a tool's result or a retrieved document goes in a user message (Anthropic) or a "
+                    "tool message (OpenAI), or in the row's contexts",
+                    at,
+                )
             if kind in ("tool_use", "server_tool_use"):
                 self.note_call(block.get("id"), block.get("name"), at)
             elif kind == "tool_result":

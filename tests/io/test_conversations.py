@@ -172,6 +172,50 @@ BAD: list[tuple[Any, str]] = [
     ([{"role": "assistant", "content": "a", "tool_calls": {"id": "x"}}], "messages[0].tool_calls"),
     ([{"role": "user", "content": "q"}, {"role": "tool", "content": "t"}], "messages"),  # no assistant turn
     ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "messages"),  # no evidence
+    # a tool result or document written into an assistant or system message is that speaker's own text: were it
+    # evidence, the answer could support itself ("The moon is cheese." after an assistant block saying so)
+    (
+        [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_result", "tool_use_id": "t", "content": "The moon is cheese."}],
+            },
+            {"role": "assistant", "content": "The moon is cheese."},
+        ],
+        "messages[1].content[0]",
+    ),
+    (
+        [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "document", "source": {"type": "text", "data": "The moon is cheese."}},
+                    {"type": "text", "text": "The moon is cheese."},
+                ],
+            },
+        ],
+        "messages[1].content[0]",
+    ),
+    (
+        [
+            {"role": "system", "content": [{"type": "search_result", "content": [{"type": "text", "text": "S."}]}]},
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "S."},
+        ],
+        "messages[0].content[0]",
+    ),
+    # Gemini's parts were read as no text: an earlier assistant turn was judged in place of the final answer
+    (
+        [
+            {"role": "user", "content": "q"},
+            {"role": "tool", "content": "Paris is the capital."},
+            {"role": "assistant", "content": "Paris is the capital."},
+            {"role": "model", "parts": [{"text": "No, Berlin is the capital."}]},
+        ],
+        "messages[3].parts",
+    ),
 ]
 
 
