@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from groundjudge.errors import CacheMissError, GroundjudgeError
+from groundjudge.errors import ArgumentError, CacheMissError, GroundjudgeError
 
 
 class GroundingAssertionError(AssertionError, GroundjudgeError):
@@ -55,6 +55,14 @@ def cache_miss(exc: CacheMissError, evaluator: Any, answer: str | None = None) -
         f"cache-only replay missed in {test}{what}: {exc}. Fix: run this test once without --groundjudge-cache-only, "
         f"with the LLM's key, to record the replies, then commit or restore the cache directory{where} for CI"
     )
+
+
+def check_min_score(min_score: Any) -> float:
+    """``min_score`` as a float from 0 to 1; anything else (NaN, a negative number, a string) is an ArgumentError: no
+    score is below NaN or a negative bar, so such a bar would pass every judged answer."""
+    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= min_score <= 1.0:
+        raise ArgumentError(f"min_score must be a number from 0 to 1, not {min_score!r}")
+    return float(min_score)
 
 
 def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: bool = False) -> list[str]:
@@ -118,13 +126,14 @@ def assert_grounded(
     allow_contradicted: bool = False,
 ) -> Any:
     """Fail (``AssertionError``) unless ``answer`` is grounded in ``sources``: combined score >= ``min_score`` and
-    no contradicted claim; returns the report.
+    no contradicted claim; returns the report. ``min_score`` is a number from 0 to 1 (else an ArgumentError).
 
     The failure message lists the claims that are not supported with their verdicts and the closest source text
     (the judge's verified quote, else the claim's best NLI passage). ``evaluator`` defaults to the pytest plugin's
     (``groundjudge_evaluator``: ``--groundjudge-llm``, ``--groundjudge-cache-only``), else an nli-mode one.
     """
     __tracebackhide__ = True  # pytest: the failure is the test's line and the message, not this function
+    min_score = check_min_score(min_score)
     ev = evaluator if evaluator is not None else default_evaluator()
     try:
         report = ev.evaluate(answer, sources, question)
@@ -157,14 +166,19 @@ def assert_file_grounded(
     the message names the metrics that got worse and the answers that changed most, with their claims), and on
     any answer the baseline cannot vouch for that misses the bar itself: a new id, or an answer that is not a real
     judgement (:func:`is_judged`: ERROR, NO_CLAIMS, no finite score) in this run or in the baseline; and on an
-    answer of the baseline that this run lacks (it was not evaluated at all).
+    answer of the baseline that this run lacks (it was not evaluated at all). An input with no rows fails: a gate
+    that checked nothing passes nothing. ``min_score`` is a number from 0 to 1 (else an ArgumentError).
     """
     __tracebackhide__ = True  # pytest: the failure is the test's line and the message, not this function
+    min_score = check_min_score(min_score)
     ev = evaluator if evaluator is not None else default_evaluator()
     try:
         run = ev.run(path_or_rows, columns=columns)
     except CacheMissError as exc:  # its message names the row and the answer's id
         raise cache_miss(exc, ev) from None
+    if not run.reports:  # a gate that checked nothing passes nothing (an empty file: the answers were never written)
+        what = f"the file {path_or_rows}" if isinstance(path_or_rows, (str, Path)) else "the rows given"
+        raise GroundingAssertionError(f"no answer to check: {what} held no rows")
     baseline = baseline if baseline is not None else DEFAULTS.get("baseline")
     by_id = {r.id: r for r in run.reports}
     if baseline is not None:

@@ -290,6 +290,29 @@ def test_min_score_is_the_bar() -> None:
     assert_file_grounded([], min_score=0.5, evaluator=Fixed(report("PASS", 0.9), middling))
 
 
+@pytest.mark.parametrize("bar", [math.nan, -0.5, 1.5, "0.8", None, True])
+def test_a_bar_that_is_no_number_from_0_to_1_is_refused(bar: Any) -> None:
+    """min_score NaN (or below 0) passed every judged answer: a FAIL at 0.003 passed ``assert_grounded``."""
+    failing = report("FAIL", 0.003)
+    for check in (
+        lambda: assert_grounded("x", ["y"], min_score=bar, evaluator=Fixed(failing)),
+        lambda: assert_file_grounded([], min_score=bar, evaluator=Fixed(failing)),
+    ):
+        with pytest.raises(ValueError, match="min_score must be a number from 0 to 1"):
+            check()
+
+
+def test_a_file_with_no_rows_fails_the_gate(tmp_path: Path) -> None:
+    """An empty file (the step that writes the answers wrote none) passed ``assert_file_grounded``: 0 of 0 failing."""
+    empty = tmp_path / "answers.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(GroundingAssertionError, match=f"no answer to check: the file {re.escape(str(empty))} held"):
+        assert_file_grounded(empty, evaluator=Fixed())
+    with pytest.raises(GroundingAssertionError, match="no answer to check: the rows given held no rows"):
+        assert_file_grounded([], evaluator=Fixed())
+    assert_file_grounded([], evaluator=Fixed(report("PASS", 0.9)))
+
+
 @pytest.mark.parametrize("combined", [None, 0.95])
 def test_an_answer_that_was_not_evaluated_fails(combined: float | None) -> None:
     # an ERROR can carry a score (some claims judged, the rest could flip the verdict); it still is no pass
