@@ -9,7 +9,8 @@ names of RAGAS (``user_input``, ``response``, ``retrieved_contexts``, ``referenc
 RAGAS multi-turn sample's ``user_input``, which is then a list of messages, not a question) is a list of objects, in
 a CSV cell (or a string column) as JSON: :mod:`groundjudge.io.conversations` reads it. A mapped column the table
 does not have is a :class:`ConfigError`, before any row, and so is a file with no column for the contexts or the
-answer (nor a conversation): one usage error naming the columns found and ``--map``, not one per row. A reference
+answer (nor a conversation): one usage error naming the columns found and ``--map``, not one per row; so is a table
+that names a column it reads twice (each row would keep one of the two cells). A reference
 answer is kept as ``metadata["reference"]`` (what :mod:`groundjudge.diagnose` measures context recall with).
 
 The contexts are a list of strings; a CSV cell (or a string cell of a DataFrame or Parquet file) holds the list as
@@ -221,6 +222,16 @@ class ColumnMap:
         found = list(dict.fromkeys(columns))
         if missing := [c for c in dict.fromkeys(self.mapping.values()) if c not in found]:
             raise ConfigError(self._missing_message(missing, f"that {where} does not have", found))
+
+    def check_unique(self, columns: Iterable[Any], where: str) -> None:
+        """Raise a :class:`ConfigError` when ``where`` (a CSV header, a Parquet file's schema, a DataFrame) names a
+        column it reads twice: each row would keep one of the two cells and drop the other without a word."""
+        read = {*self.mapping.values(), *(name for names in ALIASES.values() for name in names)}
+        seen: set[str] = set()
+        for name in map(str, columns):
+            if name in seen and name in read:
+                raise ConfigError(f"{where} has two columns named {name!r}: rename one (only one would be read)")
+            seen.add(name)
 
     def check_fields(self, columns: Iterable[str], where: str) -> None:
         """Raise a :class:`ConfigError` when no column of ``where`` can feed the contexts or the answer: a table
@@ -717,10 +728,12 @@ def read_rows(
         cmap = ColumnMap(mapping, decode_strings=kind != "jsonl")
         if kind == "csv":
             header, numbered = open_csv(source)
+            cmap.check_unique(header, f"{source}: the header")
             cmap.check_columns(header, str(source))
             cmap.check_fields(header, str(source))
         elif kind == "parquet":
-            schema, numbered = open_parquet(source)
+            schema, numbered = open_parquet(source)  # a name repeated within one file is there twice
+            cmap.check_unique(schema, str(source))
             cmap.check_columns(schema, str(source))
             cmap.check_fields(schema, str(source))
         else:
@@ -730,6 +743,8 @@ def read_rows(
     if is_table(source):
         cmap = ColumnMap(mapping, decode_strings=True)
         names = source.columns if type(source).__name__ == "DataFrame" else source.column_names
+        if names is not None:
+            cmap.check_unique(names, f"the {type(source).__name__}")
         if cmap.mapping and names is not None:  # an IterableDataset may not know its columns
             cmap.check_columns((str(c) for c in names), f"the {type(source).__name__}")
         return cmap.rows(table_rows(source))

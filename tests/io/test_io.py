@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -408,6 +409,30 @@ def test_a_table_without_a_column_for_contexts_or_answer_is_one_usage_error_nami
     result = score(tiny, tmp_path, str(table), "--out", str(tmp_path / "out.jsonl"))
     assert result.exit_code == 2, result.output
     assert result.output.count("no column for the contexts") == 1 and "must be a list" not in result.output
+
+
+def test_a_column_read_twice_in_one_table_is_a_usage_error(tmp_path: Path) -> None:
+    """A CSV header, a Parquet schema or a DataFrame naming a column groundjudge reads twice (two answer columns)
+    kept the last cell of each row and dropped the other without a word: the answer scored was not the first."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "in.csv"
+    table.write_text('id,answer,contexts,answer\nr1,The moon is cheese.,"[""x""]",It opens at 9.\n', encoding="utf-8")
+    parquet = tmp_path / "in.parquet"
+    columns = [pa.array(["r1"]), pa.array(["The moon is cheese."]), pa.array([[P]]), pa.array(["It opens at 9."])]
+    pq.write_table(pa.Table.from_arrays(columns, names=["id", "answer", "contexts", "answer"]), parquet)
+    frame = pd.DataFrame([["r1", "x", [P], "y"]], columns=["id", "answer", "contexts", "answer"])
+    for source, where in ((table, f"{table}: the header"), (parquet, str(parquet)), (frame, "the DataFrame")):
+        with pytest.raises(ConfigError, match=f"^{re.escape(where)} has two columns named 'answer': rename one"):
+            read_rows(source)
+    mapped = pd.DataFrame([["r1", "x", [P], "y"]], columns=["id", "out", "contexts", "out"])
+    with pytest.raises(ConfigError, match="two columns named 'out'"):
+        read_rows(mapped, {"answer": "out"})
+    # a repeated column that is not read stays as it is
+    notes = pd.DataFrame([["n1", "x", [P], "n2"]], columns=["note", "answer", "contexts", "note"])
+    assert [r for _, r in read_rows(notes)] == [{"answer": "x", "contexts": [P]}]
 
 
 # -- contexts: a list; one passage as a string only under the singular name -------------------------------------
