@@ -2,7 +2,8 @@
 
 A row is numbered by its line; blank lines are skipped; bytes are decoded line by line, so a bad byte spoils only
 its own line; a UTF-8 byte order mark is skipped; NaN, Infinity and numbers out of range are refused (they could
-not be written back). A bad line is an :class:`InputError` naming it, in the place of its row.
+not be written back), and so is an object that repeats a key (one of its values would be lost). A bad line is an
+:class:`InputError` naming it, in the place of its row.
 
 Imports only ``errors``.
 """
@@ -41,6 +42,25 @@ def _no_constant(name: str) -> Any:
     raise _NonFiniteNumber(f"{name} is not a JSON number")
 
 
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different: JSON leaves a repeated key's meaning open, and Python's reader would
+    keep the last value and drop the others without a word (two "answer" keys: the first answer lost)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return obj
+
+
 BLANK: Any = object()  # what parse_line returns for a blank line
 
 
@@ -53,7 +73,11 @@ def parse_line(raw: bytes, n: int) -> Any:
     if not text.strip():
         return BLANK
     try:
-        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as exc:
+        return InputError(
+            f"invalid JSON: the key {exc.key!r} appears twice in one object (one value would be lost)", row=n
+        )
     except json.JSONDecodeError as exc:
         return InputError(f"invalid JSON: {exc.msg} at column {exc.colno}", row=n)
     except _NonFiniteNumber as exc:

@@ -435,6 +435,24 @@ def test_a_column_read_twice_in_one_table_is_a_usage_error(tmp_path: Path) -> No
     assert [r for _, r in read_rows(notes)] == [{"answer": "x", "contexts": [P]}]
 
 
+def test_a_json_line_that_repeats_a_key_is_its_rows_error(tmp_path: Path) -> None:
+    """Python's JSON reader keeps a repeated key's last value: {"answer": A, ..., "answer": B} was scored as B, A
+    dropped without a word (in a message too: two "content" keys). The row is refused naming the key; the rows
+    around it are read."""
+    path = tmp_path / "in.jsonl"
+    lines = [
+        '{"id": "a", "answer": "It opens at 9 am.", "contexts": ["x"], "answer": "The moon is cheese."}',
+        '{"id": "b", "messages": [{"role": "tool", "content": "x", "content": "y"}]}',
+        json.dumps({"id": "c", "answer": "It opens at 9 am.", "contexts": [P]}),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = list(read_rows(path))
+    assert [n for n, _ in rows] == [1, 2, 3] and rows[2][1]["id"] == "c"
+    for (n, row), key in zip(rows[:2], ("answer", "content"), strict=True):
+        assert isinstance(row, InputError) and row.row == n
+        assert f"the key {key!r} appears twice in one object" in str(row)
+
+
 # -- contexts: a list; one passage as a string only under the singular name -------------------------------------
 
 
