@@ -402,8 +402,9 @@ def each_turn(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     came before it; other rows as they are. A row whose messages cannot be read, or that has no assistant text, is
     passed on as it is (its report then says why)."""
     for n, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or row.get("messages") is None:
-            yield row
+        rid = row.get("id") if isinstance(row, dict) else None
+        if not isinstance(row, dict) or row.get("messages") is None or isinstance(rid, (dict, list)):
+            yield row  # not a conversation, or an id that is its error (a turn's id would hide it)
             continue
         try:
             turns = read_turns(row["messages"], n)
@@ -414,7 +415,8 @@ def each_turn(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         if not count:  # no answer to judge: passed on as it is, so that its report says so (never dropped)
             yield row
             continue
-        rid = row.get("id", f"row-{n}")
+        if rid is None or not str(rid).strip():  # no id, as groundjudge.io.rows.row_id has it: row-N
+            rid = f"row-{n}"
         given = row.get("conversation_options")
         options: dict[str, Any] = given if isinstance(given, dict) else {}
         for k in range(1, count + 1):

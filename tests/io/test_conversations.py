@@ -596,3 +596,16 @@ def test_each_turn_passes_on_a_conversation_with_no_assistant_text() -> None:
     with pytest.raises(InputError) as err:
         parse_sample(rows[0], 1)
     assert err.value.field == "messages"
+
+
+def test_each_turn_names_a_row_without_an_id_as_row_n_and_keeps_a_bad_ids_error() -> None:
+    """An id of null (or blank) made turns "None#turn1", "#turn1"; a dict id was turned into text and its error lost."""
+    messages = openai_row()["messages"]
+    rows = [{"id": None, "messages": messages}, {"id": " ", "messages": messages}, {"messages": messages}]
+    ids = [r["id"] for r in each_turn(rows)]
+    assert ids == [f"row-{n}#turn{k}" for n in (1, 2, 3) for k in (1, 2)]
+    bad = {"id": {"a": 1}, "messages": messages}
+    (same,) = each_turn([bad])
+    with pytest.raises(InputError) as err:
+        parse_sample(same, 1)
+    assert err.value.field == "id"
