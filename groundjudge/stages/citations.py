@@ -115,7 +115,7 @@ def _resolve(
                 unknown.append(item)
                 continue
             return None
-        if item.isdigit():
+        if item.isdecimal():  # not isdigit(): "²" is a digit that int() cannot read
             k = int(item)
             (sources.append(k - 1) if 1 <= k <= n_sources else unknown.append(item))
             continue

@@ -56,6 +56,7 @@ from tests.conftest import make_test_client
         ("Paris is the capital.^1 Rome too.^3", "Paris is the capital. Rome too.", [[0], [2]]),
         ("Paris is the capital[^2].", "Paris is the capital.", [[1]]),
         ("Paris is the capital [1; 2].", "Paris is the capital.", [[0, 1]]),
+        ("Paris is the capital [٣].", "Paris is the capital.", [[2]]),  # a decimal digit of another script
     ],
 )
 def test_every_marker_style_is_read_and_stripped(text: str, stripped: str, cited: list[list[int]]) -> None:
@@ -81,6 +82,8 @@ def test_every_marker_style_is_read_and_stripped(text: str, stripped: str, cited
         "[1]: https://example.com",  # a footnote definition
         "It was, he said, [sic] wrong.",  # brackets that cite nothing
         "A range [a, b] of values.",
+        "Paris is big [²].",  # a digit int() cannot read (str.isdigit() takes it): the row was an ERROR, ValueError
+        "The room is 20 m [³] or so [1²].",
     ],
 )
 def test_things_that_look_like_markers_are_not(text: str) -> None:
