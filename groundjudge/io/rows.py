@@ -133,7 +133,8 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         check_text(value, row_number, name)
     for i, context in enumerate(contexts):
         check_text(context, row_number, f"contexts[{i}]")
-    metadata = row.get("metadata") or {}
+    metadata = row.get("metadata")
+    metadata = {} if metadata is None else metadata  # not `or {}`: a list, "" or 0 is a mistyped field, not none
     if not isinstance(metadata, dict):
         raise InputError("must be an object", row=row_number, field="metadata")
     try:  # passed through to the report, so it must be writable: no NaN, no lone surrogate

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from groundjudge.checker.nli import NLIModel
 from groundjudge.cli import app
 from groundjudge.errors import ConfigError, InputError
+from groundjudge.io.rows import parse_sample
 from groundjudge.io.tables import ColumnMap, parse_mapping, read_rows
 from groundjudge.models import AnswerReport
 from tests.conftest import make_nli_evaluator
@@ -451,6 +452,15 @@ def test_a_json_line_that_repeats_a_key_is_its_rows_error(tmp_path: Path) -> Non
     for (n, row), key in zip(rows[:2], ("answer", "content"), strict=True):
         assert isinstance(row, InputError) and row.row == n
         assert f"the key {key!r} appears twice in one object" in str(row)
+
+
+@pytest.mark.parametrize("metadata", [[], "", 0, False, [{"source": "crm"}]])
+def test_metadata_that_is_not_an_object_is_the_rows_error_even_when_empty(metadata: Any) -> None:
+    """``metadata or {}`` read [], "" and 0 as no metadata, so a mistyped field went by without a word."""
+    with pytest.raises(InputError) as err:
+        parse_sample({"id": "m", "answer": "a", "contexts": [P], "metadata": metadata}, 4)
+    assert (err.value.row, err.value.field, err.value.reason) == (4, "metadata", "must be an object")
+    assert parse_sample({"id": "m", "answer": "a", "contexts": [P], "metadata": None}, 4).metadata == {}
 
 
 # -- contexts: a list; one passage as a string only under the singular name -------------------------------------
