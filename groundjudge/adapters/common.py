@@ -62,6 +62,13 @@ def as_contexts(value: Any) -> Any:
     return value
 
 
+def retrieved_or(retrieved: Any, fallback: Any) -> Any:
+    """The sources a tool's answer saw: what was retrieved whenever it is given, an empty list included (the answer
+    had no sources, and nothing it says is supported by them), else ``fallback`` (DeepEval's ``context``, the ideal
+    documents). Falling back on an empty retrieval judged the answer against documents it never saw."""
+    return retrieved if retrieved is not None else fallback
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One checked answer: ``report`` (the whole :class:`~groundjudge.models.AnswerReport`), ``score`` (the combined

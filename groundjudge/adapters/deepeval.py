@@ -1,6 +1,7 @@
 """groundjudge as a DeepEval metric (``pip install 'groundjudge[deepeval]'``): :class:`GroundjudgeMetric`.
 
-``actual_output`` is the answer, ``retrieval_context`` its sources (else ``context``), ``input`` the question and
+``actual_output`` is the answer, ``retrieval_context`` its sources (``context`` only when no retrieval_context is
+given: an empty one is an answer with no sources), ``input`` the question and
 ``expected_output`` the reference answer (kept in the report's metadata). ``score`` is the combined grounding score;
 an answer that could not be judged (ERROR, NO_CLAIMS) has none: ``score`` None and ``error`` says why, as DeepEval
 records a metric that could not measure; ``success`` the pass rule (score >= ``threshold``, no contradicted
@@ -22,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from groundjudge.adapters.common import DEFAULT_THRESHOLD, Grounding, Outcome, require
+from groundjudge.adapters.common import DEFAULT_THRESHOLD, Grounding, Outcome, require, retrieved_or
 
 require("deepeval", "deepeval")
 
@@ -64,7 +65,7 @@ class GroundjudgeMetric(BaseMetric):
         return "Groundjudge"
 
     def _fields(self, test_case: LLMTestCase) -> tuple[Any, Any, Any, Any]:
-        contexts = test_case.retrieval_context if test_case.retrieval_context else test_case.context
+        contexts = retrieved_or(test_case.retrieval_context, test_case.context)
         return test_case.actual_output, contexts, test_case.input, test_case.expected_output
 
     def _record(self, result: Outcome) -> float:

@@ -513,3 +513,14 @@ def test_promptfoo_eval_with_the_assertion(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "out.json").read_text())["results"]["results"]
     passed = {r["testCase"]["description"]: r["success"] for r in results}
     assert passed == {"good": True, "bad": False}
+
+
+def test_an_empty_retrieval_is_no_sources_not_the_ideal_documents() -> None:
+    # DeepEval's adapter took 'retrieval_context if retrieval_context else context': a retrieval that found nothing
+    # ([]) judged the answer against the test case's ideal documents, which the model never saw, and could pass it
+    from groundjudge.adapters.common import retrieved_or
+
+    ideal = ["The Eiffel Tower was completed in 1889."]
+    assert retrieved_or([], ideal) == []
+    assert retrieved_or(None, ideal) == ideal
+    assert retrieved_or(["retrieved"], ideal) == ["retrieved"]
