@@ -28,7 +28,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if os.environ.get("CI"):
             pytest.fail("mkdocs and mkdocs-material are missing under CI: the dev extra installs them (.[docs])")
         pytest.skip("mkdocs is not installed: pip install -e '.[docs]' to build and test the manual")
-    shared = tmp_path_factory.getbasetemp().parent  # one folder for every xdist worker of this run
+    # one folder for every xdist worker of this run: a worker's base folder is inside the run's; without xdist the
+    # run's own base folder (its parent is every run's, where another run's site, built from another tree, was reused)
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     out, failure = shared / "docs-site", shared / "docs-site.failed"
     with (shared / "docs-site.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
