@@ -678,6 +678,44 @@ def _save_base(base_model: NLIModel, out: Path) -> None:
     base_model.tokenizer.save_pretrained(str(out))
 
 
+def _keep_or_swap(
+    base_model: NLIModel,
+    out: Path,
+    state: dict[str, Any],
+    state_file: Path,
+    scoring: tuple[Sequence[TuneExample], TuneSettings, Any, Path],
+    base_scores: tuple[dict[str, Any], Sequence[ClaimNLI]],
+    device: str | None,
+) -> tuple[NLIModel, list[ClaimNLI], dict[str, Any], dict[str, Any]]:
+    """Which model OUT keeps, the tuned one or the base (a tuned model worse on its own held-out slice is not worth
+    its weights), decided once per run: ``(the model OUT holds, its held-out scores, the tuned model's numbers, the
+    comparison)``. The decision and the numbers it was made on go to ``state`` before OUT's weights are replaced, so a
+    rerun reports them as they were (not the base's numbers as the tuned model's) and finishes a replacement a stop
+    cut short (it never reads the base's weights in OUT as a tuned model no worse than its base)."""
+    held, settings, cache, scores_file = scoring
+    before, before_nli = base_scores
+    decided = "kept" in state and "compared" in state and "after" in state
+    if decided and state["kept"] == "base":
+        _save_base(base_model, out)  # the same bytes again, or the end of a replacement a stop cut short
+    tuned = NLIModel(str(out), device=device)
+    after_nli = held_out_scores(tuned, held, settings, cache, scores_file)
+    if decided:
+        return tuned, after_nli, state["after"], state["compared"]
+    after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
+    compared = compare_models(
+        before, after, *(_head_oof(m, held, r, settings) for m, r in ((base_model, before_nli), (tuned, after_nli)))
+    )
+    # a run of an earlier version recorded only which model it kept: that decision stands
+    kept = state.get("kept") or ("base" if compared["worse"] else "tuned")
+    state.update(kept=kept, after=after, compared=compared)
+    atomic_write_text(state_file, json.dumps(state) + "\n")
+    if kept == "base":
+        _save_base(base_model, out)
+        tuned = NLIModel(str(out), device=device)
+        after_nli = held_out_scores(tuned, held, settings, cache, scores_file)
+    return tuned, after_nli, after, compared
+
+
 # how build_pairs chooses premises: part of the run key, so that a checkpoint trained on pairs chosen another way is
 # never resumed by a later version (change it with the rule). Premises from the plan's pieces (sentence windows and
 # passages) were tried on 2026-11-28 and not kept: docs/benchmarks/tuning.md
@@ -807,22 +845,10 @@ def tune(
         state.update(trained=True, training=training)
         atomic_write_text(state_file, json.dumps(state) + "\n")
         (out / STATE_DIR / "checkpoint.pt").unlink(missing_ok=True)
-    tuned = NLIModel(str(out), device=device)
-    after_nli = held_out_scores(tuned, held, settings, cache, scores_file)
-    after = crossfit_measure(after_nli, held, settings)  # out of sample for the thresholds, as new rows will be
-    decided = "kept" in state  # a run decides once which model it keeps; a rerun (say with --no-head) never swaps
-    kept = state.get("kept", "tuned")
-    compared = compare_models(
-        before, after, *(_head_oof(m, held, r, settings) for m, r in ((base_model, before_nli), (tuned, after_nli)))
+    tuned, after_nli, after, compared = _keep_or_swap(
+        base_model, out, state, state_file, (held, settings, cache, scores_file), (before, before_nli), device
     )
-    if not decided and compared["worse"]:  # a model worse on its own held-out slice is not worth its weights
-        _save_base(base_model, out)
-        kept = "base"
-        tuned = NLIModel(str(out), device=device)
-        after_nli = held_out_scores(tuned, held, settings, cache, scores_file)
-    if not decided:
-        state["kept"] = kept  # a rerun resumes the run with the model OUT holds now
-        atomic_write_text(state_file, json.dumps(state) + "\n")
+    kept = state["kept"]
     kept_reason = None
     if kept == "base":
         kept_reason = (

@@ -437,6 +437,58 @@ def test_a_rerun_keeps_the_model_the_run_decided_on(tmp_path: Path, tiny: str, m
     assert (out / "model.safetensors").read_bytes() == weights
 
 
+WORSE = {"measure": "NLI-only balanced accuracy", "before": 70.0, "after": 50.0, "worse": True}
+
+
+def test_a_rerun_of_a_run_that_kept_the_base_reports_the_comparison_it_was_decided_on(
+    tmp_path: Path, tiny: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rerun of a run that kept the base model (``--no-head`` to drop the head, say) measured OUT's weights, the
+    base's, as the tuned model: its result said "worse (26.2 before, 26.2 after)", gave the base's numbers as the
+    tuned model's and wrote them into groundjudge.json's meta."""
+    from groundjudge.learn import tune as tune_module
+
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    with monkeypatch.context() as m:
+        m.setattr(tune_module, "compare_models", lambda *a, **k: WORSE)
+        first = tune([data], tiny, out, FAST, device="cpu")
+    assert first["kept"] == "base"
+    again = tune([data], tiny, out, FAST, device="cpu")
+    assert again["kept"] == "base" and again["kept_reason"] == first["kept_reason"]
+    assert again["compared"] == first["compared"] and again["after"] == first["after"]
+    assert json.loads((out / MODEL_PROFILE_FILE).read_text())["meta"]["held_out_after"] == first["after"]
+
+
+def test_a_run_stopped_while_the_base_replaces_the_tuned_model_keeps_the_base(
+    tmp_path: Path, tiny: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop after OUT's weights were replaced by the base's (a tuned model worse than its base), while the base's
+    held-out claims were scored again, left no decision in the run's state: the rerun measured the base's weights in
+    OUT as the tuned model, found it no worse than the base, and said the tuned model was kept."""
+    from groundjudge.learn import tune as tune_module
+
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    real_save = tune_module._save_base
+
+    def save_then_stop(base_model: Any, folder: Path) -> None:
+        real_save(base_model, folder)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(tune_module, "compare_models", lambda *a, **k: WORSE)
+        m.setattr(tune_module, "_save_base", save_then_stop)
+        with pytest.raises(KeyboardInterrupt):
+            tune([data], tiny, out, FAST, device="cpu")
+    again = tune([data], tiny, out, FAST, device="cpu")
+    assert again["kept"] == "base" and "worse on the held-out slice" in again["kept_reason"]
+    assert again["compared"] == WORSE
+    kept = NLIModel(str(out), device="cpu").model.state_dict()
+    base = NLIModel(tiny, device="cpu").model.state_dict()
+    assert all(torch.equal(base[k], kept[k]) for k in base)
+
+
 def test_tune_refuses_a_checker_it_cannot_train_before_any_work(tmp_path: Path, tiny: str, token_base: Path) -> None:
     # tune trains a sequence classifier read as tokenizer pairs, or a token checker; a token checker crashed in the
     # distillation targets ("type list doesn't define __round__") after the pairs were built and scored, and a
