@@ -456,7 +456,9 @@ def train(
     ckpt = state_dir / "checkpoint.pt"
     epoch, step_in_epoch, step, losses = 0, 0, 0, []
     if ckpt.is_file():
-        saved = torch.load(ckpt, map_location=device, weights_only=False)
+        # read onto the CPU: the CPU random state must stay there (torch.set_rng_state refuses it on a GPU), and
+        # the model's and optimizer's load_state_dict copy the rest onto the device of the tensors they fill
+        saved = torch.load(ckpt, map_location="cpu", weights_only=False)
         if saved.get("run_key") == run_key:
             model.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])

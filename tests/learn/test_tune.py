@@ -307,6 +307,34 @@ def test_interrupt_and_resume_gives_the_same_model(tmp_path: Path, tiny: str, to
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-3)  # CPU kernels sum in varying order
 
 
+def test_a_checkpoint_resumes_on_an_accelerator(tmp_path: Path, tiny: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint was read with ``map_location`` the training device: on a GPU the CPU random state came back
+    on the GPU too, and ``torch.set_rng_state`` refused it ("RNG state must be a torch.ByteTensor"), so no tune
+    interrupted on a GPU could resume. Here ``torch.load`` puts what it reads for a device other than the CPU where
+    no CPU tensor may be ("meta"), as it would on an accelerator; the device is "cpu:0" (torch's CPU, by a name
+    that is not "cpu")."""
+    real_load = torch.load
+
+    def load_onto(f: Any, map_location: Any = None, **kw: Any) -> Any:
+        saved = real_load(f, map_location="cpu", **kw)
+        if map_location != "cpu":
+            saved["rng"] = saved["rng"].to("meta")
+        return saved
+
+    monkeypatch.setattr(torch, "load", load_onto)
+
+    def stop_at_2(step: int, total: int, loss: float) -> None:
+        if step == 2:
+            raise KeyboardInterrupt
+
+    pairs, settings = separable_pairs(4), TuneSettings(**{**FAST.__dict__, "distill": 0.0})
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny, pairs, tmp_path / "out", settings, device="cpu:0", run_key="k", progress=stop_at_2)
+    seen: list[int] = []
+    train(tiny, pairs, tmp_path / "out", settings, device="cpu:0", run_key="k", progress=lambda s, t, x: seen.append(s))
+    assert seen[0] == 3  # went on from the checkpoint written at the interrupt
+
+
 def test_another_run_into_the_same_folder_is_refused_unless_overwritten(tmp_path: Path, tiny: str) -> None:
     data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
     out = tmp_path / "tuned"
