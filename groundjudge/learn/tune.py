@@ -724,9 +724,12 @@ def _keep_or_swap(
 PAIRS_RULE = "short context whole, else BM25 top-k passages; base-chosen"
 
 
-def _run_key(paths: Sequence[Path], base: str, settings: TuneSettings) -> str:
+def _run_key(paths: Sequence[Path], base: str, settings: TuneSettings, identity: str = "") -> str:
+    """What makes a rerun the same run: the data files' names and bytes, the base model (its path and ``identity``,
+    ``NLIModel.identity``: its weights and how they are read, so new weights at the same path are another run), the
+    settings that change the weights and how the pairs are chosen."""
     weights = {k: v for k, v in asdict(settings).items() if k not in _NOT_IN_RUN_KEY}
-    h = hashlib.sha256(json.dumps([base, weights, PAIRS_RULE], sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps([base, identity, weights, PAIRS_RULE], sort_keys=True).encode())
     for p in paths:
         h.update(p.name.encode())
         h.update(hashlib.sha256(p.read_bytes()).digest())
@@ -806,7 +809,7 @@ def tune(
     if not train_ex or not held:
         raise InputError(f"{len(examples)} claims are too few to hold out a slice and still train")
     out = Path(out)
-    key = _run_key(paths, base, settings)
+    key = _run_key(paths, base, settings, base_model.identity)
     _prepare_out(out, key, overwrite)
     write_checker_declaration(out, read_checker_profile(base))  # the tuned model runs as its base does
     state_file = out / STATE_DIR / "run.json"

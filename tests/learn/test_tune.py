@@ -351,6 +351,24 @@ def test_another_run_into_the_same_folder_is_refused_unless_overwritten(tmp_path
         tune([data], tiny, stranger, FAST, device="cpu", overwrite=True)
 
 
+def test_a_run_whose_base_model_changed_is_not_resumed(tmp_path: Path, tiny: str) -> None:
+    """The run key named the base model by its path only: a rerun after the folder's weights were replaced (a newer
+    model saved at the same path) was taken for the same run, and the finished one was reported again, trained
+    from the old weights, as this base's tuning."""
+    from groundjudge.testing import tiny_nli_model
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny, base)
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    tune([data], str(base), out, FAST, device="cpu")
+    tune([data], str(base), out, FAST, device="cpu")  # the same run: resumed (finished), not refused
+    shutil.rmtree(base)
+    tiny_nli_model(base, SHARED_MODEL, seed=1)  # other weights at the same path
+    with pytest.raises(ConfigError, match="holds no checkpoint of this run"):
+        tune([data], str(base), out, FAST, device="cpu")
+
+
 def test_bad_data_leaves_no_folder_that_refuses_the_corrected_run(tmp_path: Path, tiny: str) -> None:
     # tune wrote OUT/.tune/run.json (keyed by the data's hash) and OUT/groundjudge.json before it read the data: a
     # typo in a review file stopped it, and the run with the file corrected (another key) was refused, "not empty
