@@ -295,7 +295,10 @@ class Config(BaseModel):
         if self.head is not None:
             from groundjudge.checker.head import VerdictHead
 
-            VerdictHead(**self.head)  # a malformed head is a config error now, not a crash mid-run
+            try:
+                VerdictHead(**self.head)  # a malformed head is a config error now, not a crash mid-run
+            except ValidationError as exc:  # a field of the head's: named as the head's
+                raise ArgumentError("head: " + "; ".join(f"{f}: {m}" if f else m for f, m in problems(exc))) from exc
         if self.price is not None and len(self.price) != 2:
             raise ArgumentError("price takes both input_per_mtok and output_per_mtok (USD per million tokens)")
         if self.second_judge_price is not None and len(self.second_judge_price) != 2:

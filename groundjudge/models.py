@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -144,18 +144,24 @@ class ClaimNLI(BaseModel):
         return self.supported if self.supported is not None else self.entailment
 
 
+# a level on a probability's scale: a threshold below 0 or above 1 (or NaN) would decide every claim or none whatever
+# its scores (a model profile or verdict head edited by hand, or written by another tool), so it is refused
+Level = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
 class LocalThresholds(BaseModel):
-    """When the NLI stage decides a claim alone (see :func:`groundjudge.stages.route.decide_locally`)."""
+    """When the NLI stage decides a claim alone (see :func:`groundjudge.stages.route.decide_locally`). Each level
+    is a probability, in [0, 1]."""
 
     model_config = ConfigDict(frozen=True)
 
-    t_support: float | None  # None: never SUPPORTED locally (no level is precise enough)
-    t_contradict: float | None  # None: never CONTRADICTED locally (the model's contradiction head is not trusted)
-    t_unsupported: float | None = None  # None: never UNSUPPORTED locally in the cascade
+    t_support: Level | None  # None: never SUPPORTED locally (no level is precise enough)
+    t_contradict: Level | None  # None: never CONTRADICTED locally (the model's contradiction head is not trusted)
+    t_unsupported: Level | None = None  # None: never UNSUPPORTED locally in the cascade
     # a verdict head's line: SUPPORTED only above it, CONTRADICTED / UNSUPPORTED only below it (None: the head's
     # own 0.5). The cascade's is where the head's probability, read at the labelled claims' mix, is 0.5
     # (learn.calibrate.MixCalibration); left out of JSON while None
-    line: float | None = Field(None, exclude_if=lambda v: v is None)
+    line: Level | None = Field(None, exclude_if=lambda v: v is None)
 
 
 Label = Literal["SUPPORTED", "CONTRADICTED", "UNSUPPORTED", "ERROR"]

@@ -159,6 +159,11 @@ def test_a_malformed_head_is_a_config_error() -> None:
         {**good, "scale": [0.0] * len(FEATURES)},
         {**good, "thresholds": {"nli": good["thresholds"]["nli"]}},
         {**good, "format": 99},
+        # thresholds no probability reaches or every one does: t_support -1 passed every claim locally
+        {**good, "thresholds": {**good["thresholds"], "nli": {"t_support": -1.0, "t_contradict": None}}},
+        {**good, "thresholds": {**good["thresholds"], "cascade": {"t_support": 0.9, "t_contradict": 1.5}}},
+        {**good, "thresholds": {**good["thresholds"], "cascade": {"t_support": 0.9, "t_contradict": None, "line": -2}}},
+        {**good, "thresholds": {**good["thresholds"], "nli": {"t_support": math.nan, "t_contradict": None}}},
     ):
         with pytest.raises(ConfigError, match="head"):
             Config.make(head=bad)

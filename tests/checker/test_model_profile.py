@@ -38,7 +38,15 @@ def test_a_model_without_a_profile_keeps_the_known_thresholds(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     "content",
-    ["not json", json.dumps({"format": 99, "thresholds": {}}), json.dumps({"format": 1, "thresholds": {"nli": 3}})],
+    [
+        "not json",
+        json.dumps({"format": 99, "thresholds": {}}),
+        json.dumps({"format": 1, "thresholds": {"nli": 3}}),
+        # a threshold no probability can be on the far side of: t_support -0.5 called every claim SUPPORTED
+        json.dumps({"format": 1, "thresholds": {"nli": {"t_support": -0.5, "t_contradict": None}}}),
+        '{"format": 1, "thresholds": {"cascade": {"t_support": 0.9, "t_contradict": null, "t_unsupported": 2}}}',
+        '{"format": 1, "thresholds": {"nli": {"t_support": NaN, "t_contradict": null}}}',
+    ],
 )
 def test_a_broken_profile_is_an_error_not_silently_generic(tmp_path: Path, content: str) -> None:
     (tmp_path / MODEL_PROFILE_FILE).write_text(content)
