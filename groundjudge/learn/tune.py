@@ -211,10 +211,16 @@ def load_examples(
                 contexts = row["contexts"]
                 if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
                     raise InputError("contexts must be a list of strings", row=where, field="contexts")
+                if not any(c.strip() for c in contexts):  # as the pipeline refuses it (io.rows.parse_sample)
+                    raise InputError(
+                        "is empty: there is nothing to check the claim against", row=where, field="contexts"
+                    )
+                if not isinstance(row["claim"], str) or not row["claim"].strip():
+                    raise InputError("must be the claim's text", row=where, field="claim")
                 gold.append(
                     TuneExample(
                         id=str(row.get("id", where)),
-                        claim=str(row["claim"]),
+                        claim=row["claim"],
                         contexts=contexts,
                         label=_label(row.get("label"), where),
                         source="gold",

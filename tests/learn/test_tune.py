@@ -162,6 +162,12 @@ def test_a_review_teaches_only_the_claim_it_was_made_on(tmp_path: Path, tokenize
         ({"id": "x", "claim_id": "c9", "claim": "b", "label": "maybe"}, r"row bad.jsonl:1, field 'label': 'maybe'"),
         ({"id": "x", "contexts": ["a"], "claim": "b", "label": "maybe"}, "label"),
         ({"id": "x", "answer": "an answer", "contexts": ["a"]}, "neither a claim row"),
+        # a claim row with no source text, or no claim: tune trained "SUPPORTED" on an empty premise, and a null
+        # claim as the text "None"
+        ({"id": "x", "contexts": [], "claim": "b", "label": "SUPPORTED"}, r"row bad.jsonl:1, field 'contexts'"),
+        ({"id": "x", "contexts": [" \n"], "claim": "b", "label": "SUPPORTED"}, r"row bad.jsonl:1, field 'contexts'"),
+        ({"id": "x", "contexts": ["a"], "claim": None, "label": "SUPPORTED"}, r"row bad.jsonl:1, field 'claim'"),
+        ({"id": "x", "contexts": ["a"], "claim": " ", "label": "SUPPORTED"}, r"row bad.jsonl:1, field 'claim'"),
     ],
 )
 def test_bad_rows_are_input_errors(tmp_path: Path, tokenizer: Any, row: dict[str, Any], match: str) -> None:
