@@ -35,7 +35,6 @@ import hashlib
 import json
 import math
 import random
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -63,10 +62,9 @@ from groundjudge.io.reports import is_report_row
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
+from groundjudge.learn.tune_out import STATE_DIR, inside_folder, prepare_out
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
 from groundjudge.review.metrics import Review, review_from_row
-
-STATE_DIR = ".tune"
 
 
 @dataclass
@@ -742,42 +740,6 @@ def _run_key(paths: Sequence[Path], base: str, settings: TuneSettings, identity:
     return h.hexdigest()[:20]
 
 
-def _run_key_in(state: Path) -> str | None:
-    """The run key ``OUT/.tune/run.json`` holds; None when it cannot be read (a file torn before its writes were
-    atomic): that OUT is no run's to resume, and ``--overwrite`` may empty it."""
-    try:
-        data = json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data.get("run_key") if isinstance(data, dict) else None
-
-
-def _inside(path: Path, folder: str | Path) -> bool:
-    """Whether ``path`` is ``folder`` or lies in it (by the paths resolved)."""
-    return path.resolve().is_relative_to(Path(folder).resolve())
-
-
-def _prepare_out(out: Path, key: str, overwrite: bool) -> None:
-    """An empty or resumable OUT; a folder holding something else is refused unless ``overwrite``."""
-    state = out / STATE_DIR / "run.json"
-    if out.exists() and any(out.iterdir()):
-        same = state.is_file() and _run_key_in(state) == key
-        if not same:
-            # a tune output keeps OUT/.tune when it finishes; a config.json alone is any model's, or a project's
-            ours = (out / STATE_DIR).is_dir()
-            if not overwrite:
-                raise ConfigError(
-                    f"{out} is not empty and holds no checkpoint of this run (same data, base and settings): "
-                    "rerun with the same arguments to resume, choose another --out, or pass --overwrite"
-                )
-            if not ours:
-                raise ConfigError(f"{out} does not look like a groundjudge tune output; refusing to empty it")
-            shutil.rmtree(out)
-    (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
-    if not state.is_file():
-        atomic_write_text(state, json.dumps({"run_key": key}) + "\n")
-
-
 def tune(
     data: Sequence[str | Path],
     base: str,
@@ -800,7 +762,7 @@ def tune(
         raise InputError(f"no file {', '.join(missing)}")
     # OUT is written, and with overwrite emptied: a base model or data in it would go before they were read
     read = [("the base model", Path(base))] if Path(base).is_dir() else []
-    inside = [f"{what} {p}" for what, p in [*read, *(("the data", p) for p in paths)] if _inside(p, out)]
+    inside = [f"{what} {p}" for what, p in [*read, *(("the data", p) for p in paths)] if inside_folder(p, out)]
     if inside:
         raise ConfigError(f"--out {out} holds {', '.join(inside)}; write the tuned model to another folder")
     base_model = NLIModel(base, device=device)
@@ -816,7 +778,7 @@ def tune(
         raise InputError(f"{len(examples)} claims are too few to hold out a slice and still train")
     out = Path(out)
     key = _run_key(paths, base, settings, base_model.identity)
-    _prepare_out(out, key, overwrite)
+    prepare_out(out, key, overwrite)
     write_checker_declaration(out, read_checker_profile(base))  # the tuned model runs as its base does
     state_file = out / STATE_DIR / "run.json"
     state = json.loads(state_file.read_text())

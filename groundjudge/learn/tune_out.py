@@ -1,0 +1,48 @@
+"""The folder ``groundjudge tune`` writes (OUT): its state folder, and whether a run may write, resume or empty it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from groundjudge.atomic import atomic_write_text
+from groundjudge.errors import ConfigError
+
+STATE_DIR = ".tune"
+
+
+def run_key_in(state: Path) -> str | None:
+    """The run key ``OUT/.tune/run.json`` holds; None when it cannot be read (a file torn before its writes were
+    atomic): that OUT is no run's to resume, and ``--overwrite`` may empty it."""
+    try:
+        data = json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("run_key") if isinstance(data, dict) else None
+
+
+def inside_folder(path: Path, folder: str | Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies in it (by the paths resolved)."""
+    return path.resolve().is_relative_to(Path(folder).resolve())
+
+
+def prepare_out(out: Path, key: str, overwrite: bool) -> None:
+    """An empty or resumable OUT; a folder holding something else is refused unless ``overwrite``."""
+    state = out / STATE_DIR / "run.json"
+    if out.exists() and any(out.iterdir()):
+        same = state.is_file() and run_key_in(state) == key
+        if not same:
+            # a tune output keeps OUT/.tune when it finishes; a config.json alone is any model's, or a project's
+            ours = (out / STATE_DIR).is_dir()
+            if not overwrite:
+                raise ConfigError(
+                    f"{out} is not empty and holds no checkpoint of this run (same data, base and settings): "
+                    "rerun with the same arguments to resume, choose another --out, or pass --overwrite"
+                )
+            if not ours:
+                raise ConfigError(f"{out} does not look like a groundjudge tune output; refusing to empty it")
+            shutil.rmtree(out)
+    (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
+    if not state.is_file():
+        atomic_write_text(state, json.dumps({"run_key": key}) + "\n")
