@@ -147,11 +147,21 @@ def print_summary(console: Console, summary: Any, title: str = "groundjudge summ
 
 
 def load_reports(path: Path) -> list[Any]:
-    from groundjudge.io.reports import read_reports
+    """The reports of a ``groundjudge score`` output, one per id: the last report of an id that has several (a
+    ``--retry-errors`` run stopped before it compacted OUT), said on stderr (``io.reports.last_reports``)."""
+    from groundjudge.io.reports import last_reports, read_reports
 
     if not path.is_file():
         raise fail(f"no file {path}")
     try:
-        return list(read_reports(path))
+        reports, dropped = last_reports(read_reports(path))
     except ValueError as exc:
         raise fail(f"{path} is not a groundjudge output file: {exc}") from exc
+    if dropped:
+        err.print(
+            f"{path}: {dropped} earlier report(s) of an id reported again (a --retry-errors run stopped before it "
+            "compacted the file) left out: the last report of each id counts",
+            markup=False,
+            highlight=False,
+        )
+    return reports

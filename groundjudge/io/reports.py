@@ -2,8 +2,8 @@
 line), written by both engines and read by every command.
 
 ``dumps`` writes a line (strict JSON, after :func:`finite_report` made the report finite), ``read_reports`` reads
-a file back, ``is_report_file`` / ``is_report_row`` tell a report from an input row, and ``write_parquet`` converts
-a report file to Parquet.
+a file back (``last_reports``: the report of each id that counts), ``is_report_file`` / ``is_report_row`` tell
+a report from an input row, and ``write_parquet`` converts a report file to Parquet.
 
 Imports only ``models``, ``errors`` and ``io.jsonl``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,16 @@ from groundjudge.errors import ArgumentError, ConfigError
 from groundjudge.io.jsonl import read_jsonl, read_lines
 from groundjudge.models import AnswerReport, Scores
 
-__all__ = ["dumps", "finite_report", "is_finite", "is_report_file", "is_report_row", "read_reports", "write_parquet"]
+__all__ = [
+    "dumps",
+    "finite_report",
+    "is_finite",
+    "is_report_file",
+    "is_report_row",
+    "last_reports",
+    "read_reports",
+    "write_parquet",
+]
 
 
 def dumps(report: AnswerReport) -> str:
@@ -117,6 +126,20 @@ def read_reports(path: str | Path) -> Iterator[AnswerReport]:
             if not raw.endswith(b"\n"):
                 return  # the last line of a run that was killed mid-write
             raise ArgumentError(f"line {n}: {exc}") from exc
+
+
+def last_reports(reports: Iterable[AnswerReport]) -> tuple[list[AnswerReport], int]:
+    """The report that counts for each id, its last (a ``--retry-errors`` run appends the new report after the old
+    one, and one stopped before it compacted OUT leaves both), in the order of those last lines, as
+    ``runs.out.rewrite_out`` leaves OUT; and how many earlier reports were left out. Every command that reads a
+    report file counts an answer once: a stale ERROR line beside its new report is neither a second answer nor a
+    failure."""
+    last: dict[str, tuple[int, AnswerReport]] = {}
+    n = 0
+    for n, r in enumerate(reports, start=1):
+        last.pop(r.id, None)  # re-inserted at its last line's place
+        last[r.id] = (n, r)
+    return [r for _, r in last.values()], n - len(last)
 
 
 def is_report_file(path: str | Path) -> bool:
