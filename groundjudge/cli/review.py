@@ -373,7 +373,13 @@ def compare_command(
     a: Annotated[Path, typer.Argument(help="Scored run A (e.g. prompt v1).")],
     b: Annotated[Path, typer.Argument(help="Scored run B of the same samples (e.g. prompt v2).")],
     as_json: JsonOutput = False,
-    fail_if_worse: Annotated[bool, typer.Option(help="Exit 1 when B is significantly worse than A.")] = False,
+    fail_if_worse: Annotated[
+        bool,
+        typer.Option(
+            help="Exit 1 when B is significantly worse than A, or B lacks answers A has, or failed (ERROR) on answers "
+            "A did not."
+        ),
+    ] = False,
     alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
     html: Annotated[
         Path | None,
@@ -491,7 +497,16 @@ def compare_command(
         if result["b_significantly_worse"]
         else "B is not significantly worse than A"
     )
-    if fail_if_worse and result["b_significantly_worse"]:
+    lost = result["b_lost"]
+    for key, what in (("missing", f"answers of A that {b.name} lacks"), ("failed", "answers ERROR in B, not in A")):
+        if lost[key]:
+            more = f" and {lost[key] - len(lost[f'{key}_ids'])} more" if lost[key] > len(lost[f"{key}_ids"]) else ""
+            console.print(
+                f"[red]{lost[key]} {escape(what)}[/red] (no paired score: counted against B): "
+                + escape(", ".join(lost[f"{key}_ids"]) + more),
+                highlight=False,
+            )
+    if fail_if_worse and result["b_worse"]:
         raise typer.Exit(EXIT_ROWS_FAILED)
 
 

@@ -143,7 +143,20 @@ def compare_runs(
         any(out["metrics"].get(m, {}).get("b_worse") for m in gated)
         or (out["mcnemar"]["p_value"] < alpha and lost > gained)
     )
+    out["b_lost"] = lost_answers(a, b, top)
+    out["b_worse"] = out["b_significantly_worse"] or bool(out["b_lost"]["missing"] or out["b_lost"]["failed"])
     return out
+
+
+def lost_answers(a: Sequence[AnswerReport], b: Sequence[AnswerReport], top: int = 10) -> dict[str, Any]:
+    """What the paired tests cannot see: answers of A that B lacks (never evaluated: a run stopped by the budget or
+    a cache-only miss) and paired answers that are ERROR in B and not in A (B failed on them). Each pair's scores
+    leave them out, so a run that failed on the answers it would have scored worst could look no worse; the gate
+    (``compare --fail-if-worse``: ``b_worse``) counts any of them against B. Counts and the first ``top`` ids."""
+    in_b = {r.id for r in b}
+    missing = [i for i in dict.fromkeys(r.id for r in a) if i not in in_b]
+    failed = [y.id for x, y in _pairs(a, b) if y.verdict == "ERROR" and x.verdict != "ERROR"]
+    return {"missing": len(missing), "missing_ids": missing[:top], "failed": len(failed), "failed_ids": failed[:top]}
 
 
 VERDICTS = ("PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR")

@@ -478,12 +478,18 @@ def render_compare_html(
         for i, va in enumerate(vt["labels"])
     )
     mc = result["mcnemar"]
+    lost = result.get("b_lost") or {}
+    lost_text = "".join(
+        f" {lost[key]} {what} (no paired score: counted against B)."
+        for key, what in (("missing", "answers of A that B lacks"), ("failed", "answers ERROR in B, not in A"))
+        if lost.get(key)
+    )
     flips = (
         f"<section id='flips'><h2>Verdict flips (rows: A, columns: B)</h2><table id='flip-table'><tr><th>A \\ B</th>"
         f"{head}</tr>{body_rows}</table><p>PASS lost {mc['pass_lost']}, gained {mc['pass_gained']} "
         f"(exact McNemar p={_f(mc['p_value'], '.4f')}). "
         f"{'B is significantly worse than A.' if result['b_significantly_worse'] else 'B is not significantly worse than A.'}"
-        "</p></section>"
+        f"{_text(lost_text)}</p></section>"
     )
 
     def cell(side: dict[str, Any] | None) -> str:

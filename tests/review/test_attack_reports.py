@@ -1,0 +1,89 @@
+"""Attacks on the commands that read report files (``report``, ``metrics``, ``compare``, ``diagnose``): files a
+stopped ``--retry-errors`` run leaves (an id reported twice), runs that lost answers, and the gate
+(``compare --fail-if-worse``) on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from groundjudge.cli import app
+from groundjudge.io.reports import dumps, last_reports
+from groundjudge.models import AnswerReport, Scores
+from groundjudge.review.compare import compare_runs
+from tests.review.test_quantities import _report
+
+runner = CliRunner()
+
+
+def _write(path: Path, reports: list[AnswerReport]) -> Path:
+    path.write_text("".join(dumps(r) + "\n" for r in reports), encoding="utf-8")
+    return path
+
+
+def _failed(rid: str) -> AnswerReport:
+    """An answer that failed whole (the claims call failed, a judge outage): ERROR, no claim, no score."""
+    return AnswerReport(id=rid, verdict="ERROR", mode="cascade", scores=Scores(), errors=["judge: HTTP 500"])
+
+
+def test_report_counts_an_id_reported_twice_once(tmp_path: Path) -> None:
+    # a --retry-errors run stopped before it compacted OUT: r0's old ERROR line, then its new report
+    out = _write(
+        tmp_path / "out.jsonl", [_failed("r0"), _report("r1", ["SUPPORTED"] * 4), _report("r0", ["SUPPORTED"])]
+    )
+    result = runner.invoke(app, ["report", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    # two answers, both PASS: the stale ERROR line is neither a third answer nor a failed row
+    assert summary["n"] == 2 and summary["verdicts"] == {"PASS": 2}
+    assert summary["rows_failed"] == 0 and summary["failures"] == []
+    assert "1 earlier report(s)" in result.stderr
+    # diagnose looks at the answer as it now stands: nothing failed
+    diagnosed = runner.invoke(app, ["diagnose", str(out), "--json"])
+    assert diagnosed.exit_code == 0 and diagnosed.stdout.strip() == "", diagnosed.output
+
+
+def test_last_reports_keeps_the_last_of_each_id_where_it_stands() -> None:
+    a0, b, a1, c, b1 = (
+        _failed("a"),
+        _report("b", ["SUPPORTED"]),
+        _report("a", ["SUPPORTED"]),
+        _failed("c"),
+        _failed("b"),
+    )
+    kept, dropped = last_reports([a0, b, a1, c, b1])
+    assert [r.id for r in kept] == ["a", "c", "b"] and dropped == 2
+    assert kept[0] is a1 and kept[2] is b1  # the last one counts, even when it is the ERROR
+    assert last_reports([]) == ([], 0)
+
+
+def test_compare_gate_fails_a_run_that_failed_on_answers_the_other_scored(tmp_path: Path) -> None:
+    # B failed whole on half the answers (ERROR: no score to pair) and matches A on the rest: the paired tests see
+    # only the rest, and B looked no worse; a failure must never pass the gate
+    a = [_report(f"r{i}", ["SUPPORTED"] * 3 + ["UNSUPPORTED"]) for i in range(40)]
+    b = [_failed(r.id) if i < 20 else r for i, r in enumerate(a)]
+    assert {r.verdict for r in a} == {"WARN"}  # no PASS lost: McNemar sees nothing either
+    result = compare_runs(a, b)
+    assert not result["b_significantly_worse"]
+    assert result["b_lost"]["failed"] == 20 and result["b_lost"]["failed_ids"][0] == "r0"
+    assert result["b_worse"]
+    pa, pb = _write(tmp_path / "a.jsonl", a), _write(tmp_path / "b.jsonl", b)
+    gate = runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse", "--json"])
+    assert gate.exit_code == 1, gate.output
+    assert json.loads(gate.stdout)["b_worse"] and "20 answers ERROR in B" in gate.stderr
+    # the other way round, B repaired what A failed on: not worse
+    assert runner.invoke(app, ["compare", str(pb), str(pa), "--fail-if-worse"]).exit_code == 0
+
+
+def test_compare_gate_fails_a_run_that_lacks_answers(tmp_path: Path) -> None:
+    # B stopped (a budget, a cache-only miss) after 5 of A's 40 answers: the 5 match, the 35 were never evaluated
+    a = [_report(f"r{i}", ["SUPPORTED"] * 3 + ["UNSUPPORTED"]) for i in range(40)]
+    pa, pb = _write(tmp_path / "a.jsonl", a), _write(tmp_path / "b.jsonl", a[:5])
+    gate = runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse"])
+    assert gate.exit_code == 1, gate.output
+    assert "35 answers of A that b.jsonl lacks" in gate.output
+    # B answering more than A (new ids) loses nothing; the same run never fails its own gate
+    assert runner.invoke(app, ["compare", str(pb), str(pa), "--fail-if-worse"]).exit_code == 0
+    assert runner.invoke(app, ["compare", str(pa), str(pa), "--fail-if-worse"]).exit_code == 0
