@@ -121,11 +121,32 @@ def read_reports(path: str | Path) -> Iterator[AnswerReport]:
         if not raw.strip():
             continue
         try:
-            yield AnswerReport.model_validate_json(raw)
+            report = AnswerReport.model_validate_json(raw)
         except ValueError as exc:
             if not raw.endswith(b"\n"):
                 return  # the last line of a run that was killed mid-write
             raise ArgumentError(f"line {n}: {exc}") from exc
+        wrong = out_of_range(report.scores)
+        if wrong:
+            raise ArgumentError(f"line {n} (id {report.id!r}): {'; '.join(wrong)}: no score groundjudge writes")
+        yield report
+
+
+# the scores of a report that are shares, in [0, 1] (the counts are n_*)
+_SHARES = tuple(k for k, f in Scores.model_fields.items() if f.annotation == (float | None))
+
+
+def out_of_range(scores: Scores) -> list[str]:
+    """What in ``scores`` no run writes: a finite share outside [0, 1] or a negative count (a NaN or an infinity is
+    the reader's to mark as not finite: a failed row). Such a line (a hand edit, another tool) would move every mean
+    and paired difference it enters (one 1e308 overflowed the summary's histogram), so it is not read."""
+    wrong = [
+        f"scores.{k} {v!r} is outside [0, 1]"
+        for k in _SHARES
+        if isinstance(v := getattr(scores, k), float) and math.isfinite(v) and not 0.0 <= v <= 1.0
+    ]
+    counts = {k: v for k, v in scores.model_dump().items() if k.startswith("n_") and isinstance(v, int)}
+    return wrong + [f"scores.{k} {v} is negative" for k, v in counts.items() if v < 0]
 
 
 def last_reports(reports: Iterable[AnswerReport]) -> tuple[list[AnswerReport], int]:

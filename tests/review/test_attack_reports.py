@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
@@ -87,3 +88,28 @@ def test_compare_gate_fails_a_run_that_lacks_answers(tmp_path: Path) -> None:
     # B answering more than A (new ids) loses nothing; the same run never fails its own gate
     assert runner.invoke(app, ["compare", str(pb), str(pa), "--fail-if-worse"]).exit_code == 0
     assert runner.invoke(app, ["compare", str(pa), str(pa), "--fail-if-worse"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("combined", 1e308, "scores.combined 1e+308 is outside [0, 1]"),  # overflowed the summary's histogram
+        ("combined", 5.0, "scores.combined 5.0 is outside [0, 1]"),  # raised B's mean past a regression
+        ("nli", -3.0, "scores.nli -3.0 is outside [0, 1]"),
+        ("n_claims", -2, "scores.n_claims -2 is negative"),
+    ],
+)
+def test_a_score_no_run_writes_is_not_read(tmp_path: Path, key: str, value: float, said: str) -> None:
+    rows = [json.loads(dumps(_report(f"r{i}", ["SUPPORTED"] * 3 + ["UNSUPPORTED"]))) for i in range(4)]
+    rows[1]["scores"][key] = value
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    good = _write(tmp_path / "good.jsonl", [_report(f"r{i}", ["SUPPORTED"] * 4) for i in range(4)])
+    for args in (["report", str(bad)], ["compare", str(good), str(bad), "--fail-if-worse"], ["diagnose", str(bad)]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)  # a usage error naming the line, never a traceback
+        assert f"line 2 (id 'r1'): {said}" in " ".join(result.output.split()), result.output
+    # the edges are scores: 0 and 1 read
+    rows[1]["scores"][key] = 0
+    bad.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert runner.invoke(app, ["report", str(bad)]).exit_code == 0
