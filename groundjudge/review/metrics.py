@@ -189,7 +189,10 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     """Agreement of scored reports with the gold labels they carry (claim or answer level), overall and by route.
 
     Claim level: the headline ``balanced_accuracy`` is SUPPORTED vs not (as the benchmarks define it); the
-    3-way numbers are under ``three_way``. Answer level: consistent vs hallucinated by :func:`answer_prediction`.
+    3-way numbers are under ``three_way``. Answer level: consistent vs hallucinated by :func:`answer_prediction`;
+    an answer it does not rate (:func:`rated_answer`: ERROR, NO_CLAIMS) is predicted as its verdict, a column of its
+    own, as an ERROR claim is at the claim level: a failure counts as a miss for its gold label, never as a detected
+    hallucination.
     """
     claim_rows = [r for r in reports if r.label is not None and r.label.upper() in CLAIM_LABELS and r.claims]
     answer_rows = [r for r in reports if r.label is not None and r.label.lower() in ANSWER_LABELS]
@@ -215,10 +218,9 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
                 units,
             )
             out["three_way"] = _block(gold3, pred3, CLAIM_LABELS, units)
-        else:
-            out = _block(
-                [r.label.lower() for r in subset], [answer_prediction(r) for r in subset], ANSWER_LABELS, units
-            )
+        else:  # an answer with no prediction (ERROR, NO_CLAIMS) is its own column: a miss, never a detection
+            pred = [answer_prediction(r) if rated_answer(r) else r.verdict for r in subset]
+            out = _block([r.label.lower() for r in subset], pred, ANSWER_LABELS, units)
         return out
 
     result: dict[str, Any] = {"level": level, **evaluate(rows)}

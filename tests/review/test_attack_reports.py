@@ -14,6 +14,7 @@ from groundjudge.cli import app
 from groundjudge.io.reports import dumps, last_reports
 from groundjudge.models import AnswerReport, Scores
 from groundjudge.review.compare import compare_runs
+from groundjudge.review.metrics import label_metrics
 from tests.review.test_quantities import _report
 
 runner = CliRunner()
@@ -113,3 +114,22 @@ def test_a_score_no_run_writes_is_not_read(tmp_path: Path, key: str, value: floa
     rows[1]["scores"][key] = 0
     bad.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     assert runner.invoke(app, ["report", str(bad)]).exit_code == 0
+
+
+def test_an_answer_that_failed_is_no_detected_hallucination_in_metrics() -> None:
+    # answer-level gold labels: 10 consistent answers read as consistent; of 10 hallucinated ones the checker missed
+    # 5 and failed whole on 5 (ERROR: no claims, no prediction). A failure must not count as a detection: it counted
+    # as "hallucinated" (no claim is not every claim SUPPORTED), so the outage doubled the recall
+    def labelled(r: AnswerReport, label: str) -> AnswerReport:
+        return r.model_copy(update={"label": label})
+
+    reports = [labelled(_report(f"c{i}", ["SUPPORTED"]), "consistent") for i in range(10)]
+    reports += [labelled(_report(f"m{i}", ["SUPPORTED"]), "hallucinated") for i in range(5)]
+    reports += [labelled(_failed(f"e{i}"), "hallucinated") for i in range(5)]
+    reports += [labelled(_failed("n0").model_copy(update={"verdict": "NO_CLAIMS", "errors": []}), "consistent")]
+    m = label_metrics(reports)
+    assert m["level"] == "answer" and m["n"] == 21
+    assert m["labels"] == ["consistent", "hallucinated", "ERROR", "NO_CLAIMS"]
+    assert m["confusion"][:2] == [[10, 0, 0, 1], [5, 0, 5, 0]]
+    assert m["per_label"]["hallucinated"]["recall"] == 0.0
+    assert m["balanced_accuracy"] == pytest.approx((10 / 11 + 0 / 10) / 2)
