@@ -83,9 +83,17 @@ class PromptError(GroundjudgeError):
 class CacheMissError(GroundjudgeError):
     """Cache-only mode was asked for and the answer is not in the cache."""
 
+    run: Any = None
+    """Raised by ``Evaluator.run``: the :class:`~groundjudge.review.notebook.Run` of the answers finished before the
+    stop (None elsewhere)."""
+
 
 class BudgetExceededError(GroundjudgeError):
     """The next call would take spending past the configured cap; it was not made."""
+
+    run: Any = None
+    """Raised by ``Evaluator.run``: the :class:`~groundjudge.review.notebook.Run` of the answers finished before the
+    stop (None elsewhere)."""
 
     def __init__(self, message: str, *, spent_usd: float, calls: int) -> None:
         super().__init__(message)
@@ -110,6 +118,10 @@ class BatchPendingError(GroundjudgeError):
 
     ``batch_ids`` are the live batches and ``state_path`` the file that lets the next run resume them.
     """
+
+    run: Any = None
+    """Raised by ``Evaluator.run``: the :class:`~groundjudge.review.notebook.Run` of the answers finished before the
+    stop (None elsewhere)."""
 
     def __init__(self, message: str, *, batch_ids: list[str], state_path: str) -> None:
         super().__init__(message)

@@ -34,7 +34,7 @@ from groundjudge.pipeline.flow import stream
 from groundjudge.pipeline.packing import PackedCalls
 from groundjudge.pipeline.steps import StepContext, Steps
 from groundjudge.pipeline.steps import in_second_sample as in_second_sample  # its home was here
-from groundjudge.pipeline.work import Work, error_report
+from groundjudge.pipeline.work import RUN_STOPS, Work, error_report
 from groundjudge.prompts import load_prompt
 from groundjudge.review.notebook import Run
 from groundjudge.stages.route import EvidenceRule
@@ -305,17 +305,31 @@ class Evaluator:
         """Evaluate every row and keep the reports: for notebooks (shows as a table; says what was cached).
 
         ``rows`` as for :meth:`evaluate_many` (dicts, a pandas DataFrame or a ``datasets.Dataset``).
+
+        Raises:
+            BudgetExceededError, CacheMissError, BatchPendingError: the run's stop, with ``run`` set to the
+                :class:`Run` of the answers finished before it (their calls are cached: a rerun reads them free).
         """
         llm_before = self.usage
         scorer = self.scorer
         computed_before, cached_before = scorer.model.pairs_scored, scorer.cache_hits
-        reports = list(self.evaluate_many(rows, batch_size, columns=columns))
-        run = Run(
-            reports,
-            self.usage - llm_before,
-            scorer.model.pairs_scored - computed_before,
-            scorer.cache_hits - cached_before,
-        )
+        reports: list[AnswerReport] = []
+
+        def so_far() -> Run:
+            return Run(
+                reports,
+                self.usage - llm_before,
+                scorer.model.pairs_scored - computed_before,
+                scorer.cache_hits - cached_before,
+            )
+
+        try:
+            for report in self.evaluate_many(rows, batch_size, columns=columns):
+                reports.append(report)
+        except RUN_STOPS as stop:  # the answers finished before the stop are handed out with it, never lost
+            stop.run = so_far()
+            raise
+        run = so_far()
         log.info("%s", run.cache_note)
         return run
 

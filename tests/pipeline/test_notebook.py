@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from groundjudge import errors
+from groundjudge.llm import Ledger
 from groundjudge.review import report
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
@@ -61,3 +63,16 @@ def test_the_old_report_module_still_gives_each_moved_name_and_warns() -> None:
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         report.nothing  # noqa: B018
     assert "read_reports" in dir(report)
+
+
+def test_a_stopped_run_hands_out_the_answers_it_finished(shared_nli: Any, tmp_path: Path) -> None:
+    """A budget stop in ``Evaluator.run`` raised away every report: the answers finished (and paid for) before the
+    stop were lost to the notebook. The error carries their :class:`Run`."""
+    rows = [*ROWS, {"id": "late", "answer": GOOD_ANSWER + " It is tall.", "contexts": [CONTEXT]}]
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        ev = evaluator(server, shared_nli, tmp_path, qa=False, concurrency=1, window=1, ledger=Ledger(max_calls=3))
+        with pytest.raises(errors.BudgetExceededError) as stopped:
+            ev.run(rows, batch_size=1)
+    run = stopped.value.run
+    assert run is not None and [r.id for r in run] == ["good"] and run[0].verdict == "PASS"
+    assert run.llm.calls == 3 and "3 billed" in run.cache_note
