@@ -24,7 +24,7 @@ from groundjudge.checker.profile import read_model_head
 from groundjudge.checker.windows import SHAPES
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError, InputError
-from groundjudge.io.rows import batches, row_id
+from groundjudge.io.rows import batches, row_id, unique_rows
 from groundjudge.llm import Ledger, Limits, LLMClient, RetryPolicy, make_client, price_for
 from groundjudge.llm.batch import BatchOutcome
 from groundjudge.models import AnswerReport, LocalThresholds, Sample, Usage
@@ -340,13 +340,15 @@ class Evaluator:
 
         ``rows``: dicts or samples, a pandas DataFrame or a ``datasets.Dataset``; RAGAS and DeepEval column names
         are recognised and ``columns`` maps others (``{"answer": "response"}``): see :mod:`groundjudge.io.tables`.
+        A row that repeats an earlier row's id is its ERROR report (id ``row-N``), as in ``groundjudge score``
+        (:func:`groundjudge.io.rows.unique_rows`).
 
         Raises:
             BudgetExceededError, CacheMissError: after yielding every answer finished before the stop.
         """
         from groundjudge.io.tables import read_rows
 
-        return self.evaluate_numbered(read_rows(rows, columns), batch_size)
+        return self.evaluate_numbered(unique_rows(read_rows(rows, columns), set()), batch_size)
 
     def evaluate_numbered(
         self, rows: Iterable[tuple[int, Sample | dict[str, Any] | InputError]], batch_size: int = 32

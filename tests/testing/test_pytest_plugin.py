@@ -684,3 +684,22 @@ def test_a_baseline_outside_the_project_keeps_the_projects_settings(pytester: py
     assert result.ret == pytest.ExitCode.USAGE_ERROR, said
     assert f"Write the value with '=': --groundjudge-baseline={baseline}" in said, said
     assert f"instead of {project} (ini file: {project / 'pyproject.toml'})" in said, said
+
+
+def test_a_repeated_id_cannot_hide_an_answer_from_the_baseline_gate(shared_nli: Any, tmp_path: Path) -> None:
+    """``Evaluator.run`` (and so ``assert_file_grounded``) scored a repeated id as a second report under the same
+    id, where ``groundjudge score`` makes it that row's ERROR: the baseline pairs an id's last report, so a failing
+    answer followed by a passing one under its id passed the gate. The repeat is the row's ERROR (id ``row-N``)."""
+    from groundjudge.cache import Cache
+    from groundjudge.config import Config
+    from groundjudge.pipeline.evaluator import Evaluator
+
+    ev = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "c"))
+    good = {"id": "good", "answer": GOOD_ANSWER, "contexts": [CONTEXT]}
+    baseline = write_baseline(tmp_path / "baseline.jsonl", ev.run([good]).reports)
+    rows = [{**good, "answer": "Paris is in Italy."}, good]
+    run = ev.run(rows)
+    assert [r.id for r in run] == ["good", "row-2"] and run[1].verdict == "ERROR"
+    assert "duplicate id 'good': row 1 has it already" in run[1].errors[0]
+    with pytest.raises(GroundingAssertionError, match="row-2"):
+        assert_file_grounded(rows, evaluator=ev, baseline=baseline)
