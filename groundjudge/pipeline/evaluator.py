@@ -110,6 +110,7 @@ class Evaluator:
         base = config.model_dump(exclude_unset=True) if config is not None else {}
         self.config = Config.make(**{**base, **overrides})
         c = self.config
+        self._built_with = c.model_dump()  # the settings its parts were built on (see check_config)
         self.cache = cache if cache is not None else Cache(c.cache_dir, mode=c.cache_mode)
         if client is None and c.llm:
             client = make_client(
@@ -212,6 +213,23 @@ class Evaluator:
                 f"{' and '.join(set_here)} were fitted on the scores of NLI model {fitted_on} (the config's "
                 f"thresholds_model), not {model.identity}: refit them for this model (groundjudge calibrate), or "
                 "use the model they were fitted for"
+            )
+
+    def check_config(self) -> None:
+        """Refuse to run on settings changed after this evaluator was built (``ev.config.qa = False``): its judges,
+        limits, budget and thresholds were built on the old ones and the reports' ``versions`` describe them, while
+        the steps read some settings live, so a change would be half applied and the reports would misstate it.
+
+        Raises:
+            ConfigError: naming the changed settings; build a new Evaluator with them instead.
+        """
+        now = self.config.model_dump()
+        if changed := [k for k in now if now[k] != self._built_with.get(k)]:
+            shown = ", ".join(f"{k}={now[k]!r} (was {self._built_with.get(k)!r})" for k in changed)
+            raise ConfigError(
+                f"Evaluator.config was changed after the Evaluator was built: {shown}. An Evaluator's settings are "
+                "fixed when it is built (its judges, thresholds and the reports' versions follow them): build a new "
+                "one with the new settings, e.g. Evaluator(config, qa=False)"
             )
 
     # -- parts ----------------------------------------------------------------------------------------------
@@ -375,6 +393,7 @@ class Evaluator:
             BudgetExceededError, CacheMissError, BatchPendingError: after yielding every answer finished before the
                 stop (no new row starts once one has stopped; the rows in flight finish).
         """
+        self.check_config()
         if self.head is not None and self.mode != "llm":
             _ = self.nli  # a head fitted for another model stops the run before any row, not row by row
         items = (self._items(cut) for cut in cuts)
@@ -412,6 +431,7 @@ class Evaluator:
 
         See :func:`groundjudge.pipeline.estimate.estimate`.
         """
+        self.check_config()
         return estimate(
             rows,
             client=self.client,

@@ -11,6 +11,7 @@ import pytest
 
 from groundjudge import errors
 from groundjudge.llm import Ledger
+from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review import report
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
@@ -76,3 +77,18 @@ def test_a_stopped_run_hands_out_the_answers_it_finished(shared_nli: Any, tmp_pa
     run = stopped.value.run
     assert run is not None and [r.id for r in run] == ["good"] and run[0].verdict == "PASS"
     assert run.llm.calls == 3 and "3 billed" in run.cache_note
+
+
+def test_settings_changed_after_the_evaluator_was_built_are_refused(nli_evaluator: Evaluator) -> None:
+    """``ev.config.passage_tokens = 64`` between two cells was half applied: the steps read it live, while the
+    reports' ``versions`` (computed once) still said ``passages=128``, and a changed ``t_support`` or ``budget_usd``
+    was silently ignored (built into the thresholds and the ledger). Now the next call refuses, naming the change."""
+    first = nli_evaluator.run(ROWS[:1])
+    assert "passages=128/" in first[0].versions["evidence"]
+    nli_evaluator.config.passage_tokens = 64
+    with pytest.raises(errors.ConfigError, match=r"passage_tokens=64 \(was 128\).*build a new one"):
+        nli_evaluator.run(ROWS[:1])
+    with pytest.raises(errors.ConfigError, match="passage_tokens"):
+        nli_evaluator.estimate(ROWS[:1])
+    again = Evaluator(nli_evaluator.config, nli=nli_evaluator.nli, cache=nli_evaluator.cache).run(ROWS[:1])
+    assert "passages=64/" in again[0].versions["evidence"]
