@@ -85,7 +85,7 @@ class Run:
             f"LLM calls: {self.llm.cached_calls} of {calls} from the cache, {self.llm.calls} billed "
             f"(cost {self.llm.cost_text()}); NLI pairs: {self.nli_cached} of {pairs} from the cache"
         )
-        if calls and not self.llm.calls and not self.nli_computed:
+        if (calls or pairs) and not self.llm.calls and not self.nli_computed:  # an nli-mode rerun makes no call
             note += ". Everything came from the cache: this run cost nothing."
         return note
 

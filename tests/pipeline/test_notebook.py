@@ -92,3 +92,14 @@ def test_settings_changed_after_the_evaluator_was_built_are_refused(nli_evaluato
         nli_evaluator.estimate(ROWS[:1])
     again = Evaluator(nli_evaluator.config, nli=nli_evaluator.nli, cache=nli_evaluator.cache).run(ROWS[:1])
     assert "passages=64/" in again[0].versions["evidence"]
+
+
+def test_rerunning_an_nli_mode_cell_says_it_came_from_the_cache(nli_evaluator: Evaluator) -> None:
+    """nli mode makes no LLM call, so a rerun whose every NLI pair came from the cache never said so (the note
+    asked for cached LLM calls)."""
+    first = nli_evaluator.run(ROWS)
+    assert first.nli_computed > 0 and "this run cost nothing" not in first.cache_note
+    again = nli_evaluator.run(ROWS)
+    assert again.nli_computed == 0 and again.nli_cached == first.nli_computed + first.nli_cached
+    assert "Everything came from the cache: this run cost nothing." in again.cache_note
+    assert [r.model_dump(exclude={"usage"}) for r in again] == [r.model_dump(exclude={"usage"}) for r in first]
