@@ -6,8 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from groundjudge.models import AnswerReport, Usage
+from groundjudge.models import AnswerReport, Scores, Usage
 from groundjudge.review.summary import summarize, summary_rows
+
+_USAGE_COLUMNS = ("calls", "cached_calls", "cost_usd", "errors", "label")
+_CLAIM_COLUMNS = (
+    "answer_id", "claim_id", "claim", "label", "route", "entailment", "contradiction", "supported", "reason",
+    "quotes", "flags", "error",
+)  # fmt: skip
 
 
 def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
@@ -30,7 +36,10 @@ def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
             }
         )
         rows.append(row)
-    return pd.DataFrame(rows).set_index("id") if rows else pd.DataFrame()
+    if not rows:  # no answer: the same columns, so that a cell selecting them works on an empty run too
+        columns = ["id", "verdict", "verdict_reasons", "mode", *Scores().model_dump(), *_USAGE_COLUMNS]
+        return pd.DataFrame(columns=columns).set_index("id")
+    return pd.DataFrame(rows).set_index("id")
 
 
 def claims_dataframe(reports: Iterable[AnswerReport]) -> Any:
@@ -56,7 +65,7 @@ def claims_dataframe(reports: Iterable[AnswerReport]) -> Any:
                     "error": c.error,
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(_CLAIM_COLUMNS))
 
 
 def _html_table(rows: list[tuple[str, str]]) -> str:

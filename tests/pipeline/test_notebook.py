@@ -103,3 +103,23 @@ def test_rerunning_an_nli_mode_cell_says_it_came_from_the_cache(nli_evaluator: E
     assert again.nli_computed == 0 and again.nli_cached == first.nli_computed + first.nli_cached
     assert "Everything came from the cache: this run cost nothing." in again.cache_note
     assert [r.model_dump(exclude={"usage"}) for r in again] == [r.model_dump(exclude={"usage"}) for r in first]
+
+
+def test_frames_of_a_run_with_no_answer_or_no_claim_keep_their_columns(nli_evaluator: Evaluator) -> None:
+    """A run whose answers all failed or had no claim gave a claims frame with no columns, and an empty run an
+    answers frame with none: ``claims[claims["label"] == "CONTRADICTED"]`` or ``frame[["verdict"]]`` raised
+    KeyError in the notebook cell instead of selecting nothing."""
+    run = nli_evaluator.run(
+        [
+            {"id": "bad", "answer": GOOD_ANSWER, "contexts": "not a list"},
+            {"id": "none", "answer": "", "contexts": [CONTEXT]},
+        ]
+    )
+    assert [r.verdict for r in run] == ["ERROR", "NO_CLAIMS"]
+    claims = run.claims_dataframe()
+    assert claims[claims["label"] == "CONTRADICTED"].empty and "answer_id" in claims.columns
+    frame = run.to_dataframe()
+    assert list(frame["verdict"]) == ["ERROR", "NO_CLAIMS"]
+    empty = nli_evaluator.run([]).to_dataframe()
+    assert list(empty.columns) == list(frame.columns) and empty.index.name == "id"
+    assert empty[["verdict", "combined", "cost_usd"]].empty
