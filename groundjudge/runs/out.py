@@ -246,7 +246,7 @@ def pending_rows(
     The checks every run makes before it starts (both engines, the CLI and Python) are here, once.
 
     Raises:
-        ConfigError: no input file; ``out`` is the input; ``retry_errors`` without ``resume``.
+        ConfigError: no input file; ``out`` is the input; ``retry_errors`` without ``resume``; a ``.csv`` ``out``.
         ConfigError: also when the input's format cannot be told (.jsonl, .csv, .parquet or a Parquet folder).
     """
     if is_local(input) and not local_path(input).exists():
@@ -255,6 +255,11 @@ def pending_rows(
         raise ConfigError("--out is the input file")
     if retry_errors and not resume:
         raise ConfigError("--retry-errors goes with --resume (Python: retry_errors=True with resume=True)")
+    if out.suffix.lower() == ".csv":  # the reports would be JSON lines under a CSV name, misread as CSV later
+        raise ConfigError(
+            f"--out {out}: reports are written as JSON lines (.jsonl) or Parquet (.parquet), not CSV; name the file "
+            ".jsonl or .parquet"
+        )
     fmt = table_format(input)  # the one reader's rule, checked before anything starts
     existing = scan_out(out) if resume else Existing()
     retry = set(existing.failed) if retry_errors else set()

@@ -249,3 +249,21 @@ def test_the_python_run_writes_what_the_command_writes_and_raises_its_stop(tmp_p
     assert isinstance(stop.value, BudgetExceededError) and isinstance(stop.value.cause, BudgetExceededError)
     assert stop.value.summary is stop.value.result.summary and stop.value.calls == stop.value.cause.calls
     assert stop.value.summary.n == len(reports(tmp_path / "llm.jsonl"))
+
+
+def test_a_csv_out_is_refused_before_any_work(tmp_path: Path) -> None:
+    """'score rows.jsonl -o scored.csv' wrote JSON lines under a CSV name (exit 0): a spreadsheet showed one cell a
+    line, and 'calibrate scored.csv' read the reports as CSV input rows and failed. OUT is JSONL or Parquet."""
+    from groundjudge.config import Config
+    from groundjudge.errors import ConfigError
+    from groundjudge.runs import score_file
+
+    data = write_rows(tmp_path / "in.jsonl", ROWS[:1])
+    for name in ("scored.csv", "scored.CSV"):
+        result = score(tmp_path, data, tmp_path / name)
+        assert result.exit_code == 2, result.output
+        assert "not CSV" in result.output and f"--out {tmp_path / name}" in " ".join(result.output.split())
+        assert not (tmp_path / name).exists()
+    with pytest.raises(ConfigError, match="not CSV"):
+        score_file(data, tmp_path / "py.csv", Config.make(cache_dir=str(tmp_path / "c")))
+    assert not (tmp_path / "py.csv").exists()
