@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -15,6 +16,7 @@ from groundjudge.errors import ArgumentError, ConfigError
 from groundjudge.models import LocalThresholds
 
 Mode = Literal["nli", "cascade", "llm"]
+DEVICE = re.compile(r"cpu|mps|cuda(:\d+)?")  # where the NLI model may run (torch's names)
 Probability = Annotated[float, Field(gt=0, le=1)]
 Share = Annotated[float, Field(ge=0, le=1)]  # a share or a score in [0, 1]
 PriceKey = Literal["input_per_mtok", "output_per_mtok"]
@@ -88,7 +90,9 @@ class Config(BaseModel):
     nli_model: str | None = Field(
         None, description="local checker: a hub id or a path [default: $GROUNDJUDGE_NLI_MODEL or the hub default]"
     )
-    device: str | None = Field(None, description="where the NLI model runs: cuda, mps or cpu [default: best available]")
+    device: str | None = Field(
+        None, description="where the NLI model runs: cpu, mps, cuda or cuda:N [default: best available]"
+    )
     batch_size: int | None = Field(
         None, ge=1, description="(passage, claim) pairs per NLI forward pass [default: 64 on a GPU, 16 on CPU]"
     )
@@ -276,6 +280,13 @@ class Config(BaseModel):
     cache_mode: CacheMode = Field(
         "use", description="how the cache is used: use, off, only (replay; a miss is an error) or refresh"
     )
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str | None) -> str | None:
+        if value is not None and not DEVICE.fullmatch(value):
+            raise ArgumentError("must be cpu, mps, cuda or cuda:N (a GPU's index)")
+        return value
 
     @field_validator("preset")
     @classmethod

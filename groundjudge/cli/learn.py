@@ -18,6 +18,7 @@ from groundjudge.cli.options import (
     NliModel,
     Overwrite,
     ShowProgress,
+    checked_device,
     file_to_write,
     not_an_input,
     target_option,
@@ -409,7 +410,9 @@ def tune_command(
     holdout: Annotated[float, typer.Option(help="Share of claims held out for calibration and the report.")] = 0.2,
     target: Annotated[float, target_option("Precision the cascade's local verdicts must reach.")] = 0.9,
     seed: Annotated[int, typer.Option(help="Seed of the held-out split and the training.")] = 0,
-    device: Annotated[str | None, typer.Option(help="cuda, mps or cpu [default: best available].")] = None,
+    device: Annotated[
+        str | None, typer.Option(help="cuda, mps or cpu [default: best available].", callback=checked_device)
+    ] = None,
     cache_dir: CacheDir = None,
     overwrite: Overwrite = False,
     head: Annotated[

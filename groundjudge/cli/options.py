@@ -17,7 +17,7 @@ from pydantic_core import PydanticUndefined
 
 from groundjudge.atomic import same_file
 from groundjudge.cli.common import fail
-from groundjudge.config import Config, problems
+from groundjudge.config import DEVICE, Config, problems
 from groundjudge.errors import ArgumentError, ConfigError
 
 # the help panels of 'score' (and of the commands that share its options), in the order --help lists them
@@ -118,6 +118,35 @@ def not_an_input(flag: str, out: Path | None, *inputs: Path | None) -> None:
     for given in inputs:
         if given is not None and same_file(out, given):
             raise fail(f"{flag} {out}: that is the input {given}; writing it would replace what it is made from")
+
+
+def device_problem(device: str) -> str | None:
+    """Why the local model cannot run on ``device`` on this machine (None: it can): a name torch does not take, or a
+    GPU this machine lacks (torch raised mid-command, a traceback and exit 1, after the rows were read)."""
+    import torch
+
+    if not DEVICE.fullmatch(device):
+        return "must be cpu, mps, cuda or cuda:N (a GPU's index)"
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not count:
+            return "this machine has no CUDA device (torch.cuda.is_available() is false); use cpu"
+        if int(device.partition(":")[2] or 0) >= count:
+            return f"this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}"
+    mps = getattr(torch.backends, "mps", None)
+    if device == "mps" and not (mps is not None and mps.is_available()):
+        return "this machine has no MPS device (torch.backends.mps.is_available() is false); use cpu"
+    return None
+
+
+def checked_device(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """The callback of a ``--device`` option: a device this machine has, checked before any work."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    why = device_problem(value)
+    if why:
+        raise fail(f"{_flag(param)} {value}: {why}")
+    return value
 
 
 def _checked_target(ctx: typer.Context, param: typer.CallbackParam, value: float) -> float:

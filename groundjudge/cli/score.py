@@ -35,6 +35,7 @@ from groundjudge.cli.options import (
     cache_dir_option,
     config_from_options,
     default,
+    device_problem,
     file_to_write,
     json_option,
     nli_model_option,
@@ -196,6 +197,7 @@ def score_command(
 
     console = Console(stderr=True, soft_wrap=True)
     on_ray = engine == "ray"
+    _device_here(None if on_ray else cfg.device, config)  # a config file's device (on Ray: each worker's own)
     if on_ray:
         if cfg.resolved_mode == "nli":  # the model loads on the workers: its name only
             from groundjudge.checker.nli import resolve_model_name
@@ -259,6 +261,13 @@ def score_command(
     if code == EXIT_OK and result.summary.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
+
+
+def _device_here(device: str | None, config: Path | None) -> None:
+    """Refuse, before the model loads, a ``device`` (from the config file) this machine lacks."""
+    why = device_problem(device) if device else None
+    if why:
+        raise fail(f"device {device!r}" + (f" (the config file {config})" if config else "") + f": {why}")
 
 
 def _out_files(input: str, out: Path, config: Path | None, *, replacing: bool) -> tuple[Path, Path | None]:

@@ -84,3 +84,33 @@ def test_the_config_is_the_files_values_under_the_options_given(tmp_path: Path, 
     for name in SETTINGS:
         want = given_values.get(name, file.get(name, Config.model_fields[name].default))
         assert getattr(cfg, name) == want, (name, file, options)
+
+
+def test_a_device_the_machine_lacks_is_refused_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config file's "device" (score) and tune's --device reached torch unchecked: "gpu" and a CUDA device on a
+    machine without one were a RuntimeError or AssertionError traceback, exit 1 (rows failed), after the rows were
+    read. Now a name torch does not take is a ConfigError of the field, and a device this machine lacks exit 2."""
+    import torch
+
+    from tests.conftest import SHARED_MODEL
+
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match="device: must be cpu, mps, cuda or cuda:N"):
+        Config.make(device="gpu")
+    assert Config.make(device="cuda:1").device == "cuda:1"  # the name only: a Ray worker may have the GPU
+    absent = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU: no machine has it
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"id": "a", "contexts": ["It is red."], "answer": "It is red."}) + "\n")
+    config = tmp_path / "cfg.json"
+    for device, said in (("gpu", "must be cpu, mps, cuda or cuda:N"), (absent, "this machine has")):
+        config.write_text(json.dumps({"device": device}))
+        out = tmp_path / "o.jsonl"
+        result = CliRunner().invoke(app, ["score", str(data), "-o", str(out), "--config", str(config), "--no-progress"])
+        assert result.exit_code == 2 and said in result.output and "Traceback" not in result.output, result.output
+        assert not out.exists()
+        tuned = CliRunner().invoke(
+            app, ["tune", str(data), "--base", str(SHARED_MODEL), "-o", str(tmp_path / "t"), "--device", device]
+        )
+        assert tuned.exit_code == 2 and f"--device {device}: " in tuned.output, tuned.output
+        assert not (tmp_path / "t").exists()
