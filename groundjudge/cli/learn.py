@@ -21,6 +21,7 @@ from groundjudge.cli.options import (
     checked_device,
     file_to_write,
     not_an_input,
+    number_option,
     target_option,
 )
 from groundjudge.errors import GroundjudgeError, InputError
@@ -398,15 +399,17 @@ def tune_command(
     base: Annotated[str, typer.Option(help="The NLI model to start from (hub id or path).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the tuned model and its thresholds.")],
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the training pairs.")] = TuneSettings.epochs,
-    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, linear warmup and decay).")] = TuneSettings.lr,
+    lr: Annotated[
+        float, number_option("Peak learning rate (AdamW, linear warmup and decay).", least=0, open_least=True)
+    ] = TuneSettings.lr,
     batch_size: Annotated[
-        int | None, typer.Option(help="Pairs per training step [default: 16 on CPU, 32 on a GPU].")
+        int | None, typer.Option(min=1, help="Pairs per training step [default: 16 on CPU, 32 on a GPU].")
     ] = None,
-    max_length: Annotated[int, typer.Option(help="Tokens per training pair.")] = TuneSettings.max_length,
+    max_length: Annotated[int, typer.Option(min=16, help="Tokens per training pair.")] = TuneSettings.max_length,
     distill: Annotated[
-        float, typer.Option(help="Weight of the pull towards the base model's predictions (against forgetting).")
+        float, number_option("Weight of the pull towards the base model's predictions (against forgetting).", least=0)
     ] = TuneSettings.distill,
-    l2sp: Annotated[float, typer.Option(help="Weight of the pull towards the base weights (L2-SP).")] = 0.0,
+    l2sp: Annotated[float, number_option("Weight of the pull towards the base weights (L2-SP).", least=0)] = 0.0,
     holdout: Annotated[float, typer.Option(help="Share of claims held out for calibration and the report.")] = 0.2,
     target: Annotated[float, target_option("Precision the cascade's local verdicts must reach.")] = 0.9,
     seed: Annotated[int, typer.Option(help="Seed of the held-out split and the training.")] = 0,

@@ -8,6 +8,7 @@ back into a ``Config`` in one loop; there is no table from option names to field
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -147,6 +148,22 @@ def checked_device(ctx: typer.Context, param: typer.CallbackParam, value: str | 
     if why:
         raise fail(f"{_flag(param)} {value}: {why}")
     return value
+
+
+def number_option(help_text: str, *, least: float, open_least: bool = False) -> Any:
+    """A float option that must be a finite number at least ``least`` (above it with ``open_least``), checked before
+    any work: click's ranges let NaN through, and tune took a negative --lr (a traceback after the base model
+    had scored every held-out claim), --distill or --l2sp."""
+    bound = f"above {least:g}" if open_least else f"{least:g} or more"
+
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: float) -> float:
+        if ctx.resilient_parsing:
+            return value
+        if not math.isfinite(value) or value < least or (open_least and value == least):
+            raise fail(f"{_flag(param)} {value}: a number {bound}")
+        return value
+
+    return typer.Option(help=f"{help_text} A number {bound}.", callback=check)
 
 
 def _checked_target(ctx: typer.Context, param: typer.CallbackParam, value: float) -> float:

@@ -114,3 +114,25 @@ def test_a_device_the_machine_lacks_is_refused_before_any_work(tmp_path: Path, m
         )
         assert tuned.exit_code == 2 and f"--device {device}: " in tuned.output, tuned.output
         assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--lr", "-1", "--lr -1.0: a number above 0"),  # torch's ValueError traceback, after the base model scored
+        ("--lr", "0", "--lr 0.0: a number above 0"),
+        ("--lr", "nan", "--lr nan: a number above 0"),  # click's ranges let NaN through
+        ("--distill", "-1", "--distill -1.0: a number 0 or more"),  # trained away from the base model, exit 0
+        ("--distill", "nan", "--distill nan: a number 0 or more"),
+        ("--l2sp", "-0.5", "--l2sp -0.5: a number 0 or more"),
+        ("--batch-size", "0", "--batch-size"),  # taken as 'unset': the default batch, silently
+        ("--max-length", "2", "--max-length"),  # trained on 2-token pairs, exit 0
+    ],
+)
+def test_tune_refuses_a_bad_number_before_any_work(tmp_path: Path, option: str, value: str, said: str) -> None:
+    data = tmp_path / "gold.jsonl"
+    data.write_text(json.dumps({"id": "a", "contexts": ["It is red."], "claim": "It is red.", "label": "SUPPORTED"}))
+    out = tmp_path / "tuned"
+    result = CliRunner().invoke(app, ["tune", str(data), "--base", "no-such-model", "-o", str(out), option, value])
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+    assert "Traceback" not in result.output and not out.exists()
