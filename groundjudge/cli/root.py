@@ -17,6 +17,7 @@ import typer
 from groundjudge import __version__
 from groundjudge.cache import Cache
 from groundjudge.cli.command import Command
+from groundjudge.cli.common import fail
 from groundjudge.cli.learn import calibrate_command, tune_command
 from groundjudge.cli.notes import third_party_output
 from groundjudge.cli.options import CacheDir
@@ -49,6 +50,7 @@ def root(
     ctx.with_resource(third_party_output(verbose))
 
 
+CACHE_KINDS = ("llm", "nli")  # the cache's namespaces: the LLM's replies, the NLI scores
 cache_app = typer.Typer(help="Inspect or empty the disk cache.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 
@@ -72,6 +74,8 @@ def cache_clear(
     kind: Annotated[str | None, typer.Option(help="Only this kind: llm or nli.")] = None,
 ) -> None:
     """Delete cached entries (all, or one kind)."""
+    if kind not in (None, *CACHE_KINDS):  # a typo ('NLI', 'nli-scores') removed nothing and said "removed 0 entries"
+        raise fail(f"--kind {kind}: one of {', '.join(CACHE_KINDS)}")
     removed = Cache(cache_dir).clear(kind)
     typer.echo(f"removed {removed} entries")
 

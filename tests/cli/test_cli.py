@@ -421,6 +421,10 @@ def test_cache_commands(tmp_path: Path) -> None:
     )
     stats = json.loads(runner.invoke(app, ["cache", "stats", "--cache-dir", str(tmp_path / "c")]).output)
     assert stats["entries"]["nli"] > 0
+    # a kind that is not one (a typo, the wrong case) removed nothing and said "removed 0 entries", exit 0
+    for typo in ("NLI", "nli-scores"):
+        refused = runner.invoke(app, ["cache", "clear", "--cache-dir", str(tmp_path / "c"), "--kind", typo])
+        assert refused.exit_code == 2 and f"--kind {typo}: one of llm, nli" in refused.output, refused.output
     cleared = runner.invoke(app, ["cache", "clear", "--cache-dir", str(tmp_path / "c"), "--kind", "nli"])
     assert f"removed {stats['entries']['nli']} entries" in cleared.output
 
