@@ -160,7 +160,6 @@ def score_command(
     from groundjudge.io.tables import parse_mapping
     from groundjudge.pipeline import Evaluator
     from groundjudge.runs import pending_rows, score_rows
-    from groundjudge.runs.engines import ENGINES
     from groundjudge.runs.out import batch_state_path
 
     mapping = parse_mapping(columns)
@@ -176,10 +175,7 @@ def score_command(
 
     if batch_size is None:  # one provider batch per stage, not one per 32 rows awaited in turn (up to a day each)
         batch_size = _BATCH_API_ROWS if cfg.batch_api else 32
-    if engine not in ENGINES:
-        raise fail(f"--engine {engine!r}: local or ray")
-    if engine == "ray" and cfg.batch_api and not dry_run:
-        raise fail("--engine ray does not take --batch-api yet (run it with the local engine)")
+    _check_engine(engine, address, batch_api=cfg.batch_api and not dry_run)
     for line, why in pending.existing.damaged:
         err.print(
             f"[yellow]{escape(str(out))}, line {line}:[/yellow] damaged ({escape(why)}); "
@@ -261,6 +257,19 @@ def score_command(
     if code == EXIT_OK and result.summary.rows_failed:
         code = EXIT_ROWS_FAILED
     raise typer.Exit(code)
+
+
+def _check_engine(engine: str, address: str | None, *, batch_api: bool) -> None:
+    """The engine's options, refused before any work: an unknown engine, --address without Ray (the run went on
+    locally, silently, as if on the cluster), a provider batch on Ray."""
+    from groundjudge.runs.engines import ENGINES
+
+    if engine not in ENGINES:
+        raise fail(f"--engine {engine!r}: local or ray")
+    if address is not None and engine != "ray":
+        raise fail(f"--address {address}: goes with --engine ray (without it the rows are scored here)")
+    if engine == "ray" and batch_api:
+        raise fail("--engine ray does not take --batch-api yet (run it with the local engine)")
 
 
 def _device_here(device: str | None, config: Path | None) -> None:

@@ -570,3 +570,13 @@ def test_calibrate_says_when_what_it_stores_decides_nothing_locally(tmp_path: Pa
     assert result.exit_code == 0, result.output
     fit = json.loads(next(x for x in result.stdout.splitlines() if x.startswith("{")))
     assert (fit["t_support"], fit["t_unsupported"]) != (None, None) and "decides nothing" not in flat(result.stderr)
+
+
+def test_address_without_the_ray_engine_is_refused(tmp_path: Path) -> None:
+    """'score --address ray://HEAD:10001' without --engine ray scored every row on this machine, silently, exit 0."""
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"id": "a", "contexts": ["It is red."], "answer": "It is red."}) + "\n")
+    out = tmp_path / "o.jsonl"
+    result = CliRunner().invoke(app, ["score", str(data), "-o", str(out), "--address", "ray://head:10001"])
+    assert result.exit_code == 2 and "--address ray://head:10001: goes with --engine ray" in result.output
+    assert not out.exists()
