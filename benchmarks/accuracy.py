@@ -50,11 +50,11 @@ from groundjudge.models import AnswerReport, Claim, LocalThresholds
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.metrics import (
     agreement_intervals,
-    answer_prediction,
     balanced_accuracies,
     balanced_accuracy,
     cohen_kappa,
     label_metrics,
+    labelled_prediction,
 )
 from groundjudge.review.stats import wilson
 from groundjudge.stages.citations import parse_citations
@@ -131,16 +131,16 @@ def verbatim_rows(
 def balanced_accuracy_ci(rows: list[dict[str, Any]], reports: list[AnswerReport], claim_level: bool) -> list[float]:
     """95% interval of the balanced accuracy (in points), a bootstrap over claim texts (Factcheck-GPT repeats a claim
     over rows: its rows are resampled together) or over answers."""
+    # each report's prediction as the headline (label_metrics) counts it: a failure is its own column, no detection
+    pred = [labelled_prediction(rep, "claim" if claim_level else "answer") for rep in reports]
     if claim_level:
         gold = ["SUPPORTED" if r["label"] == "SUPPORTED" else "NOT_SUPPORTED" for r in rows]
-        pred = [
-            "SUPPORTED" if rep.claims and rep.claims[0].label == "SUPPORTED" else "NOT_SUPPORTED" for rep in reports
-        ]
         clusters: list[Any] = [claim_key(r["claim"]) for r in rows]
         labels = BINARY
     else:
-        gold, pred, labels = [r["label"] for r in rows], [answer_prediction(x) for x in reports], ANSWER
+        gold, labels = [r["label"] for r in rows], ANSWER
         clusters = list(range(len(rows)))
+    labels = list(labels) + sorted({p for p in pred if p not in labels})  # as label_metrics' table shows them
     lo, hi = agreement_intervals(gold, pred, labels, clusters)["balanced_accuracy_ci"]
     return [round(100 * lo, 1), round(100 * hi, 1)]
 

@@ -185,6 +185,17 @@ def corrected_json(reports: Sequence[Any], level: str, reviewed: Sequence[Review
     return corrected_as_json(unsupported_rate(reports, level, reviewed), level, failed_whole(reports))
 
 
+def labelled_prediction(report: Any, level: str) -> str:
+    """What the checker predicted for a labelled ``report``, as the headline table of :func:`label_metrics` counts it
+    (and the benchmarks' intervals, one rule): claim level SUPPORTED or NOT_SUPPORTED, an ERROR claim (or a claim row
+    left without its claim) ``ERROR``; answer level :func:`answer_prediction` for a rated answer, else its verdict
+    (ERROR, NO_CLAIMS: a column of its own, a miss for its gold label, never a detected hallucination)."""
+    if level == "claim":
+        label = report.claims[0].label if report.claims else "ERROR"
+        return label if label in ("SUPPORTED", "ERROR") else "NOT_SUPPORTED"
+    return answer_prediction(report) if rated_answer(report) else str(report.verdict)
+
+
 def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     """Agreement of scored reports with the gold labels they carry (claim or answer level), overall and by route.
 
@@ -213,13 +224,13 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
             pred3 = [r.claims[0].label for r in subset]
             out = _block(
                 [binary(g) for g in gold3],
-                [binary(p) if p != "ERROR" else "ERROR" for p in pred3],
+                [labelled_prediction(r, level) for r in subset],
                 ["SUPPORTED", "NOT_SUPPORTED"],
                 units,
             )
             out["three_way"] = _block(gold3, pred3, CLAIM_LABELS, units)
         else:  # an answer with no prediction (ERROR, NO_CLAIMS) is its own column: a miss, never a detection
-            pred = [answer_prediction(r) if rated_answer(r) else r.verdict for r in subset]
+            pred = [labelled_prediction(r, level) for r in subset]
             out = _block([r.label.lower() for r in subset], pred, ANSWER_LABELS, units)
         return out
 

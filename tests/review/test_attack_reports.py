@@ -116,10 +116,10 @@ def test_a_score_no_run_writes_is_not_read(tmp_path: Path, key: str, value: floa
     assert runner.invoke(app, ["report", str(bad)]).exit_code == 0
 
 
-def test_an_answer_that_failed_is_no_detected_hallucination_in_metrics() -> None:
-    # answer-level gold labels: 10 consistent answers read as consistent; of 10 hallucinated ones the checker missed
-    # 5 and failed whole on 5 (ERROR: no claims, no prediction). A failure must not count as a detection: it counted
-    # as "hallucinated" (no claim is not every claim SUPPORTED), so the outage doubled the recall
+def _answers_with_failures() -> list[AnswerReport]:
+    """Answer-level gold labels: 10 consistent answers read as consistent; of 10 hallucinated ones the checker
+    missed 5 and failed whole on 5 (ERROR: no claims, no prediction); one consistent answer with no claims."""
+
     def labelled(r: AnswerReport, label: str) -> AnswerReport:
         return r.model_copy(update={"label": label})
 
@@ -127,9 +127,30 @@ def test_an_answer_that_failed_is_no_detected_hallucination_in_metrics() -> None
     reports += [labelled(_report(f"m{i}", ["SUPPORTED"]), "hallucinated") for i in range(5)]
     reports += [labelled(_failed(f"e{i}"), "hallucinated") for i in range(5)]
     reports += [labelled(_failed("n0").model_copy(update={"verdict": "NO_CLAIMS", "errors": []}), "consistent")]
+    return reports
+
+
+def test_an_answer_that_failed_is_no_detected_hallucination_in_metrics() -> None:
+    # answer-level gold labels: 10 consistent answers read as consistent; of 10 hallucinated ones the checker missed
+    # 5 and failed whole on 5 (ERROR: no claims, no prediction). A failure must not count as a detection: it counted
+    # as "hallucinated" (no claim is not every claim SUPPORTED), so the outage doubled the recall
+    reports = _answers_with_failures()
     m = label_metrics(reports)
     assert m["level"] == "answer" and m["n"] == 21
     assert m["labels"] == ["consistent", "hallucinated", "ERROR", "NO_CLAIMS"]
     assert m["confusion"][:2] == [[10, 0, 0, 1], [5, 0, 5, 0]]
     assert m["per_label"]["hallucinated"]["recall"] == 0.0
     assert m["balanced_accuracy"] == pytest.approx((10 / 11 + 0 / 10) / 2)
+
+
+def test_the_benchmarks_interval_counts_a_failed_answer_as_the_headline_does() -> None:
+    # benchmarks/accuracy.py prints label_metrics' balanced accuracy with a bootstrap interval of its own; the
+    # interval still called an ERROR or NO_CLAIMS answer 'hallucinated' (a detection), so on a run with failures the
+    # interval sat far above the point it was printed beside (here [75, 75] around 45.5): one rule, labelled_prediction
+    from benchmarks.accuracy import balanced_accuracy_ci
+
+    reports = _answers_with_failures()
+    m = label_metrics(reports)
+    lo, hi = balanced_accuracy_ci([{"label": r.label} for r in reports], reports, claim_level=False)
+    assert [lo, hi] == [round(100 * x, 1) for x in m["balanced_accuracy_ci"]]
+    assert lo <= 100 * m["balanced_accuracy"] <= hi
