@@ -81,7 +81,9 @@ def claim_directory(directory: Path) -> None:
     if marker.is_file():
         return
     database = directory / "cache.db"
-    if database.exists() and (why := _not_ours(database)) is not None:
+    # a groundjudge process that made the folder meanwhile wrote the marker before its cache.db, which may still be
+    # half made (no table yet): the marker, looked at again, says whose it is (Ray actors on a new shared folder)
+    if database.exists() and (why := _not_ours(database)) is not None and not marker.is_file():
         raise ConfigError(
             f"cache directory {directory} is not a groundjudge cache: its cache.db {why}; pass another "
             "--cache-dir (a new folder is made on first use)"

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from groundjudge.cache import MARKER, Cache, make_key
 from groundjudge.cli import app
+from groundjudge.errors import ConfigError
 
 
 def test_cache_stats_shows_the_lookups_of_other_processes(tmp_path: Path) -> None:
@@ -116,3 +117,34 @@ def test_score_refuses_another_programs_cache_db_before_any_work(
     assert result.exit_code == 2, result.output
     assert "is not a groundjudge cache" in " ".join(result.output.split()), result.output
     assert not out.exists()
+
+
+def test_a_folder_another_groundjudge_process_is_making_is_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray actors on a new shared --cache-dir: one looks for the marker and finds none, another writes the marker and
+    starts its cache.db (diskcache makes its Settings table first), then the first finds that half-made cache.db
+    ('has the tables Settings, not a disk cache's') and refused the folder: the actor failed. The marker, looked at
+    again, says a groundjudge process made it."""
+    import sqlite3
+
+    import groundjudge.cache as cache_module
+
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    con = sqlite3.connect(folder / "cache.db")  # the other actor's cache.db as diskcache starts it
+    con.execute("CREATE TABLE Settings (key TEXT NOT NULL UNIQUE, value)")
+    con.commit()
+    con.close()
+    real = cache_module._not_ours
+
+    def meanwhile(database: Path) -> str | None:  # the other actor wrote its marker after this one looked
+        (folder / MARKER).write_text("made by the other actor\n")
+        return real(database)
+
+    monkeypatch.setattr(cache_module, "_not_ours", meanwhile)
+    Cache(folder)  # no ConfigError
+    (folder / MARKER).unlink()
+    monkeypatch.setattr(cache_module, "_not_ours", real)
+    with pytest.raises(ConfigError, match="has the tables Settings"):  # with no marker at all it is still refused
+        Cache(folder)
