@@ -362,11 +362,17 @@ class Config(BaseModel):
             raise ConfigError(f"config file {path}: {exc}") from exc
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path}: a JSON object of settings, not {type(data).__name__}")
-        given = {k: v for k, v in overrides.items() if v is not None}
-        if given.keys() & {"t_support", "t_contradict", "t_unsupported"}:
-            data.pop("thresholds_model", None)  # thresholds given by hand are not the fitted ones it names
-        data.update(given)
-        return cls.make(**data)
+        return cls.overridden(data, {k: v for k, v in overrides.items() if v is not None})
+
+    @classmethod
+    def overridden(cls, values: dict[str, Any], overrides: dict[str, Any]) -> Config:
+        """``values`` (a config file's, a ``Config``'s set fields) with ``overrides`` laid over them (``load``, the
+        ``Evaluator``'s keyword settings): a threshold among the overrides drops the ``thresholds_model`` of
+        ``values`` (a cut-off given by hand is not the fitted one it names)."""
+        given = {k for k, v in overrides.items() if v is not None}
+        if given & {"t_support", "t_contradict", "t_unsupported"} and "thresholds_model" not in overrides:
+            values = {k: v for k, v in values.items() if k != "thresholds_model"}
+        return cls.make(**{**values, **overrides})
 
     @classmethod
     def make(cls, **values: object) -> Config:

@@ -108,7 +108,7 @@ class Evaluator:
         **overrides: Any,
     ) -> None:
         base = config.model_dump(exclude_unset=True) if config is not None else {}
-        self.config = Config.make(**{**base, **overrides})
+        self.config = Config.overridden(base, overrides)
         c = self.config
         self._built_with = c.model_dump()  # the settings its parts were built on (see check_config)
         self.cache = cache if cache is not None else Cache(c.cache_dir, mode=c.cache_mode)

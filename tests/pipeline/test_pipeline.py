@@ -554,3 +554,19 @@ def test_a_cited_claim_decided_locally_adds_no_unscored_passage_to_the_judges_so
     assert (first.route, first.label, first.citation) == ("nli", "SUPPORTED", "CITED_SUPPORTS")
     assert first.nli is not None and first.nli.early_exit and second.route == "judge"
     assert not any("two years later" in b for b in blocks)
+
+
+def test_thresholds_given_to_the_evaluator_by_hand_are_not_the_fitted_ones_the_config_names(
+    tiny_nli: Path, tmp_path: Path
+) -> None:
+    """'calibrate --no-head' writes thresholds_model; a cut-off given by hand drops it in Config.load (score --config
+    fit.json --t-support 0.6), but Evaluator(config, t_support=0.6) kept it and refused the user's own cut-offs beside
+    another model as 'fitted on the scores of NLI model ...': one rule, Config.overridden."""
+    fitted = dict(t_support=0.7, t_contradict="never", t_unsupported=0.2, thresholds_model="another/nli")
+    cfg = Config.make(mode="nli", nli_model=str(tiny_nli), cache_dir=str(tmp_path / "c"), use_head=False, **fitted)
+    with pytest.raises(errors.ConfigError, match="were fitted on the scores of NLI model another/nli"):
+        _ = Evaluator(cfg).nli
+    by_hand = Evaluator(cfg, t_support=0.6, t_unsupported=0.1)
+    assert by_hand.config.thresholds_model is None and by_hand.config.t_support == 0.6
+    assert by_hand.nli is not None  # the user's cut-offs run on this model
+    assert Evaluator(cfg, batch_size=4).config.thresholds_model == "another/nli"  # another setting keeps it
