@@ -58,7 +58,7 @@ from groundjudge.checker.profile import write_checker_declaration, write_model_f
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.io.jsonl import read_jsonl
-from groundjudge.io.reports import is_report_row
+from groundjudge.io.reports import is_report_row, last_reports, out_of_range
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
@@ -194,15 +194,11 @@ def load_examples(
     reports: dict[tuple[str, str, str], tuple[AnswerReport, ClaimVerdict]] = {}
     reviews: list[tuple[str, Review]] = []
     for path in map(Path, paths):
+        in_file: list[AnswerReport] = []
         for n, row in enumerate(_read_jsonl(path), start=1):
             where = f"{path.name}:{n}"
             if is_report_row(row):
-                try:
-                    report = AnswerReport.model_validate(row)
-                except ValueError as exc:
-                    raise InputError(f"not a groundjudge report: {exc}", row=where) from exc
-                for v in report.claims:
-                    reports[(report.id, v.claim.id, v.claim.text)] = (report, v)
+                in_file.append(_report(row, where))
             elif "claim_id" in row:
                 reviews.append((where, _review(row, n, where)))
             elif "claim" in row and "contexts" in row:
@@ -230,6 +226,9 @@ def load_examples(
                     "decision {id, claim_id, label}",
                     row=where,
                 )
+        for report in last_reports(in_file)[0]:  # an id's last report counts, as every reader of reports keeps it
+            for v in report.claims:
+                reports[(report.id, v.claim.id, v.claim.text)] = (report, v)
     reviewed = _reviewed_claims(reviews, reports)
     out = gold
     for key, (report, v) in reports.items():
@@ -242,6 +241,18 @@ def load_examples(
         if ex is not None:
             out.append(ex)
     return out
+
+
+def _report(row: dict[str, Any], where: str) -> AnswerReport:
+    """A report line of a score output, by the report readers' rules (:func:`~groundjudge.io.reports.out_of_range`:
+    no score a run does not write), named by file and line."""
+    try:
+        report = AnswerReport.model_validate(row)
+    except ValueError as exc:
+        raise InputError(f"not a groundjudge report: {exc}", row=where) from exc
+    if wrong := out_of_range(report.scores):
+        raise InputError(f"{'; '.join(wrong)}: no score groundjudge writes", row=where)
+    return report
 
 
 def _review(row: dict[str, Any], n: int, where: str) -> Review:

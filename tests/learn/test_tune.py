@@ -691,3 +691,20 @@ def test_a_run_whose_pairs_were_chosen_another_way_is_not_resumed(
     monkeypatch.setattr(tune_module, "PAIRS_RULE", "passages alone")
     with pytest.raises(ConfigError, match="holds no checkpoint of this run"):
         tune([data], tiny, out, FAST, device="cpu")
+
+
+def test_a_score_file_is_read_as_every_reader_of_reports_reads_it(tmp_path: Path, tokenizer: Any) -> None:
+    # tune read report lines its own way: a --retry-errors run stopped before it compacted OUT leaves an id's old
+    # report beside its new one, and tune trained on the old one's judged claims too (other texts: other keys); a
+    # score no run writes (combined 5.0) was read
+    old = scored_report()
+    new = old.model_copy(deep=True)
+    for v in new.claims:
+        v.claim.text = v.claim.text.replace("Town", "City")
+    both = write_jsonl(tmp_path / "out.jsonl", [old.model_dump_json(), new.model_dump_json()])
+    claims = {ex.claim for ex in load_examples([both], tokenizer)}
+    assert claims and all(c.startswith("City") for c in claims), claims
+    bad = old.model_copy(deep=True)
+    bad.scores.combined = 5.0
+    with pytest.raises(InputError, match=r"row bad.jsonl:1: scores.combined 5.0 is outside \[0, 1\]"):
+        load_examples([write_jsonl(tmp_path / "bad.jsonl", [bad.model_dump_json()])], tokenizer)
