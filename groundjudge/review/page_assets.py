@@ -440,14 +440,16 @@ function render() {
     if (rep.question) { const q = el('div', 'q', rep.question); card.append(q); clamp(q, LIMITS.question, 'of the question'); }
     const mine = rep.claims.map((cv, ci) => { const it = {rep: rep, ri: ri, ci: ci, cv: cv, card: card, node: null,
       row: null, key: JSON.stringify([rep.id, cv.claim.id])}; return it; }); card.gjItems = mine;
-    const text = rep.answer || ''; const body = el('div', 'text');
+    // a span's offsets count code points (as Python does): the answer is cut as an array of code points
+    const text = rep.answer || ''; const points = Array.from(text); const cut = (a, b) => points.slice(a, b).join('');
+    const body = el('div', 'text');
     const spans = mine.filter(it => it.cv.claim.span).sort((a, b) => a.cv.claim.span.start - b.cv.claim.span.start);
     let pos = 0;
     spans.forEach(it => { const sp = it.cv.claim.span; if (sp.start < pos) return;
       it.idx = items.length; items.push(it);
-      body.append(document.createTextNode(text.slice(pos, sp.start)));
-      body.append(claimNode(it, text.slice(sp.start, sp.end))); pos = sp.end; });
-    body.append(document.createTextNode(text.slice(pos)));
+      body.append(document.createTextNode(cut(pos, sp.start)));
+      body.append(claimNode(it, cut(sp.start, sp.end))); pos = sp.end; });
+    body.append(document.createTextNode(cut(pos)));
     if (text) { card.append(body); clamp(body, LIMITS.answer, 'of the answer'); }
     if (mine.length) {
       const rows = el('div', 'crows'); rows.append(el('div', 'crows-head', 'Claims and where their evidence is'));

@@ -210,3 +210,28 @@ def test_duplicate_ids_and_the_informative_order_keep_the_page_working(browser: 
             body.send_keys(key)
         assert browser.execute_script("return window.pwned === undefined")
         assert browser.execute_script("return window.groundjudgeReview.current()") is not None
+
+
+def test_claims_are_marked_on_their_own_characters_after_astral_ones(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    # a span's offsets count code points (Python's); the page cut the answer in UTF-16 units, so after an emoji the
+    # highlight slid onto the next claim's words ("🧪 Aspirin is sa" marked SUPPORTED, "e. It is not ..." CONTRADICTED)
+    from selenium.webdriver.common.by import By
+
+    answer = "🧪👩‍🔬 𝔸 Aspirin is safe. 🇫🇷 It is not approved for children. Tail 😀."
+    claims = []
+    for j, text in enumerate(["Aspirin is safe.", "It is not approved for children."]):
+        start = answer.index(text)
+        claims.append(
+            ClaimVerdict(
+                claim=Claim(id=f"c{j}", text=text, span=Span(text=text, start=start, end=start + len(text))),
+                label="SUPPORTED" if j == 0 else "CONTRADICTED",
+                route="nli",
+            )
+        )
+    report = AnswerReport(
+        id="astral", verdict="FAIL", mode="nli", scores=Scores(n_claims=2), answer=answer, contexts=["x"], claims=claims
+    )
+    _loaded(browser, tmp_path, render_html([report]))
+    marked = browser.find_elements(By.CSS_SELECTOR, ".text .claim")
+    assert [n.get_attribute("textContent") for n in marked] == [c.claim.text for c in claims]
+    assert browser.find_element(By.CSS_SELECTOR, ".text").get_attribute("textContent") == answer
