@@ -82,10 +82,23 @@ def risk_key(r: AnswerReport) -> tuple[int, int, int, int, int, float, int, int]
     )
 
 
+# what makes text read otherwise than the checker read it: direction overrides, embeddings and isolates (a claim can
+# show as its opposite), and characters that do not show (zero-width, word joiners, BOM, tag characters)
+_HIDDEN = re.compile("[\u202a-\u202e\u2066-\u2069\u200b\u2060-\u2064\ufeff\U000e0000-\U000e007f]")
+
+
+def hidden_characters(texts: Iterable[str]) -> list[str]:
+    """The direction and invisible characters in ``texts`` (``U+202E``...), each once, in order of appearance."""
+    return list(dict.fromkeys(f"U+{ord(ch):04X}" for text in texts for ch in _HIDDEN.findall(text)))
+
+
 def risk_reasons(r: AnswerReport) -> list[str]:
     """Why an answer is where it is in the queue, in words (shown on its card)."""
     n = risk_counts(r)
     out: list[str] = []
+    hidden = hidden_characters([r.answer or "", r.question or "", *r.contexts, *(c.claim.text for c in r.claims)])
+    if hidden:
+        out.append(f"hidden characters ({' '.join(hidden[:5])}): the text does not read as the checker read it")
     if r.verdict in ("ERROR", "FAIL"):
         out.append(r.verdict)
     if r.judges_disagree:

@@ -101,6 +101,8 @@ const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls)
   if (text !== undefined && text !== null) e.textContent = String(text); return e; };
 const fmt = x => (x === null || x === undefined) ? '-' : Number(x).toFixed(3);
 const LABELS = ['SUPPORTED', 'CONTRADICTED', 'UNSUPPORTED'];
+// direction overrides, embeddings, isolates and invisible characters (html.py's _HIDDEN)
+const HIDDEN = /[\u202a-\u202e\u2066-\u2069\u200b\u2060-\u2064\ufeff\u{e0000}-\u{e007f}]/gu;
 const LINKS = {quote: 'quote', entail: 'NLI support passage', contra: 'NLI contradiction passage'};
 const LIMITS = {answer: 1500, source: 1200, message: 900, reasons: 600, reason: 400, question: 500};
 const STORE = 'groundjudge-review:' + data.run;
@@ -292,6 +294,8 @@ function showClaim(it) {
     cell.append(two);
     clamp(two, LIMITS.reason, "of the second judge's reason");
   }
+  const hidden = [...new Set((cv.claim.text.match(HIDDEN) || []).map(ch => 'U+' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')))];
+  if (hidden.length) row('hidden characters', hidden.join(' ') + ': this claim does not read as the checker read it', 'flag');
   row('flags', (cv.flags || []).join(', ') || '-', cv.flags.length ? 'flag' : null);
   if (cv.error) row('error', cv.error, 'flag');
   const where = el('div', 'crow'); linkButtons(it, where);
