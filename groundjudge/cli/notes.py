@@ -13,16 +13,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-# Balanced accuracy measured in nli mode with benchmarks/accuracy.py (README, "Accuracy"), by the model's name (a hub
-# id or a folder's name, the key checker.profile.PROFILES uses): what an nli-mode run can promise with it.
+# Balanced accuracy measured in nli mode with benchmarks/accuracy.py (the table of docs/benchmarks/accuracy.md), by the
+# model's name (a hub id or a folder's name, the key checker.profile.PROFILES uses): what an nli-mode run can promise.
 MEASURED: dict[str, str] = {
-    "gj-nli-minilm-l6": "balanced accuracy 67.6 on Factcheck-GPT claims, 64.8 on WiCE claims against web pages, "
-    "61.0 on FaithBench summaries (50 is chance)",
+    "gj-nli-minilm-l6": "balanced accuracy 68.3 on Factcheck-GPT claims, 64.8 on WiCE claims against web pages, "
+    "60.0 on FaithBench summaries (50 is chance)",
 }
 SMALL_PARAMETERS = 100_000_000  # below this a cross-encoder is "small" (DeBERTa-v3-base, the default, has 184M)
 STRONGER = (
-    "for a stronger local checker pass --nli-model cross-encoder/nli-deberta-v3-base (or a MiniCheck model: README, "
-    '"Models and modes"), or let an LLM judge the claims it cannot decide: --llm openai/gpt-4o-mini'
+    "for a stronger local checker pass --nli-model cross-encoder/nli-deberta-v3-base (or a MiniCheck model: the "
+    'manual\'s "Choose and calibrate the local checker"), or let an LLM judge the claims it cannot decide: '
+    "--llm openai/gpt-4o-mini"
 )
 
 
