@@ -349,11 +349,18 @@ def gate_passes(reports: list[AnswerReport], baseline: Path) -> bool:
     return True
 
 
+# A pair's probabilities move in the 7th digit with the other pairs of its forward pass (docs/explanation/speed.md),
+# and the NLI cache keeps 6 digits: a fault that takes a pair out of a pass (a NaN) moves its batch mates' scores by
+# up to about 5e-7, both ways. Within that an answer is not scored "better"; any failure that raises a score does so
+# by far more.
+SAME_WITHIN = 1e-6
+
+
 def at_most(faulty: float | None, honest: float | None) -> bool:
-    """``faulty`` is no better than ``honest``; a missing score is the lowest."""
+    """``faulty`` is no better than ``honest`` (beyond the forward pass's own noise); a missing score is the lowest."""
     if faulty is None:
         return True
-    return honest is not None and faulty <= honest + 1e-9
+    return honest is not None and faulty <= honest + SAME_WITHIN
 
 
 def supported_share(r: AnswerReport) -> float | None:
@@ -418,7 +425,7 @@ def test_no_injected_failure_scores_better_than_the_honest_run(
         assert sf.verdicts.get("PASS", 0) <= sh.verdicts.get("PASS", 0)
         assert sf.rows_failed >= sh.rows_failed
         total = lambda rs: sum(r.scores.combined or 0.0 for r in rs)  # noqa: E731
-        assert total(faulty) <= total(honest) + 1e-9
+        assert total(faulty) <= total(honest) + SAME_WITHIN * len(honest)
 
 
 def test_an_nli_failure_the_judge_recovers_from_is_still_in_errors(
