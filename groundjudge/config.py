@@ -69,6 +69,10 @@ PRESETS: dict[str, Thresholds] = {
 }
 
 
+THRESHOLDS = ("t_support", "t_contradict", "t_unsupported")
+"""The local decision thresholds a config may set (``thresholds_model`` names the model they were fitted on)."""
+
+
 class Config(BaseModel):
     """Settings of an :class:`~groundjudge.pipeline.Evaluator`."""
 
@@ -348,6 +352,10 @@ class Config(BaseModel):
     def effective_thresholds(self) -> Thresholds:
         return self.thresholds or PRESETS[self.preset]
 
+    def thresholds_given(self, names: tuple[str, ...] = THRESHOLDS) -> list[str]:
+        """Which of the decision thresholds ``names`` this config sets to a level ("never" and None set none)."""
+        return [k for k in names if getattr(self, k) not in (None, "never")]
+
     @property
     def resolved_mode(self) -> Mode:
         """The mode in force: ``mode`` if set, else ``cascade`` with an LLM judge and ``nli`` without one."""
@@ -370,7 +378,7 @@ class Config(BaseModel):
         ``Evaluator``'s keyword settings): a threshold among the overrides drops the ``thresholds_model`` of
         ``values`` (a cut-off given by hand is not the fitted one it names)."""
         given = {k for k, v in overrides.items() if v is not None}
-        if given & {"t_support", "t_contradict", "t_unsupported"} and "thresholds_model" not in overrides:
+        if given & set(THRESHOLDS) and "thresholds_model" not in overrides:
             values = {k: v for k, v in values.items() if k != "thresholds_model"}
         return cls.make(**{**values, **overrides})
 

@@ -171,7 +171,7 @@ class Evaluator:
         self._model_name = nli.name if nli is not None else resolve_model_name(c.nli_model)
         self.head = self._find_head(self._model_name)
         # levels on the entailment; "never" and None (no local verdict) mean the same on any scale
-        explicit = [k for k in ("t_support", "t_unsupported") if getattr(c, k) not in (None, "never")]
+        explicit = c.thresholds_given(("t_support", "t_unsupported"))  # the levels on the entailment
         if self.head is not None and explicit:
             raise ConfigError(
                 f"{' and '.join(explicit)} given while a verdict head is in force ({self._head_source()}): thresholds "
@@ -180,7 +180,7 @@ class Evaluator:
             )
         self.thresholds = self.local_thresholds(self.mode)
         if nli is not None:
-            self._check_head(nli)
+            self._check_fitted_for(nli)
 
     def local_thresholds(self, mode: str) -> LocalThresholds:
         """The NLI decision thresholds for ``mode`` (nli, cascade): the config's explicit values, else the verdict
@@ -202,12 +202,12 @@ class Evaluator:
     def _head_source(self) -> str:
         return "config 'head'" if self.config.head is not None else f"{self._model_name}/groundjudge.json"
 
-    def _check_head(self, model: NLIModel) -> None:
+    def _check_fitted_for(self, model: NLIModel) -> None:
         """Refuse a head, or thresholds, fitted on another model's scores (its scale is not this model's)."""
         if self.head is not None:
             self.head.check_model(model.identity, self._head_source())
         fitted_on, c = self.config.thresholds_model, self.config
-        set_here = [k for k in ("t_support", "t_contradict", "t_unsupported") if getattr(c, k) not in (None, "never")]
+        set_here = c.thresholds_given()
         if fitted_on and set_here and fitted_on != model.identity:
             raise ConfigError(
                 f"{' and '.join(set_here)} were fitted on the scores of NLI model {fitted_on} (the config's "
@@ -248,7 +248,7 @@ class Evaluator:
                 trust_remote_code=c.nli_trust_remote_code,
                 max_length=c.nli_max_length,
             )
-            self._check_head(self._nli)
+            self._check_fitted_for(self._nli)
         return self._nli
 
     @property

@@ -164,19 +164,20 @@ def _resolved(config: Config) -> Config:
     return Config.make(**values)
 
 
-def _check_head(config: Config) -> None:
+def _check_fitted_for(config: Config) -> None:
     """A verdict head, or thresholds, that do not fit (fitted for another model, entailment thresholds beside a
     head) stop the run here, in the driver, before Ray starts: in an actor it would surface as an actor failure.
     Only with a head in force, or thresholds that name their model, is the model loaded here, once, to compare
     identities."""
-    if config.resolved_mode == "llm" or not (config.use_head or config.thresholds_model):
+    fitted = bool(config.thresholds_model and config.thresholds_given())  # thresholds that name their model
+    if config.resolved_mode == "llm" or not (config.use_head or fitted):
         return
     # the NLI side alone: no judge, so no second judge either (it needs a first)
     second = ("second_judge", "second_judge_base_url", "second_judge_sample", "second_judge_price")
     off = {"llm": None, "mode": "nli", "batch_api": False, **dict.fromkeys(second)}
     local = Config.make(**{**config.model_dump(exclude_unset=True), **off})
     evaluator = Evaluator(local)
-    if evaluator.head is not None or config.thresholds_model:
+    if evaluator.head is not None or fitted:
         _ = evaluator.nli
 
 
@@ -459,7 +460,7 @@ def _score_wire(
     ledger: Any,
 ) -> Any:
     n_actors, per_cpu, per_gpu, threads = plan(actors, num_gpus)
-    cfg = config  # resolved (_resolved) and checked (_check_head) once by the caller, not once per window
+    cfg = config  # resolved (_resolved) and checked (_check_fitted_for) once by the caller, not once per window
     proxy = None
     if cfg.llm:
         handle = ledger if ledger is not None else make_ledger(cfg.budget_usd, cfg.max_calls)
@@ -524,7 +525,7 @@ def score_dataset(
         _wire_batch, batch_format="pyarrow", fn_kwargs={"row_column": row_column, "columns": columns}, num_cpus=0.5
     )
     cfg = _resolved(config)
-    _check_head(cfg)
+    _check_fitted_for(cfg)
     return _score_wire(wire, cfg, batch_size=batch_size, actors=actors, num_gpus=num_gpus, ledger=ledger)
 
 
@@ -585,7 +586,7 @@ def score_rows(
     if batch_size < 1 or window < 1:
         raise ConfigError("batch_size and window must be at least 1")
     cfg = _resolved(config)
-    _check_head(cfg)  # a head that cannot run stops here, before a cluster starts
+    _check_fitted_for(cfg)  # a head that cannot run stops here, before a cluster starts
     _ensure_ray(address)
     handle = make_ledger(cfg.budget_usd, cfg.max_calls) if cfg.llm else None
     proxy = LedgerProxy(handle, cfg.budget_usd, cfg.max_calls) if handle is not None else None

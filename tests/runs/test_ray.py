@@ -528,8 +528,8 @@ def test_thresholds_fitted_on_another_model_stop_the_ray_run_in_the_driver(tmp_p
         mode="nli", nli_model=str(SHARED_MODEL), t_unsupported=0.2, thresholds_model="another/nli", use_head=False
     )
     with pytest.raises(ConfigError, match="were fitted on the scores of NLI model another/nli"):
-        gj_ray._check_head(cfg)
-    gj_ray._check_head(
+        gj_ray._check_fitted_for(cfg)
+    gj_ray._check_fitted_for(
         cfg.model_copy(
             update={"thresholds_model": Evaluator(cfg.model_copy(update={"thresholds_model": None})).nli.identity}
         )
