@@ -22,6 +22,7 @@ from groundjudge.models import (
 )
 from groundjudge.review.html import render_html
 from groundjudge.review.metrics import read_reviews
+from tests.review.claims import claim_at
 from tests.review.test_html import HOSTILE, browser, hostile_reports, parse_page  # noqa: F401
 
 BAD = "".join(HOSTILE) + "\ud800"  # every hostile string at once, and a lone surrogate
@@ -220,10 +221,9 @@ def test_claims_are_marked_on_their_own_characters_after_astral_ones(browser: An
     answer = "🧪👩‍🔬 𝔸 Aspirin is safe. 🇫🇷 It is not approved for children. Tail 😀."
     claims = []
     for j, text in enumerate(["Aspirin is safe.", "It is not approved for children."]):
-        start = answer.index(text)
         claims.append(
             ClaimVerdict(
-                claim=Claim(id=f"c{j}", text=text, span=Span(text=text, start=start, end=start + len(text))),
+                claim=claim_at(answer, f"c{j}", text),
                 label="SUPPORTED" if j == 0 else "CONTRADICTED",
                 route="nli",
             )

@@ -12,12 +12,13 @@ from typer.testing import CliRunner
 
 from groundjudge.cli import app
 from groundjudge.io.reports import dumps
-from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores, Span
+from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Quote, Scores
 from groundjudge.review.html import render_html, risk_key
 from groundjudge.review.page_assets import REVIEW_JS
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import fresh_browser
 from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, evaluator
+from tests.review.claims import claim_at
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +130,11 @@ def hostile_reports(strings: list[str] = HOSTILE, surrogate: bool = True) -> lis
         answer = f"The shop opens at {i} am. It says {bad}."
         claims = []
         for j, text in enumerate([f"The shop opens at {i} am.", f"It says {bad}."]):
-            start = answer.index(text)
             quote = f"{bad} and the shop"
             q_start = context.index(quote)
             claims.append(
                 ClaimVerdict(
-                    claim=Claim(id=f"c{j + 1}", text=text, span=Span(text=text, start=start, end=start + len(text))),
+                    claim=claim_at(answer, f"c{j + 1}", text),
                     label="SUPPORTED" if j == 0 else "CONTRADICTED",
                     route="judge",
                     nli=ClaimNLI(entailment=0.5, contradiction=0.1, passages_scored=1, passages_total=1),

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 from groundjudge.cli import app
 from groundjudge.errors import InputError
 from groundjudge.io.reports import dumps
-from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scores, Span
+from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict, Scores
 from groundjudge.review.html import render_html, risk_key, risk_reasons, run_identity
 from groundjudge.review.metrics import cohen_kappa, join_reviews, parse_reviews, review_metrics
+from tests.review.claims import claim_at
 from tests.review.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
 from tests.review.test_plots import pixel_variance, png_pixels
 
@@ -25,9 +26,8 @@ VERSIONS = {"nli": "gj-nli-minilm-l6@abc", "llm": "openai/gpt-4o-mini"}
 def _claim(
     answer: str, cid: str, text: str, label: str, route: str, ent: float, *, checked: bool = True, flags: Any = ()
 ) -> ClaimVerdict:
-    start = answer.index(text)
     return ClaimVerdict(
-        claim=Claim(id=cid, text=text, span=Span(text=text, start=start, end=start + len(text))),
+        claim=claim_at(answer, cid, text),
         label=label,
         route=route,
         nli=ClaimNLI(entailment=ent, contradiction=0.05, passages_scored=1, passages_total=1),

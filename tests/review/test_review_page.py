@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from groundjudge.models import (
     AnswerReport,
-    Claim,
     ClaimNLI,
     ClaimVerdict,
     Passage,
@@ -23,10 +22,10 @@ from groundjudge.models import (
     Scores,
     SecondJudging,
     SecondVerdict,
-    Span,
 )
 from groundjudge.review.html import render_html
 from groundjudge.review.page_sources import KINDS, Mark, claim_links, highlight, source_marks
+from tests.review.claims import claim_at
 from tests.review.test_html import browser, click, keys  # noqa: F401 - browser: the module-scoped Chromium fixture
 from tests.review.test_plots import pixel_variance, png_pixels
 
@@ -93,9 +92,7 @@ def long_source() -> str:
 
 
 def _cv(answer: str, cid: str, text: str, label: str, **kw: Any) -> ClaimVerdict:
-    start = answer.index(text)
-    span = Span(text=text, start=start, end=start + len(text))
-    return ClaimVerdict(claim=Claim(id=cid, text=text, span=span), label=label, route="judge", **kw)
+    return ClaimVerdict(claim=claim_at(answer, cid, text), label=label, route="judge", **kw)
 
 
 def page_reports(n_extra: int = 2) -> list[AnswerReport]:
