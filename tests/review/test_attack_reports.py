@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from groundjudge.cli import app
@@ -89,6 +91,28 @@ def test_compare_gate_fails_a_run_that_lacks_answers(tmp_path: Path) -> None:
     # B answering more than A (new ids) loses nothing; the same run never fails its own gate
     assert runner.invoke(app, ["compare", str(pb), str(pa), "--fail-if-worse"]).exit_code == 0
     assert runner.invoke(app, ["compare", str(pa), str(pa), "--fail-if-worse"]).exit_code == 0
+
+
+LABEL_SETS = st.lists(st.sampled_from(["SUPPORTED", "UNSUPPORTED", "CONTRADICTED"]), min_size=1, max_size=4)
+
+
+@settings(deadline=None, max_examples=60, database=None)
+@given(
+    claims=st.lists(LABEL_SETS, min_size=1, max_size=30),
+    fate=st.data(),
+)
+def test_no_failure_or_loss_in_b_passes_the_compare_gate(claims: list[list[str]], fate: st.DataObject) -> None:
+    # the invariant behind the two cases above, over generated runs: B is A with some answers failed (ERROR) or
+    # lost (a stop) and the rest as they were, or worse; whatever the paired tests find, the gate fails B
+    a = [_report(f"r{i}", labels) for i, labels in enumerate(claims)]
+    kinds = fate.draw(st.lists(st.sampled_from(["same", "failed", "lost"]), min_size=len(a), max_size=len(a)))
+    if all(k == "same" for k in kinds):
+        kinds[fate.draw(st.integers(0, len(a) - 1))] = fate.draw(st.sampled_from(["failed", "lost"]))
+    b = [_failed(r.id) if k == "failed" else r for r, k in zip(a, kinds, strict=True) if k != "lost"]
+    result = compare_runs(a, b)
+    assert result["b_worse"], (kinds, result["b_lost"])
+    assert result["b_lost"]["failed"] == kinds.count("failed") and result["b_lost"]["missing"] == kinds.count("lost")
+    assert not compare_runs(a, a)["b_worse"]  # and a run never fails against itself
 
 
 @pytest.mark.parametrize(
