@@ -64,7 +64,7 @@ from groundjudge.learn.labels import LABELS, judge_usable
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
 from groundjudge.learn.tune_out import STATE_DIR, inside_folder, prepare_out
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
-from groundjudge.review.metrics import Review, review_from_row
+from groundjudge.review.metrics import Review, join_reviews, review_from_row
 
 
 @dataclass
@@ -193,6 +193,7 @@ def load_examples(
     # by answer id, claim id and claim text: two runs of the same rows (v1 and v2) reuse ids for other claims
     reports: dict[tuple[str, str, str], tuple[AnswerReport, ClaimVerdict]] = {}
     reviews: list[tuple[str, Review]] = []
+    runs: list[list[AnswerReport]] = []  # each score file's reports
     for path in map(Path, paths):
         in_file: list[AnswerReport] = []
         for n, row in enumerate(_read_jsonl(path), start=1):
@@ -226,10 +227,11 @@ def load_examples(
                     "decision {id, claim_id, label}",
                     row=where,
                 )
-        for report in last_reports(in_file)[0]:  # an id's last report counts, as every reader of reports keeps it
+        runs.append(last_reports(in_file)[0])  # an id's last report counts, as every reader of reports keeps it
+        for report in runs[-1]:
             for v in report.claims:
                 reports[(report.id, v.claim.id, v.claim.text)] = (report, v)
-    reviewed = _reviewed_claims(reviews, reports)
+    reviewed = _reviewed_claims(reviews, runs)
     out = gold
     for key, (report, v) in reports.items():
         if key in reviewed:
@@ -265,33 +267,36 @@ def _review(row: dict[str, Any], n: int, where: str) -> Review:
 
 
 def _reviewed_claims(
-    reviews: Sequence[tuple[str, Review]], reports: dict[tuple[str, str, str], Any]
+    reviews: Sequence[tuple[str, Review]], runs: Sequence[Sequence[AnswerReport]]
 ) -> dict[tuple[str, str, str], str]:
-    """Each review's label on the claim it was made on: the same answer id, claim id and claim text, as ``metrics``
-    and ``calibrate`` join them (:func:`~groundjudge.review.metrics.join_reviews`); a later line on a claim replaces
-    an earlier one (in a ``review export``, the adjudication where there is one).
+    """Each review's label on the claim it was made on, joined to each score file as ``metrics`` and ``calibrate``
+    join reviews (:func:`~groundjudge.review.metrics.join_reviews`: answer id, claim id and claim text); a later line
+    on a claim replaces an earlier one (in a ``review export``, the adjudication where there is one).
 
     Raises:
-        InputError: a review whose claim is in no score file, or whose claim text is not that claim's there (a
+        InputError: a review that matches a claim of no score file (none with its ids, or one with another text: a
             review of another run), naming its row.
     """
-    texts: dict[tuple[str, str], str] = {key[:2]: key[2] for key in reports}
     reviewed: dict[tuple[str, str, str], str] = {}
+    matched: set[int] = set()
+    for run in runs:
+        for m in join_reviews(run, [rev for _, rev in reviews]).matched:
+            reviewed[(m.report.id, m.verdict.claim.id, m.verdict.claim.text)] = m.review.label
+            matched.add(id(m.review))
+    texts = {(r.id, v.claim.id): v.claim.text for run in runs for r in run for v in r.claims}
     for where, rev in reviews:
-        key = (rev.id, rev.claim_id, rev.claim)
-        if key in reports:
-            reviewed[key] = rev.label
-        elif (rev.id, rev.claim_id) in texts:
+        if id(rev) in matched:
+            continue
+        if (rev.id, rev.claim_id) in texts:
             raise InputError(
                 f"review of answer {rev.id!r} claim {rev.claim_id!r}: the claim reviewed ({rev.claim!r}) is not that "
                 f"claim in the score files given ({texts[rev.id, rev.claim_id]!r}); is it a review of another run?",
                 row=where,
                 field="claim",
             )
-        else:
-            raise InputError(
-                f"review of answer {rev.id!r} claim {rev.claim_id!r}: no such claim in the score files given", row=where
-            )
+        raise InputError(
+            f"review of answer {rev.id!r} claim {rev.claim_id!r}: no such claim in the score files given", row=where
+        )
     return reviewed
 
 
