@@ -71,6 +71,7 @@ PRESETS: dict[str, Thresholds] = {
 
 THRESHOLDS = ("t_support", "t_contradict", "t_unsupported")
 """The local decision thresholds a config may set (``thresholds_model`` names the model they were fitted on)."""
+Threshold = Literal["t_support", "t_contradict", "t_unsupported"]
 
 
 class Config(BaseModel):
@@ -142,6 +143,11 @@ class Config(BaseModel):
         None,
         description="the NLI model t_support, t_contradict and t_unsupported were fitted on (its identity, as "
         "'calibrate' writes it): a run with another model refuses them",
+    )
+    thresholds_fitted: list[Threshold] | None = Field(
+        None,
+        description="which of the thresholds thresholds_model names the model of [default: all three]; a threshold "
+        "given again as an override (an option, a keyword setting) is the user's, and leaves this list",
     )
     head: dict[str, Any] | None = Field(
         None,
@@ -322,6 +328,11 @@ class Config(BaseModel):
             )
         if self.second_judge is None and (self.second_judge_sample is not None or self.second_judge_base_url):
             raise ArgumentError("second_judge_sample and second_judge_base_url go with second_judge (provider/model)")
+        if self.thresholds_fitted is not None and not self.thresholds_model:
+            raise ArgumentError(
+                "thresholds_fitted names the thresholds thresholds_model covers: give thresholds_model (the NLI model "
+                "they were fitted on) too, or drop thresholds_fitted"
+            )
         if self.pack_answers > 1 and self.cache_mode != "use":
             raise ArgumentError(
                 "pack_answers above 1 reads each answer's reply back from the cache: it needs cache_mode 'use'"
@@ -356,6 +367,13 @@ class Config(BaseModel):
         """Which of the decision thresholds ``names`` this config sets to a level ("never" and None set none)."""
         return [k for k in names if getattr(self, k) not in (None, "never")]
 
+    def fitted_thresholds(self) -> list[str]:
+        """The thresholds set here that ``thresholds_model`` names the model of (those of ``thresholds_fitted``,
+        default all): a run with another model refuses them (the evaluator's and the Ray driver's check)."""
+        if not self.thresholds_model:
+            return []
+        return self.thresholds_given(THRESHOLDS if self.thresholds_fitted is None else tuple(self.thresholds_fitted))
+
     @property
     def resolved_mode(self) -> Mode:
         """The mode in force: ``mode`` if set, else ``cascade`` with an LLM judge and ``nli`` without one."""
@@ -375,11 +393,21 @@ class Config(BaseModel):
     @classmethod
     def overridden(cls, values: dict[str, Any], overrides: dict[str, Any]) -> Config:
         """``values`` (a config file's, a ``Config``'s set fields) with ``overrides`` laid over them (``load``, the
-        ``Evaluator``'s keyword settings): a threshold among the overrides drops the ``thresholds_model`` of
-        ``values`` (a cut-off given by hand is not the fitted one it names)."""
-        given = {k for k, v in overrides.items() if v is not None}
-        if given & set(THRESHOLDS) and "thresholds_model" not in overrides:
-            values = {k: v for k, v in values.items() if k != "thresholds_model"}
+        ``Evaluator``'s keyword settings). A threshold among the overrides is the user's, not the fitted one the
+        ``thresholds_model`` of ``values`` names: it leaves ``thresholds_fitted``, so the thresholds still taken from
+        ``values`` stay tied to their model; ``thresholds_model`` goes once none of them is left."""
+        given = {k for k, v in overrides.items() if v is not None} & set(THRESHOLDS)
+        pinned = "thresholds_model" in overrides or "thresholds_fitted" in overrides
+        if not given or pinned or not values.get("thresholds_model"):
+            return cls.make(**{**values, **overrides})
+        scope = values.get("thresholds_fitted")
+        scope = THRESHOLDS if scope is None else scope
+        kept = [k for k in THRESHOLDS if k in scope and k not in given] if isinstance(scope, (list, tuple)) else scope
+        config = cls.make(**{**values, **overrides, "thresholds_fitted": kept})
+        if config.fitted_thresholds():
+            return config
+        # no fitted threshold left: nothing for thresholds_model to name
+        values = {k: v for k, v in values.items() if k not in ("thresholds_model", "thresholds_fitted")}
         return cls.make(**{**values, **overrides})
 
     @classmethod

@@ -206,13 +206,13 @@ class Evaluator:
         """Refuse a head, or thresholds, fitted on another model's scores (its scale is not this model's)."""
         if self.head is not None:
             self.head.check_model(model.identity, self._head_source())
-        fitted_on, c = self.config.thresholds_model, self.config
-        set_here = c.thresholds_given()
-        if fitted_on and set_here and fitted_on != model.identity:
+        fitted_on, fitted = self.config.thresholds_model, self.config.fitted_thresholds()
+        if fitted and fitted_on != model.identity:
             raise ConfigError(
-                f"{' and '.join(set_here)} were fitted on the scores of NLI model {fitted_on} (the config's "
-                f"thresholds_model), not {model.identity}: refit them for this model (groundjudge calibrate), or "
-                "use the model they were fitted for"
+                f"{' and '.join(fitted)} were fitted on the scores of NLI model {fitted_on} (the config's "
+                f"thresholds_model), not {model.identity}: refit them for this model (groundjudge calibrate), give "
+                "each of them yourself (a threshold given as an option or keyword setting is yours, not the fitted "
+                "one), or use the model they were fitted for"
             )
 
     def check_config(self) -> None:

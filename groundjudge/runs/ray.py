@@ -169,7 +169,7 @@ def _check_fitted_for(config: Config) -> None:
     head) stop the run here, in the driver, before Ray starts: in an actor it would surface as an actor failure.
     Only with a head in force, or thresholds that name their model, is the model loaded here, once, to compare
     identities."""
-    fitted = bool(config.thresholds_model and config.thresholds_given())  # thresholds that name their model
+    fitted = bool(config.fitted_thresholds())  # thresholds that name their model
     if config.resolved_mode == "llm" or not (config.use_head or fitted):
         return
     # the NLI side alone: no judge, so no second judge either (it needs a first)

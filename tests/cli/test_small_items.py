@@ -550,11 +550,48 @@ def test_thresholds_calibrated_on_one_model_are_refused_beside_another(tmp_path:
     # a cut-off given by hand (Config.load's overrides) is the user's, not the fitted one the config names
     from groundjudge.config import Config
 
-    assert Config.load(config, t_unsupported=0.1).thresholds_model is None
+    levels = [k for k in ("t_support", "t_contradict", "t_unsupported") if written[k] not in (None, "never")]
+    by_hand = Config.load(config, t_unsupported=0.1)  # the others fitted still name their model
+    assert by_hand.fitted_thresholds() == [k for k in levels if k != "t_unsupported"]
+    assert (by_hand.thresholds_model is None) == (levels in (["t_unsupported"], []))
     assert Config.load(config, nli_model=str(SHARED_MODEL)).thresholds_model == written["thresholds_model"]
     same = runner.invoke(app, [*base, "-o", str(tmp_path / "same.jsonl"), "--nli-model", str(tiny)])
     assert same.exit_code in (0, 1), same.output  # the model the thresholds were fitted on runs them
     assert len(list(read_reports(tmp_path / "same.jsonl"))) == 2
+
+
+def test_a_config_that_says_which_thresholds_were_fitted_is_held_to_them_by_score(tmp_path: Path, tiny: Path) -> None:
+    """A config from Config.load(fit.json, t_support=0.6) written back out names the thresholds thresholds_model
+    covers (thresholds_fitted): 'score --config' beside another model refuses those, naming only them, and runs
+    on the model they were fitted on; a thresholds_fitted with no model to name is refused naming the field."""
+    claims = write_jsonl(
+        tmp_path / "claims.jsonl", [{k: r[k] for k in ("id", "contexts", "claim")} for r in gold_rows(2)]
+    )
+    from groundjudge.config import Config
+    from groundjudge.pipeline import Evaluator
+
+    fitted_on = Evaluator(Config(nli_model=str(tiny), use_head=False, mode="nli")).nli.identity
+    fit = {"t_support": 0.7, "t_contradict": 0.9, "t_unsupported": 0.2, "use_head": False}
+    (tmp_path / "fit.json").write_text(json.dumps({**fit, "thresholds_model": fitted_on}))
+    mixed = Config.load(tmp_path / "fit.json", t_support=0.6)
+    config = tmp_path / "mixed.json"
+    config.write_text(json.dumps(mixed.model_dump(exclude_unset=True)))
+    assert json.loads(config.read_text())["thresholds_fitted"] == ["t_contradict", "t_unsupported"]
+    base = ["score", str(claims), "--config", str(config), "--mode", "nli", "--no-progress", "--cache-mode", "off"]
+    other = runner.invoke(app, [*base, "-o", str(tmp_path / "other.jsonl"), "--nli-model", str(SHARED_MODEL)])
+    assert other.exit_code == 2, other.output
+    said = flat(other.output)
+    assert f"t_contradict and t_unsupported were fitted on the scores of NLI model {fitted_on}" in said, said
+    assert not (tmp_path / "other.jsonl").exists()
+    same = runner.invoke(app, [*base, "-o", str(tmp_path / "same.jsonl"), "--nli-model", str(tiny)])
+    assert same.exit_code in (0, 1), same.output
+    assert len(list(read_reports(tmp_path / "same.jsonl"))) == 2
+    orphan = tmp_path / "orphan.json"
+    orphan.write_text(json.dumps({**fit, "thresholds_fitted": ["t_support"]}))
+    bad = runner.invoke(app, ["score", str(claims), "--config", str(orphan), "-o", str(tmp_path / "bad.jsonl")])
+    assert bad.exit_code == 2, bad.output
+    assert "thresholds_fitted names the thresholds thresholds_model covers" in flat(bad.output), bad.output
+    assert str(orphan) in flat(bad.output).replace(" ", ""), bad.output
 
 
 def test_calibrate_says_when_what_it_stores_decides_nothing_locally(tmp_path: Path, tiny: Path) -> None:

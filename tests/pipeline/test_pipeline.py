@@ -570,3 +570,35 @@ def test_thresholds_given_to_the_evaluator_by_hand_are_not_the_fitted_ones_the_c
     assert by_hand.config.thresholds_model is None and by_hand.config.t_support == 0.6
     assert by_hand.nli is not None  # the user's cut-offs run on this model
     assert Evaluator(cfg, batch_size=4).config.thresholds_model == "another/nli"  # another setting keeps it
+
+
+def test_one_threshold_given_by_hand_leaves_the_other_fitted_ones_tied_to_their_model(
+    tiny_nli: Path, tmp_path: Path
+) -> None:
+    """One threshold given by hand dropped thresholds_model for all three: Evaluator(fitted, t_support=0.6) beside
+    another model ran the two other fitted cut-offs on that model's scale unguarded. The hand-given one leaves
+    thresholds_fitted; the rest stay tied to the model they were fitted on, and the refusal names only them."""
+    fitted = dict(t_support=0.7, t_contradict=0.9, t_unsupported=0.2, thresholds_model="another/nli")
+    cfg = Config.make(mode="nli", nli_model=str(tiny_nli), cache_dir=str(tmp_path / "c"), use_head=False, **fitted)
+    one = Evaluator(cfg, t_support=0.6)
+    assert one.config.thresholds_model == "another/nli" and one.config.t_support == 0.6
+    assert one.config.fitted_thresholds() == ["t_contradict", "t_unsupported"]
+    with pytest.raises(errors.ConfigError) as refused:
+        _ = one.nli
+    said = str(refused.value)
+    assert said.startswith("t_contradict and t_unsupported were fitted on the scores of NLI model another/nli"), said
+    assert "give each of them yourself" in said
+    # overrides laid on in two steps (Config.load's, then the Evaluator's) add up; the last fitted one still counts
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps({**fitted, "use_head": False}), encoding="utf-8")
+    loaded = Config.load(path, mode="nli", nli_model=str(tiny_nli), cache_dir=str(tmp_path / "c"), t_contradict=0.8)
+    assert loaded.fitted_thresholds() == ["t_support", "t_unsupported"]
+    two = Evaluator(loaded, t_support=0.6)
+    assert two.config.fitted_thresholds() == ["t_unsupported"]
+    with pytest.raises(errors.ConfigError, match=r"^t_unsupported were fitted on the scores of NLI model another/nli"):
+        _ = two.nli
+    every = Evaluator(loaded, t_support=0.6, t_unsupported=0.1)  # all three the user's: nothing left to tie
+    assert every.config.thresholds_model is None and every.config.thresholds_fitted is None
+    assert every.nli is not None
+    with pytest.raises(errors.ConfigError, match="thresholds_fitted names the thresholds thresholds_model covers"):
+        Config.make(thresholds_fitted=["t_support"])

@@ -529,6 +529,10 @@ def test_thresholds_fitted_on_another_model_stop_the_ray_run_in_the_driver(tmp_p
     )
     with pytest.raises(ConfigError, match="were fitted on the scores of NLI model another/nli"):
         gj_ray._check_fitted_for(cfg)
+    # one threshold given by hand leaves the other fitted one tied to its model (one rule: Config.fitted_thresholds)
+    mixed = Config.overridden({**cfg.model_dump(exclude_unset=True), "t_support": 0.7}, {"t_unsupported": 0.1})
+    with pytest.raises(ConfigError, match=r"^t_support were fitted on the scores of NLI model another/nli"):
+        gj_ray._check_fitted_for(mixed)
     gj_ray._check_fitted_for(
         cfg.model_copy(
             update={"thresholds_model": Evaluator(cfg.model_copy(update={"thresholds_model": None})).nli.identity}
