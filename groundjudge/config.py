@@ -88,6 +88,12 @@ class Config(BaseModel):
     )
     llm: str | None = Field(None, description="the judge: provider/model, e.g. openai/gpt-4o-mini")
     base_url: str | None = Field(None, description="server of an OpenAI-compatible judge")
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
+        None,
+        description="how much the judge (--llm) reasons before it answers: an OpenAI reasoning model (o1, o3, "
+        "o4-mini, the gpt-5 family) or an OpenAI-compatible server; which values a model takes is the model's "
+        "[default: not sent, the model's own]",
+    )
     qa: bool = Field(True, description="run the QA-consistency check (needs an LLM)")
     qa_questions: int = Field(4, ge=1, le=8, description="questions the QA check asks about an answer, at most")
 

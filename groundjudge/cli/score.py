@@ -127,6 +127,7 @@ def score_command(
     mode: Annotated[str | None, setting("mode", panel=LLM)] = None,
     llm: Annotated[str | None, setting("llm", panel=LLM)] = None,
     base_url: Annotated[str | None, setting("base_url", panel=LLM)] = None,
+    reasoning_effort: Annotated[str | None, setting("reasoning_effort", panel=LLM)] = None,
     qa: Annotated[bool, setting("qa", "--qa/--no-qa", panel=LLM)] = default("qa"),
     second_judge: Annotated[str | None, setting("second_judge", metavar="PROVIDER/MODEL", panel=LLM)] = None,
     second_judge_base_url: Annotated[str | None, setting("second_judge_base_url", panel=LLM)] = None,

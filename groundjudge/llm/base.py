@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -90,17 +91,59 @@ def params_text(messages: list[dict[str, Any]], *extra: Any) -> str:
     return "\n".join(parts)
 
 
+# OpenAI's reasoning models: o1, o3, o4-mini, the gpt-5 family but its chat models. They take only their default
+# temperature (any other value, 0 included, is answered HTTP 400), refuse ``max_tokens`` (``max_completion_tokens``
+# only), take ``reasoning_effort``, and count the tokens they reason with, unseen but billed as output, against
+# ``max_completion_tokens``: a cap sized for the visible reply alone cuts a long call off before it answers.
+_REASONING_MODEL = re.compile(r"^(o\d|gpt-5(?!-chat))")
+
+DEFAULT_MAX_TOKENS = 4096
+"""The output cap of a call: the reply's own tokens."""
+
+REASONING_MAX_TOKENS = 25_000
+"""The output cap of a call to a reasoning model (:func:`reasoning_model`): its reply and the reasoning before it,
+which OpenAI's reasoning guide suggests reserving at least 25,000 tokens for. What the budget holds for a call in
+flight is priced on it."""
+
+
+def reasoning_model(provider: str, model: str) -> bool:
+    """Whether ``model`` of provider ``provider`` is one of OpenAI's reasoning models."""
+    return provider == "openai" and bool(_REASONING_MODEL.match(model))
+
+
+def default_max_tokens(provider: str, model: str) -> int:
+    """The output cap a call to ``provider/model`` is sent with: :data:`REASONING_MAX_TOKENS` for a reasoning
+    model (its reasoning counts against the cap), else :data:`DEFAULT_MAX_TOKENS`."""
+    return REASONING_MAX_TOKENS if reasoning_model(provider, model) else DEFAULT_MAX_TOKENS
+
+
+def checked_reasoning_effort(provider: str, model: str, effort: str | None) -> str | None:
+    """``effort`` for requests to ``provider/model``, where they may carry ``reasoning_effort``: an OpenAI reasoning
+    model, or an OpenAI-compatible server (which takes it or answers 400 for itself: vLLM and Ollama serve reasoning
+    models). Any other model is refused here, before a call: OpenAI answers HTTP 400 to every such request."""
+    if effort is None or reasoning_model(provider, model) or provider == "openai-compatible":
+        return effort
+    raise errors.ConfigError(
+        f"reasoning_effort {effort!r}: {provider}/{model} is not a reasoning model, and OpenAI answers a request that "
+        "carries it with HTTP 400; it goes to OpenAI's reasoning models (o1, o3, o4-mini, the gpt-5 family) and "
+        "OpenAI-compatible servers. Drop --reasoning-effort (reasoning_effort=None), or name a reasoning model"
+    )
+
+
 @dataclass(frozen=True)
 class LLMRequest:
     """One JSON-mode completion request, provider-neutral: the prompt's messages as rendered, and the schema the
-    adapter sends once (as the provider's structured-output format, else as text: :func:`json_instruction`)."""
+    adapter sends once (as the provider's structured-output format, else as text: :func:`json_instruction`).
+    ``max_tokens`` is the output cap sent (a reasoning model's reasoning included); ``reasoning_effort`` is sent
+    only when set."""
 
     messages: tuple[Message, ...]
     schema: dict[str, Any]
     schema_name: str
     temperature: float = 0.0
     seed: int | None = None
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    reasoning_effort: str | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,14 @@ from pydantic import BaseModel, ValidationError
 from groundjudge import errors
 from groundjudge.cache import Cache, make_key
 from groundjudge.llm.accounting import Ledger, Price, price_for
-from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, json_instruction
+from groundjudge.llm.base import (
+    LLMRequest,
+    LLMResponse,
+    Provider,
+    checked_reasoning_effort,
+    default_max_tokens,
+    json_instruction,
+)
 from groundjudge.llm.costs import CallCosts
 from groundjudge.llm.limits import Limiter, Outcome
 from groundjudge.llm.packing import share_packed
@@ -41,7 +48,7 @@ log = logging.getLogger(__name__)
 _MOVED_TO_COSTS = frozenset({"worst_case_cost", "expected_tokens", "estimate_cost", "usage_of"})
 
 # What makes a client's requests, replies and their prices what they are (besides its provider): a twin keeps them.
-_REQUEST_SETTINGS = ("retry", "max_reasks", "temperature", "seed", "max_tokens", "price")
+_REQUEST_SETTINGS = ("retry", "max_reasks", "temperature", "seed", "max_tokens", "price", "reasoning_effort")
 
 
 @dataclass(frozen=True)
@@ -101,10 +108,11 @@ class LLMClient:
         max_reasks: int = 2,
         temperature: float = 0.0,
         seed: int | None = 0,
-        max_tokens: int = 4096,
+        max_tokens: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
         price: Price | None = None,
         limiter: Limiter | None = None,
+        reasoning_effort: str | None = None,
     ) -> None:
         self.provider = provider
         self.limiter = limiter
@@ -114,12 +122,14 @@ class LLMClient:
         self.max_reasks = max_reasks
         self.temperature = temperature
         self.seed = seed
-        self.max_tokens = max_tokens
+        # the output cap sent: a reasoning model's reasoning counts against it (llm.base.default_max_tokens)
+        self.max_tokens = max_tokens if max_tokens is not None else default_max_tokens(provider.name, provider.model)
+        self.reasoning_effort = checked_reasoning_effort(provider.name, provider.model, reasoning_effort)
         self._sleep = sleep
         self.price: Price | None = price if price is not None else price_for(self.model_id)
         if self.price is None and self.ledger.budget_usd is not None:
             raise errors.ConfigError(unpriced_budget_message(self.model_id))
-        self.costs = CallCosts(provider, self.price, max_tokens)
+        self.costs = CallCosts(provider, self.price, self.max_tokens)
         self._lock = threading.Lock()
         self._deferred: list[DeferredCall] | None = None
         self._deferred_keys: set[str] = set()
@@ -158,6 +168,7 @@ class LLMClient:
             temperature=self.temperature,
             seed=self.seed,
             max_tokens=self.max_tokens,
+            reasoning_effort=self.reasoning_effort,
         )
 
     def _key(self, request: LLMRequest, prompt: PromptRef | None) -> str:
@@ -165,18 +176,18 @@ class LLMClient:
 
         Only what changes the answer: retry and re-ask settings decide whether an answer is got, not which one.
         """
-        return make_key(
-            "llm",
-            {
-                **self.provider.identity(),
-                "prompt": prompt.model_dump() if prompt else None,
-                "messages": [m.model_dump() for m in request.messages],
-                "schema": request.schema,
-                "temperature": request.temperature,
-                "seed": request.seed,
-                "max_tokens": request.max_tokens,
-            },
-        )
+        settings: dict[str, Any] = {
+            **self.provider.identity(),
+            "prompt": prompt.model_dump() if prompt else None,
+            "messages": [m.model_dump() for m in request.messages],
+            "schema": request.schema,
+            "temperature": request.temperature,
+            "seed": request.seed,
+            "max_tokens": request.max_tokens,
+        }
+        if request.reasoning_effort is not None:  # only when sent: every other request keeps its key
+            settings["reasoning_effort"] = request.reasoning_effort
+        return make_key("llm", settings)
 
     def cache_key(self, messages: Sequence[Message], schema: type[BaseModel], prompt: PromptRef | None) -> str:
         return self._key(self._request(messages, schema), prompt)

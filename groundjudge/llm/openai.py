@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 import threading
 from typing import Any, Literal
 
@@ -19,6 +18,7 @@ from groundjudge.llm.base import (
     json_instruction,
     params_text,
     parsed_or_server_fault,
+    reasoning_model,
     sdk_error,
     wire_schema,
 )
@@ -51,15 +51,11 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# OpenAI's reasoning models (o1, o3, o4-mini, the gpt-5 family but its chat models) take only their default
-# temperature: any other value, 0 included, is answered HTTP 400 ("Unsupported value: 'temperature' does not support
-# 0 with this model"), so every call failed. They are sent none.
-_DEFAULT_TEMPERATURE_ONLY = re.compile(r"^(o\d|gpt-5(?!-chat))")
-
-
 def takes_temperature(name: str, model: str) -> bool:
-    """Whether ``model`` of provider ``name`` accepts a temperature other than its default."""
-    return name != "openai" or not _DEFAULT_TEMPERATURE_ONLY.match(model)
+    """Whether ``model`` of provider ``name`` accepts a temperature other than its default: OpenAI's reasoning models
+    (:func:`~groundjudge.llm.base.reasoning_model`) answer any other value, 0 included, with HTTP 400
+    ("Unsupported value: 'temperature' does not support 0 with this model"), so they are sent none."""
+    return not reasoning_model(name, model)
 
 
 class OpenAIProvider:
@@ -142,6 +138,8 @@ class OpenAIProvider:
             params["max_completion_tokens"] = request.max_tokens
         else:
             params["max_tokens"] = request.max_tokens
+        if request.reasoning_effort is not None:  # only when set: other requests' bodies stay as they were
+            params["reasoning_effort"] = request.reasoning_effort
         if request.seed is not None and self.send_seed:
             params["seed"] = request.seed
         if self.name == "openai" and request.messages and request.messages[0].role == "system":

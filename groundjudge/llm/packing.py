@@ -41,6 +41,10 @@ OUTPUT_LIMITS: dict[str, int] = {
     "openai/gpt-4.1": 32_768,
     "openai/gpt-5": 128_000,
     "openai/gpt-5-chat": 16_384,
+    "openai/o1": 100_000,
+    "openai/o1-mini": 65_536,
+    "openai/o1-preview": 32_768,
+    "openai/o3": 100_000,
     "openai/o4-mini": 100_000,
     "anthropic/claude-haiku-4-5": 64_000,
     "anthropic/claude-3-5-haiku": 8_192,
@@ -73,6 +77,8 @@ def pack_key(request: LLMRequest) -> str | None:
     if len(messages) != 2 or messages[0].role != "system" or messages[1].role != "user":
         return None
     same = [messages[0].content, request.schema, request.schema_name, request.temperature, request.seed]
+    if request.reasoning_effort is not None:
+        same.append(request.reasoning_effort)
     return hashlib.sha256(json.dumps(same, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -150,6 +156,7 @@ def pack_request(requests: Sequence[LLMRequest], *, limit: int | None = None) ->
         temperature=first.temperature,
         seed=first.seed,
         max_tokens=budget,
+        reasoning_effort=first.reasoning_effort,
     )
 
 

@@ -123,6 +123,7 @@ class Evaluator:
                 max_reasks=c.max_reasks,
                 price=c.price,
                 limits=run_limits(c, rate_share),
+                reasoning_effort=c.reasoning_effort,
             )
         self.client = client
         self.mode = c.mode or ("cascade" if client is not None else "nli")

@@ -28,6 +28,14 @@ arrival); ``rate_limit=RateLimit(requests_per_second=20)`` answers HTTP 429 (the
 ``retry-after`` and ``retry-after-ms``) to a request that finds that many requests already accepted in the last
 second. ``ScriptedLLMServer.billed`` counts the replies a provider would bill, ``rate_limited`` the 429s of the
 rate limit: a client that never pays twice makes ``billed`` equal its own count of billed calls.
+
+OpenAI's reasoning models (o1, o3, o4-mini, the gpt-5 family but its chat models: ``llm.base.reasoning_model``) are
+held to what the API takes: a temperature other than their default, and ``max_tokens`` (``max_completion_tokens``
+only), are answered HTTP 400 with the API's error; a non-reasoning GPT model is answered 400 for
+``reasoning_effort``. A reply's ``reasoning_tokens`` are reported as the API does (in ``completion_tokens``, and
+in ``completion_tokens_details.reasoning_tokens``) and count against the request's cap: a reply whose reasoning and
+text do not fit is cut off (``finish_reason`` length, what fits of the text after the reasoning, which may be
+none).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 from groundjudge.errors import ArgumentError
+from groundjudge.llm.base import reasoning_model
 from groundjudge.testing.batches import BatchRoutes, ScriptedBatch
 
 Api = Literal["openai", "anthropic"]
@@ -118,6 +127,9 @@ class Reply:
     delay: float = 0.0
     input_tokens: int | None = None
     output_tokens: int | None = None
+    reasoning_tokens: int = 0  # OpenAI: the tokens a reasoning model reasoned with, billed as output, unseen
+    param: str | None = None  # an error's ``param`` and ``code`` (OpenAI's error body)
+    code: str | None = None
 
     @classmethod
     def json(cls, obj: Any, **kw: Any) -> Reply:
@@ -145,9 +157,17 @@ class Reply:
         return cls(content=content, finish="content_filter", **kw)
 
     @classmethod
-    def error(cls, status: int, *, retry_after: float | None = None, message: str = "scripted error") -> Reply:
+    def error(
+        cls,
+        status: int,
+        *,
+        retry_after: float | None = None,
+        message: str = "scripted error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> Reply:
         headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
-        return cls(kind="error", status=status, headers=headers, content=message)
+        return cls(kind="error", status=status, headers=headers, content=message, param=param, code=code)
 
     @classmethod
     def malformed_body(cls, body: str = '{"id": "x", "choices": [', content_type: str = "application/json") -> Reply:
@@ -232,16 +252,54 @@ class _CacheUsage:
     written: int = 0
 
 
-def _error_body(api: Api, status: int, message: str) -> dict[str, Any]:
-    """An error response body in the wire format of ``api``."""
+def _error_body(api: Api, status: int, message: str, reply: Reply | None = None) -> dict[str, Any]:
+    """An error response body in the wire format of ``api`` (OpenAI's with the reply's ``param`` and ``code``)."""
     if api == "anthropic":
         return {"type": "error", "error": {"type": _error_type(status), "message": message}}
-    return {"error": {"message": message, "type": _error_type(status), "code": None}}
+    error: dict[str, Any] = {"message": message, "type": _error_type(status), "code": None}
+    if reply is not None and (reply.param or reply.code):
+        error.update(param=reply.param, code=reply.code)
+    return {"error": error}
+
+
+def _refused_by_model(req: RecordedRequest) -> Reply | None:
+    """HTTP 400 as OpenAI answers a parameter the request's model does not take, or None."""
+    body, model = req.body, req.model
+    if reasoning_model("openai", model):
+        if body.get("temperature", 1) != 1:
+            t = body["temperature"]
+            message = f"Unsupported value: 'temperature' does not support {t} with this model."
+            return Reply.error(400, message=message, param="temperature", code="unsupported_value")
+        if "max_tokens" in body:
+            message = (
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead."
+            )
+            return Reply.error(400, message=message, param="max_tokens", code="unsupported_parameter")
+    elif "reasoning_effort" in body and re.match(r"gpt-(3\.5|4|5-chat)", model):
+        message = "Unrecognized request argument supplied: reasoning_effort"
+        return Reply.error(400, message=message, param="reasoning_effort", code="unsupported_parameter")
+    return None
+
+
+def _openai_output(req: RecordedRequest, reply: Reply) -> tuple[str, int, str]:
+    """The reply's text, its completion tokens (reasoning included) and finish reason, held to the request's cap
+    when the reply reasons (a reasoning model's reasoning counts against ``max_completion_tokens``)."""
+    out = _out_tokens(reply) + reply.reasoning_tokens
+    cap = req.body.get("max_completion_tokens", req.body.get("max_tokens"))
+    if not reply.reasoning_tokens or not isinstance(cap, int) or out <= cap:
+        return reply.content, out, reply.finish
+    room = max(0, cap - reply.reasoning_tokens)  # what is left for the visible reply, ~4 characters a token
+    return reply.content[: room * 4], cap, "length"
 
 
 def _openai_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _CacheUsage()) -> dict[str, Any]:
+    text, completion, finish = _openai_output(req, reply)
     refusal = reply.content if reply.kind == "refusal" else None
-    content = None if refusal else reply.content
+    content = None if refusal else text
+    details = (
+        {"completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens}} if reply.reasoning_tokens else {}
+    )
     return {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -251,15 +309,16 @@ def _openai_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _Cache
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": content, "refusal": refusal},
-                "finish_reason": reply.finish,
+                "finish_reason": finish,
                 "logprobs": None,
             }
         ],
         "usage": {
             "prompt_tokens": _in_tokens(req, reply),
-            "completion_tokens": _out_tokens(reply),
-            "total_tokens": _in_tokens(req, reply) + _out_tokens(reply),
+            "completion_tokens": completion,
+            "total_tokens": _in_tokens(req, reply) + completion,
             "prompt_tokens_details": {"cached_tokens": min(cache.read, _in_tokens(req, reply))},
+            **details,
         },
     }
 
@@ -390,11 +449,11 @@ class ScriptedLLMServer(BatchRoutes):
             refused = Reply.error(400, message="response_format json_schema is not supported by this server")
             refused.delay = self.refusal_delay
             return refused
-        if req.api == "openai" and re.match(r"(o\d|gpt-5(?!-chat))", req.model) and req.body.get("temperature", 1) != 1:
-            with self._lock:  # OpenAI's reasoning models take only their default temperature
+        unfit = _refused_by_model(req) if req.api == "openai" else None
+        if unfit is not None:  # a parameter the model does not take: what OpenAI answers, no scripted reply used
+            with self._lock:
                 self.requests.append(req)
-            t = req.body["temperature"]
-            return Reply.error(400, message=f"Unsupported value: 'temperature' does not support {t} with this model.")
+            return unfit
         with self._lock:
             self.requests.append(req)
             queued = self._queue.popleft() if self._queue else None
@@ -479,7 +538,7 @@ class ScriptedLLMServer(BatchRoutes):
         reply = self._next_reply(req)
         if reply.kind in ("error", "malformed_body"):
             status = reply.status if reply.kind == "error" else 500
-            return status, _error_body(batch.api, status, reply.content)
+            return status, _error_body(batch.api, status, reply.content, reply)
         return None, self._answer(req, reply)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -559,7 +618,7 @@ class ScriptedLLMServer(BatchRoutes):
                 if delay and server._stopping.wait(delay):
                     return
                 if reply.kind == "error":
-                    self._send(reply.status, _error_body(api, reply.status, reply.content), reply.headers)
+                    self._send(reply.status, _error_body(api, reply.status, reply.content, reply), reply.headers)
                 elif reply.kind == "malformed_body":
                     self._send_raw(200, reply.content.encode(), reply.headers.get("content-type", "application/json"))
                 else:

@@ -1,0 +1,143 @@
+"""OpenAI's reasoning models (o1, o3, o4-mini, the gpt-5 family): the output cap they are sent (their reasoning counts
+against it), ``reasoning_effort``, what their reasoning costs, and every other model's requests left as they were."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import openai
+import pytest
+from pydantic import BaseModel
+
+from groundjudge import errors
+from groundjudge.config import Config
+from groundjudge.llm import Ledger, price_for
+from groundjudge.llm.anthropic import AnthropicProvider
+from groundjudge.llm.base import REASONING_MAX_TOKENS
+from groundjudge.llm.client import LLMClient
+from groundjudge.llm.openai import OpenAIProvider
+from groundjudge.llm.packing import pack_request
+from groundjudge.models import Message
+from groundjudge.pipeline import Evaluator
+from groundjudge.testing import Reply, ScriptedLLMServer
+from tests.conftest import make_test_client
+
+ASK = [Message(role="system", content="You grade claims."), Message(role="user", content="Is the sky blue?")]
+
+
+class Verdict(BaseModel):
+    label: str
+
+
+GOOD = {"label": "SUPPORTED"}
+
+
+def test_a_reasoning_model_is_sent_a_cap_with_room_for_its_reasoning(server: ScriptedLLMServer) -> None:
+    """o4-mini reasons with tokens that count against max_completion_tokens: with the cap of 4096 sized for the
+    visible reply, a call that reasoned 6,000 tokens came back cut off before its answer (a truncated reply,
+    billed and wasted). It is sent REASONING_MAX_TOKENS now; the reasoning is billed as output, and the budget's
+    hold for the call in flight is priced on the cap actually sent."""
+    server.push(Reply.json(GOOD, reasoning_tokens=6000, output_tokens=5))
+    client = make_test_client(server, model="openai/o4-mini", ledger=Ledger(budget_usd=10.0))
+    value, usage = client.complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED"
+    (req,) = server.requests
+    assert req.body["max_completion_tokens"] == REASONING_MAX_TOKENS and "max_tokens" not in req.body
+    assert "reasoning_effort" not in req.body  # not set: the model's own
+    assert req.reply_usage is not None and req.reply_usage["completion_tokens_details"] == {"reasoning_tokens": 6000}
+    price = price_for("openai/o4-mini")
+    assert price is not None
+    assert usage.output_tokens == 6005  # reasoning is billed as output
+    assert usage.cost_usd == pytest.approx(price.cost(usage.input_tokens, 6005))
+    request = client.request_for(ASK, Verdict)
+    hold = client.costs.worst_case_cost(request)
+    assert hold >= REASONING_MAX_TOKENS * price.output_per_mtok / 1e6
+    assert request.max_tokens == client.provider.build_params(request)["max_completion_tokens"]  # type: ignore[attr-defined]
+
+
+def test_a_reply_whose_reasoning_fills_the_cap_is_cut_off_as_the_api_does(server: ScriptedLLMServer) -> None:
+    # the scripted server holds reasoning to the cap sent: with a cap of 4096 the same reply has no room left
+    server.push(Reply.json(GOOD, reasoning_tokens=6000, output_tokens=5))
+    client = make_test_client(server, model="openai/o4-mini", max_tokens=4096, max_reasks=0)
+    with pytest.raises(errors.GroundjudgeError) as failed:
+        client.complete_json(ASK, Verdict)
+    assert "truncat" in str(failed.value).lower() or "cut" in str(failed.value).lower(), failed.value
+    assert server.requests[0].reply_usage == {
+        "prompt_tokens": server.requests[0].reply_usage["prompt_tokens"],  # type: ignore[index]
+        "completion_tokens": 4096,
+        "total_tokens": server.requests[0].reply_usage["prompt_tokens"] + 4096,  # type: ignore[index]
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 6000},
+    }
+
+
+@pytest.mark.parametrize("model", ["o3", "o4-mini", "gpt-5-mini", "o1"])
+def test_the_scripted_server_refuses_max_tokens_from_a_reasoning_model_as_openai_does(
+    server: ScriptedLLMServer, model: str
+) -> None:
+    sdk = openai.OpenAI(base_url=server.openai_base_url, api_key="test", max_retries=0)
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.chat.completions.create(model=model, messages=messages, max_tokens=10)  # type: ignore[arg-type]
+    assert refused.value.param == "max_tokens" and refused.value.code == "unsupported_parameter"
+    assert "Use 'max_completion_tokens' instead" in refused.value.message
+    server.push(Reply.text("ok"))
+    reply = sdk.chat.completions.create(model=model, messages=messages, max_completion_tokens=10)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "ok"
+    with pytest.raises(openai.BadRequestError) as no_effort:
+        sdk.chat.completions.create(model="gpt-4o-mini", messages=messages, reasoning_effort="low")  # type: ignore[arg-type]
+    assert no_effort.value.param == "reasoning_effort"
+
+
+def test_reasoning_effort_is_a_setting_sent_and_keyed_only_when_set(
+    server: ScriptedLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reasoning_effort (Config, --reasoning-effort) reaches the judge's body and its cache key, and the batch
+    API's body (the same build_params); a model that does not take it is refused before any call."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    base = dict(llm="openai/o4-mini", base_url=server.openai_base_url, mode="llm", cache_dir=str(tmp_path / "c"))
+    low = Evaluator(Config(**base, reasoning_effort="low"))  # type: ignore[arg-type]
+    plain = Evaluator(Config(**base))  # type: ignore[arg-type]
+    assert low.client is not None and plain.client is not None
+    server.push(Reply.json(GOOD, reasoning_tokens=50))
+    value, _ = low.client.complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED" and server.requests[-1].body["reasoning_effort"] == "low"
+    assert low.client.cache_key(ASK, Verdict, None) != plain.client.cache_key(ASK, Verdict, None)
+    request = low.client.request_for(ASK, Verdict)
+    batch_api = low.client.provider.batch_api()
+    assert batch_api is not None
+    body = batch_api.params(request)
+    assert body["reasoning_effort"] == "low" and body["max_completion_tokens"] == REASONING_MAX_TOKENS
+    assert "max_tokens" not in body and "temperature" not in body
+    assert pack_request([request, request], limit=100_000).reasoning_effort == "low"  # packed calls keep it
+    with pytest.raises(errors.ConfigError, match="openai/gpt-4o-mini is not a reasoning model"):
+        Evaluator(Config(**{**base, "llm": "openai/gpt-4o-mini"}, reasoning_effort="low"))  # type: ignore[arg-type]
+    with pytest.raises(errors.ConfigError, match="reasoning_effort"):
+        Config.make(reasoning_effort="extreme")
+
+
+def test_other_models_requests_and_cache_keys_are_unchanged() -> None:
+    """The bodies and cache keys of every model but OpenAI's reasoning ones, as they were before reasoning models
+    got their own cap and reasoning_effort: a changed key would miss every cache users hold."""
+    providers = [
+        OpenAIProvider("gpt-4o-mini", api_key="k"),
+        OpenAIProvider("qwen", api_key="k", base_url="http://h/v1", name="openai-compatible", json_mode="auto"),
+        AnthropicProvider("claude-haiku-4-5", api_key="k"),
+    ]
+    seen = []
+    for provider in providers:
+        client = LLMClient(provider)  # type: ignore[arg-type]
+        body = provider.build_params(client.request_for(ASK, Verdict))
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        seen.append((provider.name, client.cache_key(ASK, Verdict, None), digest))
+    assert seen == [  # computed at 30478e1, before reasoning models had a cap or reasoning_effort of their own
+        ("openai", "llm:842e379f48c6e3d1453e50b651812c468dd007ccec867b75cccdf5d8d74497c6", "d7fbb1ed7d7154ef"),
+        (
+            "openai-compatible",
+            "llm:a9a763c843f67dcfde92455ee5ff33faf5805a3c36d50b5c01a9862e5ca09077",
+            "9fd45690ede15940",
+        ),
+        ("anthropic", "llm:9471a3551b7ced5ab7d594f6faa2fbabf8fbd4ffae7a29c067199b740e844189", "8b647c4a4253c999"),
+    ]
