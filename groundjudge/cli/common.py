@@ -165,3 +165,22 @@ def load_reports(path: Path) -> list[Any]:
             highlight=False,
         )
     return reports
+
+
+def load_reviews(path: Path) -> Any:
+    """The labels a file of reviews teaches (``review.metrics.review_labels``: one per claim, the claims reviewers
+    disagree on with no adjudication left out), what was left out said on stderr; for every command that reads
+    ``--reviews`` (metrics, calibrate, compare, report)."""
+    from groundjudge.errors import InputError
+    from groundjudge.review.metrics import read_reviews, review_labels
+
+    if not path.is_file():
+        raise fail(f"no file {path}")
+    try:
+        settled = review_labels(read_reviews(path, per_reviewer=True))
+    except InputError as exc:
+        raise fail(f"{path}: {exc}") from exc
+    note = settled.note(str(path))
+    if note:
+        err.print(note, markup=False, highlight=False)
+    return settled

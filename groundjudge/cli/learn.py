@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from groundjudge.atomic import atomic_write_text, same_file
 from groundjudge.checker.head import MIN_CLAIMS, MIN_CLASS
-from groundjudge.cli.common import err, fail, human_console, load_reports, print_table
+from groundjudge.cli.common import err, fail, human_console, load_reports, load_reviews, print_table
 from groundjudge.cli.options import (
     CacheDir,
     NliModel,
@@ -92,7 +92,6 @@ def calibrate_command(
     )
     from groundjudge.learn.labels import collect_labels
     from groundjudge.pipeline import Evaluator
-    from groundjudge.review.metrics import read_reviews
 
     if not labeled.is_file():
         raise fail(f"no file {labeled}")
@@ -114,17 +113,15 @@ def calibrate_command(
         reports = list(evaluator.evaluate_numbered(input_rows(labeled, set()), batch_size=64))
     if not from_out:
         _say_skipped([r for r in reports if r.verdict == "ERROR" and not r.claims])
-    review_rows = None
-    if reviews is not None:
-        if not reviews.is_file():
-            raise fail(f"no file {reviews}")
-        try:
-            review_rows = read_reviews(reviews)
-        except InputError as exc:
-            raise fail(f"{reviews}: {exc}") from exc
+    settled = load_reviews(reviews) if reviews is not None else None  # one label per claim, the disputed left out
     try:
         found = collect_labels(
-            reports, from_out=from_out, source=str(labeled), reviews=review_rows, reviews_name=str(reviews)
+            reports,
+            from_out=from_out,
+            source=str(labeled),
+            reviews=settled.labels if settled else None,
+            reviews_name=str(reviews),
+            disputed=settled.disputed if settled else (),
         )
     except InputError as exc:
         for note in getattr(exc, "notes", []):

@@ -17,6 +17,7 @@ from groundjudge.cli.common import (
     fail,
     human_console,
     load_reports,
+    load_reviews,
     print_json,
     print_summary,
     print_table,
@@ -54,11 +55,10 @@ def report_command(
     reports = load_reports(scored)
     if html is not None:
         from groundjudge.review.html import ORDERS, render_html
-        from groundjudge.review.metrics import read_reviews
 
         if order not in ORDERS:
             raise fail(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
-        decided = read_reviews(reviews) if reviews is not None else None
+        decided = load_reviews(reviews).labels if reviews is not None else None
         html.write_text(
             render_html(
                 reports,
@@ -234,13 +234,11 @@ def _print_corrected(console: Console, c: dict[str, Any]) -> None:
 def _review_metrics(scored: Path, reviews: Path, as_json: bool) -> None:
     """``metrics --reviews``: groundjudge's claim verdicts against reviewer labels; last line JSON, or with
     ``as_json`` the whole dict alone on stdout."""
-    from groundjudge.review.metrics import final_reviews, read_reviews, review_metrics
+    from groundjudge.review.metrics import review_metrics
 
-    if not reviews.is_file():
-        raise fail(f"no file {reviews}")
+    settled = load_reviews(reviews)  # one label per claim (the disputed ones left out), and each reviewer's
     try:
-        every = read_reviews(reviews, per_reviewer=True)  # each reviewer's: their agreement with each other
-        m = review_metrics(load_reports(scored), final_reviews(every), every)
+        m = review_metrics(load_reports(scored), settled.labels, settled.every)
     except (ValueError, InputError) as exc:
         raise fail(f"{reviews}: {exc}") from exc
     console = human_console(as_json)
@@ -297,6 +295,7 @@ def _review_metrics(scored: Path, reviews: Path, as_json: bool) -> None:
                 },
                 "unmatched": m["unmatched"],
                 "changed_since_review": m["changed_since_review"],
+                "disputed": m["disputed"],
                 "reviewers": m["reviewers"],
                 "corrected_unsupported_rate": m["corrected_unsupported_rate"],
                 **({"judges": m["judges"]} if "judges" in m else {}),
@@ -351,6 +350,8 @@ def _labels_fall_on_the_runs(
             raise fail(f"--labels {labels}: none of its {len(gold)} labels is for one of {where} (by answer id)")
         if on < len(gold):
             err.print(escape(f"{len(gold) - on} of the {len(gold)} labels in {labels} are for no answer of {where}"))
+    if reviews is not None and not decided:
+        raise fail(f"--reviews {reviews}: no claim in it has a label to use")  # the disputed ones: said above
     if reviews is not None:
         matched = {
             m.review.line for run in runs for m in join_reviews([r for r in run if r.id in both], decided).matched
@@ -404,7 +405,7 @@ def compare_command(
     difference the runs could detect; with labels, the unsupported rate corrected for the checker's error. --json:
     the compare_runs dict as one JSON object on stdout, the table on stderr."""
     from groundjudge.review.compare import compare_runs, corrected_rates
-    from groundjudge.review.metrics import read_labels, read_reviews
+    from groundjudge.review.metrics import read_labels
 
     not_an_input("--html", html, a, b, labels, reviews)
     runs = load_reports(a), load_reports(b)
@@ -412,7 +413,7 @@ def compare_command(
     if result["paired"] == 0:
         raise fail("the two runs share no sample ids")
     gold = read_labels(labels) if labels is not None else None
-    decided = read_reviews(reviews) if reviews is not None else []
+    decided = load_reviews(reviews).labels if reviews is not None else []
     _labels_fall_on_the_runs(runs, (a, b), labels, gold, reviews, decided)
     corrected = corrected_rates(*runs, labels=gold, reviews=decided)
     if corrected is not None:

@@ -169,7 +169,8 @@ def export_command(
     ],
 ) -> None:
     """Write every reviewer's latest decision on each claim, and each adjudication, as JSONL: the file
-    'metrics --reviews', 'calibrate --reviews' and 'tune' read."""
+    'metrics --reviews', 'calibrate --reviews' and 'tune' read. Each line says its claim's status: agreed,
+    adjudicated, or disputed (reviewers disagree, no adjudication: the readers leave it out until it is settled)."""
     db = _serve_parts()
     from groundjudge.serve import store
 
@@ -177,12 +178,15 @@ def export_command(
     if engine.dialect.name == "sqlite" and engine.url.database:  # the export would empty the database it reads
         database = engine.url.database
         not_an_input("--out", out, *(Path(database + end) for end in ("", "-wal", "-shm")))
-    n = store.write_export(engine, out)
-    open_ = sum(1 for d in store.disagreements(engine, include_settled=False))
-    err.print(escape(f"wrote {out} ({n} decisions)"), highlight=False)
+    lines = store.write_export(engine, out)
+    open_ = len({(x["id"], x["claim_id"]) for x in lines if x["status"] == "disputed"})
+    err.print(escape(f"wrote {out} ({len(lines)} decisions)"), highlight=False)
     if open_:
         err.print(
-            f"{open_} claim(s) with reviewers who disagree and no adjudication: their latest decision is the one "
-            "readers that keep one per claim use (settle them on the team page)",
+            escape(
+                f'{open_} claim(s) with reviewers who disagree and no adjudication, marked "status": "disputed": '
+                "metrics, calibrate, tune and compare leave them out (a disputed label teaches nothing) until an "
+                "adjudicator settles them on the team page (/team) or with POST /api/adjudications; then export again"
+            ),
             highlight=False,
         )

@@ -1,19 +1,23 @@
 """Where the local checker's labels come from: gold rows, reviewer decisions, and the judge's own verdicts.
 
 One rule for what a judge verdict may teach (:func:`judge_usable`), one for which claims the NLI stage scored
-(:func:`scored`), and :func:`collect_labels`, which gathers calibrate's labelled claims from scored reports.
+(:func:`scored`), :func:`collect_labels`, which gathers calibrate's labelled claims from scored reports, and
+:func:`reviewed_claims`, tune's reviews joined to its score files.
 Imports only ``models``, ``errors`` and ``review``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groundjudge.errors import InputError
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
+
+if TYPE_CHECKING:
+    from groundjudge.review.metrics import Review
 
 LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
 
@@ -125,6 +129,7 @@ def collect_labels(
     source: str,
     reviews: Sequence[Any] | None = None,
     reviews_name: str = "",
+    disputed: Sequence[Any] = (),
 ) -> LabelledClaims:
     """calibrate's labelled claims from scored ``reports``: gold labels if the reports carry them, else the
     reviewer decisions (``reviews``, as :func:`groundjudge.review.metrics.read_reviews` gives them) and the judge's
@@ -134,15 +139,26 @@ def collect_labels(
         reports: scored answers: a 'score' OUT (``from_out``) or claim rows just scored in nli mode.
         from_out: the reports come from a 'score' OUT (their NLI fingerprints are kept, for the head's check).
         source: the input's name, for messages.
-        reviews: reviewer decisions on the claims of ``reports`` (None: no review file).
+        reviews: reviewer decisions on the claims of ``reports`` (None: no review file), one label per claim
+            (:func:`groundjudge.review.metrics.review_labels`).
         reviews_name: the review file's name, for messages.
+        disputed: the claims reviewers disagree on with no adjudication (``review_labels``' ``disputed``): they
+            teach nothing, the judge's verdict on them neither (a disputed label is not a label).
 
     Raises:
         InputError: no label at all, or no review matches a scored claim; its ``notes`` hold what was said before.
     """
     found = LabelledClaims()
     try:
-        _collect(found, reports, from_out=from_out, source=source, reviews=reviews, reviews_name=reviews_name)
+        _collect(
+            found,
+            reports,
+            from_out=from_out,
+            source=source,
+            reviews=reviews,
+            reviews_name=reviews_name,
+            disputed=disputed,
+        )
     except InputError as exc:
         exc.notes = found.notes  # type: ignore[attr-defined]
         raise
@@ -157,10 +173,18 @@ def _collect(
     source: str,
     reviews: Sequence[Any] | None,
     reviews_name: str,
+    disputed: Sequence[Any],
 ) -> None:
     from groundjudge.review.metrics import join_reviews
 
     reviewed: set[tuple[str, str]] = set()  # (answer id, claim id) a reviewer decided: the judge's verdict yields
+    for m in join_reviews(reports, disputed).matched:  # reviewers disagree: no label, and the judge's is no tiebreak
+        reviewed.add((m.report.id, m.verdict.claim.id))
+    if reviewed:
+        found.notes.append(
+            f"{len(reviewed)} claim(s) of {source} that reviewers disagree on taught nothing, nor did the judge's "
+            "verdict on them"
+        )
     if reviews is not None:
         joined = join_reviews(reports, reviews)
         for m in joined.matched:
@@ -207,3 +231,45 @@ def _collect(
             )
     if not found.labels:
         raise InputError("no claim rows with a gold label (SUPPORTED / UNSUPPORTED / CONTRADICTED)")
+
+
+def reviewed_claims(
+    reviews: Sequence[tuple[str, Review]], runs: Sequence[Sequence[AnswerReport]], log: Callable[[str], None]
+) -> dict[tuple[str, str, str], str | None]:
+    """tune's reviews: the label they teach on each claim (:func:`~groundjudge.review.metrics.review_labels`, lines
+    in the order given; None where reviewers disagree with no adjudication), joined to each score file as ``metrics``
+    and ``calibrate`` join them (:func:`~groundjudge.review.metrics.join_reviews`: answer id, claim id and text).
+
+    Raises:
+        InputError: a review that matches a claim of no score file (none with its ids, or one with another text: a
+            review of another run), naming its row.
+    """
+    from groundjudge.review.metrics import join_reviews, review_labels
+
+    settled = review_labels([rev for _, rev in reviews])
+    disputed = {id(r) for r in settled.disputed}
+    reviewed: dict[tuple[str, str, str], str | None] = {}
+    matched: set[int] = set()
+    for run in runs:
+        for m in join_reviews(run, [*settled.labels, *settled.disputed]).matched:
+            label = None if id(m.review) in disputed else m.review.label
+            reviewed[(m.report.id, m.verdict.claim.id, m.verdict.claim.text)] = label
+        matched.update(id(m.review) for m in join_reviews(run, [rev for _, rev in reviews]).matched)
+    note = settled.note(", ".join(sorted({where.rsplit(":", 1)[0] for where, _ in reviews})))
+    if note:
+        log(f"{note}; the judge's verdict on them teaches nothing either")
+    texts = {(r.id, v.claim.id): v.claim.text for run in runs for r in run for v in r.claims}
+    for where, rev in reviews:
+        if id(rev) in matched:
+            continue
+        if (rev.id, rev.claim_id) in texts:
+            raise InputError(
+                f"review of answer {rev.id!r} claim {rev.claim_id!r}: the claim reviewed ({rev.claim!r}) is not that "
+                f"claim in the score files given ({texts[rev.id, rev.claim_id]!r}); is it a review of another run?",
+                row=where,
+                field="claim",
+            )
+        raise InputError(
+            f"review of answer {rev.id!r} claim {rev.claim_id!r}: no such claim in the score files given", row=where
+        )
+    return reviewed

@@ -60,11 +60,11 @@ from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.io.jsonl import read_jsonl
 from groundjudge.io.reports import is_report_row, last_reports, out_of_range
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
-from groundjudge.learn.labels import LABELS, judge_usable
+from groundjudge.learn.labels import LABELS, judge_usable, reviewed_claims
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
 from groundjudge.learn.tune_out import STATE_DIR, inside_folder, prepare_out
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
-from groundjudge.review.metrics import Review, join_reviews, review_from_row
+from groundjudge.review.metrics import Review, review_from_row
 
 
 @dataclass
@@ -181,9 +181,14 @@ def _from_report(
 
 
 def load_examples(
-    paths: Sequence[str | Path], tokenizer: Any, settings: TuneSettings | None = None
+    paths: Sequence[str | Path],
+    tokenizer: Any,
+    settings: TuneSettings | None = None,
+    log: Callable[[str], None] = lambda _: None,
 ) -> list[TuneExample]:
-    """Training claims from gold claim rows, score output files (judge verdicts) and review decisions.
+    """Training claims from gold claim rows, score output files (judge verdicts) and review decisions (one label
+    per claim, :func:`~groundjudge.review.metrics.review_labels`: a claim reviewers disagree on with no adjudication
+    teaches nothing, the judge's verdict on it neither; ``log`` says how many).
 
     Raises:
         InputError: a row of none of the three kinds, a bad label, or a review whose claim is in no score file.
@@ -231,11 +236,12 @@ def load_examples(
         for report in runs[-1]:
             for v in report.claims:
                 reports[(report.id, v.claim.id, v.claim.text)] = (report, v)
-    reviewed = _reviewed_claims(reviews, runs)
+    reviewed = reviewed_claims(reviews, runs, log)
     out = gold
     for key, (report, v) in reports.items():
-        if key in reviewed:
-            ex = _from_report(report, v, reviewed[key], "review", tokenizer, settings)
+        if key in reviewed:  # None: reviewers disagree, and the judge's verdict is no tiebreak
+            label = reviewed[key]
+            ex = None if label is None else _from_report(report, v, label, "review", tokenizer, settings)
         elif judge_usable(v):
             ex = _from_report(report, v, v.label, "judge", tokenizer, settings)
         else:
@@ -264,40 +270,6 @@ def _review(row: dict[str, Any], n: int, where: str) -> Review:
         return review_from_row(row, n)
     except InputError as exc:
         raise InputError(exc.reason, row=where, field=exc.field) from exc
-
-
-def _reviewed_claims(
-    reviews: Sequence[tuple[str, Review]], runs: Sequence[Sequence[AnswerReport]]
-) -> dict[tuple[str, str, str], str]:
-    """Each review's label on the claim it was made on, joined to each score file as ``metrics`` and ``calibrate``
-    join reviews (:func:`~groundjudge.review.metrics.join_reviews`: answer id, claim id and claim text); a later line
-    on a claim replaces an earlier one (in a ``review export``, the adjudication where there is one).
-
-    Raises:
-        InputError: a review that matches a claim of no score file (none with its ids, or one with another text: a
-            review of another run), naming its row.
-    """
-    reviewed: dict[tuple[str, str, str], str] = {}
-    matched: set[int] = set()
-    for run in runs:
-        for m in join_reviews(run, [rev for _, rev in reviews]).matched:
-            reviewed[(m.report.id, m.verdict.claim.id, m.verdict.claim.text)] = m.review.label
-            matched.add(id(m.review))
-    texts = {(r.id, v.claim.id): v.claim.text for run in runs for r in run for v in r.claims}
-    for where, rev in reviews:
-        if id(rev) in matched:
-            continue
-        if (rev.id, rev.claim_id) in texts:
-            raise InputError(
-                f"review of answer {rev.id!r} claim {rev.claim_id!r}: the claim reviewed ({rev.claim!r}) is not that "
-                f"claim in the score files given ({texts[rev.id, rev.claim_id]!r}); is it a review of another run?",
-                row=where,
-                field="claim",
-            )
-        raise InputError(
-            f"review of answer {rev.id!r} claim {rev.claim_id!r}: no such claim in the score files given", row=where
-        )
-    return reviewed
 
 
 def split_by_claim(
@@ -786,7 +758,7 @@ def tune(
     start = time.perf_counter()
     # the data is read before OUT is touched: a bad row leaves no OUT behind that the corrected data's run (another
     # run key) would refuse as "not empty"
-    examples = load_examples(paths, base_model.tokenizer, settings)
+    examples = load_examples(paths, base_model.tokenizer, settings, log)
     if not examples:
         raise InputError("no usable labelled claims in the data files")
     train_ex, held = split_by_claim(examples, settings.holdout, settings.seed)

@@ -261,6 +261,10 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
 # -- reviewer decisions -----------------------------------------------------------------------------------------
 
 REVIEW_LABELS = ("SUPPORTED", "CONTRADICTED", "UNSUPPORTED")
+# a claim's status in a ``review export``, on each of its lines: every reviewer who decided it gave one label
+# (``agreed``), they gave different ones and no adjudicator settled it (``disputed``), or an adjudicator settled it
+# (``adjudicated``: the line marked ``adjudicated`` holds the label)
+REVIEW_STATUSES = ("agreed", "disputed", "adjudicated")
 
 
 @dataclass(frozen=True)
@@ -278,6 +282,7 @@ class Review:
     decided_at: str | None = None
     line: int = 0
     adjudicated: bool = False  # an adjudicator's label for a claim reviewers disagreed on (``review export``)
+    status: str | None = None  # the claim's status in a ``review export`` (REVIEW_STATUSES); None: not said
 
 
 def review_from_row(obj: Any, line: int) -> Review:
@@ -296,6 +301,9 @@ def review_from_row(obj: Any, line: int) -> Review:
             raise InputError("not a string", row=line, field=name)
     if not isinstance(obj.get("adjudicated", False), bool):
         raise InputError("not true or false", row=line, field="adjudicated")
+    status = obj.get("status")
+    if status is not None and status not in REVIEW_STATUSES:
+        raise InputError(f"{status!r} is not one of {', '.join(REVIEW_STATUSES)}", row=line, field="status")
     return Review(
         id=obj["id"],
         claim_id=obj["claim_id"],
@@ -308,16 +316,33 @@ def review_from_row(obj: Any, line: int) -> Review:
         decided_at=obj.get("decided_at"),
         line=line,
         adjudicated=obj.get("adjudicated", False),
+        status=status,
     )
 
 
-def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Review]:
-    """Reviews from JSONL text lines; a later decision on the same (id, claim_id) replaces an earlier one.
+def _per_reviewer(reviews: Iterable[Review]) -> dict[tuple[str, str, str], dict[tuple[str, bool], Review]]:
+    """Claim (answer id, claim id, claim text) -> each reviewer's latest line on it, and the latest adjudication
+    (under ``("", True)``: a later adjudicator's settles the claim again); in file order, a claim placed by its last
+    line. Lines without a reviewer are one reviewer's (the static page's export before it named them)."""
+    out: dict[tuple[str, str, str], dict[tuple[str, bool], Review]] = {}
+    for r in reviews:
+        claim = (r.id, r.claim_id, r.claim)
+        lines = out.pop(claim, {})
+        out[claim] = lines
+        who = ("", True) if r.adjudicated else (r.reviewer or "", False)
+        lines.pop(who, None)
+        lines[who] = r
+    return out
 
-    ``per_reviewer``: keep each reviewer's own latest decision on a claim (adjudications apart), as the review
-    service exports them: what :func:`reviewers_agreement` reads. Without it the last line on a claim counts (in a
-    ``review export``, the adjudication where there is one, else the latest decision)."""
-    latest: dict[tuple[str, ...], Review] = {}
+
+def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Review]:
+    """Reviews from JSONL text lines.
+
+    ``per_reviewer``: each reviewer's own latest decision on each claim and its latest adjudication, as the review
+    service exports them: what :func:`reviewers_agreement` reads. Without it the labels they teach, one per claim
+    (:func:`review_labels`: the adjudicated label, else the label every reviewer gave; a claim reviewers disagree on
+    with no adjudication is left out)."""
+    every: list[Review] = []
     for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -325,23 +350,56 @@ def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Revi
             obj = json.loads(raw)
         except ValueError as exc:
             raise InputError(f"not JSON: {exc}", row=n) from exc
-        r = review_from_row(obj, n)
-        key: tuple[str, ...] = (r.id, r.claim_id)
-        if per_reviewer:
-            key += (r.reviewer or "", "adjudicated" if r.adjudicated else "")
-        latest.pop(key, None)
-        latest[key] = r
-    return list(latest.values())
+        every.append(review_from_row(obj, n))
+    settled = review_labels(every)
+    return settled.every if per_reviewer else settled.labels
 
 
-def final_reviews(every: Sequence[Review]) -> list[Review]:
-    """One review per claim from :func:`parse_reviews` ``per_reviewer`` output: the last line on it, as
-    :func:`parse_reviews` keeps without ``per_reviewer``."""
-    latest: dict[tuple[str, str], Review] = {}
-    for r in sorted(every, key=lambda r: r.line):
-        latest.pop((r.id, r.claim_id), None)
-        latest[(r.id, r.claim_id)] = r
-    return list(latest.values())
+@dataclass(frozen=True)
+class ReviewLabels:
+    """What reviews teach (:func:`review_labels`): one label per claim, and the claims left out."""
+
+    labels: list[Review]  # the adjudicated line, else the latest line of a claim every reviewer gave one label
+    disputed: list[Review]  # a claim's latest line, for each claim reviewers disagree on with no adjudication
+    every: list[Review]  # each reviewer's latest line on each claim and its latest adjudication, in file order
+
+    def note(self, name: str) -> str | None:
+        """What was left out and how to settle it (None when nothing was): for the commands to say."""
+        n = len(self.disputed)
+        if not n:
+            return None
+        return (
+            f"{n} claim{'s' * (n != 1)} in {name} left out: reviewers gave {'them' if n != 1 else 'it'} different "
+            "labels and no adjudication settles " + ("them" if n != 1 else "it") + " (a disputed label teaches "
+            "nothing). An adjudicator settles them on the review service's team page (/team) or with POST "
+            "/api/adjudications; then run 'groundjudge review export' again (in a file of your own: add a line "
+            'with the settled label and "adjudicated": true)'
+        )
+
+
+def review_labels(every: Sequence[Review]) -> ReviewLabels:
+    """The one rule for what reviews teach (metrics, calibrate, tune, compare, the review pages): per claim (answer
+    id, claim id and text), the latest adjudication where there is one; else, when every reviewer's latest decision
+    gives one label, that label (a reviewer who changed their mind counts once, with their latest); else the claim
+    is disputed and left out, as is a claim the export marks ``disputed`` (or ``adjudicated`` with no adjudication
+    line: a file cut down to some reviewers' lines). ``every`` in file order (a later line is a later decision)."""
+    labels: list[Review] = []
+    disputed: list[Review] = []
+    claims = _per_reviewer(every)
+    for lines in claims.values():
+        adjudication = lines.get(("", True))
+        if adjudication is not None:
+            labels.append(adjudication)
+            continue
+        last = list(lines.values())[-1]  # the claim's latest decision
+        unsettled = {r.status for r in lines.values()} & {"disputed", "adjudicated"}
+        if len({r.label for r in lines.values()}) > 1 or unsettled:
+            disputed.append(last)
+        else:
+            labels.append(last)
+    kept = [r for lines in claims.values() for r in lines.values()]
+    order = {id(r): n for n, r in enumerate(every)}
+    return ReviewLabels(labels, disputed, sorted(kept, key=lambda r: order[id(r)]))
 
 
 def read_reviews(path: str | Path, per_reviewer: bool = False) -> list[Review]:
@@ -466,9 +524,16 @@ def review_metrics(
     The headline is 3-way (SUPPORTED / CONTRADICTED / UNSUPPORTED; an ERROR verdict shows as its own column);
     ``binary`` is SUPPORTED vs not, as the benchmarks score claims. Raises ``ValueError`` when no review matches.
     ``every``: each reviewer's own decisions (:func:`parse_reviews` ``per_reviewer``); where two reviewers decided
-    a claim, their agreement with each other is under ``reviewers_agreement`` (:func:`reviewers_agreement`).
+    a claim, their agreement with each other is under ``reviewers_agreement`` (:func:`reviewers_agreement`), and
+    ``disputed`` counts the claims of ``reports`` they disagree on with no adjudication (no label: left out of
+    ``reviews``, :func:`review_labels`).
     """
     join = join_reviews(reports, reviews)
+    if not reviews and every:
+        raise ArgumentError(
+            "no claim has a label to measure against: reviewers disagree on every claim they decided and no "
+            "adjudication settles one"
+        )
     if not join.matched:
         raise ArgumentError(
             f"none of the {len(reviews)} reviews matches a claim of this file (same answer id, claim id and text)"
@@ -505,6 +570,8 @@ def review_metrics(
     people = reviewers_agreement(reports, every) if every is not None else None
     if people is not None:
         result["reviewers_agreement"] = people
+    if every is not None:  # the claims of this file reviewers disagree on with no adjudication: no label, left out
+        result["disputed"] = len(join_reviews(reports, review_labels(every).disputed).matched)
     return result
 
 

@@ -234,7 +234,7 @@ def team_page(
             f"<div class='settled'>settled: {_lab(adj['label'])} by {html_text(adj['reviewer'])}</div>"
             f"<div class='note'>{html_text(adj['note'])}</div>"
             if adj
-            else "<div>open</div>"
+            else "<div class='open'>open: teaches nothing until settled</div>"
         )
         settle = (
             "<td class='settle'>"
@@ -256,6 +256,9 @@ def team_page(
         "You are an adjudicator: your label settles a claim (the export's label for it)."
         if adjudicator
         else "An adjudicator settles these (review add-reviewer NAME --adjudicator)."
+    ) + (
+        " An open one has no label: the export marks it disputed, and metrics, calibrate, tune and compare leave it "
+        "out until it is settled."
     )
     table = (
         f"<table id='disagreements'><tr>{head}</tr>{''.join(lines)}</table>"

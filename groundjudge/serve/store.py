@@ -610,6 +610,12 @@ def _verdicts(rows: Iterable[Any]) -> dict[int, dict[str, Any]]:
     return out
 
 
+def _disputed(by: dict[str, Any]) -> bool:
+    """Whether a claim's reviewers disagree: their latest verdicts (:func:`_verdicts`) differ. Open until an
+    adjudication settles it; the export marks it (``status``) and its readers leave it out until then."""
+    return len({r.label for r in by.values()}) > 1
+
+
 def _adjudicated(conn: Connection) -> dict[int, Any]:
     t = db.adjudications
     last = select(func.max(t.c.id)).group_by(t.c.claim_pk)
@@ -656,8 +662,7 @@ def team(engine: Engine) -> dict[str, Any]:
             if len(by) < 2:
                 continue
             pairs += 1
-            labels = {r.label for r in by.values()}
-            if len(labels) == 1:
+            if not _disputed(by):
                 agree += 1
                 continue
             for name in by:
@@ -699,7 +704,7 @@ def disagreements(engine: Engine, include_settled: bool = True) -> list[dict[str
         seen: set[int] = set()
         for r in rows:
             by = verdicts.get(r.claim_pk, {})
-            if r.claim_pk in seen or len({v.label for v in by.values()}) < 2:
+            if r.claim_pk in seen or not _disputed(by):
                 continue
             seen.add(r.claim_pk)
             adj = settled.get(r.claim_pk)
@@ -767,26 +772,29 @@ def export_lines(engine: Engine) -> list[dict[str, Any]]:
     """The decisions as the review page exports them (one object per line; :func:`groundjudge.review.metrics.
     parse_reviews` reads them): each reviewer's latest verdict on each claim, in queue order, the latest last; then
     the claim's adjudication, if any, marked ``adjudicated`` (also where no reviewer's verdict stands on the claim:
-    none made, or every one cleared). Readers that keep one decision per claim (the last line) take the adjudicated
-    label, else the latest decision; ``metrics`` also reads each reviewer's."""
+    none made, or every one cleared). Every line says its claim's ``status``: ``adjudicated``, else ``disputed``
+    where the reviewers' verdicts differ (:func:`_disputed`), else ``agreed``. Readers take one label per claim
+    (:func:`groundjudge.review.metrics.review_labels`): the adjudicated one, else the agreed one; a disputed claim
+    teaches nothing. ``metrics`` also reads each reviewer's."""
 
     def get(conn: Connection) -> list[dict[str, Any]]:
         rows = [r for r in _latest(conn) if r.label is not None]
         settled = _adjudicated(conn)
+        verdicts = _verdicts(rows)
         by_claim: dict[int, list[Any]] = defaultdict(list)
         for r in rows:
             by_claim[r.claim_pk].append(r)
         claims = {r.claim_pk: r for r in rows} | _claim_rows(conn, set(settled) - set(by_claim))
         out = []
         for claim_pk in sorted(claims, key=lambda pk: (claims[pk].answer_position, claims[pk].claim_position)):
+            adj = settled.get(claim_pk)
+            status = "adjudicated" if adj is not None else "disputed" if _disputed(verdicts[claim_pk]) else "agreed"
             group = sorted(by_claim[claim_pk], key=lambda r: (r.decided_at, r.id))
             for r in group:
-                out.append(_line(r, r.label, r.note, r.reviewer, r.decided_at, r.citation))
-            adj = settled.get(claim_pk)
+                out.append(_line(r, r.label, r.note, r.reviewer, r.decided_at, r.citation) | {"status": status})
             if adj is not None:
                 line = _line(claims[claim_pk], adj.label, adj.note, adj.name, adj.decided_at, None)
-                line["adjudicated"] = True
-                out.append(line)
+                out.append(line | {"adjudicated": True, "status": status})
         return out
 
     return read(engine, get)
@@ -830,7 +838,7 @@ def dumps_line(line: dict[str, Any]) -> str:
     return json.dumps(line, ensure_ascii=True)
 
 
-def write_export(engine: Engine, out: str | Path) -> int:
+def write_export(engine: Engine, out: str | Path) -> list[dict[str, Any]]:
     """Write :func:`export_lines` to ``out`` as JSONL (atomically: a temporary file renamed); returns the lines."""
     lines = export_lines(engine)
     path = Path(out)
@@ -840,7 +848,7 @@ def write_export(engine: Engine, out: str | Path) -> int:
                 fh.write(dumps_line(line) + "\n")
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc}") from exc
-    return len(lines)
+    return lines
 
 
 def read_ok(engine: Engine) -> None:

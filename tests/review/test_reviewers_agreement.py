@@ -14,9 +14,9 @@ from groundjudge.models import AnswerReport, Claim, ClaimVerdict, Scores
 from groundjudge.review.metrics import (
     CLAIM_LABELS,
     agreement_intervals,
-    final_reviews,
     parse_reviews,
     read_reviews,
+    review_labels,
     reviewers_agreement,
 )
 
@@ -95,10 +95,10 @@ def test_reviewers_agreement_is_kappa_with_its_interval_over_each_pair() -> None
     assert got["kappa_ci"][0] <= got["kappa"] <= got["kappa_ci"][1]
 
 
-def test_one_decision_per_claim_is_the_adjudicated_one_else_the_last() -> None:
+def test_one_decision_per_claim_is_the_adjudicated_one_else_the_agreed_one() -> None:
     lines = _export()
     final = {(r.id, r.claim_id): r for r in parse_reviews(lines)}
-    assert final == {(r.id, r.claim_id): r for r in final_reviews(parse_reviews(lines, per_reviewer=True))}
+    assert final == {(r.id, r.claim_id): r for r in review_labels(parse_reviews(lines, per_reviewer=True)).labels}
     for (aid, cid), a, b in zip(CLAIMS, ANN, BEN, strict=True):
         r = final[(aid, cid)] if (aid, cid) != ("a0", "c0") else None
         if r is None:
@@ -126,4 +126,6 @@ def test_metrics_prints_reviewers_agreement_beside_agreement_with_groundjudge(tm
     assert "adjudicated 2" in result.output
     last = json.loads(result.stdout.strip().splitlines()[-1])
     assert last["reviewers_agreement"]["n"] == 12
-    assert (last["n"], last["unmatched"]) == (11, 1)  # a0 c0: its last line is of another text (another run)
+    # a0 c0's last line is of another text (a review of another run): it matches nothing, and no longer hides the
+    # decisions on this run's claim
+    assert (last["n"], last["unmatched"]) == (12, 1)

@@ -192,14 +192,15 @@ def test_disagreements_are_settled_by_an_adjudicator_and_exported(svc: dict[str,
 
     lines = export(svc["db"], tmp_path / "export.jsonl")
     a5 = [x for x in lines if (x["id"], x["claim_id"]) == ("a5", "c0")]
-    assert [(x["reviewer"], x["label"], x.get("adjudicated", False)) for x in a5] == [
-        ("alice", "SUPPORTED", False),
-        ("bob", "CONTRADICTED", False),
-        ("carol", "CONTRADICTED", True),
+    assert [(x["reviewer"], x["label"], x.get("adjudicated", False), x["status"]) for x in a5] == [
+        ("alice", "SUPPORTED", False, "adjudicated"),
+        ("bob", "CONTRADICTED", False, "adjudicated"),
+        ("carol", "CONTRADICTED", True, "adjudicated"),
     ]
-    # exactly the static page's export line (review/page_assets.py, exportJsonl) for a decision without a citation:
-    # one reader (review.metrics.parse_reviews) takes both
-    assert set(a5[0]) == {
+    # the static page's export line (review/page_assets.py, exportJsonl) for a decision without a citation, and the
+    # claim's status (one reviewer's file has none: each claim has one reviewer's label); one reader
+    # (review.metrics.parse_reviews) takes both
+    assert set(a5[0]) - {"status"} == {
         "id",
         "claim_id",
         "claim",
