@@ -716,15 +716,25 @@ def _keep_or_swap(
 PAIRS_RULE = "short context whole, else BM25 top-k passages; base-chosen"
 
 
-def _run_key(paths: Sequence[Path], base: str, settings: TuneSettings, identity: str = "") -> str:
-    """What makes a rerun the same run: the data files' names and bytes, the base model (its path and ``identity``,
-    ``NLIModel.identity``: its weights and how they are read, so new weights at the same path are another run), the
-    settings that change the weights and how the pairs are chosen."""
+def _run_key(
+    paths: Sequence[Path],
+    base: str,
+    settings: TuneSettings,
+    identity: str = "",
+    examples: Sequence[TuneExample] = (),
+) -> str:
+    """What makes a rerun the same run: the data files' names and bytes, the labelled claims read from them (so a
+    reading rule that changed what they teach, such as a disputed review left out, is another run, as is another
+    version of that rule on the same files), the base model (its path and ``identity``, ``NLIModel.identity``: its
+    weights and how they are read, so new weights at the same path are another run), the settings that change the
+    weights and how the pairs are chosen."""
     weights = {k: v for k, v in asdict(settings).items() if k not in _NOT_IN_RUN_KEY}
     h = hashlib.sha256(json.dumps([base, identity, weights, PAIRS_RULE], sort_keys=True).encode())
     for p in paths:
         h.update(p.name.encode())
         h.update(hashlib.sha256(p.read_bytes()).digest())
+    taught = json.dumps([asdict(ex) for ex in examples], ensure_ascii=False, sort_keys=True)
+    h.update(hashlib.sha256(taught.encode("utf-8", "surrogatepass")).digest())
     return h.hexdigest()[:20]
 
 
@@ -765,7 +775,7 @@ def tune(
     if not train_ex or not held:
         raise InputError(f"{len(examples)} claims are too few to hold out a slice and still train")
     out = Path(out)
-    key = _run_key(paths, base, settings, base_model.identity)
+    key = _run_key(paths, base, settings, base_model.identity, examples)
     prepare_out(out, key, overwrite)
     write_checker_declaration(out, read_checker_profile(base))  # the tuned model runs as its base does
     state_file = out / STATE_DIR / "run.json"

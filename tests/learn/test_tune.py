@@ -693,6 +693,29 @@ def test_a_run_whose_pairs_were_chosen_another_way_is_not_resumed(
         tune([data], tiny, out, FAST, device="cpu")
 
 
+def test_a_run_whose_files_teach_other_labels_is_not_resumed(
+    tmp_path: Path, tiny: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run key holds the labelled claims the files yield, not only the files' bytes: when the rule that reads
+    them changes what they teach (a claim reviewers disagree on, once taught its latest label, now taught nothing),
+    a checkpoint trained on the old labels is refused, not resumed with them."""
+    import groundjudge.learn.tune as tune_module
+
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    out = tmp_path / "tuned"
+    tune([data], tiny, out, FAST, device="cpu")
+    read = tune_module.load_examples
+
+    def one_label_flipped(*args: Any, **kwargs: Any) -> list[Any]:
+        examples = read(*args, **kwargs)
+        examples[0].label = "UNSUPPORTED" if examples[0].label == "SUPPORTED" else "SUPPORTED"
+        return examples
+
+    monkeypatch.setattr(tune_module, "load_examples", one_label_flipped)
+    with pytest.raises(ConfigError, match="holds no checkpoint of this run"):
+        tune([data], tiny, out, FAST, device="cpu")
+
+
 def test_a_score_file_is_read_as_every_reader_of_reports_reads_it(tmp_path: Path, tokenizer: Any) -> None:
     # tune read report lines its own way: a --retry-errors run stopped before it compacted OUT leaves an id's old
     # report beside its new one, and tune trained on the old one's judged claims too (other texts: other keys); a
