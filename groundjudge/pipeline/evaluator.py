@@ -70,6 +70,21 @@ def describe_evidence(config: Config, rule: EvidenceRule) -> str:
     )
 
 
+def describe_verdict(config: Config) -> str:
+    """The reports' ``versions.verdict``: how the claims' labels become the scores and the PASS / WARN / FAIL verdict
+    (:func:`groundjudge.stages.score.decide`): the verdict thresholds in force and where they come from (a preset,
+    or the config's own ``thresholds``), the combined score's weights, the weak floor and the citation precision
+    limit. Two runs that differ here give the same claims other verdicts."""
+    t = config.effective_thresholds
+    source = f"preset={config.preset}" if config.thresholds is None else "thresholds=config"
+    weights = "/".join(f"{k}:{v:g}" for k, v in sorted(config.weights.items()))
+    citations = "off" if config.min_citation_precision is None else f"{config.min_citation_precision:g}"
+    return (
+        f"min_grounded={t.min_grounded:g} warn={t.warn:g} max_contradicted={t.max_contradicted:g} {source} "
+        f"weights={weights} weak_floor={config.weak_floor:g} min_citation_precision={citations}"
+    )
+
+
 def run_limits(config: Config, share: float = 1.0) -> Limits:
     """The limits of one LLM client of a run: its concurrency (and whether it adapts) and ``share`` of the run's
     ``rpm`` and ``tpm`` (1: all of them; a Ray actor: 1 / actors, so the cluster keeps to the run's rate)."""
@@ -265,7 +280,8 @@ class Evaluator:
 
     def versions(self) -> dict[str, str]:
         """The NLI model fingerprint, its decision thresholds, how the evidence was chosen (:func:`describe_evidence`),
-        the LLM and the prompt versions behind the reports."""
+        how the verdict was decided (:func:`describe_verdict`), the LLM and the prompt versions behind the reports
+        (the mode is the report's own ``mode``). ``groundjudge score --resume`` compares them with OUT's reports."""
         if self._versions is None:
             t = self.thresholds
             out = {
@@ -276,6 +292,7 @@ class Evaluator:
             if self.head is not None:  # the thresholds above apply to its probability, not the entailment
                 out["head"] = self.head.digest
             out["evidence"] = describe_evidence(self.config, self.steps.evidence_rule())
+            out["verdict"] = describe_verdict(self.config)
             if self.client is not None:
                 out["llm"] = self.client.model_id
                 if self.second_client is not None:

@@ -537,6 +537,32 @@ def test_reports_name_how_their_evidence_was_chosen(shared_nli: Any, monkeypatch
     assert report.versions["evidence"] == base
 
 
+def test_reports_name_what_decided_their_verdict(shared_nli: Any) -> None:
+    """``versions.verdict``: the verdict thresholds (a preset's or the config's own), the combined score's weights,
+    the weak floor and the citation precision limit turn the same claims into other verdicts; the reports say which,
+    so that a run under another preset is told apart (``score --resume`` compares them)."""
+    base = Evaluator(Config(mode="nli"), nli=shared_nli).versions()["verdict"]
+    assert base == (
+        "min_grounded=0.7 warn=0.85 max_contradicted=0.1 preset=default weights=claims:0.4/nli:0.3/qa:0.3 "
+        "weak_floor=0.5 min_citation_precision=off"
+    )
+    others = {
+        Evaluator(config, nli=shared_nli).versions()["verdict"]
+        for config in (
+            Config(mode="nli", preset="medical-legal"),
+            Config(mode="nli", thresholds={"min_grounded": 0.7, "warn": 0.9, "max_contradicted": 0.1}),
+            Config(mode="nli", thresholds={}),  # the default's numbers, given by the config: said so
+            Config(mode="nli", weights={"claims": 1.0, "nli": 0.0, "qa": 0.0}),
+            Config(mode="nli", weak_floor=0.4),
+            Config(mode="nli", min_citation_precision=0.5),
+        )
+    }
+    assert len(others) == 6 and base not in others
+    assert "min_grounded=0.9 warn=0.95 max_contradicted=0 preset=medical-legal " in str(others)
+    report = Evaluator(Config(mode="nli"), nli=shared_nli).evaluate("The sky is blue.", ["The sky is blue."])
+    assert report.versions["verdict"] == base
+
+
 def test_a_cited_claim_decided_locally_adds_no_unscored_passage_to_the_judges_sources(
     shared_nli: Any, tmp_path: Path
 ) -> None:
