@@ -78,7 +78,11 @@ CONFIG = typer.Option(
     help="JSON config (e.g. from 'groundjudge calibrate'); options given here override it.",
     rich_help_panel=INPUT_OUTPUT,
 )
-RESUME = typer.Option(help="Skip ids already in OUT and append.", rich_help_panel=INPUT_OUTPUT)
+RESUME = typer.Option(
+    help="Skip ids already in OUT and append; refused, before any call, when OUT's reports were made with other "
+    "settings (mode, judge, NLI model, thresholds, preset, prompts: their versions).",
+    rich_help_panel=INPUT_OUTPUT,
+)
 RETRY_ERRORS = typer.Option(
     help="With --resume: score again the rows whose report in OUT failed, replacing it.", rich_help_panel=INPUT_OUTPUT
 )

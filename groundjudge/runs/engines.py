@@ -73,7 +73,9 @@ def score_rows(
         How the run ended: its summary, its stop (None: it finished), the reports written and what it was billed.
 
     Raises:
-        ConfigError: an unknown engine, Ray asked for without the extra, or a provider batch on Ray.
+        ConfigError: an unknown engine, Ray asked for without the extra, or a provider batch on Ray; a resume of an
+            OUT whose reports were made with other settings (:meth:`~groundjudge.runs.out.Pending.check_made_with`),
+            before any call and before OUT is touched.
     """
     output = RunOutput(pending, out, fresh=fresh, note=note, on_report=on_report)
     return _score(pending, output, config, engine, batch_size, address, actors, num_gpus, window)
@@ -136,7 +138,8 @@ def score_file(
         config: a Config, or an Evaluator to reuse (its model and cache; the Ray engine takes its config).
         engine: ``local`` or ``ray`` (``pip install 'groundjudge[ray]'``).
         resume: skip ids that already have a report in ``out`` and append (damaged lines are moved to
-            ``out.damaged``, a torn last line is cut).
+            ``out.damaged``, a torn last line is cut); refused when the reports ``out`` keeps were made with other
+            settings (their mode and versions: :meth:`~groundjudge.runs.out.Pending.check_made_with`).
         retry_errors: with ``resume``, score again the rows whose report failed, replacing it.
         columns: explicit column mapping ``{field: column}``.
         batch_size: rows evaluated together (NLI batches across them).
@@ -152,7 +155,8 @@ def score_file(
         RunStopped: a budget stop, a cache-only miss, a pending provider batch (or another GroundjudgeError) ended
             the run after every report that finished was written; it has ``cause``, ``result`` and ``summary``,
             and is also an instance of the cause's class (``except BudgetExceededError`` catches a budget stop).
-        ConfigError, InputError: bad arguments or an unreadable input, before anything is written.
+        ConfigError, InputError: bad arguments or an unreadable input, or (``resume``) an ``out`` whose reports
+            were made with other settings, before anything is written and before any call.
     """
 
     def score(pending: Pending, output: RunOutput) -> RunResult:

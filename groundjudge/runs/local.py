@@ -18,7 +18,7 @@ from groundjudge.errors import GroundjudgeError
 from groundjudge.io.reports import dumps, finite_report
 from groundjudge.pipeline import Evaluator
 from groundjudge.pipeline.fallback import evaluate_rows
-from groundjudge.runs.out import Pending, RunOutput, RunResult, deprecated, score_input
+from groundjudge.runs.out import MadeWith, Pending, RunOutput, RunResult, deprecated, score_input
 from groundjudge.tally import RunSummary
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,12 @@ def score_rows(pending: Pending, output: RunOutput, evaluator: Evaluator, *, bat
     A run stop (budget, cache-only miss, a pending provider batch) or another GroundjudgeError ends the run after
     every finished report is written; it is returned, not raised. A batch that breaks outside any one row is scored
     row by row (:func:`groundjudge.pipeline.fallback.evaluate_rows`).
+
+    Raises:
+        ConfigError: OUT's reports were made with other settings (``runs.out.Pending.check_made_with``), before
+            any call and before OUT is touched.
     """
+    pending.check_made_with(lambda: MadeWith.of(evaluator.mode, evaluator.versions()), output.note)
     start = evaluator.usage
     finished = False
     stopped: GroundjudgeError | None = None

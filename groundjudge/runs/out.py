@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -34,6 +35,19 @@ from groundjudge.tally import RunSummary, Summarizer
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class MadeWith:
+    """What a report says it was made with: its ``mode`` and its ``versions`` (``Evaluator.versions``), as sorted
+    items; a run that resumes OUT must make its reports with the same (:meth:`Pending.check_made_with`)."""
+
+    mode: str
+    versions: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, mode: str, versions: Mapping[str, str]) -> MadeWith:
+        return cls(str(mode), tuple(sorted((str(k), str(v)) for k, v in versions.items())))
+
+
 @dataclass
 class OutLine:
     """What one line of an existing OUT holds."""
@@ -42,6 +56,7 @@ class OutLine:
     failed: bool = False  # its report is ERROR or has errors
     complete: bool = True  # ends with a newline
     why: str = ""
+    made_with: MadeWith | None = None  # a report's mode and versions
 
 
 def classify(raw: bytes) -> OutLine:
@@ -52,7 +67,10 @@ def classify(raw: bytes) -> OutLine:
         data = json.loads(raw)
         if not isinstance(data, dict) or "id" not in data or "verdict" not in data:
             return OutLine(None, complete=complete, why="not a report (no id and verdict)")
-        return OutLine(str(data["id"]), data["verdict"] == "ERROR" or bool(data.get("errors")), complete)
+        versions = data.get("versions")
+        made_with = MadeWith.of(data.get("mode", ""), versions if isinstance(versions, dict) else {})
+        failed = data["verdict"] == "ERROR" or bool(data.get("errors"))
+        return OutLine(str(data["id"]), failed, complete, made_with=made_with)
     except (ValueError, RecursionError) as exc:
         return OutLine(None, complete=complete, why=f"unreadable ({str(exc)[:80]})")
 
@@ -67,6 +85,8 @@ class Existing:
     torn_tail: bool = False  # the last line has no newline and is no report: a write cut short by a kill
     open_tail: bool = False  # the last line is a report without its newline
     repeated: bool = False  # an id has more than one report (a --retry-errors run killed before it compacted OUT)
+    made_with: dict[str, MadeWith] = field(default_factory=dict)  # id -> what its (last) report was made with
+    first_line: dict[MadeWith, int] = field(default_factory=dict)  # each kind of report's first line
 
 
 def scan_out(out: Path) -> Existing:
@@ -74,6 +94,7 @@ def scan_out(out: Path) -> Existing:
     found = Existing()
     if not out.exists():
         return found
+    kinds: dict[MadeWith, MadeWith] = {}  # one object per kind of report, however many reports
     with out.open("rb") as fh:
         for n, raw in enumerate(fh, start=1):
             line = classify(raw)
@@ -81,6 +102,10 @@ def scan_out(out: Path) -> Existing:
                 if line.rid in found.ids:
                     found.repeated = True
                 found.ids.add(line.rid)
+                if line.made_with is not None:
+                    made_with = kinds.setdefault(line.made_with, line.made_with)
+                    found.first_line.setdefault(made_with, n)
+                    found.made_with[line.rid] = made_with
                 if line.failed:  # the last report of an id is the one that counts
                     found.failed.add(line.rid)
                 else:
@@ -190,11 +215,93 @@ class Pending:
     input: str | Path = ""
     format: str = ""  # the input's format: jsonl, csv or parquet
     resume: bool = False
+    out: Path | None = None
 
     def total(self) -> int | None:
         """Rows left to score, counted cheaply (no parsing) for a progress bar; None when that cannot be told."""
         rows = count_rows(self.input, self.format) if self.input else None
         return None if rows is None else max(0, rows - len(self.skip))
+
+    def check_made_with(self, run: Callable[[], MadeWith], note: Callable[[str], None] = log.warning) -> None:
+        """Refuse to resume OUT when the reports it keeps were made with other settings than this run's (``run()``:
+        the mode and versions its reports will carry; asked only when OUT keeps a report, since it may load the NLI
+        model). Both engines call it before their first call, so OUT is never touched by a refused run.
+
+        Compared: the mode and every key of ``versions`` (:func:`differences`); the reports this run replaces
+        (``--retry-errors``) are not. A report without versions (an answer that failed before it was scored) is
+        compared on its mode alone; a key older groundjudge did not write (:data:`LATER_KEYS`) is not compared,
+        nor the device and precision the NLI model ran at (``note`` says so).
+
+        Raises:
+            ConfigError: naming each setting that differs, with OUT's value and this run's, and what to do.
+        """
+        made_with = self.existing.made_with
+        kept = {m for rid, m in made_with.items() if rid not in self.retry}
+        if not kept:
+            return
+        now = run()
+        notes: dict[str, None] = {}
+        for old in sorted(kept, key=self.existing.first_line.__getitem__):
+            diffs, why = differences(old, now)
+            notes.update(dict.fromkeys(why))
+            if diffs:
+                reports = sum(1 for rid, m in made_with.items() if m == old and rid not in self.retry)
+                shown = "".join(f"\n  {key}: {_shown(a)} in OUT, {_shown(b)} in this run" for key, a, b in diffs)
+                line = self.existing.first_line[old]
+                raise ConfigError(
+                    f"{self.out or 'OUT'}: {reports} of its reports (the first on line {line}) were made with other "
+                    f"settings than this run's:{shown}\n"
+                    "Resuming would mix two kinds of run in one file, and every number read from it (report, compare, "
+                    "metrics, calibrate) would be wrong. Rerun with the settings OUT was made with (the same command: "
+                    "its --mode, --llm, --nli-model, --config, --preset and options, and the same groundjudge, whose "
+                    "prompts have versions), or write this run to a new OUT (--out; --overwrite replaces OUT). "
+                    "Nothing was scored and OUT is unchanged."
+                )
+        if notes:
+            note(f"{self.out or 'OUT'}: resumed; not compared: {'; '.join(notes)}")
+
+
+LATER_KEYS = ("evidence", "verdict")
+"""Keys of a report's ``versions`` groundjudge began to write after its reports had versions: a report without one
+(written by an older groundjudge) is not compared on it when a run resumes its OUT."""
+
+
+def differences(old: MadeWith, now: MadeWith) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """What differs between a report of OUT (``old``) and a run that resumes it (``now``): (key, OUT's value, this
+    run's value) for the mode and each key of the versions, ``(none)`` where one has no such key; and, in words, what
+    was not compared. Not compared: the versions of a report that has none (an answer that failed before it was
+    scored: its mode is all it says), a key of :data:`LATER_KEYS` that the old report lacks, and the device and
+    precision in ``nli_model``'s last part (the same weights, read the same way, on a GPU or a CPU: a run stopped
+    on one machine may go on on another)."""
+    diffs: list[tuple[str, str, str]] = []
+    why: list[str] = []
+    if old.mode != now.mode:
+        diffs.append(("mode", old.mode, now.mode))
+    if not old.versions:
+        return diffs, why
+    was, new = dict(old.versions), dict(now.versions)
+    for key in [*new, *(k for k in was if k not in new)]:
+        a, b = was.get(key), new.get(key)
+        if a == b:
+            continue
+        if a is None and key in LATER_KEYS:
+            why.append(f"versions.{key} (its reports were written before groundjudge recorded it)")
+        elif key == "nli_model" and a and b and a.rpartition("/")[0] == b.rpartition("/")[0]:
+            why.append(
+                f"the NLI model's device and precision ({_shown(a.rpartition('/')[2])} in OUT, "
+                f"{_shown(b.rpartition('/')[2])} in this run: the same weights, scores that may differ in the last "
+                "digits)"
+            )
+        else:
+            diffs.append((key, "(none)" if a is None else a, "(none)" if b is None else b))
+    return diffs, why
+
+
+def _shown(value: str) -> str:
+    """A value from OUT (a file anyone may have written) as safe text: plain when it is plain, else quoted with its
+    control characters escaped; cut to 300 characters."""
+    cut = value[:300] + ("..." if len(value) > 300 else "")
+    return cut if re.fullmatch(r"[\w .:/@=+,()<>-]*", cut, flags=re.ASCII) else json.dumps(cut)
 
 
 class RunOutput:
@@ -211,6 +318,7 @@ class RunOutput:
         on_report: Callable[[AnswerReport], None] | None = None,
     ) -> None:
         self.out = out
+        self.note = note
         self.writer = ReportWriter(out, fresh=fresh, existing=pending.existing, drop_ids=pending.retry, note=note)
         self.summary = Summarizer()
         self.on_report = on_report
@@ -264,7 +372,7 @@ def pending_rows(
     existing = scan_out(out) if resume else Existing()
     retry = set(existing.failed) if retry_errors else set()
     skip = existing.ids - retry
-    return Pending(existing, retry, skip, input_rows(input, skip, columns), input, fmt, resume)
+    return Pending(existing, retry, skip, input_rows(input, skip, columns), input, fmt, resume, out)
 
 
 def score_input(

@@ -58,7 +58,7 @@ from groundjudge.models import AnswerReport, Usage
 from groundjudge.pipeline import Evaluator
 from groundjudge.pipeline.fallback import RUN_STOPS, describe, evaluate_guarded
 from groundjudge.pipeline.flow import default_window
-from groundjudge.runs.out import Pending, RunOutput, RunResult, deprecated, score_input
+from groundjudge.runs.out import MadeWith, Pending, RunOutput, RunResult, deprecated, score_input
 from groundjudge.tally import RunSummary
 
 try:
@@ -261,12 +261,24 @@ class _Worker:
         self, run: str, config: Config, ledger: LedgerProxy | None, batch_size: int, actors: int, groups: list[str]
     ) -> dict[str, list[Any]]:
         """The reports (and a stop row, if the run must stop) of ``groups``: each the wire rows of one local batch."""
+        scorer = self._scorer(run, config, ledger, batch_size, actors)
+        out: dict[str, list[Any]] = {k: [] for k in RESULT_COLUMNS}
+        scorer._score([[_from_wire(w) for w in json.loads(g)] for g in groups], out)
+        return out
+
+    def made_with(
+        self, run: str, config: Config, ledger: LedgerProxy | None, batch_size: int, actors: int
+    ) -> tuple[str, dict[str, str]]:
+        """The mode and versions this run's reports will carry (its Evaluator's, built as :meth:`score` builds it:
+        the model loaded on the actor's device), for the driver's resume check; makes no call."""
+        evaluator = self._scorer(run, config, ledger, batch_size, actors).evaluator
+        return evaluator.mode, evaluator.versions()
+
+    def _scorer(self, run: str, config: Config, ledger: LedgerProxy | None, batch_size: int, actors: int) -> _Scorer:
         if self.scorer is None or run != self.run:  # a new run: its own Evaluator (client, cache, ledger, rates)
             self.scorer = _Scorer(config, ledger, None, batch_size, actors)
             self.run = run
-        out: dict[str, list[Any]] = {k: [] for k in RESULT_COLUMNS}
-        self.scorer._score([[_from_wire(w) for w in json.loads(g)] for g in groups], out)
-        return out
+        return self.scorer
 
 
 _WorkerActor = ray.remote(_Worker)
@@ -582,6 +594,10 @@ def score_rows(
             new local one.
         actors, num_gpus: see :func:`score_dataset`.
         window: rows sent to Ray at a time (bounds the driver's memory).
+
+    Raises:
+        ConfigError: OUT's reports were made with other settings (``runs.out.Pending.check_made_with``; the
+            first actor's Evaluator gives this run's), before any call and before OUT is touched.
     """
     if batch_size < 1 or window < 1:
         raise ConfigError("batch_size and window must be at least 1")
@@ -610,6 +626,16 @@ def score_rows(
     clean = False
     try:
         pool = _take_pool(n_actors, per_cpu, per_gpu, threads)
+        first = pool.actors[0]
+
+        def made_with() -> MadeWith:  # what this run's reports will carry: the first actor's Evaluator says
+            return MadeWith.of(*ray.get(first.made_with.remote(run, cfg, proxy, batch_size, n_actors)))
+
+        try:  # OUT's reports made with other settings: refused before any call, OUT untouched, the actors kept
+            pending.check_made_with(made_with, output.note)
+        except ConfigError:
+            clean = True
+            raise
         # whole local batches, about ``window`` rows at a time (a window never cuts a batch)
         for window_batches in _windows(batches(pending.rows, batch_size), max(1, window // batch_size)):
             groups = [json.dumps([_to_wire(n, row) for n, row, _ in b]) for b in window_batches]

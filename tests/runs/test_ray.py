@@ -234,6 +234,24 @@ def test_resume_after_a_killed_run_gives_the_file_of_one_run(tmp_path: Path) -> 
     assert (tmp_path / "out.jsonl.damaged").read_text() == "garbage\n"
 
 
+def test_a_resume_under_other_settings_is_refused_before_any_row_and_the_same_settings_go_on(tmp_path: Path) -> None:
+    # --resume compared nothing: a Ray run under another preset appended its reports to OUT. The driver asks the
+    # first actor's Evaluator for the versions its reports will carry, before any row is shipped.
+    src = FIXTURES / "samples.jsonl"
+    cfg = nli_config(tmp_path / "cache")
+    out = tmp_path / "out.jsonl"
+    score_file(str(src), out, cfg, engine="local", batch_size=2)  # the earlier run, on the local engine
+    whole = out.read_text()
+    out.write_text("".join(whole.splitlines(keepends=True)[:2]))  # stopped after two rows
+    before = out.read_bytes()
+    with pytest.raises(ConfigError, match=r"(?s)2 of its reports.*verdict: .*=default .*in OUT, .*=research"):
+        on_ray(str(src), out, nli_config(tmp_path / "cache", preset="research"), batch_size=2, resume=True)
+    assert out.read_bytes() == before and [p.name for p in tmp_path.glob("out.jsonl*")] == ["out.jsonl"]
+    # the same settings on the other engine: its reports are the local engine's, versions and all
+    summary = on_ray(str(src), out, cfg, batch_size=2, resume=True)
+    assert summary.n == len(whole.splitlines()) - 2 and out.read_text() == whole
+
+
 def test_ray_carries_the_second_judge_into_its_actors_and_writes_the_local_file(tmp_path: Path) -> None:
     # The Ray engine refused every run with a second judge (its driver-side check of the verdict head built an
     # NLI-only evaluator that kept the second judge, which needs a first): one small case, local and Ray alike.

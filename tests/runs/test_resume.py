@@ -180,21 +180,24 @@ def _fail(line: str) -> str:
     return json.dumps(data)
 
 
-def test_retry_errors_stopped_early_keeps_the_old_reports_of_the_rows_it_did_not_reach(
-    tmp_path: Path, scored: tuple[Path, Path]
-) -> None:
+def test_retry_errors_stopped_early_keeps_the_old_reports_of_the_rows_it_did_not_reach(tmp_path: Path) -> None:
     # --retry-errors dropped every old ERROR report at its first write: a budget stop left those rows with none,
     # and a failed id no longer in the input vanished.
-    data, out = scored
-    lines = out.read_text().splitlines()
-    gone = json.loads(_fail(lines[0]))
-    gone["id"] = "gone"  # failed in an earlier run, no longer in the input
-    for i in (1, 3, 4):
-        lines[i] = _fail(lines[i])
-    out.write_text("\n".join([*lines, json.dumps(gone)]) + "\n")
+    data, out = write_rows(tmp_path / "in.jsonl", ROWS), tmp_path / "out.jsonl"
     with ScriptedLLMServer(route(HANDLERS)) as server:
         llm = ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--mode", "llm", "--no-qa"]
-        result = score(tmp_path, data, out, "--resume", "--retry-errors", *llm, "--batch-size", "1", "--max-calls", "1")
+        assert score(tmp_path, data, out, *llm).exit_code == 0  # the earlier run, with the settings resumed below
+        lines = [mark(x) for x in out.read_text().splitlines()]
+        gone = json.loads(_fail(lines[0]))
+        gone["id"] = "gone"  # failed in an earlier run, no longer in the input
+        for i in (1, 3, 4):
+            lines[i] = _fail(lines[i])
+        out.write_text("\n".join([*lines, json.dumps(gone)]) + "\n")
+        server.requests.clear()
+        fresh = ["--cache-dir", str(tmp_path / "c2")]  # the earlier run's replies are not in it: every call is paid
+        result = score(
+            tmp_path, data, out, "--resume", "--retry-errors", *llm, *fresh, "--batch-size", "1", "--max-calls", "1"
+        )
         calls = len(server.requests)
     assert result.exit_code == 3, result.output  # the budget stops it after the first row scored again
     assert calls == 1  # one call a row here (the extraction)

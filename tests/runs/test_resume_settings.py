@@ -1,0 +1,146 @@
+"""--resume under other settings: refused before any call and before OUT is touched, naming each setting that differs
+(the Ray engine's side: tests/runs/test_ray.py). A legit resume (the same command) goes on as before."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from groundjudge.config import Config
+from groundjudge.errors import ConfigError
+from groundjudge.runs import score_file
+from groundjudge.runs.out import MadeWith, differences
+from groundjudge.testing import ScriptedLLMServer, route
+from tests.conftest import SHARED_MODEL
+from tests.pipeline.test_pipeline import HANDLERS
+from tests.runs.test_resume import ROWS, flat, reports, score, write_rows
+
+
+@pytest.fixture(autouse=True)
+def tiny_env(monkeypatch: pytest.MonkeyPatch, tiny_nli: Path) -> None:
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(tiny_nli))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer(route(HANDLERS)) as s:
+        yield s
+
+
+def started(tmp_path: Path, *settings: str) -> tuple[Path, Path, bytes]:
+    """An OUT holding the reports of the first three rows (a run stopped there) and the input of all six."""
+    out = tmp_path / "out.jsonl"
+    first = score(tmp_path, write_rows(tmp_path / "first.jsonl", ROWS[:3]), out, *settings)
+    assert first.exit_code == 0, first.output
+    return write_rows(tmp_path / "in.jsonl", ROWS), out, out.read_bytes()
+
+
+def test_a_resume_under_other_settings_is_refused_before_any_call_and_out_is_left_as_it_was(
+    tmp_path: Path, server: ScriptedLLMServer
+) -> None:
+    # A cascade run stopped by its budget, resumed without --llm (nli mode), under another preset, another NLI model
+    # or another judge: each appended reports of another kind of run to OUT, without a word.
+    llm = ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--no-qa"]
+    data, out, before = started(tmp_path, *llm)
+    paid = len(server.requests)
+    research = [*llm, "--resume", "--preset", "research"]
+    cases = {
+        "mode: cascade in OUT, nli in this run": ["--resume"],
+        "verdict: min_grounded=0.7 warn=0.85 max_contradicted=0.1 preset=default weights=": research,
+        "nli_model: ": [*llm, "--resume", "--nli-model", str(SHARED_MODEL)],
+        "llm: openai/gpt-4o-mini in OUT, openai/gpt-4o in this run": [
+            *[x if x != "openai/gpt-4o-mini" else "openai/gpt-4o" for x in llm],
+            "--resume",
+        ],
+        "prompt.claims_qa: (none) in OUT": [*llm[:-1], "--resume", "--retry-errors"],  # --qa: other prompts
+    }
+    for said, flags in cases.items():
+        result = score(tmp_path, data, out, *flags)
+        text = flat(result.output)
+        assert result.exit_code == 2, (flags, result.output)
+        assert said in text and "3 of its reports (the first on line 1)" in text, (said, text)
+        assert "Rerun with the settings OUT was made with" in text and "write this run to a new OUT" in text
+        assert out.read_bytes() == before and len(server.requests) == paid, flags  # no call, OUT untouched
+    assert not list(tmp_path.glob("out.jsonl?*"))  # no .damaged, no .spent.json, no temporary file
+    # the same command goes on, and the file is one run's
+    result = score(tmp_path, data, out, *llm, "--resume")
+    assert result.exit_code == 0, result.output
+    got = reports(out)
+    assert [r["id"] for r in got] == [r["id"] for r in ROWS] and len({json.dumps(r["versions"]) for r in got}) == 1
+
+
+def test_the_python_run_refuses_the_same_way(tmp_path: Path) -> None:
+    data, out, before = started(tmp_path, "--preset", "support-bot")
+    cache = str(tmp_path / "c")
+    with pytest.raises(ConfigError, match=r"preset=support-bot .* in OUT, .*preset=default .* in this run"):
+        score_file(data, out, Config.make(cache_dir=cache), resume=True)
+    with pytest.raises(ConfigError, match="preset=support-bot"):
+        score_file(data, out, Config.make(cache_dir=cache), resume=True, retry_errors=True)
+    assert out.read_bytes() == before
+    result = score_file(data, out, Config.make(cache_dir=cache, preset="support-bot"), resume=True)
+    assert result.summary.n == 3 and [r["id"] for r in reports(out)] == [r["id"] for r in ROWS]
+
+
+def test_reports_without_versions_are_compared_on_their_mode_and_retried_ones_not_at_all(tmp_path: Path) -> None:
+    # An ERROR report of an answer that failed before it was scored (a bad row) has no versions: its mode is all
+    # it says. Kept, it must be of this run's mode; replaced (--retry-errors), it is not compared.
+    rows = [ROWS[0], {"id": "bad", "contexts": [], "answer": "x"}]
+    out = tmp_path / "out.jsonl"
+    assert score(tmp_path, write_rows(tmp_path / "first.jsonl", rows), out).exit_code == 1
+    out.write_text(out.read_text().splitlines(keepends=True)[1])  # only the bad row's ERROR report: no versions
+    assert reports(out)[0]["versions"] == {} and reports(out)[0]["mode"] == "nli"
+    data = write_rows(tmp_path / "in.jsonl", [ROWS[0], {**ROWS[1], "id": "bad"}])
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        llm = ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--no-qa"]
+        refused = score(tmp_path, data, out, *llm, "--resume")
+        assert refused.exit_code == 2 and "mode: nli in OUT, cascade in this run" in flat(refused.output)
+        assert server.requests == []
+        retried = score(tmp_path, data, out, *llm, "--resume", "--retry-errors")  # the ERROR report is replaced
+        assert retried.exit_code == 0, retried.output
+    got = reports(out)
+    assert [r["id"] for r in got] == ["r0", "bad"] and {r["mode"] for r in got} == {"cascade"}
+    # nli mode again: an nli run's ERROR report is kept by a plain resume of the same settings
+    assert score(tmp_path, data, tmp_path / "nli.jsonl").exit_code == 0
+
+
+def test_an_older_file_is_compared_on_what_it_records_and_the_device_is_not_a_setting(tmp_path: Path) -> None:
+    data, out, _ = started(tmp_path)
+    lines = []
+    for report in reports(out):  # as written before versions.evidence and versions.verdict, on a GPU
+        report["versions"].pop("verdict"), report["versions"].pop("evidence")
+        weights, _, _ = report["versions"]["nli_model"].rpartition("/")
+        report["versions"]["nli_model"] = f"{weights}/cuda-float16"
+        lines.append(json.dumps(report) + "\n")
+    out.write_text("".join(lines))
+    result = score(tmp_path, data, out, "--resume")
+    text = flat(result.output)
+    assert result.exit_code == 0, result.output
+    assert ": resumed; not compared: " in text
+    assert "versions.verdict (its reports were written before groundjudge recorded it)" in text
+    assert "versions.evidence" in text and "device and precision (cuda-float16 in OUT, cpu-float32 in this run" in text
+    assert len(reports(out)) == 6
+    # what it records is still compared
+    hostile = reports(out)[0]
+    hostile["versions"]["thresholds"] = "support>=0.1 \x1b[2J"  # a file anyone may have written: shown escaped
+    out.write_text(json.dumps(hostile) + "\n")
+    refused = score(tmp_path, data, out, "--resume")
+    assert refused.exit_code == 2 and '"support>=0.1 \\u001b[2J" in OUT' in refused.output
+    assert "\x1b" not in refused.output
+
+
+def test_differences_name_each_key_once_with_none_for_a_missing_one() -> None:
+    old = MadeWith.of("cascade", {"llm": "openai/a", "prompt.claims": "3", "nli_model": "m@1/nli/cpu-float32"})
+    now = MadeWith.of("cascade", {"llm": "openai/b", "nli_model": "m@2/nli/cpu-float32", "verdict": "v"})
+    diffs, why = differences(old, now)
+    assert diffs == [
+        ("llm", "openai/a", "openai/b"),
+        ("nli_model", "m@1/nli/cpu-float32", "m@2/nli/cpu-float32"),
+        ("prompt.claims", "3", "(none)"),
+    ]
+    assert why == ["versions.verdict (its reports were written before groundjudge recorded it)"]
+    assert differences(MadeWith.of("nli", {}), now) == ([("mode", "nli", "cascade")], [])
+    assert differences(MadeWith.of("cascade", {}), now) == ([], [])
