@@ -15,7 +15,7 @@ import hmac
 import secrets
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -114,29 +114,70 @@ def csrf_ok(reviewer: Reviewer, sent: str | None) -> bool:
 
 
 class RateLimit:
-    """At most ``limit`` failed sign-ins (or bad tokens) per client address in ``window`` seconds."""
+    """At most ``limit`` failed sign-ins (or bad tokens) per client address in ``window`` seconds.
 
-    def __init__(self, limit: int = 10, window: float = 60.0) -> None:
+    The table is bounded. An address is kept only while it has a failure inside the window (checking an address
+    adds nothing; the addresses are kept in the order of their latest failure, so those whose window has passed
+    are dropped from the front as time goes on), each with at most ``limit`` times. It holds at most
+    ``max_clients`` addresses: no address is ever dropped while its failures still count (dropping one would reset
+    its limit), so an address the full table has no room for, and any address without its own failures while the
+    overflow bucket still counts some, shares one bucket with the same ``limit``. The limit is never weaker: every
+    failure of an address inside the window is counted in the one bucket its attempts are checked against (its
+    own, or the shared one); under a flood of more than ``max_clients`` addresses the addresses without a record
+    of their own are limited together, not each.
+    """
+
+    def __init__(self, limit: int = 10, window: float = 60.0, max_clients: int = 10_000) -> None:
         self.limit = limit
         self.window = window
-        self._failures: dict[str, deque[float]] = {}
+        self.max_clients = max_clients
+        # address -> the times of its latest failures (at most ``limit``), oldest latest failure first
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._overflow: deque[float] = deque(maxlen=max(1, limit))  # the addresses the table had no room for
         self._lock = threading.Lock()
 
-    def _recent(self, client: str, t: float) -> deque[float]:
-        q = self._failures.setdefault(client, deque())
-        while q and q[0] <= t - self.window:
-            q.popleft()
-        return q
+    def _forget(self, t: float) -> None:
+        """Drop the addresses whose latest failure is outside the window, and the shared bucket's old times."""
+        edge = t - self.window
+        while self._failures:
+            oldest = next(iter(self._failures.values()))
+            if oldest[-1] > edge:
+                break
+            self._failures.popitem(last=False)
+        while self._overflow and self._overflow[0] <= edge:
+            self._overflow.popleft()
+
+    def _bucket(self, client: str, t: float) -> deque[float] | None:
+        """The failures ``client``'s attempts are checked against (None: none, and no room taken)."""
+        self._forget(t)
+        q = self._failures.get(client)
+        if q is not None:
+            while q[0] <= t - self.window:
+                q.popleft()  # its latest failure is inside the window (_forget): q is never emptied here
+            return q
+        if self._overflow or len(self._failures) >= self.max_clients:
+            return self._overflow
+        return None
 
     def blocked(self, client: str) -> float:
         """Seconds until ``client`` may try again (0: now)."""
         t = time.monotonic()
         with self._lock:
-            q = self._recent(client, t)
-            return 0.0 if len(q) < self.limit else q[0] + self.window - t
+            q = self._bucket(client, t)
+            return 0.0 if q is None or len(q) < self.limit else q[0] + self.window - t
 
     def failed(self, client: str) -> None:
         """Count a failed attempt by ``client``."""
         t = time.monotonic()
         with self._lock:
-            self._recent(client, t).append(t)
+            q = self._bucket(client, t)
+            if q is None:
+                q = self._failures[client] = deque(maxlen=max(1, self.limit))
+            elif q is not self._overflow:
+                self._failures.move_to_end(client)  # the table stays in the order of the latest failure
+            q.append(t)
+
+    def __len__(self) -> int:
+        """How many addresses the table holds."""
+        with self._lock:
+            return len(self._failures)
