@@ -52,13 +52,15 @@ def _finite(x: float | None) -> bool:
 
 
 def risk_counts(r: AnswerReport) -> dict[str, int]:
-    """What makes an answer worth a look: contradicted claims, unverified quotes, unchecked and conflicting claims."""
+    """What makes an answer worth a look: contradicted claims, unverified quotes, unchecked and conflicting claims,
+    claims whose NLI check failed."""
     return {
         "contradicted": sum(c.label == "CONTRADICTED" for c in r.claims),
         "unverified_quote": sum("unverified_quote" in c.flags for c in r.claims),
         "contradiction_unchecked": sum(not c.contradiction_checked for c in r.claims),
         "conflict": sum("conflict" in c.flags for c in r.claims),
         "error_claims": sum(c.label == "ERROR" for c in r.claims),
+        "nli_failed": sum(c.nli is not None and c.nli.error is not None for c in r.claims),
         "wrong_citation": sum(c.citation in ("OTHER_SUPPORTS", "NOT_SUPPORTED") for c in r.claims),
     }
 
@@ -106,6 +108,7 @@ def risk_reasons(r: AnswerReport) -> list[str]:
     words = {  # one, many
         "contradicted": ("contradicted", "contradicted"),
         "error_claims": ("claim error", "claim errors"),
+        "nli_failed": ("NLI check failed", "NLI checks failed"),
         "unverified_quote": ("unverified quote", "unverified quotes"),
         "contradiction_unchecked": ("contradiction not checked", "contradictions not checked"),
         "conflict": ("conflict", "conflicts"),

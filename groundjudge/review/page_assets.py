@@ -100,6 +100,10 @@ const data = JSON.parse(document.getElementById('gj-data').textContent);
 const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls;
   if (text !== undefined && text !== null) e.textContent = String(text); return e; };
 const fmt = x => (x === null || x === undefined) ? '-' : Number(x).toFixed(3);
+// a claim whose NLI check failed (the model raised, a non-finite score, too long): its report's numbers are the
+// defaults (0), not a score: shown as a failed check, never as "entailment 0.000"
+const nliFailed = cv => !!(cv.nli && cv.nli.error);
+const NLI_FAILED = 'NLI check failed';
 const LABELS = ['SUPPORTED', 'CONTRADICTED', 'UNSUPPORTED'];
 // direction overrides, embeddings, isolates and invisible characters (html.py's _HIDDEN)
 const HIDDEN = /[\u202a-\u202e\u2066-\u2069\u200b\u2060-\u2064\ufeff\u{e0000}-\u{e007f}]/gu;
@@ -277,7 +281,8 @@ function showClaim(it) {
   const dl = el('dl');
   const row = (k, v, cls) => { dl.append(el('dt', null, k)); const dd = el('dd', cls, v); dl.append(dd); return dd; };
   row('answer', rep.id); row('verdict', cv.label, 'verdict ' + cv.label); row('route', cv.route);
-  if (cv.nli) { row('entailment', fmt(cv.nli.entailment)); row('contradiction', fmt(cv.nli.contradiction));
+  if (nliFailed(cv)) row('NLI', NLI_FAILED + ': ' + cv.nli.error, 'flag nli-failed');
+  else if (cv.nli) { row('entailment', fmt(cv.nli.entailment)); row('contradiction', fmt(cv.nli.contradiction));
     if (cv.nli.supported != null) row('P(supported), verdict head', fmt(cv.nli.supported));
     row('passages scored', cv.nli.passages_scored + ' of ' + cv.nli.passages_total); }
   row('contradiction checked', cv.contradiction_checked ? 'yes' : 'no', cv.contradiction_checked ? null : 'flag');
@@ -303,7 +308,7 @@ function showClaim(it) {
   d.append(dl);
   const quotes = cv.quotes || [];
   const docs = [];
-  if (!quotes.length && cv.nli && cv.nli.entailment_passage) {
+  if (!quotes.length && cv.nli && !nliFailed(cv) && cv.nli.entailment_passage) {
     const p = cv.nli.entailment_passage; docs.push(p.doc);
     d.append(el('h4', null, 'Best NLI passage (' + docName(rep, p.doc) + ')'));
     d.append(passage(rep, p.doc, p.start, p.end, null, null));
@@ -422,7 +427,7 @@ function passage(rep, doc, from, to, ms, me) {
 }
 function claimNode(it, text) {
   const cv = it.cv; const n = el('span', 'claim ' + cv.label, text); n.dataset.label = cv.label; n.dataset.claim = cv.claim.id;
-  n.title = cv.label + ': ' + cv.claim.text; n.dataset.idx = String(it.idx); it.node = n;
+  n.title = cv.label + (nliFailed(cv) ? ' (' + NLI_FAILED + ')' : '') + ': ' + cv.claim.text; n.dataset.idx = String(it.idx); it.node = n;
   n.onclick = () => select(it.idx); return n;
 }
 function render() {
@@ -464,6 +469,7 @@ function render() {
         if (it.node) { t = el('span', 'ctext', it.cv.claim.text); t.onclick = () => select(it.idx); }
         else { it.idx = items.length; items.push(it); t = claimNode(it, it.cv.claim.text); t.classList.add('ctext'); }
         t.title = it.cv.claim.text; r.append(t);
+        if (nliFailed(it.cv)) { const w = el('span', 'flag nli-failed', NLI_FAILED); w.title = it.cv.nli.error; r.append(w); }
         if (wrongCite(it.cv)) { const w = el('span', 'flag cite-wrong', 'wrong citation' +
           (it.cv.cited && it.cv.cited.length ? ' ' + refs(it.cv.cited) : '')); w.title = citeText(it.cv); r.append(w); }
         linkButtons(it, r); rows.append(r);

@@ -75,8 +75,9 @@ def _ref(claim: int, kind: str, quote: int | None = None) -> str:
 
 def nli_passages(c: ClaimVerdict) -> list[tuple[str, Passage]]:
     """The NLI passages a claim marks: its best support passage, and its best contradiction passage unless the claim
-    is SUPPORTED (the most contradicting passage of a supported claim is noise, not evidence, on the page)."""
-    if c.nli is None:
+    is SUPPORTED (the most contradicting passage of a supported claim is noise, not evidence, on the page); none
+    when its NLI check failed (``nli.error``: what it holds is no score)."""
+    if c.nli is None or c.nli.error:
         return []
     pairs = [("entail", c.nli.entailment_passage)]
     if c.label != "SUPPORTED":

@@ -511,3 +511,52 @@ def test_a_wrong_citation_shows_on_its_claim_and_a_reviewer_can_decide_it(browse
         "OTHER_SUPPORTS",
     )
     assert [(r.claim_id, r.label) for r in parse_reviews(exported.splitlines())] == [("c1", "SUPPORTED")]
+
+
+def _nli_failed_reports() -> list[AnswerReport]:
+    """The museum answer with its second claim's NLI check failed (as ``checker.evidence`` records a non-finite
+    score: the defaults, 0, and the error), the judge's verdict standing; the error text hostile."""
+    reports = page_reports(0)
+    reports[0].claims[1].nli = ClaimNLI(passages_total=9, error=f"non-finite probability {HOSTILE_TEXT}")
+    return reports
+
+
+def test_a_failed_nli_check_is_no_score_in_the_queue_reasons_nor_in_the_marks() -> None:
+    from groundjudge.review.html import risk_reasons
+    from groundjudge.review.page_sources import nli_passages
+
+    museum = _nli_failed_reports()[0]
+    assert "1 NLI check failed" in risk_reasons(museum)
+    # a failed check's passage (a report edited by hand, or written by another tool) is no evidence to mark
+    museum.claims[1].nli.contradiction_passage = Passage(doc=0, start=0, end=5, text="x")  # type: ignore[union-attr]
+    assert nli_passages(museum.claims[1]) == []
+    assert [ln["kind"] for ln in claim_links(museum)[1]] == ["quote"]
+
+
+def test_a_failed_nli_check_shows_as_failed_not_as_entailment_zero(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """A claim whose NLI check failed showed "entailment 0.000 / contradiction 0.000": to a reviewer, strong
+    evidence against the claim. Its detail, its row and its tooltip say the check failed, with no NLI number."""
+    from selenium.webdriver.common.by import By
+
+    _open(browser, tmp_path, _nli_failed_reports(), (1280, 800))
+    card = browser.find_element(By.ID, "answer-museum")
+    assert "1 NLI check failed" in [s.text for s in card.find_elements(By.CSS_SELECTOR, ".risk")]
+    node = card.find_element(By.CSS_SELECTOR, ".claim[data-claim='c2']")
+    assert node.get_attribute("title") == "CONTRADICTED (NLI check failed): It closes at 7 pm."
+    row = card.find_element(By.CSS_SELECTOR, ".crow[data-claim='c2']")
+    assert row.find_element(By.CSS_SELECTOR, ".nli-failed").text == "NLI check failed"
+    first = card.find_element(By.CSS_SELECTOR, ".crow[data-claim='c1']")
+    assert not first.find_elements(By.CSS_SELECTOR, ".nli-failed")
+    click(browser, node)
+    detail = browser.find_element(By.ID, "detail")
+    terms = [t.text for t in detail.find_elements(By.TAG_NAME, "dt")]
+    assert "entailment" not in terms and "contradiction" not in terms and "passages scored" not in terms
+    said = detail.find_elements(By.TAG_NAME, "dd")[terms.index("NLI")]
+    assert said.text.startswith("NLI check failed: non-finite probability </script><img src=x onerror=")
+    assert "flag" in (said.get_attribute("class") or "")
+    assert "0.000" not in detail.text
+    assert browser.execute_script("return window.pwned === undefined")
+    # a claim whose check ran keeps its numbers
+    click(browser, card.find_element(By.CSS_SELECTOR, ".claim[data-claim='c1']"))
+    terms = [t.text for t in browser.find_element(By.ID, "detail").find_elements(By.TAG_NAME, "dt")]
+    assert "entailment" in terms and "NLI" not in terms
