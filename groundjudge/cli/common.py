@@ -180,6 +180,8 @@ def load_reviews(path: Path) -> Any:
         settled = review_labels(read_reviews(path, per_reviewer=True))
     except InputError as exc:
         raise fail(f"{path}: {exc}") from exc
+    if not settled.every:
+        raise fail(f"{path}: no verdict in it (a line with a null label, a note alone, is no label)")
     note = settled.note(str(path))
     if note:
         err.print(note, markup=False, highlight=False)

@@ -206,7 +206,8 @@ def load_examples(
             if is_report_row(row):
                 in_file.append(_report(row, where))
             elif "claim_id" in row:
-                reviews.append((where, _review(row, n, where)))
+                if (review := _review(row, n, where)) is not None:  # None: a note without a verdict, no label
+                    reviews.append((where, review))
             elif "claim" in row and "contexts" in row:
                 contexts = row["contexts"]
                 if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
@@ -263,9 +264,9 @@ def _report(row: dict[str, Any], where: str) -> AnswerReport:
     return report
 
 
-def _review(row: dict[str, Any], n: int, where: str) -> Review:
+def _review(row: dict[str, Any], n: int, where: str) -> Review | None:
     """A review line by the review readers' one rule (:func:`~groundjudge.review.metrics.review_from_row`), named by
-    file and line."""
+    file and line; None for a line without a verdict."""
     try:
         return review_from_row(row, n)
     except InputError as exc:

@@ -365,7 +365,7 @@ def render_html(
         "<label title='after a decision, go to the next undecided claim'><input id='autoadvance' type='checkbox'"
         " checked> auto-advance</label><label>reviewer <input id='reviewer' type='text' size='12' "
         "autocomplete='off'></label><button id='export' type='button'>Export decisions (JSONL)</button>"
-        f"<span id='storage'></span>{bar_extra}</div>"
+        f"<span id='export-holds'></span><span id='storage'></span>{bar_extra}</div>"
         "<div id='done' class='hidden' role='status'><span id='done-text'></span> "
         "<button id='done-export' type='button'>Export decisions (JSONL)</button></div>"
         f"<div id='row2'><div id='filters'></div><div id='help'>{_HELP}</div></div></div><main><div id='answers'></div>"

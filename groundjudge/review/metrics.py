@@ -285,14 +285,20 @@ class Review:
     status: str | None = None  # the claim's status in a ``review export`` (REVIEW_STATUSES); None: not said
 
 
-def review_from_row(obj: Any, line: int) -> Review:
+def review_from_row(obj: Any, line: int) -> Review | None:
     """One review line (a JSON value already read) as a :class:`Review`: the one rule for its fields, which every
-    reader of reviews (metrics, calibrate, compare, tune) goes through; ``line`` names it in errors."""
+    reader of reviews (metrics, calibrate, compare, tune) goes through; ``line`` names it in errors. None for a
+    line whose ``label`` is null: a note or citation choice the reviewer made without a verdict, which the review
+    page exports too; it is no label, and every reader skips it."""
     if not isinstance(obj, dict):
         raise InputError("a review line must be a JSON object", row=line)
-    for name in ("id", "claim_id", "claim", "label"):
+    for name in ("id", "claim_id", "claim"):
         if not isinstance(obj.get(name), str):
             raise InputError("missing or not a string", row=line, field=name)
+    if "label" in obj and obj["label"] is None:
+        return None
+    if not isinstance(obj.get("label"), str):
+        raise InputError("missing or not a string", row=line, field="label")
     label = obj["label"].upper()
     if label not in REVIEW_LABELS:
         raise InputError(f"{obj['label']!r} is not one of {', '.join(REVIEW_LABELS)}", row=line, field="label")
@@ -336,7 +342,8 @@ def _per_reviewer(reviews: Iterable[Review]) -> dict[tuple[str, str, str], dict[
 
 
 def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Review]:
-    """Reviews from JSONL text lines.
+    """Reviews from JSONL text lines. A line without a verdict (``"label": null``: a note or citation choice the
+    review page exported alone) is skipped: it is no label and replaces nothing.
 
     ``per_reviewer``: each reviewer's own latest decision on each claim and its latest adjudication, as the review
     service exports them: what :func:`reviewers_agreement` reads. Without it the labels they teach, one per claim
@@ -350,7 +357,9 @@ def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Revi
             obj = json.loads(raw)
         except ValueError as exc:
             raise InputError(f"not JSON: {exc}", row=n) from exc
-        every.append(review_from_row(obj, n))
+        r = review_from_row(obj, n)
+        if r is not None:  # a note or citation choice without a verdict: no label
+            every.append(r)
     settled = review_labels(every)
     return settled.every if per_reviewer else settled.labels
 

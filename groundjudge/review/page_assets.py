@@ -25,7 +25,7 @@ header p{margin:2px 0;font-size:14px}header b{font-weight:600}#queue-decided{opa
 #bar{padding:6px 24px;background:#fff;border-bottom:1px solid #ddd;position:sticky;top:0;z-index:2;font-size:13px}
 #queuebar{display:flex;flex-wrap:wrap;gap:4px 16px;align-items:center}#progress{font-weight:600}
 #progress-bar{width:140px;height:10px}
-#storage.warn{color:#c62828;font-weight:600}#help{color:#555;margin:2px 0;font-size:12px}kbd{border:1px solid #bbb;
+#export-holds{color:#555}#storage.warn{color:#c62828;font-weight:600}#help{color:#555;margin:2px 0;font-size:12px}kbd{border:1px solid #bbb;
 border-radius:3px;padding:0 4px;background:#f4f4f4;font-size:12px}
 #done{background:#e8f5e9;border:1px solid #2e7d32;color:#1b5e20;border-radius:6px;padding:4px 10px;margin:4px 0;
 font-weight:600}#done.partial{background:#fff8e1;border-color:#b26a00;color:#6d4100}
@@ -120,6 +120,8 @@ let reviewer = SERVER ? SERVER.me : '';
 try { if (!SERVER) reviewer = localStorage.getItem('groundjudge-reviewer') || '';
   auto = localStorage.getItem('groundjudge-autoadvance') !== 'off'; } catch (e) { storageOk = false; }
 const isDecided = it => !!(decisions[it.key] && decisions[it.key].label);
+// what the export holds of a claim: a verdict, a note or a citation choice, each with or without the others
+const hasDecision = d => !!(d && (d.label || (d.note && d.note.trim()) || d.citation));
 function save(it, later) {  // it: the claim whose decision changed (the service stores that one)
   if (SERVER) { if (it) SERVER.save(it, decisions[it.key] || {}, later); }
   else try { localStorage.setItem(STORE, JSON.stringify(decisions)); } catch (e) { storageOk = false; }
@@ -147,6 +149,11 @@ function progress() {
     ? 'No undecided claim in the answers shown: ' + left.length + ' more in answers the filters hide.'
     : SERVER ? 'End of your queue: all ' + items.length + ' claims are decided. Take more answers with "More answers".'
     : 'End of the queue: all ' + items.length + ' claims are decided. Export your decisions.';
+  const holds = document.getElementById('export-holds'); const kept = items.filter(it => hasDecision(decisions[it.key]));
+  const bare = kept.length - decided;  // notes and citation choices on claims without a verdict
+  holds.textContent = 'the export holds ' + decided + ' verdict' + (decided === 1 ? '' : 's') +
+    (bare ? ' and ' + bare + ' note' + (bare === 1 ? '' : 's') + ' or citation choice' + (bare === 1 ? '' : 's') +
+      ' without a verdict (label null: no label for metrics, calibrate or tune)' : '');
   const st = document.getElementById('storage');
   st.title = 'run ' + data.run;
   if (SERVER) { SERVER.status(st); return; }
@@ -511,14 +518,14 @@ function applyFilters() {
     (kind !== '' && !c.dataset.errors.includes(' ' + kind + ' '))));
   progress();
 }
-function exportJsonl() {
-  return items.filter(isDecided).map(it => {
+function exportJsonl() {  // every claim the reviewer decided, noted or chose a citation for; no verdict: label null
+  return items.filter(it => hasDecision(decisions[it.key])).map(it => {
     const d = decisions[it.key];
-    const line = {id: it.rep.id, claim_id: it.cv.claim.id, claim: it.cv.claim.text, label: d.label,
+    const line = {id: it.rep.id, claim_id: it.cv.claim.id, claim: it.cv.claim.text, label: d.label || null,
       groundjudge_label: it.cv.label, route: it.cv.route, note: d.note || ''};
     if (d.reviewer) line.reviewer = d.reviewer;
     if (d.citation) { line.citation = d.citation; line.groundjudge_citation = it.cv.citation || null; }
-    line.decided_at = d.decided_at; line.run = data.run;
+    if (d.label) line.decided_at = d.decided_at; line.run = data.run;
     return JSON.stringify(line) + '\n';
   }).join('');
 }

@@ -133,6 +133,24 @@ def test_training_claims_from_gold_judge_and_review(tmp_path: Path, tokenizer: A
     assert QUOTE in premise and len(premise) < len(LONG) / 3
 
 
+def test_a_review_line_without_a_verdict_teaches_nothing(tmp_path: Path, tokenizer: Any) -> None:
+    # the review page exports a note (or a citation choice) made without a verdict as "label": null: no label, so
+    # neither a training claim, nor an error (tune refused the whole file), nor a review of a claim to look up
+    scored = write_jsonl(tmp_path / "scored.jsonl", [scored_report().model_dump_json()])
+    review = write_jsonl(
+        tmp_path / "review.jsonl",
+        [
+            {"id": "a1", "claim_id": "c6", "claim": "Town 6 is dry.", "label": None, "note": "ask the desk"},
+            {"id": "a1", "claim_id": "c4", "claim": "Town 4 is warm.", "label": "UNSUPPORTED"},
+            {"id": "gone", "claim_id": "c1", "claim": "Not in any score file.", "label": None, "citation": "WRONG"},
+        ],
+    )
+    settings = TuneSettings(passage_tokens=32, passage_overlap=8)
+    examples = {ex.id: ex for ex in load_examples([scored, review], tokenizer, settings)}
+    assert set(examples) == {"a1/c1", "a1/c2", "a1/c4"}
+    assert (examples["a1/c4"].label, examples["a1/c4"].source) == ("UNSUPPORTED", "review")
+
+
 def test_a_review_teaches_only_the_claim_it_was_made_on(tmp_path: Path, tokenizer: Any) -> None:
     # A review is joined by answer id, claim id and claim text, as metrics and calibrate join it. tune joined by the
     # ids alone: a review of another run (a v1 review beside the v2 OUT, the same ids for other claims) taught its

@@ -155,6 +155,56 @@ def test_reviews_are_validated_and_the_last_decision_wins() -> None:
         parse_reviews(["{nope"])
 
 
+def test_a_line_without_a_verdict_is_no_label_for_any_reader(tmp_path: Path) -> None:
+    """The review page exports a note or citation choice made without a verdict as ``"label": null``: read as no
+    label (skipped, replacing nothing) by every reader of reviews; a line with no label key at all is still an
+    error (not a review export)."""
+    lines = [
+        _line("r-fail", "c2", "It was completed in 1899.", "UNSUPPORTED", "CONTRADICTED"),
+        json.dumps(
+            {
+                "id": "r-fail",
+                "claim_id": "c1",
+                "claim": "The tower is in Paris.",
+                "label": None,
+                "note": "ask",
+                "citation": "WRONG",
+                "groundjudge_citation": "OTHER_SUPPORTS",
+                "run": "abc",
+            }
+        ),
+        json.dumps(
+            {
+                "id": "r-fail",
+                "claim_id": "c2",
+                "claim": "It was completed in 1899.",
+                "label": None,
+                "note": "a second look, no verdict",
+            }
+        ),
+    ]
+    for per_reviewer in (False, True):
+        (only,) = parse_reviews(lines, per_reviewer)
+        assert (only.claim_id, only.label, only.line) == ("c2", "UNSUPPORTED", 1)
+    with pytest.raises(InputError, match=r"row 1, field 'label': missing"):
+        parse_reviews([json.dumps({"id": "a", "claim_id": "c1", "claim": "x"})])
+    with pytest.raises(InputError, match=r"row 1, field 'claim': missing"):
+        parse_reviews([json.dumps({"id": "a", "claim_id": "c1", "label": None})])
+    # the readers of files: metrics, and compare's and calibrate's read_reviews
+    out = _write_out(tmp_path / "out.jsonl", queue_reports())
+    notes_only = tmp_path / "notes.jsonl"
+    notes_only.write_text(lines[1] + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["metrics", str(out), "--reviews", str(notes_only)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "no verdict in it" in said and "Traceback" not in said
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["metrics", str(out), "--reviews", str(mixed)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (summary["n"], summary["unmatched"]) == (1, 0)
+
+
 def test_review_metrics_against_a_hand_computation() -> None:
     reports = queue_reports()
     reviews = parse_reviews(

@@ -500,8 +500,24 @@ def test_a_wrong_citation_shows_on_its_claim_and_a_reviewer_can_decide_it(browse
     assert said.text == "cites [2]: wrong citation: only a source it does not cite supports it (the judge quoted [1])"
     assert "flag" in (said.get_attribute("class") or "")
     click(browser, detail.find_element(By.CSS_SELECTOR, "#cite-decide button[data-citation='WRONG']"))
-    assert browser.execute_script("return window.groundjudgeReview.exportJsonl()") == ""  # no verdict yet
+    # no verdict yet: the choice is exported all the same (it stayed in the browser, and was lost on closing it),
+    # with a null label that no reader takes for a label
+    exported = browser.execute_script("return window.groundjudgeReview.exportJsonl()")
+    line = json.loads(exported)
+    assert (line["claim_id"], line["label"], line["citation"], line["groundjudge_citation"]) == (
+        "c1",
+        None,
+        "WRONG",
+        "OTHER_SUPPORTS",
+    )
+    assert "decided_at" not in line and parse_reviews(exported.splitlines()) == []
+    holds = browser.find_element(By.ID, "export-holds")
+    assert holds.text == (
+        "the export holds 0 verdicts and 1 note or citation choice without a verdict (label null: no label for "
+        "metrics, calibrate or tune)"
+    )
     click(browser, browser.find_element(By.CSS_SELECTOR, "#detail button[data-label='SUPPORTED']"))
+    assert holds.text == "the export holds 1 verdict"
     exported = browser.execute_script("return window.groundjudgeReview.exportJsonl()")
     line = json.loads(exported.splitlines()[0])
     assert (line["claim_id"], line["label"], line["citation"], line["groundjudge_citation"]) == (
@@ -560,3 +576,51 @@ def test_a_failed_nli_check_shows_as_failed_not_as_entailment_zero(browser: Any,
     click(browser, card.find_element(By.CSS_SELECTOR, ".claim[data-claim='c1']"))
     terms = [t.text for t in browser.find_element(By.ID, "detail").find_elements(By.TAG_NAME, "dt")]
     assert "entailment" in terms and "NLI" not in terms
+
+
+def test_a_note_without_a_verdict_is_exported_and_read_as_no_label(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """A note on a claim the reviewer did not label stayed in the browser, left out of the export without a word,
+    and was lost when they closed it. The export holds it (label null), the bar says what the export holds, and
+    ``metrics --reviews`` reads the file as the verdicts alone."""
+    import json
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+    from groundjudge.io.reports import dumps
+    from groundjudge.review.metrics import parse_reviews
+
+    reports = page_reports(0)
+    _open(browser, tmp_path, reports, (1280, 800))
+    holds = browser.find_element(By.ID, "export-holds")
+    assert holds.text == "the export holds 0 verdicts"
+    browser.find_element(By.ID, "autoadvance").click()  # stay on the claim decided
+    assert _current(browser) == ("museum", "c1")
+    keys(browser, "n", f"check the desk {HOSTILE_TEXT[:40]}", Keys.ESCAPE)  # a note, no verdict
+    keys(browser, "j", "2", "n", "closes at 5", Keys.ESCAPE)  # a verdict with a note
+    keys(browser, "j", "n", " ", Keys.ESCAPE)  # a blank note is nothing to export
+    assert holds.text == (
+        "the export holds 1 verdict and 1 note or citation choice without a verdict (label null: no label for "
+        "metrics, calibrate or tune)"
+    )
+    exported = browser.execute_script("return window.groundjudgeReview.exportJsonl()")
+    lines = [json.loads(x) for x in exported.splitlines()]
+    assert [(x["claim_id"], x["label"], x["note"]) for x in lines] == [
+        ("c1", None, f"check the desk {HOSTILE_TEXT[:40]}"),
+        ("c2", "CONTRADICTED", "closes at 5"),
+    ]
+    assert [(r.claim_id, r.label) for r in parse_reviews(exported.splitlines())] == [("c2", "CONTRADICTED")]
+    # a reload keeps the note; the file the button writes is what the readers read
+    browser.refresh()
+    assert browser.execute_script("return window.groundjudgeReview.exportJsonl()") == exported
+    out = tmp_path / "out.jsonl"
+    out.write_text("".join(dumps(r) + "\n" for r in reports), encoding="utf-8")
+    reviews = tmp_path / "reviews.jsonl"
+    reviews.write_text(exported, encoding="utf-8")
+    result = CliRunner().invoke(app, ["metrics", str(out), "--reviews", str(reviews)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (summary["n"], summary["unmatched"], summary["confusion"][2][2]) == (1, 0, 1)  # CONTRADICTED, agreed
+    assert "n=1 of 1 reviews" in " ".join(result.output.split())
