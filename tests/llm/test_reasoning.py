@@ -22,7 +22,7 @@ from groundjudge.llm.packing import pack_request
 from groundjudge.models import Message
 from groundjudge.pipeline import Evaluator
 from groundjudge.testing import Reply, ScriptedLLMServer
-from tests.conftest import make_test_client
+from tests.conftest import SHARED_MODEL, make_test_client
 
 ASK = [Message(role="system", content="You grade claims."), Message(role="user", content="Is the sky blue?")]
 
@@ -97,7 +97,13 @@ def test_reasoning_effort_is_a_setting_sent_and_keyed_only_when_set(
     """reasoning_effort (Config, --reasoning-effort) reaches the judge's body and its cache key, and the batch
     API's body (the same build_params); a model that does not take it is refused before any call."""
     monkeypatch.setenv("OPENAI_API_KEY", "test")
-    base = dict(llm="openai/o4-mini", base_url=server.openai_base_url, mode="llm", cache_dir=str(tmp_path / "c"))
+    base = dict(
+        llm="openai/o4-mini",
+        base_url=server.openai_base_url,
+        mode="llm",
+        cache_dir=str(tmp_path / "c"),
+        nli_model=str(SHARED_MODEL),
+    )
     low = Evaluator(Config(**base, reasoning_effort="low"))  # type: ignore[arg-type]
     plain = Evaluator(Config(**base))  # type: ignore[arg-type]
     assert low.client is not None and plain.client is not None
@@ -105,6 +111,8 @@ def test_reasoning_effort_is_a_setting_sent_and_keyed_only_when_set(
     value, _ = low.client.complete_json(ASK, Verdict)
     assert value.label == "SUPPORTED" and server.requests[-1].body["reasoning_effort"] == "low"
     assert low.client.cache_key(ASK, Verdict, None) != plain.client.cache_key(ASK, Verdict, None)
+    # the reports name it (so a --resume under another effort is refused), and only when it is set
+    assert low.versions()["reasoning_effort"] == "low" and "reasoning_effort" not in plain.versions()
     request = low.client.request_for(ASK, Verdict)
     batch_api = low.client.provider.batch_api()
     assert batch_api is not None
