@@ -507,6 +507,8 @@ class NLIModel:
         # fp16 on cuda and fp32 on cpu give different numbers: they must not share cache entries; nor may one
         # model read as another kind, label or prompt
         self.fingerprint = f"{weights}/{self._kind_tag()}/{_numerics(self.device, next(self.model.parameters()).dtype)}"
+        # every caller's work since the model was loaded: one shared instance serves every evaluator of the process
+        # (shared()), so an evaluator's or a run's own count is its scorer's (NLIScorer.pairs_computed)
         self.forward_passes = 0
         self.pairs_scored = 0
         self._lock = threading.Lock()
@@ -791,13 +793,19 @@ class NLIModel:
 
 
 class NLIScorer:
-    """An :class:`NLIModel` behind the disk cache: key = model fingerprint, premise, hypothesis."""
+    """An :class:`NLIModel` behind the disk cache: key = model fingerprint, premise, hypothesis.
+
+    ``pairs_computed`` and ``cache_hits`` count this scorer's own pairs (run through the model, taken from the
+    cache). Read them, not the model's ``pairs_scored`` and ``forward_passes``: one loaded model
+    (:meth:`NLIModel.shared`) serves every evaluator of the process, so its counts hold every evaluator's work.
+    """
 
     def __init__(self, model: NLIModel, cache: Cache | None = None) -> None:
         self.model = model
         self.cache = cache
         self.cache_hits = 0
-        self._hits_lock = threading.Lock()  # the QA comparison scores from several threads
+        self.pairs_computed = 0
+        self._counts_lock = threading.Lock()  # the QA comparison scores from several threads
 
     def _key(self, premise: str, hypothesis: str) -> str:
         return make_key("nli", [self.model.fingerprint, premise, hypothesis])
@@ -817,12 +825,14 @@ class NLIScorer:
                 hit = self.cache.get(self._key(*pair), miss_ok=True)  # local and free: never a replay error
                 if hit is not None and _finite_row(hit):
                     out[todo.pop(pair)] = hit
-                    with self._hits_lock:
+                    with self._counts_lock:
                         self.cache_hits += 1
         if todo:
             unique = list(todo)
             # rounded as the cache stores them, so that a fresh and a cached run report the same numbers
             probs = np.round(self.model.predict(unique), 6)
+            with self._counts_lock:
+                self.pairs_computed += len(unique)
             finite = np.asarray(np.isfinite(probs).all(axis=1), dtype=bool)
             probs[~finite] = np.nan
             if not finite.all():

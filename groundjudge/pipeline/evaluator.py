@@ -350,14 +350,14 @@ class Evaluator:
         """
         llm_before = self.usage
         scorer = self.scorer
-        computed_before, cached_before = scorer.model.pairs_scored, scorer.cache_hits
+        computed_before, cached_before = scorer.pairs_computed, scorer.cache_hits  # this evaluator's own
         reports: list[AnswerReport] = []
 
         def so_far() -> Run:
             return Run(
                 reports,
                 self.usage - llm_before,
-                scorer.model.pairs_scored - computed_before,
+                scorer.pairs_computed - computed_before,
                 scorer.cache_hits - cached_before,
             )
 

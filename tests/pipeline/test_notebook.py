@@ -123,3 +123,25 @@ def test_frames_of_a_run_with_no_answer_or_no_claim_keep_their_columns(nli_evalu
     empty = nli_evaluator.run([]).to_dataframe()
     assert list(empty.columns) == list(frame.columns) and empty.index.name == "id"
     assert empty[["verdict", "combined", "cost_usd"]].empty
+
+
+def test_a_run_counts_its_own_nli_pairs_not_another_evaluators(shared_nli: Any, tmp_path: Path) -> None:
+    """Every evaluator of a process shares one loaded model (``NLIModel.shared``), and ``Evaluator.run`` read its
+    ``pairs_scored``: a second evaluator's work during the run (another cell's thread, another notebook tab's kernel
+    thread) was counted as this run's "NLI pairs" and spoiled its cache note. Each run now counts its own scorer's."""
+    from groundjudge.cache import Cache
+    from groundjudge.config import Config
+
+    alone = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "alone")).run(ROWS, batch_size=1)
+    assert alone.nli_computed > 0
+    other = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "other"))
+    others: list[Any] = []
+
+    def rows() -> Any:  # the other evaluator works while this run is under way
+        yield ROWS[0]
+        others.append(other.run([{**r, "id": f"o-{r['id']}"} for r in ROWS], batch_size=1))
+        yield ROWS[1]
+
+    run = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "mine")).run(rows(), batch_size=1)
+    assert others and (others[0].nli_computed, others[0].nli_cached) == (alone.nli_computed, alone.nli_cached)
+    assert (run.nli_computed, run.nli_cached) == (alone.nli_computed, alone.nli_cached), run.cache_note
