@@ -2,6 +2,11 @@
 
 Keys are SHA-256 hashes of canonical JSON of everything that changes an output; values are JSON text, so the
 files hold no pickles and no secrets beyond what was sent (API keys are never part of a key or a value).
+
+Filling a key (:meth:`Cache.filling`): in one process, callers that miss the same key of the same directory take
+turns, so that one of them asks and the others read its answer (two evaluators over one cache folder, two notebook
+threads scoring the same rows). Across processes nothing is shared but the entries: two processes that miss the
+same key at once both ask, and the last answer written stays.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import sqlite3
 import threading
 import weakref
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -114,6 +120,10 @@ def _flush_late(store: diskcache.Cache, pending: Counter[tuple[str, str]], lock:
         _flush(store, pending, lock)
 
 
+_filling: dict[tuple[str, str], threading.Event] = {}  # (directory, key) -> set when its filler is done
+_filling_lock = threading.Lock()  # held only to look up and change _filling, never while a key is being filled
+
+
 class Cache:
     """A namespaced JSON cache on disk with a mode and hit/miss counters: this object's (``hits``, ``misses``) and
     the directory's, over every process that used it since it was cleared (:meth:`stats`)."""
@@ -187,6 +197,33 @@ class Cache:
     def peek(self, key: str) -> bool:
         """Whether the key is cached, without counting or raising (for cost estimates)."""
         return self.reads and key in self.store
+
+    @contextlib.contextmanager
+    def filling(self, key: str) -> Iterator[bool]:
+        """Take the turn to fill ``key`` (a miss about to be asked for): yields True to the one caller in this process
+        that fills it for this directory, which asks and stores the answer inside the block; a caller that finds
+        another filling it waits until that one is done (no lock is held while it waits, nor while the filler asks)
+        and gets False: it should look in the cache again, and take its own turn if the key is still missing (the
+        filler failed, or got no answer it could store). Only in ``use`` mode: another mode yields True at once.
+        """
+        if self.mode != "use":
+            yield True
+            return
+        which = (os.path.realpath(self.directory), key)
+        with _filling_lock:
+            other = _filling.get(which)
+            if other is None:
+                mine = _filling[which] = threading.Event()
+        if other is not None:
+            other.wait()
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with _filling_lock:
+                del _filling[which]
+            mine.set()
 
     def set(self, key: str, value: Any) -> None:
         if self.writes:

@@ -8,7 +8,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -90,7 +90,8 @@ class LLMClient:
 
     What is counted and cached: every billed reply is counted in the returned or raised ``usage`` and in the
     ledger, including replies that were re-asked and refusals. Only an accepted value is cached; an invalid,
-    truncated, check-failing or refused reply never is.
+    truncated, check-failing or refused reply never is. One key is asked once in a process (:meth:`Cache.filling
+    <groundjudge.cache.Cache.filling>`): a caller missing it meanwhile reads the reply as a cached call, free.
 
     Refusals (OpenAI ``message.refusal`` or ``finish_reason: content_filter``, Anthropic ``stop_reason:
     refusal``) raise :class:`~groundjudge.errors.RefusalError` at once and are not retried: at temperature 0 the
@@ -346,41 +347,36 @@ class LLMClient:
         """
         request = self._request(messages, schema)
         key = self._key(request, prompt)
-        if self.cache is not None:
-            try:
-                cached = self.cache.get(key)  # raises CacheMissError in cache-only mode
-            except errors.CacheMissError as exc:
-                what = f"the {prompt.name} call" if prompt is not None else "a call"
-                raise errors.CacheMissError(
-                    f"no cached reply for {what} to {self.model_id} (cache-only: nothing was sent; the prompt, the "
-                    "model or the input changed since the cache was filled); run once with --cache-mode use "
-                    f"(Python: cache_mode='use') to fill it [key {key[:12]}]"
-                ) from exc
-            if cached is not None:
-                try:
-                    value = schema.model_validate(cached["output"])
-                except (ValidationError, KeyError, TypeError) as exc:
-                    log.warning("ignoring a cached entry that no longer validates: %s", key)
-                    if self.cache.mode == "only":
-                        raise errors.CacheMissError(
-                            f"cache-only mode: the cached entry for key {key} no longer validates "
-                            f"({type(exc).__name__})"
-                        ) from exc
-                else:
-                    rejected = check(value) if check is not None else None
-                    if rejected is None:
-                        usage = Usage(cached_calls=1)
-                        self.ledger.record_cached(usage)
-                        return value, usage
-                    log.warning("ignoring a cached entry that fails the caller's check (%s): %s", rejected, key)
-                    if self.cache.mode == "only":
-                        raise errors.CacheMissError(
-                            f"cache-only mode: the cached entry for key {key} fails the check ({rejected})"
-                        )
+        while True:
+            if (hit := self._cached(key, schema, prompt, check)) is not None:
+                return hit
+            if self._defer(DeferredCall(key, request, schema, prompt, check)):
+                raise errors.DeferredCallError(f"{self.model_id}: deferred to a batch (cache key {key})", key=key)
+            turn = self.cache.filling(key) if self.cache is not None else nullcontext(True)
+            with turn as mine:  # one caller of this process asks for the key; the others read its reply
+                if not mine:
+                    continue  # another caller filled the key, or failed to: look again
+                hit = self._cached(key, schema, prompt, check) if self.cache and self.cache.peek(key) else None
+                if hit is not None:
+                    return hit  # filled between the look above and this turn
+                return self._ask(request, key, schema, check)
 
-        if self._defer(DeferredCall(key, request, schema, prompt, check)):
-            raise errors.DeferredCallError(f"{self.model_id}: deferred to a batch (cache key {key})", key=key)
+    def _cached(
+        self, key: str, schema: type[T], prompt: PromptRef | None, check: Callable[[T], str | None] | None
+    ) -> tuple[T, Usage] | None:
+        """The cached value of ``key`` (:func:`cached_value`), counted as a cached call; None when there is none."""
+        what = f"the {prompt.name} call" if prompt is not None else "a call"
+        value = cached_value(self.cache, key, schema, check, f"{what} to {self.model_id}") if self.cache else None
+        if value is None:
+            return None
+        usage = Usage(cached_calls=1)
+        self.ledger.record_cached(usage)
+        return value, usage
 
+    def _ask(
+        self, request: LLMRequest, key: str, schema: type[T], check: Callable[[T], str | None] | None
+    ) -> tuple[T, Usage]:
+        """Send ``request`` (billed), re-asking a rejected reply, and cache the accepted value under ``key``."""
         usage = Usage()
         problems: list[str] = []
         raw = ""
@@ -466,6 +462,43 @@ class LLMClient:
         waited = [0.0]  # seconds spent in the limiter's queue by this call's attempts
         loop = retrying(self.retry, sleep=self._sleep, limiter=self.limiter, model_id=self.model_id, waited=waited)
         return loop(self._send_once, request, waited)
+
+
+def cached_value(
+    cache: Cache, key: str, schema: type[T], check: Callable[[T], str | None] | None, what: str = "a call"
+) -> T | None:
+    """The reply cached under ``key``, valid for ``schema`` and accepted by ``check``; None when there is none (an
+    entry that no longer validates or fails the check is logged and not served).
+
+    Raises:
+        CacheMissError: in cache-only mode, instead of None (naming ``what`` was asked: "the judge call to ...").
+    """
+    try:
+        cached = cache.get(key)  # raises CacheMissError in cache-only mode
+    except errors.CacheMissError as exc:
+        raise errors.CacheMissError(
+            f"no cached reply for {what} (cache-only: nothing was sent; the prompt, the model or the input changed "
+            "since the cache was filled); run once with --cache-mode use (Python: cache_mode='use') to fill it "
+            f"[key {key[:12]}]"
+        ) from exc
+    if cached is None:
+        return None
+    try:
+        value = schema.model_validate(cached["output"])
+    except (ValidationError, KeyError, TypeError) as exc:
+        log.warning("ignoring a cached entry that no longer validates: %s", key)
+        if cache.mode == "only":
+            raise errors.CacheMissError(
+                f"cache-only mode: the cached entry for key {key} no longer validates ({type(exc).__name__})"
+            ) from exc
+        return None
+    rejected = check(value) if check is not None else None
+    if rejected is None:
+        return value
+    log.warning("ignoring a cached entry that fails the caller's check (%s): %s", rejected, key)
+    if cache.mode == "only":
+        raise errors.CacheMissError(f"cache-only mode: the cached entry for key {key} fails the check ({rejected})")
+    return None
 
 
 def unpriced_budget_message(model_id: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,30 @@ def test_a_run_counts_its_own_nli_pairs_not_another_evaluators(shared_nli: Any, 
     run = Evaluator(Config(mode="nli"), nli=shared_nli, cache=Cache(tmp_path / "mine")).run(rows(), batch_size=1)
     assert others and (others[0].nli_computed, others[0].nli_cached) == (alone.nli_computed, alone.nli_cached)
     assert (run.nli_computed, run.nli_cached) == (alone.nli_computed, alone.nli_cached), run.cache_note
+
+
+def test_two_evaluators_over_one_cache_folder_pay_once_for_the_same_rows(shared_nli: Any, tmp_path: Path) -> None:
+    """Two evaluators on one cache folder (two cells, or a cell re-run while the first still runs in a thread), two
+    threads each, scoring the same rows at once: every call that missed the cache in every thread was sent and
+    billed, up to four times the calls the rows need. Now each distinct call is sent once; the evaluators' ledgers
+    add up to what the server billed, and every thread gets the same reports."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from groundjudge.testing import Latency
+
+    with ScriptedLLMServer(route(HANDLERS), latency=Latency(median=0.3)) as server:
+        evaluators = [evaluator(server, shared_nli, tmp_path, qa=False) for _ in range(2)]
+        assert evaluators[0].cache is not evaluators[1].cache  # two Cache objects on one folder
+        start = threading.Barrier(4)
+
+        def score(ev: Evaluator) -> Any:
+            start.wait()
+            return ev.run(ROWS)
+
+        with ThreadPoolExecutor(4) as pool:
+            runs = list(pool.map(score, [*evaluators, *evaluators]))
+        assert len(server.requests) == server.billed == 4  # the rows' two claims and two judge calls
+    assert sum(ev.usage.calls for ev in evaluators) == 4
+    assert sum(ev.usage.cached_calls for ev in evaluators) == 4 * 4 - 4
+    dumped = [[r.model_dump(exclude={"usage"}) for r in run] for run in runs]
+    assert all(d == dumped[0] for d in dumped) and [r.verdict for r in runs[0]] == ["PASS", "FAIL"]

@@ -1,0 +1,93 @@
+"""Clients of one process that share a cache folder ask once for one key (``Cache.filling``), each billed for what
+it sent, never for a reply another paid for; a failed call is never handed to the caller that waited for it."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groundjudge import errors
+from groundjudge.cache import Cache
+from groundjudge.llm import Ledger
+from groundjudge.testing import Latency, Reply, ScriptedLLMServer
+from tests.conftest import make_test_client
+from tests.llm.test_llm_client import ASK, GOOD, PROMPT, Verdict
+
+
+def _asked(server: ScriptedLLMServer, n: int = 1) -> None:
+    """Wait until the server has received ``n`` requests (the first caller's call is in flight)."""
+    deadline = time.monotonic() + 10
+    while len(server.requests) < n:
+        assert time.monotonic() < deadline, "the first call never reached the server"
+        time.sleep(0.01)
+
+
+def test_two_clients_over_one_cache_folder_pay_once_for_one_key(tmp_path: Path) -> None:
+    """Two evaluators' clients, each with its own Cache object on one folder, eight threads asking the same two
+    questions at once: each question was sent by every thread that missed the cache (up to eight times, each billed)
+    and the second client, with no call left in its budget, stopped though the reply was on its way. Now one request
+    per question; the others read it from the cache, free, and the budget of a client that asked nothing is not
+    touched."""
+    other = [ASK[0], ASK[1].model_copy(update={"content": "Is the grass green?"})]
+    with ScriptedLLMServer(lambda req: Reply.json(GOOD), latency=Latency(median=0.4)) as server:
+        payer = make_test_client(server, cache=Cache(tmp_path / "shared"), ledger=Ledger(max_calls=2))
+        rider = make_test_client(server, cache=Cache(tmp_path / "shared"), ledger=Ledger(max_calls=0))
+        with ThreadPoolExecutor(8) as pool:
+            first = [pool.submit(payer.complete_json, ASK, Verdict, prompt=PROMPT)]
+            first.append(pool.submit(payer.complete_json, other, Verdict, prompt=PROMPT))
+            _asked(server, 2)  # the payer's two calls are in flight
+            late: list[Any] = [pool.submit(c.complete_json, m, Verdict, prompt=PROMPT) for c in (payer, rider, rider)
+                               for m in (ASK, other)]  # fmt: skip
+            results = [f.result(timeout=30) for f in first + late]
+        assert len(server.requests) == 2 and server.billed == 2
+    assert all(value.label == "SUPPORTED" for value, _ in results)
+    assert sum(usage.calls for _, usage in results) == 2
+    assert all(usage.calls == 0 and usage.cached_calls == 1 and usage.cost_usd == 0 for _, usage in results[2:])
+    assert (payer.ledger.total.calls, payer.ledger.total.cached_calls) == (2, 2)
+    assert (rider.ledger.total.calls, rider.ledger.total.cached_calls, rider.ledger.total.cost_usd) == (0, 4, 0)
+
+
+def test_a_failed_call_is_not_handed_to_the_caller_that_waited_for_it(tmp_path: Path) -> None:
+    """The first caller's call fails (HTTP 400, not retried): the caller waiting on the same key gets neither that
+    error nor an empty answer; it asks itself, on its own budget, and the key is free again after the failure."""
+    with ScriptedLLMServer() as server:
+        server.push(Reply.slow(0.4, Reply.error(400)), Reply.json(GOOD))
+        first = make_test_client(server, cache=Cache(tmp_path / "shared"))
+        second = make_test_client(server, cache=Cache(tmp_path / "shared"), ledger=Ledger(max_calls=1))
+        with ThreadPoolExecutor(2) as pool:
+            failing = pool.submit(first.complete_json, ASK, Verdict, prompt=PROMPT)
+            _asked(server)
+            waiting = pool.submit(second.complete_json, ASK, Verdict, prompt=PROMPT)
+            with pytest.raises(errors.BadRequestError):
+                failing.result(timeout=30)
+            value, usage = waiting.result(timeout=30)
+        assert len(server.requests) == 2
+    assert value.label == "SUPPORTED" and usage.calls == 1 and second.ledger.total.calls == 1
+    assert first.ledger.total.calls == 0  # the failed call billed nothing (no usage came back)
+    again, cached = first.complete_json(ASK, Verdict, prompt=PROMPT)  # the key is not held by the failed call
+    assert again == value and cached.cached_calls == 1
+
+
+def test_a_caller_waiting_for_another_holds_no_lock(tmp_path: Path) -> None:
+    """While one caller's call to a key is in flight, another key of the same folder, and the same key in another
+    folder, are asked at once (nothing but the one key waits)."""
+    with ScriptedLLMServer(lambda req: Reply.json(GOOD)) as server:
+        server.push(Reply.slow(1.0, Reply.json(GOOD)))
+        slow = make_test_client(server, cache=Cache(tmp_path / "shared"))
+        with ThreadPoolExecutor(3) as pool:
+            held = pool.submit(slow.complete_json, ASK, Verdict, prompt=PROMPT)
+            _asked(server)
+            started = time.monotonic()
+            other_key = make_test_client(server, cache=Cache(tmp_path / "shared")).complete_json(
+                [ASK[0], ASK[1].model_copy(update={"content": "Is the grass green?"})], Verdict, prompt=PROMPT
+            )
+            other_folder = make_test_client(server, cache=Cache(tmp_path / "elsewhere")).complete_json(
+                ASK, Verdict, prompt=PROMPT
+            )
+            quick = time.monotonic() - started
+            held.result(timeout=30)
+    assert other_key[1].calls == 1 and other_folder[1].calls == 1 and quick < 0.9
