@@ -124,6 +124,17 @@ _filling: dict[tuple[str, str], threading.Event] = {}  # (directory, key) -> set
 _filling_lock = threading.Lock()  # held only to look up and change _filling, never while a key is being filled
 
 
+def _forget_fillers() -> None:
+    """In a forked child: the parent's fillers are not its threads and will never be done there."""
+    global _filling_lock
+    _filling.clear()
+    _filling_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_fillers)
+
+
 class Cache:
     """A namespaced JSON cache on disk with a mode and hit/miss counters: this object's (``hits``, ``misses``) and
     the directory's, over every process that used it since it was cleared (:meth:`stats`)."""

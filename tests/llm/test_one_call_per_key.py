@@ -3,6 +3,8 @@ it sent, never for a reply another paid for; a failed call is never handed to th
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -91,3 +93,23 @@ def test_a_caller_waiting_for_another_holds_no_lock(tmp_path: Path) -> None:
             quick = time.monotonic() - started
             held.result(timeout=30)
     assert other_key[1].calls == 1 and other_folder[1].calls == 1 and quick < 0.9
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_wait_for_its_parents_call(tmp_path: Path) -> None:
+    """A process forked while a key was being asked (multiprocessing's fork from a notebook) inherited the parent's
+    turn on that key, whose caller does not exist in the child: the child's first call for the key waited forever."""
+    cache = Cache(tmp_path / "shared")
+    with cache.filling("llm:" + "0" * 64) as mine:
+        assert mine
+        pid = os.fork()
+        if pid == 0:  # the child: its own turn at once, or killed by the alarm; never back into pytest
+            try:
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.alarm(5)
+                with Cache(tmp_path / "shared").filling("llm:" + "0" * 64) as child_turn:
+                    os._exit(0 if child_turn else 1)
+            finally:
+                os._exit(2)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
