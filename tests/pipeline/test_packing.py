@@ -35,8 +35,28 @@ def run(server: ScriptedLLMServer, ev: Evaluator, rows: list[dict[str, Any]]) ->
     return reports, server.requests[before:]
 
 
-def same(a: list[Any], b: list[Any]) -> None:
-    assert [r.model_dump(exclude={"usage"}) for r in a] == [r.model_dump(exclude={"usage"}) for r in b]
+def same(a: list[Any], b: list[Any], within: float = 0.0) -> None:
+    """The reports alike but for their usage; with ``within``, numbers may differ by that much (see its caller)."""
+    left, right = ([r.model_dump(exclude={"usage"}) for r in x] for x in (a, b))
+    if not within:
+        assert left == right
+        return
+
+    def alike(x: Any, y: Any, where: str) -> None:
+        if isinstance(x, float) and isinstance(y, float):
+            assert abs(x - y) <= within, f"{where}: {x} and {y}"
+        elif isinstance(x, dict) and isinstance(y, dict):
+            assert x.keys() == y.keys(), where
+            for k in x:
+                alike(x[k], y[k], f"{where}.{k}")
+        elif isinstance(x, list) and isinstance(y, list):
+            assert len(x) == len(y), where
+            for i, (p, q) in enumerate(zip(x, y, strict=True)):
+                alike(p, q, f"{where}[{i}]")
+        else:
+            assert x == y, f"{where}: {x!r} and {y!r}"
+
+    alike(left, right, "reports")
 
 
 @pytest.mark.parametrize("qa", [True, False])
@@ -66,7 +86,10 @@ def test_one_changed_answer_re_bills_only_itself(shared_nli: Any, tmp_path: Path
     assert [prompt_name(r) for r in sent] == ["claims_qa", "verify"]
     assert not any(packed_requests(r) for r in sent)
     assert [r.usage.calls for r in reports] == [0, 2, 0, 0, 0, 0]
-    same(reports, alone)
+    # the rerun scores only the changed answer's NLI pairs (its neighbours' are cached), the fresh run every pair:
+    # other forward passes, and a pair's probabilities move in the 6th-7th digit with its batch mates (measured:
+    # 1e-6 here, transformers 5.24.0), so numbers are compared to within 1e-5 and everything else exactly
+    same(reports, alone, within=1e-5)
 
 
 def _spoil(part: str, spoil: Any) -> Any:
