@@ -1,7 +1,8 @@
 """The one strict JSONL reader: every command and both engines read JSON lines through it.
 
 A row is numbered by its line; blank lines are skipped; bytes are decoded line by line, so a bad byte spoils only
-its own line; a UTF-8 byte order mark is skipped; NaN, Infinity and numbers out of range are refused (they could
+its own line; the UTF-8 byte order marks that open the file are skipped (one, or more from a tool that added one
+each time it saved the file); NaN, Infinity and numbers out of range are refused (they could
 not be written back), and so is an object that repeats a key (one of its values would be lost). A bad line is an
 :class:`InputError` naming it, in the place of its row.
 
@@ -87,11 +88,12 @@ def parse_line(raw: bytes, n: int) -> Any:
 
 
 def read_lines(path: str | Path | Openable) -> Iterator[tuple[int, bytes]]:
-    """(line number from 1, raw bytes with their newline) of every line, the byte order mark cut, streamed."""
+    """(line number from 1, raw bytes with their newline) of every line, the byte order marks that open the file
+    cut (a file saved twice by a tool that adds one has two), streamed."""
     source = Path(path) if isinstance(path, str) else path
     with source.open("rb") as fh:
         for n, raw in enumerate(fh, start=1):
-            if n == 1 and raw.startswith(BOM):
+            while n == 1 and raw.startswith(BOM):
                 raw = raw[len(BOM) :]
             yield n, raw
 

@@ -21,19 +21,20 @@ mistyped field, an InputError, except under the singular name ``context`` (a key
 Rows are numbered from 1 in table order (the header of a CSV is not a row; a JSONL row is its line number). A bad
 row is an :class:`InputError` naming that row and the field by the column name the table uses.
 
-CSV is read strictly, so that no row is lost or changed without a word: UTF-8 (a byte order mark is skipped), a
-header line, cells quoted as RFC 4180 says (a quote inside a quoted cell is written ``""``; only a quoted cell may
-hold a line break); an empty cell is no value; a blank line is not a row. A record that cannot be read is an
-InputError in its row's place and the rows after it are read as usual: a byte that is not UTF-8 (bytes are decoded
-per row, the cell named), a quote that closes a cell with more text after it, more cells than the header has. A
-quote left open is told from a quoted cell with a line break by what reading on would give: when the record would
-run to the end of the file, not be valid CSV, or not have the header's number of cells, the row is refused (naming
-the cell where the quote opens and its line) and reading goes on from the next line, so the rows that the quote
-would have swallowed are rows. (A stray quote that a later quote happens to close into a record of the right shape
-cannot be told from a cell with line breaks in it: that record is read as it is.) Lines end as the header's line
-ends: in \n (or \r\n), where a lone \r inside a line is text (Python's csv and pandas' ``to_csv`` write it
-unquoted), or in a lone \r (old Mac files); a cell that ends a row in \r, unquoted, cannot be told from a \r\n line
-end and loses that \r. A header that is not UTF-8 or not valid CSV is a :class:`ConfigError`.
+CSV is read strictly, so that no row is lost or changed without a word: UTF-8 (the byte order marks that open the
+file are skipped: one, or two from a file saved twice), a header line, cells quoted as RFC 4180 says (a quote inside
+a quoted cell is written ``""``; only a quoted cell may hold a line break); an empty cell is no value; a blank line
+is not a row. A record that cannot be read is an InputError in its row's place and the rows after it are read as
+usual: a byte that is not UTF-8 (bytes are decoded per row, the cell named), a quote that closes a cell with more
+text after it, more cells than the header has. A quote left open is told from a quoted cell with a line break by
+what reading on would give: when the record would run to the end of the file, not be valid CSV, or not have the
+header's number of cells, the row is refused (naming the cell where the quote opens and its line) and reading goes
+on from the next line, so the rows that the quote would have swallowed are rows. (A stray quote that a later quote
+happens to close into a record of the right shape cannot be told from a cell with line breaks in it: that record is
+read as it is.) Lines end as the header's line ends: in \n (or \r\n), where a lone \r inside a line is text
+(Python's csv and pandas' ``to_csv`` write it unquoted), or in a lone \r (old Mac files); a cell that ends a row in
+\r, unquoted, cannot be told from a \r\n line end and loses that \r. A header that is not UTF-8 or not valid CSV is
+a :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge.errors import ConfigError, InputError
-from groundjudge.io.jsonl import read_jsonl
+from groundjudge.io.jsonl import BOM, read_jsonl
 from groundjudge.io.rows import parse_sample, unique_rows
 
 FIELDS = (
@@ -66,6 +67,8 @@ FIELDS = (
     "messages",
     "conversation_options",
 )
+
+BOM_CHAR = BOM.decode("utf-8")  # U+FEFF
 
 # Column names recognised for each field, in order of preference (the first one a row has wins).
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -225,12 +228,20 @@ class ColumnMap:
 
     def check_unique(self, columns: Iterable[Any], where: str) -> None:
         """Raise a :class:`ConfigError` when ``where`` (a CSV header, a Parquet file's schema, a DataFrame) names a
-        column it reads twice: each row would keep one of the two cells and drop the other without a word."""
+        column it reads twice: each row would keep one of the two cells and drop the other without a word; or a
+        column it reads behind a byte order mark (``"\\ufeffid"``, what a reader that cuts one mark makes of a file
+        saved twice): that column would not be read at all."""
         read = {*self.mapping.values(), *(name for names in ALIASES.values() for name in names)}
         seen: set[str] = set()
         for name in map(str, columns):
             if name in seen and name in read:
                 raise ConfigError(f"{where} has two columns named {name!r}: rename one (only one would be read)")
+            if name.startswith(BOM_CHAR) and name not in read and name.lstrip(BOM_CHAR) in read:
+                raise ConfigError(
+                    f"{where} has a column named {name!r}: its name starts with a byte order mark (U+FEFF, left by a "
+                    f"tool that saved the file twice), so it would not be read as {name.lstrip(BOM_CHAR)!r}; rename "
+                    "it, or read the file with groundjudge, which skips every mark that opens a file"
+                )
             seen.add(name)
 
     def check_fields(self, columns: Iterable[str], where: str) -> None:
@@ -471,7 +482,9 @@ class _Lines:
             item = self._back.pop()
         else:
             self._count += 1
-            item = (self._count, next(self._fh))
+            line = next(self._fh)
+            # the byte order marks that open the file: the codec cuts one, a file saved twice has another
+            item = (self._count, line.lstrip(BOM_CHAR) if self._count == 1 else line)
         self.taken.append(item)
         return item[1]
 
