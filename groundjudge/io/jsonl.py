@@ -28,25 +28,20 @@ class Openable(Protocol):
     def open(self, mode: str = ...) -> Any: ...
 
 
-class _NonFiniteNumber(ValueError):
-    pass
+class RefusedJson(ValueError):
+    """Text that is JSON to Python's reader but not to this one: a repeated key, NaN or Infinity, a number out of
+    range, nesting too deep. Its message says which."""
 
 
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _NonFiniteNumber(f"{text} is out of range")
+        raise RefusedJson(f"{text} is out of range")
     return value
 
 
 def _no_constant(name: str) -> Any:
-    raise _NonFiniteNumber(f"{name} is not a JSON number")
-
-
-class _RepeatedKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
+    raise RefusedJson(f"{name} is not a JSON number")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -57,9 +52,23 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _RepeatedKey(key)
+                raise RefusedJson(f"the key {key!r} appears twice in one object (one value would be lost)")
             seen.add(key)
     return obj
+
+
+def loads(text: str) -> Any:
+    """``text`` as JSON under this reader's rules: a JSON line, and JSON held in a CSV, Parquet or DataFrame cell
+    (``io.tables``), are read by the same rule.
+
+    Raises:
+        json.JSONDecodeError: ``text`` is not JSON.
+        RefusedJson: a repeated key, NaN or Infinity, a number out of range, nesting too deep.
+    """
+    try:
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise RefusedJson("nested too deeply") from None
 
 
 BLANK: Any = object()  # what parse_line returns for a blank line
@@ -74,17 +83,11 @@ def parse_line(raw: bytes, n: int) -> Any:
     if not text.strip():
         return BLANK
     try:
-        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
-    except _RepeatedKey as exc:
-        return InputError(
-            f"invalid JSON: the key {exc.key!r} appears twice in one object (one value would be lost)", row=n
-        )
+        return loads(text)
     except json.JSONDecodeError as exc:
         return InputError(f"invalid JSON: {exc.msg} at column {exc.colno}", row=n)
-    except _NonFiniteNumber as exc:
+    except RefusedJson as exc:
         return InputError(f"invalid JSON: {exc}", row=n)
-    except RecursionError:
-        return InputError("invalid JSON: nested too deeply", row=n)
 
 
 def read_lines(path: str | Path | Openable) -> Iterator[tuple[int, bytes]]:

@@ -14,7 +14,9 @@ that names a column it reads twice (each row would keep one of the two cells). A
 answer is kept as ``metadata["reference"]`` (what :mod:`groundjudge.diagnose` measures context recall with).
 
 The contexts are a list of strings; a CSV cell (or a string cell of a DataFrame or Parquet file) holds the list as
-JSON, or as the Python list pandas' ``to_csv`` writes (``['a', 'b']``). A plain string where the list belongs is a
+JSON, or as the Python list pandas' ``to_csv`` writes (``['a', 'b']``). JSON in a cell (contexts, messages,
+metadata) is read by the JSONL reader's rule (``io.jsonl.loads``): a repeated key or NaN is that row's InputError
+naming the column. A plain string where the list belongs is a
 mistyped field, an InputError, except under the singular name ``context`` (a key, a column, or
 ``--map context=COLUMN``), where a string is one passage.
 
@@ -52,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge.errors import ConfigError, InputError
-from groundjudge.io.jsonl import BOM, read_jsonl
+from groundjudge.io.jsonl import BOM, RefusedJson, loads, read_jsonl
 from groundjudge.io.rows import parse_sample, unique_rows
 
 FIELDS = (
@@ -176,11 +178,15 @@ _LAYOUT_TOKENS = (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDEN
 
 def _decode_list(value: Any) -> Any:
     """A list of strings (or of context objects ``{"id", "text"}``) encoded in a cell (how a CSV holds contexts:
-    JSON, or the Python repr pandas' ``to_csv`` writes) as the list; anything else as it is."""
+    JSON, or the Python repr pandas' ``to_csv`` writes) as the list; anything else as it is.
+
+    Raises:
+        RefusedJson: JSON that the JSONL reader refuses too (a repeated key: one of its values would be lost).
+    """
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
-            decoded = json.loads(value)
-        except ValueError:
+            decoded = loads(value)
+        except json.JSONDecodeError:
             decoded = _python_list(value.strip())
         if isinstance(decoded, list) and all(isinstance(x, (str, dict)) for x in decoded):  # or {"id", "text"}
             return decoded
@@ -189,11 +195,15 @@ def _decode_list(value: Any) -> Any:
 
 def _decoded_json(value: Any, opener: str, fits: Callable[[Any], bool]) -> Any:
     """A cell holding JSON that starts with ``opener`` as what it decodes to, when that ``fits``; anything else
-    (not JSON, or not what the column holds) as it is."""
+    (not JSON, or not what the column holds) as it is.
+
+    Raises:
+        RefusedJson: JSON that the JSONL reader refuses too (``io.jsonl.loads``: a repeated key, NaN).
+    """
     if isinstance(value, str) and value.lstrip().startswith(opener):
         try:
-            decoded = json.loads(value)
-        except ValueError:
+            decoded = loads(value)
+        except json.JSONDecodeError:
             return value
         if fits(decoded):
             return decoded
@@ -207,6 +217,15 @@ def _decode_messages(value: Any) -> Any:
 
 def _decode_object(value: Any) -> Any:
     return _decoded_json(value, "{", lambda d: isinstance(d, dict))
+
+
+# the cells that may hold JSON text in a table (a CSV; a string column of a DataFrame or Parquet file)
+DECODERS: dict[str, Callable[[Any], Any]] = {
+    "contexts": _decode_list,
+    "reference": _decode_list,
+    "metadata": _decode_object,
+    "conversation_options": _decode_object,
+}
 
 
 class ColumnMap:
@@ -309,6 +328,10 @@ class ColumnMap:
         """``row`` in groundjudge's names, and {field: column} for the fields that came from another column.
 
         A row that is not a mapping is returned as it is (the pipeline says why it is bad).
+
+        Raises:
+            InputError: a cell holds JSON the JSONL reader refuses too (a repeated key, NaN), named by its column;
+                no row number (:meth:`rows` gives it one).
         """
         if not isinstance(row, Mapping):
             return row, {}
@@ -328,19 +351,21 @@ class ColumnMap:
             if column != target:
                 renamed[target] = column
             out[target] = value
+
+        def decoded(target: str, decode: Callable[[Any], Any]) -> Any:
+            try:
+                return decode(out.get(target))
+            except RefusedJson as exc:  # the JSONL reader's rule for JSON in a cell too
+                raise InputError(f"holds JSON that cannot be read: {exc}", field=renamed.get(target, target)) from None
+
         if self.decode_strings:
-            if "contexts" in out:
-                out["contexts"] = _decode_list(out["contexts"])
-            if "reference" in out:
-                out["reference"] = _decode_list(out["reference"])
-            if "metadata" in out:
-                out["metadata"] = _decode_object(out["metadata"])
-            if "conversation_options" in out:
-                out["conversation_options"] = _decode_object(out["conversation_options"])
+            for target, decode in DECODERS.items():
+                if target in out:
+                    out[target] = decoded(target, decode)
         if isinstance(out.get("messages"), str):  # JSON in a cell (a CSV, a string column)
-            out["messages"] = _decode_messages(out["messages"])
+            out["messages"] = decoded("messages", _decode_messages)
         if "messages" not in out and self.source(row, "question") == "user_input":
-            question = _decode_messages(out.get("question"))
+            question = decoded("question", _decode_messages)
             if isinstance(question, list):  # RAGAS multi-turn: user_input is the conversation
                 out["messages"] = question
                 del out["question"]
@@ -364,7 +389,13 @@ class ColumnMap:
             if isinstance(raw, InputError):
                 yield n, raw
                 continue
-            row, renamed = self.normalize(raw)
+            try:
+                row, renamed = self.normalize(raw)
+            except InputError as exc:  # a cell that cannot be read, named by its column
+                id_column = self.source(raw, "id")
+                rid = _plain(raw[id_column]) if id_column in raw else None
+                yield n, InvalidRow(rid, InputError(exc.reason, row=n, field=exc.field))
+                continue
             if renamed:  # validate here, so that an error names the column the table has, not groundjudge's field
                 try:
                     parse_sample(row, n)

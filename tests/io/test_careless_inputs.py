@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from groundjudge.errors import ConfigError
+from groundjudge.errors import ConfigError, InputError
 from groundjudge.io.tables import read_rows
 
 P = "The library opens at 9 am."
@@ -53,3 +53,52 @@ def test_a_column_behind_a_byte_order_mark_in_a_dataframe_or_parquet_is_a_usage_
             read(source)
     # a column mapped by its own name, mark and all, is read
     assert read(frame, {"id": "\ufeffid"})[0][1]["id"] == "r1"
+
+
+# -- JSON in a cell ---------------------------------------------------------------------------------------------
+
+
+def test_json_in_a_cell_that_repeats_a_key_is_its_rows_error_naming_the_column(tmp_path: Path) -> None:
+    """A JSON line that repeats a key is refused, but JSON in a CSV or Parquet cell was read by Python's json, which
+    keeps the last value: a message's first "content" or a context's first "text" was dropped without a word and
+    the row scored on what was left. The cell is read by the JSONL reader's rule (io.jsonl.loads); the rows around
+    it are read, and the bad row keeps its id."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    good = json.dumps([{"role": "tool", "content": P}, {"role": "assistant", "content": "At 9."}])
+    twice = '[{"role": "tool", "content": "' + P + '", "content": "x"}, {"role": "assistant", "content": "At 9."}]'
+    frame = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d"],
+            "messages": [twice, good, None, None],
+            "answer": [None, None, "At 9.", "At 9."],
+            "retrieved_contexts": [None, None, '[{"id": "1", "text": "x", "text": "' + P + '"}]', json.dumps([P])],
+            "metadata": [None, None, None, '{"k": 1, "k": 2}'],
+        }
+    )
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    frame.to_parquet(tmp_path / "in.parquet")
+    for source in (tmp_path / "in.csv", tmp_path / "in.parquet", frame):
+        rows = read(source)
+        assert [n for n, _ in rows] == [1, 2, 3, 4]
+        assert rows[1][1]["messages"][1]["content"] == "At 9."  # the good row is read
+        for (n, row), (column, key) in zip(
+            [rows[0], rows[2], rows[3]],
+            [("messages", "content"), ("retrieved_contexts", "text"), ("metadata", "k")],
+            strict=True,
+        ):
+            assert row.get("id") == "abcd"[n - 1], source
+            with pytest.raises(InputError) as err:
+                row.get("answer")
+            assert (err.value.row, err.value.field) == (n, column)
+            assert f"holds JSON that cannot be read: the key {key!r} appears twice in one object" in str(err.value)
+
+
+def test_nan_in_json_in_a_cell_is_its_rows_error_not_a_string(tmp_path: Path) -> None:
+    """Python's json reads NaN; the list [\"a\", NaN] was then not a list of strings, so the cell stayed a string and
+    the row was told that its contexts 'is a string': the wrong reason. The JSONL rule names NaN."""
+    path = tmp_path / "in.csv"
+    path.write_text('answer,contexts\nAt 9.,"[""x"", NaN]"\n', encoding="utf-8")
+    ((_, row),) = read(path)
+    with pytest.raises(InputError, match="row 1, field 'contexts': holds JSON that cannot be read: NaN is not a JSON"):
+        row.get("answer")
