@@ -692,9 +692,12 @@ def _bad_parquet(f: str, exc: BaseException) -> ConfigError:
     return ConfigError(f"{f}: cannot read it as Parquet: {why}")
 
 
-def open_parquet(path: str | Path, batch_rows: int = 1024) -> tuple[list[str], Iterator[tuple[int, Any]]]:
+def open_parquet(
+    path: str | Path, batch_rows: int = 1024, check: Callable[[list[str], str], None] | None = None
+) -> tuple[list[str], Iterator[tuple[int, Any]]]:
     """(the columns of the Parquet file or files of ``path``, from their footers, read now; (row number, row) for
-    each row, streamed a batch at a time).
+    each row, streamed a batch at a time). ``check(columns, file)`` is called on each file's own columns (the
+    union would hide a name repeated in one file: :meth:`ColumnMap.check_unique`).
 
     Raises:
         ConfigError: a file is not Parquet (empty, damaged, another format), now or when it is read; the message
@@ -709,6 +712,8 @@ def open_parquet(path: str | Path, batch_rows: int = 1024) -> tuple[list[str], I
                 names = pq.ParquetFile(fh).schema_arrow.names
         except (OSError, ValueError, TypeError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError OSError
             raise _bad_parquet(f, exc) from None
+        if check is not None:
+            check(names, f)
         columns += [c for c in names if c not in columns]
 
     def rows() -> Iterator[tuple[int, Any]]:
@@ -776,8 +781,7 @@ def read_rows(
             cmap.check_columns(header, str(source))
             cmap.check_fields(header, str(source))
         elif kind == "parquet":
-            schema, numbered = open_parquet(source)  # a name repeated within one file is there twice
-            cmap.check_unique(schema, str(source))
+            schema, numbered = open_parquet(source, check=cmap.check_unique)  # each file's columns: a later one too
             cmap.check_columns(schema, str(source))
             cmap.check_fields(schema, str(source))
         else:

@@ -422,10 +422,14 @@ def _from_wire(w: dict[str, Any]) -> tuple[int, Any]:
 
 def _wire_batch(batch: Any, row_column: str, columns: dict[str, str] | None = None) -> dict[str, list[Any]]:
     """User rows (a pyarrow batch) to wire rows, their columns mapped as the local engine maps a table's
-    (:class:`~groundjudge.io.tables.ColumnMap`); the row number comes from ``row_column``."""
+    (:class:`~groundjudge.io.tables.ColumnMap`); the row number comes from ``row_column``. A batch that names a
+    column it reads twice is a ConfigError (``to_pylist`` would keep one of the two cells), checked in every batch:
+    a later file of the dataset may have a column the first lacks."""
     out: dict[str, list[Any]] = {_ROW: [], _JSON: [], _ERROR: [], _FIELD: []}
+    cmap = ColumnMap(columns, decode_strings=True)
+    cmap.check_unique(batch.schema.names, "a batch of the dataset")
     numbered = [(int(r.pop(row_column)), r) for r in batch.to_pylist()]
-    for n, r in ColumnMap(columns, decode_strings=True).rows(numbered):
+    for n, r in cmap.rows(numbered):
         for k, v in _to_wire(n, r).items():
             out[k].append(v)
     return out

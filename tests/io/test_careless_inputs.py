@@ -102,3 +102,22 @@ def test_nan_in_json_in_a_cell_is_its_rows_error_not_a_string(tmp_path: Path) ->
     ((_, row),) = read(path)
     with pytest.raises(InputError, match="row 1, field 'contexts': holds JSON that cannot be read: NaN is not a JSON"):
         row.get("answer")
+
+
+# -- a column repeated in a later file ----------------------------------------------------------------------------
+
+
+def test_a_column_repeated_only_in_a_later_parquet_file_is_a_usage_error(tmp_path: Path) -> None:
+    """The columns of a directory of Parquet files were the union of the files' columns, each name once, so a file
+    after the first that names 'answer' twice passed the check and its rows were scored on one of the two cells.
+    Each file's own columns are checked, and the message names that file."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": ["r1"], "answer": ["At 9."], "contexts": [[P]]}), folder / "a.parquet")
+    arrays = [pa.array(["r2"]), pa.array(["At 9."]), pa.array([[P]]), pa.array(["The moon is cheese."])]
+    later = folder / "b.parquet"
+    pq.write_table(pa.Table.from_arrays(arrays, names=["id", "answer", "contexts", "answer"]), later)
+    with pytest.raises(ConfigError, match=f"^{later} has two columns named 'answer': rename one"):
+        read(folder)
