@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from groundjudge.errors import ArgumentError, InputError
+from groundjudge.io.ids import id_text
 from groundjudge.models import ConversationTurn, SourceInfo
 
 OPTIONS = ("turn", "user_evidence", "system_evidence")
@@ -72,6 +73,7 @@ _SKIPPED_PARTS = {
     "redacted_thinking",
     "refusal",
 }
+BAD_ID: Any = object()  # each_turn: a row whose id is its error
 PART_JOIN = "\n\n"  # between the text parts of one message, or one tool result
 
 
@@ -402,8 +404,11 @@ def each_turn(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     came before it; other rows as they are. A row whose messages cannot be read, or that has no assistant text, is
     passed on as it is (its report then says why)."""
     for n, row in enumerate(rows, 1):
-        rid = row.get("id") if isinstance(row, dict) else None
-        if not isinstance(row, dict) or row.get("messages") is None or isinstance(rid, (dict, list)):
+        try:
+            rid = id_text(row.get("id")) if isinstance(row, dict) else None
+        except InputError:
+            rid = BAD_ID
+        if not isinstance(row, dict) or row.get("messages") is None or rid is BAD_ID:
             yield row  # not a conversation, or an id that is its error (a turn's id would hide it)
             continue
         try:
@@ -415,7 +420,7 @@ def each_turn(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         if not count:  # no answer to judge: passed on as it is, so that its report says so (never dropped)
             yield row
             continue
-        if rid is None or not str(rid).strip():  # no id, as groundjudge.io.rows.row_id has it: row-N
+        if rid is None or not rid.strip():  # no id, as groundjudge.io.rows.row_id has it: row-N
             rid = f"row-{n}"
         given = row.get("conversation_options")
         options: dict[str, Any] = given if isinstance(given, dict) else {}

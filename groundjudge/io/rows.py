@@ -17,16 +17,21 @@ from typing import Any
 
 from groundjudge.errors import InputError
 from groundjudge.io.conversations import parse_conversation
+from groundjudge.io.ids import id_text
 from groundjudge.models import Sample
 
 
 def row_id(row: Any, row_number: int | None) -> str:
-    """The id a row's report gets: its own "id", else ``row-N`` (so that --resume recognises it)."""
-    rid = row.get("id") if isinstance(row, dict) else None
-    if rid is None or isinstance(rid, (dict, list)) or str(rid).strip() == "":
+    """The id a row's report gets: its own "id" (:func:`id_text`), else ``row-N`` (so that --resume recognises it);
+    ``row-N`` too for an id :func:`id_text` refuses (:func:`parse_sample` makes that row an InputError)."""
+    try:
+        rid = id_text(row.get("id") if isinstance(row, dict) else None)
+    except InputError:
+        rid = None
+    if rid is None or rid.strip() == "":
         return f"row-{row_number}"
     # an id that is not valid Unicode (a lone surrogate) is written escaped, the same way every time
-    return str(rid).encode("utf-8", "backslashreplace").decode("utf-8")
+    return rid.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def check_text(value: str | None, row: int | None, field: str) -> None:
@@ -68,10 +73,13 @@ def context_objects(contexts: Any, row: int | None) -> tuple[Any, list[str] | No
         text = c.get("text")
         if not isinstance(text, str):
             raise InputError("needs a 'text' string", row=row, field=f"{field}.text")
-        cid = c.get("id")
-        if cid is None or isinstance(cid, (dict, list, bool)) or not str(cid).strip():
+        try:
+            cid = id_text(c.get("id"))
+        except InputError as exc:
+            raise InputError(exc.reason, row=row, field=f"{field}.id") from None
+        if cid is None or not cid.strip():
             raise InputError("needs an 'id' (a string or a number)", row=row, field=f"{field}.id")
-        cid = str(cid).strip()
+        cid = cid.strip()
         if cid in ids:
             raise InputError(
                 f"repeats the id {cid!r} of contexts[{ids.index(cid)}]: citations could not tell them apart",
@@ -96,9 +104,8 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         return row
     if not isinstance(row, dict):
         raise InputError(f"a row must be a JSON object, not {type(row).__name__}", row=row_number)
-    if isinstance(row.get("id"), (dict, list)):
-        raise InputError("must be a string or a number", row=row_number, field="id")
     conversation = None
+    # the first field read after the id: a row io.tables found bad (InvalidRow) raises its own error here
     if row.get("messages") is not None:  # a conversation or agent trace: its answer and evidence, with provenance
         for name in ("answer", "claim"):
             if row.get(name) is not None:
@@ -106,6 +113,10 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         conversation = parse_conversation(row, row_number)
         row = {**row, "answer": conversation.answer, "contexts": conversation.contexts}
         row["question"] = row.get("question") if row.get("question") is not None else conversation.question
+    try:
+        id_text(row.get("id"))
+    except InputError as exc:
+        raise InputError(exc.reason, row=row_number, field="id") from None
     if row.get("contexts") is None and "context" in row:
         contexts = row.get("context")
         if isinstance(contexts, str):  # the singular name: one passage

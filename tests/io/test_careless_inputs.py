@@ -5,12 +5,15 @@ field (or the file and column, before any row)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from groundjudge.errors import ConfigError, InputError
+from groundjudge.io.conversations import each_turn
+from groundjudge.io.rows import parse_sample
 from groundjudge.io.tables import read_rows
 
 P = "The library opens at 9 am."
@@ -121,3 +124,55 @@ def test_a_column_repeated_only_in_a_later_parquet_file_is_a_usage_error(tmp_pat
     pq.write_table(pa.Table.from_arrays(arrays, names=["id", "answer", "contexts", "answer"]), later)
     with pytest.raises(ConfigError, match=f"^{later} has two columns named 'answer': rename one"):
         read(folder)
+
+
+# -- ids ----------------------------------------------------------------------------------------------------------
+
+
+def ids(source: Any) -> list[str]:
+    """Each row's report id, or 'error: <field>: <reason>' for a row refused."""
+    out = []
+    for n, row in read(source):
+        try:
+            out.append(parse_sample(row, n).id)
+        except InputError as exc:
+            out.append(f"error: {exc.field}: {exc.reason}")
+    return out
+
+
+def test_one_id_rule_for_jsonl_csv_parquet_and_dataframes(tmp_path: Path) -> None:
+    """Through pandas an integer id column with a gap becomes floats: id 1 was reported as '1.0' and matched none of
+    an earlier run's reports, labels or reviews (where it was '1'); a NaN id became row-N without a word. Now an
+    integral float is its integer's digits in every format; NaN, a float with a fraction, one too large to hold its
+    integer exactly, and true/false are that row's error naming the id; no id (null, an empty cell) stays row-N."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    base = {"answer": "At 9.", "contexts": [P]}
+    jsonl = tmp_path / "in.jsonl"
+    given = [1, 2.0, "3", None, 4.5, True, 2.0**60]
+    jsonl.write_text("".join(json.dumps({"id": i, **base}) + "\n" for i in given), encoding="utf-8")
+    got = ids(jsonl)
+    assert got[:4] == ["1", "2", "3", "row-4"]
+    assert got[4] == "error: id: is 4.5, a number that is not an integer: give ids as strings or integers"
+    assert got[5] == "error: id: must be a string or a number, not true/false"
+    assert got[6].startswith("error: id: is 1.152921504606847e+18, a float too large to hold an integer exactly")
+    frame = pd.DataFrame({"id": [1, None, 3], "answer": ["At 9."] * 3, "contexts": [[P]] * 3})
+    assert frame["id"].dtype == "float64"  # what pandas makes of it
+    nan = "is NaN, pandas' missing value (an integer id column with a gap also turns its other ids into floats)"
+    for column in ("id", "sample_id"):  # a bad row's error names the table's column
+        got = ids(frame.rename(columns={"id": column}))
+        assert got[0] == "1" and got[2] == "3" and got[1].startswith(f"error: {column}: {nan}"), got
+    frame.to_csv(tmp_path / "in.csv", index=False)  # written as 1.0, (empty), 3.0: text, kept as written
+    assert ids(tmp_path / "in.csv") == ["1.0", "row-2", "3.0"]
+    frame.astype({"id": "Int64"}).to_parquet(tmp_path / "in.parquet")  # a real gap: null
+    assert ids(tmp_path / "in.parquet") == ids(frame.astype({"id": "Int64"})) == ["1", "row-2", "3"]
+    # a context's id follows the same rule: citation [1] names the context whose id pandas made 1.0
+    row = {"answer": "At 9 [1].", "contexts": [{"id": 1.0, "text": P}, {"id": 2.5, "text": P}]}
+    with pytest.raises(InputError, match=r"field 'contexts\[1\].id': is 2.5, a number that is not an integer"):
+        parse_sample(row, 1)
+    assert parse_sample({**row, "contexts": row["contexts"][:1]}, 1).context_ids == ["1"]
+    # and a conversation's turns take their row's id by it: 1.0#turn1 would match nothing
+    messages = [{"role": "tool", "content": P}, {"role": "assistant", "content": "At 9."}]
+    assert [r["id"] for r in each_turn([{"id": 1.0, "messages": messages}])] == ["1#turn1"]
+    nan_row = {"id": math.nan, "messages": messages}
+    assert list(each_turn([nan_row])) == [nan_row]  # passed on as it is: its report says what is wrong
