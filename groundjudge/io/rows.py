@@ -126,8 +126,14 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         if isinstance(contexts, str):
             raise InputError(CONTEXTS_STRING, row=row_number, field="contexts")
     contexts, context_ids = context_objects(contexts, row_number)
-    if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
-        raise InputError("must be a list of strings", row=row_number, field="contexts")
+    if not isinstance(contexts, list):
+        raise InputError(f"must be a list of strings, not {_kind(contexts)}", row=row_number, field="contexts")
+    if (bad := next((i for i, c in enumerate(contexts) if not isinstance(c, str)), None)) is not None:
+        raise InputError(
+            f"must be a list of strings: contexts[{bad}] is {_kind(contexts[bad])}, not a string",
+            row=row_number,
+            field="contexts",
+        )
     if not any(c.strip() for c in contexts):
         raise InputError("is empty: there is nothing to check the answer against", row=row_number, field="contexts")
     answer, claim = row.get("answer"), row.get("claim")
@@ -170,6 +176,10 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         sources=conversation and conversation.sources,
         conversation=conversation and conversation.turns,
     )
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
 
 
 def unique_rows(rows: Iterable[tuple[int, Any]], skip: set[str]) -> Iterator[tuple[int, Any]]:

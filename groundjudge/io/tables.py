@@ -228,6 +228,28 @@ DECODERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+# cells of a table that hold JSON objects: one that opens as an object and is not JSON is refused, and so is a
+# messages cell that opens as a list (a contexts cell that is not a list is a string, refused as such: parse_sample)
+CELL_JSON = (("metadata", "{"), ("conversation_options", "{"))
+NOT_JSON = (
+    "holds text that is not JSON ({why}): write the cell as JSON (json.dumps); pandas' to_csv writes a list of "
+    "objects, or an object, as Python's repr, which is not read"
+)
+
+
+def _json_fault(value: Any, opener: str) -> str | None:
+    """Why a cell that opens as JSON does (``opener``) is not JSON; None for any other value, and for JSON."""
+    if not isinstance(value, str) or not value.lstrip().startswith(opener):
+        return None
+    try:
+        loads(value)
+    except json.JSONDecodeError as exc:
+        return f"{exc.msg} at character {exc.pos + 1}"
+    except RefusedJson:  # told by the decoders, which raise it
+        return None
+    return None
+
+
 class ColumnMap:
     """Maps one table's columns to groundjudge fields; remembers which column each field came from."""
 
@@ -376,6 +398,9 @@ class ColumnMap:
                 out["messages"] = question
                 del out["question"]
                 renamed["messages"] = renamed.pop("question")
+        for target, opener in (("messages", "["), *(CELL_JSON if self.decode_strings else ())):
+            if (why := _json_fault(out.get(target), opener)) is not None:
+                raise InputError(NOT_JSON.format(why=why), field=renamed.get(target, target))
         if isinstance(out.get("contexts"), str) and self.source(row, "contexts") in ("context", self.single):
             out["contexts"] = [out["contexts"]]  # the singular name, or a column mapped as context: one passage
         reference = out.pop("reference", None)

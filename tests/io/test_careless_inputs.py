@@ -176,3 +176,40 @@ def test_one_id_rule_for_jsonl_csv_parquet_and_dataframes(tmp_path: Path) -> Non
     assert [r["id"] for r in each_turn([{"id": 1.0, "messages": messages}])] == ["1#turn1"]
     nan_row = {"id": math.nan, "messages": messages}
     assert list(each_turn([nan_row])) == [nan_row]  # passed on as it is: its report says what is wrong
+
+
+# -- careless cells -----------------------------------------------------------------------------------------------
+
+
+def test_a_messages_or_metadata_cell_that_is_not_json_says_so(tmp_path: Path) -> None:
+    """pandas' to_csv writes a list of messages, or a metadata dict, as Python's repr ({'role': ...}), and a cut
+    cell ends mid-JSON: the row was told its messages 'must be a non-empty list of messages' or its metadata 'must be
+    an object', which they looked like. The error now says the cell is not JSON, where, and how to write it."""
+    pd = pytest.importorskip("pandas")
+    messages = [{"role": "tool", "content": P}, {"role": "assistant", "content": "At 9."}]
+    frame = pd.DataFrame({"id": ["a", "b"], "messages": [messages, None], "answer": [None, "At 9."]})
+    frame["contexts"] = [None, json.dumps([P])]
+    frame["metadata"] = [None, {"k": 1}]
+    path = tmp_path / "in.csv"
+    frame.to_csv(path, index=False)  # Python's repr in both cells
+    cut = tmp_path / "cut.csv"
+    cut.write_text('id,messages\nc,"[{""role"": ""tool"", ""content"": ""x""}"\n', encoding="utf-8")
+    rows = read(path) + read(cut)
+    for (n, row), column in zip(rows, ["messages", "metadata", "messages"], strict=True):
+        with pytest.raises(InputError) as err:
+            parse_sample(row, n)
+        assert (err.value.row, err.value.field) == (n, column)
+        assert err.value.reason.startswith("holds text that is not JSON (")
+        assert "write the cell as JSON (json.dumps)" in err.value.reason
+    # a question that opens with a bracket is still a question, and JSON cells are read as before
+    ok = [{"user_input": "[Urgent] when?", "response": "At 9.", "retrieved_contexts": json.dumps([P])}]
+    assert parse_sample(read(pd.DataFrame(ok))[0][1], 1).question == "[Urgent] when?"
+
+
+def test_a_contexts_item_that_is_not_a_string_is_named() -> None:
+    """A Parquet list with a null in it, or a number among the passages, was 'must be a list of strings' with no
+    word of which item; the error names it."""
+    with pytest.raises(InputError, match=r"must be a list of strings: contexts\[1\] is null, not a string"):
+        parse_sample({"answer": "At 9.", "contexts": [P, None]}, 1)
+    with pytest.raises(InputError, match=r"must be a list of strings, not dict"):
+        parse_sample({"answer": "At 9.", "contexts": {"a": P}}, 1)
