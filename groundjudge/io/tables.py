@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from groundjudge.errors import ConfigError, InputError
-from groundjudge.io.jsonl import BOM, RefusedJson, loads, read_jsonl
+from groundjudge.io.jsonl import BOM, RefusedJson, ends_in_newline, loads, read_jsonl
 from groundjudge.io.rows import parse_sample, unique_rows
 
 FIELDS = (
@@ -565,13 +565,6 @@ _CR = "\udc0d"
 _LONE_CR = re.compile(r"\r(?!\n|\Z)")
 
 
-def _crlf_or_lf(raw: Any) -> bool:
-    """Whether the file's first line ends in \n or \r\n (else in a lone \r, as old Mac files do)."""
-    head = raw.peek(65536)[:65536] if hasattr(raw, "peek") else b""
-    cr, lf = head.find(b"\r"), head.find(b"\n")
-    return not (cr >= 0 and (lf < 0 or lf > cr + 1))
-
-
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" makes of a byte that is not UTF-8
 
 
@@ -635,7 +628,7 @@ def _csv_records(path: str | Path) -> Iterator[Any]:
     with (
         _source(path).open("rb") as raw,
         io.TextIOWrapper(
-            raw, encoding="utf-8-sig", errors="surrogateescape", newline="\n" if (lf := _crlf_or_lf(raw)) else ""
+            raw, encoding="utf-8-sig", errors="surrogateescape", newline="\n" if (lf := ends_in_newline(raw)) else ""
         ) as fh,
     ):
         lines = _Lines(fh, lone_cr=lf)

@@ -213,3 +213,13 @@ def test_a_contexts_item_that_is_not_a_string_is_named() -> None:
         parse_sample({"answer": "At 9.", "contexts": [P, None]}, 1)
     with pytest.raises(InputError, match=r"must be a list of strings, not dict"):
         parse_sample({"answer": "At 9.", "contexts": {"a": P}}, 1)
+
+
+@pytest.mark.parametrize("end", [b"\r", b"\r\n", b"\n"])
+def test_json_lines_that_end_in_a_lone_carriage_return_are_rows(tmp_path: Path, end: bytes) -> None:
+    """A JSONL file whose lines end in a lone \\r (old Mac files, some exports) was read as one line: one 'invalid
+    JSON: Extra data' row, and every row after the first lost. Lines end as the first line ends, as in CSV."""
+    rows = [{"id": f"r{i}", "answer": "At 9.", "contexts": [P + end.decode()]} for i in range(3)]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(BOM + end.join(json.dumps(r).encode() for r in rows) + end + end)  # a blank line at the end
+    assert read(path) == [(i + 1, r) for i, r in enumerate(rows)]
