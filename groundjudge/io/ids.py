@@ -17,10 +17,11 @@ EXACT_FLOAT = 2**53  # a float at or beyond this may not hold the integer it was
 
 
 def id_text(value: Any) -> str | None:
-    """The one rule for ids (a row's, a context's) in every format: a string as it is; an integer in digits; a float
-    that holds an integer exactly in that integer's digits (pandas makes an integer column with a gap into floats:
-    1 becomes 1.0, which must still match the 1 of an earlier run's reports, labels and reviews; a Parquet decimal
-    likewise); None (no id); any other value (a UUID, a date) as its ``str``.
+    """The one rule for ids (a row's, a context's) in every format: a string without the spaces around it (" 1" from
+    "id, answer" in a CSV is "1"); an integer in digits; a float that holds an integer exactly in that integer's
+    digits (pandas makes an integer column with a gap into floats: 1 becomes 1.0, which must still match the 1 of an
+    earlier run's reports, labels and reviews; a Parquet decimal likewise); None (no id); any other value (a UUID, a
+    date) as its ``str``.
 
     Raises:
         InputError: ``value`` cannot be an id, saying why (the caller names the row and field): NaN (pandas'
@@ -28,7 +29,7 @@ def id_text(value: Any) -> str | None:
             true/false, a list or an object.
     """
     if value is None or isinstance(value, str):
-        return value
+        return value if value is None else value.strip()
     if isinstance(value, (bool, dict, list)):
         kind = "true/false" if isinstance(value, bool) else f"a {type(value).__name__}"
         raise InputError(f"must be a string or a number, not {kind}")

@@ -24,19 +24,19 @@ Rows are numbered from 1 in table order (the header of a CSV is not a row; a JSO
 row is an :class:`InputError` naming that row and the field by the column name the table uses.
 
 CSV is read strictly, so that no row is lost or changed without a word: UTF-8 (the byte order marks that open the
-file are skipped: one, or two from a file saved twice), a header line, cells quoted as RFC 4180 says (a quote inside
-a quoted cell is written ``""``; only a quoted cell may hold a line break); an empty cell is no value; a blank line
-is not a row. A record that cannot be read is an InputError in its row's place and the rows after it are read as
-usual: a byte that is not UTF-8 (bytes are decoded per row, the cell named), a quote that closes a cell with more
-text after it, more cells than the header has. A quote left open is told from a quoted cell with a line break by
-what reading on would give: when the record would run to the end of the file, not be valid CSV, or not have the
-header's number of cells, the row is refused (naming the cell where the quote opens and its line) and reading goes
-on from the next line, so the rows that the quote would have swallowed are rows. (A stray quote that a later quote
-happens to close into a record of the right shape cannot be told from a cell with line breaks in it: that record is
-read as it is.) Lines end as the header's line ends: in \n (or \r\n), where a lone \r inside a line is text
-(Python's csv and pandas' ``to_csv`` write it unquoted), or in a lone \r (old Mac files); a cell that ends a row in
-\r, unquoted, cannot be told from a \r\n line end and loses that \r. A header that is not UTF-8 or not valid CSV is
-a :class:`ConfigError`.
+file are skipped: one, or two from a file saved twice), a header line (spaces around a name are not part of it),
+cells quoted as RFC 4180 says (a quote inside a quoted cell is written ``""``; only a quoted cell may hold a line
+break); an empty cell is no value; a blank line is not a row. A record that cannot be read is an InputError in its
+row's place and the rows after it are read as usual: a byte that is not UTF-8 (bytes are decoded per row, the cell
+named), a quote that closes a cell with more text after it, more cells than the header has. A quote left open is
+told from a quoted cell with a line break by what reading on would give: when the record would run to the end of the
+file, not be valid CSV, or not have the header's number of cells, the row is refused (naming the cell where the
+quote opens and its line) and reading goes on from the next line, so the rows that the quote would have swallowed
+are rows. (A stray quote that a later quote happens to close into a record of the right shape cannot be told from a
+cell with line breaks in it: that record is read as it is.) Lines end as the header's line ends: in \n (or \r\n),
+where a lone \r inside a line is text (Python's csv and pandas' ``to_csv`` write it unquoted), or in a lone \r (old
+Mac files); a cell that ends a row in \r, unquoted, cannot be told from a \r\n line end and loses that \r. A header
+that is not UTF-8 or not valid CSV is a :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -653,7 +653,7 @@ def _csv_records(path: str | Path) -> Iterator[Any]:
                 for i, name in enumerate(cells):
                     if (why := _not_utf8(name)) is not None:
                         raise ConfigError(f"{path}: the header's column {i + 1} {why}; save the file as UTF-8")
-                header = [c.replace(_CR, "\r") for c in cells]
+                header = [c.replace(_CR, "\r").strip() for c in cells]  # "id, answer": spaces name no column
                 yield header
                 continue
             if not cells and problem is None:

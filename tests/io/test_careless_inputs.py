@@ -223,3 +223,15 @@ def test_json_lines_that_end_in_a_lone_carriage_return_are_rows(tmp_path: Path, 
     path = tmp_path / "in.jsonl"
     path.write_bytes(BOM + end.join(json.dumps(r).encode() for r in rows) + end + end)  # a blank line at the end
     assert read(path) == [(i + 1, r) for i, r in enumerate(rows)]
+
+
+def test_spaces_around_csv_header_names_and_ids_are_not_part_of_them(tmp_path: Path) -> None:
+    """A header written "id, answer, contexts" had columns ' answer' and ' contexts': the file had "no column for
+    the answer", and --map could not name them (it strips what it is given). An id ' r1' was reported as ' r1',
+    matching no other run's 'r1'; a context's id was stripped already. Names and ids lose the spaces around them;
+    cells keep theirs."""
+    path = tmp_path / "in.csv"
+    path.write_text(f'id , answer,\tcontexts\n r1 , At 9.,"[""{P}""]"\n', encoding="utf-8")
+    ((n, row),) = read(path)
+    assert row == {"id": " r1 ", "answer": " At 9.", "contexts": [P]}
+    assert parse_sample(row, n).id == "r1"
