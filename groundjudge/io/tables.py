@@ -715,6 +715,26 @@ def parquet_files(uri: str | Path) -> tuple[Any, list[str]]:
     return fs, [path]
 
 
+def _repeated_field(kind: Any, path: str) -> str | None:
+    """Where a Parquet column's nested objects (struct fields, in lists and maps too) name a field twice: a struct
+    holds both, a row read as Python keeps one (pyarrow refuses to read it). ``'path.name' names 'name'``, or None."""
+    if hasattr(kind, "num_fields") and kind.num_fields and type(kind).__name__ == "StructType":
+        seen: set[str] = set()
+        for i in range(kind.num_fields):
+            field = kind.field(i)
+            if field.name in seen:
+                return f"{path!r} names {field.name!r}"
+            seen.add(field.name)
+            if (inner := _repeated_field(field.type, f"{path}.{field.name}")) is not None:
+                return inner
+        return None
+    for attr in ("value_type", "key_type", "item_type"):  # lists (value), maps (key, item)
+        inner_kind = getattr(kind, attr, None)
+        if inner_kind is not None and (inner := _repeated_field(inner_kind, f"{path}[]")) is not None:
+            return inner
+    return None
+
+
 def _bad_parquet(f: str, exc: BaseException) -> ConfigError:
     why = "it is empty (0 bytes)" if "size is 0 bytes" in str(exc) else f"{type(exc).__name__}: {exc}"
     return ConfigError(f"{f}: cannot read it as Parquet: {why}")
@@ -737,11 +757,18 @@ def open_parquet(
     for f in files:  # every footer now: a file that is not Parquet stops the run before any row is scored
         try:
             with fs.open_input_file(f) as fh:
-                names = pq.ParquetFile(fh).schema_arrow.names
+                schema = pq.ParquetFile(fh).schema_arrow
+                names = schema.names
         except (OSError, ValueError, TypeError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError OSError
             raise _bad_parquet(f, exc) from None
         if check is not None:
             check(names, f)
+        for column in schema:
+            if (where := _repeated_field(column.type, column.name)) is not None:
+                raise ConfigError(
+                    f"{f}: {where} twice, in the objects of column {column.name!r}: one of its values would be lost; "
+                    "rename one of the two fields"
+                )
         columns += [c for c in names if c not in columns]
 
     def rows() -> Iterator[tuple[int, Any]]:

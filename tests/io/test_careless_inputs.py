@@ -235,3 +235,18 @@ def test_spaces_around_csv_header_names_and_ids_are_not_part_of_them(tmp_path: P
     ((n, row),) = read(path)
     assert row == {"id": " r1 ", "answer": " At 9.", "contexts": [P]}
     assert parse_sample(row, n).id == "r1"
+
+
+def test_parquet_objects_that_name_a_field_twice_are_refused_before_any_row(tmp_path: Path) -> None:
+    """A Parquet struct may hold two fields of one name (messages whose objects have two 'content' fields): pyarrow
+    refuses to read such a row as Python, which stopped the run in the middle with a message naming neither the
+    column nor the field. The footers say so before any row is scored."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    fields = [pa.field("role", pa.string()), pa.field("content", pa.string()), pa.field("content", pa.string())]
+    structs = pa.StructArray.from_arrays([pa.array(["tool"]), pa.array([P]), pa.array(["x"])], fields=fields)
+    messages = pa.ListArray.from_arrays(pa.array([0, 1], pa.int32()), structs)
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": ["r1"], "messages": messages}), path)
+    with pytest.raises(ConfigError, match=r"'messages\[\]' names 'content' twice, in the objects of column 'messages'"):
+        read_rows(path)  # before any row is read
