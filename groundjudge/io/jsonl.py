@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from groundjudge.errors import InputError
 
 BOM = b"\xef\xbb\xbf"
+BOM_CHAR = BOM.decode("utf-8")  # U+FEFF, as decoded text
 
 
 class Openable(Protocol):
