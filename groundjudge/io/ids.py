@@ -20,12 +20,13 @@ def id_text(value: Any) -> str | None:
     """The one rule for ids (a row's, a context's) in every format: a string without the spaces around it (" 1" from
     "id, answer" in a CSV is "1"); an integer in digits; a float that holds an integer exactly in that integer's
     digits (pandas makes an integer column with a gap into floats: 1 becomes 1.0, which must still match the 1 of an
-    earlier run's reports, labels and reviews; a Parquet decimal likewise); None (no id); any other value (a UUID, a
-    date) as its ``str``.
+    earlier run's reports, labels and reviews; a Parquet decimal likewise); None for no id: None, and NaN, pandas'
+    missing value (the same table written to CSV has an empty cell there, to Parquet a null: every format numbers
+    such a row ``row-N``); any other value (a UUID, a date) as its ``str``.
 
     Raises:
-        InputError: ``value`` cannot be an id, saying why (the caller names the row and field): NaN (pandas'
-            missing value), infinity, a number with a fraction, a float too large to hold its integer exactly,
+        InputError: ``value`` cannot be an id, saying why (the caller names the row and field): infinity, a number
+            with a fraction, a float too large to hold its integer exactly,
             true/false, a list or an object.
     """
     if value is None or isinstance(value, str):
@@ -42,10 +43,7 @@ def id_text(value: Any) -> str | None:
     if not isinstance(value, float):
         return str(value)
     if math.isnan(value):
-        raise InputError(
-            "is NaN, pandas' missing value (an integer id column with a gap also turns its other ids into floats): "
-            "give this row an id, or leave the id column out so that every row is numbered row-N"
-        )
+        return None  # pandas' missing value: no id, as an empty CSV cell or a Parquet null of the same table
     if not math.isfinite(value) or not value.is_integer():
         raise InputError(f"is {value!r}, a number that is not an integer: give ids as strings or integers")
     if abs(value) >= EXACT_FLOAT:

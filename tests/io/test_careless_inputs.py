@@ -142,9 +142,10 @@ def ids(source: Any) -> list[str]:
 
 def test_one_id_rule_for_jsonl_csv_parquet_and_dataframes(tmp_path: Path) -> None:
     """Through pandas an integer id column with a gap becomes floats: id 1 was reported as '1.0' and matched none of
-    an earlier run's reports, labels or reviews (where it was '1'); a NaN id became row-N without a word. Now an
-    integral float is its integer's digits in every format; NaN, a float with a fraction, one too large to hold its
-    integer exactly, and true/false are that row's error naming the id; no id (null, an empty cell) stays row-N."""
+    an earlier run's reports, labels or reviews (where it was '1'). Now an integral float is its integer's digits in
+    every format; a float with a fraction, one too large to hold its integer exactly, and true/false are that row's
+    error naming the id; no id (null, an empty cell, pandas' NaN) is row-N in every format, as the same table
+    written to CSV (an empty cell) or Parquet (a null) reads."""
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
     base = {"answer": "At 9.", "contexts": [P]}
@@ -158,10 +159,12 @@ def test_one_id_rule_for_jsonl_csv_parquet_and_dataframes(tmp_path: Path) -> Non
     assert got[6].startswith("error: id: is 1.152921504606847e+18, a float too large to hold an integer exactly")
     frame = pd.DataFrame({"id": [1, None, 3], "answer": ["At 9."] * 3, "contexts": [[P]] * 3})
     assert frame["id"].dtype == "float64"  # what pandas makes of it
-    nan = "is NaN, pandas' missing value (an integer id column with a gap also turns its other ids into floats)"
+    for column in ("id", "sample_id"):
+        assert ids(frame.rename(columns={"id": column})) == ["1", "row-2", "3"]
+    bad = pd.DataFrame({"id": [1.5, 2.0], "answer": ["At 9."] * 2, "contexts": [[P]] * 2})
     for column in ("id", "sample_id"):  # a bad row's error names the table's column
-        got = ids(frame.rename(columns={"id": column}))
-        assert got[0] == "1" and got[2] == "3" and got[1].startswith(f"error: {column}: {nan}"), got
+        got = ids(bad.rename(columns={"id": column}))
+        assert got[0].startswith(f"error: {column}: is 1.5, a number that is not an integer") and got[1] == "2", got
     frame.to_csv(tmp_path / "in.csv", index=False)  # written as 1.0, (empty), 3.0: text, kept as written
     assert ids(tmp_path / "in.csv") == ["1.0", "row-2", "3.0"]
     frame.astype({"id": "Int64"}).to_parquet(tmp_path / "in.parquet")  # a real gap: null
@@ -174,8 +177,8 @@ def test_one_id_rule_for_jsonl_csv_parquet_and_dataframes(tmp_path: Path) -> Non
     # and a conversation's turns take their row's id by it: 1.0#turn1 would match nothing
     messages = [{"role": "tool", "content": P}, {"role": "assistant", "content": "At 9."}]
     assert [r["id"] for r in each_turn([{"id": 1.0, "messages": messages}])] == ["1#turn1"]
-    nan_row = {"id": math.nan, "messages": messages}
-    assert list(each_turn([nan_row])) == [nan_row]  # passed on as it is: its report says what is wrong
+    no_id = [r["id"] for r in each_turn([{"id": None, "messages": messages}])]
+    assert [r["id"] for r in each_turn([{"id": math.nan, "messages": messages}])] == no_id  # NaN: no id
 
 
 # -- careless cells -----------------------------------------------------------------------------------------------
