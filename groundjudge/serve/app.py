@@ -168,11 +168,13 @@ def caller(request: Request) -> auth.Reviewer:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise HTTPException(401, "the Authorization header must be 'Bearer TOKEN'", {"WWW-Authenticate": "Bearer"})
-        wait = st.limit.blocked(client)
-        if wait:
-            raise HTTPException(429, f"too many bad tokens: try again in {wait:.0f} s", {"Retry-After": f"{wait:.0f}"})
-        who = auth.check_token(st.engine, token.strip())
+        who = auth.check_token(st.engine, token.strip())  # a valid token always passes: the limit counts failures
         if who is None:
+            wait = st.limit.blocked(client)
+            if wait:
+                raise HTTPException(
+                    429, f"too many bad tokens: try again in {wait:.0f} s", {"Retry-After": f"{wait:.0f}"}
+                )
             st.limit.failed(client)
             log.warning("bad token from %s", client)
             raise HTTPException(401, "invalid token", {"WWW-Authenticate": "Bearer"})
@@ -389,12 +391,12 @@ def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged
         client = _client(request)
         if not _same_origin(request):
             return html(signin_page("Sign in from this service's own page."), status=403)
-        wait = app.state.limit.blocked(client)
-        if wait:
-            return html(signin_page(f"Too many failed sign-ins: try again in {wait:.0f} s."), status=429)
         token = (await form(request)).get("token", "").strip()
-        who = auth.check_token(engine, token) if token else None
+        who = auth.check_token(engine, token) if token else None  # a valid token always passes
         if who is None:
+            wait = app.state.limit.blocked(client)
+            if wait:
+                return html(signin_page(f"Too many failed sign-ins: try again in {wait:.0f} s."), status=429)
             app.state.limit.failed(client)
             log.warning("failed sign-in from %s", client)
             return html(signin_page("That token is not valid."), status=401)

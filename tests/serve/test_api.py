@@ -482,3 +482,27 @@ def test_a_leaked_token_is_replaced_or_revoked_at_once_and_the_decisions_stay(sv
     assert any(e["reviewer"] == "dave" and e["id"] == "a3" for e in history)  # what dave decided stays
     result = CliRunner().invoke(app, ["review", "new-token", "nobody", "--db", svc["db"]])
     assert result.exit_code == 2 and "no reviewer named 'nobody'" in result.output, result.output
+
+
+def test_a_valid_token_is_never_refused_by_the_sign_in_limit(tmp_path: Path) -> None:
+    # the limit counts failures: a flood of bad tokens (from one address, or from more addresses than the table holds,
+    # which then share one bucket) refused every reviewer's valid token with 429 for as long as the flood went on
+    from fastapi.testclient import TestClient
+
+    from groundjudge.serve.app import create_app
+    from groundjudge.serve.db import open_db
+    from groundjudge.serve.store import add_reviewer as add
+    from groundjudge.serve.store import load_runs
+
+    engine = open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    load_runs(engine, [("run", [make_report("a")])])
+    token = add(engine, "dora")
+    service = create_app(engine, sign_in_limit=2)
+    with TestClient(service, follow_redirects=False) as c:
+        bad = [c.get("/api/me", headers={"Authorization": f"Bearer gj_{i}_bad"}).status_code for i in range(3)]
+        assert bad == [401, 401, 429]
+        assert c.post("/signin", data={"token": "gj_x_bad"}).status_code == 429  # a bad one still waits
+        me = c.get("/api/me", headers={"Authorization": f"Bearer {token}"})
+        assert me.status_code == 200 and me.json()["name"] == "dora"
+        assert c.post("/signin", data={"token": token}).status_code == 303
+        assert c.get("/api/me", headers={"Authorization": "Bearer gj_y_bad"}).status_code == 429  # still counted
