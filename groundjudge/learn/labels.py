@@ -260,7 +260,7 @@ def reviewed_claims(
         log(f"{note}; the judge's verdict on them teaches nothing either")
     texts = {(r.id, v.claim.id): v.claim.text for run in runs for r in run for v in r.claims}
     for where, rev in reviews:
-        if id(rev) in matched:
+        if id(rev) in matched or rev.cleared:  # a null label is no label: no claim to look up
             continue
         if (rev.id, rev.claim_id) in texts:
             raise InputError(

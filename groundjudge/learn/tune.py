@@ -206,8 +206,7 @@ def load_examples(
             if is_report_row(row):
                 in_file.append(_report(row, where))
             elif "claim_id" in row:
-                if (review := _review(row, n, where)) is not None:  # None: a note without a verdict, no label
-                    reviews.append((where, review))
+                reviews.append((where, _review(row, n, where)))  # a null label: cleared, no label (reviewed_claims)
             elif "claim" in row and "contexts" in row:
                 contexts = row["contexts"]
                 if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
@@ -264,9 +263,9 @@ def _report(row: dict[str, Any], where: str) -> AnswerReport:
     return report
 
 
-def _review(row: dict[str, Any], n: int, where: str) -> Review | None:
+def _review(row: dict[str, Any], n: int, where: str) -> Review:
     """A review line by the review readers' one rule (:func:`~groundjudge.review.metrics.review_from_row`), named by
-    file and line; None for a line without a verdict."""
+    file and line (a line without a verdict is ``cleared``: no label)."""
     try:
         return review_from_row(row, n)
     except InputError as exc:

@@ -283,24 +283,27 @@ class Review:
     line: int = 0
     adjudicated: bool = False  # an adjudicator's label for a claim reviewers disagreed on (``review export``)
     status: str | None = None  # the claim's status in a ``review export`` (REVIEW_STATUSES); None: not said
+    # a line whose label is null (label ""): no label; it withdraws its reviewer's earlier verdict on the claim (as
+    # the service's cleared decision does), and only :func:`review_labels` reads it: it is in none of its lists
+    cleared: bool = False
 
 
-def review_from_row(obj: Any, line: int) -> Review | None:
+def review_from_row(obj: Any, line: int) -> Review:
     """One review line (a JSON value already read) as a :class:`Review`: the one rule for its fields, which every
-    reader of reviews (metrics, calibrate, compare, tune) goes through; ``line`` names it in errors. None for a
-    line whose ``label`` is null: a note or citation choice the reviewer made without a verdict, which the review
-    page exports too; it is no label, and every reader skips it."""
+    reader of reviews (metrics, calibrate, compare, tune) goes through; ``line`` names it in errors. A line whose
+    ``label`` is null (a note or citation choice made without a verdict, or a verdict cleared, which the review
+    page and ``review export`` write too) is ``cleared``: no label, but its reviewer's latest decision on the claim,
+    so it withdraws their earlier verdict (:func:`review_labels`, the only reader that sees it)."""
     if not isinstance(obj, dict):
         raise InputError("a review line must be a JSON object", row=line)
     for name in ("id", "claim_id", "claim"):
         if not isinstance(obj.get(name), str):
             raise InputError("missing or not a string", row=line, field=name)
-    if "label" in obj and obj["label"] is None:
-        return None
-    if not isinstance(obj.get("label"), str):
+    cleared = "label" in obj and obj["label"] is None
+    if not cleared and not isinstance(obj.get("label"), str):
         raise InputError("missing or not a string", row=line, field="label")
-    label = obj["label"].upper()
-    if label not in REVIEW_LABELS:
+    label = "" if cleared else obj["label"].upper()
+    if not cleared and label not in REVIEW_LABELS:
         raise InputError(f"{obj['label']!r} is not one of {', '.join(REVIEW_LABELS)}", row=line, field="label")
     for name in ("groundjudge_label", "route", "note", "reviewer", "decided_at"):
         if obj.get(name) is not None and not isinstance(obj[name], str):
@@ -323,27 +326,32 @@ def review_from_row(obj: Any, line: int) -> Review | None:
         line=line,
         adjudicated=obj.get("adjudicated", False),
         status=status,
+        cleared=cleared,
     )
 
 
 def _per_reviewer(reviews: Iterable[Review]) -> dict[tuple[str, str, str], dict[tuple[str, bool], Review]]:
     """Claim (answer id, claim id, claim text) -> each reviewer's latest line on it, and the latest adjudication
     (under ``("", True)``: a later adjudicator's settles the claim again); in file order, a claim placed by its last
-    line. Lines without a reviewer are one reviewer's (the static page's export before it named them)."""
+    line. Lines without a reviewer are one reviewer's (the static page's export before it named them). A cleared
+    line (null label) withdraws its reviewer's earlier line and is kept by none."""
     out: dict[tuple[str, str, str], dict[tuple[str, bool], Review]] = {}
     for r in reviews:
         claim = (r.id, r.claim_id, r.claim)
         lines = out.pop(claim, {})
-        out[claim] = lines
         who = ("", True) if r.adjudicated else (r.reviewer or "", False)
         lines.pop(who, None)
-        lines[who] = r
+        if not r.cleared:
+            lines[who] = r
+        if lines:
+            out[claim] = lines
     return out
 
 
 def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Review]:
     """Reviews from JSONL text lines. A line without a verdict (``"label": null``: a note or citation choice the
-    review page exported alone) is skipped: it is no label and replaces nothing.
+    review page exported alone, or a verdict its reviewer cleared) is no label: it withdraws that reviewer's
+    earlier verdict on the claim, as the service's cleared decision does (:func:`review_labels`).
 
     ``per_reviewer``: each reviewer's own latest decision on each claim and its latest adjudication, as the review
     service exports them: what :func:`reviewers_agreement` reads. Without it the labels they teach, one per claim
@@ -357,9 +365,7 @@ def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Revi
             obj = json.loads(raw)
         except ValueError as exc:
             raise InputError(f"not JSON: {exc}", row=n) from exc
-        r = review_from_row(obj, n)
-        if r is not None:  # a note or citation choice without a verdict: no label
-            every.append(r)
+        every.append(review_from_row(obj, n))  # a cleared line (null label) is read by review_labels alone
     settled = review_labels(every)
     return settled.every if per_reviewer else settled.labels
 
@@ -391,7 +397,9 @@ def review_labels(every: Sequence[Review]) -> ReviewLabels:
     id, claim id and text), the latest adjudication where there is one; else, when every reviewer's latest decision
     gives one label, that label (a reviewer who changed their mind counts once, with their latest); else the claim
     is disputed and left out, as is a claim the export marks ``disputed`` (or ``adjudicated`` with no adjudication
-    line: a file cut down to some reviewers' lines). ``every`` in file order (a later line is a later decision)."""
+    line: a file cut down to some reviewers' lines). ``every`` in file order (a later line is a later decision); a
+    line whose label is null (``cleared``) withdraws its reviewer's earlier verdict on the claim (the service's
+    rule for a cleared decision) and is in none of the lists returned."""
     labels: list[Review] = []
     disputed: list[Review] = []
     claims = _per_reviewer(every)

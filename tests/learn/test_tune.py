@@ -149,6 +149,12 @@ def test_a_review_line_without_a_verdict_teaches_nothing(tmp_path: Path, tokeniz
     examples = {ex.id: ex for ex in load_examples([scored, review], tokenizer, settings)}
     assert set(examples) == {"a1/c1", "a1/c2", "a1/c4"}
     assert (examples["a1/c4"].label, examples["a1/c4"].source) == ("UNSUPPORTED", "review")
+    # a later export where the reviewer cleared that verdict: it teaches nothing more (it taught UNSUPPORTED)
+    later = write_jsonl(
+        tmp_path / "later.jsonl", [{"id": "a1", "claim_id": "c4", "claim": "Town 4 is warm.", "label": None}]
+    )
+    examples = {ex.id: ex for ex in load_examples([scored, review, later], tokenizer, settings)}
+    assert set(examples) == {"a1/c1", "a1/c2"}
 
 
 def test_a_review_teaches_only_the_claim_it_was_made_on(tmp_path: Path, tokenizer: Any) -> None:

@@ -59,6 +59,47 @@ def test_lines_without_a_reviewer_are_one_reviewer_whose_last_word_counts() -> N
     assert labels == {"c1": "CONTRADICTED"} and disputed == []
 
 
+def _cleared(cid: str, who: str | None, **extra: object) -> str:
+    row = json.loads(_line(cid, "", who, **extra))
+    row["label"] = None
+    return json.dumps(row)
+
+
+def test_a_cleared_verdict_withdraws_its_reviewers_earlier_one() -> None:
+    # a line with a null label is its reviewer's latest decision: no verdict (the page's Clear, or a note alone, in a
+    # later export of the same page; the service's cleared decision). It was skipped, so a withdrawn label still
+    # taught (c1), and a reviewer who withdrew kept a claim disputed that the service says is agreed (c2)
+    lines = [
+        _line("c1", "SUPPORTED", "ann"),
+        _cleared("c1", "ann"),
+        _line("c2", "SUPPORTED", "ann"),
+        _line("c2", "CONTRADICTED", "ben"),
+        _cleared("c2", "ann", note="not sure any more"),
+        _line("c3", "SUPPORTED", "ann"),
+        _line("c3", "CONTRADICTED", "ben"),
+        _line("c3", "SUPPORTED", "cat", adjudicated=True),
+        _cleared("c3", "cat", adjudicated=True),  # an adjudication withdrawn: open again
+        _cleared("c4", "ann", note="first a note"),
+        _line("c4", "UNSUPPORTED", "ann"),  # then a verdict: it counts
+        _line("c5", "SUPPORTED", "ann"),
+        _cleared("c5", "ben", citation="WRONG"),  # another reviewer's note alone takes nothing away
+        _line("c6", "SUPPORTED", None),
+        _cleared("c6", None),  # the static page's export, no name: the same one reviewer
+    ]
+    labels, disputed = _labels(lines)
+    assert labels == {"c2": "CONTRADICTED", "c4": "UNSUPPORTED", "c5": "SUPPORTED"} and disputed == ["c3"]
+    assert {r.claim_id: r.label for r in parse_reviews(lines)} == labels  # every reader's one-per-claim view
+    every = parse_reviews(lines, per_reviewer=True)  # what reviewers_agreement reads: no cleared line, no label ""
+    assert all(r.label and not r.cleared for r in every)
+    assert sorted((r.claim_id, r.reviewer) for r in every) == [
+        ("c2", "ben"),
+        ("c3", "ann"),
+        ("c3", "ben"),
+        ("c4", "ann"),
+        ("c5", "ann"),
+    ]
+
+
 def test_the_exports_status_keeps_a_cut_file_from_teaching_one_side() -> None:
     # a file cut down to one reviewer's lines (grep ann export.jsonl): the status still says the claim is open
     labels, disputed = _labels(

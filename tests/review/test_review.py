@@ -157,8 +157,9 @@ def test_reviews_are_validated_and_the_last_decision_wins() -> None:
 
 def test_a_line_without_a_verdict_is_no_label_for_any_reader(tmp_path: Path) -> None:
     """The review page exports a note or citation choice made without a verdict as ``"label": null``: read as no
-    label (skipped, replacing nothing) by every reader of reviews; a line with no label key at all is still an
-    error (not a review export)."""
+    label by every reader of reviews (and, as the service's cleared decision, it withdraws its reviewer's earlier
+    verdict: tests/review/test_disputed_reviews.py); a line with no label key at all is still an error (not a
+    review export)."""
     lines = [
         _line("r-fail", "c2", "It was completed in 1899.", "UNSUPPORTED", "CONTRADICTED"),
         json.dumps(
@@ -184,8 +185,9 @@ def test_a_line_without_a_verdict_is_no_label_for_any_reader(tmp_path: Path) -> 
         ),
     ]
     for per_reviewer in (False, True):
-        (only,) = parse_reviews(lines, per_reviewer)
+        (only,) = parse_reviews(lines[:2], per_reviewer)
         assert (only.claim_id, only.label, only.line) == ("c2", "UNSUPPORTED", 1)
+        assert parse_reviews(lines, per_reviewer) == []  # the third line: the same (unnamed) reviewer cleared c2
     with pytest.raises(InputError, match=r"row 1, field 'label': missing"):
         parse_reviews([json.dumps({"id": "a", "claim_id": "c1", "claim": "x"})])
     with pytest.raises(InputError, match=r"row 1, field 'claim': missing"):
@@ -198,7 +200,7 @@ def test_a_line_without_a_verdict_is_no_label_for_any_reader(tmp_path: Path) -> 
     said = " ".join(result.output.split())
     assert result.exit_code == 2 and "no verdict in it" in said and "Traceback" not in said
     mixed = tmp_path / "mixed.jsonl"
-    mixed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    mixed.write_text("\n".join(lines[:2]) + "\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["metrics", str(out), "--reviews", str(mixed)])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
