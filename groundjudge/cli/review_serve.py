@@ -179,7 +179,7 @@ def export_command(
         database = engine.url.database
         not_an_input("--out", out, *(Path(database + end) for end in ("", "-wal", "-shm")))
     lines = store.write_export(engine, out)
-    open_ = len({(x["id"], x["claim_id"]) for x in lines if x["status"] == "disputed"})
+    open_ = len({(x["id"], x["claim_id"]) for x in lines if x.get("status") == "disputed"})
     err.print(escape(f"wrote {out} ({len(lines)} decisions)"), highlight=False)
     if open_:
         err.print(

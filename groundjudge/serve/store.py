@@ -770,31 +770,36 @@ def adjudicate(
 
 def export_lines(engine: Engine) -> list[dict[str, Any]]:
     """The decisions as the review page exports them (one object per line; :func:`groundjudge.review.metrics.
-    parse_reviews` reads them): each reviewer's latest verdict on each claim, in queue order, the latest last; then
+    parse_reviews` reads them): each reviewer's latest decision on each claim, in queue order, the latest last; then
     the claim's adjudication, if any, marked ``adjudicated`` (also where no reviewer's verdict stands on the claim:
-    none made, or every one cleared). Every line says its claim's ``status``: ``adjudicated``, else ``disputed``
-    where the reviewers' verdicts differ (:func:`_disputed`), else ``agreed``. Readers take one label per claim
+    none made, or every one cleared). A decision without a verdict (cleared, or a note or citation choice alone) is
+    a line with a null ``label``, as the static page writes it: readers take it for no label, and for the
+    withdrawal of that reviewer's earlier verdict in a file exported before it. A claim with a verdict says its
+    ``status`` on every line: ``adjudicated``, else ``disputed`` where the reviewers' verdicts differ
+    (:func:`_disputed`), else ``agreed``; a claim with none has no ``status``. Readers take one label per claim
     (:func:`groundjudge.review.metrics.review_labels`): the adjudicated one, else the agreed one; a disputed claim
     teaches nothing. ``metrics`` also reads each reviewer's."""
 
     def get(conn: Connection) -> list[dict[str, Any]]:
-        rows = [r for r in _latest(conn) if r.label is not None]
+        latest = _latest(conn)
+        rows = [r for r in latest if r.label is not None]
         settled = _adjudicated(conn)
         verdicts = _verdicts(rows)
         by_claim: dict[int, list[Any]] = defaultdict(list)
-        for r in rows:
+        for r in latest:
             by_claim[r.claim_pk].append(r)
-        claims = {r.claim_pk: r for r in rows} | _claim_rows(conn, set(settled) - set(by_claim))
+        claims = {r.claim_pk: r for r in latest} | _claim_rows(conn, set(settled) - set(by_claim))
         out = []
         for claim_pk in sorted(claims, key=lambda pk: (claims[pk].answer_position, claims[pk].claim_position)):
             adj = settled.get(claim_pk)
             status = "adjudicated" if adj is not None else "disputed" if _disputed(verdicts[claim_pk]) else "agreed"
+            said = {"status": status} if adj is not None or verdicts[claim_pk] else {}
             group = sorted(by_claim[claim_pk], key=lambda r: (r.decided_at, r.id))
             for r in group:
-                out.append(_line(r, r.label, r.note, r.reviewer, r.decided_at, r.citation) | {"status": status})
+                out.append(_line(r, r.label, r.note, r.reviewer, r.decided_at, r.citation) | said)
             if adj is not None:
                 line = _line(claims[claim_pk], adj.label, adj.note, adj.name, adj.decided_at, None)
-                out.append(line | {"adjudicated": True, "status": status})
+                out.append(line | {"adjudicated": True, **said})
         return out
 
     return read(engine, get)

@@ -135,7 +135,9 @@ def test_the_latest_decision_counts_and_every_change_is_kept(svc: dict[str, Any]
     assert [h["label"] for h in hist] == ["CONTRADICTED", "UNSUPPORTED", "SUPPORTED", "UNSUPPORTED"]  # r-1 once
     cleared = post(svc, "bob", {"id": "a2", "claim_id": "c1", "label": None})
     assert cleared.status_code == 200
-    assert not [x for x in export(svc["db"], svc["folder"] / "e0.jsonl") if (x["id"], x["reviewer"]) == ("a2", "bob")]
+    # the cleared decision is exported as no label (a null one), with no status: no verdict stands on the claim
+    mine = [x for x in export(svc["db"], svc["folder"] / "e0.jsonl") if (x["id"], x["reviewer"]) == ("a2", "bob")]
+    assert [(x["label"], "status" in x) for x in mine] == [(None, False)]
 
 
 def test_a_request_id_used_again_for_another_decision_is_refused_not_dropped(svc: dict[str, Any]) -> None:

@@ -150,6 +150,33 @@ def test_text_the_database_cannot_hold_is_refused_alike_on_both_databases(
     engine.dispose()
 
 
+def test_a_cleared_verdict_and_a_note_alone_are_exported_as_no_label(tmp_path: Path) -> None:
+    """The export left decisions without a verdict out: a reviewer who cleared a verdict was missing from the next
+    export, so that export joined to an earlier one (two days' files given to tune, metrics or calibrate) let the
+    withdrawn verdict teach; a note or citation choice made without a verdict was not exported at all. Both are now
+    lines with a null label, as the static page writes them, which every reader takes for no label and for the
+    withdrawal of that reviewer's earlier verdict."""
+    from groundjudge.review.metrics import parse_reviews
+
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    store.load_runs(engine, [("run", [make_report("a")])])
+    store.add_reviewer(engine, "ann")
+    store.add_reviewer(engine, "bob")
+    ann, bob = (r["id"] for r in store.reviewers(engine))
+    store.decide(engine, ann, "a", "c0", "SUPPORTED")
+    store.decide(engine, bob, "a", "c1", None, note="the source is ambiguous")
+    day1 = [store.dumps_line(x) for x in store.export_lines(engine)]
+    assert {(r.claim_id, r.label) for r in parse_reviews(day1)} == {("c0", "SUPPORTED")}
+    store.decide(engine, ann, "a", "c0", None)  # withdrawn
+    lines = store.export_lines(engine)
+    assert [(x["claim_id"], x["reviewer"], x["label"], x["note"], "status" in x) for x in lines] == [
+        ("c0", "ann", None, "", False),
+        ("c1", "bob", None, "the source is ambiguous", False),
+    ]
+    day2 = [store.dumps_line(x) for x in lines]
+    assert parse_reviews(day1 + day2) == []  # the withdrawn verdict teaches nothing
+
+
 def test_an_adjudication_is_exported_where_no_reviewer_verdict_stands(tmp_path: Path) -> None:
     # settled through the API on a claim nobody decided, or whose verdicts were cleared afterwards: acknowledged
     # (200) and in the history, but missing from the export that metrics, calibrate and tune read
@@ -168,6 +195,7 @@ def test_an_adjudication_is_exported_where_no_reviewer_verdict_stands(tmp_path: 
     lines = store.export_lines(engine)
     assert [(x["id"], x["claim_id"], x["reviewer"], x["label"], x.get("adjudicated", False)) for x in lines] == [
         ("a", "c1", "adj", "CONTRADICTED", True),  # in queue order
+        ("b", "c0", "ann", None, False),  # ann's cleared verdict: no label, the withdrawal of her earlier one
         ("b", "c0", "adj", "UNSUPPORTED", True),
         ("b", "c1", "ann", "CONTRADICTED", False),
     ]
