@@ -246,7 +246,11 @@ class Pending:
             notes.update(dict.fromkeys(why))
             if diffs:
                 reports = sum(1 for rid, m in made_with.items() if m == old and rid not in self.retry)
-                shown = "".join(f"\n  {key}: {_shown(a)} in OUT, {_shown(b)} in this run" for key, a, b in diffs)
+                shown = "".join(
+                    f"\n  {_shown(key)}: {_shown(a)} in OUT, {_shown(b)} in this run" for key, a, b in diffs[:SHOWN]
+                )
+                if len(diffs) > SHOWN:  # OUT is a file anyone may have written: its keys are cut like its values
+                    shown += f"\n  and {len(diffs) - SHOWN} more"
                 line = self.existing.first_line[old]
                 raise ConfigError(
                     f"{self.out or 'OUT'}: {reports} of its reports (the first on line {line}) were made with other "
@@ -260,6 +264,9 @@ class Pending:
         if notes:
             note(f"{self.out or 'OUT'}: resumed; not compared: {'; '.join(notes)}")
 
+
+SHOWN = 10
+"""Settings a refused resume names at most (the keys of a hostile OUT could be thousands)."""
 
 LATER_KEYS = ("evidence", "verdict")
 """Keys of a report's ``versions`` groundjudge began to write after its reports had versions: a report without one

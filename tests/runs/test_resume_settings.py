@@ -12,7 +12,7 @@ import pytest
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError
 from groundjudge.runs import score_file
-from groundjudge.runs.out import MadeWith, differences
+from groundjudge.runs.out import Existing, MadeWith, Pending, classify, differences
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import SHARED_MODEL
 from tests.pipeline.test_pipeline import HANDLERS
@@ -144,3 +144,30 @@ def test_differences_name_each_key_once_with_none_for_a_missing_one() -> None:
     assert why == ["versions.verdict (its reports were written before groundjudge recorded it)"]
     assert differences(MadeWith.of("nli", {}), now) == ([("mode", "nli", "cascade")], [])
     assert differences(MadeWith.of("cascade", {}), now) == ([], [])
+
+
+def test_a_hostile_key_in_outs_versions_is_shown_escaped_and_odd_values_never_crash() -> None:
+    # OUT is a file anyone may have written: a key of its versions this run does not have is named in the refusal
+    # (with "(none)" for this run), and was printed as it stood, control characters and all.
+    now = MadeWith.of("nli", {"nli_model": "m@1/nli/cpu-float32"})
+    odd = {"nli_model": "m@1/nli/cpu-float32", "evil\x1b[2J\nkey": "x", "n": 3, "d": {"a": [1]}, "z": None}
+    old = MadeWith.of("nli", odd)  # as classify reads any JSON value: str() of it
+    existing = Existing(made_with={"r0": old}, first_line={old: 1})
+    pending = Pending(existing=existing, retry=set(), skip={"r0"}, rows=iter(()), resume=True)
+    with pytest.raises(ConfigError) as refused:
+        pending.check_made_with(lambda: now)
+    text = str(refused.value)
+    assert '"evil\\u001b[2J\\nkey": x in OUT, (none) in this run' in text
+    assert "\x1b" not in text and "evil\x1b" not in text
+    assert "n: 3 in OUT" in text and "z: None in OUT" in text
+    # a huge key is cut like a value; a thousand keys are not a thousand lines
+    many = MadeWith.of("nli", {**odd, "k" * 5000: "v", **{f"junk{i}": "v" for i in range(1000)}})
+    pending.existing = Existing(made_with={"r0": many}, first_line={many: 1})
+    with pytest.raises(ConfigError) as refused:
+        pending.check_made_with(lambda: now)
+    text = str(refused.value)
+    assert "k" * 301 not in text and len(text.splitlines()) < 30 and "and 995 more" in text, text
+    # a report whose versions are no object (a list, a string) is compared on its mode alone
+    for versions in ([1, 2], "x" * 10_000, 7):
+        line = classify(json.dumps({"id": "r", "verdict": "PASS", "mode": "nli", "versions": versions}).encode())
+        assert line.made_with == MadeWith.of("nli", {})
