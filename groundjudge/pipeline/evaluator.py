@@ -295,8 +295,8 @@ class Evaluator:
             out["verdict"] = describe_verdict(self.config)
             if self.client is not None:
                 out["llm"] = self.client.model_id
-                if self.config.reasoning_effort is not None:  # how long the judge reasons changes its verdicts
-                    out["reasoning_effort"] = self.config.reasoning_effort
+                if self.client.reasoning_effort is not None:  # how long the judge reasons changes its verdicts
+                    out["reasoning_effort"] = self.client.reasoning_effort  # the client's: what it sends
                 if self.second_client is not None:
                     out["second_judge"] = self.second_client.model_id
                 # every prompt a row of this evaluator may use (claim rows and answers without questions: judge)

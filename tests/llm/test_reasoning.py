@@ -149,3 +149,20 @@ def test_other_models_requests_and_cache_keys_are_unchanged() -> None:
         ),
         ("anthropic", "llm:9471a3551b7ced5ab7d594f6faa2fbabf8fbd4ffae7a29c067199b740e844189", "8b647c4a4253c999"),
     ]
+
+
+def test_versions_name_the_effort_the_judge_is_sent_with_a_client_handed_in(
+    server: ScriptedLLMServer, tiny_nli: Path, tmp_path: Path
+) -> None:
+    """An Evaluator given its client (Python) makes reports with that client's reasoning_effort, whatever its
+    config says: versions read the client's, so a resume under another effort is refused, and a config's effort the
+    client does not send is not claimed."""
+    cache = str(tmp_path / "c")
+    high = make_test_client(server, model="openai/o4-mini", reasoning_effort="high")
+    plain = make_test_client(server, model="openai/o4-mini")
+    handed = Evaluator(Config(mode="llm", nli_model=str(tiny_nli), cache_dir=cache), client=high)
+    assert handed.versions()["reasoning_effort"] == "high"
+    claimed = Evaluator(
+        Config(mode="llm", nli_model=str(tiny_nli), cache_dir=cache, reasoning_effort="low"), client=plain
+    )
+    assert "reasoning_effort" not in claimed.versions()
