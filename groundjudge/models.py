@@ -456,7 +456,9 @@ class AnswerReport(BaseModel):
         description="what made the report (Evaluator.versions): nli_model (the local model's fingerprint: weights, "
         "how they are read, device and precision), thresholds (the local decision thresholds in force), head (a "
         "verdict head's digest), evidence (how the evidence was chosen), verdict (the verdict thresholds and their "
-        "preset, the weights, the weak floor and the citation precision limit), llm, reasoning_effort (the judge "
+        "preset, the weights, the weak floor and the citation precision limit), scoring (the other settings that "
+        "change a report: how citation markers are read, the NLI window, the cascade's escalation of conflicts, the "
+        "QA check's questions, the second judge's sample), llm, reasoning_effort (the judge "
         "client's, when it sends one) and second_judge, and prompt.* "
         "(each prompt's version); the mode is the report's mode. Empty in an ERROR report of an answer that failed "
         "before it was scored; score --resume compares them with this run's",

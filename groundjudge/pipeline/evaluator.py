@@ -85,6 +85,24 @@ def describe_verdict(config: Config) -> str:
     )
 
 
+def describe_scoring(config: Config, mode: str, *, qa: bool, second: bool) -> str:
+    """The reports' ``versions.scoring``: the other settings that change what a report says, each only where it plays
+    a part: how citation markers are read (the claims' text and their citations), the NLI window (which evidence
+    windows are cut; ``model``: the model's own limit), the cascade's escalation of conflicts, the QA check's
+    questions (``qa``: it runs) and the second judge's sample (``second``: there is one). Settings that change how
+    a run goes but not what its reports say (budget, rates, concurrency, batch sizes, cache, retries, re-asks,
+    packing, provider batches) are not here."""
+    parts = [f"citation_style={config.citation_style}", f"nli_max_length={config.nli_max_length or 'model'}"]
+    if mode == "cascade" and config.conflict_check:
+        parts.append(f"escalate_conflicts={'on' if config.escalate_conflicts else 'off'}")
+    if qa:
+        parts.append(f"qa_questions={config.qa_questions}")
+    if second:
+        share = config.second_judge_sample
+        parts.append(f"second_judge_sample={'flagged only' if share is None else format(share, 'g')}")
+    return " ".join(parts)
+
+
 def run_limits(config: Config, share: float = 1.0) -> Limits:
     """The limits of one LLM client of a run: its concurrency (and whether it adapts) and ``share`` of the run's
     ``rpm`` and ``tpm`` (1: all of them; a Ray actor: 1 / actors, so the cluster keeps to the run's rate)."""
@@ -280,7 +298,8 @@ class Evaluator:
 
     def versions(self) -> dict[str, str]:
         """The NLI model fingerprint, its decision thresholds, how the evidence was chosen (:func:`describe_evidence`),
-        how the verdict was decided (:func:`describe_verdict`), the LLM and the prompt versions behind the reports
+        how the verdict was decided (:func:`describe_verdict`), the other settings that change a report
+        (:func:`describe_scoring`), the LLM and the prompt versions behind the reports
         (the mode is the report's own ``mode``). ``groundjudge score --resume`` compares them with OUT's reports."""
         if self._versions is None:
             t = self.thresholds
@@ -293,6 +312,8 @@ class Evaluator:
                 out["head"] = self.head.digest
             out["evidence"] = describe_evidence(self.config, self.steps.evidence_rule())
             out["verdict"] = describe_verdict(self.config)
+            qa, second = self.steps.qa_expected, self.second_client is not None
+            out["scoring"] = describe_scoring(self.config, self.mode, qa=qa, second=second)
             if self.client is not None:
                 out["llm"] = self.client.model_id
                 if self.client.reasoning_effort is not None:  # how long the judge reasons changes its verdicts

@@ -268,7 +268,7 @@ class Pending:
 SHOWN = 10
 """Settings a refused resume names at most (the keys of a hostile OUT could be thousands)."""
 
-LATER_KEYS = ("evidence", "verdict")
+LATER_KEYS = ("evidence", "verdict", "scoring")
 """Keys of a report's ``versions`` groundjudge began to write after its reports had versions: a report without one
 (written by an older groundjudge) is not compared on it when a run resumes its OUT."""
 

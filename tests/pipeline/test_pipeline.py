@@ -563,6 +563,34 @@ def test_reports_name_what_decided_their_verdict(shared_nli: Any) -> None:
     assert report.versions["verdict"] == base
 
 
+def test_every_setting_that_changes_a_reports_numbers_is_in_its_versions(shared_nli: Any, tmp_path: Path) -> None:
+    """How citation markers are read (the claims' text and the citation precision), the QA check's questions, the
+    cascade's escalation of conflicts, the NLI window (which evidence windows are cut) and the second judge's sample
+    change what a report says: each gives other versions (``score --resume`` compares them), and a setting that plays
+    no part in the run (QA questions in nli mode) does not."""
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        llm = {"llm": "openai/gpt-4o-mini", "base_url": server.openai_base_url, "cache_dir": str(tmp_path / "c")}
+
+        def versions(**settings: Any) -> str:
+            return json.dumps(Evaluator(Config(**{**llm, **settings}), nli=shared_nli).versions(), sort_keys=True)
+
+        base = versions()
+        changed = [
+            versions(citation_style="numeric"),
+            versions(qa_questions=2),
+            versions(escalate_conflicts=False),
+            versions(nli_max_length=256),
+        ]
+        with_second = {"second_judge": "openai/gpt-4o", "second_judge_base_url": server.openai_base_url}
+        changed.append(versions(**with_second, second_judge_sample=0.2))
+        assert base not in changed and len(set(changed)) == len(changed)
+        assert changed[-1] != versions(**with_second)
+        nli = {"mode": "nli", "cache_dir": llm["cache_dir"]}
+        plain = Evaluator(Config(**nli), nli=shared_nli).versions()
+        assert Evaluator(Config(**nli, qa_questions=2), nli=shared_nli).versions() == plain  # no QA in nli mode
+        assert Evaluator(Config(**nli, escalate_conflicts=False), nli=shared_nli).versions() == plain
+
+
 def test_a_cited_claim_decided_locally_adds_no_unscored_passage_to_the_judges_sources(
     shared_nli: Any, tmp_path: Path
 ) -> None:
