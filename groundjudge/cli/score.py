@@ -97,7 +97,7 @@ SECOND_JUDGE_PRICE = setting("second_judge_price", parser=parse_price, metavar="
 DRY_RUN = typer.Option(
     help="Say how many LLM calls the run needs (exact where the cache holds the claims and their NLI scores, else an "
     "upper bound), how many are cached (free) and the cost, and exit: JSON on stdout, the same in words on stderr; "
-    "sends and writes nothing.",
+    "sends and writes nothing. With --resume: the rows OUT has no report for, refused as the resume would be.",
     rich_help_panel=COST,
 )
 BATCH_SIZE = typer.Option(
@@ -165,7 +165,7 @@ def score_command(
     from groundjudge.io.tables import parse_mapping
     from groundjudge.pipeline import Evaluator
     from groundjudge.runs import pending_rows, score_rows
-    from groundjudge.runs.out import batch_state_path
+    from groundjudge.runs.out import MadeWith, batch_state_path
 
     mapping = parse_mapping(columns)
     out, parquet_out = _out_files(input, out, config, replacing=resume or overwrite or dry_run)
@@ -187,7 +187,10 @@ def score_command(
             "its row, if any, is scored again",
             highlight=False,
         )
-    if dry_run:  # writes nothing, ever
+    if dry_run:  # writes nothing, ever; a resume the run would refuse is refused here too, before any estimate
+        pending.check_made_with(
+            lambda: MadeWith.of(evaluator.mode, evaluator.versions()), lambda m: err.print(escape(m), highlight=False)
+        )
         estimate = evaluator.estimate(row for _, row in pending.rows if not isinstance(row, InputError))
         if as_json:  # one line, as every --json
             print_json(estimate)

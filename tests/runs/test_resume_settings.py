@@ -171,3 +171,17 @@ def test_a_hostile_key_in_outs_versions_is_shown_escaped_and_odd_values_never_cr
     for versions in ([1, 2], "x" * 10_000, 7):
         line = classify(json.dumps({"id": "r", "verdict": "PASS", "mode": "nli", "versions": versions}).encode())
         assert line.made_with == MadeWith.of("nli", {})
+
+
+def test_a_dry_run_of_a_resume_under_other_settings_is_refused_as_the_run_would_be(tmp_path: Path) -> None:
+    # --dry-run --resume priced the rows left under settings the real resume refuses, and said nothing of it.
+    data, out, before = started(tmp_path, "--preset", "support-bot")
+    refused = score(tmp_path, data, out, "--resume", "--dry-run")
+    assert refused.exit_code == 2, refused.output
+    assert "preset=support-bot" in flat(refused.output) and "Nothing was scored" in flat(refused.output)
+    assert out.read_bytes() == before
+    priced = score(tmp_path, data, out, "--resume", "--dry-run", "--preset", "support-bot", "--json")
+    assert priced.exit_code == 0, priced.output
+    assert json.loads(priced.stdout.splitlines()[0])["rows"] == 3 and out.read_bytes() == before
+    # a dry run without --resume prices every row, whatever OUT holds
+    assert score(tmp_path, data, out, "--dry-run").exit_code == 0
