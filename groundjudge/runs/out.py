@@ -245,7 +245,14 @@ class Pending:
             diffs, why = differences(old, now)
             notes.update(dict.fromkeys(why))
             if diffs:
-                reports = sum(1 for rid, m in made_with.items() if m == old and rid not in self.retry)
+                ids = [rid for rid, m in made_with.items() if m == old and rid not in self.retry]
+                reports = len(ids)
+                failed = all(rid in self.existing.failed for rid in ids)  # e.g. a mistyped judge: every row ERROR
+                retry = (
+                    f" All {reports} of them failed: --retry-errors scores them again under this run's settings."
+                    if failed
+                    else ""
+                )
                 shown = "".join(
                     f"\n  {_shown(key)}: {_shown(a)} in OUT, {_shown(b)} in this run" for key, a, b in diffs[:SHOWN]
                 )
@@ -259,7 +266,7 @@ class Pending:
                     "metrics, calibrate) would be wrong. Rerun with the settings OUT was made with (the same command: "
                     "its --mode, --llm, --nli-model, --config, --preset and options, and the same groundjudge, whose "
                     "prompts have versions), or write this run to a new OUT (--out; --overwrite replaces OUT). "
-                    "Nothing was scored and OUT is unchanged."
+                    f"Nothing was scored and OUT is unchanged.{retry}"
                 )
         if notes:
             note(f"{self.out or 'OUT'}: resumed; not compared: {'; '.join(notes)}")

@@ -185,3 +185,18 @@ def test_a_dry_run_of_a_resume_under_other_settings_is_refused_as_the_run_would_
     assert json.loads(priced.stdout.splitlines()[0])["rows"] == 3 and out.read_bytes() == before
     # a dry run without --resume prices every row, whatever OUT holds
     assert score(tmp_path, data, out, "--dry-run").exit_code == 0
+
+
+def test_a_refusal_over_failed_reports_only_points_to_retry_errors(tmp_path: Path) -> None:
+    # OUT holding only failed reports (a judge's model name mistyped: every row ERROR) resumed after the fix without
+    # --retry-errors: refused, and the message named only "rerun with OUT's settings" (the typo) or a new OUT.
+    old = MadeWith.of("cascade", {"llm": "openai/gpt-4o-mni"})
+    now = MadeWith.of("cascade", {"llm": "openai/gpt-4o-mini"})
+    existing = Existing(made_with={"r0": old, "r1": old}, first_line={old: 1}, failed={"r0", "r1"})
+    pending = Pending(existing=existing, retry=set(), skip={"r0", "r1"}, rows=iter(()), resume=True)
+    with pytest.raises(ConfigError, match=r"All 2 of them failed: --retry-errors scores them again"):
+        pending.check_made_with(lambda: now)
+    pending.existing.failed = {"r0"}  # one kept report that did not fail: no such hint
+    with pytest.raises(ConfigError) as refused:
+        pending.check_made_with(lambda: now)
+    assert "--retry-errors" not in str(refused.value)
