@@ -27,6 +27,7 @@ from groundjudge.errors import (
     CacheMissError,
     ConfigError,
     GroundjudgeError,
+    InputError,
 )
 from groundjudge.io.tables import count_rows, input_rows, is_local, local_path, table_format
 from groundjudge.models import AnswerReport, Usage
@@ -370,6 +371,7 @@ def pending_rows(
     Raises:
         ConfigError: no input file; ``out`` is the input; ``retry_errors`` without ``resume``; a ``.csv`` ``out``.
         ConfigError: also when the input's format cannot be told (.jsonl, .csv, .parquet or a Parquet folder).
+        InputError: a local input that holds no rows.
     """
     if is_local(input) and not local_path(input).exists():
         raise ConfigError(f"no input file {input}")
@@ -383,6 +385,8 @@ def pending_rows(
             ".jsonl or .parquet"
         )
     fmt = table_format(input)  # the one reader's rule, checked before anything starts
+    if is_local(input) and count_rows(input, fmt) == 0:  # a wrong or unfinished file would pass as "all scored"
+        raise InputError(f"the input {input} holds no rows (an empty file, or a CSV header alone): nothing to score")
     existing = scan_out(out) if resume else Existing()
     retry = set(existing.failed) if retry_errors else set()
     skip = existing.ids - retry

@@ -7,6 +7,7 @@ tests/test_engines_property.py.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 
 from groundjudge.cli import app
 from groundjudge.config import Config
-from groundjudge.errors import BudgetExceededError, ConfigError
+from groundjudge.errors import BudgetExceededError, ConfigError, InputError
 from groundjudge.pipeline import Evaluator
 from groundjudge.runs import RunResult, RunStopped, pending_rows, score_file, score_rows
 from groundjudge.runs.out import spent_path
@@ -154,6 +155,15 @@ def test_the_input_checks_live_in_the_run_library(tmp_path: Path) -> None:
         pending_rows(tmp_path / "rows.txt", tmp_path / "out.jsonl")
     todo = pending_rows(data, tmp_path / "out.jsonl")
     assert todo.total() == 1 and todo.format == "jsonl"
+    # an empty file, blank lines, or a CSV header alone: a wrong or unfinished input passed as "every row scored"
+    (tmp_path / "empty.jsonl").write_text("\n \n")
+    (tmp_path / "header.csv").write_text("id,answer,contexts\n")
+    for empty in (tmp_path / "empty.jsonl", tmp_path / "header.csv"):
+        with pytest.raises(InputError, match=f"the input {re.escape(str(empty))} holds no rows"):
+            pending_rows(empty, tmp_path / "out.jsonl")
+        result = runner.invoke(app, ["score", str(empty), "--out", str(tmp_path / "o.jsonl"), "--no-progress"])
+        assert result.exit_code == 2 and "holds no rows" in result.output, result.output
+        assert not (tmp_path / "o.jsonl").exists()
     for args in (["--retry-errors"], []):  # the command says the same, as a usage error
         missing = ["score", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o.jsonl"), *args]
         result = runner.invoke(app, missing)
