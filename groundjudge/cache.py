@@ -120,7 +120,15 @@ def _flush_late(store: diskcache.Cache, pending: Counter[tuple[str, str]], lock:
         _flush(store, pending, lock)
 
 
-_filling: dict[tuple[str, str], threading.Event] = {}  # (directory, key) -> set when its filler is done
+class _Turn:
+    """One caller's turn at filling a key: ``done`` is set when it is over, ``failed`` says it ended in an error."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.failed = False
+
+
+_filling: dict[tuple[str, str], _Turn] = {}  # (directory, key) -> the turn of the caller filling it
 _filling_lock = threading.Lock()  # held only to look up and change _filling, never while a key is being filled
 
 
@@ -213,9 +221,13 @@ class Cache:
     def filling(self, key: str) -> Iterator[bool]:
         """Take the turn to fill ``key`` (a miss about to be asked for): yields True to the one caller in this process
         that fills it for this directory, which asks and stores the answer inside the block; a caller that finds
-        another filling it waits until that one is done (no lock is held while it waits, nor while the filler asks)
-        and gets False: it should look in the cache again, and take its own turn if the key is still missing (the
-        filler failed, or got no answer it could store). Only in ``use`` mode: another mode yields True at once.
+        another filling it waits until that one is done (no lock is held while it waits, nor while the filler asks).
+        When the filler's block ended normally the waiter gets False: it should look in the cache again, and take
+        its own turn if the key is still missing. When the filler's block raised (its call failed: an error, a
+        refusal, a cut-off or rejected reply, its budget, an interrupt) nothing is handed on and every caller that
+        waited gets True at once, without a turn: each asks itself, all at the same time, as if it had not waited
+        (they are not queued behind each other, one failing call's time after another's). Only in ``use`` mode:
+        another mode yields True at once.
         """
         if self.mode != "use":
             yield True
@@ -224,17 +236,20 @@ class Cache:
         with _filling_lock:
             other = _filling.get(which)
             if other is None:
-                mine = _filling[which] = threading.Event()
+                mine = _filling[which] = _Turn()
         if other is not None:
-            other.wait()
-            yield False
+            other.done.wait()
+            yield other.failed
             return
         try:
             yield True
+        except BaseException:
+            mine.failed = True
+            raise
         finally:
             with _filling_lock:
                 del _filling[which]
-            mine.set()
+            mine.done.set()
 
     def set(self, key: str, value: Any) -> None:
         if self.writes:

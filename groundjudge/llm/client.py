@@ -355,7 +355,7 @@ class LLMClient:
             turn = self.cache.filling(key) if self.cache is not None else nullcontext(True)
             with turn as mine:  # one caller of this process asks for the key; the others read its reply
                 if not mine:
-                    continue  # another caller filled the key, or failed to: look again
+                    continue  # another caller filled the key: look again (after its failure mine is True: ask)
                 hit = self._cached(key, schema, prompt, check) if self.cache and self.cache.peek(key) else None
                 if hit is not None:
                     return hit  # filled between the look above and this turn

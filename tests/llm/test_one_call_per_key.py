@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -113,3 +114,46 @@ def test_a_forked_child_does_not_wait_for_its_parents_call(tmp_path: Path) -> No
                 os._exit(2)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.parametrize("failure", ["refusal", "truncated", "interrupt"])
+def test_callers_that_waited_for_a_failed_call_each_ask_at_once(tmp_path: Path, failure: str) -> None:
+    """A failed call (a refusal or a cut-off reply, never cached; or an interrupt in the caller: a BaseException)
+    hands nothing on, and every caller that waited for it asks itself. They were queued behind each other: the
+    second caller asked, the third waited for the second's failure, and so on, one failing call's time (a timeout
+    and its retries) after another's, each holding a call slot of its run meanwhile. Now they ask together."""
+    waiters = 3
+    together = threading.Barrier(waiters, timeout=5)
+    overlapped: list[bool] = []
+
+    def script(req: Any) -> Reply:
+        try:
+            together.wait()  # the waiters' calls: each waits here until all of them are in flight
+            overlapped.append(True)
+        except threading.BrokenBarrierError:
+            overlapped.append(False)
+        return Reply.refusal() if failure == "refusal" else Reply.truncated('{"label": "SUPP')
+
+    def interrupt(value: Verdict) -> str | None:
+        raise KeyboardInterrupt  # the first caller's check: its call ends in a BaseException
+
+    with ScriptedLLMServer(script) as server:
+        first_reply = Reply.json(GOOD) if failure == "interrupt" else script(None)
+        overlapped.clear()
+        together.reset()
+        server.push(Reply.slow(0.5, first_reply))
+        first = make_test_client(server, cache=Cache(tmp_path / "shared"), max_reasks=0)
+        check = interrupt if failure == "interrupt" else None
+        with ThreadPoolExecutor(waiters + 1) as pool:
+            failing = pool.submit(first.complete_json, ASK, Verdict, prompt=PROMPT, check=check)
+            _asked(server)
+            clients = [make_test_client(server, cache=Cache(tmp_path / "shared"), max_reasks=0) for _ in range(waiters)]
+            waiting = [pool.submit(c.complete_json, ASK, Verdict, prompt=PROMPT) for c in clients]
+            with pytest.raises((errors.LLMError, KeyboardInterrupt)):
+                failing.result(timeout=30)
+            for w in waiting:
+                with pytest.raises(errors.LLMError):
+                    w.result(timeout=30)
+        assert len(server.requests) == waiters + 1
+    assert overlapped == [True] * waiters
+    assert all(c.ledger.total.calls == 1 for c in clients)  # each paid for its own call, none for another's
