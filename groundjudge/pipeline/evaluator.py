@@ -368,6 +368,8 @@ class Evaluator:
         Raises:
             BudgetExceededError, CacheMissError, BatchPendingError: the run's stop, with ``run`` set to the
                 :class:`Run` of the answers finished before it (their calls are cached: a rerun reads them free).
+            KeyboardInterrupt: Ctrl-C, with ``run`` set in the same way (the calls in flight at that moment are
+                not waited for: they finish in the background and are cached, not counted in that ``run``).
         """
         llm_before = self.usage
         scorer = self.scorer
@@ -387,6 +389,9 @@ class Evaluator:
                 reports.append(report)
         except RUN_STOPS as stop:  # the answers finished before the stop are handed out with it, never lost
             stop.run = so_far()
+            raise
+        except KeyboardInterrupt as interrupt:  # Ctrl-C in a notebook cell: so are the answers finished before it
+            interrupt.run = so_far()  # type: ignore[attr-defined]
             raise
         run = so_far()
         log.info("%s", run.cache_note)

@@ -173,3 +173,22 @@ def test_two_evaluators_over_one_cache_folder_pay_once_for_the_same_rows(shared_
     assert sum(ev.usage.cached_calls for ev in evaluators) == 4 * 4 - 4
     dumped = [[r.model_dump(exclude={"usage"}) for r in run] for run in runs]
     assert all(d == dumped[0] for d in dumped) and [r.verdict for r in runs[0]] == ["PASS", "FAIL"]
+
+
+def test_an_interrupted_run_hands_out_the_answers_it_finished(shared_nli: Any, tmp_path: Path) -> None:
+    """Ctrl-C in a cell during ``Evaluator.run`` raised KeyboardInterrupt with nothing on it: the answers finished
+    (and paid for) before it were lost to the notebook, where a budget stop hands them out. The interrupt now
+    carries their :class:`Run` as ``run``, as a stop does, and is raised as it came."""
+    from groundjudge.cache import Cache
+    from groundjudge.config import Config
+
+    def rows() -> Any:  # Ctrl-C while the run reads its third row (one row in flight at a time)
+        yield from ROWS
+        raise KeyboardInterrupt
+
+    ev = Evaluator(Config(mode="nli", window=1), nli=shared_nli, cache=Cache(tmp_path / "cache"))
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        ev.run(rows(), batch_size=1)
+    run = getattr(interrupted.value, "run", None)
+    assert run is not None and [r.id for r in run] == ["good", "bad"]
+    assert run.nli_computed > 0 and "NLI pairs" in run.cache_note
