@@ -248,7 +248,8 @@ class Cache:
             raise
         finally:
             with _filling_lock:
-                del _filling[which]
+                if _filling.get(which) is mine:  # a forked child's table holds none of its parent's turns
+                    del _filling[which]
             mine.done.set()
 
     def set(self, key: str, value: Any) -> None:

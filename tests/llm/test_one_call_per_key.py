@@ -157,3 +157,38 @@ def test_callers_that_waited_for_a_failed_call_each_ask_at_once(tmp_path: Path, 
         assert len(server.requests) == waiters + 1
     assert overlapped == [True] * waiters
     assert all(c.ledger.total.calls == 1 for c in clients)  # each paid for its own call, none for another's
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_ends_the_turn_it_inherited_without_harm(tmp_path: Path) -> None:
+    """A child forked inside a caller's turn (the forking thread held it) forgets the parent's turns, then leaves
+    that caller's block: ending the inherited turn removed the key from the child's table, which no longer held it
+    (KeyError), or, when a caller of the child had meanwhile taken its own turn on the key, removed that one, so
+    that a third caller filled the key beside it. Now a turn removes only itself."""
+    key = "llm:" + "1" * 64
+    inherited = Cache(tmp_path / "shared").filling(key)
+    assert inherited.__enter__()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        code = 2
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(5)
+            own = Cache(tmp_path / "shared").filling(key)
+            assert own.__enter__()  # the child's own turn on the key
+            inherited.__exit__(None, None, None)  # the parent's caller's block ends in the child too
+            third: list[bool] = []
+            late = threading.Thread(target=lambda: third.append(Cache(tmp_path / "shared").filling(key).__enter__()))
+            late.start()
+            late.join(0.3)
+            code = 0 if late.is_alive() and not third else 1  # the third caller waits for the child's own turn
+            own.__exit__(None, None, None)
+            late.join(5)
+        except BaseException as exc:
+            os.write(2, f"{exc!r}\n".encode())  # shown by pytest on a failure
+            code = 3
+        finally:
+            os._exit(code)
+    inherited.__exit__(None, None, None)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
