@@ -353,7 +353,8 @@ def exit_codes_markdown() -> str:
 
     meaning = {
         "EXIT_OK": "every row scored (or the command did what it was asked)",
-        "EXIT_ROWS_FAILED": "some rows failed (bad input or an error: each is in the output with its reason); "
+        "EXIT_ROWS_FAILED": "some rows failed (bad input or an error: each is in the output with its reason; after "
+        "`--resume`, also an earlier run's failed reports still in the output: `--retry-errors` scores them again); "
         "`compare --fail-if-worse`: B is significantly worse than A, or lacks answers of A, or is ERROR on answers A "
         "scored",
         "EXIT_USAGE": "usage or configuration error: a bad option, a missing file, a library error "

@@ -262,8 +262,17 @@ def score_command(
     if as_json:
         spent = result.spent()
         print_json({**result.summary.model_dump(mode="json"), **({"spent": spent} if spent else {})})
-    if code == EXIT_OK and result.summary.rows_failed:
-        code = EXIT_ROWS_FAILED
+    left = sorted(pending.existing.failed - pending.retry)  # failed reports of an earlier run this one kept
+    if left:
+        err.print(
+            escape(
+                f"{out} still holds {len(left)} failed report{'s' * (len(left) != 1)} of an earlier run "
+                f"(first: {left[0][:80]!r}): --resume --retry-errors scores them again"
+            ),
+            highlight=False,
+        )
+    if code == EXIT_OK and (result.summary.rows_failed or left):
+        code = EXIT_ROWS_FAILED  # OUT as a whole is what a CI step reads: a failure kept in it never passes
     raise typer.Exit(code)
 
 

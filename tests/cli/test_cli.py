@@ -239,7 +239,8 @@ def test_bad_rows_are_reported_with_line_and_reason(tmp_path: Path) -> None:
     again = runner.invoke(
         app, ["score", str(data), "--out", str(out), "--cache-dir", str(tmp_path / "c"), "--no-progress", "--resume"]
     )
-    assert again.exit_code == 0 and [r["id"] for r in lines(out)] == ["ok", "row-2", "empty", "nofield"]
+    assert [r["id"] for r in lines(out)] == ["ok", "row-2", "empty", "nofield"]
+    assert again.exit_code == 1 and "still holds 3 failed reports of an earlier run" in again.output  # not all scored
 
 
 def test_resume_after_a_kill_loses_and_duplicates_nothing(tmp_path: Path) -> None:

@@ -128,9 +128,9 @@ def test_a_duplicate_id_is_an_input_error_of_the_second_row(tmp_path: Path) -> N
     assert got[0]["verdict"] != "ERROR" and got[2]["verdict"] == "ERROR"
     assert got[2]["errors"] == ["row 3, field 'id': duplicate id 'r0': row 1 has it already"]
     assert got[2]["row"] == 3
-    # resume recognises it: nothing is scored or written again
+    # resume recognises it: nothing is scored or written again, and OUT still holds that failure (exit 1)
     again = score(tmp_path, data, out, "--resume")
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 1 and "still holds 1 failed report of an earlier run" in flat(again.output)
     assert [r["id"] for r in reports(out)] == ["r0", "r1", "row-3", "r3"]
 
 
@@ -145,7 +145,9 @@ def test_retry_errors_scores_failed_rows_again_and_replaces_them(tmp_path: Path,
     out.write_text("\n".join(lines) + "\n")
     assert score(tmp_path, data, out, "--retry-errors").exit_code == 2  # needs --resume
     plain = score(tmp_path, data, out, "--resume")
-    assert plain.exit_code == 0 and reports(out)[1]["verdict"] == "ERROR"  # plain resume leaves them
+    assert reports(out)[1]["verdict"] == "ERROR"  # plain resume leaves them, and says so: OUT is not all scored
+    assert plain.exit_code == 1, plain.output
+    assert "still holds 2 failed reports of an earlier run (first: 'r1'): --resume --retry-errors" in flat(plain.output)
     result = score(tmp_path, data, out, "--resume", "--retry-errors")
     assert result.exit_code == 0, result.output
     after = reports(out)
