@@ -262,7 +262,15 @@ def score_command(
     if as_json:
         spent = result.spent()
         print_json({**result.summary.model_dump(mode="json"), **({"spent": spent} if spent else {})})
-    left = sorted(pending.existing.failed - pending.retry)  # failed reports of an earlier run this one kept
+    kept = _failures_kept(pending, out)  # said whatever the run's own outcome
+    if code == EXIT_OK and (result.summary.rows_failed or kept):
+        code = EXIT_ROWS_FAILED  # OUT as a whole is what a CI step reads: a failure kept in it never passes
+    raise typer.Exit(code)
+
+
+def _failures_kept(pending: Any, out: Path) -> int:
+    """How many failed reports of an earlier run a resume left in OUT (not given ``--retry-errors``), said."""
+    left = sorted(pending.existing.failed - pending.retry)
     if left:
         err.print(
             escape(
@@ -271,9 +279,7 @@ def score_command(
             ),
             highlight=False,
         )
-    if code == EXIT_OK and (result.summary.rows_failed or left):
-        code = EXIT_ROWS_FAILED  # OUT as a whole is what a CI step reads: a failure kept in it never passes
-    raise typer.Exit(code)
+    return len(left)
 
 
 def _check_engine(engine: str, address: str | None, *, batch_api: bool) -> None:

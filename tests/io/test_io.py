@@ -148,7 +148,8 @@ def test_csv_with_ragas_columns_and_json_list_contexts_to_parquet_and_resume(tin
     more = tmp_path / "more.csv"
     write_csv(more, [*rows, {"id": "r9", **RAGAS[0]}])
     again = score(tiny, tmp_path, str(more), "--out", str(out), "--resume")
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 1, again.output  # the bad row's report is still in OUT: said, and not all scored
+    assert "still holds 1 failed report of an earlier run (first: 'bad')" in " ".join(again.output.split())
     assert [t["id"] for t in pq.read_table(out).to_pylist()] == ["r0", "r1", "bad", "r9"]
     # without --resume or --overwrite an existing Parquet OUT is kept
     refused = score(tiny, tmp_path, str(more), "--out", str(out))
