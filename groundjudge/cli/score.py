@@ -262,8 +262,7 @@ def score_command(
     if as_json:
         spent = result.spent()
         print_json({**result.summary.model_dump(mode="json"), **({"spent": spent} if spent else {})})
-    kept = _failures_kept(pending, out)  # said whatever the run's own outcome
-    if code == EXIT_OK and (result.summary.rows_failed or kept):
+    if _failures_kept(pending, out) + result.summary.rows_failed and code == EXIT_OK:  # kept ones said whatever
         code = EXIT_ROWS_FAILED  # OUT as a whole is what a CI step reads: a failure kept in it never passes
     raise typer.Exit(code)
 
