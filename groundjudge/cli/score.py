@@ -80,7 +80,8 @@ CONFIG = typer.Option(
 )
 RESUME = typer.Option(
     help="Skip ids already in OUT and append; refused, before any call, when OUT's reports were made with other "
-    "settings (mode, judge, NLI model, thresholds, preset, prompts: their versions).",
+    "settings (mode, judge, NLI model, thresholds, preset, prompts: their versions). Exits 1 while OUT keeps an "
+    "earlier run's failed reports (--retry-errors scores them again).",
     rich_help_panel=INPUT_OUTPUT,
 )
 RETRY_ERRORS = typer.Option(

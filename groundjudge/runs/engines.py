@@ -155,8 +155,8 @@ def score_file(
         RunStopped: a budget stop, a cache-only miss, a pending provider batch (or another GroundjudgeError) ended
             the run after every report that finished was written; it has ``cause``, ``result`` and ``summary``,
             and is also an instance of the cause's class (``except BudgetExceededError`` catches a budget stop).
-        ConfigError, InputError: bad arguments or an unreadable input, or (``resume``) an ``out`` whose reports
-            were made with other settings, before anything is written and before any call.
+        ConfigError, InputError: bad arguments, an unreadable input or one with no rows, or (``resume``) an
+            ``out`` whose reports were made with other settings, before anything is written and before any call.
     """
 
     def score(pending: Pending, output: RunOutput) -> RunResult:
