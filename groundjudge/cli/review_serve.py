@@ -169,8 +169,9 @@ def export_command(
     ],
 ) -> None:
     """Write every reviewer's latest decision on each claim, and each adjudication, as JSONL: the file
-    'metrics --reviews', 'calibrate --reviews' and 'tune' read. Each line says its claim's status: agreed,
-    adjudicated, or disputed (reviewers disagree, no adjudication: the readers leave it out until it is settled)."""
+    'metrics --reviews', 'calibrate --reviews' and 'tune' read. A decision without a verdict (cleared, or a note
+    alone) has a null label. Each line of a claim with a verdict says its status: agreed, adjudicated, or disputed
+    (reviewers disagree, no adjudication: the readers leave it out until it is settled)."""
     db = _serve_parts()
     from groundjudge.serve import store
 
