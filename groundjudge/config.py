@@ -153,7 +153,8 @@ class Config(BaseModel):
     thresholds_fitted: list[Threshold] | None = Field(
         None,
         description="which of the thresholds thresholds_model names the model of [default: all three]; a threshold "
-        "given again as an override (an option, a keyword setting) is the user's, and leaves this list",
+        "given again in Python (Config.load(path, t_support=0.6), an Evaluator keyword setting) is the user's, and "
+        "leaves this list",
     )
     head: dict[str, Any] | None = Field(
         None,
