@@ -263,14 +263,13 @@ def score_command(
     if as_json:
         spent = result.spent()
         print_json({**result.summary.model_dump(mode="json"), **({"spent": spent} if spent else {})})
-    if _failures_kept(pending, out) + result.summary.rows_failed and code == EXIT_OK:  # kept ones said whatever
+    if _failures_kept(result.failures_kept, out) + result.summary.rows_failed and code == EXIT_OK:  # said anyway
         code = EXIT_ROWS_FAILED  # OUT as a whole is what a CI step reads: a failure kept in it never passes
     raise typer.Exit(code)
 
 
-def _failures_kept(pending: Any, out: Path) -> int:
-    """How many failed reports of an earlier run a resume left in OUT (not given ``--retry-errors``), said."""
-    left = sorted(pending.existing.failed - pending.retry)
+def _failures_kept(left: list[str], out: Path) -> int:
+    """How many failed reports of an earlier run a resume left in OUT (``RunResult.failures_kept``), said."""
     if left:
         err.print(
             escape(

@@ -245,8 +245,8 @@ class Evaluator:
             raise ConfigError(
                 f"{' and '.join(fitted)} were fitted on the scores of NLI model {fitted_on} (the config's "
                 f"thresholds_model), not {model.identity}: refit them for this model (groundjudge calibrate), give "
-                "each of them yourself (a threshold given as an option or keyword setting is yours, not the fitted "
-                "one), or use the model they were fitted for"
+                "each of them yourself (a threshold given by hand, in Config.load(..., t_support=...) or as a keyword "
+                "setting, is yours, not the fitted one), or use the model they were fitted for"
             )
 
     def check_config(self) -> None:

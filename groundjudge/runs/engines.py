@@ -108,6 +108,7 @@ def _score(
         )
     if pending.resume:
         result.earlier = read_spent(output.out)
+        result.failures_kept = sorted(pending.existing.failed - pending.retry)
     record_spent(output.out, result, resume=pending.resume)
     return result
 

@@ -454,6 +454,8 @@ class RunResult:
             made by answers already in flight); None without a budget stop.
         earlier: what the earlier runs writing OUT billed, when this run resumed a stopped one
             (``OUT.spent.json``); None when there is none.
+        failures_kept: the ids of an earlier run's failed reports this resume left in OUT (not given
+            ``retry_errors``): OUT is not all scored while there are any (the command exits 1 and says so).
     """
 
     summary: RunSummary
@@ -462,6 +464,7 @@ class RunResult:
     billed: Usage = field(default_factory=Usage)
     calls_at_stop: int | None = None
     earlier: Usage | None = None
+    failures_kept: list[str] = field(default_factory=list)
 
     if not TYPE_CHECKING:
 

@@ -245,6 +245,7 @@ def test_the_python_run_writes_what_the_command_writes_and_raises_its_stop(tmp_p
     assert result.summary.n == 7 and result.summary.rows_failed == 1 and result.stopped is None
     again = score_file(data, tmp_path / "py.jsonl", Config.make(cache_dir=str(tmp_path / "c")), resume=True)
     assert again.summary.n == 0 and (tmp_path / "py.jsonl").read_text() == (tmp_path / "cli.jsonl").read_text()
+    assert again.failures_kept == ["bad"]  # what the command exits 1 for: OUT still holds the bad row's report
     with ScriptedLLMServer(route(HANDLERS)) as server:
         cfg = Config.make(
             llm="openai/gpt-4o-mini", base_url=server.openai_base_url, cache_dir=str(tmp_path / "c2"), max_calls=1
