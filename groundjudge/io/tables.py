@@ -40,7 +40,7 @@ from typing import Any
 
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.io import csvfile
-from groundjudge.io.jsonl import BOM_CHAR, RefusedJson, loads, read_jsonl
+from groundjudge.io.jsonl import BOM_CHAR, RefusedJson, loads, read_jsonl, read_lines
 from groundjudge.io.rows import parse_sample, unique_rows
 
 FIELDS = (
@@ -698,7 +698,8 @@ def input_rows(
 
 
 def count_rows(path: str | Path, fmt: str) -> int | None:
-    """Rows in an input file, cheaply (no parsing): non-blank lines, CSV records, or Parquet metadata; None when
+    """Rows in an input file, cheaply (no parsing): non-blank lines as the readers split them (``io.jsonl.read_lines``:
+    the byte order marks that open the file are no row), CSV records, or Parquet metadata; None when
     that cannot be told cheaply (a remote file, a bad Parquet file: the reader says what is wrong when it reads)."""
     if not is_local(path):
         return None
@@ -709,6 +710,7 @@ def count_rows(path: str | Path, fmt: str) -> int | None:
             return sum(int(pq.ParquetFile(fs.open_input_file(f)).metadata.num_rows) for f in files)
         except Exception:
             return None
-    with local_path(path).open("rb") as raw:
-        lines = sum(1 for line in raw if line.strip())
+    # the readers' own lines: byte order marks cut, lines that end in a lone \r split (a CSV or JSONL file saved
+    # by an old Mac tool was one line, and a CSV of rows counted as a header alone)
+    lines = sum(1 for _, line in read_lines(local_path(path)) if line.strip())
     return max(0, lines - 1) if fmt == "csv" else lines

@@ -164,6 +164,22 @@ def test_the_input_checks_live_in_the_run_library(tmp_path: Path) -> None:
         result = runner.invoke(app, ["score", str(empty), "--out", str(tmp_path / "o.jsonl"), "--no-progress"])
         assert result.exit_code == 2 and "holds no rows" in result.output, result.output
         assert not (tmp_path / "o.jsonl").exists()
+    # a byte order mark alone (or before blank lines) is no row: it passed as "every row scored" with exit 0
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf")
+    (tmp_path / "bom-blank.jsonl").write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf\n \n")
+    (tmp_path / "bom-header.csv").write_bytes(b"\xef\xbb\xbfid,answer,contexts\r\n\r\n")
+    for empty in (tmp_path / "bom.jsonl", tmp_path / "bom-blank.jsonl", tmp_path / "bom-header.csv"):
+        with pytest.raises(InputError, match="holds no rows"):
+            pending_rows(empty, tmp_path / "out.jsonl")
+    # a CSV whose lines end in a lone carriage return (which the reader reads) has rows: it was refused as empty
+    old_mac = tmp_path / "old-mac.csv"
+    old_mac.write_bytes(b'id,answer,contexts\r1,Paris is in France.,"[""Paris is in France.""]"\r')
+    assert pending_rows(old_mac, tmp_path / "out.jsonl").total() == 1
+    old_mac_jsonl = tmp_path / "old-mac.jsonl"
+    old_mac_jsonl.write_bytes(
+        b'{"id": 1, "answer": "a", "contexts": ["a"]}\r{"id": 2, "answer": "b", "contexts": ["b"]}\r'
+    )
+    assert pending_rows(old_mac_jsonl, tmp_path / "out.jsonl").total() == 2
     for args in (["--retry-errors"], []):  # the command says the same, as a usage error
         missing = ["score", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o.jsonl"), *args]
         result = runner.invoke(app, missing)
