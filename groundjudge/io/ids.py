@@ -52,3 +52,29 @@ def id_text(value: Any) -> str | None:
             "strings or integers"
         )
     return str(int(value))
+
+
+def earlier_id_text(value: Any) -> str | None:
+    """An id as groundjudge before 2026-11-29 wrote it in reports (before :func:`id_text`): the ``str`` of any value
+    but None (NaN was None too), a list or an object, spaces kept (``" r1"``, ``1.0`` as ``"1.0"``, ``True`` as
+    ``"True"``); None when blank. Only for telling an OUT written then from this rule's ids
+    (``runs.out.check_earlier_ids``)."""
+    if value is None or isinstance(value, (dict, list)) or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value)
+    return text if text.strip() else None
+
+
+def read_otherwise(report_id: str) -> bool:
+    """Whether a report's id may be one :func:`earlier_id_text` made from a value :func:`id_text` now reads
+    otherwise: spaces around it, true/false, or a number that is not in integer digits (``1.0``, ``2.5``). Cheap, so
+    that a resume reads its input again only when OUT holds such an id."""
+    if report_id != report_id.strip() or report_id in ("True", "False"):
+        return True
+    if report_id.lstrip("-").isdigit():
+        return False
+    try:
+        float(report_id)
+    except ValueError:
+        return False
+    return True

@@ -29,7 +29,9 @@ from groundjudge.errors import (
     GroundjudgeError,
     InputError,
 )
-from groundjudge.io.tables import count_rows, input_rows, is_local, local_path, table_format
+from groundjudge.io.ids import earlier_id_text, read_otherwise
+from groundjudge.io.rows import row_id
+from groundjudge.io.tables import count_rows, input_rows, is_local, local_path, read_rows, table_format
 from groundjudge.models import AnswerReport, Usage
 from groundjudge.tally import RunSummary, Summarizer
 
@@ -371,6 +373,7 @@ def pending_rows(
     Raises:
         ConfigError: no input file; ``out`` is the input; ``retry_errors`` without ``resume``; a ``.csv`` ``out``.
         ConfigError: also when the input's format cannot be told (.jsonl, .csv, .parquet or a Parquet folder).
+        ConfigError: OUT holds reports under ids the id rule now reads otherwise (:func:`check_earlier_ids`).
         InputError: a local input that holds no rows.
     """
     if is_local(input) and not local_path(input).exists():
@@ -390,7 +393,49 @@ def pending_rows(
     existing = scan_out(out) if resume else Existing()
     retry = set(existing.failed) if retry_errors else set()
     skip = existing.ids - retry
+    check_earlier_ids(input, columns, skip, out)
     return Pending(existing, retry, skip, input_rows(input, skip, columns), input, fmt, resume, out)
+
+
+def check_earlier_ids(
+    input: str | Path, columns: Mapping[str, str] | None, skip: set[str], out: Path | None = None
+) -> None:
+    """Refuse to resume an OUT written under the id rule before ``io.ids.id_text`` (2026-11-29) for rows whose id it
+    now reads otherwise (``1.0`` was ``"1.0"`` and is ``"1"``; ``" r1"`` is ``"r1"``; ``2.5`` and true/false are
+    the row's error): their reports' ids would match no row, so the resume would score each again and OUT would hold
+    two reports for it, one under each id. The input is read again only when an id of ``skip`` (the reports a resume
+    keeps) may be such an id (``io.ids.read_otherwise``).
+
+    Raises:
+        ConfigError: naming OUT, each such row (at most ten) with its id in OUT and as read now, and what to do;
+            before anything is scored, OUT unchanged.
+    """
+    if not any(read_otherwise(rid) for rid in skip):
+        return
+    moved: list[tuple[int, str, str]] = []
+    for n, row in read_rows(input, columns):
+        if not isinstance(row, dict):
+            continue
+        now = row_id(row, n)
+        earlier = earlier_id_text(row.get("id"))
+        was = f"row-{n}" if earlier is None else earlier.encode("utf-8", "backslashreplace").decode("utf-8")
+        if was != now and was in skip and now not in skip:
+            moved.append((n, was, now))
+    if not moved:
+        return
+    shown = "".join(  # quoted, so that the spaces around an id show; escaped and cut, as OUT's keys are
+        f"\n  row {n}: {json.dumps(was[:300])} in OUT, {json.dumps(now[:300])} now" for n, was, now in moved[:SHOWN]
+    )
+    if len(moved) > SHOWN:
+        shown += f"\n  and {len(moved) - SHOWN} more"
+    raise ConfigError(
+        f"{out or 'OUT'}: {len(moved)} of its reports carry an id that this groundjudge reads otherwise (one id rule "
+        "since 2026-11-29: 1.0 is 1, spaces around an id are not part of it, a fraction or true/false is no id):"
+        f"{shown}\nResuming would score these rows again and OUT would hold two reports for each, one under each id. "
+        'Rename those ids in OUT (each report\'s "id"; and in labels or reviews made from it) to the new ones and '
+        "resume, or write this run to a new OUT (--out; --overwrite replaces OUT). Nothing was scored and OUT is "
+        "unchanged."
+    )
 
 
 def score_input(

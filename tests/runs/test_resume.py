@@ -273,3 +273,28 @@ def test_a_csv_out_is_refused_before_any_work(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not CSV"):
         score_file(data, tmp_path / "py.csv", Config.make(cache_dir=str(tmp_path / "c")))
     assert not (tmp_path / "py.csv").exists()
+
+
+def test_a_resume_over_ids_read_by_the_earlier_id_rule_is_refused(tmp_path: Path) -> None:
+    # Since the one id rule (io.ids.id_text), 1.0 is "1" and " r1" is "r1": an OUT written before it keeps "1.0" and
+    # " r1", which matched no row, so --resume scored those rows again and appended a second report under the new id
+    rows = [{**row, "id": rid} for row, rid in zip(ROWS[:4], [1.0, " r1", "r2", 3], strict=True)]
+    data = write_rows(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    assert score(tmp_path, data, out).exit_code == 0
+    earlier = {"1": "1.0", "r1": " r1"}  # what groundjudge wrote for these rows before the rule
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    out.write_text("".join(json.dumps({**r, "id": earlier.get(r["id"], r["id"])}) + "\n" for r in lines))
+    before = out.read_bytes()
+    for flags in (["--resume"], ["--resume", "--retry-errors"], ["--resume", "--dry-run"]):
+        result = score(tmp_path, data, out, *flags)
+        assert result.exit_code == 2, result.output
+        said = flat(result.output)
+        assert "2 of its reports carry an id that this groundjudge reads otherwise" in said, said
+        assert 'row 1: "1.0" in OUT, "1" now' in said and 'row 2: " r1" in OUT, "r1" now' in said, said
+        assert out.read_bytes() == before  # nothing scored, nothing appended
+    # the ids renamed in OUT as the message says: the resume has nothing left to score
+    out.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    result = score(tmp_path, data, out, "--resume")
+    assert result.exit_code == 0 and "answers 0 " in flat(result.output), result.output
+    assert sorted(r["id"] for r in reports(out)) == ["1", "3", "r1", "r2"]
