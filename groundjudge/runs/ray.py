@@ -50,6 +50,7 @@ from typing import Any
 
 from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
+from groundjudge.io.ids import id_text
 from groundjudge.io.reports import dumps, finite_report
 from groundjudge.io.rows import batches
 from groundjudge.io.tables import ColumnMap, InvalidRow
@@ -396,20 +397,47 @@ def release_actors() -> None:
         _kill(kept.actors)
 
 
+JSON_VALUES = (str, int, float, bool, dict, list, type(None))
+
+
+def _wire_id(rid: Any) -> Any:
+    """A row's id as JSON carries it: as it is when JSON holds it, else (a Parquet decimal, a date, a UUID) its text
+    under the one id rule (``io.ids.id_text``: what the local engine's report id is). Raises the rule's InputError."""
+    return rid if isinstance(rid, JSON_VALUES) else id_text(rid)
+
+
 def _to_wire(n: int, row: Any) -> dict[str, Any]:
     """A numbered input row (or an InputError) as the driver ships it: JSON text, ASCII-only (lone surrogates
-    survive as escapes)."""
+    survive as escapes). An id JSON cannot hold is sent as its id text; a cell JSON cannot hold (only an id may be
+    any value) is the row's InputError naming its field, never a failed run."""
     if isinstance(row, InputError):
         return {_ROW: n, _JSON: "", _ERROR: row.reason, _FIELD: row.field or ""}
     if isinstance(row, InvalidRow):  # a row the column mapping found bad: its id and its error travel
         error = row.error
-        return {
-            _ROW: n,
-            _JSON: json.dumps(dict(row), ensure_ascii=True),
-            _ERROR: error.reason,
-            _FIELD: error.field or "",
-        }
-    return {_ROW: n, _JSON: json.dumps(row, ensure_ascii=True, allow_nan=True), _ERROR: "", _FIELD: ""}
+        try:
+            wired = {"id": _wire_id(row["id"])} if "id" in row else {}
+        except InputError:
+            wired = {}  # no id: row-N, as io.rows.row_id makes of an id the rule refuses
+        return {_ROW: n, _JSON: json.dumps(wired, ensure_ascii=True), _ERROR: error.reason, _FIELD: error.field or ""}
+    if isinstance(row, dict) and not isinstance(row.get("id"), JSON_VALUES):
+        try:
+            row = {**row, "id": _wire_id(row["id"])}
+        except InputError as exc:
+            return _to_wire(n, InputError(exc.reason, row=n, field="id"))
+    try:
+        return {_ROW: n, _JSON: json.dumps(row, ensure_ascii=True, allow_nan=True), _ERROR: "", _FIELD: ""}
+    except TypeError as exc:
+        field = next((k for k, v in row.items() if not _json_holds(v)), None) if isinstance(row, dict) else None
+        why = f"holds a value the Ray engine cannot send to its actors ({exc}); run it with --engine local"
+        return _to_wire(n, InputError(why, row=n, field=field))
+
+
+def _json_holds(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=True)
+    except TypeError:
+        return False
+    return True
 
 
 def _from_wire(w: dict[str, Any]) -> tuple[int, Any]:

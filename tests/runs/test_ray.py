@@ -364,6 +364,42 @@ def test_ray_reads_rows_with_the_local_engines_reader(tmp_path: Path) -> None:
     assert reports[2]["verdict"] == "ERROR" and "retrieved_contexts" in reports[2]["errors"][0]
 
 
+def test_ids_json_cannot_hold_travel_to_the_actors_as_the_local_engine_reads_them(tmp_path: Path) -> None:
+    """A Parquet decimal, date or UUID id is an id locally (io.ids.id_text: its text; a decimal with a fraction the
+    row's error): the driver's json.dumps of such a row raised TypeError and failed the whole Ray run. Each row now
+    reaches the actor as the local engine reads it: the same report id and the same Sample or error."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from groundjudge.io.rows import batches
+    from groundjudge.io.tables import input_rows
+
+    def table(ids: pa.Array) -> Path:
+        path = tmp_path / f"ids-{len(list(tmp_path.iterdir()))}.parquet"
+        pq.write_table(pa.table({"id": ids, "answer": ["a", "b"], "contexts": [["a"], ["b"]]}), path)
+        return path
+
+    D = decimal.Decimal
+    files = [
+        table(pa.array([D("1"), D("2.5")], pa.decimal128(5, 1))),
+        table(pa.array([datetime.date(2026, 1, 2), None])),
+        table(pa.array([b"\x01" * 16, b"\x02" * 16], pa.binary(16))),
+    ]
+    for path in files:
+        local = [(n, str(p)) for b in batches(input_rows(path, set()), 8) for n, _, p in b]
+        wired = [gj_ray._from_wire(gj_ray._to_wire(n, row)) for n, row in input_rows(path, set())]
+        assert [(n, str(p)) for b in batches(wired, 8) for n, _, p in b] == local
+    ids = [str(p) for b in batches(input_rows(files[0], set()), 8) for _, _, p in b]
+    assert "id='1'" in ids[0] and "field 'id': is 2.5, a number that is not an integer" in ids[1]
+    # any other cell JSON cannot hold: that row's error, named, not a failed run
+    row = {"id": "m", "answer": "a", "contexts": ["a"], "metadata": {"at": datetime.date(2026, 1, 2)}}
+    n, error = gj_ray._from_wire(gj_ray._to_wire(3, row))
+    assert n == 3 and "row 3, field 'metadata': holds a value the Ray engine cannot send" in str(error)
+
+
 # -- two actors: a kept pool serves only a run of its shape, so these follow the one-actor tests ------
 
 
