@@ -697,10 +697,11 @@ def input_rows(
     return unique_rows(read_rows(source, mapping), skip)
 
 
-def count_rows(path: str | Path, fmt: str) -> int | None:
+def count_rows(path: str | Path, fmt: str, at_most: int | None = None) -> int | None:
     """Rows in an input file, cheaply (no parsing): non-blank lines as the readers split them (``io.jsonl.read_lines``:
     the byte order marks that open the file are no row), CSV records, or Parquet metadata; None when
-    that cannot be told cheaply (a remote file, a bad Parquet file: the reader says what is wrong when it reads)."""
+    that cannot be told cheaply (a remote file, a bad Parquet file: the reader says what is wrong when it reads).
+    ``at_most``: stop counting there (whether a file has rows: ``at_most=1`` reads up to its first row)."""
     if not is_local(path):
         return None
     if fmt == "parquet":
@@ -712,5 +713,10 @@ def count_rows(path: str | Path, fmt: str) -> int | None:
             return None
     # the readers' own lines: byte order marks cut, lines that end in a lone \r split (a CSV or JSONL file saved
     # by an old Mac tool was one line, and a CSV of rows counted as a header alone)
-    lines = sum(1 for _, line in read_lines(local_path(path)) if line.strip())
-    return max(0, lines - 1) if fmt == "csv" else lines
+    header = 1 if fmt == "csv" else 0
+    lines = 0
+    for _, line in read_lines(local_path(path)):
+        lines += 1 if line.strip() else 0
+        if at_most is not None and lines >= at_most + header:
+            break
+    return max(0, lines - header)

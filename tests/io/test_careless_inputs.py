@@ -253,3 +253,30 @@ def test_parquet_objects_that_name_a_field_twice_are_refused_before_any_row(tmp_
     pq.write_table(pa.table({"id": ["r1"], "messages": messages}), path)
     with pytest.raises(ConfigError, match=r"'messages\[\]' names 'content' twice, in the objects of column 'messages'"):
         read_rows(path)  # before any row is read
+
+
+def test_whether_a_file_has_rows_reads_up_to_its_first_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """score's empty-input check read every line of the input (count_rows) before the run read it again: on a large
+    file a whole extra pass. ``at_most`` stops the count there; the full count is unchanged."""
+    from groundjudge.io.tables import count_rows
+
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text(
+        "\n" + "".join(json.dumps({"id": str(i), "answer": "a", "contexts": [P]}) + "\n" for i in range(5))
+    )
+    csv_file = tmp_path / "in.csv"
+    csv_file.write_text("id,answer\n\n" + "".join(f"{i},a\n" for i in range(5)))
+    for path, fmt in ((jsonl, "jsonl"), (csv_file, "csv")):
+        assert count_rows(path, fmt) == 5 and count_rows(path, fmt, at_most=1) == 1 and count_rows(path, fmt, 2) == 2
+    import groundjudge.io.tables as tables
+
+    pulled: list[int] = []
+    real = tables.read_lines
+
+    def counted(path: Any) -> Any:
+        for n, line in real(path):
+            pulled.append(n)
+            yield n, line
+
+    monkeypatch.setattr(tables, "read_lines", counted)
+    assert count_rows(jsonl, "jsonl", at_most=1) == 1 and pulled == [1, 2]  # a blank line, then the first row
