@@ -255,9 +255,10 @@ def reviewed_claims(
             label = None if id(m.review) in disputed else m.review.label
             reviewed[(m.report.id, m.verdict.claim.id, m.verdict.claim.text)] = label
         matched.update(id(m.review) for m in join_reviews(run, [rev for _, rev in reviews]).matched)
-    note = settled.note(", ".join(sorted({where.rsplit(":", 1)[0] for where, _ in reviews})))
+    names = ", ".join(sorted({where.rsplit(":", 1)[0] for where, _ in reviews}))
+    note = settled.note(names, also="; the judge's verdict on them teaches nothing either")
     if note:
-        log(f"{note}; the judge's verdict on them teaches nothing either")
+        log(note)
     texts = {(r.id, v.claim.id): v.claim.text for run in runs for r in run for v in r.claims}
     for where, rev in reviews:
         if id(rev) in matched or rev.cleared:  # a null label is no label: no claim to look up

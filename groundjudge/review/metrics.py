@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +286,9 @@ class Review:
     # a line whose label is null (label ""): no label; it withdraws its reviewer's earlier verdict on the claim (as
     # the service's cleared decision does), and only :func:`review_labels` reads it: it is in none of its lists
     cleared: bool = False
+    # a line without a reviewer that replaced an earlier such line with another label (:func:`review_labels`
+    # counts them: two unnamed reviewers' files put together read as one reviewer's change of mind)
+    unnamed_change: bool = False
 
 
 def review_from_row(obj: Any, line: int) -> Review:
@@ -340,9 +343,12 @@ def _per_reviewer(reviews: Iterable[Review]) -> dict[tuple[str, str, str], dict[
         claim = (r.id, r.claim_id, r.claim)
         lines = out.pop(claim, {})
         who = ("", True) if r.adjudicated else (r.reviewer or "", False)
-        lines.pop(who, None)
+        earlier = lines.pop(who, None)
         if not r.cleared:
-            lines[who] = r
+            changed = (
+                who == ("", False) and earlier is not None and (earlier.unnamed_change or earlier.label != r.label)
+            )
+            lines[who] = replace(r, unnamed_change=True) if changed else r
         if lines:
             out[claim] = lines
     return out
@@ -377,19 +383,29 @@ class ReviewLabels:
     labels: list[Review]  # the adjudicated line, else the latest line of a claim every reviewer gave one label
     disputed: list[Review]  # a claim's latest line, for each claim reviewers disagree on with no adjudication
     every: list[Review]  # each reviewer's latest line on each claim and its latest adjudication, in file order
+    unnamed_changes: int = 0  # claims whose lines without a reviewer give different labels (the last one counts)
 
-    def note(self, name: str) -> str | None:
-        """What was left out and how to settle it (None when nothing was): for the commands to say."""
-        n = len(self.disputed)
-        if not n:
-            return None
-        return (
-            f"{n} claim{'s' * (n != 1)} in {name} left out: reviewers gave {'them' if n != 1 else 'it'} different "
-            "labels and no adjudication settles " + ("them" if n != 1 else "it") + " (a disputed label teaches "
-            "nothing). An adjudicator settles them on the review service's team page (/team) or with POST "
-            "/api/adjudications; then run 'groundjudge review export' again (in a file of your own: add a line "
-            'with the settled label and "adjudicated": true)'
-        )
+    def note(self, name: str, also: str = "") -> str | None:
+        """What was left out and how to settle it (``also`` added to that sentence), and what was read as one
+        unnamed reviewer's change of mind (None when neither): for the commands to say."""
+        notes = []
+        if n := len(self.disputed):
+            notes.append(
+                f"{n} claim{'s' * (n != 1)} in {name} left out: reviewers gave {'them' if n != 1 else 'it'} different "
+                "labels and no adjudication settles " + ("them" if n != 1 else "it") + " (a disputed label teaches "
+                "nothing). An adjudicator settles them on the review service's team page (/team) or with POST "
+                "/api/adjudications; then run 'groundjudge review export' again (in a file of your own: add a line "
+                'with the settled label and "adjudicated": true)' + also
+            )
+        if u := self.unnamed_changes:
+            notes.append(
+                f"{u} claim{'s' * (u != 1)} in {name} {'have' if u != 1 else 'has'} lines without a reviewer that give "
+                "different labels: read as one reviewer who changed their mind, the last line counting. If they are "
+                "different reviewers' files put together, name each line's reviewer (the page's reviewer box before "
+                'exporting, or a "reviewer" field) so that a claim they disagree on is left out, not taught the last '
+                "file's label"
+            )
+        return "\n".join(notes) or None
 
 
 def review_labels(every: Sequence[Review]) -> ReviewLabels:
@@ -415,8 +431,18 @@ def review_labels(every: Sequence[Review]) -> ReviewLabels:
         else:
             labels.append(last)
     kept = [r for lines in claims.values() for r in lines.values()]
-    order = {id(r): n for n, r in enumerate(every)}
-    return ReviewLabels(labels, disputed, sorted(kept, key=lambda r: order[id(r)]))
+
+    def key(r: Review) -> tuple[str, str, str, str | None, bool]:
+        return (r.id, r.claim_id, r.claim, r.reviewer, r.adjudicated)
+
+    order = {key(r): n for n, r in enumerate(every)}  # each kept line's place: its own, the last of its key
+    changes = sum(r.unnamed_change for r in kept)
+    return ReviewLabels(
+        labels,
+        disputed,
+        sorted(kept, key=lambda r: order[key(r)]),
+        changes,
+    )
 
 
 def read_reviews(path: str | Path, per_reviewer: bool = False) -> list[Review]:

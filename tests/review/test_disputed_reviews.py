@@ -148,3 +148,25 @@ def test_compare_and_metrics_say_what_was_left_out_and_how_to_settle_it(tmp_path
     assert result.exit_code == 0, result.output
     m = json.loads(result.stdout)
     assert (m["n"], m["disputed"], m["agreement"]) == (1, 1, 1.0)
+
+
+def test_unnamed_lines_that_disagree_are_said_when_read_as_one_reviewer(tmp_path: Path) -> None:
+    # two static-page exports put together (cat ann.jsonl ben.jsonl) whose reviewers left the name box empty: read as
+    # one reviewer's change of mind, the last file's label taught; every command that reads them says so, and how to
+    # keep such a claim out (name the reviewers), instead of teaching the last label in silence
+    lines = [_line("c1", "SUPPORTED", None), _line("c2", "SUPPORTED", None), _line("c1", "CONTRADICTED", None)]
+    settled = review_labels(parse_reviews(lines, per_reviewer=True))
+    assert settled.unnamed_changes == 1 and not settled.disputed
+    note = settled.note("joined.jsonl") or ""
+    assert "1 claim in joined.jsonl has lines without a reviewer" in note and "name each line's reviewer" in note
+    named = review_labels(parse_reviews([_line("c1", "SUPPORTED", "ann"), _line("c1", "CONTRADICTED", "ann")]))
+    assert named.unnamed_changes == 0 and named.note("x") is None  # a named reviewer's change of mind is theirs
+    claim = ClaimVerdict(claim=Claim(id="c1", text="claim c1"), label="SUPPORTED", route="judge")
+    report = AnswerReport(id="a", verdict="PASS", mode="cascade", scores=Scores(n_claims=1), claims=[claim])
+    (tmp_path / "run.jsonl").write_text(dumps(report) + "\n")
+    (tmp_path / "joined.jsonl").write_text("\n".join(lines) + "\n")
+    res = CliRunner().invoke(
+        app, ["metrics", str(tmp_path / "run.jsonl"), "--reviews", str(tmp_path / "joined.jsonl"), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "lines without a reviewer that give different labels" in res.stderr
