@@ -64,6 +64,10 @@ class AnthropicProvider:
     def identity(self) -> dict[str, Any]:
         return {"provider": self.name, "model": self.model, "base_url": self.base_url}
 
+    def takes(self, setting: str) -> bool:
+        """No sampling setting: neither a temperature nor a seed is sent (the module's docstring says why)."""
+        return False
+
     def batch_api(self) -> BatchApi:
         """The Message Batches API."""
         return AnthropicBatch(self)

@@ -180,6 +180,11 @@ class Provider(Protocol):
         """Everything about this provider that changes outputs (goes into cache keys); never secrets."""
         ...
 
+    def takes(self, setting: str) -> bool:
+        """Whether this adapter sends the sampling ``setting`` (``temperature``, ``seed``) to its model: one it never
+        sends changes no reply, so the cache key holds its default instead (``LLMClient``)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BatchStatus:

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 _MOVED_TO_COSTS = frozenset({"worst_case_cost", "expected_tokens", "estimate_cost", "usage_of"})
 
 # What makes a client's requests, replies and their prices what they are (besides its provider): a twin keeps them.
+DEFAULT_TEMPERATURE, DEFAULT_SEED = 0.0, 0  # what a client sends unless told otherwise (where the model takes them)
 _REQUEST_SETTINGS = ("retry", "max_reasks", "temperature", "seed", "max_tokens", "price", "reasoning_effort")
 
 
@@ -107,8 +108,8 @@ class LLMClient:
         ledger: Ledger | None = None,
         retry: RetryPolicy | None = None,
         max_reasks: int = 2,
-        temperature: float = 0.0,
-        seed: int | None = 0,
+        temperature: float = DEFAULT_TEMPERATURE,
+        seed: int | None = DEFAULT_SEED,
         max_tokens: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
         price: Price | None = None,
@@ -182,8 +183,10 @@ class LLMClient:
             "prompt": prompt.model_dump() if prompt else None,
             "messages": [m.model_dump() for m in request.messages],
             "schema": request.schema,
-            "temperature": request.temperature,
-            "seed": request.seed,
+            # a sampling setting the adapter never sends changes no reply: keyed at its default, so changing it
+            # re-pays nothing, and the replies cached at the defaults keep their keys
+            "temperature": request.temperature if self.provider.takes("temperature") else DEFAULT_TEMPERATURE,
+            "seed": request.seed if self.provider.takes("seed") else DEFAULT_SEED,
             "max_tokens": request.max_tokens,
         }
         if request.reasoning_effort is not None:  # only when sent: every other request keeps its key

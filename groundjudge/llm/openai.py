@@ -91,6 +91,13 @@ class OpenAIProvider:
     def identity(self) -> dict[str, Any]:
         return {"provider": self.name, "model": self.model, "base_url": self.base_url}
 
+    def takes(self, setting: str) -> bool:
+        """A temperature, except to a reasoning model (:func:`takes_temperature`); a seed unless ``send_seed`` is
+        off (an OpenAI-compatible server that refuses one)."""
+        if setting == "temperature":
+            return takes_temperature(self.name, self.model)
+        return setting != "seed" or self.send_seed
+
     def batch_api(self) -> BatchApi | None:
         """The OpenAI Batch API; OpenAI-compatible servers have none."""
         return OpenAIBatch(self) if self.name == "openai" else None

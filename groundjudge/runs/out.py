@@ -388,7 +388,8 @@ def pending_rows(
             ".jsonl or .parquet"
         )
     fmt = table_format(input)  # the one reader's rule, checked before anything starts
-    if is_local(input) and count_rows(input, fmt, at_most=1) == 0:  # a wrong or unfinished file would pass as "all scored"
+    # a wrong or unfinished file would pass as "every row scored"; read up to its first row only
+    if is_local(input) and count_rows(input, fmt, at_most=1) == 0:
         raise InputError(f"the input {input} holds no rows (an empty file, or a CSV header alone): nothing to score")
     existing = scan_out(out) if resume else Existing()
     retry = set(existing.failed) if retry_errors else set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -149,6 +150,24 @@ def test_other_models_requests_and_cache_keys_are_unchanged() -> None:
         ),
         ("anthropic", "llm:9471a3551b7ced5ab7d594f6faa2fbabf8fbd4ffae7a29c067199b740e844189", "8b647c4a4253c999"),
     ]
+
+
+def test_a_sampling_setting_a_model_is_never_sent_is_no_part_of_its_cache_key() -> None:
+    """Anthropic is sent neither a temperature nor a seed, and OpenAI's reasoning models no temperature, yet both were
+    in the cache key: changing them re-paid for the same reply. They are keyed at their defaults now (so the replies
+    cached at the defaults keep their keys, as the test above pins); a model that is sent them keeps them apart."""
+
+    def key(provider: Any, **settings: Any) -> str:
+        return LLMClient(provider, **settings).cache_key(ASK, Verdict, None)  # type: ignore[arg-type]
+
+    claude = AnthropicProvider("claude-haiku-4-5", api_key="k")
+    assert key(claude, temperature=0.7, seed=3) == key(claude)
+    o4 = OpenAIProvider("o4-mini", api_key="k")
+    assert key(o4, temperature=0.7) == key(o4) and key(o4, seed=3) != key(o4)  # it is sent a seed
+    chat = OpenAIProvider("gpt-4o-mini", api_key="k")
+    assert key(chat, temperature=0.7) != key(chat) and key(chat, seed=3) != key(chat)
+    no_seed = OpenAIProvider("qwen", api_key="k", base_url="http://h/v1", name="openai-compatible", send_seed=False)
+    assert key(no_seed, seed=3) == key(no_seed) and key(no_seed, temperature=0.7) != key(no_seed)
 
 
 def test_versions_name_the_effort_the_judge_is_sent_with_a_client_handed_in(
