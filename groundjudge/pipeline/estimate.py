@@ -30,7 +30,7 @@ from groundjudge.config import Config
 from groundjudge.errors import InputError
 from groundjudge.io.rows import batches
 from groundjudge.llm import Ledger, LLMClient
-from groundjudge.llm.base import LLMRequest
+from groundjudge.llm.base import REASONING_MAX_TOKENS, LLMRequest, reasoning_model
 from groundjudge.llm.client import DeferredCall
 from groundjudge.llm.packing import share_packed
 from groundjudge.models import AnswerReport, Claim, QAItem, Sample, Usage
@@ -421,6 +421,13 @@ def _note(out: dict[str, Any], *, llm: bool, client: LLMClient | None, config: C
         head += f"cost unknown (no price known for {client.model_id}: give one with --price IN,OUT)"
     else:
         head += f"about {_usd(cost)}" + (" at the batch API's price" if config.batch_api else "")
+        assert client is not None
+        if reasoning_model(client.provider.name, client.provider.model):  # its reasoning is billed, never seen
+            head += (
+                f" plus its reasoning: {client.model_id} reasons before it answers, and those tokens, billed as "
+                f"output, are not in this estimate (up to {REASONING_MAX_TOKENS:,} a call with the reply; "
+                "a --budget holds that much for each call in flight)"
+            )
     second = out.get("second_judge_calls") or {"cached": 0, "exact": 0, "upper_bound": 0}
     first_exact, first_bounded = exact - second["exact"], bounded - second["upper_bound"]
     if first_bounded:

@@ -283,3 +283,20 @@ def test_the_estimate_counts_the_schema_the_provider_bills(
     received = sum(len(r.text) // 4 + len(r.format_text) // 4 for r in sent)
     estimated = dry["estimated_cost_usd"] * 1e6
     assert estimated == pytest.approx(received, rel=0.03), (estimated, received)
+
+
+def test_a_reasoning_judge_s_estimate_says_its_reasoning_is_not_in_it(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+) -> None:
+    """A dry run prices a call's output at the replies seen so far (256 tokens an answer before any); a reasoning
+    model also bills the reasoning it never shows, up to the 25,000-token cap: the estimate said nothing of it."""
+    cache = Cache(tmp_path / "c")
+    client = make_test_client(server, model="openai/o4-mini", cache=cache)
+    dry = Evaluator(Config(mode="cascade"), nli=shared_nli, client=client, cache=cache).estimate(POOL)
+    assert dry["estimated_cost_usd"] is not None
+    assert (
+        "o4-mini reasons before it answers, and those tokens, billed as output, are not in this estimate"
+        in (dry["note"])
+    )
+    plain = make(server, shared_nli, tmp_path / "c2").estimate(POOL)
+    assert "reason" not in plain["note"]
