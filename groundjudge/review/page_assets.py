@@ -25,7 +25,9 @@ header p{margin:2px 0;font-size:14px}header b{font-weight:600}#queue-decided{opa
 #bar{padding:6px 24px;background:#fff;border-bottom:1px solid #ddd;position:sticky;top:0;z-index:2;font-size:13px}
 #queuebar{display:flex;flex-wrap:wrap;gap:4px 16px;align-items:center}#progress{font-weight:600}
 #progress-bar{width:140px;height:10px}
-#export-holds{color:#555}#storage.warn{color:#c62828;font-weight:600}#help{color:#555;margin:2px 0;font-size:12px}kbd{border:1px solid #bbb;
+#export-holds{color:#555}#export-as.warn{color:#b26a00;font-weight:600}#reviewer.warn{outline:2px solid #b26a00}
+#name-ask{background:#fff8e1;border:1px solid #b26a00;color:#6d4100;border-radius:6px;padding:4px 10px;margin:4px 0}
+#storage.warn{color:#c62828;font-weight:600}#help{color:#555;margin:2px 0;font-size:12px}kbd{border:1px solid #bbb;
 border-radius:3px;padding:0 4px;background:#f4f4f4;font-size:12px}
 #done{background:#e8f5e9;border:1px solid #2e7d32;color:#1b5e20;border-radius:6px;padding:4px 10px;margin:4px 0;
 font-weight:600}#done.partial{background:#fff8e1;border-color:#b26a00;color:#6d4100}
@@ -116,15 +118,34 @@ const SERVER = window.groundjudgeServer || null;
 let current = -1; let decisions = {}; let storageOk = true; let auto = true;
 if (SERVER) decisions = SERVER.decisions();
 else try { decisions = JSON.parse(localStorage.getItem(STORE) || '{}') || {}; } catch (e) { storageOk = false; }
+// a reviewer's name as the page keeps and exports it: no control, direction or invisible characters (a name that
+// reads otherwise than it is, or two names that look alike), spaces collapsed, at most NAME_MAX characters
+const NAME_MAX = 80;
+const cleanName = s => Array.from(String(s || '').replace(HIDDEN, '').replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, ' ')
+  .replace(/\s+/g, ' ').trim()).slice(0, NAME_MAX).join('').trim();
 let reviewer = SERVER ? SERVER.me : '';
-try { if (!SERVER) reviewer = localStorage.getItem('groundjudge-reviewer') || '';
+try { if (!SERVER) reviewer = cleanName(localStorage.getItem('groundjudge-reviewer'));
   auto = localStorage.getItem('groundjudge-autoadvance') !== 'off'; } catch (e) { storageOk = false; }
 const isDecided = it => !!(decisions[it.key] && decisions[it.key].label);
-// what the export holds of a claim: a verdict, a note or a citation choice, each with or without the others
-const hasDecision = d => !!(d && (d.label || (d.note && d.note.trim()) || d.citation));
+// what the export holds of a claim: a verdict, a note, a citation choice, or a cleared verdict (label null: it
+// withdraws the verdict an earlier export of this reviewer gave), each with or without the others
+const hasDecision = d => !!(d && (d.label || (d.note && d.note.trim()) || d.citation || d.cleared_at));
+// a change to a claim's decision is the reviewer's in the box now (decisions made before a name was typed take
+// the name at export: exportJsonl)
+function touch(d) { if (reviewer) d.reviewer = reviewer; else delete d.reviewer; return d; }
+function readStore() {  // the decisions stored for this run (null: none readable)
+  let all = null; try { all = JSON.parse(localStorage.getItem(STORE) || '{}'); } catch (e) { return null; }
+  return all && typeof all === 'object' && !Array.isArray(all) ? all : null;
+}
 function save(it, later) {  // it: the claim whose decision changed (the service stores that one)
   if (SERVER) { if (it) SERVER.save(it, decisions[it.key] || {}, later); }
-  else try { localStorage.setItem(STORE, JSON.stringify(decisions)); } catch (e) { storageOk = false; }
+  else try {
+    // this claim's decision only, into what is stored now: another tab of this page (or the same page opened from
+    // another path: file:// pages share one storage) keeps its own decisions instead of losing them to this tab's
+    const all = readStore() || Object.assign({}, decisions);  // unreadable: this tab's decisions, as before
+    if (!it) Object.assign(all, decisions); else if (decisions[it.key]) all[it.key] = decisions[it.key]; else delete all[it.key];
+    localStorage.setItem(STORE, JSON.stringify(all)); decisions = all; storageOk = true;
+  } catch (e) { storageOk = false; }
   progress();
 }
 function progress() {
@@ -150,10 +171,22 @@ function progress() {
     : SERVER ? 'End of your queue: all ' + items.length + ' claims are decided. Take more answers with "More answers".'
     : 'End of the queue: all ' + items.length + ' claims are decided. Export your decisions.';
   const holds = document.getElementById('export-holds'); const kept = items.filter(it => hasDecision(decisions[it.key]));
-  const bare = kept.length - decided;  // notes and citation choices on claims without a verdict
+  const alone = kept.filter(it => !isDecided(it) && !hasDecision(Object.assign({}, decisions[it.key], {cleared_at: null}))).length;
+  const bare = kept.length - decided - alone;  // notes and citation choices on claims without a verdict
   holds.textContent = 'the export holds ' + decided + ' verdict' + (decided === 1 ? '' : 's') +
     (bare ? ' and ' + bare + ' note' + (bare === 1 ? '' : 's') + ' or citation choice' + (bare === 1 ? '' : 's') +
-      ' without a verdict (label null: no label for metrics, calibrate or tune)' : '');
+      ' without a verdict (label null: no label for metrics, calibrate or tune)' : '') +
+    (alone ? ' and ' + alone + ' cleared verdict' + (alone === 1 ? '' : 's') +
+      ' (label null: takes back the verdict an earlier export gave)' : '');
+  // who the lines name: a decision made before a name was typed takes the name in the box
+  const names = {}; kept.forEach(it => { const n = decisions[it.key].reviewer || reviewer; names[n] = (names[n] || 0) + 1; });
+  const named = Object.keys(names).filter(n => n); const asEl = document.getElementById('export-as');
+  asEl.textContent = !kept.length ? '' : named.length === 1 && !names[''] ? 'as ' + named[0]
+    : named.length ? 'as ' + named.map(n => n + ' (' + names[n] + ')').join(', ') +
+      (names[''] ? ' and ' + names[''] + ' without a name' : '')
+    : 'without a reviewer name';
+  asEl.classList.toggle('warn', !!names['']);
+  document.getElementById('reviewer').classList.toggle('warn', !SERVER && !reviewer);
   const st = document.getElementById('storage');
   st.title = 'run ' + data.run;
   if (SERVER) { SERVER.status(st); return; }
@@ -169,7 +202,7 @@ function mark(it) {
 function decide(label) {
   if (current < 0) return; const it = items[current];
   const d = decisions[it.key] || {note: ''};
-  d.label = label; d.decided_at = new Date().toISOString(); if (reviewer) d.reviewer = reviewer; else delete d.reviewer;
+  d.label = label; d.decided_at = new Date().toISOString(); delete d.cleared_at; touch(d);
   decisions[it.key] = d; save(it); mark(it); decisionPanel(it);
   if (auto) nextUndecided();
 }
@@ -188,14 +221,17 @@ function citeText(cv) {
 function decideCitation(value) {
   if (current < 0) return; const it = items[current];
   const d = decisions[it.key] || {note: ''};
-  if (d.citation === value) delete d.citation; else d.citation = value;
-  if (!d.label && !d.note && !d.citation) delete decisions[it.key]; else decisions[it.key] = d;
+  if (d.citation === value) delete d.citation; else d.citation = value; touch(d);
+  if (!hasDecision(d)) delete decisions[it.key]; else decisions[it.key] = d;
   save(it); decisionPanel(it);
 }
 function accept() { if (current >= 0 && LABELS.includes(items[current].cv.label)) decide(items[current].cv.label); }
 function clearDecision() {
   if (current < 0) return; const it = items[current]; const d = decisions[it.key];
-  if (d) { delete d.label; delete d.decided_at; if (!d.note && !d.citation) delete decisions[it.key]; }
+  // a cleared verdict stays as a withdrawal: the export writes its line with label null, which takes back the
+  // verdict an earlier export gave (readers keep each reviewer's latest line); dropping the line kept it counting
+  if (d) { if (d.label) d.cleared_at = new Date().toISOString(); delete d.label; delete d.decided_at; touch(d);
+    if (!hasDecision(d)) delete decisions[it.key]; }
   save(it); mark(it); decisionPanel(it);
 }
 function decisionPanel(it) {
@@ -217,7 +253,7 @@ function decisionPanel(it) {
   }
   const note = el('textarea'); note.id = 'note'; note.placeholder = 'Note (n to type here, Esc to leave)';
   note.value = d.note || '';
-  note.oninput = () => { const r = decisions[it.key] || {}; r.note = note.value; decisions[it.key] = r; save(it, true); };
+  note.oninput = () => { const r = decisions[it.key] || {}; r.note = note.value; decisions[it.key] = touch(r); save(it, true); };
   box.append(note);
 }
 // long texts: cut to a few lines, with a toggle
@@ -503,12 +539,24 @@ function render() {
       c.error_type === k)).length + ')', k)));
     const lab = el('label', null, 'Error: '); lab.append(sel); f.append(lab); }
   const who = document.getElementById('reviewer'); who.value = reviewer; who.readOnly = !!SERVER;
-  if (!SERVER) who.oninput = () => { reviewer = who.value.trim(); try { localStorage.setItem('groundjudge-reviewer', reviewer); }
-    catch (e) { storageOk = false; progress(); } };
+  if (!SERVER) { who.maxLength = NAME_MAX + 20; who.placeholder = 'your name';
+    who.oninput = () => { reviewer = cleanName(who.value); try { localStorage.setItem('groundjudge-reviewer', reviewer); }
+      catch (e) { storageOk = false; } if (reviewer) document.getElementById('name-ask').classList.add('hidden'); progress(); };
+    who.onchange = () => { who.value = reviewer; };
+    who.onkeydown = ev => { if (ev.key === 'Enter' && reviewer && !document.getElementById('name-ask').classList.contains('hidden')) download(); };
+    document.getElementById('name-anon').onclick = () => download(true);
+    // another tab of this page: its decisions and name, here too
+    window.addEventListener('storage', ev => {
+      if (ev.key === 'groundjudge-reviewer' && document.activeElement !== who) { reviewer = cleanName(ev.newValue); who.value = reviewer; }
+      if (ev.key === STORE || ev.key === null) { decisions = readStore() || decisions; items.forEach(mark);
+        const note = document.getElementById('note');
+        if (current >= 0 && document.activeElement !== note) decisionPanel(items[current]); }
+      progress(); });
+  }
   const adv = document.getElementById('autoadvance'); adv.checked = auto;
   adv.onchange = () => { auto = adv.checked; try { localStorage.setItem('groundjudge-autoadvance', auto ? 'on' : 'off'); }
     catch (e) { storageOk = false; progress(); } };
-  document.getElementById('export').onclick = download; document.getElementById('done-export').onclick = download;
+  document.getElementById('export').onclick = () => download(); document.getElementById('done-export').onclick = () => download();
   progress();
 }
 function applyFilters() {
@@ -523,17 +571,24 @@ function exportJsonl() {  // every claim the reviewer decided, noted or chose a 
     const d = decisions[it.key];
     const line = {id: it.rep.id, claim_id: it.cv.claim.id, claim: it.cv.claim.text, label: d.label || null,
       groundjudge_label: it.cv.label, route: it.cv.route, note: d.note || ''};
-    if (d.reviewer) line.reviewer = d.reviewer;
+    const who = d.reviewer || reviewer; if (who) line.reviewer = who;
     if (d.citation) { line.citation = d.citation; line.groundjudge_citation = it.cv.citation || null; }
     if (d.label) line.decided_at = d.decided_at; line.run = data.run;
     return JSON.stringify(line) + '\n';
   }).join('');
 }
-function download() {
+function download(anonymous) {
+  // an export without a name is read as one anonymous reviewer's, the last line counting: two people's files put
+  // together would hide their disagreements. Ask for the name first; "Export without a name" is one click more.
+  const ask = document.getElementById('name-ask');
+  if (!SERVER && anonymous !== true && items.some(it => hasDecision(decisions[it.key]) && !decisions[it.key].reviewer) &&
+      !reviewer) {
+    ask.classList.remove('hidden'); const who = document.getElementById('reviewer'); who.focus(); return false; }
+  ask.classList.add('hidden');
   const blob = new Blob([exportJsonl()], {type: 'application/x-ndjson'});
   const url = URL.createObjectURL(blob); const a = el('a'); a.href = url;
   a.download = 'groundjudge-reviews-' + data.run + '.jsonl'; document.body.append(a); a.click(); a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10000);
+  setTimeout(() => URL.revokeObjectURL(url), 10000); return true;
 }
 const TYPING = ['checkbox', 'radio', 'button', 'submit', 'reset'];
 document.addEventListener('keydown', ev => {
