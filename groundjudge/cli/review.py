@@ -370,6 +370,18 @@ def _labels_fall_on_the_runs(
             )
 
 
+def _claims_moved(row: dict[str, Any]) -> str:
+    """One answer's claim changes as compare counts them (:func:`groundjudge.review.compare.claim_changes`)."""
+
+    def claims(n: int) -> str:
+        return f"{n} claim{'' if n == 1 else 's'}"
+
+    return (
+        f"{claims(row['claim_label_changes'])} of the same text relabelled, {claims(row['claims_only_a'])} only in "
+        f"A, {claims(row['claims_only_b'])} only in B"
+    )
+
+
 def compare_command(
     a: Annotated[Path, typer.Argument(help="Scored run A (e.g. prompt v1).")],
     b: Annotated[Path, typer.Argument(help="Scored run B of the same samples (e.g. prompt v2).")],
@@ -488,10 +500,12 @@ def compare_command(
     if result.get("error_types"):
         kinds = ", ".join(f"{k} {v['a']}->{v['b']} ({v['diff']:+d})" for k, v in result["error_types"].items())
         console.print(f"kinds of error (A->B): {escape(kinds)}")
+    if result["most_changed"]:
+        console.print("most changed (claims paired by text):")
     for row in result["most_changed"]:
         console.print(
-            f"  {escape(row['id'])}: {row['verdict']}, combined {row['combined_diff']:+.3f}, "
-            f"{row['claim_label_changes']} claim label changes"
+            f"  {escape(row['id'])}: {row['verdict']}, combined {row['combined_diff']:+.3f}, {_claims_moved(row)}",
+            highlight=False,
         )
     console.print(
         "[red]B is significantly worse than A[/red]"

@@ -117,26 +117,18 @@ def compare_runs(
     out["error_types"] = error_type_changes(pairs)
     out["mcnemar"] = {"pass_lost": lost, "pass_gained": gained, "p_value": mcnemar_p(lost, gained)}
 
-    def changed(x: AnswerReport, y: AnswerReport) -> tuple[float, int]:
-        before = Counter(c.label for c in x.claims)
-        after = Counter(c.label for c in y.claims)
-        label_moves = sum(((before - after) + (after - before)).values())
+    def changed(x: AnswerReport, y: AnswerReport) -> tuple[float, dict[str, int]]:
         xc, yc = x.scores.combined, y.scores.combined
         delta = (yc if yc is not None and math.isfinite(yc) else 0.0) - (
             xc if xc is not None and math.isfinite(xc) else 0.0
         )
-        return delta, label_moves
+        return delta, claim_changes(x, y)
 
-    ranked = sorted(pairs, key=lambda p: (-abs(changed(*p)[0]), -changed(*p)[1]))
+    moved = sorted(((x, y, *changed(x, y)) for x, y in pairs), key=lambda m: (-abs(m[2]), -sum(m[3].values())))
     out["most_changed"] = [
-        {
-            "id": y.id,
-            "verdict": f"{x.verdict}->{y.verdict}",
-            "combined_diff": changed(x, y)[0],
-            "claim_label_changes": changed(x, y)[1],
-        }
-        for x, y in ranked[:top]
-        if changed(x, y) != (0.0, 0)
+        {"id": y.id, "verdict": f"{x.verdict}->{y.verdict}", "combined_diff": delta, **claims}
+        for x, y, delta, claims in moved[:top]
+        if delta != 0.0 or any(claims.values())
     ]
     gated = ("combined", *sorted(LOWER_IS_BETTER))
     out["b_significantly_worse"] = bool(
@@ -209,6 +201,21 @@ def align_claims(x: AnswerReport, y: AnswerReport) -> list[tuple[ClaimVerdict | 
     for i in range(max(len(left), len(free_b))):
         rows.append((left[i] if i < len(left) else None, free_b[i] if i < len(free_b) else None))
     return rows
+
+
+def claim_changes(x: AnswerReport, y: AnswerReport) -> dict[str, int]:
+    """How one answer's claims moved from A to B, the claims paired by text (:func:`align_claims`):
+    ``claim_label_changes``, claims of the same text in both whose label changed; ``claims_only_a`` and
+    ``claims_only_b``, claims whose text only one run has (a reworded answer's claims are these, not label
+    changes). A claim's id is no match: each run numbers its own claims."""
+    relabelled = only_a = only_b = 0
+    for c, d in align_claims(x, y):
+        if c is not None and d is not None and _norm(c.claim.text) == _norm(d.claim.text):
+            relabelled += c.label != d.label
+        else:
+            only_a += c is not None
+            only_b += d is not None
+    return {"claim_label_changes": relabelled, "claims_only_a": only_a, "claims_only_b": only_b}
 
 
 def changed_claims(a: Sequence[AnswerReport], b: Sequence[AnswerReport], top: int = 20) -> list[dict[str, Any]]:

@@ -178,3 +178,41 @@ def test_the_benchmarks_interval_counts_a_failed_answer_as_the_headline_does() -
     lo, hi = balanced_accuracy_ci([{"label": r.label} for r in reports], reports, claim_level=False)
     assert [lo, hi] == [round(100 * x, 1) for x in m["balanced_accuracy_ci"]]
     assert lo <= 100 * m["balanced_accuracy"] <= hi
+
+
+def _reworded(report: AnswerReport, texts: list[str], labels: list[str]) -> AnswerReport:
+    """The answer with its claims' texts and labels replaced, the claim ids (c0, c1, ...) kept: each run numbers its
+    own claims, so a reworded answer has the same ids over other texts."""
+    claims = [
+        c.model_copy(update={"claim": c.claim.model_copy(update={"text": t}), "label": label})
+        for c, t, label in zip(report.claims, texts, labels, strict=True)
+    ]
+    return report.model_copy(update={"claims": claims})
+
+
+def test_compare_counts_claim_changes_by_text_not_labels_that_moved(tmp_path: Path) -> None:
+    """'4 claim label changes' for a two-claim answer: the count was the labels that left A plus those that came in
+    B, over any text. A team comparing prompts needs the claims of the same text whose label changed, told apart
+    from the claims only one version has."""
+    base = _report("q1", ["SUPPORTED", "SUPPORTED"])
+    a = _reworded(base, ["The tower is 330 metres tall.", "It was built from 1887."], ["SUPPORTED", "SUPPORTED"])
+    b = _reworded(base, ["The tower is 300 metres tall.", "It was built in 1900."], ["UNSUPPORTED", "UNSUPPORTED"])
+    result = compare_runs([a], [b])
+    (row,) = result["most_changed"]
+    assert (row["claim_label_changes"], row["claims_only_a"], row["claims_only_b"]) == (0, 2, 2)
+    # one claim kept word for word and relabelled, the other reworded
+    relabelled = _reworded(
+        base, ["The tower is 330 metres tall.", "It was built in 1900."], ["CONTRADICTED", "UNSUPPORTED"]
+    )
+    (row,) = compare_runs([a], [relabelled])["most_changed"]
+    assert (row["claim_label_changes"], row["claims_only_a"], row["claims_only_b"]) == (1, 1, 1)
+    # the same claims in another order: nothing moved
+    assert compare_runs([a], [a.model_copy(update={"claims": a.claims[::-1]})])["most_changed"] == []
+    printed = runner.invoke(
+        app, ["compare", str(_write(tmp_path / "a.jsonl", [a])), str(_write(tmp_path / "b.jsonl", [b]))]
+    )
+    assert printed.exit_code == 0, printed.output
+    text = " ".join(printed.output.split())
+    assert "q1: PASS->" in text
+    assert "0 claims of the same text relabelled, 2 claims only in A, 2 claims only in B" in text, text
+    assert "label changes" not in text
