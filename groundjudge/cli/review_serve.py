@@ -179,9 +179,18 @@ def export_command(
     if engine.dialect.name == "sqlite" and engine.url.database:  # the export would empty the database it reads
         database = engine.url.database
         not_an_input("--out", out, *(Path(database + end) for end in ("", "-wal", "-shm")))
-    lines = store.write_export(engine, out)
-    open_ = len({(x["id"], x["claim_id"]) for x in lines if x.get("status") == "disputed"})
-    err.print(escape(f"wrote {out} ({len(lines)} decisions)"), highlight=False)
+    counts = store.export_counts(store.write_export(engine, out))
+
+    def many(n: int, what: str) -> str:
+        return f"{n} {what}{'' if n == 1 else 's'}"
+
+    said = (
+        f"wrote {out}: {many(counts['verdicts'], 'verdict')}, "
+        f"{many(counts['without_verdict'], 'decision')} without a verdict (cleared, or a note or citation choice "
+        f"alone), {many(counts['adjudications'], 'adjudication')}, {many(counts['disputed'], 'disputed claim')}"
+    )
+    err.print(escape(said), highlight=False)
+    open_ = counts["disputed"]
     if open_:
         err.print(
             escape(

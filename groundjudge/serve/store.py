@@ -856,6 +856,21 @@ def write_export(engine: Engine, out: str | Path) -> list[dict[str, Any]]:
     return lines
 
 
+def export_counts(lines: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """What an export (:func:`export_lines`) holds, as its readers take it: ``verdicts``, reviewers' latest
+    decisions with a label; ``without_verdict``, reviewers' latest decisions with a null label (cleared, or a note
+    or citation choice alone: no label, the withdrawal of an earlier one); ``adjudications``; ``disputed``, the
+    claims whose reviewers disagree with no adjudication (every line of one says so)."""
+    counts = {"verdicts": 0, "without_verdict": 0, "adjudications": 0}
+    disputed: set[tuple[str, str]] = set()
+    for line in lines:
+        key = "adjudications" if line.get("adjudicated") else "verdicts" if line["label"] else "without_verdict"
+        counts[key] += 1
+        if line.get("status") == "disputed":
+            disputed.add((line["id"], line["claim_id"]))
+    return counts | {"disputed": len(disputed)}
+
+
 def read_ok(engine: Engine) -> None:
     """Raises ReviewDatabaseError when the database does not answer."""
     read(engine, lambda conn: conn.execute(select(1)).scalar_one())

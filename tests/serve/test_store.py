@@ -202,3 +202,38 @@ def test_an_adjudication_is_exported_where_no_reviewer_verdict_stands(tmp_path: 
     final = {(r.id, r.claim_id): r.label for r in parse_reviews(store.dumps_line(x) for x in lines)}
     assert final == {("a", "c1"): "CONTRADICTED", ("b", "c0"): "UNSUPPORTED", ("b", "c1"): "CONTRADICTED"}
     assert {x["claim"] for x in lines if x["id"] == "a"} == {"Claim 1 of a."}
+
+
+def test_review_export_says_what_its_lines_are(tmp_path: Path) -> None:
+    """'wrote OUT (N decisions)' counted every line: null-label lines (a cleared verdict, a note alone) and
+    adjudications too, and a disputed claim's lines as decisions like any other. It now says what it wrote."""
+    from typer.testing import CliRunner
+
+    from groundjudge.cli.root import app
+
+    url = f"sqlite:///{tmp_path / 'r.sqlite'}"
+    engine = db.open_db(url)
+    store.load_runs(engine, [("run", [make_report("a", n_claims=4)])])
+    for name, role in (("ann", "reviewer"), ("bob", "reviewer"), ("adj", "adjudicator")):
+        store.add_reviewer(engine, name, role=role)
+    ann, bob, adj = (r["id"] for r in store.reviewers(engine))
+    store.decide(engine, ann, "a", "c0", "SUPPORTED")
+    store.decide(engine, bob, "a", "c0", "SUPPORTED")
+    store.decide(engine, ann, "a", "c1", "SUPPORTED")  # disputed, open
+    store.decide(engine, bob, "a", "c1", "UNSUPPORTED")
+    store.decide(engine, ann, "a", "c2", "SUPPORTED")  # disputed, then settled
+    store.decide(engine, bob, "a", "c2", "CONTRADICTED")
+    store.adjudicate(engine, adj, "a", "c2", "CONTRADICTED")
+    store.decide(engine, ann, "a", "c3", None, note="ambiguous source")
+    store.decide(engine, bob, "a", "c3", None, citation="WRONG")
+    engine.dispose()
+    out = tmp_path / "reviews.jsonl"
+    result = CliRunner().invoke(app, ["review", "export", "--db", url, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 9
+    assert (
+        f"wrote {out}: 6 verdicts, 2 decisions without a verdict (cleared, or a note or citation choice alone), "
+        "1 adjudication, 1 disputed claim" in said
+    ), said
+    assert "9 decisions" not in said
