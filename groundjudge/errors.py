@@ -44,7 +44,13 @@ class GroundjudgeError(Exception):
 
 
 class ConfigError(GroundjudgeError):
-    """An option, model string or configuration value is wrong."""
+    """An option, model string or configuration value is wrong. ``settings``: where the fix is to set ``Config``
+    fields, each field and the value to give it (None: unknown here, or to be left unset; a refused ``score
+    --resume`` names OUT's), for a caller that names them as its own options."""
+
+    def __init__(self, *args: object, settings: dict[str, str | None] | None = None) -> None:
+        super().__init__(*args)
+        self.settings: dict[str, str | None] = dict(settings or {})
 
 
 class ArgumentError(ConfigError, ValueError):

@@ -18,7 +18,8 @@ from typer.core import TyperCommand
 
 from groundjudge.atomic import is_temporary
 from groundjudge.cli.common import fail
-from groundjudge.errors import GroundjudgeError
+from groundjudge.cli.options import as_options
+from groundjudge.errors import ConfigError, GroundjudgeError
 
 # what the system says of a path the user gave (no such file or folder, not allowed, a folder where a file goes, a
 # file where a folder goes, a read-only or full disk, a name too long): said as 'error: PATH: why', exit 2
@@ -57,6 +58,8 @@ class Command(TyperCommand):
         try:
             return super().invoke(ctx)
         except GroundjudgeError as exc:
+            if isinstance(exc, ConfigError) and exc.settings:  # fields to set: said as this command's options
+                raise fail(f"{exc}\nAs options of this command: {as_options(ctx, exc.settings)}") from exc
             raise fail(str(exc)) from exc
         except OSError as exc:
             if exc.filename is None or exc.errno not in PATH_ERRORS:  # a socket's, a device's, too many open files:

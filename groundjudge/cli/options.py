@@ -80,6 +80,32 @@ def config_from_options(ctx: typer.Context, path: Path | None = None, **fixed: A
         raise ConfigError("; ".join(said) + where) from exc
 
 
+def as_options(ctx: typer.Context, settings: dict[str, str | None]) -> str:
+    """``Config`` fields with the values to give them (a :class:`ConfigError`'s ``settings``) as this command's
+    options, read from its parameters named after the fields (:func:`setting`): ``--flag VALUE``, the flag or its
+    ``--no-`` form for a switch, ``leave out --flag`` for a value to leave unset (``(none)``), the option alone
+    where the value is not known here (None); a field the command has no option for, as a config file's field."""
+    params: dict[str | None, Any] = {p.name: p for p in ctx.command.params if p.param_type_name == "option"}
+    said = []
+    for field, value in settings.items():
+        param = params.get(field)
+        if param is None or field in NOT_SETTINGS:
+            shown = "" if value is None else " unset" if value == "(none)" else f" = {value}"
+            said.append(f"{field}{shown} in a --config file")
+            continue
+        flag = max(param.opts, key=len)
+        if value is None:
+            said.append(f"{flag} as OUT's run gave it")
+        elif param.is_flag and value in ("true", "false"):
+            on = value == "true"
+            said.append(flag if on else param.secondary_opts[0] if param.secondary_opts else f"leave out {flag}")
+        elif value == "(none)":
+            said.append(f"leave out {flag}")
+        else:
+            said.append(f"{flag} {value}")
+    return ", ".join(said)
+
+
 def parse_price(text: str) -> dict[str, float]:
     """``--price IN,OUT`` (USD per million input and output tokens) as ``Config.price``; the config checks >= 0."""
     parts = text.split(",")

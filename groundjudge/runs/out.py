@@ -262,6 +262,7 @@ class Pending:
                 if len(diffs) > SHOWN:  # OUT is a file anyone may have written: its keys are cut like its values
                     shown += f"\n  and {len(diffs) - SHOWN} more"
                 line = self.existing.first_line[old]
+                settings = {f: v for key, a, b in diffs for f, v in settings_behind(key, a, b).items()}
                 raise ConfigError(
                     f"{self.out or 'OUT'}: {reports} of its reports (the first on line {line}) were made with other "
                     f"settings than this run's:{shown}\n"
@@ -270,6 +271,8 @@ class Pending:
                     "its --mode, --llm, --nli-model, --config, --preset and options, and the same groundjudge, whose "
                     "prompts have versions), or write this run to a new OUT (--out; --overwrite replaces OUT). "
                     f"Nothing was scored and OUT is unchanged.{retry}"
+                    + (f"\nThe settings to give as OUT's: {_as_fields(settings)}" if settings else ""),
+                    settings=settings,
                 )
         if notes:
             note(f"{self.out or 'OUT'}: resumed; not compared: {'; '.join(notes)}")
@@ -314,11 +317,77 @@ def differences(old: MadeWith, now: MadeWith) -> tuple[list[tuple[str, str, str]
     return diffs, why
 
 
+TOKEN = re.compile(r"(\w+)(?:>=|<=|=)(.*?)(?= \w+(?:>=|<=|=)|$)")
+"""A ``name=value`` (or ``name>=value``, ``name<=value``) of a versions value that lists settings
+(``thresholds``, ``evidence``, ``verdict``, ``scoring``: :mod:`groundjudge.pipeline.evaluator`'s ``describe_*``)."""
+
+
+UNSET = ("off", "model", "flagged only")
+"""What a listing versions value writes for a setting left unset (no citation limit, the model's own window, the
+second judge on flagged claims only)."""
+
+
+def settings_behind(key: str, old: str, new: str) -> dict[str, str | None]:
+    """The ``Config`` fields behind a versions key that differs (:func:`differences`: OUT's value ``old``, this
+    run's ``new``), each with the value that gives OUT's (None: OUT's says no value to give, a model's fingerprint,
+    or no plain one;
+    ``(none)``: unset in OUT's run, or a key its reports lack). A key named after a
+    field is that field (``mode``, ``llm``, ``nli_model``, ``reasoning_effort``, ``second_judge``, ``head``); a
+    value that lists settings names each one that differs, by the field of its name (``preset``,
+    ``citation_style``, ...; ``thresholds``' ``support`` is ``t_support``); a verdict threshold of its own comes
+    from a config file's ``thresholds`` when no preset differs. A setting named otherwise (the evidence's
+    ``passages`` and ``k``) and a prompt's version (the groundjudge release) are not named."""
+    from groundjudge.config import Config, Thresholds
+
+    fields = Config.model_fields
+    if key != "thresholds" and key in fields:  # versions.thresholds is the local one, Config.thresholds the verdict's
+        return {key: None if key in ("nli_model", "head") else _given(old)}
+    if key not in ("thresholds", "evidence", "verdict", "scoring"):
+        return {}
+    was, now = dict(TOKEN.findall(old)), dict(TOKEN.findall(new))
+    moved = [n for n in dict.fromkeys([*was, *now]) if was.get(n) != now.get(n)]
+    out: dict[str, str | None] = {}
+    for name in moved:
+        field = f"t_{name}" if key == "thresholds" else name
+        if field in fields:
+            given = was.get(name, "(none)")
+            if fields[field].annotation in (bool, "bool"):  # written on / off
+                given = {"on": "true", "off": "false"}.get(given, given)
+            elif given in UNSET:
+                given = "(none)"
+            out[field] = _given(given)
+        elif name in Thresholds.model_fields and "preset" not in moved:
+            out["thresholds"] = None
+    return out
+
+
+def _given(value: str) -> str | None:
+    """OUT's value of a setting as one to give, or None where it is no plain value (OUT is a file anyone may have
+    written: a control character, a value of more than 300 characters)."""
+    return value if len(value) <= 300 and PLAIN.fullmatch(value) else None
+
+
+def _as_fields(settings: Mapping[str, str | None]) -> str:
+    """``settings`` (:func:`settings_behind`) in words, as ``Config`` fields."""
+    return ", ".join(
+        f"{field} (as OUT's run set it)"
+        if value is None
+        else f"{field} unset"
+        if value == "(none)"
+        else f"{field}={_shown(value)}"
+        for field, value in settings.items()
+    )
+
+
 def _shown(value: str) -> str:
     """A value from OUT (a file anyone may have written) as safe text: plain when it is plain, else quoted with its
     control characters escaped; cut to 300 characters."""
     cut = value[:300] + ("..." if len(value) > 300 else "")
-    return cut if re.fullmatch(r"[\w .:/@=+,()<>-]*", cut, flags=re.ASCII) else json.dumps(cut)
+    return cut if PLAIN.fullmatch(cut) else json.dumps(cut)
+
+
+PLAIN = re.compile(r"[\w .:/@=+,()<>-]*", flags=re.ASCII)
+"""Text from OUT shown as it stands (:func:`_shown`; else quoted, escaped)."""
 
 
 class RunOutput:

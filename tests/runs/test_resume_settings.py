@@ -200,3 +200,28 @@ def test_a_refusal_over_failed_reports_only_points_to_retry_errors(tmp_path: Pat
     with pytest.raises(ConfigError) as refused:
         pending.check_made_with(lambda: now)
     assert "--retry-errors" not in str(refused.value)
+
+
+def test_a_refused_resume_names_the_options_that_give_outs_settings(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    """The refusal named each differing versions key ('reasoning_effort: high in OUT, (none) in this run', 'verdict:
+    ... preset=support-bot ...') but not the option that sets it: the user had to know that versions.verdict's
+    preset is --preset, that a missing llm is --llm. Each is now said as an option, with OUT's value."""
+    llm = ["--llm", "openai/o4-mini", "--base-url", server.openai_base_url, "--no-qa"]
+    data, out, before = started(tmp_path, *llm, "--reasoning-effort", "high", "--preset", "support-bot")
+    refused = score(tmp_path, data, out, *llm, "--resume", "--citation-style", "numeric")
+    text = flat(refused.output)
+    assert refused.exit_code == 2, refused.output
+    assert "reasoning_effort: high in OUT, (none) in this run" in text, text
+    assert "As options of this command: " in text, text
+    said = text.split("As options of this command: ", 1)[1]
+    for option in ("--preset support-bot", "--citation-style auto", "--reasoning-effort high"):
+        assert option in said, (option, said)
+    assert "preset=support-bot" in text and "reasoning_effort=high" in text  # the Python caller's: the fields
+    # without --llm: the mode and the judge OUT's reports were made with
+    refused = score(tmp_path, data, out, "--resume")
+    said = flat(refused.output).split("As options of this command: ", 1)[1]
+    assert "--mode cascade" in said and "--llm openai/o4-mini" in said, said
+    assert out.read_bytes() == before
+    # following the advice, the resume goes on
+    result = score(tmp_path, data, out, *llm, "--resume", "--reasoning-effort", "high", "--preset", "support-bot")
+    assert result.exit_code == 0, result.output
