@@ -370,6 +370,30 @@ def _labels_fall_on_the_runs(
             )
 
 
+def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> None:
+    """Say when A's and B's reports were made with other settings (their mode and versions, compared as a resume
+    compares them: :func:`groundjudge.runs.out.differences`): another NLI model, thresholds, preset, judge or
+    groundjudge's prompts move the numbers with the answers unchanged, and compare cannot tell the two apart."""
+    from groundjudge.runs.out import SHOWN, MadeWith, differences
+
+    kinds = [{MadeWith.of(r.mode, r.versions) for r in run if r.versions} for run in runs]
+    said: dict[str, tuple[str, str]] = {}
+    for x in kinds[0]:
+        for y in kinds[1]:
+            for key, was, now in differences(x, y)[0]:
+                said.setdefault(key, (was, now))
+    if said:
+        shown = "; ".join(f"{key}: {was} in A, {now} in B" for key, (was, now) in list(said.items())[:SHOWN])
+        err.print(
+            escape(
+                f"warning: {names[0].name} (A) and {names[1].name} (B) were scored with other settings ({shown}): "
+                "the differences below mix the answers' change with the scoring's. Score both with one command "
+                "(the same --llm, --nli-model, --preset, --config and groundjudge) to compare the answers alone."
+            ),
+            highlight=False,
+        )
+
+
 def _claims_moved(row: dict[str, Any]) -> str:
     """One answer's claim changes as compare counts them (:func:`groundjudge.review.compare.claim_changes`)."""
 
@@ -421,6 +445,7 @@ def compare_command(
 
     not_an_input("--html", html, a, b, labels, reviews)
     runs = load_reports(a), load_reports(b)
+    _made_alike(runs, (a, b))
     result = compare_runs(*runs, alpha=alpha)
     if result["paired"] == 0:
         raise fail("the two runs share no sample ids")

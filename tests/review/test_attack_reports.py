@@ -216,3 +216,29 @@ def test_compare_counts_claim_changes_by_text_not_labels_that_moved(tmp_path: Pa
     assert "q1: PASS->" in text
     assert "0 claims of the same text relabelled, 2 claims only in A, 2 claims only in B" in text, text
     assert "label changes" not in text
+
+
+def test_compare_says_when_the_runs_were_scored_with_other_settings(tmp_path: Path) -> None:
+    """compare read A and B made with another NLI model or preset as it reads two prompt versions: the numbers
+    moved with the answers unchanged, without a word."""
+    a = [
+        r.model_copy(update={"versions": {"nli_model": "m@1/nli/cpu-float32", "verdict": "preset=default"}})
+        for r in (_report("q1", ["SUPPORTED"]), _report("q2", ["SUPPORTED"]))
+    ]
+    b = [
+        r.model_copy(update={"versions": {"nli_model": "m@2/nli/cuda-float16", "verdict": "preset=research"}})
+        for r in a
+    ]
+    pa, pb = _write(tmp_path / "a.jsonl", a), _write(tmp_path / "b.jsonl", b)
+    result = runner.invoke(app, ["compare", str(pa), str(pb)])
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 0, result.output
+    assert "a.jsonl (A) and b.jsonl (B) were scored with other settings" in said, said
+    assert "nli_model: m@1/nli/cpu-float32 in A, m@2/nli/cuda-float16 in B" in said
+    assert "verdict: preset=default in A, preset=research in B" in said
+    # the same settings (the device aside), or reports without versions (older files): nothing said
+    same = [r.model_copy(update={"versions": {**r.versions, "nli_model": "m@1/nli/cuda-float16"}}) for r in a]
+    _write(pb, same)
+    assert "other settings" not in runner.invoke(app, ["compare", str(pa), str(pb)]).stderr
+    _write(pb, [r.model_copy(update={"versions": {}}) for r in a])
+    assert "other settings" not in runner.invoke(app, ["compare", str(pa), str(pb)]).stderr
