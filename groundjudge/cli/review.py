@@ -370,10 +370,11 @@ def _labels_fall_on_the_runs(
             )
 
 
-def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> None:
+def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> dict[str, dict[str, str]]:
     """Say when A's and B's reports were made with other settings (their mode and versions, compared as a resume
     compares them: :func:`groundjudge.runs.out.differences`): another NLI model, thresholds, preset, judge or
-    groundjudge's prompts move the numbers with the answers unchanged, and compare cannot tell the two apart."""
+    groundjudge's prompts move the numbers with the answers unchanged, and compare cannot tell the two apart.
+    Returns them (key -> A's and B's value: ``settings_differ`` in compare's JSON)."""
     from groundjudge.runs.out import SHOWN, MadeWith, differences
 
     kinds = [{MadeWith.of(r.mode, r.versions) for r in run if r.versions} for run in runs]
@@ -392,6 +393,7 @@ def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> 
             ),
             highlight=False,
         )
+    return {key: {"a": was, "b": now} for key, (was, now) in said.items()}
 
 
 def _claims_moved(row: dict[str, Any]) -> str:
@@ -445,8 +447,9 @@ def compare_command(
 
     not_an_input("--html", html, a, b, labels, reviews)
     runs = load_reports(a), load_reports(b)
-    _made_alike(runs, (a, b))
+    unlike = _made_alike(runs, (a, b))
     result = compare_runs(*runs, alpha=alpha)
+    result["settings_differ"] = unlike  # in --json too: a script gating on B can refuse a comparison of settings
     if result["paired"] == 0:
         raise fail("the two runs share no sample ids")
     gold = read_labels(labels) if labels is not None else None
