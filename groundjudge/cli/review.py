@@ -381,8 +381,12 @@ def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> 
     said: dict[str, tuple[str, str]] = {}
     for x in kinds[0]:
         for y in kinds[1]:
+            # neither run is the older: a key one report lacks because groundjudge did not write it yet (LATER_KEYS)
+            # is no difference on either side, as a resume reads it on OUT's side
+            back = {key for key, _, _ in differences(y, x)[0]}
             for key, was, now in differences(x, y)[0]:
-                said.setdefault(key, (was, now))
+                if key in back:
+                    said.setdefault(key, (was, now))
     if said:
         shown = "; ".join(f"{key}: {was} in A, {now} in B" for key, (was, now) in list(said.items())[:SHOWN])
         err.print(

@@ -244,3 +244,25 @@ def test_compare_says_when_the_runs_were_scored_with_other_settings(tmp_path: Pa
     assert "other settings" not in runner.invoke(app, ["compare", str(pa), str(pb)]).stderr
     _write(pb, [r.model_copy(update={"versions": {}}) for r in a])
     assert "other settings" not in runner.invoke(app, ["compare", str(pa), str(pb)]).stderr
+
+
+def test_compare_reads_a_key_older_reports_lack_as_no_difference_on_either_side(tmp_path: Path) -> None:
+    # a run resumed across the upgrade: its earlier reports lack versions.verdict and versions.scoring (LATER_KEYS),
+    # its later ones have them; the settings are the same, so comparing it with itself (or with a run of the same
+    # settings) names no setting, in either order
+    old = {"nli_model": "m/abc/cpu-fp32", "prompts": "p1"}
+    new = {**old, "verdict": "min_citation_precision=off", "scoring": "x=1"}
+    mixed = [
+        _report(f"r{i}", ["SUPPORTED"] * 2).model_copy(update={"versions": old if i < 3 else new}) for i in range(6)
+    ]
+    a = _write(tmp_path / "a.jsonl", mixed)
+    b = _write(tmp_path / "b.jsonl", [r.model_copy(update={"versions": new}) for r in mixed])
+    for x, y in ((a, a), (a, b), (b, a)):
+        result = runner.invoke(app, ["compare", str(x), str(y), "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["settings_differ"] == {}, (x.name, y.name)
+        assert "other settings" not in result.stderr
+    # a key both name with other values is still said
+    other = _write(tmp_path / "c.jsonl", [r.model_copy(update={"versions": {**new, "scoring": "x=2"}}) for r in mixed])
+    result = runner.invoke(app, ["compare", str(a), str(other), "--json"])
+    assert json.loads(result.stdout)["settings_differ"] == {"scoring": {"a": "x=1", "b": "x=2"}}
