@@ -19,6 +19,8 @@ cause                     blame       when
 ``irrelevant_context``    retrieval   most contexts bear on no claim (precision < ``precision_floor``): the model
                                       filled the gaps from memory
 ``missing_context``       retrieval   the contexts do not support the reference (recall < ``recall_floor``)
+``not_scored``            -           the answer's report is ERROR: the run failed on it, so its claims and scores
+                                      say too little to blame either (score it again with ``--retry-errors``)
 ``unclear``               -           none of these
 ``none``                  -           the answer did not fail
 ========================  ==========  ============================================================================
@@ -35,7 +37,7 @@ from groundjudge.models import AnswerReport, ClaimVerdict
 if TYPE_CHECKING:
     from groundjudge.pipeline.evaluator import Evaluator
 
-Cause = Literal["none", "context_ignored", "irrelevant_context", "missing_context", "unclear"]
+Cause = Literal["none", "not_scored", "context_ignored", "irrelevant_context", "missing_context", "unclear"]
 
 ADVICE: dict[str, str] = {
     "none": "Nothing to fix: the answer passed.",
@@ -45,6 +47,8 @@ ADVICE: dict[str, str] = {
     "from memory. Improve retrieval (query, reranking, filtering) or let the model say it does not know.",
     "missing_context": "Key context missing: the contexts do not support the reference answer. Retrieve more or "
     "better documents (recall, chunking, top-k).",
+    "not_scored": "Not scored: the run failed on this answer (the errors above say where), so nothing here blames "
+    "retrieval or generation. Score it again: groundjudge score INPUT --out OUT --resume --retry-errors.",
     "unclear": "Unclear: neither retrieval nor generation is clearly to blame; read the claims and passages below.",
 }
 
@@ -204,6 +208,9 @@ def diagnose(
     is_failed = failed(report)
     if not is_failed:
         cause, why = "none", "the answer passed"
+    elif report.verdict == "ERROR":
+        cause = "not_scored"
+        why = "the answer was not scored: " + ("; ".join(report.errors) or "its report says ERROR")
     elif contradicted:
         cause = "context_ignored"
         why = f"{len(contradicted)} claim(s) contradicted by the contexts: they held the answer and it was not used"

@@ -126,3 +126,26 @@ def test_a_reference_sentence_that_could_not_be_checked_counts_against_recall(sh
     labels = [c.label for c in d.reference_claims]
     assert "ERROR" in labels and labels.count("SUPPORTED") == 2
     assert d.context_recall == 2 / 3  # not 1.0: recall is not known to be complete
+
+
+def test_an_error_report_is_not_scored_not_blamed_on_retrieval_or_generation(tmp_path: Path) -> None:
+    # the run failed on the answer (a judge outage): no cause from its claims; the errors and --retry-errors are said,
+    # also where a claim it did score was contradicted (the report's numbers cannot be trusted)
+    contradicted = ClaimVerdict(
+        claim=Claim(id="c0", text="The tower is in Rome.", answer_span=(0, 21)),
+        label="CONTRADICTED",
+        route="nli",
+        nli=ClaimNLI(entailment=0.0, contradiction=0.99, neutral=0.01),
+    )
+    failed = AnswerReport(
+        id="e1", verdict="ERROR", mode="cascade", scores=Scores(), errors=["judge: HTTP 500"], claims=[contradicted]
+    )
+    d = diagnose(failed)
+    assert d.failed and d.cause == "not_scored" and d.blame is None
+    assert "judge: HTTP 500" in d.explanation and "--retry-errors" in d.advice
+    out = tmp_path / "out.jsonl"
+    out.write_text(failed.model_dump_json() + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["diagnose", str(out)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "e1: ERROR; cause: not_scored" in result.output and "judge: HTTP 500" in result.output
+    assert "to blame)" not in result.output
