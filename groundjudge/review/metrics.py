@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from groundjudge.errors import ArgumentError, InputError
+from groundjudge.io.ids import id_text
 from groundjudge.io.jsonl import read_jsonl
 from groundjudge.models import Usage
 from groundjudge.stats import CorrectedRate, Item, corrected_rate, percentile_interval, resampled_sums, share
@@ -291,6 +292,22 @@ class Review:
     unnamed_change: bool = False
 
 
+def answer_id(obj: dict[str, Any], line: int) -> str:
+    """A label or review line's answer ``id``, read by the one id rule (:func:`groundjudge.io.ids.id_text`): a file
+    written from input rows whose ids are numbers (``1``, or pandas' ``1.0``) names the answers their reports name
+    ("1"), instead of being refused.
+
+    Raises:
+        InputError: no id, or one the rule refuses (row and field named)."""
+    try:
+        rid = id_text(obj.get("id"))
+    except InputError as exc:
+        raise InputError(str(exc), row=line, field="id") from exc
+    if rid is None or rid == "":
+        raise InputError("missing", row=line, field="id")
+    return rid
+
+
 def review_from_row(obj: Any, line: int) -> Review:
     """One review line (a JSON value already read) as a :class:`Review`: the one rule for its fields, which every
     reader of reviews (metrics, calibrate, compare, tune) goes through; ``line`` names it in errors. A line whose
@@ -299,7 +316,8 @@ def review_from_row(obj: Any, line: int) -> Review:
     so it withdraws their earlier verdict (:func:`review_labels`, the only reader that sees it)."""
     if not isinstance(obj, dict):
         raise InputError("a review line must be a JSON object", row=line)
-    for name in ("id", "claim_id", "claim"):
+    rid = answer_id(obj, line)
+    for name in ("claim_id", "claim"):
         if not isinstance(obj.get(name), str):
             raise InputError("missing or not a string", row=line, field=name)
     cleared = "label" in obj and obj["label"] is None
@@ -317,7 +335,7 @@ def review_from_row(obj: Any, line: int) -> Review:
     if status is not None and status not in REVIEW_STATUSES:
         raise InputError(f"{status!r} is not one of {', '.join(REVIEW_STATUSES)}", row=line, field="status")
     return Review(
-        id=obj["id"],
+        id=rid,
         claim_id=obj["claim_id"],
         claim=obj["claim"],
         label=label,
@@ -502,8 +520,8 @@ def read_labels(path: str | Path) -> dict[str, str]:
     the same id replaces an earlier one.
 
     Raises:
-        InputError: the file cannot be read, or a row that is not an object, or has no string ``id`` or an unknown
-            ``label`` (the row and field are named).
+        InputError: the file cannot be read, or a row that is not an object, or has no ``id`` (read by the one id
+            rule: :func:`answer_id`) or an unknown ``label`` (the row and field are named).
     """
     out: dict[str, str] = {}
     try:
@@ -515,13 +533,12 @@ def read_labels(path: str | Path) -> dict[str, str]:
             label = row.get("label")
             if label is None:
                 continue
-            if not isinstance(row.get("id"), str):
-                raise InputError("missing or not a string", row=n, field="id")
+            rid = answer_id(row, n)
             if not isinstance(label, str) or (label.upper() not in CLAIM_LABELS and label.lower() not in ANSWER_LABELS):
                 raise InputError(
                     f"{label!r} is not one of {', '.join(CLAIM_LABELS + ANSWER_LABELS)}", row=n, field="label"
                 )
-            out[row["id"]] = label
+            out[rid] = label
     except OSError as exc:
         raise InputError(f"cannot read labels {path}: {exc}") from exc
     return out

@@ -244,8 +244,10 @@ def test_compare_json_is_the_compare_dict(scored: tuple[Path, Any], tmp_path: Pa
     assert result.exit_code == 0, result.output
     got = one_json_object(result.stdout)
     expected = compare_runs(list(read_reports(out)), list(read_reports(b)))
-    # the rows carry gold labels: the corrected rate (review.compare.corrected_rates) rides along
-    assert set(got) == {*expected, "corrected_unsupported_rate"} and got["paired"] == expected["paired"]
+    # the rows carry gold labels: the corrected rate (review.compare.corrected_rates) rides along, and the settings
+    # A and B differ in (none: B is A's file with one score changed)
+    assert set(got) == {*expected, "corrected_unsupported_rate", "settings_differ"}
+    assert got["paired"] == expected["paired"] and got["settings_differ"] == {}
     # the table, on stderr beside --json and on stdout without it, has every metric's row whole
     plain_run = runner.invoke(app, ["compare", str(out), str(b)], env=NARROW)
     for text in (result.stderr, plain_run.stdout):

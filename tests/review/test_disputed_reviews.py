@@ -170,3 +170,29 @@ def test_unnamed_lines_that_disagree_are_said_when_read_as_one_reviewer(tmp_path
     )
     assert res.exit_code == 0, res.output
     assert "lines without a reviewer that give different labels" in res.stderr
+
+
+def test_label_and_review_lines_read_their_ids_by_the_one_id_rule(tmp_path: Path) -> None:
+    """An input row with id 1 (or pandas' 1.0) is reported as "1", but a labels file written from those input rows
+    (compare --labels, metrics --labels) or a review file made by hand was refused: "missing or not a string". Both
+    now read their ids by the one id rule; a fraction or true/false is still the line's error."""
+    from groundjudge.review.metrics import read_labels
+
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in [
+                {"id": 1, "label": "consistent"},
+                {"id": 2.0, "label": "hallucinated"},
+                {"id": " r3", "label": "consistent"},
+            ]
+        )
+    )
+    assert read_labels(labels) == {"1": "consistent", "2": "hallucinated", "r3": "consistent"}
+    reviews = [json.dumps({"id": 7, "claim_id": "c0", "claim": "Claim.", "label": "SUPPORTED", "reviewer": "ann"})]
+    assert [(r.id, r.label) for r in parse_reviews(reviews)] == [("7", "SUPPORTED")]
+    for bad, why in ((2.5, "is 2.5, a number that is not an integer"), (True, "not true/false"), (None, "missing")):
+        line = json.dumps({"id": bad, "claim_id": "c0", "claim": "Claim.", "label": "SUPPORTED"})
+        with pytest.raises(InputError, match=f"field 'id'.*{why}"):
+            parse_reviews([line])
