@@ -21,6 +21,8 @@ cause                     blame       when
 ``missing_context``       retrieval   the contexts do not support the reference (recall < ``recall_floor``)
 ``not_scored``            -           the answer's report is ERROR: the run failed on it, so its claims and scores
                                       say too little to blame either (score it again with ``--retry-errors``)
+``no_claims``             -           the answer's report is NO_CLAIMS: it states nothing to check (empty, a
+                                      refusal, a question back), so neither retrieval nor generation is blamed
 ``unclear``               -           none of these
 ``none``                  -           the answer did not fail
 ========================  ==========  ============================================================================
@@ -37,7 +39,9 @@ from groundjudge.models import AnswerReport, ClaimVerdict
 if TYPE_CHECKING:
     from groundjudge.pipeline.evaluator import Evaluator
 
-Cause = Literal["none", "not_scored", "context_ignored", "irrelevant_context", "missing_context", "unclear"]
+Cause = Literal[
+    "none", "not_scored", "no_claims", "context_ignored", "irrelevant_context", "missing_context", "unclear"
+]
 
 ADVICE: dict[str, str] = {
     "none": "Nothing to fix: the answer passed.",
@@ -49,6 +53,8 @@ ADVICE: dict[str, str] = {
     "better documents (recall, chunking, top-k).",
     "not_scored": "Not scored: the run failed on this answer (the errors above say where), so nothing here blames "
     "retrieval or generation. Score it again: groundjudge score INPUT --out OUT --resume --retry-errors.",
+    "no_claims": "Nothing to check: the answer states no claim (an empty answer, a refusal, a question back). If it "
+    "should have, read the answer itself; a claim the claims step missed is seen by scoring it with --llm.",
     "unclear": "Unclear: neither retrieval nor generation is clearly to blame; read the claims and passages below.",
 }
 
@@ -211,6 +217,8 @@ def diagnose(
     elif report.verdict == "ERROR":
         cause = "not_scored"
         why = "the answer was not scored: " + ("; ".join(report.errors) or "its report says ERROR")
+    elif report.verdict == "NO_CLAIMS":
+        cause, why = "no_claims", "the answer states no claim the checker could read"
     elif contradicted:
         cause = "context_ignored"
         why = f"{len(contradicted)} claim(s) contradicted by the contexts: they held the answer and it was not used"

@@ -149,3 +149,11 @@ def test_an_error_report_is_not_scored_not_blamed_on_retrieval_or_generation(tmp
     assert result.exit_code == 0, result.output
     assert "e1: ERROR; cause: not_scored" in result.output and "judge: HTTP 500" in result.output
     assert "to blame)" not in result.output
+
+
+def test_a_no_claims_report_is_nothing_to_check_not_unclear() -> None:
+    # an answer with no claim (empty, a refusal) was diagnosed "unclear: neither retrieval nor generation...", which
+    # sends a reader looking for a cause in claims and passages that are not there
+    empty = AnswerReport(id="n1", verdict="NO_CLAIMS", mode="nli", scores=Scores())
+    d = diagnose(empty)
+    assert d.cause == "no_claims" and d.blame is None and "states no claim" in d.advice
