@@ -335,6 +335,9 @@ class Config(BaseModel):
             )
         if self.second_judge is None and (self.second_judge_sample is not None or self.second_judge_base_url):
             raise ArgumentError("second_judge_sample and second_judge_base_url go with second_judge (provider/model)")
+        repeated = sorted({k for k in self.thresholds_fitted or () if (self.thresholds_fitted or []).count(k) > 1})
+        if repeated:
+            raise ArgumentError(f"thresholds_fitted names {', '.join(repeated)} more than once: name each one once")
         if self.thresholds_fitted is not None and not self.thresholds_model:
             raise ArgumentError(
                 "thresholds_fitted names the thresholds thresholds_model covers: give thresholds_model (the NLI model "

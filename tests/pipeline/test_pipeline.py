@@ -656,3 +656,6 @@ def test_one_threshold_given_by_hand_leaves_the_other_fitted_ones_tied_to_their_
     assert every.nli is not None
     with pytest.raises(errors.ConfigError, match="thresholds_fitted names the thresholds thresholds_model covers"):
         Config.make(thresholds_fitted=["t_support"])
+    # a hand-written list that names a threshold twice is refused, naming it (it was read, and a refusal named it twice)
+    with pytest.raises(errors.ConfigError, match="thresholds_fitted names t_support more than once"):
+        Config.make(thresholds_model="m@1", thresholds_fitted=["t_support", "t_support"], t_support=0.7)
