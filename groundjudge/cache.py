@@ -157,6 +157,7 @@ class Cache:
             raise ConfigError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
         self.mode: CacheMode = mode
         self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self._real_directory = os.path.realpath(self.directory)  # the turns' table key (filling): once, not per miss
         self._store: diskcache.Cache | None = None
         self._size_limit = size_limit_bytes
         self._lock = threading.Lock()
@@ -232,7 +233,7 @@ class Cache:
         if self.mode != "use":
             yield True
             return
-        which = (os.path.realpath(self.directory), key)
+        which = (self._real_directory, key)
         with _filling_lock:
             other = _filling.get(which)
             if other is None:

@@ -375,7 +375,7 @@ def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> 
     compares them: :func:`groundjudge.runs.out.differences`): another NLI model, thresholds, preset, judge or
     groundjudge's prompts move the numbers with the answers unchanged, and compare cannot tell the two apart.
     Returns them (key -> A's and B's value: ``settings_differ`` in compare's JSON)."""
-    from groundjudge.runs.out import SHOWN, MadeWith, differences
+    from groundjudge.runs.out import SHOWN, MadeWith, differences, shown_text
 
     kinds = [{MadeWith.of(r.mode, r.versions) for r in run if r.versions} for run in runs]
     said: dict[str, tuple[str, str]] = {}
@@ -388,7 +388,10 @@ def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> 
                 if key in back:
                     said.setdefault(key, (was, now))
     if said:
-        shown = "; ".join(f"{key}: {was} in A, {now} in B" for key, (was, now) in list(said.items())[:SHOWN])
+        shown = "; ".join(  # the files are anyone's: their keys and values escaped and cut, as a resume shows them
+            f"{shown_text(key)}: {shown_text(was)} in A, {shown_text(now)} in B"
+            for key, (was, now) in list(said.items())[:SHOWN]
+        )
         err.print(
             escape(
                 f"warning: {names[0].name} (A) and {names[1].name} (B) were scored with other settings ({shown}): "

@@ -257,7 +257,8 @@ class Pending:
                     else ""
                 )
                 shown = "".join(
-                    f"\n  {_shown(key)}: {_shown(a)} in OUT, {_shown(b)} in this run" for key, a, b in diffs[:SHOWN]
+                    f"\n  {shown_text(key)}: {shown_text(a)} in OUT, {shown_text(b)} in this run"
+                    for key, a, b in diffs[:SHOWN]
                 )
                 if len(diffs) > SHOWN:  # OUT is a file anyone may have written: its keys are cut like its values
                     shown += f"\n  and {len(diffs) - SHOWN} more"
@@ -308,8 +309,8 @@ def differences(old: MadeWith, now: MadeWith) -> tuple[list[tuple[str, str, str]
             why.append(f"versions.{key} (its reports were written before groundjudge recorded it)")
         elif key == "nli_model" and a and b and a.rpartition("/")[0] == b.rpartition("/")[0]:
             why.append(
-                f"the NLI model's device and precision ({_shown(a.rpartition('/')[2])} in OUT, "
-                f"{_shown(b.rpartition('/')[2])} in this run: the same weights, scores that may differ in the last "
+                f"the NLI model's device and precision ({shown_text(a.rpartition('/')[2])} in OUT, "
+                f"{shown_text(b.rpartition('/')[2])} in this run: the same weights, scores that may differ in the last "
                 "digits)"
             )
         else:
@@ -374,12 +375,12 @@ def _as_fields(settings: Mapping[str, str | None]) -> str:
         if value is None
         else f"{field} unset"
         if value == "(none)"
-        else f"{field}={_shown(value)}"
+        else f"{field}={shown_text(value)}"
         for field, value in settings.items()
     )
 
 
-def _shown(value: str) -> str:
+def shown_text(value: str) -> str:
     """A value from OUT (a file anyone may have written) as safe text: plain when it is plain, else quoted with its
     control characters escaped; cut to 300 characters."""
     cut = value[:300] + ("..." if len(value) > 300 else "")
@@ -387,7 +388,7 @@ def _shown(value: str) -> str:
 
 
 PLAIN = re.compile(r"[\w .:/@=+,()<>-]*", flags=re.ASCII)
-"""Text from OUT shown as it stands (:func:`_shown`; else quoted, escaped)."""
+"""Text from OUT shown as it stands (:func:`shown_text`; else quoted, escaped)."""
 
 
 class RunOutput:

@@ -236,6 +236,11 @@ def test_compare_says_when_the_runs_were_scored_with_other_settings(tmp_path: Pa
     assert "a.jsonl (A) and b.jsonl (B) were scored with other settings" in said, said
     assert "nli_model: m@1/nli/cpu-float32 in A, m@2/nli/cuda-float16 in B" in said
     assert "verdict: preset=default in A, preset=research in B" in said
+    # a value from a file is anyone's: a terminal escape in it is shown escaped, never sent to the terminal
+    hostile = [r.model_copy(update={"versions": {**r.versions, "llm": "x\x1b[2Jy"}}) for r in b]
+    _write(tmp_path / "h.jsonl", hostile)
+    warned = runner.invoke(app, ["compare", str(pa), str(tmp_path / "h.jsonl")]).stderr
+    assert "\x1b" not in warned and '"x\\u001b[2Jy" in B' in " ".join(warned.split())
     as_json = json.loads(runner.invoke(app, ["compare", str(pa), str(pb), "--json"]).stdout)
     assert as_json["settings_differ"]["verdict"] == {"a": "preset=default", "b": "preset=research"}
     # the same settings (the device aside), or reports without versions (older files): nothing said
