@@ -16,6 +16,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -127,7 +128,14 @@ class RateLimit:
     of their own are limited together, not each.
     """
 
-    def __init__(self, limit: int = 10, window: float = 60.0, max_clients: int = 10_000) -> None:
+    def __init__(
+        self,
+        limit: int = 10,
+        window: float = 60.0,
+        max_clients: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.clock = clock  # seconds that only go forward (a test moves its own by hand)
         self.limit = limit
         self.window = window
         self.max_clients = max_clients
@@ -161,14 +169,14 @@ class RateLimit:
 
     def blocked(self, client: str) -> float:
         """Seconds until ``client`` may try again (0: now)."""
-        t = time.monotonic()
+        t = self.clock()
         with self._lock:
             q = self._bucket(client, t)
             return 0.0 if q is None or len(q) < self.limit else q[0] + self.window - t
 
     def failed(self, client: str) -> None:
         """Count a failed attempt by ``client``."""
-        t = time.monotonic()
+        t = self.clock()
         with self._lock:
             q = self._bucket(client, t)
             if q is None:

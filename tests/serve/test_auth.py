@@ -5,8 +5,6 @@ window than an unbounded table would let it have."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +13,6 @@ from tests.serve.conftest import need_serve
 
 need_serve()
 
-from groundjudge.serve import auth
 from groundjudge.serve.auth import RateLimit
 
 
@@ -30,16 +27,14 @@ class Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
-    c = Clock()
-    monkeypatch.setattr(auth.time, "monotonic", c)
-    yield c
+def clock() -> Clock:
+    return Clock()
 
 
 def test_addresses_whose_window_passed_are_forgotten_and_a_check_keeps_nothing(clock: Clock) -> None:
     # every address ever seen stayed in the table for good: a scan of bad tokens from many addresses grew it for
     # as long as the service ran
-    limit = RateLimit(limit=3, window=60.0)
+    limit = RateLimit(limit=3, window=60.0, clock=clock)
     for i in range(500):
         assert limit.blocked(f"10.0.{i // 250}.{i % 250}") == 0.0  # a check (every bearer request) adds nothing
     assert len(limit) == 0
@@ -57,7 +52,7 @@ def test_addresses_whose_window_passed_are_forgotten_and_a_check_keeps_nothing(c
 
 
 def test_a_full_table_resets_no_one_and_the_addresses_it_has_no_room_for_share_one_limit(clock: Clock) -> None:
-    limit = RateLimit(limit=3, window=60.0, max_clients=4)
+    limit = RateLimit(limit=3, window=60.0, max_clients=4, clock=clock)
     for _ in range(3):
         limit.failed("victim-of-a-guesser")  # the address that guesses tokens, at its limit
     assert limit.blocked("victim-of-a-guesser") > 0
@@ -94,24 +89,20 @@ def test_bounding_the_table_never_lets_an_address_fail_more_often(
     any address fail more than 3 times, whatever the cap, and wherever the unbounded table blocks it the bounded
     one does too."""
     clock = Clock()
-    limit, unbounded = RateLimit(3, 20.0, max_clients), RateLimit(3, 20.0, max_clients=10**9)
+    limit, unbounded = RateLimit(3, 20.0, max_clients, clock), RateLimit(3, 20.0, max_clients=10**9, clock=clock)
     failures: dict[int, list[float]] = {}
-    original = auth.time.monotonic
-    auth.time.monotonic = clock  # type: ignore[assignment]  (hypothesis runs the body many times per fixture)
-    try:
-        for who, pause in steps:
-            clock.t += pause
-            address = f"192.0.2.{who}"
-            wait = limit.blocked(address)
-            if unbounded.blocked(address):
-                assert wait > 0, (address, clock.t)
-            if wait:
-                continue
-            limit.failed(address)
-            unbounded.failed(address)
-            failures.setdefault(who, []).append(clock.t)
-            recent = [t for t in failures[who] if t > clock.t - 20.0]
-            assert len(recent) <= 3, (address, recent)
-            assert len(limit) <= max_clients
-    finally:
-        auth.time.monotonic = original  # type: ignore[assignment]
+    # the limits read this clock alone: nothing process-wide is patched
+    for who, pause in steps:
+        clock.t += pause
+        address = f"192.0.2.{who}"
+        wait = limit.blocked(address)
+        if unbounded.blocked(address):
+            assert wait > 0, (address, clock.t)
+        if wait:
+            continue
+        limit.failed(address)
+        unbounded.failed(address)
+        failures.setdefault(who, []).append(clock.t)
+        recent = [t for t in failures[who] if t > clock.t - 20.0]
+        assert len(recent) <= 3, (address, recent)
+        assert len(limit) <= max_clients
