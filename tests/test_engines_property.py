@@ -17,6 +17,8 @@ from __future__ import annotations
 import csv
 import json
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -140,11 +142,31 @@ def _on_ray(local_ray: Any) -> None:
     """The local Ray of tests/conftest.py (``local_ray``), shared with the other modules that start Ray."""
 
 
+@contextmanager
+def torch_threads_of_an_actor() -> Iterator[None]:
+    """This process's torch at the thread count of the Ray engine's one actor (:func:`groundjudge.runs.ray.plan`),
+    for the time of a local run. A pair's NLI probabilities move in the 7th digit with the number of threads, and a
+    pytest-xdist worker runs torch at its share of the cores (tests/conftest.py): the local engine at 1 thread and
+    the actor at 2 wrote 0.720075 and 0.720074 for one neutral probability."""
+    import torch
+
+    from groundjudge.runs.ray import plan
+
+    threads = plan(1, None)[3] or torch.get_num_threads()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def outcome(engine: str, src: Path, out: Path, cache: Path, batch_size: int) -> bytes | tuple[str, str]:
     """OUT's bytes, or the refusal (error type and message) when the engine wrote nothing."""
     config = Config(nli_model=str(SHARED_MODEL), cache_dir=str(cache), mode="nli")
     try:  # one contract: the same call, only the engine named differs
-        score_file(src, out, config, engine=engine, batch_size=batch_size, actors=1)
+        with torch_threads_of_an_actor() if engine == "local" else nullcontext():
+            score_file(src, out, config, engine=engine, batch_size=batch_size, actors=1)
     except Exception as exc:
         assert not out.exists(), (engine, exc)
         return type(exc).__name__, str(exc)
@@ -163,6 +185,17 @@ def outcome(engine: str, src: Path, out: Path, cache: Path, batch_size: int) -> 
     fmt="csv",
     batch_size=1,
 )  # more bad rows than good ones: the CSV writer wrote one of the two, and the count expected both
+@example(
+    table=(
+        ["actual_output", "retrieval_context", "extra"],
+        [{"actual_output": None, "retrieval_context": None, "extra": None}] * 4
+        + [{"actual_output": "The tower is 330 metres tall. ,", "retrieval_context": [',"'], "extra": None}],
+        [],
+    ),
+    fmt="csv",
+    batch_size=1,
+)  # a neutral probability of 0.7200745 at 1 torch thread and 0.7200744 at 2: the local engine in a pytest-xdist
+# worker (1 thread) wrote 0.720075, the actor (2) 0.720074 (torch_threads_of_an_actor)
 def test_both_engines_write_the_same_out_for_any_table(
     table: tuple[list[str], list[dict[str, Any]], list[str]], fmt: str, batch_size: int
 ) -> None:
