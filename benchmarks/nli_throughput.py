@@ -54,7 +54,8 @@ class RecordingScorer(NLIScorer):
 
 
 def ceiling(model: NLIModel, pairs: list[tuple[str, str]]) -> float:
-    """Seconds for the bare model over pre-tokenized, length-sorted, dynamically padded batches."""
+    """Seconds for the bare model (its forward pass as groundjudge runs it: traced on a CPU) over pre-tokenized,
+    length-sorted, dynamically padded batches."""
     import torch
 
     enc = model.tokenizer([p for p, _ in pairs], [h for _, h in pairs], truncation=False)
@@ -67,7 +68,7 @@ def ceiling(model: NLIModel, pairs: list[tuple[str, str]]) -> float:
     start = time.perf_counter()
     with torch.inference_mode():
         for b in batches:
-            model.model(**{k: v.to(model.device) for k, v in b.items()})
+            model.classifier_logits({k: v.to(model.device) for k, v in b.items()})
     return time.perf_counter() - start
 
 

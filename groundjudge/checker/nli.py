@@ -28,6 +28,7 @@ import numpy as np
 from groundjudge.atomic import is_temporary
 from groundjudge.cache import Cache, make_key
 from groundjudge.checker.profile import MODEL_PROFILE_FILE
+from groundjudge.checker.traced import TracedLogits, traceable
 from groundjudge.errors import NLIError
 
 log = logging.getLogger(__name__)
@@ -493,6 +494,13 @@ class NLIModel:
             # T5-family weights overflow in float16; bfloat16 keeps their range
             self.model.to(torch.bfloat16 if self.kind == "seq2seq" else torch.float16)
         self.model.eval()
+        # on a CPU, a classifier's forward pass as one TorchScript call, its numbers checked bit for bit against the
+        # model's own (checker/traced.py): the NLI thread no longer waits for the GIL between operations
+        self._traced = (
+            TracedLogits(self.model, self.tokenizer.pad_token_id or 0)
+            if traceable(self.model, self.device, self.kind)
+            else None
+        )
         self.batch_size = batch_size or (64 if self.device != "cpu" else 16)
         self.max_length = self._max_length(max_length)
         self.special_tokens = self._overhead()
@@ -754,7 +762,7 @@ class NLIModel:
             logits = self.model(**inputs, decoder_input_ids=start.to(self.device)).logits[:, 0, :]
             logits = logits[:, list(self.label_token_ids)]  # ["0", "1"]
         else:
-            logits = self.model(**inputs).logits
+            logits = self.classifier_logits(inputs)
         if logits.ndim != 2 or logits.shape[1] != (2 if self.kind != "nli" else len(self.model.config.id2label)):
             raise NLIError(f"NLI model {self.name!r} returned logits of shape {tuple(logits.shape)}")
         probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
@@ -768,6 +776,11 @@ class NLIModel:
         rows[:, ENTAILMENT] = supported
         rows[:, NEUTRAL] = 1.0 - supported
         return rows
+
+    def classifier_logits(self, inputs: dict[str, Any]) -> Any:
+        """A sequence classifier's logits for one batch of model inputs: through the checked trace on a CPU
+        (:class:`~groundjudge.checker.traced.TracedLogits`), else the model's own forward pass."""
+        return self._traced(inputs) if self._traced is not None else self.model(**inputs).logits
 
     def _forward_tokens(self, inputs: dict[str, Any], claim: Any) -> np.ndarray:
         """A token checker's batch: P(supported) of a claim = 1 - the largest P(unsupported) of its tokens.
