@@ -4,12 +4,13 @@ A Hugging Face model's forward pass is a few hundred small operations, each a re
 into torch. On a CPU the NLI thread shares the interpreter with the run's call threads (requests built, replies
 parsed), and it takes the GIL back before each of those operations. A traced graph runs them in torch's own
 interpreter, without Python in between: on 160 long answers at concurrency 32 (2 cores), the cascade's local steps
-took about 11% less wall time and the run about 8% less; a run without calls (nli mode) is as fast as before
-(`docs/explanation/speed.md`, "The NLI forward pass as one call").
+took about 10% less wall time and the run about 7% less; a run without calls (nli mode) is as fast as before
+(`docs/explanation/speed.md`, "The NLI forward pass as one call"). The trace is made after :data:`TRACE_AFTER`
+forward passes, so that a short run never pays for it.
 
 The numbers are the model's own, bit for bit. A trace is used only after it gave exactly the model's own logits on
-small batches of four shapes cut from the first batch (with and without masked padding, one row and four), each
-twice (the second run of a TorchScript graph is its optimised one). Anything else runs the model as it is: a model
+small batches of four shapes cut from the batch it is made at (with and without masked padding, one row and four),
+each twice (the second run of a TorchScript graph is its optimised one). Anything else runs the model as it is: a model
 type not in :data:`TRACEABLE`, a trace that fails or differs, a batch the trace fails on later (dropped then, for
 good), a GPU, and the seq2seq and token kinds.
 """
@@ -31,6 +32,9 @@ TRACEABLE = frozenset({"bert", "roberta", "xlm-roberta", "deberta-v2", "distilbe
 
 _UNSET = object()
 PROBE_TOKENS = 12  # the tokens of a batch's first rows a trace is made and checked on
+# Forward passes run eagerly before a trace is made: a trace costs 0.3-0.7 s once (tracing, and its check), about
+# what it saves over 30 forward passes of 16 long pairs; a short run (a notebook's few answers, a test) never pays.
+TRACE_AFTER = 32
 
 
 def _logits_module(model: Any, keys: tuple[str, ...]) -> Any:
@@ -57,12 +61,13 @@ def traceable(model: Any, device: str, kind: str) -> bool:
 
 class TracedLogits:
     """``model(**inputs).logits`` for one batch, through a checked TorchScript trace where one holds (one per set of
-    input names, made at the first batch that has them); else the model's own forward. Thread-safe: the first
-    batches of two threads wait for one trace."""
+    input names, made once ``after`` forward passes with them have run eagerly); else the model's own forward.
+    Thread-safe: two threads wait for one trace."""
 
-    def __init__(self, model: Any, pad_id: int) -> None:
-        self.model, self.pad_id = model, pad_id
+    def __init__(self, model: Any, pad_id: int, after: int = TRACE_AFTER) -> None:
+        self.model, self.pad_id, self.after = model, pad_id, after
         self._traces: dict[tuple[str, ...], Any] = {}
+        self._eager: dict[tuple[str, ...], int] = {}  # forward passes run eagerly before a trace, per input names
         self._lock = threading.Lock()
 
     def __call__(self, inputs: dict[str, Any]) -> Any:
@@ -72,7 +77,11 @@ class TracedLogits:
             with self._lock:
                 traced = self._traces.get(keys, _UNSET)
                 if traced is _UNSET:
-                    traced = self._traces[keys] = self._trace(inputs)
+                    self._eager[keys] = self._eager.get(keys, 0) + 1
+                    if self._eager[keys] > self.after:
+                        traced = self._traces[keys] = self._trace(inputs)
+                    else:
+                        traced = None  # not yet: a short run never pays for a trace
         if traced is not None:
             try:
                 return traced(*inputs.values())

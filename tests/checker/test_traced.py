@@ -81,7 +81,7 @@ def test_every_traceable_architecture_gives_its_own_logits_bit_for_bit(model_typ
     model, types = _tiny(model_type)
     model.eval()
     assert model.config.model_type == model_type and traceable(model, "cpu", "nli")
-    logits = TracedLogits(model, pad_id=1 if "roberta" in model_type else 0)
+    logits = TracedLogits(model, pad_id=1 if "roberta" in model_type else 0, after=0)
     with torch.inference_mode():
         for i, (rows, width) in enumerate(SHAPES):
             batch = _batch(rows, width, types, seed=i)
@@ -93,12 +93,35 @@ def test_the_shared_model_scores_as_without_the_trace() -> None:
     traced = NLIModel(str(SHARED_MODEL), device="cpu", batch_size=5)
     eager = NLIModel(str(SHARED_MODEL), device="cpu", batch_size=5)
     eager._traced = None
+    assert traced._traced is not None
+    traced._traced.after = 0  # at once: the default waits for TRACE_AFTER forward passes
     pairs = [
         ("The museum opened in 1897 on the river bank. " * k, f"The museum opened in {1890 + k}.") for k in range(1, 13)
     ]
     assert np.array_equal(traced.predict(pairs), eager.predict(pairs))
     assert np.array_equal(traced.predict(pairs[3:4]), eager.predict(pairs[3:4]))
     assert traced._traced is not None and traced._traced.in_force
+
+
+def test_a_short_run_never_pays_for_a_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(0)
+    model, types = _tiny("bert")
+    model.eval()
+    logits = TracedLogits(model, pad_id=0, after=3)
+    made = []
+    real = TracedLogits._trace
+
+    def counted(self: TracedLogits, inputs: dict[str, Any]) -> Any:
+        made.append(1)
+        return real(self, inputs)
+
+    monkeypatch.setattr(TracedLogits, "_trace", counted)
+    with torch.inference_mode():
+        for i in range(5):
+            batch = _batch(2, 5 + i, types, seed=i)
+            assert torch.equal(logits(batch), model(**batch).logits)
+            assert logits.in_force == (i >= 3) and len(made) == (i >= 3)
+    assert traced_module.TRACE_AFTER >= 16 and TracedLogits(model, pad_id=0).after == traced_module.TRACE_AFTER
 
 
 class ShapeBaked(torch.nn.Module):
@@ -121,7 +144,7 @@ class ShapeBaked(torch.nn.Module):
 @pytest.mark.parametrize("first", [(2, 3), (16, 40)])
 def test_a_trace_that_differs_from_the_model_is_not_used(first: tuple[int, int]) -> None:
     model = ShapeBaked().eval()
-    logits = TracedLogits(model, pad_id=0)
+    logits = TracedLogits(model, pad_id=0, after=0)
     with torch.inference_mode():
         for rows, width in [first, (4, 9), (1, 4)]:
             batch = _batch(rows, width, types=False, seed=rows)
@@ -133,7 +156,7 @@ def test_a_trace_that_fails_on_a_later_batch_gives_way_to_the_model_for_good(cap
     torch.manual_seed(0)
     model, types = _tiny("bert")
     model.eval()
-    logits = TracedLogits(model, pad_id=0)
+    logits = TracedLogits(model, pad_id=0, after=0)
     with torch.inference_mode():
         logits(_batch(2, 5, types, seed=0))
         assert logits.in_force
@@ -157,7 +180,7 @@ def test_two_threads_first_batches_wait_for_one_trace(monkeypatch: pytest.Monkey
     torch.manual_seed(0)
     model, types = _tiny("bert")
     model.eval()
-    logits = TracedLogits(model, pad_id=0)
+    logits = TracedLogits(model, pad_id=0, after=0)
     made = []
     real = TracedLogits._trace
 
