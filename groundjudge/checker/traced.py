@@ -4,7 +4,7 @@ A Hugging Face model's forward pass is a few hundred small operations, each a re
 into torch. On a CPU the NLI thread shares the interpreter with the run's call threads (requests built, replies
 parsed), and it takes the GIL back before each of those operations. A traced graph runs them in torch's own
 interpreter, without Python in between: on 160 long answers at concurrency 32 (2 cores), the cascade's local steps
-took about 10% less wall time and the run about 7% less; a run without calls (nli mode) is as fast as before
+took about 9% less wall time and the run about 7% less; a run without calls (nli mode) is as fast as before
 (`docs/explanation/speed.md`, "The NLI forward pass as one call"). The trace is made after :data:`TRACE_AFTER`
 forward passes, so that a short run never pays for it.
 
@@ -99,7 +99,7 @@ class TracedLogits:
 
     def _trace(self, inputs: dict[str, Any]) -> Any:
         """A trace of the model, made on a few tokens of ``inputs``'s first rows with a masked column of padding,
-        and checked (module docstring) on small batches of three shapes, with and without padding: a batch's first
+        and checked (module docstring) on small batches of four shapes, with and without padding: a batch's first
         rows, not the batch (a check on a long batch took 4 s, more than the trace saves on a run of 160 answers)."""
         import torch
 
