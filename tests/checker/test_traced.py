@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -31,7 +32,14 @@ SMALL = {
 
 
 def _tiny(model_type: str) -> tuple[Any, bool]:
-    """A tiny random sequence classifier of the real architecture, and whether it takes token types."""
+    """A tiny random sequence classifier of the real architecture (seed 0, in eval mode), and whether it takes token
+    types."""
+    model, types = _built(model_type)
+    return model.eval(), types
+
+
+def _built(model_type: str) -> tuple[Any, bool]:
+    torch.manual_seed(0)
     t = transformers
     if model_type == "bert":
         return t.BertForSequenceClassification(t.BertConfig(**SMALL)), True
@@ -72,14 +80,25 @@ def _batch(rows: int, width: int, types: bool, seed: int) -> dict[str, Any]:
     return out
 
 
+def traces_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one each time a trace is made (:meth:`TracedLogits._trace` counted)."""
+    made: list[int] = []
+    real = TracedLogits._trace
+
+    def counted(self: TracedLogits, inputs: dict[str, Any]) -> Any:
+        made.append(1)
+        return real(self, inputs)
+
+    monkeypatch.setattr(TracedLogits, "_trace", counted)
+    return made
+
+
 SHAPES = [(3, 7), (1, 2), (5, 40), (16, 128), (2, 7), (1, 1)]
 
 
 @pytest.mark.parametrize("model_type", sorted(TRACEABLE))
 def test_every_traceable_architecture_gives_its_own_logits_bit_for_bit(model_type: str) -> None:
-    torch.manual_seed(0)
     model, types = _tiny(model_type)
-    model.eval()
     assert model.config.model_type == model_type and traceable(model, "cpu", "nli")
     logits = TracedLogits(model, pad_id=1 if "roberta" in model_type else 0, after=0)
     with torch.inference_mode():
@@ -104,24 +123,22 @@ def test_the_shared_model_scores_as_without_the_trace() -> None:
 
 
 def test_a_short_run_never_pays_for_a_trace(monkeypatch: pytest.MonkeyPatch) -> None:
-    torch.manual_seed(0)
     model, types = _tiny("bert")
-    model.eval()
     logits = TracedLogits(model, pad_id=0, after=3)
-    made = []
-    real = TracedLogits._trace
-
-    def counted(self: TracedLogits, inputs: dict[str, Any]) -> Any:
-        made.append(1)
-        return real(self, inputs)
-
-    monkeypatch.setattr(TracedLogits, "_trace", counted)
+    made = traces_made(monkeypatch)
     with torch.inference_mode():
         for i in range(5):
             batch = _batch(2, 5 + i, types, seed=i)
             assert torch.equal(logits(batch), model(**batch).logits)
             assert logits.in_force == (i >= 3) and len(made) == (i >= 3)
-    assert traced_module.TRACE_AFTER >= 16 and TracedLogits(model, pad_id=0).after == traced_module.TRACE_AFTER
+
+
+def test_a_few_answers_scored_make_no_trace(tiny_nli: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = traces_made(monkeypatch)
+    nli = NLIModel(str(tiny_nli), device="cpu", batch_size=2)
+    nli.predict([(f"The museum opened in {1890 + k}.", "The museum opened in 1897.") for k in range(12)])
+    assert nli._traced is not None and nli.forward_passes == 6
+    assert made == [] and not nli._traced.in_force  # TRACE_AFTER forward passes come first
 
 
 class ShapeBaked(torch.nn.Module):
@@ -153,9 +170,7 @@ def test_a_trace_that_differs_from_the_model_is_not_used(first: tuple[int, int])
 
 
 def test_a_trace_that_fails_on_a_later_batch_gives_way_to_the_model_for_good(caplog: pytest.LogCaptureFixture) -> None:
-    torch.manual_seed(0)
     model, types = _tiny("bert")
-    model.eval()
     logits = TracedLogits(model, pad_id=0, after=0)
     with torch.inference_mode():
         logits(_batch(2, 5, types, seed=0))
@@ -177,18 +192,9 @@ def test_a_trace_that_fails_on_a_later_batch_gives_way_to_the_model_for_good(cap
 
 
 def test_two_threads_first_batches_wait_for_one_trace(monkeypatch: pytest.MonkeyPatch) -> None:
-    torch.manual_seed(0)
     model, types = _tiny("bert")
-    model.eval()
     logits = TracedLogits(model, pad_id=0, after=0)
-    made = []
-    real = TracedLogits._trace
-
-    def counted(self: TracedLogits, inputs: dict[str, Any]) -> Any:
-        made.append(1)
-        return real(self, inputs)
-
-    monkeypatch.setattr(TracedLogits, "_trace", counted)
+    made = traces_made(monkeypatch)
     start, out = threading.Barrier(2), {}
 
     def run(i: int) -> None:
