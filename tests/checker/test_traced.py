@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from groundjudge.checker import traced as traced_module
 from groundjudge.checker.nli import NLIModel
@@ -106,6 +108,31 @@ def test_every_traceable_architecture_gives_its_own_logits_bit_for_bit(model_typ
             batch = _batch(rows, width, types, seed=i)
             assert torch.equal(logits(batch), model(**batch).logits), (model_type, rows, width)
     assert logits.in_force  # made on the first shape, it held on every other
+
+
+_TRACED: dict[str, tuple[Any, bool, TracedLogits]] = {}
+
+
+@settings(deadline=None, max_examples=60, database=None)
+@given(
+    model_type=st.sampled_from(sorted(TRACEABLE)),
+    lengths=st.lists(st.integers(1, 70), min_size=1, max_size=8),
+    pad=st.integers(0, 5),
+    seed=st.integers(0, 2**16),
+)
+def test_a_trace_never_changes_a_score(model_type: str, lengths: list[int], pad: int, seed: int) -> None:
+    # any batch a trace takes (rows of any length, padded to the longest and past it): the model's own logits, bit
+    # for bit, from one trace per architecture made on the first example's batch
+    if model_type not in _TRACED:
+        model, types = _tiny(model_type)
+        _TRACED[model_type] = model, types, TracedLogits(model, pad_id=1 if "roberta" in model_type else 0, after=0)
+    model, types, logits = _TRACED[model_type]
+    width = max(lengths) + pad
+    batch = _batch(len(lengths), width, types, seed)
+    batch["attention_mask"] = (torch.arange(width) < torch.tensor(lengths)[:, None]).long()
+    with torch.inference_mode():
+        assert torch.equal(logits(batch), model(**batch).logits)
+    assert logits.in_force
 
 
 def test_the_shared_model_scores_as_without_the_trace() -> None:
