@@ -274,7 +274,8 @@ def _failures_kept(left: list[str], out: Path) -> int:
         err.print(
             escape(
                 f"{out} still holds {len(left)} failed report{'s' * (len(left) != 1)} of an earlier run "
-                f"(first: {left[0][:80]!r}): --resume --retry-errors scores them again"
+                f"(first: {left[0][:80]!r}): --resume --retry-errors scores again those the input still holds; "
+                "one it no longer holds keeps its report (score OUT anew with --overwrite)"
             ),
             highlight=False,
         )

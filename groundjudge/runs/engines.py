@@ -108,7 +108,8 @@ def _score(
         )
     if pending.resume:
         result.earlier = read_spent(output.out)
-        result.failures_kept = sorted(pending.existing.failed - pending.retry)
+        # a failed id --retry-errors did not score again (no longer in the input) keeps its old report in OUT
+        result.failures_kept = sorted(pending.existing.failed - output.writer.rescored)
     record_spent(output.out, result, resume=pending.resume)
     return result
 

@@ -165,6 +165,7 @@ class ReportWriter:
     drop_ids: set[str]
     note: Callable[[str], None] = log.warning
     replaced: int = field(default=0, init=False)  # reports written for an id of drop_ids: old reports to cut at close()
+    rescored: set[str] = field(default_factory=set, init=False)  # the ids of drop_ids this run wrote a report for
     rows: int = field(default=0, init=False)
     _fh: Any = field(default=None, init=False, repr=False)
 
@@ -188,6 +189,7 @@ class ReportWriter:
         self.rows += 1
         if rid in self.drop_ids:
             self.replaced += 1
+            self.rescored.add(rid)
 
     def close(self, finished: bool) -> None:
         """Close OUT, then cut the old reports of the rows scored again; a run that finished without writing a row
@@ -571,7 +573,8 @@ class RunResult:
         earlier: what the earlier runs writing OUT billed, when this run resumed a stopped one
             (``OUT.spent.json``); None when there is none.
         failures_kept: the ids of an earlier run's failed reports this resume left in OUT (not given
-            ``retry_errors``): OUT is not all scored while there are any (the command exits 1 and says so).
+            ``retry_errors``, or rows the input no longer holds): OUT is not all scored while there are any (the
+            command exits 1 and says so).
     """
 
     summary: RunSummary

@@ -257,6 +257,23 @@ def test_the_python_run_writes_what_the_command_writes_and_raises_its_stop(tmp_p
     assert stop.value.summary.n == len(reports(tmp_path / "llm.jsonl"))
 
 
+def test_a_retried_failure_that_is_no_longer_in_the_input_still_fails_the_resume(tmp_path: Path) -> None:
+    # --retry-errors counted every earlier failure as scored again; a failed row the input no longer holds (its
+    # line deleted, or given another id) kept its ERROR report in OUT and the resume exited 0
+    from groundjudge.config import Config
+    from groundjudge.runs import score_file
+
+    data = write_rows(tmp_path / "in.jsonl", [*ROWS, {"id": "bad", "contexts": [], "answer": "x"}])
+    out = tmp_path / "out.jsonl"
+    assert score(tmp_path, data, out).exit_code == 1
+    fixed = write_rows(tmp_path / "fixed.jsonl", ROWS)
+    result = score(tmp_path, fixed, out, "--resume", "--retry-errors")
+    assert result.exit_code == 1 and "bad" in flat(result.output)
+    assert [r["verdict"] for r in reports(out) if r["id"] == "bad"] == ["ERROR"]
+    again = score_file(fixed, out, Config.make(cache_dir=str(tmp_path / "c")), resume=True, retry_errors=True)
+    assert again.failures_kept == ["bad"]
+
+
 def test_a_csv_out_is_refused_before_any_work(tmp_path: Path) -> None:
     """'score rows.jsonl -o scored.csv' wrote JSON lines under a CSV name (exit 0): a spreadsheet showed one cell a
     line, and 'calibrate scored.csv' read the reports as CSV input rows and failed. OUT is JSONL or Parquet."""
