@@ -139,7 +139,7 @@ class OpenAIProvider:
             "temperature": request.temperature,
             "response_format": self._response_format(request, mode),
         }
-        if not takes_temperature(self.name, self.model):
+        if not self.takes("temperature"):  # the cache key's rule (LLMClient keys what takes() says is sent)
             del params["temperature"]
         if self.name == "openai":
             params["max_completion_tokens"] = request.max_tokens
@@ -147,7 +147,7 @@ class OpenAIProvider:
             params["max_tokens"] = request.max_tokens
         if request.reasoning_effort is not None:  # only when set: other requests' bodies stay as they were
             params["reasoning_effort"] = request.reasoning_effort
-        if request.seed is not None and self.send_seed:
+        if request.seed is not None and self.takes("seed"):
             params["seed"] = request.seed
         if self.name == "openai" and request.messages and request.messages[0].role == "system":
             digest = hashlib.sha256(request.messages[0].content.encode()).hexdigest()[:32]
