@@ -358,12 +358,6 @@ class ColumnMap:
                 renamed[target] = column
             out[target] = value
 
-        column = self.mapping.get("id") or _first(ALIASES["id"], row)
-        if out.get("id") is None and isinstance(nan := row.get(column or ""), float) and math.isnan(nan):
-            out["id"] = math.nan  # pandas' missing value, not no id: parse_sample says what to do (io.rows.id_text)
-            if column != "id":
-                renamed["id"] = str(column)
-
         def decoded(target: str, decode: Callable[[Any], Any]) -> Any:
             try:
                 return decode(out.get(target))
@@ -419,10 +413,6 @@ class ColumnMap:
                     yield n, InvalidRow(row.get("id"), error)
                     continue
             yield n, row
-
-
-def _first(names: Iterable[str], row: Mapping[str, Any]) -> str | None:
-    return next((name for name in names if name in row), None)
 
 
 class InvalidRow(dict):
