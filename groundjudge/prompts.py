@@ -32,12 +32,18 @@ _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _SECTION = re.compile(r"^# (system|user)\s*$", re.MULTILINE)
 
 
+@lru_cache(maxsize=1)
+def _package_dir() -> Path:
+    """This package's directory, resolved once (every LLM call loads its prompt: a resolve is a dozen lstat calls)."""
+    return Path(__file__).resolve().parent
+
+
 def prompt_dirs() -> list[Path]:
     """Where prompts are looked for, first match wins: $GROUNDJUDGE_PROMPTS_DIR, the wheel, the checkout."""
     dirs = []
     if env := os.environ.get("GROUNDJUDGE_PROMPTS_DIR"):
         dirs.append(Path(env))
-    here = Path(__file__).resolve().parent
+    here = _package_dir()
     dirs.append(here / "prompts")  # inside an installed wheel
     dirs.append(here.parent / "prompts")  # editable install / source checkout
     return dirs

@@ -72,6 +72,20 @@ def test_prompts_dir_from_environment(tmp_path: Path, monkeypatch: pytest.Monkey
         load_prompt("nope")
 
 
+def test_loading_a_prompt_touches_the_file_system_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every LLM call loads its prompt: after the first load, neither the directories (a resolve is a dozen lstat
+    calls) nor the file are read again, and the environment's directory is still read at each load."""
+    load_prompt("judge")
+    resolved = []
+    real = Path.resolve
+    monkeypatch.setattr(Path, "resolve", lambda self, *a, **k: resolved.append(self) or real(self, *a, **k))
+    for _ in range(3):
+        assert load_prompt("judge").name == "judge"
+    assert resolved == []
+    monkeypatch.setenv("GROUNDJUDGE_PROMPTS_DIR", "/nonexistent-prompts")
+    assert prompt_dirs()[0] == Path("/nonexistent-prompts")
+
+
 def test_shared_prompt_text_lives_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     head = "---\nname: {n}\nversion: 1\nvariables: []\n---\n# system\nIntro.\n{{{{> rules}}}}\nEnd.\n# user\nGo.\n"
     for name in ("one", "two"):

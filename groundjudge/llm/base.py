@@ -13,11 +13,15 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from groundjudge import errors
 from groundjudge.models import Message
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 T = TypeVar("T")
 
@@ -31,9 +35,28 @@ def json_instruction(schema: dict[str, Any]) -> str:
     )
 
 
+def model_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a reply model, made once per model (pydantic builds it anew on every call, and every LLM
+    call asks for it): a fresh dict each time, so no caller can change another's."""
+    return json.loads(_model_schema_text(schema))
+
+
+@lru_cache(maxsize=256)
+def _model_schema_text(schema: type[BaseModel]) -> str:
+    return json.dumps(schema.model_json_schema())
+
+
 def wire_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` as sent to a provider: ``$ref`` inlined (a recursive one is kept), no ``title`` or ``description``
-    (the prompt states every rule once; the schema only gives the shape). Validation stays with the pydantic model."""
+    (the prompt states every rule once; the schema only gives the shape). Validation stays with the pydantic model.
+    Made once per schema (a request's schema is read several times a call: the body, the pace, the budget's hold);
+    a fresh dict each time."""
+    return json.loads(_wire_schema_text(json.dumps(schema)))
+
+
+@lru_cache(maxsize=256)
+def _wire_schema_text(text: str) -> str:
+    schema = json.loads(text)
     defs = schema.get("$defs", {})
     recursive = False
 
@@ -63,7 +86,7 @@ def wire_schema(schema: dict[str, Any]) -> dict[str, Any]:
     lean = walk(schema, ())
     if (recursive or "$ref" in lean) and defs:
         lean["$defs"] = {name: walk(sub, (name,)) for name, sub in defs.items()}
-    return lean
+    return json.dumps(lean)
 
 
 def billed_text(provider: object, request: LLMRequest) -> str:

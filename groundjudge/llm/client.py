@@ -24,6 +24,7 @@ from groundjudge.llm.base import (
     checked_reasoning_effort,
     default_max_tokens,
     json_instruction,
+    model_schema,
 )
 from groundjudge.llm.costs import CallCosts
 from groundjudge.llm.limits import Limiter, Outcome
@@ -165,7 +166,7 @@ class LLMClient:
     def _request(self, messages: Sequence[Message], schema: type[BaseModel]) -> LLMRequest:
         return LLMRequest(  # the schema is sent once, by the adapter (issue 34)
             messages=tuple(messages),
-            schema=schema.model_json_schema(),
+            schema=model_schema(schema),
             schema_name=schema.__name__,
             temperature=self.temperature,
             seed=self.seed,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import threading
+from functools import lru_cache
 from typing import Any, Literal
 
 import openai
@@ -31,9 +31,15 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A copy of a JSON schema in the form OpenAI's strict structured outputs accept.
 
     Every object gets ``additionalProperties: false`` and lists all its properties as required; ``default``
-    keywords are dropped. Validation still happens on our side with the pydantic model.
+    keywords are dropped. Validation still happens on our side with the pydantic model. Made once per schema, a
+    fresh dict each time (as :func:`~groundjudge.llm.base.wire_schema`).
     """
-    out = copy.deepcopy(schema)
+    return json.loads(_strict_schema_text(json.dumps(schema)))
+
+
+@lru_cache(maxsize=256)
+def _strict_schema_text(text: str) -> str:
+    out = json.loads(text)
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
@@ -48,7 +54,7 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
                 walk(item)
 
     walk(out)
-    return out
+    return json.dumps(out)
 
 
 def takes_temperature(name: str, model: str) -> bool:

@@ -136,3 +136,33 @@ def test_the_budget_holds_a_schema_sent_twice() -> None:
     sent = len(billed_text(provider, request).encode())
     assert sent > sum(len(m.content.encode()) for m in ASK) + len(json.dumps(request.schema).encode()) + 1024
     assert client.costs.worst_case_cost(request) * 1e6 >= sent
+
+
+def test_each_schema_is_made_once_and_handed_out_fresh() -> None:
+    """Every call reads its reply model's schema several times (the body, the pace, the budget's hold): pydantic
+    builds it once per model, the lean and strict forms once per schema, and each caller gets its own dict, so a
+    caller that changes one changes nothing for the next call."""
+    from groundjudge.llm.base import model_schema
+    from groundjudge.llm.openai import strict_schema
+
+    built = []
+
+    class Counted(BaseModel):
+        verdict: Literal["SUPPORTED", "UNSUPPORTED"]
+        quotes: list[Quote]
+
+        @classmethod
+        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            built.append(cls)
+            return super().model_json_schema(*args, **kwargs)
+
+    first = model_schema(Counted)
+    assert first == BaseModel.model_json_schema.__func__(Counted)  # type: ignore[attr-defined]
+    first["properties"]["verdict"]["enum"].append("CHANGED")
+    assert model_schema(Counted)["properties"]["verdict"]["enum"] == ["SUPPORTED", "UNSUPPORTED"]
+    assert len(built) == 1
+    for make in (wire_schema, strict_schema):
+        lean = make(model_schema(Counted))
+        lean["properties"].clear()
+        assert make(model_schema(Counted))["properties"], make.__name__
+    assert strict_schema(wire_schema(model_schema(Counted)))["additionalProperties"] is False
