@@ -74,6 +74,10 @@ THRESHOLDS = ("t_support", "t_contradict", "t_unsupported")
 Threshold = Literal["t_support", "t_contradict", "t_unsupported"]
 
 
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+"""How long a reasoning model reasons before it answers (OpenAI's ``reasoning_effort``)."""
+
+
 class Config(BaseModel):
     """Settings of an :class:`~groundjudge.pipeline.Evaluator`."""
 
@@ -88,7 +92,7 @@ class Config(BaseModel):
     )
     llm: str | None = Field(None, description="the judge: provider/model, e.g. openai/gpt-4o-mini")
     base_url: str | None = Field(None, description="server of an OpenAI-compatible judge")
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
+    reasoning_effort: ReasoningEffort | None = Field(
         None,
         description="how much the judge (--llm) reasons before it answers: an OpenAI reasoning model (o1, o3, "
         "o4-mini, the gpt-5 family) or an OpenAI-compatible server; which values a model takes is the model's "
@@ -260,6 +264,11 @@ class Config(BaseModel):
     second_judge_base_url: str | None = Field(
         None, description="server of an OpenAI-compatible second judge (base_url serves the first judge only)"
     )
+    second_judge_reasoning_effort: ReasoningEffort | None = Field(
+        None,
+        description="how much the second judge reasons before it answers (an OpenAI reasoning model or an "
+        "OpenAI-compatible server; reasoning_effort serves the first judge only) [default: not sent, the model's own]",
+    )
     second_judge_sample: Share | None = Field(
         None,
         description="share of answers the second judge also sees when not flagged, picked by a hash of the row id "
@@ -333,8 +342,13 @@ class Config(BaseModel):
             raise ArgumentError(
                 "second_judge_price takes both input_per_mtok and output_per_mtok (USD per million tokens)"
             )
-        if self.second_judge is None and (self.second_judge_sample is not None or self.second_judge_base_url):
-            raise ArgumentError("second_judge_sample and second_judge_base_url go with second_judge (provider/model)")
+        if self.second_judge is None and (
+            self.second_judge_sample is not None or self.second_judge_base_url or self.second_judge_reasoning_effort
+        ):
+            raise ArgumentError(
+                "second_judge_sample, second_judge_base_url and second_judge_reasoning_effort go with second_judge "
+                "(provider/model)"
+            )
         repeated = sorted({k for k in self.thresholds_fitted or () if (self.thresholds_fitted or []).count(k) > 1})
         if repeated:
             raise ArgumentError(f"thresholds_fitted names {', '.join(repeated)} more than once: name each one once")

@@ -459,7 +459,8 @@ class AnswerReport(BaseModel):
         "preset, the weights, the weak floor and the citation precision limit), scoring (the other settings that "
         "change a report: how citation markers are read, the NLI window, the cascade's escalation of conflicts, the "
         "QA check's questions, the second judge's sample), llm, reasoning_effort (the judge "
-        "client's, when it sends one) and second_judge, and prompt.* "
+        "client's, when it sends one), second_judge and second_judge_reasoning_effort (when it sends one), and "
+        "prompt.* "
         "(each prompt's version); the mode is the report's mode. Empty in an ERROR report of an answer that failed "
         "before it was scored; score --resume compares them with this run's",
     )

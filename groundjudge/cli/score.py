@@ -137,6 +137,7 @@ def score_command(
     second_judge: Annotated[str | None, setting("second_judge", metavar="PROVIDER/MODEL", panel=LLM)] = None,
     second_judge_base_url: Annotated[str | None, setting("second_judge_base_url", panel=LLM)] = None,
     second_judge_sample: Annotated[float | None, setting("second_judge_sample", panel=LLM)] = None,
+    second_judge_reasoning_effort: Annotated[str | None, setting("second_judge_reasoning_effort", panel=LLM)] = None,
     batch_api: Annotated[bool, BATCH_API] = default("batch_api"),
     pack_answers: Annotated[int, setting("pack_answers", panel=COST)] = default("pack_answers"),
     nli_model: Annotated[str | None, nli_model_option(LOCAL)] = None,
@@ -182,12 +183,7 @@ def score_command(
     if batch_size is None:  # one provider batch per stage, not one per 32 rows awaited in turn (up to a day each)
         batch_size = _BATCH_API_ROWS if cfg.batch_api else 32
     _check_engine(engine, address, batch_api=cfg.batch_api and not dry_run)
-    for line, why in pending.existing.damaged:
-        err.print(
-            f"[yellow]{escape(str(out))}, line {line}:[/yellow] damaged ({escape(why)}); "
-            "its row, if any, is scored again",
-            highlight=False,
-        )
+    _say_damaged(pending.existing.damaged, out)
     if dry_run:  # writes nothing, ever; a resume the run would refuse is refused here too, before any estimate
         pending.check_made_with(
             lambda: MadeWith.of(evaluator.mode, evaluator.versions()), lambda m: err.print(escape(m), highlight=False)
@@ -266,6 +262,16 @@ def score_command(
     if _failures_kept(result.failures_kept, out) + result.summary.rows_failed and code == EXIT_OK:  # said anyway
         code = EXIT_ROWS_FAILED  # OUT as a whole is what a CI step reads: a failure kept in it never passes
     raise typer.Exit(code)
+
+
+def _say_damaged(damaged: list[tuple[int, str]], out: Path) -> None:
+    """Name each damaged line of OUT that the run scores again (``Existing.damaged``)."""
+    for line, why in damaged:
+        err.print(
+            f"[yellow]{escape(str(out))}, line {line}:[/yellow] damaged ({escape(why)}); "
+            "its row, if any, is scored again",
+            highlight=False,
+        )
 
 
 def _failures_kept(left: list[str], out: Path) -> int:

@@ -182,6 +182,7 @@ class Evaluator:
             second_client = make_client(
                 c.second_judge,
                 base_url=c.second_judge_base_url,
+                reasoning_effort=c.second_judge_reasoning_effort,
                 timeout=c.timeout,
                 cache=self.cache,
                 ledger=client.ledger,  # one budget for both judges
@@ -320,6 +321,8 @@ class Evaluator:
                     out["reasoning_effort"] = self.client.reasoning_effort  # the client's: what it sends
                 if self.second_client is not None:
                     out["second_judge"] = self.second_client.model_id
+                    if self.second_client.reasoning_effort is not None:  # as the first judge's: what it sends
+                        out["second_judge_reasoning_effort"] = self.second_client.reasoning_effort
                 # every prompt a row of this evaluator may use (claim rows and answers without questions: judge)
                 names = ["claims_qa", "verify", "judge"] if self.steps.qa_expected else ["claims", "judge"]
                 out.update({f"prompt.{n}": load_prompt(n).version for n in names})

@@ -335,7 +335,8 @@ def settings_behind(key: str, old: str, new: str) -> dict[str, str | None]:
     run's ``new``), each with the value that gives OUT's (None: OUT's says no value to give, a model's fingerprint,
     or no plain one;
     ``(none)``: unset in OUT's run, or a key its reports lack). A key named after a
-    field is that field (``mode``, ``llm``, ``nli_model``, ``reasoning_effort``, ``second_judge``, ``head``); a
+    field is that field (``mode``, ``llm``, ``nli_model``, ``reasoning_effort``, ``second_judge``,
+    ``second_judge_reasoning_effort``, ``head``); a
     value that lists settings names each one that differs, by the field of its name (``preset``,
     ``citation_style``, ...; ``thresholds``' ``support`` is ``t_support``); a verdict threshold of its own comes
     from a config file's ``thresholds`` when no preset differs. A setting named otherwise (the evidence's

@@ -185,3 +185,37 @@ def test_versions_name_the_effort_the_judge_is_sent_with_a_client_handed_in(
         Config(mode="llm", nli_model=str(tiny_nli), cache_dir=cache, reasoning_effort="low"), client=plain
     )
     assert "reasoning_effort" not in claimed.versions()
+
+
+def test_the_second_judge_reasons_as_long_as_its_own_setting_says(
+    server: ScriptedLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """second_judge_reasoning_effort (--second-judge-reasoning-effort) reaches the second judge's body, its cache key
+    and the reports' versions, and never the first judge's; it goes with a second judge, and a second judge that does
+    not take it is refused before any call."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    base: dict[str, Any] = dict(
+        llm="openai/gpt-4o-mini",
+        base_url=server.openai_base_url,
+        mode="cascade",
+        cache_dir=str(tmp_path / "c"),
+        nli_model=str(SHARED_MODEL),
+        second_judge="openai/o4-mini",
+        second_judge_base_url=server.openai_base_url,
+    )
+    low = Evaluator(Config(**base, second_judge_reasoning_effort="low"))
+    plain = Evaluator(Config(**base))
+    assert low.client is not None and low.second_client is not None and plain.second_client is not None
+    server.push(Reply.json(GOOD, reasoning_tokens=50))
+    value, _ = low.second_client.complete_json(ASK, Verdict)
+    assert value.label == "SUPPORTED" and server.requests[-1].body["reasoning_effort"] == "low"
+    server.push(Reply.json(GOOD))
+    low.client.complete_json(ASK, Verdict)
+    assert "reasoning_effort" not in server.requests[-1].body  # the first judge's own setting: none
+    assert low.second_client.cache_key(ASK, Verdict, None) != plain.second_client.cache_key(ASK, Verdict, None)
+    assert low.versions()["second_judge_reasoning_effort"] == "low"
+    assert "second_judge_reasoning_effort" not in plain.versions() and "reasoning_effort" not in low.versions()
+    with pytest.raises(errors.ConfigError, match="openai/gpt-4o is not a reasoning model"):
+        Evaluator(Config(**{**base, "second_judge": "openai/gpt-4o"}, second_judge_reasoning_effort="low"))
+    with pytest.raises(errors.ConfigError, match="go with second_judge"):
+        Config.make(llm="openai/gpt-4o-mini", second_judge_reasoning_effort="low")
