@@ -690,10 +690,11 @@ def input_rows(
 def count_rows(path: str | Path, fmt: str, at_most: int | None = None) -> int | None:
     """Rows in an input file, cheaply (no parsing): non-blank lines as the readers split them (``io.jsonl.read_lines``:
     the byte order marks that open the file are no row), CSV records, or Parquet metadata; None when
-    that cannot be told cheaply (a remote file, a bad Parquet file: the reader says what is wrong when it reads).
-    ``at_most``: stop counting there (whether a file has rows: ``at_most=1`` reads up to its first row)."""
-    if not is_local(path):
-        return None
+    that cannot be told cheaply (every row of a remote JSONL or CSV file, a bad Parquet file: the reader says what
+    is wrong when it reads). ``at_most``: stop counting there (whether a file has rows: ``at_most=1`` reads up to
+    its first row, local or remote)."""
+    if not is_local(path) and at_most is None and fmt != "parquet":
+        return None  # counting them all would read the whole remote file once more
     if fmt == "parquet":
         try:
             pq = _need("pyarrow.parquet", "parquet", "reading Parquet")
@@ -705,7 +706,7 @@ def count_rows(path: str | Path, fmt: str, at_most: int | None = None) -> int | 
     # by an old Mac tool was one line, and a CSV of rows counted as a header alone)
     header = 1 if fmt == "csv" else 0
     lines = 0
-    for _, line in read_lines(local_path(path)):
+    for _, line in read_lines(_source(path)):
         lines += 1 if line.strip() else 0
         if at_most is not None and lines >= at_most + header:
             break

@@ -444,10 +444,11 @@ def pending_rows(
     The checks every run makes before it starts (both engines, the CLI and Python) are here, once.
 
     Raises:
-        ConfigError: no input file; ``out`` is the input; ``retry_errors`` without ``resume``; a ``.csv`` ``out``.
+        ConfigError: no input file (local or remote); ``out`` is the input; ``retry_errors`` without ``resume``; a
+            ``.csv`` ``out``.
         ConfigError: also when the input's format cannot be told (.jsonl, .csv, .parquet or a Parquet folder).
         ConfigError: OUT holds reports under ids the id rule now reads otherwise (:func:`check_earlier_ids`).
-        InputError: a local input that holds no rows.
+        InputError: an input that holds no rows (local or remote).
     """
     if is_local(input) and not local_path(input).exists():
         raise ConfigError(f"no input file {input}")
@@ -461,8 +462,12 @@ def pending_rows(
             ".jsonl or .parquet"
         )
     fmt = table_format(input)  # the one reader's rule, checked before anything starts
-    # a wrong or unfinished file would pass as "every row scored"; read up to its first row only
-    if is_local(input) and count_rows(input, fmt, at_most=1) == 0:
+    # a wrong or unfinished file would pass as "every row scored"; read up to its first row only (a remote one too)
+    try:
+        first = count_rows(input, fmt, at_most=1)
+    except FileNotFoundError:  # a remote one (a local one is checked above)
+        raise ConfigError(f"no input file {input}") from None
+    if first == 0:
         raise InputError(f"the input {input} holds no rows (an empty file, or a CSV header alone): nothing to score")
     existing = scan_out(out) if resume else Existing()
     retry = set(existing.failed) if retry_errors else set()

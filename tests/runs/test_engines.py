@@ -137,6 +137,31 @@ def test_one_contract_one_result_one_stop(tmp_path: Path) -> None:
         score_file(data, tmp_path / "o2.jsonl", Config.make(), engine="spark")
 
 
+def test_a_remote_input_that_holds_no_rows_is_refused_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A remote input (a URI pyarrow reads: s3://, gs://) that held no rows passed as "every row scored" with exit 0:
+    the empty-input check read local files only. It reads up to the first row of a remote one too. Here a file://
+    URI takes the remote way (pyarrow's file system, streamed), as an s3:// one would."""
+    import groundjudge.io.tables as tables
+    import groundjudge.runs.out as out_module
+
+    def local(uri: Any) -> bool:
+        return "://" not in str(uri)  # file:// read through pyarrow, as s3:// and gs:// are
+
+    monkeypatch.setattr(tables, "is_local", local)
+    monkeypatch.setattr(out_module, "is_local", local)
+    (tmp_path / "empty.jsonl").write_text("\n \n")
+    (tmp_path / "header.csv").write_text("id,answer,contexts\n")
+    write_rows(tmp_path / "one.jsonl", ROWS[:1])
+    for name in ("empty.jsonl", "header.csv"):
+        with pytest.raises(InputError, match="holds no rows"):
+            pending_rows(f"file://{tmp_path / name}", tmp_path / "out.jsonl")
+    with pytest.raises(ConfigError, match="no input file file://"):
+        pending_rows(f"file://{tmp_path / 'missing.jsonl'}", tmp_path / "out.jsonl")
+    todo = pending_rows(f"file://{tmp_path / 'one.jsonl'}", tmp_path / "out.jsonl")
+    assert len(list(todo.rows)) == 1
+    assert todo.total() is None  # the progress bar's total: a remote file is not read twice to count its rows
+
+
 def test_the_input_checks_live_in_the_run_library(tmp_path: Path) -> None:
     """One place checks a run's input for the CLI, Python and both engines (cli/score.py did it itself)."""
     data = write_rows(tmp_path / "in.jsonl", ROWS[:1])
