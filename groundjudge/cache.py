@@ -121,11 +121,13 @@ def _flush_late(store: diskcache.Cache, pending: Counter[tuple[str, str]], lock:
 
 
 class _Turn:
-    """One caller's turn at filling a key: ``done`` is set when it is over, ``failed`` says it ended in an error."""
+    """One caller's turn at filling a key: ``done`` is set when it is over, ``failed`` says it ended in an error,
+    ``waiting`` counts the callers waiting for it to end (changed under ``_filling_lock``)."""
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.failed = False
+        self.waiting = 0
 
 
 _filling: dict[tuple[str, str], _Turn] = {}  # (directory, key) -> the turn of the caller filling it
@@ -238,8 +240,14 @@ class Cache:
             other = _filling.get(which)
             if other is None:
                 mine = _filling[which] = _Turn()
+            else:
+                other.waiting += 1
         if other is not None:
-            other.done.wait()
+            try:
+                other.done.wait()
+            finally:
+                with _filling_lock:
+                    other.waiting -= 1
             yield other.failed
             return
         try:
@@ -252,6 +260,13 @@ class Cache:
                 if _filling.get(which) is mine:  # a forked child's table holds none of its parent's turns
                     del _filling[which]
             mine.done.set()
+
+    def waiting(self, key: str) -> int:
+        """How many callers in this process wait for the turn of the caller filling ``key`` in this directory (0
+        when nobody fills it): read-only, for tests that must know callers are waiting before they go on."""
+        with _filling_lock:
+            turn = _filling.get((self._real_directory, key))
+            return turn.waiting if turn is not None else 0
 
     def set(self, key: str, value: Any) -> None:
         if self.writes:

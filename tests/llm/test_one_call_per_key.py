@@ -124,11 +124,15 @@ def test_callers_that_waited_for_a_failed_call_each_ask_at_once(tmp_path: Path, 
     waiters = 3
     together = threading.Barrier(waiters, timeout=20)  # waits that long only when the calls are not together
     overlapped: list[bool] = []
+    queued = threading.Event()  # set once all the waiters wait for the first caller's turn
 
     def failed_reply() -> Reply:
         return Reply.refusal() if failure == "refusal" else Reply.truncated('{"label": "SUPP')
 
     def script(req: Any) -> Reply:
+        if req is server.requests[0]:  # the first caller's call: answered only once every waiter waits for its turn
+            queued.wait(60)
+            return Reply.json(GOOD) if failure == "interrupt" else failed_reply()
         try:
             together.wait()  # the waiters' calls: each waits here until all of them are in flight
             overlapped.append(True)
@@ -140,15 +144,23 @@ def test_callers_that_waited_for_a_failed_call_each_ask_at_once(tmp_path: Path, 
         raise KeyboardInterrupt  # the first caller's check: its call ends in a BaseException
 
     with ScriptedLLMServer(script) as server:
-        first_reply = Reply.json(GOOD) if failure == "interrupt" else failed_reply()
-        server.push(Reply.slow(0.5, first_reply))
-        first = make_test_client(server, cache=Cache(tmp_path / "shared"), max_reasks=0)
+        cache = Cache(tmp_path / "shared")
+        first = make_test_client(server, cache=cache, max_reasks=0, timeout=120)  # never times out while held
+        key = first.cache_key(ASK, Verdict, PROMPT)
         check = interrupt if failure == "interrupt" else None
         with ThreadPoolExecutor(waiters + 1) as pool:
             failing = pool.submit(first.complete_json, ASK, Verdict, prompt=PROMPT, check=check)
             _asked(server)
-            clients = [make_test_client(server, cache=Cache(tmp_path / "shared"), max_reasks=0) for _ in range(waiters)]
+            clients = [make_test_client(server, cache=Cache(tmp_path / "shared"), max_reasks=0, timeout=60)
+                       for _ in range(waiters)]  # fmt: skip
             waiting = [pool.submit(c.complete_json, ASK, Verdict, prompt=PROMPT) for c in clients]
+            try:  # the first call fails only after all the waiters queued behind it, however slow the runner
+                deadline = time.monotonic() + 30
+                while cache.waiting(key) < waiters:
+                    assert time.monotonic() < deadline, f"only {cache.waiting(key)} of {waiters} callers waited"
+                    time.sleep(0.01)
+            finally:
+                queued.set()
             with pytest.raises((errors.LLMError, KeyboardInterrupt)):
                 failing.result(timeout=30)
             for w in waiting:
@@ -180,8 +192,10 @@ def test_a_forked_child_ends_the_turn_it_inherited_without_harm(tmp_path: Path) 
             third: list[bool] = []
             late = threading.Thread(target=lambda: third.append(Cache(tmp_path / "shared").filling(key).__enter__()))
             late.start()
-            late.join(1.0)  # time for the third caller to take a turn, were it given one
-            code = 0 if late.is_alive() and not third else 1  # the third caller waits for the child's own turn
+            child_cache = Cache(tmp_path / "shared")
+            while not third and child_cache.waiting(key) == 0:  # until it took a turn or waits, however slow
+                time.sleep(0.01)
+            code = 0 if not third and late.is_alive() else 1  # the third caller waits for the child's own turn
             own.__exit__(None, None, None)
             late.join(5)
         except BaseException as exc:
