@@ -690,16 +690,21 @@ def input_rows(
 def count_rows(path: str | Path, fmt: str, at_most: int | None = None) -> int | None:
     """Rows in an input file, cheaply (no parsing): non-blank lines as the readers split them (``io.jsonl.read_lines``:
     the byte order marks that open the file are no row), CSV records, or Parquet metadata; None when
-    that cannot be told cheaply (every row of a remote JSONL or CSV file, a bad Parquet file: the reader says what
-    is wrong when it reads). ``at_most``: stop counting there (whether a file has rows: ``at_most=1`` reads up to
-    its first row, local or remote)."""
-    if not is_local(path) and at_most is None and fmt != "parquet":
-        return None  # counting them all would read the whole remote file once more
+    that cannot be told cheaply (every row of a remote file, a bad Parquet file: the reader says what is wrong when
+    it reads). ``at_most``: stop counting there (whether a file has rows: ``at_most=1`` reads up to its first row,
+    or the footers up to the first Parquet file with rows, local or remote)."""
+    if not is_local(path) and at_most is None:
+        return None  # counting them all would read a remote file (or every footer of a remote dataset) once more
     if fmt == "parquet":
         try:
             pq = _need("pyarrow.parquet", "parquet", "reading Parquet")
             fs, files = parquet_files(path)
-            return sum(int(pq.ParquetFile(fs.open_input_file(f)).metadata.num_rows) for f in files)
+            total = 0
+            for f in files:
+                total += int(pq.ParquetFile(fs.open_input_file(f)).metadata.num_rows)
+                if at_most is not None and total >= at_most:
+                    break
+            return total
         except Exception:
             return None
     # the readers' own lines: byte order marks cut, lines that end in a lone \r split (a CSV or JSONL file saved

@@ -152,7 +152,13 @@ def test_a_remote_input_that_holds_no_rows_is_refused_too(tmp_path: Path, monkey
     (tmp_path / "empty.jsonl").write_text("\n \n")
     (tmp_path / "header.csv").write_text("id,answer,contexts\n")
     write_rows(tmp_path / "one.jsonl", ROWS[:1])
-    for name in ("empty.jsonl", "header.csv"):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    pq.write_table(
+        pa.table({"id": pa.array([], pa.string()), "answer": pa.array([], pa.string())}), tmp_path / "e.parquet"
+    )
+    for name in ("empty.jsonl", "header.csv", "e.parquet"):
         with pytest.raises(InputError, match="holds no rows"):
             pending_rows(f"file://{tmp_path / name}", tmp_path / "out.jsonl")
     with pytest.raises(ConfigError, match="no input file file://"):
