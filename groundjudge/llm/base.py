@@ -140,16 +140,20 @@ def default_max_tokens(provider: str, model: str) -> int:
     return REASONING_MAX_TOKENS if reasoning_model(provider, model) else DEFAULT_MAX_TOKENS
 
 
-def checked_reasoning_effort(provider: str, model: str, effort: str | None) -> str | None:
+def checked_reasoning_effort(
+    provider: str, model: str, effort: str | None, setting: str = "reasoning_effort"
+) -> str | None:
     """``effort`` for requests to ``provider/model``, where they may carry ``reasoning_effort``: an OpenAI reasoning
     model, or an OpenAI-compatible server (which takes it or answers 400 for itself: vLLM and Ollama serve reasoning
-    models). Any other model is refused here, before a call: OpenAI answers HTTP 400 to every such request."""
+    models). Any other model is refused here, before a call: OpenAI answers HTTP 400 to every such request.
+    ``setting``: the Config field the effort came from, named in the error."""
     if effort is None or reasoning_model(provider, model) or provider == "openai-compatible":
         return effort
     raise errors.ConfigError(
-        f"reasoning_effort {effort!r}: {provider}/{model} is not a reasoning model, and OpenAI answers a request that "
-        "carries it with HTTP 400; it goes to OpenAI's reasoning models (o1, o3, o4-mini, the gpt-5 family) and "
-        "OpenAI-compatible servers. Drop --reasoning-effort (reasoning_effort=None), or name a reasoning model"
+        f"{setting} {effort!r}: {provider}/{model} is not a reasoning model, and OpenAI answers a request that "
+        "carries reasoning_effort with HTTP 400; it goes to OpenAI's reasoning models (o1, o3, o4-mini, the gpt-5 "
+        f"family) and OpenAI-compatible servers. Drop --{setting.replace('_', '-')} ({setting}=None), or name a "
+        "reasoning model"
     )
 
 

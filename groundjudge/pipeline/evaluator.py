@@ -26,7 +26,9 @@ from groundjudge.config import Config
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.io.rows import batches, row_id, unique_rows
 from groundjudge.llm import Ledger, Limits, LLMClient, RetryPolicy, make_client, price_for
+from groundjudge.llm.base import checked_reasoning_effort
 from groundjudge.llm.batch import BatchOutcome
+from groundjudge.llm.registry import parse_model
 from groundjudge.models import AnswerReport, LocalThresholds, Sample, Usage
 from groundjudge.pipeline.batching import ProviderBatches
 from groundjudge.pipeline.estimate import estimate
@@ -40,6 +42,7 @@ from groundjudge.review.notebook import Run
 from groundjudge.stages.route import EvidenceRule
 
 log = logging.getLogger(__name__)
+SECOND_EFFORT = "second_judge_reasoning_effort"
 
 
 def _as_list(contexts: Sequence[str] | str) -> Any:
@@ -179,6 +182,8 @@ class Evaluator:
                     f"'output_per_mtok': 1.5}}; or register it once with groundjudge.llm.register_price("
                     f"{c.second_judge!r}, 0.5, 1.5); or cap the calls with --max-calls instead"
                 )
+            spec = parse_model(c.second_judge, c.second_judge_base_url)  # its own setting named if refused
+            checked_reasoning_effort(spec.provider, spec.model, c.second_judge_reasoning_effort, SECOND_EFFORT)
             second_client = make_client(
                 c.second_judge,
                 base_url=c.second_judge_base_url,

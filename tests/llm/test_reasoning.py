@@ -215,7 +215,8 @@ def test_the_second_judge_reasons_as_long_as_its_own_setting_says(
     assert low.second_client.cache_key(ASK, Verdict, None) != plain.second_client.cache_key(ASK, Verdict, None)
     assert low.versions()["second_judge_reasoning_effort"] == "low"
     assert "second_judge_reasoning_effort" not in plain.versions() and "reasoning_effort" not in low.versions()
-    with pytest.raises(errors.ConfigError, match="openai/gpt-4o is not a reasoning model"):
+    with pytest.raises(errors.ConfigError, match="openai/gpt-4o is not a reasoning model") as refused:
         Evaluator(Config(**{**base, "second_judge": "openai/gpt-4o"}, second_judge_reasoning_effort="low"))
+    assert "Drop --second-judge-reasoning-effort" in str(refused.value)  # the second judge's option, not the first's
     with pytest.raises(errors.ConfigError, match="go with second_judge"):
         Config.make(llm="openai/gpt-4o-mini", second_judge_reasoning_effort="low")
