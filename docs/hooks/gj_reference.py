@@ -358,7 +358,8 @@ def exit_codes_markdown() -> str:
         "`compare --fail-if-worse`: B is significantly worse than A, or lacks answers of A, or is ERROR on answers A "
         "scored",
         "EXIT_USAGE": "usage or configuration error: a bad option, a missing file, a library error "
-        "(`GroundjudgeError`), printed as `error: <message>` on stderr",
+        "(`GroundjudgeError`), printed as `error: <message>` on stderr; `compare --fail-if-worse` on runs scored with "
+        "other settings (no gate without `--allow-other-settings`)",
         "EXIT_BUDGET": "`--budget` or `--max-calls` reached: finished rows are kept, `--resume` goes on",
         "EXIT_PENDING": "a provider batch is still running: re-run the same command with `--resume` to collect it",
     }

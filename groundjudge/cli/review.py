@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from groundjudge.cli.common import (
     EXIT_ROWS_FAILED,
+    EXIT_USAGE,
     err,
     fail,
     human_console,
@@ -371,32 +372,20 @@ def _labels_fall_on_the_runs(
 
 
 def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> dict[str, dict[str, str]]:
-    """Say when A's and B's reports were made with other settings (their mode and versions, compared as a resume
-    compares them: :func:`groundjudge.runs.out.differences`): another NLI model, thresholds, preset, judge or
-    groundjudge's prompts move the numbers with the answers unchanged, and compare cannot tell the two apart.
-    Returns them (key -> A's and B's value: ``settings_differ`` in compare's JSON)."""
-    from groundjudge.runs.out import SHOWN, MadeWith, differences, shown_text
+    """Say when A's and B's reports were made with other settings (:func:`groundjudge.runs.out.runs_differ`):
+    another NLI model, thresholds, preset, judge or groundjudge's prompts move the numbers with the answers unchanged,
+    and compare cannot tell the two apart. Returns them (key -> A's and B's value: ``settings_differ`` in compare's
+    JSON)."""
+    from groundjudge.runs.out import differ_text, runs_differ
 
-    kinds = [{MadeWith.of(r.mode, r.versions) for r in run if r.versions} for run in runs]
-    said: dict[str, tuple[str, str]] = {}
-    for x in kinds[0]:
-        for y in kinds[1]:
-            # neither run is the older: a key one report lacks because groundjudge did not write it yet (LATER_KEYS)
-            # is no difference on either side, as a resume reads it on OUT's side
-            back = {key for key, _, _ in differences(y, x)[0]}
-            for key, was, now in differences(x, y)[0]:
-                if key in back:
-                    said.setdefault(key, (was, now))
+    said = runs_differ(*runs)
     if said:
-        shown = "; ".join(  # the files are anyone's: their keys and values escaped and cut, as a resume shows them
-            f"{shown_text(key)}: {shown_text(was)} in A, {shown_text(now)} in B"
-            for key, (was, now) in list(said.items())[:SHOWN]
-        )
         err.print(
             escape(
-                f"warning: {names[0].name} (A) and {names[1].name} (B) were scored with other settings ({shown}): "
-                "the differences below mix the answers' change with the scoring's. Score both with one command "
-                "(the same --llm, --nli-model, --preset, --config and groundjudge) to compare the answers alone."
+                f"warning: {names[0].name} (A) and {names[1].name} (B) were scored with other settings "
+                f"({differ_text(said)}): the differences below mix the answers' change with the scoring's. Score both "
+                "with one command (the same --llm, --nli-model, --preset, --config and groundjudge) to compare the "
+                "answers alone."
             ),
             highlight=False,
         )
@@ -423,7 +412,14 @@ def compare_command(
         bool,
         typer.Option(
             help="Exit 1 when B is significantly worse than A, or B lacks answers A has, or failed (ERROR) on answers "
-            "A did not."
+            "A did not; exit 2 when A and B were scored with other settings (see --allow-other-settings)."
+        ),
+    ] = False,
+    allow_other_settings: Annotated[
+        bool,
+        typer.Option(
+            help="With --fail-if-worse: gate even when A and B were scored with other settings (another judge, NLI "
+            "model, preset or groundjudge prompts), whose differences mix the answers' change with the scoring's."
         ),
     ] = False,
     alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
@@ -556,6 +552,16 @@ def compare_command(
                 + escape(", ".join(lost[f"{key}_ids"]) + more),
                 highlight=False,
             )
+    if fail_if_worse and unlike and not allow_other_settings:  # a gate on a mixed difference passes nothing
+        err.print(
+            escape(
+                f"error: no gate: {a.name} (A) and {b.name} (B) were scored with other settings (above), so B's "
+                "difference from A is partly the scoring's. Score both with one command, or pass "
+                "--allow-other-settings to gate anyway."
+            ),
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_USAGE)
     if fail_if_worse and result["b_worse"]:
         raise typer.Exit(EXIT_ROWS_FAILED)
 

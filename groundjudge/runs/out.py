@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -318,6 +318,33 @@ def differences(old: MadeWith, now: MadeWith) -> tuple[list[tuple[str, str, str]
         else:
             diffs.append((key, "(none)" if a is None else a, "(none)" if b is None else b))
     return diffs, why
+
+
+def runs_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, tuple[str, str]]:
+    """Where two runs' reports were made with other settings, compared as a resume compares them
+    (:func:`differences`; reports given as anything with ``mode`` and ``versions``): key -> (A's value, B's), empty
+    when alike. Neither run is the older: a key one side lacks because groundjudge did not write it yet
+    (:data:`LATER_KEYS`) is no difference on either side. What ``compare`` and the pytest baseline gate refuse to
+    gate on (another NLI model, thresholds, preset, judge or groundjudge's prompts move the numbers with the answers
+    unchanged)."""
+    kinds = [{MadeWith.of(r.mode, r.versions) for r in run if r.versions} for run in (a, b)]
+    said: dict[str, tuple[str, str]] = {}
+    for x in kinds[0]:
+        for y in kinds[1]:
+            back = {key for key, _, _ in differences(y, x)[0]}
+            for key, was, now in differences(x, y)[0]:
+                if key in back:
+                    said.setdefault(key, (was, now))
+    return said
+
+
+def differ_text(said: dict[str, tuple[str, str]]) -> str:
+    """:func:`runs_differ`'s answer in words, for people: its keys and values escaped and cut (the files are
+    anyone's), at most :data:`SHOWN` of them."""
+    return "; ".join(
+        f"{shown_text(key)}: {shown_text(was)} in A, {shown_text(now)} in B"
+        for key, (was, now) in list(said.items())[:SHOWN]
+    )
 
 
 TOKEN = re.compile(r"(\w+)(?:>=|<=|=)(.*?)(?= \w+(?:>=|<=|=)|$)")

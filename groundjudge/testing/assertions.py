@@ -156,6 +156,7 @@ def assert_file_grounded(
     columns: dict[str, str] | None = None,
     allow_contradicted: bool = False,
     show: int = 5,
+    allow_other_settings: bool = False,
 ) -> Any:
     """Evaluate a whole file of rows (JSONL, CSV, Parquet), a DataFrame, a Dataset or a list of dicts; returns the
     :class:`~groundjudge.review.notebook.Run`.
@@ -166,7 +167,9 @@ def assert_file_grounded(
     the message names the metrics that got worse and the answers that changed most, with their claims), and on
     any answer the baseline cannot vouch for that misses the bar itself: a new id, or an answer that is not a real
     judgement (:func:`is_judged`: ERROR, NO_CLAIMS, no finite score) in this run or in the baseline; and on an
-    answer of the baseline that this run lacks (it was not evaluated at all). An input with no rows fails: a gate
+    answer of the baseline that this run lacks (it was not evaluated at all). It also fails when the baseline was
+    scored with other settings than this run (another judge, NLI model, preset or groundjudge's prompts: the
+    difference would be partly the scoring's), unless ``allow_other_settings``. An input with no rows fails: a gate
     that checked nothing passes nothing. ``min_score`` is a number from 0 to 1 (else an ArgumentError).
     """
     __tracebackhide__ = True  # pytest: the failure is the test's line and the message, not this function
@@ -184,11 +187,18 @@ def assert_file_grounded(
     if baseline is not None:
         from groundjudge.io.reports import read_reports
         from groundjudge.review.compare import compare_runs
+        from groundjudge.runs.out import differ_text, runs_differ
 
         before = list(read_reports(baseline))
         result = compare_runs(before, run.reports, alpha=alpha)
         if result["paired"] == 0:
             raise GroundingAssertionError(f"the baseline {baseline} shares no ids with this run")
+        if not allow_other_settings and (unlike := runs_differ(before, run.reports)):
+            raise GroundingAssertionError(
+                f"the baseline {baseline} (A) was scored with other settings than this run (B): {differ_text(unlike)}; "
+                "a regression against it would be partly the scoring's. Score the baseline again with this run's "
+                "settings, or pass allow_other_settings=True to gate anyway"
+            )
         # what the paired tests cannot judge: answers the baseline never had, and answers that are no real judgement
         # on either side (ERROR, NO_CLAIMS: no score to compare, or one that means nothing; one such row is not
         # "significant"): each must meet the bar itself

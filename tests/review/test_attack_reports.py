@@ -243,10 +243,17 @@ def test_compare_says_when_the_runs_were_scored_with_other_settings(tmp_path: Pa
     assert "\x1b" not in warned and '"x\\u001b[2Jy" in B' in " ".join(warned.split())
     as_json = json.loads(runner.invoke(app, ["compare", str(pa), str(pb), "--json"]).stdout)
     assert as_json["settings_differ"]["verdict"] == {"a": "preset=default", "b": "preset=research"}
+    # a gate on such a comparison passed B (exit 0) on a difference that was partly the scoring's: now no gate (2),
+    # unless told to gate anyway
+    gate = runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse"])
+    assert gate.exit_code == 2 and "error: no gate: a.jsonl (A) and b.jsonl (B)" in " ".join(gate.stderr.split())
+    forced = runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse", "--allow-other-settings"])
+    assert forced.exit_code == 0, forced.output
     # the same settings (the device aside), or reports without versions (older files): nothing said
     same = [r.model_copy(update={"versions": {**r.versions, "nli_model": "m@1/nli/cuda-float16"}}) for r in a]
     _write(pb, same)
     assert "other settings" not in runner.invoke(app, ["compare", str(pa), str(pb)]).stderr
+    assert runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse"]).exit_code == 0
     _write(pb, [r.model_copy(update={"versions": {}}) for r in a])
     assert "other settings" not in runner.invoke(app, ["compare", str(pa), str(pb)]).stderr
 

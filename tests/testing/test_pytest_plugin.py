@@ -461,6 +461,24 @@ def test_an_answer_missing_from_the_run_fails_the_baseline_gate(tmp_path: Path) 
     assert_file_grounded([], evaluator=Fixed(*before[:3], report("PASS", 0.9, id="r3")), baseline=baseline)
 
 
+def test_a_baseline_scored_with_other_settings_is_no_gate(tmp_path: Path) -> None:
+    """A baseline scored with another judge, NLI model, preset or groundjudge's prompts passed or failed the gate on
+    a difference that was partly the scoring's. Now the gate refuses it, naming the settings, unless told to gate
+    anyway; the device alone (the same weights) and a key older reports lack are no difference."""
+    made = {"nli_model": "m@1/nli/cpu-float32", "llm": "openai/gpt-4o-mini", "prompt.judge": "3"}
+    now = [report("PASS", 0.9, id=f"r{i}").model_copy(update={"versions": made}) for i in range(3)]
+    other = [r.model_copy(update={"versions": {**made, "llm": "openai/gpt-4o"}}) for r in now]
+    baseline = write_baseline(tmp_path / "baseline.jsonl", other)
+    with pytest.raises(GroundingAssertionError, match="other settings than this run") as exc:
+        assert_file_grounded([], evaluator=Fixed(*now), baseline=baseline)
+    assert "llm: openai/gpt-4o in A, openai/gpt-4o-mini in B" in str(exc.value)
+    assert_file_grounded([], evaluator=Fixed(*now), baseline=baseline, allow_other_settings=True)
+    device = [r.model_copy(update={"versions": {**made, "nli_model": "m@1/nli/cuda-float16"}}) for r in now]
+    assert_file_grounded([], evaluator=Fixed(*now), baseline=write_baseline(tmp_path / "gpu.jsonl", device))
+    older = [r.model_copy(update={"versions": {**made, "verdict": "preset=default"}}) for r in now]
+    assert_file_grounded([], evaluator=Fixed(*older), baseline=write_baseline(tmp_path / "same.jsonl", now))
+
+
 GATE_FAILURES = """
 from groundjudge.models import AnswerReport, Claim, ClaimVerdict, Scores, Usage
 from groundjudge.io.reports import dumps
