@@ -543,7 +543,13 @@ def compare_command(
         if result["b_significantly_worse"]
         else "B is not significantly worse than A"
     )
-    lost = result["b_lost"]
+    _print_lost(console, result["b_lost"], b)
+    if fail_if_worse:
+        _gate(result, (a, b), allow_other_settings=allow_other_settings)
+
+
+def _print_lost(console: Any, lost: dict[str, Any], b: Path) -> None:
+    """The answers B lost that the paired tests cannot see (``b_lost``: missing from B, ERROR in B only)."""
     for key, what in (("missing", f"answers of A that {b.name} lacks"), ("failed", "answers ERROR in B, not in A")):
         if lost[key]:
             more = f" and {lost[key] - len(lost[f'{key}_ids'])} more" if lost[key] > len(lost[f"{key}_ids"]) else ""
@@ -552,17 +558,22 @@ def compare_command(
                 + escape(", ".join(lost[f"{key}_ids"]) + more),
                 highlight=False,
             )
-    if fail_if_worse and unlike and not allow_other_settings:  # a gate on a mixed difference passes nothing
+
+
+def _gate(result: dict[str, Any], names: tuple[Path, Path], *, allow_other_settings: bool) -> None:
+    """``compare --fail-if-worse``: no gate (exit 2) on runs scored with other settings (``settings_differ``: a
+    difference partly the scoring's) unless allowed; exit 1 when B is worse (``b_worse``)."""
+    if result["settings_differ"] and not allow_other_settings:
         err.print(
             escape(
-                f"error: no gate: {a.name} (A) and {b.name} (B) were scored with other settings (above), so B's "
-                "difference from A is partly the scoring's. Score both with one command, or pass "
+                f"error: no gate: {names[0].name} (A) and {names[1].name} (B) were scored with other settings "
+                "(above), so B's difference from A is partly the scoring's. Score both with one command, or pass "
                 "--allow-other-settings to gate anyway."
             ),
             highlight=False,
         )
         raise typer.Exit(EXIT_USAGE)
-    if fail_if_worse and result["b_worse"]:
+    if result["b_worse"]:
         raise typer.Exit(EXIT_ROWS_FAILED)
 
 
