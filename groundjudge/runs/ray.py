@@ -174,7 +174,7 @@ def _check_fitted_for(config: Config) -> None:
     if config.resolved_mode == "llm" or not (config.use_head or fitted):
         return
     # the NLI side alone: no judge, so no second judge either (it needs a first)
-    second = ("second_judge", "second_judge_base_url", "second_judge_sample", "second_judge_price")
+    second = [name for name in Config.model_fields if name.startswith("second_judge")]  # every one, new ones too
     off = {"llm": None, "mode": "nli", "batch_api": False, **dict.fromkeys(second)}
     local = Config.make(**{**config.model_dump(exclude_unset=True), **off})
     evaluator = Evaluator(local)

@@ -575,6 +575,22 @@ def test_score_dataset_on_a_wice_slice_equals_the_local_engine(tmp_path: Path) -
     assert [r["id"] for r in got] == [row["id"] for row in rows]
 
 
+def test_the_drivers_head_check_drops_every_second_judge_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver checks the NLI side alone (no judge, so no second judge): it dropped a fixed list of second-judge
+    settings, not second_judge_reasoning_effort, so every cascade run on Ray that set it was refused."""
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    cfg = Config.make(
+        llm="openai/gpt-4o-mini",
+        mode="cascade",
+        nli_model=str(SHARED_MODEL),
+        second_judge="openai/o3",
+        second_judge_reasoning_effort="low",
+        second_judge_sample=0.5,
+        second_judge_price={"input_per_mtok": 1, "output_per_mtok": 1},
+    )
+    gj_ray._check_fitted_for(cfg)
+
+
 def test_thresholds_fitted_on_another_model_stop_the_ray_run_in_the_driver(tmp_path: Path) -> None:
     # calibrate --no-head writes thresholds with the model they were fitted on (use_head false): the driver's check
     # returned at once without a head in force, so the refusal would have come from every actor instead
