@@ -185,11 +185,11 @@ def assert_file_grounded(
     baseline = baseline if baseline is not None else DEFAULTS.get("baseline")
     by_id = {r.id: r for r in run.reports}
     if baseline is not None:
-        from groundjudge.io.reports import read_reports
+        from groundjudge.io.reports import last_reports, read_reports
         from groundjudge.review.compare import compare_runs
         from groundjudge.runs.out import differ_text, runs_differ
 
-        before = list(read_reports(baseline))
+        before, _ = last_reports(read_reports(baseline))  # one per id, its last, as compare reads a run
         result = compare_runs(before, run.reports, alpha=alpha)
         if result["paired"] == 0:
             raise GroundingAssertionError(f"the baseline {baseline} shares no ids with this run")

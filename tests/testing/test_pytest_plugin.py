@@ -477,6 +477,12 @@ def test_a_baseline_scored_with_other_settings_is_no_gate(tmp_path: Path) -> Non
     assert_file_grounded([], evaluator=Fixed(*now), baseline=write_baseline(tmp_path / "gpu.jsonl", device))
     older = [r.model_copy(update={"versions": {**made, "verdict": "preset=default"}}) for r in now]
     assert_file_grounded([], evaluator=Fixed(*older), baseline=write_baseline(tmp_path / "same.jsonl", now))
+    # a baseline resumed with --retry-errors holds an id's failed report before its last one: only the last counts,
+    # as compare reads a run (a failed first try with a mistyped judge refused the gate; compare passed it)
+    typo = report("ERROR", None, errors=["x"], id="r0").model_copy(
+        update={"versions": {**made, "llm": "openai/gpt-4o-mnii"}}
+    )
+    assert_file_grounded([], evaluator=Fixed(*now), baseline=write_baseline(tmp_path / "resumed.jsonl", [typo, *now]))
 
 
 GATE_FAILURES = """
