@@ -198,10 +198,16 @@ class Evaluator:
             )
         self.second_client = second_client if self.mode != "nli" else None
         second = self.second_client
-        if second is not None and client is not None and second.provider.identity() == client.provider.identity():
+        if (
+            second is not None
+            and client is not None
+            and second.provider.identity() == client.provider.identity()
+            and second.reasoning_effort == client.reasoning_effort  # another effort: other requests, other keys
+        ):
             raise ConfigError(
                 f"second_judge {second.model_id} is the first judge's model at the same server: at temperature 0 it "
-                "would repeat the first verdicts (and replay them from the cache); name another model"
+                "would repeat the first verdicts (and replay them from the cache); name another model (a reasoning "
+                "model may be its own second judge at another --second-judge-reasoning-effort)"
             )
         self._nli = nli
         self._scorer: NLIScorer | None = None

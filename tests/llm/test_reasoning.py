@@ -220,3 +220,11 @@ def test_the_second_judge_reasons_as_long_as_its_own_setting_says(
     assert "Drop --second-judge-reasoning-effort" in str(refused.value)  # the second judge's option, not the first's
     with pytest.raises(errors.ConfigError, match="go with second_judge"):
         Config.make(llm="openai/gpt-4o-mini", second_judge_reasoning_effort="low")
+    # a reasoning model as its own second judge, at another effort: other requests and cache keys, so allowed; at the
+    # same effort it would repeat the first verdicts
+    same = {**base, "llm": "openai/o3", "reasoning_effort": "low", "second_judge": "openai/o3"}
+    harder = Evaluator(Config(**same, second_judge_reasoning_effort="high"))
+    assert harder.client is not None and harder.second_client is not None
+    assert harder.client.cache_key(ASK, Verdict, None) != harder.second_client.cache_key(ASK, Verdict, None)
+    with pytest.raises(errors.ConfigError, match="another --second-judge-reasoning-effort"):
+        Evaluator(Config(**same, second_judge_reasoning_effort="low"))
