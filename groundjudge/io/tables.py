@@ -37,6 +37,7 @@ import tokenize
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.io import csvfile
@@ -448,8 +449,10 @@ def is_local(uri: str | Path) -> bool:
 
 
 def local_path(uri: str | Path) -> Path:
+    """The path of a local input: as given, or a ``file://`` URI's path with its percent-escapes read
+    (``file:///data/a%20b.jsonl``, what ``Path.as_uri()`` and other tools write, is ``/data/a b.jsonl``)."""
     text = str(uri)
-    return Path(text[len("file://") :] if text.startswith("file://") else text)
+    return Path(unquote(text[len("file://") :])) if text.startswith("file://") else Path(text)
 
 
 def _uri_path(uri: str | Path) -> str:

@@ -160,12 +160,23 @@ def test_a_remote_input_that_holds_no_rows_is_refused_too(tmp_path: Path, monkey
     )
     for name in ("empty.jsonl", "header.csv", "e.parquet"):
         with pytest.raises(InputError, match="holds no rows"):
-            pending_rows(f"file://{tmp_path / name}", tmp_path / "out.jsonl")
+            pending_rows((tmp_path / name).as_uri(), tmp_path / "out.jsonl")
     with pytest.raises(ConfigError, match="no input file file://"):
-        pending_rows(f"file://{tmp_path / 'missing.jsonl'}", tmp_path / "out.jsonl")
-    todo = pending_rows(f"file://{tmp_path / 'one.jsonl'}", tmp_path / "out.jsonl")
+        pending_rows((tmp_path / "missing.jsonl").as_uri(), tmp_path / "out.jsonl")
+    todo = pending_rows((tmp_path / "one.jsonl").as_uri(), tmp_path / "out.jsonl")
     assert len(list(todo.rows)) == 1
     assert todo.total() is None  # the progress bar's total: a remote file is not read twice to count its rows
+
+
+def test_a_file_uri_with_escapes_names_the_local_file(tmp_path: Path) -> None:
+    """``file:///data/a%20b/rows.jsonl`` (what ``Path.as_uri()`` and other tools write) was read as the literal path
+    ``/data/a%20b/rows.jsonl``: "no input file" for a file that is there."""
+    (tmp_path / "a b #1").mkdir()
+    data = write_rows(tmp_path / "a b #1" / "rows.jsonl", ROWS[:1])
+    uri = data.as_uri()
+    assert "%20" in uri and "%23" in uri
+    todo = pending_rows(uri, tmp_path / "out.jsonl")
+    assert todo.total() == 1 and len(list(todo.rows)) == 1
 
 
 def test_the_input_checks_live_in_the_run_library(tmp_path: Path) -> None:
