@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError
 from groundjudge.runs import score_file
-from groundjudge.runs.out import Existing, MadeWith, Pending, classify, differences
+from groundjudge.runs.out import LATER_KEYS, Existing, MadeWith, Pending, classify, differences, runs_differ
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import SHARED_MODEL
 from tests.pipeline.test_pipeline import HANDLERS
@@ -225,3 +228,59 @@ def test_a_refused_resume_names_the_options_that_give_outs_settings(tmp_path: Pa
     # following the advice, the resume goes on
     result = score(tmp_path, data, out, *llm, "--resume", "--reasoning-effort", "high", "--preset", "support-bot")
     assert result.exit_code == 0, result.output
+
+
+_KEYS = ("llm", "nli_model", "verdict", "scoring", "prompt.judge", "second_judge")
+_VALUES = {"nli_model": ("m@1/nli/cpu-float32", "m@1/nli/cuda-float16", "m@2/nli/cpu-float32")}
+_versions = st.dictionaries(st.sampled_from(_KEYS), st.sampled_from(("a", "b")), max_size=len(_KEYS)).flatmap(
+    lambda d: st.fixed_dictionaries(
+        {k: st.sampled_from(_VALUES[k]) if k in _VALUES else st.just(v) for k, v in d.items()}
+    )
+)
+_run = st.lists(st.tuples(st.sampled_from(("cascade", "nli")), _versions), min_size=1, max_size=3)
+
+
+def _differs(key: str, x: tuple[str, dict[str, str]], y: tuple[str, dict[str, str]]) -> bool:
+    """The rule written out once more, by hand: another mode; a key both name with other values (the NLI model's
+    device and precision aside); a key one names and the other lacks, unless groundjudge wrote it only later."""
+    if key == "mode":
+        return x[0] != y[0]
+    a, b = x[1].get(key), y[1].get(key)
+    if a == b or ((a is None or b is None) and key in LATER_KEYS):
+        return False
+    return not (key == "nli_model" and a and b and a.rpartition("/")[0] == b.rpartition("/")[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(_run, _run, st.booleans())
+def test_the_gates_refuse_every_pair_of_runs_whose_settings_differ_and_no_other(
+    a: list[tuple[str, dict[str, str]]], b: list[tuple[str, dict[str, str]]], worse: bool
+) -> None:
+    """compare --fail-if-worse and the pytest baseline gate never gate two runs whose reports were made with other
+    settings (runs_differ), and refuse no pair made alike; over generated runs, resumed ones (several settings in one
+    file) included, against the rule written out by hand. Then the compare gate exits 2 on a difference, 1 on a
+    worse B alone, and passes only runs made alike where B is not worse."""
+    import typer
+
+    from groundjudge.cli.review import _gate
+
+    def reports(run: list[tuple[str, dict[str, str]]]) -> list[SimpleNamespace]:
+        return [SimpleNamespace(mode=m, versions=v) for m, v in run]
+
+    said = runs_differ(reports(a), reports(b))
+    expected = {
+        key
+        for x in a
+        for y in b
+        if x[1] and y[1]  # a report without versions (failed before it was scored) is not compared
+        for key in ("mode", *_KEYS)
+        if _differs(key, x, y)
+    }
+    assert set(said) == expected
+    result = {"settings_differ": said, "b_worse": worse}
+    if said or worse:
+        with pytest.raises(typer.Exit) as stop:
+            _gate(result, (Path("a.jsonl"), Path("b.jsonl")), allow_other_settings=False)
+        assert stop.value.exit_code == (2 if said else 1)
+    else:
+        _gate(result, (Path("a.jsonl"), Path("b.jsonl")), allow_other_settings=False)
