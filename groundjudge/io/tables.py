@@ -695,7 +695,8 @@ def count_rows(path: str | Path, fmt: str, at_most: int | None = None) -> int | 
     the byte order marks that open the file are no row), CSV records, or Parquet metadata; None when
     that cannot be told cheaply (every row of a remote file, a bad Parquet file: the reader says what is wrong when
     it reads). ``at_most``: stop counting there (whether a file has rows: ``at_most=1`` reads up to its first row,
-    or the footers up to the first Parquet file with rows, local or remote)."""
+    or the footers up to the first Parquet file with rows, local or remote). A file that is not there raises
+    FileNotFoundError, whatever its format."""
     if not is_local(path) and at_most is None:
         return None  # counting them all would read a remote file (or every footer of a remote dataset) once more
     if fmt == "parquet":
@@ -708,6 +709,8 @@ def count_rows(path: str | Path, fmt: str, at_most: int | None = None) -> int | 
                 if at_most is not None and total >= at_most:
                     break
             return total
+        except FileNotFoundError:  # no such file: the caller says so (pending_rows: "no input file")
+            raise
         except Exception:
             return None
     # the readers' own lines: byte order marks cut, lines that end in a lone \r split (a CSV or JSONL file saved
