@@ -458,8 +458,10 @@ class AnswerReport(BaseModel):
         "verdict head's digest), evidence (how the evidence was chosen), verdict (the verdict thresholds and their "
         "preset, the weights, the weak floor and the citation precision limit), scoring (the other settings that "
         "change a report: how citation markers are read, the NLI window, the cascade's escalation of conflicts, the "
-        "QA check's questions, the second judge's sample), llm, reasoning_effort (the judge "
-        "client's, when it sends one), second_judge and second_judge_reasoning_effort (when it sends one), and "
+        "QA check's questions, the second judge's sample), llm and llm_server (the judge and the server it was "
+        'asked at: its base URL without a user, password, query or fragment, or "the provider\'s own"), '
+        "reasoning_effort (the judge client's, when it sends one), second_judge, second_judge_server and "
+        "second_judge_reasoning_effort (when it sends one), and "
         "prompt.* "
         "(each prompt's version); the mode is the report's mode. Empty in an ERROR report of an answer that failed "
         "before it was scored; score --resume compares them with this run's",

@@ -8,6 +8,7 @@ retries, caches or counts: :class:`groundjudge.llm.client.LLMClient` runs that l
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import json
 import re
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from groundjudge import errors
 from groundjudge.models import Message
@@ -155,6 +157,28 @@ def checked_reasoning_effort(
         f"family) and OpenAI-compatible servers. Drop --{setting.replace('_', '-')} ({setting}=None), or name a "
         "reasoning model"
     )
+
+
+DEFAULT_SERVER = "the provider's own"
+"""What :func:`shown_server` says for an adapter with no base URL: the SDK's own address for the provider."""
+
+
+def shown_server(base_url: str | None) -> str:
+    """The server a judge's requests go to, as reports may name it (``versions.llm_server``): the base URL without
+    what may be a secret (a user and password before ``@``, a query, a fragment), scheme and host in lower case,
+    without a trailing ``/``; :data:`DEFAULT_SERVER` without one. An address that is no http(s) URL with a host is
+    named by a digest of itself alone (the SDK refuses such an address before any request)."""
+    if not base_url:
+        return DEFAULT_SERVER
+    try:
+        parts = urlsplit(base_url.strip())
+        scheme, host, port, path = parts.scheme.lower(), parts.hostname, parts.port, parts.path
+    except ValueError:  # a port that is no number, a host in brackets that is no IPv6 address
+        scheme, host, port, path = "", None, None, ""
+    if scheme not in ("http", "https") or not host:
+        return "unreadable address #" + hashlib.sha256(base_url.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}{f':{port}' if port is not None else ''}{path.rstrip('/')}"
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from groundjudge import errors
-from groundjudge.llm.base import BatchApi, BatchStatus, LLMResponse
+from groundjudge.llm.base import BatchApi, BatchStatus, LLMResponse, shown_server
 from groundjudge.llm.batch_state import BatchStateFile, StateTransaction
 from groundjudge.llm.client import DeferredCall, LLMClient
 from groundjudge.models import Usage
@@ -188,7 +188,9 @@ class BatchRunner:
         finds again the batches whose create reply was lost. Live batches go to ``live``."""
         covered: set[str] = set()
         for entry in list(tx.entries):
-            if entry.get("identity") != identity or entry.get("cache", self._cache_dir) != self._cache_dir:
+            if entry.get("identity") not in (stored_identity(identity), identity) or (  # written now, or before
+                entry.get("cache", self._cache_dir) != self._cache_dir
+            ):
                 continue  # another model's, or answered into another cache (which this run cannot read)
             keys = set(entry["custom_ids"].values()) & (set(pending) - covered)
             if not keys:
@@ -285,7 +287,7 @@ class BatchRunner:
             "id": None,
             "tag": tag,
             "api": self.api.name,
-            "identity": identity,
+            "identity": stored_identity(identity),
             "cache": self._cache_dir,
             "custom_ids": ids,
             "submitted_at": time.time(),
@@ -473,6 +475,19 @@ class BatchRunner:
             entry.setdefault("failures", {})[key] = problem
             self._fail(outcome, key, problem)
         return usage
+
+
+def stored_identity(identity: dict[str, Any]) -> dict[str, Any]:
+    """The model identity as the state file keeps it: the base URL without what may be a secret (a user and password,
+    a query: :func:`~groundjudge.llm.base.shown_server`) and a digest of the whole URL, so two addresses that differ
+    only there are still two identities. The state file sits beside the cache in plain text; an older groundjudge
+    wrote the URL as given, and such an entry is still read (``_plan`` takes either form). The batch's tag is
+    a digest of the identity as given (:func:`batch_tag`), as before."""
+    url = identity.get("base_url")
+    if not url:
+        return identity
+    digest = hashlib.sha256(str(url).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return {**identity, "base_url": f"{shown_server(str(url))} #{digest}"}
 
 
 def batch_tag(identity: dict[str, Any], keys: Iterable[str]) -> str:

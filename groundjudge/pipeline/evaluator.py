@@ -26,7 +26,7 @@ from groundjudge.config import Config
 from groundjudge.errors import ConfigError, InputError
 from groundjudge.io.rows import batches, row_id, unique_rows
 from groundjudge.llm import Ledger, Limits, LLMClient, RetryPolicy, make_client, price_for
-from groundjudge.llm.base import checked_reasoning_effort
+from groundjudge.llm.base import checked_reasoning_effort, shown_server
 from groundjudge.llm.batch import BatchOutcome
 from groundjudge.llm.registry import parse_model
 from groundjudge.models import AnswerReport, LocalThresholds, Sample, Usage
@@ -328,10 +328,12 @@ class Evaluator:
             out["scoring"] = describe_scoring(self.config, self.mode, qa=qa, second=second)
             if self.client is not None:
                 out["llm"] = self.client.model_id
+                out["llm_server"] = shown_server(self.client.provider.base_url)  # another server may serve it apart
                 if self.client.reasoning_effort is not None:  # how long the judge reasons changes its verdicts
                     out["reasoning_effort"] = self.client.reasoning_effort  # the client's: what it sends
                 if self.second_client is not None:
                     out["second_judge"] = self.second_client.model_id
+                    out["second_judge_server"] = shown_server(self.second_client.provider.base_url)
                     if self.second_client.reasoning_effort is not None:  # as the first judge's: what it sends
                         out["second_judge_reasoning_effort"] = self.second_client.reasoning_effort
                 # every prompt a row of this evaluator may use (claim rows and answers without questions: judge)

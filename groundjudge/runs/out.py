@@ -284,7 +284,7 @@ class Pending:
 SHOWN = 10
 """Settings a refused resume names at most (the keys of a hostile OUT could be thousands)."""
 
-LATER_KEYS = ("evidence", "verdict", "scoring")
+LATER_KEYS = ("evidence", "verdict", "scoring", "llm_server", "second_judge_server")
 """Keys of a report's ``versions`` groundjudge began to write after its reports had versions: a report without one
 (written by an older groundjudge) is not compared on it when a run resumes its OUT."""
 
@@ -357,20 +357,28 @@ UNSET = ("off", "model", "flagged only")
 second judge on flagged claims only)."""
 
 
+SERVER_FIELDS = {"llm_server": "base_url", "second_judge_server": "second_judge_base_url"}
+"""The versions keys that name a judge's server (:func:`groundjudge.llm.base.shown_server`), and the ``Config``
+field that sets it."""
+
+
 def settings_behind(key: str, old: str, new: str) -> dict[str, str | None]:
     """The ``Config`` fields behind a versions key that differs (:func:`differences`: OUT's value ``old``, this
     run's ``new``), each with the value that gives OUT's (None: OUT's says no value to give, a model's fingerprint,
     or no plain one;
     ``(none)``: unset in OUT's run, or a key its reports lack). A key named after a
     field is that field (``mode``, ``llm``, ``nli_model``, ``reasoning_effort``, ``second_judge``,
-    ``second_judge_reasoning_effort``, ``head``); a
+    ``second_judge_reasoning_effort``, ``head``), a judge's server its base URL's (:data:`SERVER_FIELDS`); a
     value that lists settings names each one that differs, by the field of its name (``preset``,
     ``citation_style``, ...; ``thresholds``' ``support`` is ``t_support``); a verdict threshold of its own comes
     from a config file's ``thresholds`` when no preset differs. A setting named otherwise (the evidence's
     ``passages`` and ``k``) and a prompt's version (the groundjudge release) are not named."""
     from groundjudge.config import Config, Thresholds
+    from groundjudge.llm.base import DEFAULT_SERVER
 
     fields = Config.model_fields
+    if key in SERVER_FIELDS:  # its value is the address without what may be a secret: given only when none was set
+        return {SERVER_FIELDS[key]: "(none)" if old == DEFAULT_SERVER else None}
     if key != "thresholds" and key in fields:  # versions.thresholds is the local one, Config.thresholds the verdict's
         return {key: None if key in ("nli_model", "head") else _given(old)}
     if key not in ("thresholds", "evidence", "verdict", "scoring"):

@@ -363,3 +363,35 @@ def test_a_failed_submit_raises_typed_and_releases_the_reservation(tmp_path: Pat
         runner(client, tmp_path).run(deferred)
     assert client.ledger._reserved_usd == 0 and client.ledger._reserved_calls == 0
     assert not (tmp_path / "out.jsonl.batches.json").exists()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_state_file_keeps_no_password_of_the_base_url_and_still_reads_what_an_older_run_wrote(
+    scripted: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    """The state file (beside the cache, plain text) kept the provider's identity as given, so a base URL with a user
+    and password (a proxy's) was written there in clear. It keeps the address without them, and a digest."""
+    from groundjudge.llm.batch import stored_identity
+    from groundjudge.llm.registry import get_provider
+    from tests.conftest import MODELS, base_url_for
+
+    url = base_url_for(scripted, provider).replace("://", "://alice:s3cret@", 1)
+    prov = get_provider(MODELS[provider], base_url=url, timeout=5.0)
+    client = LLMClient(prov, cache=Cache(tmp_path / "cache"), sleep=lambda s: None)
+    deferred = defer_all(client)
+    with pytest.raises(Killed):
+        runner(client, tmp_path, sleep=kill).run(deferred)
+    state_file = tmp_path / "out.jsonl.batches.json"
+    text = state_file.read_text()
+    assert "s3cret" not in text and "alice" not in text, text
+    (entry,) = json.loads(text)["batches"]
+    assert entry["identity"]["base_url"].startswith(base_url_for(scripted, provider).rstrip("/") + " #")
+    # another password is another identity: its run does not take this batch's results
+    assert stored_identity({"base_url": url.replace("s3cret", "other")}) != entry["identity"]
+    # an entry an older groundjudge wrote (the URL as given) is still resumed, not submitted and paid again
+    state = json.loads(text)
+    state["batches"][0]["identity"] = prov.identity()
+    state_file.write_text(json.dumps(state))
+    again = LLMClient(get_provider(MODELS[provider], base_url=url, timeout=5.0), cache=Cache(tmp_path / "cache"))
+    outcome = runner(again, tmp_path).run(defer_all(again))
+    assert len(scripted.batches) == 1 and (outcome.submitted, outcome.resumed, outcome.succeeded) == (0, 3, 3)

@@ -230,7 +230,67 @@ def test_a_refused_resume_names_the_options_that_give_outs_settings(tmp_path: Pa
     assert result.exit_code == 0, result.output
 
 
-_KEYS = ("llm", "nli_model", "verdict", "scoring", "prompt.judge", "second_judge")
+def test_a_resume_against_another_server_is_refused_and_says_which_option_gives_outs(
+    tmp_path: Path, server: ScriptedLLMServer
+) -> None:
+    """The reports named the judge (versions.llm) but not the server that answered as it: OUT scored against one
+    server (a local vLLM, a proxy) was resumed against another serving a model of the same name, and the file mixed
+    two judges' verdicts without a word; compare and the pytest gate gated such runs. The server is a setting now."""
+    llm = ["--llm", "openai/gpt-4o-mini", "--no-qa"]
+    data, out, before = started(tmp_path, *llm, "--base-url", server.openai_base_url)
+    assert {r["versions"]["llm_server"] for r in reports(out)} == {server.openai_base_url}
+    with ScriptedLLMServer(route(HANDLERS)) as other:
+        refused = score(tmp_path, data, out, *llm, "--base-url", other.openai_base_url, "--resume")
+        text = flat(refused.output)
+        assert refused.exit_code == 2, refused.output
+        said = f"llm_server: {server.openai_base_url} in OUT, {other.openai_base_url} in this run"
+        assert said in text and "--base-url as OUT's run gave it" in text, text
+        assert out.read_bytes() == before and not other.requests
+    # the same server goes on (a trailing slash is the same address)
+    result = score(tmp_path, data, out, *llm, "--base-url", server.openai_base_url + "/", "--resume")
+    assert result.exit_code == 0, result.output
+
+
+def test_the_server_a_report_names_keeps_no_user_password_query_or_fragment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from groundjudge import Evaluator
+    from groundjudge.llm.base import DEFAULT_SERVER, shown_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    url = "HTTPS://alice:s3cret@Proxy.Example.com:8443/v1/?api-key=tok3n#frag"
+    second = "http://bob:hunter2@[::1]:11434/v1"
+    ev = Evaluator(
+        Config.make(
+            llm="openai/gpt-4o-mini",
+            base_url=url,
+            second_judge="openai/gpt-4o",
+            second_judge_base_url=second,
+            cache_dir=str(tmp_path),
+        )
+    )
+    versions = ev.versions()
+    assert versions["llm_server"] == "https://proxy.example.com:8443/v1"
+    assert versions["second_judge_server"] == "http://[::1]:11434/v1"
+    assert not any(secret in json.dumps(versions) for secret in ("s3cret", "alice", "tok3n", "frag", "hunter2", "bob"))
+    # the SDK's own address; one that is no http(s) URL is named by a digest, never as written
+    plain = Evaluator(Config.make(llm="openai/gpt-4o-mini", cache_dir=str(tmp_path))).versions()
+    assert plain["llm_server"] == DEFAULT_SERVER and "second_judge_server" not in plain
+    for odd in ("http://h:notaport/v1?key=s3cret", "file:///s3cret", "http://[zz]/s3cret", "http:///s3cret"):
+        assert shown_server(odd).startswith("unreadable address #") and "s3cret" not in shown_server(odd)
+    # an older OUT (without the key) is not compared on it; OUT made at the provider's own server gives --base-url
+    assert (
+        differences(MadeWith.of("cascade", {"llm": "x"}), MadeWith.of("cascade", {"llm": "x", "llm_server": "u"}))[0]
+        == []
+    )
+    from groundjudge.runs.out import settings_behind
+
+    assert settings_behind("llm_server", DEFAULT_SERVER, "http://h/v1") == {"base_url": "(none)"}
+    assert settings_behind("second_judge_server", "http://h/v1", DEFAULT_SERVER) == {"second_judge_base_url": None}
+
+
+_KEYS = ("llm", "nli_model", "verdict", "scoring", "prompt.judge", "second_judge", "llm_server")
 _VALUES = {"nli_model": ("m@1/nli/cpu-float32", "m@1/nli/cuda-float16", "m@2/nli/cpu-float32")}
 _versions = st.dictionaries(st.sampled_from(_KEYS), st.sampled_from(("a", "b")), max_size=len(_KEYS)).flatmap(
     lambda d: st.fixed_dictionaries(
