@@ -3,10 +3,11 @@
 Keys are SHA-256 hashes of canonical JSON of everything that changes an output; values are JSON text, so the
 files hold no pickles and no secrets beyond what was sent (API keys are never part of a key or a value).
 
-Filling a key (:meth:`Cache.filling`): in one process, callers that miss the same key of the same directory take
-turns, so that one of them asks and the others read its answer (two evaluators over one cache folder, two notebook
-threads scoring the same rows). Across processes nothing is shared but the entries: two processes that miss the
-same key at once both ask, and the last answer written stays.
+Filling a key (:meth:`Cache.filling`): callers that miss the same key of the same directory take turns, so that one
+of them asks and the others read its answer (two evaluators over one cache folder, two notebook threads scoring the
+same rows, two processes: two notebooks, two ``groundjudge score`` commands, Ray workers). In a process the turns
+are a table in memory; across processes, a marker entry (:data:`FILLING`) that the directory's database adds
+atomically, so one process's caller asks and the others look again until its answer is there.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import hashlib
 import json
 import os
 import re
+import socket
 import sqlite3
 import threading
+import time
+import uuid
 import weakref
 from collections import Counter
 from collections.abc import Iterator
@@ -36,6 +40,14 @@ CACHE_MODES: tuple[str, ...] = ("use", "off", "only", "refresh")
 COUNTS = "gj-counts"
 """The namespace of the lookups counted in a cache directory (``gj-counts:hits:llm``): not an entry of its own."""
 _FLUSH_EVERY = 256  # lookups counted in memory before they are added to the directory's counts
+
+FILLING = "gj-filling"
+"""The namespace of the markers of keys being filled across processes (``gj-filling:llm:...``): a process's turn,
+not an entry (:meth:`Cache.filling`)."""
+_LEASE = 600.0  # seconds a marker lasts if its process never ends its turn (killed on another host: see _alive)
+_FAILED_FOR = 60.0  # seconds a failed turn's marker says so (to the processes that waited for it)
+_POLL = (0.05, 0.5)  # the first and the longest wait between two looks at a key another process fills
+_HOST = socket.gethostname()
 
 
 def _flush(store: diskcache.Cache, pending: Counter[tuple[str, str]], lock: threading.Lock) -> None:
@@ -145,6 +157,33 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_fillers)
 
 
+def _alive(holder: dict[str, Any]) -> bool:
+    """Whether the process that holds a marker may still be filling its key: False only when it ran on this host
+    and is gone (killed: its turn will never end, so its marker is not waited for until its lease ends). Elsewhere,
+    or where it cannot be told (not POSIX, where ``os.kill`` with signal 0 would not be a question), True."""
+    pid = holder.get("pid")
+    if holder.get("gone"):
+        return False
+    if holder.get("host") != _HOST or os.name != "posix" or not isinstance(pid, int) or pid <= 0:
+        return True  # (0 and below name process groups, never a process)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _holder(raw: Any) -> dict[str, Any]:
+    """A marker's value, read; a value no process of groundjudge wrote is one of a process that is gone."""
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        value = None
+    return value if isinstance(value, dict) else {"gone": True}
+
+
 class Cache:
     """A namespaced JSON cache on disk with a mode and hit/miss counters: this object's (``hits``, ``misses``) and
     the directory's, over every process that used it since it was cleared (:meth:`stats`)."""
@@ -231,6 +270,11 @@ class Cache:
         waited gets True at once, without a turn: each asks itself, all at the same time, as if it had not waited
         (they are not queued behind each other, one failing call's time after another's). Only in ``use`` mode:
         another mode yields True at once.
+
+        Across processes the same holds (:meth:`_across`): the caller of this process that holds its turn takes the
+        directory's turn too, or waits for the process that holds it, looking at the key and the marker (from 50 ms
+        apart up to 0.5 s), and gets False when the key is filled, True when that process failed (every process
+        that waited asks, as above) or is gone (killed on this host, or its marker's lease of 10 minutes ended).
         """
         if self.mode != "use":
             yield True
@@ -251,7 +295,8 @@ class Cache:
             yield other.failed
             return
         try:
-            yield True
+            with self._across(key) as ask:
+                yield ask
         except BaseException:
             mine.failed = True
             raise
@@ -260,6 +305,47 @@ class Cache:
                 if _filling.get(which) is mine:  # a forked child's table holds none of its parent's turns
                     del _filling[which]
             mine.done.set()
+
+    @contextlib.contextmanager
+    def _across(self, key: str) -> Iterator[bool]:
+        """The directory's turn at ``key`` for this process (see :meth:`filling`): a marker added atomically, with
+        this process's host, pid and a token of this turn, removed when the turn ends (a failed turn's marker says
+        when it failed, for :data:`_FAILED_FOR` seconds: the processes that waited before then ask at once; a
+        process that comes later takes a new turn)."""
+        store, marker = self.store, f"{FILLING}:{key}"
+        mine = json.dumps({"host": _HOST, "pid": os.getpid(), "token": uuid.uuid4().hex})
+        since, pause = time.time(), _POLL[0]
+        while not store.add(marker, mine, expire=_LEASE, retry=True):
+            if key in store:
+                yield False  # filled by the other process: look again
+                return
+            raw = store.get(marker, retry=True)
+            holder = _holder(raw)
+            failed = holder.get("failed_at")
+            if isinstance(failed, (int, float)) and failed >= since:
+                yield True  # the turn this caller waited for failed: ask, as every caller that waited does
+                return
+            if raw is not None and (failed is not None or not _alive(holder)):  # a turn that is over: take a new one
+                with store.transact(retry=True):
+                    if store.get(marker) == raw:
+                        store.delete(marker)
+                continue
+            time.sleep(pause)
+            pause = min(2 * pause, _POLL[1])
+        owner = os.getpid()  # a child forked inside the turn ends its copy of the block: the parent's turn goes on
+        try:
+            yield True
+        except BaseException:
+            if os.getpid() == owner:
+                with store.transact(retry=True):
+                    if store.get(marker) == mine:
+                        failed_turn = {**json.loads(mine), "failed_at": time.time()}
+                        store.set(marker, json.dumps(failed_turn), expire=_FAILED_FOR)
+            raise
+        if os.getpid() == owner:
+            with store.transact(retry=True):
+                if store.get(marker) == mine:
+                    store.delete(marker)
 
     def waiting(self, key: str) -> int:
         """How many callers in this process wait for the turn of the caller filling ``key`` in this directory (0
@@ -281,6 +367,8 @@ class Cache:
             _flush(self.store, self._pending, self._lock)
             for key in self.store.iterkeys():
                 namespace, _, rest = str(key).partition(":")
+                if namespace == FILLING:  # a turn in progress, not an entry
+                    continue
                 if namespace != COUNTS:
                     per_namespace[namespace] += 1
                     continue
@@ -306,7 +394,7 @@ class Cache:
         if namespace is None:  # the lookups counted go too; they are not entries
             with self._lock:
                 self._pending.clear()
-            entries = sum(1 for key in self.store.iterkeys() if not str(key).startswith(COUNTS + ":"))
+            entries = sum(1 for key in self.store.iterkeys() if not str(key).startswith((COUNTS + ":", FILLING + ":")))
             self.store.clear()
             return entries
         removed = 0

@@ -92,8 +92,9 @@ class LLMClient:
 
     What is counted and cached: every billed reply is counted in the returned or raised ``usage`` and in the
     ledger, including replies that were re-asked and refusals. Only an accepted value is cached; an invalid,
-    truncated, check-failing or refused reply never is. One key is asked once in a process (:meth:`Cache.filling
-    <groundjudge.cache.Cache.filling>`): a caller missing it meanwhile reads the reply as a cached call, free.
+    truncated, check-failing or refused reply never is. One key is asked once over a cache folder, by the
+    processes that share it as by the threads of one (:meth:`Cache.filling <groundjudge.cache.Cache.filling>`): a
+    caller missing it meanwhile reads the reply as a cached call, free.
 
     Refusals (OpenAI ``message.refusal`` or ``finish_reason: content_filter``, Anthropic ``stop_reason:
     refusal``) raise :class:`~groundjudge.errors.RefusalError` at once and are not retried: at temperature 0 the

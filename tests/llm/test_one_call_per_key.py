@@ -96,22 +96,33 @@ def test_a_caller_waiting_for_another_holds_no_lock(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_does_not_wait_for_its_parents_call(tmp_path: Path) -> None:
+def test_a_forked_child_waits_for_its_parents_call_not_for_the_turn_it_inherited(tmp_path: Path) -> None:
     """A process forked while a key was being asked (multiprocessing's fork from a notebook) inherited the parent's
-    turn on that key, whose caller does not exist in the child: the child's first call for the key waited forever."""
+    turn on that key, whose caller does not exist in the child: the child's first call for the key waited forever.
+    The parent's caller does exist, in the parent: the child waits for it across processes, as any other process
+    would, and reads the key it filled."""
+    key = "llm:" + "0" * 64
     cache = Cache(tmp_path / "shared")
-    with cache.filling("llm:" + "0" * 64) as mine:
+    ready, go = os.pipe()
+    with cache.filling(key) as mine:
         assert mine
         pid = os.fork()
-        if pid == 0:  # the child: its own turn at once, or killed by the alarm; never back into pytest
+        if pid == 0:  # the child: never back into pytest
+            code = 2
             try:
                 signal.signal(signal.SIGALRM, signal.SIG_DFL)
                 signal.alarm(30)  # only a hang reaches it, however slow the runner
-                with Cache(tmp_path / "shared").filling("llm:" + "0" * 64) as child_turn:
-                    os._exit(0 if child_turn else 1)
+                child = Cache(tmp_path / "shared")
+                os.write(go, b"1")
+                with child.filling(key) as child_turn:  # given once the parent's turn is over, never before
+                    filled = child.get(key) == "filled"
+                code = 0 if filled else 1 if child_turn else 4
             finally:
-                os._exit(2)
-        _, status = os.waitpid(pid, 0)
+                os._exit(code)
+        os.read(ready, 1)
+        time.sleep(0.5)  # the child asks for its turn meanwhile (a slower child still must not get it before this)
+        cache.set(key, "filled")
+    _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
 
 
@@ -175,8 +186,9 @@ def test_callers_that_waited_for_a_failed_call_each_ask_at_once(tmp_path: Path, 
 def test_a_forked_child_ends_the_turn_it_inherited_without_harm(tmp_path: Path) -> None:
     """A child forked inside a caller's turn (the forking thread held it) forgets the parent's turns, then leaves
     that caller's block: ending the inherited turn removed the key from the child's table, which no longer held it
-    (KeyError), or, when a caller of the child had meanwhile taken its own turn on the key, removed that one, so
-    that a third caller filled the key beside it. Now a turn removes only itself."""
+    (KeyError), or removed a turn of the child's own. Across processes it would remove the parent's marker, so that
+    another process asked beside the parent. Now a turn is ended only by the process and caller that took it: after
+    the child leaves the inherited block, a caller of the child still waits for the parent's turn."""
     key = "llm:" + "1" * 64
     inherited = Cache(tmp_path / "shared").filling(key)
     assert inherited.__enter__()
@@ -186,23 +198,17 @@ def test_a_forked_child_ends_the_turn_it_inherited_without_harm(tmp_path: Path) 
         try:
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
             signal.alarm(30)  # only a hang reaches it, however slow the runner
-            own = Cache(tmp_path / "shared").filling(key)
-            assert own.__enter__()  # the child's own turn on the key
             inherited.__exit__(None, None, None)  # the parent's caller's block ends in the child too
-            third: list[bool] = []
-            late = threading.Thread(target=lambda: third.append(Cache(tmp_path / "shared").filling(key).__enter__()))
+            turns: list[bool] = []
+            late = threading.Thread(target=lambda: turns.append(Cache(tmp_path / "shared").filling(key).__enter__()))
             late.start()
-            child_cache = Cache(tmp_path / "shared")
-            while not third and child_cache.waiting(key) == 0:  # until it took a turn or waits, however slow
-                time.sleep(0.01)
-            code = 0 if not third and late.is_alive() else 1  # the third caller waits for the child's own turn
-            own.__exit__(None, None, None)
-            late.join(5)
+            late.join(1.0)  # it waits for the parent's turn as long as that lasts: alive after any wait
+            code = 0 if not turns and late.is_alive() else 1
         except BaseException as exc:
             os.write(2, f"{exc!r}\n".encode())  # shown by pytest on a failure
             code = 3
         finally:
             os._exit(code)
-    inherited.__exit__(None, None, None)
     _, status = os.waitpid(pid, 0)
+    inherited.__exit__(None, None, None)
     assert os.waitstatus_to_exitcode(status) == 0
