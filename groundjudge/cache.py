@@ -315,8 +315,9 @@ class Cache:
         store, marker = self.store, f"{FILLING}:{key}"
         mine = json.dumps({"host": _HOST, "pid": os.getpid(), "token": uuid.uuid4().hex})
         since, pause = time.time(), _POLL[0]
+        before = store.get(key, retry=True)  # an entry the caller found unusable (no longer valid) is no answer
         while not store.add(marker, mine, expire=_LEASE, retry=True):
-            if key in store:
+            if (now := store.get(key, retry=True)) is not None and now != before:
                 yield False  # filled by the other process: look again
                 return
             raw = store.get(marker, retry=True)

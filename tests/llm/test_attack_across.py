@@ -1,0 +1,84 @@
+"""Attacks on Cache.filling across processes (c1a0e85)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from groundjudge.cache import FILLING, Cache
+from groundjudge.testing import Reply, ScriptedLLMServer
+from tests.conftest import make_test_client
+from tests.llm.test_llm_client import ASK, GOOD, PROMPT, Verdict
+
+
+
+
+def test_a_stale_entry_does_not_make_a_waiter_spin_past_a_dead_holder(tmp_path: Path) -> None:
+    """A cached entry that no longer validates sits at the key; the process that held the key's turn was killed
+    (its marker stays, its pid is gone). The waiter must ask at once, as it does without the stale entry."""
+    with ScriptedLLMServer(lambda req: Reply.json(GOOD)) as server:
+        cache = Cache(tmp_path / "shared")
+        client = make_test_client(server, cache=cache)
+        key = client.cache_key(ASK, Verdict, PROMPT)
+        cache.store.set(key, json.dumps({"output": {"label": "MAYBE", "quotes": []}, "raw": "{}"}))  # stale
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        holder = {"host": socket.gethostname(), "pid": dead.pid, "token": "x"}
+        cache.store.set(f"{FILLING}:{key}", json.dumps(holder), expire=600)
+        box: list[object] = []
+        t = threading.Thread(target=lambda: box.append(client.complete_json(ASK, Verdict, prompt=PROMPT)), daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        t.join(5)
+        looks = cache.hits["llm"] + cache.misses["llm"]
+        assert box, f"still waiting after {time.monotonic() - t0:.1f}s, having looked at the cache {looks} times"
+        assert len(server.requests) == 1
+
+
+def test_a_stale_entry_does_not_make_a_waiter_spin_after_a_failed_turn(tmp_path: Path) -> None:
+    """Same with a failed turn's marker that this waiter waited for: it must ask at once."""
+    with ScriptedLLMServer(lambda req: Reply.json(GOOD)) as server:
+        cache = Cache(tmp_path / "shared")
+        client = make_test_client(server, cache=cache)
+        key = client.cache_key(ASK, Verdict, PROMPT)
+        cache.store.set(key, json.dumps({"output": {"label": "MAYBE", "quotes": []}, "raw": "{}"}))  # stale
+        holder = {"host": socket.gethostname(), "pid": 1, "token": "x", "failed_at": time.time() + 1}
+        cache.store.set(f"{FILLING}:{key}", json.dumps(holder), expire=60)
+        box: list[object] = []
+        t = threading.Thread(target=lambda: box.append(client.complete_json(ASK, Verdict, prompt=PROMPT)), daemon=True)
+        t.start()
+        t.join(5)
+        looks = cache.hits["llm"] + cache.misses["llm"]
+        assert box, f"still waiting, having looked at the cache {looks} times"
+
+
+def test_a_stale_entry_does_not_make_a_waiter_spin_while_a_live_holder_asks(tmp_path: Path) -> None:
+    """While another live process holds the turn, a waiter with a stale entry at the key waits (looks every 50 to
+    500 ms), rather than reading and counting the stale entry thousands of times a second."""
+    with ScriptedLLMServer(lambda req: Reply.json(GOOD)) as server:
+        cache = Cache(tmp_path / "shared")
+        client = make_test_client(server, cache=cache)
+        key = client.cache_key(ASK, Verdict, PROMPT)
+        cache.store.set(key, json.dumps({"output": {"label": "MAYBE", "quotes": []}, "raw": "{}"}))  # stale
+        alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            holder = {"host": socket.gethostname(), "pid": alive.pid, "token": "x"}
+            cache.store.set(f"{FILLING}:{key}", json.dumps(holder), expire=600)
+            box: list[object] = []
+            t = threading.Thread(target=lambda: box.append(client.complete_json(ASK, Verdict, prompt=PROMPT)), daemon=True)
+            t.start()
+            time.sleep(2)
+            looks = cache.hits["llm"] + cache.misses["llm"]
+            assert looks < 10, looks
+            cache.store.set(key, json.dumps({"output": GOOD, "raw": json.dumps(GOOD)}))  # the holder's answer
+            cache.store.delete(f"{FILLING}:{key}")
+            t.join(5)
+            assert box and len(server.requests) == 0
+        finally:
+            alive.kill()
+            alive.wait()
