@@ -64,7 +64,7 @@ MARKER = "GROUNDJUDGE_CACHE"
 """The file that marks a directory as a groundjudge cache, written before the cache is made in it."""
 _MARKER_TEXT = "A groundjudge cache (diskcache over SQLite): `groundjudge cache stats` and `cache clear` read it.\n"
 _DISKCACHE_TABLES = {"Cache", "Settings"}
-_OUR_KEY = re.compile(rf"(?:[a-z]+:[0-9a-f]{{64}}|{COUNTS}:(?:hits|misses):[a-z]+)")
+_OUR_KEY = re.compile(rf"(?:(?:{FILLING}:)?[a-z]+:[0-9a-f]{{64}}|{COUNTS}:(?:hits|misses):[a-z]+)")
 _KEYS_LOOKED_AT = 200  # keys of an unmarked database read to tell an older groundjudge cache from another's
 
 

@@ -82,3 +82,22 @@ def test_a_stale_entry_does_not_make_a_waiter_spin_while_a_live_holder_asks(tmp_
         finally:
             alive.kill()
             alive.wait()
+
+
+def test_a_cache_db_with_a_turns_marker_is_still_groundjudges(tmp_path: Path) -> None:
+    """A failed turn leaves its marker row (expired rows stay until culled); a copy of that cache.db without the
+    GROUNDJUDGE_CACHE file (copied alone, or a folder where the marker file could not be written) was refused as
+    another program's ('holds entries groundjudge never writes', key 'gj-filling:llm:...')."""
+    import shutil
+
+    first = Cache(tmp_path / "a")
+    key = "llm:" + "3" * 64
+    try:
+        with first.filling(key):
+            raise RuntimeError("the call failed")
+    except RuntimeError:
+        pass
+    first.close()
+    (tmp_path / "b").mkdir()
+    shutil.copy(tmp_path / "a" / "cache.db", tmp_path / "b" / "cache.db")
+    assert Cache(tmp_path / "b").stats()["total_entries"] == 0
