@@ -172,7 +172,11 @@ def _alive(holder: dict[str, Any]) -> bool:
         return False
     except OSError:  # another user's process: alive
         return True
-    return True
+    try:  # killed but not yet waited for by its parent (a zombie): signal 0 reaches it, yet it is gone (Linux)
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return True
+    return not state or state[0] not in ("Z", "X")
 
 
 def _holder(raw: Any) -> dict[str, Any]:

@@ -101,3 +101,31 @@ def test_a_cache_db_with_a_turns_marker_is_still_groundjudges(tmp_path: Path) ->
     (tmp_path / "b").mkdir()
     shutil.copy(tmp_path / "a" / "cache.db", tmp_path / "b" / "cache.db")
     assert Cache(tmp_path / "b").stats()["total_entries"] == 0
+
+
+def test_a_killed_holder_not_yet_reaped_is_gone(tmp_path: Path) -> None:
+    """The holder was killed but its parent has not waited for it yet (a zombie: a driver that started several
+    scorers and waits for them in order; a pool worker killed by the OOM killer): signal 0 still reaches its pid,
+    yet it will never end its turn. The waiter must not wait for the marker's 10-minute lease."""
+    import signal
+
+    key = "llm:" + "5" * 64
+    cache = Cache(tmp_path / "shared")
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        cache.store.set(f"{FILLING}:{key}", json.dumps({"host": socket.gethostname(), "pid": holder.pid, "token": "x"}), expire=600)
+        holder.send_signal(signal.SIGKILL)
+        time.sleep(0.5)  # killed, not reaped (no wait yet): a zombie
+        box: list[bool] = []
+
+        def wait_for_turn() -> None:
+            with cache.filling(key) as mine:
+                box.append(mine)
+
+        t = threading.Thread(target=wait_for_turn, daemon=True)
+        t.start()
+        t.join(5)
+        assert box == [True]
+    finally:
+        holder.kill()
+        holder.wait()
