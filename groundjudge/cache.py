@@ -157,26 +157,45 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_fillers)
 
 
+_held: set[str] = set()  # the tokens of the turns across processes this process holds now (see _alive)
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """A process's state and start time (clock ticks after boot) from ``/proc/<pid>/stat``; None where there is no
+    such file (not Linux, or the process is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
 def _alive(holder: dict[str, Any]) -> bool:
     """Whether the process that holds a marker may still be filling its key: False only when it ran on this host
     and is gone (killed: its turn will never end, so its marker is not waited for until its lease ends). Elsewhere,
-    or where it cannot be told (not POSIX, where ``os.kill`` with signal 0 would not be a question), True."""
+    or where it cannot be told (not POSIX, where ``os.kill`` with signal 0 would not be a question), True. Its pid
+    may since name another process (pids are reused; a restarted container's scorer often gets the same one): this
+    process's own pid is the holder only with a token of a turn it holds, another's only with the start time the
+    marker names (Linux); a killed process its parent has not waited for yet (a zombie) is gone too."""
     pid = holder.get("pid")
     if holder.get("gone"):
         return False
     if holder.get("host") != _HOST or os.name != "posix" or not isinstance(pid, int) or pid <= 0:
         return True  # (0 and below name process groups, never a process)
+    if pid == os.getpid():
+        return holder.get("token") in _held
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:  # another user's process: alive
         return True
-    try:  # killed but not yet waited for by its parent (a zombie): signal 0 reaches it, yet it is gone (Linux)
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
+    stat = _stat(pid)
+    if stat is None:
         return True
-    return not state or state[0] not in ("Z", "X")
+    state, started = stat
+    named = holder.get("started")  # (a marker that names none: not told apart by it)
+    return state not in ("Z", "X") and (not isinstance(named, str) or named == started)
 
 
 def _holder(raw: Any) -> dict[str, Any]:
@@ -317,7 +336,8 @@ class Cache:
         when it failed, for :data:`_FAILED_FOR` seconds: the processes that waited before then ask at once; a
         process that comes later takes a new turn)."""
         store, marker = self.store, f"{FILLING}:{key}"
-        mine = json.dumps({"host": _HOST, "pid": os.getpid(), "token": uuid.uuid4().hex})
+        token, stat = uuid.uuid4().hex, _stat(os.getpid())
+        mine = json.dumps({"host": _HOST, "pid": os.getpid(), "token": token, "started": stat and stat[1]})
         since, pause = time.time(), _POLL[0]
         before = store.get(key, retry=True)  # an entry the caller found unusable (no longer valid) is no answer
         while not store.add(marker, mine, expire=_LEASE, retry=True):
@@ -338,6 +358,7 @@ class Cache:
             time.sleep(pause)
             pause = min(2 * pause, _POLL[1])
         owner = os.getpid()  # a child forked inside the turn ends its copy of the block: the parent's turn goes on
+        _held.add(token)
         try:
             yield True
         except BaseException:
@@ -347,6 +368,8 @@ class Cache:
                         failed_turn = {**json.loads(mine), "failed_at": time.time()}
                         store.set(marker, json.dumps(failed_turn), expire=_FAILED_FOR)
             raise
+        finally:
+            _held.discard(token)
         if os.getpid() == owner:
             with store.transact(retry=True):
                 if store.get(marker) == mine:

@@ -129,3 +129,45 @@ def test_a_killed_holder_not_yet_reaped_is_gone(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def _wait_for_turn(cache: Cache, key: str, seconds: float = 5) -> list[bool]:
+    box: list[bool] = []
+
+    def run() -> None:
+        with cache.filling(key) as mine:
+            box.append(mine)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    return box
+
+
+def test_a_marker_left_by_an_earlier_process_with_this_processs_pid_is_not_waited_for(tmp_path: Path) -> None:
+    """A container restarted after its scorer was killed (OOM): the new scorer often gets the same pid (pids in a
+    container are few and handed out in order), finds the old marker naming its own pid, and took itself for the
+    holder, waiting the marker's 10-minute lease for itself."""
+    import os
+
+    key = "llm:" + "6" * 64
+    cache = Cache(tmp_path / "shared")
+    old = {"host": socket.gethostname(), "pid": os.getpid(), "token": "an earlier process's"}
+    cache.store.set(f"{FILLING}:{key}", json.dumps(old), expire=600)
+    assert _wait_for_turn(cache, key) == [True]
+
+
+def test_a_marker_whose_pid_was_reused_by_another_process_is_not_waited_for(tmp_path: Path) -> None:
+    """The holder was killed and its pid given to another, unrelated process (Linux: its start time differs)."""
+    key = "llm:" + "7" * 64
+    cache = Cache(tmp_path / "shared")
+    with cache.filling("llm:" + "8" * 64):  # a marker as this groundjudge writes it, to learn its form
+        real = json.loads(cache.store.get(f"{FILLING}:llm:" + "8" * 64))
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        reused = {**real, "pid": other.pid, "token": "the killed holder's"}  # its start time: this process's
+        cache.store.set(f"{FILLING}:{key}", json.dumps(reused), expire=600)
+        assert _wait_for_turn(cache, key) == [True]
+    finally:
+        other.kill()
+        other.wait()
