@@ -186,7 +186,7 @@ def _alive(holder: dict[str, Any]) -> bool:
         return holder.get("token") in _held
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # (a pid past any pid: a marker no groundjudge wrote)
         return False
     except OSError:  # another user's process: alive
         return True

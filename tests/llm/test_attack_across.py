@@ -171,3 +171,13 @@ def test_a_marker_whose_pid_was_reused_by_another_process_is_not_waited_for(tmp_
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_damaged_marker_with_a_pid_past_any_pid_is_taken_over(tmp_path: Path) -> None:
+    """A marker no groundjudge wrote (a damaged entry, a hand edit) is taken over, as the existing test with 'not
+    json' shows; one naming a pid past any pid made os.kill raise OverflowError out of complete_json."""
+    key = "llm:" + "9" * 64
+    cache = Cache(tmp_path / "shared")
+    cache.store.set(f"{FILLING}:{key}", json.dumps({"host": socket.gethostname(), "pid": 2**40}), expire=600)
+    with cache.filling(key) as mine:
+        assert mine
