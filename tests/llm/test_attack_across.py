@@ -16,8 +16,6 @@ from tests.conftest import make_test_client
 from tests.llm.test_llm_client import ASK, GOOD, PROMPT, Verdict
 
 
-
-
 def test_a_stale_entry_does_not_make_a_waiter_spin_past_a_dead_holder(tmp_path: Path) -> None:
     """A cached entry that no longer validates sits at the key; the process that held the key's turn was killed
     (its marker stays, its pid is gone). The waiter must ask at once, as it does without the stale entry."""
@@ -70,7 +68,9 @@ def test_a_stale_entry_does_not_make_a_waiter_spin_while_a_live_holder_asks(tmp_
             holder = {"host": socket.gethostname(), "pid": alive.pid, "token": "x"}
             cache.store.set(f"{FILLING}:{key}", json.dumps(holder), expire=600)
             box: list[object] = []
-            t = threading.Thread(target=lambda: box.append(client.complete_json(ASK, Verdict, prompt=PROMPT)), daemon=True)
+            t = threading.Thread(
+                target=lambda: box.append(client.complete_json(ASK, Verdict, prompt=PROMPT)), daemon=True
+            )
             t.start()
             time.sleep(2)
             looks = cache.hits["llm"] + cache.misses["llm"]
@@ -113,7 +113,9 @@ def test_a_killed_holder_not_yet_reaped_is_gone(tmp_path: Path) -> None:
     cache = Cache(tmp_path / "shared")
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        cache.store.set(f"{FILLING}:{key}", json.dumps({"host": socket.gethostname(), "pid": holder.pid, "token": "x"}), expire=600)
+        cache.store.set(
+            f"{FILLING}:{key}", json.dumps({"host": socket.gethostname(), "pid": holder.pid, "token": "x"}), expire=600
+        )
         holder.send_signal(signal.SIGKILL)
         time.sleep(0.5)  # killed, not reaped (no wait yet): a zombie
         box: list[bool] = []
