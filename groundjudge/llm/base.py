@@ -166,8 +166,9 @@ DEFAULT_SERVER = "the provider's own"
 def shown_server(base_url: str | None) -> str:
     """The server a judge's requests go to, as reports may name it (``versions.llm_server``): the base URL without
     what may be a secret (a user and password before ``@``, a query, a fragment), scheme and host in lower case,
-    without a trailing ``/``; :data:`DEFAULT_SERVER` without one. An address that is no http(s) URL with a host is
-    named by a digest of itself alone (the SDK refuses such an address before any request)."""
+    without a trailing ``/``; :data:`DEFAULT_SERVER` without one, or for the SDKs' own address. An address that is
+    no http(s) URL with a host, or whose path holds ``@`` (a password with a ``/`` reads as a port and a path), is
+    named by a digest of itself alone."""
     if not base_url:
         return DEFAULT_SERVER
     try:
@@ -175,10 +176,16 @@ def shown_server(base_url: str | None) -> str:
         scheme, host, port, path = parts.scheme.lower(), parts.hostname, parts.port, parts.path
     except ValueError:  # a port that is no number, a host in brackets that is no IPv6 address
         scheme, host, port, path = "", None, None, ""
-    if scheme not in ("http", "https") or not host:
+    if scheme not in ("http", "https") or not host or "@" in path:  # ("@" in the path: a password holding "/")
         return "unreadable address #" + hashlib.sha256(base_url.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     host = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{host}{f':{port}' if port is not None else ''}{path.rstrip('/')}"
+    shown = f"{scheme}://{host}{f':{port}' if port is not None else ''}{path.rstrip('/')}"
+    return DEFAULT_SERVER if shown in _SDK_SERVERS else shown
+
+
+_SDK_SERVERS = frozenset({"https://api.openai.com/v1", "https://api.anthropic.com"})
+"""The addresses the openai and anthropic SDKs use when given none: the same server as :data:`DEFAULT_SERVER` (an
+``OPENAI_BASE_URL`` set to it in one run and not in another is no other server)."""
 
 
 @dataclass(frozen=True)

@@ -277,7 +277,10 @@ def test_the_server_a_report_names_keeps_no_user_password_query_or_fragment(
     # the SDK's own address; one that is no http(s) URL is named by a digest, never as written
     plain = Evaluator(Config.make(llm="openai/gpt-4o-mini", cache_dir=str(tmp_path))).versions()
     assert plain["llm_server"] == DEFAULT_SERVER and "second_judge_server" not in plain
-    for odd in ("http://h:notaport/v1?key=s3cret", "file:///s3cret", "http://[zz]/s3cret", "http:///s3cret"):
+    # the SDKs' own address, given (OPENAI_BASE_URL set to it in one run, not in the other), is no other server
+    assert shown_server("https://api.openai.com/v1/") == shown_server("HTTPS://API.ANTHROPIC.COM") == DEFAULT_SERVER
+    odd_urls = ("http://h:notaport/v1?key=s3cret", "file:///s3cret", "http://[zz]/s3cret", "http:///s3cret")
+    for odd in (*odd_urls, "https://u:1234/s3cret@host/v1"):  # (a password holding "/": read as a port and a path)
         assert shown_server(odd).startswith("unreadable address #") and "s3cret" not in shown_server(odd)
     # an older OUT (without the key) is not compared on it; OUT made at the provider's own server gives --base-url
     assert (
