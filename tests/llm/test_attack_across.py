@@ -10,20 +10,29 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from groundjudge.cache import FILLING, Cache
+from groundjudge.llm import LLMClient
 from groundjudge.testing import Reply, ScriptedLLMServer
 from tests.conftest import make_test_client
 from tests.llm.test_llm_client import ASK, GOOD, PROMPT, Verdict
+
+
+def stale(server: ScriptedLLMServer, tmp_path: Path) -> tuple[Cache, LLMClient, str]:
+    """A client over a cache whose entry at ASK's key no longer validates (a reply it must not serve)."""
+    cache = Cache(tmp_path / "shared")
+    client = make_test_client(server, cache=cache)
+    key = client.cache_key(ASK, Verdict, PROMPT)
+    cache.store.set(key, json.dumps({"output": {"label": "MAYBE", "quotes": []}, "raw": "{}"}))
+    return cache, client, key
 
 
 def test_a_stale_entry_does_not_make_a_waiter_spin_past_a_dead_holder(tmp_path: Path) -> None:
     """A cached entry that no longer validates sits at the key; the process that held the key's turn was killed
     (its marker stays, its pid is gone). The waiter must ask at once, as it does without the stale entry."""
     with ScriptedLLMServer(lambda req: Reply.json(GOOD)) as server:
-        cache = Cache(tmp_path / "shared")
-        client = make_test_client(server, cache=cache)
-        key = client.cache_key(ASK, Verdict, PROMPT)
-        cache.store.set(key, json.dumps({"output": {"label": "MAYBE", "quotes": []}, "raw": "{}"}))  # stale
+        cache, client, key = stale(server, tmp_path)
         dead = subprocess.Popen([sys.executable, "-c", "pass"])
         dead.wait()
         holder = {"host": socket.gethostname(), "pid": dead.pid, "token": "x"}
@@ -41,10 +50,7 @@ def test_a_stale_entry_does_not_make_a_waiter_spin_past_a_dead_holder(tmp_path: 
 def test_a_stale_entry_does_not_make_a_waiter_spin_after_a_failed_turn(tmp_path: Path) -> None:
     """Same with a failed turn's marker that this waiter waited for: it must ask at once."""
     with ScriptedLLMServer(lambda req: Reply.json(GOOD)) as server:
-        cache = Cache(tmp_path / "shared")
-        client = make_test_client(server, cache=cache)
-        key = client.cache_key(ASK, Verdict, PROMPT)
-        cache.store.set(key, json.dumps({"output": {"label": "MAYBE", "quotes": []}, "raw": "{}"}))  # stale
+        cache, client, key = stale(server, tmp_path)
         holder = {"host": socket.gethostname(), "pid": 1, "token": "x", "failed_at": time.time() + 1}
         cache.store.set(f"{FILLING}:{key}", json.dumps(holder), expire=60)
         box: list[object] = []
@@ -59,10 +65,7 @@ def test_a_stale_entry_does_not_make_a_waiter_spin_while_a_live_holder_asks(tmp_
     """While another live process holds the turn, a waiter with a stale entry at the key waits (looks every 50 to
     500 ms), rather than reading and counting the stale entry thousands of times a second."""
     with ScriptedLLMServer(lambda req: Reply.json(GOOD)) as server:
-        cache = Cache(tmp_path / "shared")
-        client = make_test_client(server, cache=cache)
-        key = client.cache_key(ASK, Verdict, PROMPT)
-        cache.store.set(key, json.dumps({"output": {"label": "MAYBE", "quotes": []}, "raw": "{}"}))  # stale
+        cache, client, key = stale(server, tmp_path)
         alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         try:
             holder = {"host": socket.gethostname(), "pid": alive.pid, "token": "x"}
@@ -103,6 +106,23 @@ def test_a_cache_db_with_a_turns_marker_is_still_groundjudges(tmp_path: Path) ->
     assert Cache(tmp_path / "b").stats()["total_entries"] == 0
 
 
+def _wait_for_turn(cache: Cache, key: str, seconds: float = 5) -> list[bool]:
+    box: list[bool] = []
+
+    def run() -> None:
+        with cache.filling(key) as mine:
+            box.append(mine)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    return box
+
+
+LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="tells processes apart by /proc")
+
+
+@LINUX_PROC
 def test_a_killed_holder_not_yet_reaped_is_gone(tmp_path: Path) -> None:
     """The holder was killed but its parent has not waited for it yet (a zombie: a driver that started several
     scorers and waits for them in order; a pool worker killed by the OOM killer): signal 0 still reaches its pid,
@@ -117,33 +137,14 @@ def test_a_killed_holder_not_yet_reaped_is_gone(tmp_path: Path) -> None:
             f"{FILLING}:{key}", json.dumps({"host": socket.gethostname(), "pid": holder.pid, "token": "x"}), expire=600
         )
         holder.send_signal(signal.SIGKILL)
-        time.sleep(0.5)  # killed, not reaped (no wait yet): a zombie
-        box: list[bool] = []
-
-        def wait_for_turn() -> None:
-            with cache.filling(key) as mine:
-                box.append(mine)
-
-        t = threading.Thread(target=wait_for_turn, daemon=True)
-        t.start()
-        t.join(5)
-        assert box == [True]
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{holder.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the killed process never became a zombie"
+            time.sleep(0.01)  # killed, not reaped (no wait yet): a zombie
+        assert _wait_for_turn(cache, key) == [True]
     finally:
         holder.kill()
         holder.wait()
-
-
-def _wait_for_turn(cache: Cache, key: str, seconds: float = 5) -> list[bool]:
-    box: list[bool] = []
-
-    def run() -> None:
-        with cache.filling(key) as mine:
-            box.append(mine)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    return box
 
 
 def test_a_marker_left_by_an_earlier_process_with_this_processs_pid_is_not_waited_for(tmp_path: Path) -> None:
@@ -159,6 +160,7 @@ def test_a_marker_left_by_an_earlier_process_with_this_processs_pid_is_not_waite
     assert _wait_for_turn(cache, key) == [True]
 
 
+@LINUX_PROC
 def test_a_marker_whose_pid_was_reused_by_another_process_is_not_waited_for(tmp_path: Path) -> None:
     """The holder was killed and its pid given to another, unrelated process (Linux: its start time differs)."""
     key = "llm:" + "7" * 64
