@@ -26,7 +26,10 @@ Within a fold the oracle numbers (thresholds fitted on the validation fold itsel
 the same fold without and with a head, both honest: without, thresholds cross-fitted over two halves of the fold
 (``crossfit_*``); with, a head fitted on the fold's validation claims as ``tune`` fits one on its held-out slice,
 measured on its out-of-fold probabilities with cross-fitted thresholds (``head_*``, ``build_head``'s
-``out_of_fold``). A fold too small for a head counts in ``head_folds`` as missing, not as zero.
+``out_of_fold``). A fold too small for a head counts in ``head_folds`` as missing, not as zero. The pooled folds
+are mostly Factcheck-GPT's claims, so each setting is also measured per dev file (``factcheckgpt``, ``wice``: the
+entailment's ROC-AUC ``auc``; with a head fitted out of fold on the whole validation fold, its ``head_auc`` and
+``head_true_escalation``, the escalation at cut-offs where that file's claims' own local precision is the target).
 
 Every row also draws escalation against local precision on its eval half (``escalation_curve``: claims decided
 most confident first, at each share escalated, with Wilson intervals; what the scores allow, read on the rows it is
@@ -70,6 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
 from benchmarks.accuracy import CURVE, escalation_curve
+from benchmarks.nli_throughput import roc_auc
 from groundjudge.cache import Cache
 from groundjudge.checker.head import Sources, VerdictHead, claim_features, claim_folds, fit_head
 from groundjudge.checker.nli import NLIModel, NLIScorer
@@ -416,6 +420,41 @@ def fit_base_head(
         return str(exc)
 
 
+def dataset_of(example: TuneExample) -> str:
+    """The dev file a claim comes from, by its id (``factcheckgpt-0002``, ``wice-dev-0001``)."""
+    return example.id.split("-", 1)[0]
+
+
+def per_dataset(val: list[TuneExample], nli: list[ClaimNLI], settings: TuneSettings) -> dict[str, dict[str, Any]]:
+    """One validation fold's claims measured per dev file: the entailment's ROC-AUC, and with a head fitted out of
+    fold on the whole fold (as tune fits one on its held-out slice), its ROC-AUC and the escalation at cut-offs
+    where these claims' own local precision is the target (what the scores allow: "escalation at a true 90%")."""
+    ok = [i for i, r in enumerate(nli) if r.error is None and r.passages_scored]
+    memo: dict[tuple[str, ...], Sources] = {}
+    x = [claim_features(val[i].claim, nli[i], Sources.memo(memo, val[i].contexts)) for i in ok]
+    sup = [val[i].label == "SUPPORTED" for i in ok]
+    try:
+        oof: list[float] | None = fit_head(
+            x, sup, [claim_key(val[i].claim) for i in ok], seed=settings.seed
+        ).out_of_fold
+    except ValueError:
+        oof = None
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted({dataset_of(val[i]) for i in ok}):
+        idx = [j for j, i in enumerate(ok) if dataset_of(val[i]) == name]
+        gold = [sup[j] for j in idx]
+        m: dict[str, Any] = {"claims": len(idx), "auc": roc_auc(gold, [nli[ok[j]].entailment for j in idx])}
+        if oof is not None:
+            m["head_auc"] = roc_auc(gold, [oof[j] for j in idx])
+            scored = head_scored([nli[ok[j]] for j in idx], [oof[j] for j in idx])
+            labels = [val[ok[j]].label for j in idx]
+            m["head_true_escalation"] = measure(scored, labels, fit_profile(scored, labels, settings.cutoffs))[
+                "escalation_rate"
+            ]
+        out[name] = m
+    return out
+
+
 def cross_validate(
     train_rows: list[dict[str, Any]],
     base: str,
@@ -465,6 +504,7 @@ def cross_validate(
                 m.update({f"head_{k}": oof[k] for k in ("nli_balanced_accuracy", "escalation_rate")})
             except ValueError:
                 pass
+            m["per_dataset"] = per_dataset(val, nli, s)
             scores.append(m)
         mean: dict[str, Any] = {
             k: sum(m[k] or 0 for m in scores) / folds
@@ -479,6 +519,9 @@ def cross_validate(
         for k in ("head_nli_balanced_accuracy", "head_escalation_rate"):
             mean[k] = sum(m[k] or 0 for m in with_head) / len(with_head) if with_head else None
         mean["head_folds"] = len(with_head)
+        for name in sorted({n for m in scores for n in m["per_dataset"]}):  # each dev file apart: the pooled folds
+            cells = [m["per_dataset"][name] for m in scores if name in m["per_dataset"]]  # are mostly Factcheck-GPT's
+            mean[name] = {k: sum(c[k] for c in cells if k in c) / sum(k in c for c in cells) for k in cells[0]}
         results.append({"settings": values, **mean})
         print(f"cv {values}: {mean}", flush=True)
     return results
