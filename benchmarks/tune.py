@@ -5,6 +5,7 @@
     python benchmarks/tune.py --cv 3 --grid '[{"lr": 3e-5}, {"lr": 5e-5, "distill": 0}]'   # choose settings
     python benchmarks/tune.py --lines 3             # the head's decision lines, cross-validated (a minute)
     python benchmarks/tune.py --sizes 100,200,400,1000 --draws 20   # what a labelled sample of n buys (2 minutes)
+    python benchmarks/tune.py --splits 10           # how far the shared model + head moves with the halving alone
 
 Each dev file is split into a train and an eval half BY CLAIM TEXT (seeded), so that no claim is on both sides.
 The shared model is tuned on the train halves twice: with the gold labels standing in for judge verdicts, and with
@@ -527,6 +528,45 @@ def cross_validate(
     return results
 
 
+def split_spread(
+    model: NLIModel, rows: dict[str, list[dict[str, Any]]], settings: TuneSettings, cache: Cache, splits: int
+) -> dict[str, Any]:
+    """How far "escalation at a true target" moves with the halving alone: the shared model's head fitted on the
+    pooled train halves and measured on the eval halves, as the table's "shared + head" row, over ``splits`` seeds of
+    the claim-disjoint halving (seed 0 is the table's); per dev file, each seed's number, the mean and the range."""
+    per: dict[str, list[dict[str, Any]]] = {name: [] for name in rows}
+    for seed in range(splits):
+        cut = {name: halves(r, seed) for name, r in rows.items()}
+        evals = {name: examples(ev) for name, (_, ev) in cut.items()}
+        head = fit_base_head(model, [e for tr, _ in cut.values() for e in examples(tr)], settings, cache)
+        if isinstance(head, str):
+            continue
+        measured = metrics(headed(head, score(model, evals, settings, cache), evals), evals, head.thresholds, settings)
+        for name, exs in evals.items():
+            share = sum(e.label == "SUPPORTED" for e in exs) / len(exs)
+            m = measured[name]
+            at = {round(c["escalation"], 2): c["precision"] for c in m["escalation_curve"]}
+            per[name].append(
+                {
+                    "seed": seed,
+                    "supported_share": round(share, 3),
+                    "oracle": m["oracle_escalation_rate"],
+                    "precision_at_30": at.get(0.3),  # local precision with 30% escalated, most confident decided
+                }
+            )
+    out: dict[str, Any] = {}
+    for name, cells in per.items():
+        values = [c["oracle"] for c in cells if c["oracle"] is not None]
+        at_30 = [c["precision_at_30"] for c in cells if c["precision_at_30"] is not None]
+        out[name] = {
+            "seeds": cells,
+            "mean": round(sum(values) / len(values), 4) if values else None,
+            "range": [min(values), max(values)] if values else None,
+            "precision_at_30_range": [round(min(at_30), 4), round(max(at_30), 4)] if at_30 else None,
+        }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", nargs="+", default=list(DATASETS), help="dev file names in ../shared/benchmarks")
@@ -553,6 +593,9 @@ def main() -> None:
         "--sizes", default=None, help="labelled-sample sizes (comma-separated) whose fitted thresholds are measured"
     )
     ap.add_argument("--draws", type=int, default=10, help="samples drawn at each of --sizes")
+    ap.add_argument(
+        "--splits", type=int, default=0, metavar="N", help="the shared model + head over N seeds of the halving"
+    )
     ap.add_argument("--work", default=None, help="where models go [default: a temporary folder]")
     ap.add_argument("--cache-dir", default=None)
     args = ap.parse_args()
@@ -595,6 +638,20 @@ def main() -> None:
         every = [e for rows in train_rows.values() for e in examples(rows)] + [e for x in evals.values() for e in x]
         sizes = [int(x) for x in args.sizes.split(",")]
         out["sizes"] = size_study(NLIModel(base), every, settings, cache, sizes, args.draws, args.seed)
+        print(json.dumps(out))
+        return
+
+    if args.splits:
+        whole = {name: read_rows(SHARED / "benchmarks" / f"{name}.jsonl", args.limit) for name in args.data}
+        out["splits"] = split_spread(NLIModel(base), whole, settings, cache, args.splits)
+        print_table(
+            ["eval half", "seed", "SUPPORTED share", "escalation at a true target", "precision at 30% escalated"],
+            [
+                [n, c["seed"], c["supported_share"], c["oracle"], c["precision_at_30"]]
+                for n, v in out["splits"].items()
+                for c in v["seeds"]
+            ],
+        )
         print(json.dumps(out))
         return
 
