@@ -156,6 +156,20 @@ def test_tune_benchmark_skip_tune_measures_the_shared_model_with_and_without_a_h
         assert out[part]["seconds"] >= 0
 
 
+def test_tune_benchmark_splits_measures_the_head_over_other_halvings(tmp_path: Path) -> None:
+    from groundjudge.testing import tiny_nli_model
+
+    tiny = tiny_nli_model(tmp_path / "tiny", SHARED_MODEL)
+    args = ("--limit", "150", "--base", str(tiny), "--splits", "2", "--cache-dir", str(tmp_path / "cache"))
+    out = run("tune.py", *args, cache=tmp_path)["splits"]
+    assert set(out) == {"factcheckgpt-stance", "wice-dev"}
+    for name, v in out.items():
+        assert [c["seed"] for c in v["seeds"]] == [0, 1], name  # seed 0 is the tables' halving
+        values = [c["oracle"] for c in v["seeds"] if c["oracle"] is not None]
+        assert v["range"] == ([min(values), max(values)] if values else None), name
+        assert all(0 < c["supported_share"] < 1 for c in v["seeds"]), name
+
+
 def test_tune_benchmark_sizes_measures_what_a_labelled_sample_buys_on_claims_it_left_out(tmp_path: Path) -> None:
     from groundjudge.testing import tiny_nli_model
 
@@ -190,6 +204,11 @@ def test_tune_benchmark_cv_compares_with_and_without_a_head(tmp_path: Path) -> N
     assert row["head_folds"] == 2  # each validation fold (~75 claims) is enough for a head
     for key in ("crossfit_nli_balanced_accuracy", "crossfit_escalation_rate", "head_nli_balanced_accuracy"):
         assert row[key] is not None and row[key] >= 0, key
+    # each dev file apart too (the pooled folds are mostly Factcheck-GPT's): its claims split over the two folds
+    assert row["factcheckgpt"]["claims"] + row["wice"]["claims"] == pytest.approx(sum(out["train_rows"].values()) / 2)
+    for name in ("factcheckgpt", "wice"):
+        assert 0 <= row[name]["auc"] <= 1 and 0 <= row[name]["head_auc"] <= 1, name
+        assert 0 <= row[name]["head_true_escalation"] <= 1, name
 
 
 def test_accuracy_measures_a_tuned_models_cascade_with_its_stored_thresholds(tmp_path: Path) -> None:
