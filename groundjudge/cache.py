@@ -44,7 +44,8 @@ _FLUSH_EVERY = 256  # lookups counted in memory before they are added to the dir
 FILLING = "gj-filling"
 """The namespace of the markers of keys being filled across processes (``gj-filling:llm:...``): a process's turn,
 not an entry (:meth:`Cache.filling`)."""
-_LEASE = 600.0  # seconds a marker lasts if its process never ends its turn (killed on another host: see _alive)
+_LEASE = 600.0  # seconds a marker holds the turn where its process cannot be seen (another host: see _alive)
+_KEPT = 86400.0  # seconds a marker stays in the folder at most (a killed holder's, whose key nobody asked again)
 _FAILED_FOR = 60.0  # seconds a failed turn's marker says so (to the processes that waited for it)
 _POLL = (0.05, 0.5)  # the first and the longest wait between two looks at a key another process fills
 _HOST = socket.gethostname()
@@ -172,30 +173,36 @@ def _stat(pid: int) -> tuple[str, str] | None:
 
 def _alive(holder: dict[str, Any]) -> bool:
     """Whether the process that holds a marker may still be filling its key: False only when it ran on this host
-    and is gone (killed: its turn will never end, so its marker is not waited for until its lease ends). Elsewhere,
-    or where it cannot be told (not POSIX, where ``os.kill`` with signal 0 would not be a question), True. Its pid
+    and is gone (killed: its turn will never end, so its marker is not waited for until its lease ends). A process
+    seen alive on this host (Linux: its pid and the start time the marker names) holds its turn as long as it asks,
+    past the lease (a slow server, retries, a rate limiter's wait). Elsewhere, or where it cannot be told (another
+    host; not POSIX, where ``os.kill`` with signal 0 would not be a question), while the marker's lease lasts. Its pid
     may since name another process (pids are reused; a restarted container's scorer often gets the same one): this
     process's own pid is the holder only with a token of a turn it holds, another's only with the start time the
     marker names (Linux); a killed process its parent has not waited for yet (a zombie) is gone too."""
     pid = holder.get("pid")
     if holder.get("gone"):
         return False
+    until = holder.get("until")  # the lease: what holds where the process cannot be seen
+    leased = isinstance(until, (int, float)) and time.time() < until
     if holder.get("host") != _HOST or os.name != "posix" or not isinstance(pid, int) or pid <= 0:
-        return True  # (0 and below name process groups, never a process)
+        return leased  # (0 and below name process groups, never a process)
     if pid == os.getpid():
         return holder.get("token") in _held
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, OverflowError):  # (a pid past any pid: a marker no groundjudge wrote)
         return False
-    except OSError:  # another user's process: alive
-        return True
+    except OSError:  # another user's process: it may be the holder
+        return leased
     stat = _stat(pid)
     if stat is None:
-        return True
+        return leased
     state, started = stat
     named = holder.get("started")  # (a marker that names none: not told apart by it)
-    return state not in ("Z", "X") and (not isinstance(named, str) or named == started)
+    if state in ("Z", "X"):
+        return False
+    return named == started if isinstance(named, str) else leased  # seen alive: its turn lasts as long as it does
 
 
 def _holder(raw: Any) -> dict[str, Any]:
@@ -297,7 +304,8 @@ class Cache:
         Across processes the same holds (:meth:`_across`): the caller of this process that holds its turn takes the
         directory's turn too, or waits for the process that holds it, looking at the key and the marker (from 50 ms
         apart up to 0.5 s), and gets False when the key is filled, True when that process failed (every process
-        that waited asks, as above) or is gone (killed on this host, or its marker's lease of 10 minutes ended).
+        that waited asks, as above) or is gone (killed on this host; where it cannot be seen, another host, when
+        its marker's lease of 10 minutes ended: a process seen alive on this host keeps its turn while it asks).
         """
         if self.mode != "use":
             yield True
@@ -337,10 +345,11 @@ class Cache:
         process that comes later takes a new turn)."""
         store, marker = self.store, f"{FILLING}:{key}"
         token, stat = uuid.uuid4().hex, _stat(os.getpid())
-        mine = json.dumps({"host": _HOST, "pid": os.getpid(), "token": token, "started": stat and stat[1]})
         since, pause = time.time(), _POLL[0]
+        turn = {"host": _HOST, "pid": os.getpid(), "token": token, "started": stat and stat[1]}
         before = store.get(key, retry=True)  # an entry the caller found unusable (no longer valid) is no answer
-        while not store.add(marker, mine, expire=_LEASE, retry=True):
+        # the lease counts from the turn taken, not from the wait begun ("until": see _alive)
+        while not store.add(marker, mine := json.dumps({**turn, "until": time.time() + _LEASE}), _KEPT, retry=True):
             if (now := store.get(key, retry=True)) is not None and now != before:
                 yield False  # filled by the other process: look again
                 return

@@ -68,7 +68,7 @@ def test_a_stale_entry_does_not_make_a_waiter_spin_while_a_live_holder_asks(tmp_
         cache, client, key = stale(server, tmp_path)
         alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         try:
-            holder = {"host": socket.gethostname(), "pid": alive.pid, "token": "x"}
+            holder = {"host": socket.gethostname(), "pid": alive.pid, "token": "x", "until": time.time() + 600}
             cache.store.set(f"{FILLING}:{key}", json.dumps(holder), expire=600)
             box: list[object] = []
             t = threading.Thread(
@@ -185,3 +185,60 @@ def test_a_damaged_marker_with_a_pid_past_any_pid_is_taken_over(tmp_path: Path) 
     cache.store.set(f"{FILLING}:{key}", json.dumps({"host": socket.gethostname(), "pid": 2**40}), expire=600)
     with cache.filling(key) as mine:
         assert mine
+
+
+HOLD = """
+import sys, time
+import groundjudge.cache as c
+c._LEASE = 0.5  # a turn that outlasts its lease (a slow server, retries, a rate limiter's wait)
+cache = c.Cache(sys.argv[1])
+with cache.filling(sys.argv[2]) as mine:
+    print("holding" if mine else "not mine", flush=True)
+    time.sleep(60)
+"""
+
+
+@LINUX_PROC
+def test_a_live_holder_on_this_host_keeps_its_turn_past_the_lease(tmp_path: Path) -> None:
+    """The lease is for a holder that cannot be seen (another host): a process on this host that still asks (a
+    call past ten minutes: a slow local server, retries with backoff, a rate limiter's wait) kept its turn only for
+    the marker's lease; then the waiter took a turn and asked too, and both paid."""
+    key = "llm:" + "a" * 64
+    cache = Cache(tmp_path / "shared")
+    cache.stats()  # the folder made before the holder opens it
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path / "shared"), key],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        time.sleep(1.0)  # past the holder's lease
+        box: list[bool] = []
+
+        def run() -> None:
+            with cache.filling(key) as mine:
+                box.append(mine)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(2.0)
+        assert box == [], "the waiter took the turn of a live holder on this host"
+        holder.kill()
+        holder.wait()
+        t.join(10)
+        assert box == [True]  # gone: the waiter asks
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_holder_on_another_host_holds_its_turn_for_its_lease_only() -> None:
+    """Where the holder cannot be seen (another host sharing the folder), its marker's lease decides."""
+    from groundjudge.cache import _alive
+
+    elsewhere = {"host": socket.gethostname() + "-other", "pid": 1, "token": "x"}
+    assert _alive({**elsewhere, "until": time.time() + 600})
+    assert not _alive({**elsewhere, "until": time.time() - 1})
+    assert not _alive(elsewhere)  # a marker naming no lease is no turn
