@@ -167,16 +167,17 @@ def shown_server(base_url: str | None) -> str:
     """The server a judge's requests go to, as reports may name it (``versions.llm_server``): the base URL without
     what may be a secret (a user and password before ``@``, a query, a fragment), scheme and host in lower case,
     without a trailing ``/``; :data:`DEFAULT_SERVER` without one, or for the SDKs' own address. An address that is
-    no http(s) URL with a host, or whose path holds ``@`` (a password with a ``/`` reads as a port and a path), is
-    named by a digest of itself alone."""
+    no http(s) URL with a host, or whose path, query or fragment holds ``@`` (a password with a ``/``, ``?`` or
+    ``#`` reads as a port and a path, query or fragment), is named by a digest of itself alone."""
     if not base_url:
         return DEFAULT_SERVER
     try:
         parts = urlsplit(base_url.strip())
         scheme, host, port, path = parts.scheme.lower(), parts.hostname, parts.port, parts.path
+        after = parts.path + parts.query + parts.fragment  # (what follows the host: "@" there ends a password)
     except ValueError:  # a port that is no number, a host in brackets that is no IPv6 address
-        scheme, host, port, path = "", None, None, ""
-    if scheme not in ("http", "https") or not host or "@" in path:  # ("@" in the path: a password holding "/")
+        scheme, host, port, path, after = "", None, None, "", ""
+    if scheme not in ("http", "https") or not host or "@" in after:  # a password holding "/", "?" or "#"
         return "unreadable address #" + hashlib.sha256(base_url.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     host = f"[{host}]" if ":" in host else host
     shown = f"{scheme}://{host}{f':{port}' if port is not None else ''}{path.rstrip('/')}"

@@ -293,6 +293,16 @@ def test_the_server_a_report_names_keeps_no_user_password_query_or_fragment(
     assert settings_behind("second_judge_server", "http://h/v1", DEFAULT_SERVER) == {"second_judge_base_url": None}
 
 
+def test_a_password_holding_a_question_mark_or_a_hash_is_never_shown() -> None:
+    """A password with "?" or "#" (not percent-encoded) ends the address's host part there: the rest, "@" and the
+    host included, read as a query or fragment, and the password's first part as a port, so that
+    'https://alice:4711?x@proxy/v1' was shown as 'https://alice:4711' (the user and part of the password)."""
+    from groundjudge.llm.base import shown_server
+
+    for url in ("https://alice:4711?x@proxy.example.com/v1", "https://alice:4711#x@proxy.example.com/v1"):
+        assert shown_server(url).startswith("unreadable address #") and "alice" not in shown_server(url), url
+
+
 _KEYS = ("llm", "nli_model", "verdict", "scoring", "prompt.judge", "second_judge", "llm_server")
 _VALUES = {"nli_model": ("m@1/nli/cpu-float32", "m@1/nli/cuda-float16", "m@2/nli/cpu-float32")}
 _versions = st.dictionaries(st.sampled_from(_KEYS), st.sampled_from(("a", "b")), max_size=len(_KEYS)).flatmap(
