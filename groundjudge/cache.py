@@ -45,7 +45,8 @@ FILLING = "gj-filling"
 """The namespace of the markers of keys being filled across processes (``gj-filling:llm:...``): a process's turn,
 not an entry (:meth:`Cache.filling`)."""
 _LEASE = 600.0  # seconds a marker holds the turn where its process cannot be seen (another host: see _alive)
-_KEPT = 86400.0  # seconds a marker stays in the folder at most (a killed holder's, whose key nobody asked again)
+_KEPT = 3600.0  # seconds a marker stays at most, even one of a live holder on this host (one its process failed to
+# remove, an interrupt between adding it and its turn: a notebook's kernel lives on); a killed holder's too
 _FAILED_FOR = 60.0  # seconds a failed turn's marker says so (to the processes that waited for it)
 _POLL = (0.05, 0.5)  # the first and the longest wait between two looks at a key another process fills
 _HOST = socket.gethostname()
@@ -175,11 +176,12 @@ def _alive(holder: dict[str, Any]) -> bool:
     """Whether the process that holds a marker may still be filling its key: False only when it ran on this host
     and is gone (killed: its turn will never end, so its marker is not waited for until its lease ends). A process
     seen alive on this host (Linux: its pid and the start time the marker names) holds its turn as long as it asks,
-    past the lease (a slow server, retries, a rate limiter's wait). Elsewhere, or where it cannot be told (another
-    host; not POSIX, where ``os.kill`` with signal 0 would not be a question), while the marker's lease lasts. Its pid
-    may since name another process (pids are reused; a restarted container's scorer often gets the same one): this
-    process's own pid is the holder only with a token of a turn it holds, another's only with the start time the
-    marker names (Linux); a killed process its parent has not waited for yet (a zombie) is gone too."""
+    past the lease (a slow server, retries, a rate limiter's wait), up to an hour (:data:`_KEPT`). Elsewhere, or
+    where it cannot be told (another host; not POSIX, where ``os.kill`` with signal 0 would not be a question),
+    while the marker's lease lasts. Its pid may since name another process (pids are reused; a restarted
+    container's scorer often gets the same one): this process's own pid is the holder only with a token of a turn
+    it holds, another's only with the start time the marker names (Linux); a killed process its parent has not
+    waited for yet (a zombie) is gone too."""
     pid = holder.get("pid")
     if holder.get("gone"):
         return False
