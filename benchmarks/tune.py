@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import tempfile
@@ -522,7 +523,11 @@ def cross_validate(
         mean["head_folds"] = len(with_head)
         for name in sorted({n for m in scores for n in m["per_dataset"]}):  # each dev file apart: the pooled folds
             cells = [m["per_dataset"][name] for m in scores if name in m["per_dataset"]]  # are mostly Factcheck-GPT's
-            mean[name] = {k: sum(c[k] for c in cells if k in c) / sum(k in c for c in cells) for k in cells[0]}
+            measured = dict.fromkeys(k for c in cells for k in c)  # a fold without a head lacks its keys: no zero
+            # (None where no fold has it, or only a one-class slice's NaN AUC)
+            mean[name] = {k: _mean(c[k] for c in cells if k in c and not math.isnan(c[k])) for k in measured}
+            mean[name]["folds"] = len(cells)  # (claims: per fold; the head's keys: over the folds that had one)
+            mean[name]["head_folds"] = sum("head_auc" in c for c in cells)
         results.append({"settings": values, **mean})
         print(f"cv {values}: {mean}", flush=True)
     return results
@@ -533,9 +538,10 @@ def split_spread(
 ) -> dict[str, Any]:
     """How far "escalation at a true target" moves with the halving alone: the shared model's head fitted on the
     pooled train halves and measured on the eval halves, as the table's "shared + head" row, over ``splits`` seeds of
-    the claim-disjoint halving (seed 0 is the table's); per dev file, each seed's number, the mean and the range."""
+    the claim-disjoint halving from ``settings.seed`` (the first is the table's); per dev file, each seed's number,
+    the mean and the range."""
     per: dict[str, list[dict[str, Any]]] = {name: [] for name in rows}
-    for seed in range(splits):
+    for seed in range(settings.seed, settings.seed + splits):
         cut = {name: halves(r, seed) for name, r in rows.items()}
         evals = {name: examples(ev) for name, (_, ev) in cut.items()}
         head = fit_base_head(model, [e for tr, _ in cut.values() for e in examples(tr)], settings, cache)
@@ -594,7 +600,11 @@ def main() -> None:
     )
     ap.add_argument("--draws", type=int, default=10, help="samples drawn at each of --sizes")
     ap.add_argument(
-        "--splits", type=int, default=0, metavar="N", help="the shared model + head over N seeds of the halving"
+        "--splits",
+        type=int,
+        default=0,
+        metavar="N",
+        help="shared model + head over N halvings from --seed",
     )
     ap.add_argument("--work", default=None, help="where models go [default: a temporary folder]")
     ap.add_argument("--cache-dir", default=None)
