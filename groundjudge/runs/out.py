@@ -264,6 +264,11 @@ class Pending:
                 )
                 if len(diffs) > SHOWN:  # OUT is a file anyone may have written: its keys are cut like its values
                     shown += f"\n  and {len(diffs) - SHOWN} more"
+                if any(key in SERVER_FIELDS for key, _, _ in diffs):  # a server comes from more than the option
+                    shown += (
+                        "\n  (a judge's server is its --base-url, the model's '@URL', or else OPENAI_BASE_URL or "
+                        "ANTHROPIC_BASE_URL in the environment)"
+                    )
                 line = self.existing.first_line[old]
                 settings = {f: v for key, a, b in diffs for f, v in settings_behind(key, a, b).items()}
                 raise ConfigError(

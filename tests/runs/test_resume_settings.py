@@ -245,6 +245,9 @@ def test_a_resume_against_another_server_is_refused_and_says_which_option_gives_
         assert refused.exit_code == 2, refused.output
         said = f"llm_server: {server.openai_base_url} in OUT, {other.openai_base_url} in this run"
         assert said in text and "--base-url as OUT's run gave it" in text, text
+        assert "or else OPENAI_BASE_URL or ANTHROPIC_BASE_URL in the environment" in text, (
+            text
+        )  # set without --base-url
         assert out.read_bytes() == before and not other.requests
     # the same server goes on (a trailing slash is the same address)
     result = score(tmp_path, data, out, *llm, "--base-url", server.openai_base_url + "/", "--resume")
