@@ -106,7 +106,8 @@ def test_a_cache_db_with_a_turns_marker_is_still_groundjudges(tmp_path: Path) ->
     assert Cache(tmp_path / "b").stats()["total_entries"] == 0
 
 
-def _wait_for_turn(cache: Cache, key: str, seconds: float = 5) -> list[bool]:
+def _turn_thread(cache: Cache, key: str) -> tuple[list[bool], threading.Thread]:
+    """A thread taking (or waiting for) the turn at ``key``; what it was given lands in the list."""
     box: list[bool] = []
 
     def run() -> None:
@@ -115,6 +116,11 @@ def _wait_for_turn(cache: Cache, key: str, seconds: float = 5) -> list[bool]:
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
+    return box, t
+
+
+def _wait_for_turn(cache: Cache, key: str, seconds: float = 5) -> list[bool]:
+    box, t = _turn_thread(cache, key)
     t.join(seconds)
     return box
 
@@ -215,14 +221,7 @@ def test_a_live_holder_on_this_host_keeps_its_turn_past_the_lease(tmp_path: Path
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         time.sleep(1.0)  # past the holder's lease
-        box: list[bool] = []
-
-        def run() -> None:
-            with cache.filling(key) as mine:
-                box.append(mine)
-
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
+        box, t = _turn_thread(cache, key)
         t.join(2.0)
         assert box == [], "the waiter took the turn of a live holder on this host"
         holder.kill()
