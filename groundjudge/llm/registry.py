@@ -49,16 +49,29 @@ def _api_key(provider: str, variable: str, required: bool = True) -> str:
     return "not-needed"
 
 
+HOSTED = ("openai", "anthropic")
+"""The providers whose server may come from ``<PROVIDER>_BASE_URL`` in the environment (:func:`server_for`)."""
+
+
+def server_for(spec: str, base_url: str | None = None) -> str | None:
+    """The base URL a model string's requests go to: ``base_url``, else the one after ``@``, else, for a hosted
+    provider, ``<PROVIDER>_BASE_URL`` in this process's environment; None: the SDK's own. A Ray driver pins it so
+    that workers on other machines, with other environments, ask the server the driver would."""
+    parsed = parse_model(spec, base_url)
+    if parsed.base_url or parsed.provider not in HOSTED:
+        return parsed.base_url
+    return os.environ.get(f"{parsed.provider.upper()}_BASE_URL") or None
+
+
 def _hosted(
     adapter: Callable[..., Provider], provider: str, spec: ModelSpec, timeout: float, **options: Any
 ) -> Provider:
     """A provider's own hosted API: its key from ``<PROVIDER>_API_KEY``, its server from the spec, else
-    ``<PROVIDER>_BASE_URL``, else the SDK's default."""
-    variable = provider.upper()
+    ``<PROVIDER>_BASE_URL`` (:func:`server_for`), else the SDK's default."""
     return adapter(
         spec.model,
-        api_key=_api_key(provider, f"{variable}_API_KEY"),
-        base_url=spec.base_url or os.environ.get(f"{variable}_BASE_URL"),
+        api_key=_api_key(provider, f"{provider.upper()}_API_KEY"),
+        base_url=server_for(f"{provider}/{spec.model}", spec.base_url),
         timeout=timeout,
         **options,
     )

@@ -55,6 +55,7 @@ from groundjudge.io.reports import dumps, finite_report
 from groundjudge.io.rows import batches
 from groundjudge.io.tables import ColumnMap, InvalidRow
 from groundjudge.llm import Ledger
+from groundjudge.llm.registry import server_for
 from groundjudge.models import AnswerReport, Usage
 from groundjudge.pipeline import Evaluator
 from groundjudge.pipeline.fallback import RUN_STOPS, describe, evaluate_guarded
@@ -155,13 +156,19 @@ class LedgerProxy:
 
 
 def _resolved(config: Config) -> Config:
-    """The config the workers get: cache directory and NLI model taken from the driver's environment if unset,
-    so that every worker uses the same ones (an unset value would be read from each worker's own environment)."""
+    """The config the workers get: cache directory, NLI model and the judges' servers (``OPENAI_BASE_URL``,
+    ``ANTHROPIC_BASE_URL``: :func:`~groundjudge.llm.registry.server_for`) taken from the driver's environment if
+    unset, so that every worker uses the same ones (an unset value would be read from each worker's own
+    environment: on another machine, another server, and reports naming it)."""
     values = config.model_dump(exclude_unset=True)
     if config.cache_dir is None and os.environ.get("GROUNDJUDGE_CACHE_DIR"):
         values["cache_dir"] = os.environ["GROUNDJUDGE_CACHE_DIR"]
     if config.nli_model is None and os.environ.get("GROUNDJUDGE_NLI_MODEL"):
         values["nli_model"] = os.environ["GROUNDJUDGE_NLI_MODEL"]
+    for model, server in (("llm", "base_url"), ("second_judge", "second_judge_base_url")):
+        spec = getattr(config, model)
+        if spec and getattr(config, server) is None and (url := server_for(spec)) is not None:
+            values[server] = url
     return Config.make(**values)
 
 

@@ -360,3 +360,23 @@ def test_the_gates_refuse_every_pair_of_runs_whose_settings_differ_and_no_other(
         assert stop.value.exit_code == (2 if said else 1)
     else:
         _gate(result, (Path("a.jsonl"), Path("b.jsonl")), allow_other_settings=False)
+
+
+def test_ray_workers_ask_the_server_the_driver_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers built their judges from the config alone, so a server set in the driver's environment
+    (OPENAI_BASE_URL: a proxy) was read from each worker's own environment: on another machine of the cluster, another
+    server, and reports naming it. The driver now pins the server it would ask, the one after '@' and an explicit
+    base URL keeping their precedence."""
+    ray_engine = pytest.importorskip("groundjudge.runs.ray")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://proxy.example:8080/v1")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://gateway.example/anthropic")
+    pinned = ray_engine._resolved(Config.make(llm="openai/gpt-4o-mini", second_judge="anthropic/claude-haiku-4-5"))
+    assert pinned.base_url == "http://proxy.example:8080/v1"
+    assert pinned.second_judge_base_url == "http://gateway.example/anthropic"
+    given = ray_engine._resolved(Config.make(llm="openai/gpt-4o-mini", base_url="http://mine.example/v1"))
+    assert given.base_url == "http://mine.example/v1"
+    at = ray_engine._resolved(Config.make(llm="openai-compatible/qwen@http://local.example:11434/v1"))
+    assert at.base_url in (None, "http://local.example:11434/v1")  # the model's own '@URL', as the workers read it
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert ray_engine._resolved(Config.make(llm="openai/gpt-4o-mini")).base_url is None  # the SDK's own
+    assert ray_engine._resolved(Config.make()).base_url is None  # nli mode: no judge
