@@ -172,6 +172,18 @@ def _stat(pid: int) -> tuple[str, str] | None:
     return (fields[0], fields[19]) if len(fields) > 19 else None
 
 
+_own: dict[int, str | None] = {}  # this process's start time by pid (a forked child has its own pid: read anew)
+
+
+def _started_here() -> str | None:
+    """This process's start time (:func:`_stat`), read once per process rather than at every turn."""
+    pid = os.getpid()
+    if pid not in _own:
+        stat = _stat(pid)
+        _own[pid] = stat and stat[1]
+    return _own[pid]
+
+
 def _alive(holder: dict[str, Any]) -> bool:
     """Whether the process that holds a marker may still be filling its key: False only when it ran on this host
     and is gone (killed: its turn will never end, so its marker is not waited for until its lease ends). A process
@@ -346,9 +358,9 @@ class Cache:
         when it failed, for :data:`_FAILED_FOR` seconds: the processes that waited before then ask at once; a
         process that comes later takes a new turn)."""
         store, marker = self.store, f"{FILLING}:{key}"
-        token, stat = uuid.uuid4().hex, _stat(os.getpid())
+        token = uuid.uuid4().hex
         since, pause = time.time(), _POLL[0]
-        turn = {"host": _HOST, "pid": os.getpid(), "token": token, "started": stat and stat[1]}
+        turn = {"host": _HOST, "pid": os.getpid(), "token": token, "started": _started_here()}
         before = store.get(key, retry=True)  # an entry the caller found unusable (no longer valid) is no answer
         # the lease counts from the turn taken, not from the wait begun ("until": see _alive)
         while not store.add(marker, mine := json.dumps({**turn, "until": time.time() + _LEASE}), _KEPT, retry=True):
@@ -356,12 +368,14 @@ class Cache:
                 yield False  # filled by the other process: look again
                 return
             raw = store.get(marker, retry=True)
+            if raw is None:
+                continue  # the turn ended between the two looks: take it
             holder = _holder(raw)
             failed = holder.get("failed_at")
             if isinstance(failed, (int, float)) and failed >= since:
                 yield True  # the turn this caller waited for failed: ask, as every caller that waited does
                 return
-            if raw is not None and (failed is not None or not _alive(holder)):  # a turn that is over: take a new one
+            if failed is not None or not _alive(holder):  # a turn that is over: take a new one
                 with store.transact(retry=True):
                     if store.get(marker) == raw:
                         store.delete(marker)
