@@ -187,10 +187,9 @@ class BatchRunner:
         """The pending keys that batches in the state cover (any job's); takes the results already collected and
         finds again the batches whose create reply was lost. Live batches go to ``live``."""
         covered: set[str] = set()
+        ours = (stored_identity(identity), identity)  # as written now, or as an older groundjudge wrote it
         for entry in list(tx.entries):
-            if entry.get("identity") not in (stored_identity(identity), identity) or (  # written now, or before
-                entry.get("cache", self._cache_dir) != self._cache_dir
-            ):
+            if entry.get("identity") not in ours or entry.get("cache", self._cache_dir) != self._cache_dir:
                 continue  # another model's, or answered into another cache (which this run cannot read)
             keys = set(entry["custom_ids"].values()) & (set(pending) - covered)
             if not keys:

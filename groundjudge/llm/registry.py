@@ -58,9 +58,14 @@ def server_for(spec: str, base_url: str | None = None) -> str | None:
     provider, ``<PROVIDER>_BASE_URL`` in this process's environment; None: the SDK's own. A Ray driver pins it so
     that workers on other machines, with other environments, ask the server the driver would."""
     parsed = parse_model(spec, base_url)
-    if parsed.base_url or parsed.provider not in HOSTED:
-        return parsed.base_url
-    return os.environ.get(f"{parsed.provider.upper()}_BASE_URL") or None
+    return _server(parsed.provider, parsed.base_url)
+
+
+def _server(provider: str, base_url: str | None) -> str | None:
+    """:func:`server_for` of a parsed model string: its base URL, else a hosted provider's from the environment."""
+    if base_url or provider not in HOSTED:
+        return base_url
+    return os.environ.get(f"{provider.upper()}_BASE_URL") or None
 
 
 def _hosted(
@@ -71,7 +76,7 @@ def _hosted(
     return adapter(
         spec.model,
         api_key=_api_key(provider, f"{provider.upper()}_API_KEY"),
-        base_url=server_for(f"{provider}/{spec.model}", spec.base_url),
+        base_url=_server(provider, spec.base_url),
         timeout=timeout,
         **options,
     )

@@ -373,6 +373,10 @@ def test_ray_workers_ask_the_server_the_driver_would(monkeypatch: pytest.MonkeyP
     pinned = ray_engine._resolved(Config.make(llm="openai/gpt-4o-mini", second_judge="anthropic/claude-haiku-4-5"))
     assert pinned.base_url == "http://proxy.example:8080/v1"
     assert pinned.second_judge_base_url == "http://gateway.example/anthropic"
+    from groundjudge.llm.registry import get_provider
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the adapters read the same rule: the server the driver pins
+    assert get_provider("openai/gpt-4o-mini").base_url == pinned.base_url
     given = ray_engine._resolved(Config.make(llm="openai/gpt-4o-mini", base_url="http://mine.example/v1"))
     assert given.base_url == "http://mine.example/v1"
     at = ray_engine._resolved(Config.make(llm="openai-compatible/qwen@http://local.example:11434/v1"))
