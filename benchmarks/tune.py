@@ -169,7 +169,7 @@ def metrics(
         nli = scored[name]
         labels = [e.label for e in exs]
         m = measure(nli, labels, profile)
-        oracle = measure(nli, labels, fit_profile(nli, labels, settings.cutoffs))
+        oracle = oracle_measure(nli, labels, settings)
         m["oracle_escalation_rate"] = oracle["escalation_rate"]
         m["oracle_local_precision"] = oracle["local_precision"]
         m["oracle_nli_balanced_accuracy"] = oracle["nli_balanced_accuracy"]
@@ -177,6 +177,12 @@ def metrics(
         m["escalation_curve"] = curve(nli, labels, profile)
         out[name] = m
     return out
+
+
+def oracle_measure(nli: list[ClaimNLI], labels: list[str], settings: TuneSettings) -> dict[str, Any]:
+    """The claims measured at thresholds fitted on themselves for the target: what the scores allow ("oracle";
+    its escalation is the tables' "escalation at a true 90%")."""
+    return measure(nli, labels, fit_profile(nli, labels, settings.cutoffs))
 
 
 def curve(nli: list[ClaimNLI], labels: list[str], profile: dict[str, LocalThresholds]) -> list[dict[str, Any]]:
@@ -450,9 +456,7 @@ def per_dataset(val: list[TuneExample], nli: list[ClaimNLI], settings: TuneSetti
             m["head_auc"] = roc_auc(gold, [oof[j] for j in idx])
             scored = head_scored([nli[ok[j]] for j in idx], [oof[j] for j in idx])
             labels = [val[ok[j]].label for j in idx]
-            m["head_true_escalation"] = measure(scored, labels, fit_profile(scored, labels, settings.cutoffs))[
-                "escalation_rate"
-            ]
+            m["head_true_escalation"] = oracle_measure(scored, labels, settings)["escalation_rate"]
         out[name] = m
     return out
 
@@ -566,7 +570,7 @@ def split_spread(
         at_30 = [c["precision_at_30"] for c in cells if c["precision_at_30"] is not None]
         out[name] = {
             "seeds": cells,
-            "mean": round(sum(values) / len(values), 4) if values else None,
+            "mean": _mean(values),
             "range": [min(values), max(values)] if values else None,
             "precision_at_30_range": [round(min(at_30), 4), round(max(at_30), 4)] if at_30 else None,
         }
