@@ -124,20 +124,39 @@ def test_two_processes_over_one_cache_folder_pay_once_for_one_key(held: Any, tmp
     assert stats["total_entries"] == 1 and FILLING not in stats["entries"]  # the turn's marker is gone
 
 
-@pytest.mark.parametrize("held", [Reply.error(400)], indirect=True)
-def test_a_process_that_waited_for_a_failed_call_asks_at_once(held: Any, tmp_path: Path) -> None:
-    """The first process's call fails (HTTP 400): nothing is handed on; the waiting process asks itself at once."""
-    server, release = held
-    first = caller(server, tmp_path / "shared")
-    started(first)
-    _asked(server)
-    second = caller(server, tmp_path / "shared")
-    started(second)
-    time.sleep(1.0)
-    release.set()
-    assert outcome(first) == {"error": "BadRequestError"}
-    assert outcome(second) == {"label": "SUPPORTED", "calls": 1, "cached": 0}
-    assert len(server.requests) == 2
+def test_the_processes_that_waited_for_a_failed_call_all_ask_at_once(tmp_path: Path) -> None:
+    """Two processes wait for a third's call, which fails: each asks itself at once, as callers of one process do,
+    not one after the other (the second queued behind the first's call, one failing call's time after another's).
+    The server answers the waiters only once both their calls are in."""
+    release = threading.Event()
+    together = threading.Barrier(2, timeout=20)  # waits that long only when the calls are not together
+    overlapped: list[bool] = []
+    box: list[ScriptedLLMServer] = []
+
+    def script(req: RecordedRequest) -> Reply:
+        if req is box[0].requests[0]:
+            release.wait(60)
+            return Reply.error(400)
+        try:
+            together.wait()
+            overlapped.append(True)
+        except threading.BrokenBarrierError:
+            overlapped.append(False)
+        return Reply.json(GOOD)
+
+    with ScriptedLLMServer(script) as server:
+        box.append(server)
+        first = caller(server, tmp_path / "shared")
+        started(first)
+        _asked(server)
+        waiters = [caller(server, tmp_path / "shared") for _ in range(2)]
+        for w in waiters:
+            started(w)
+        time.sleep(1.0)  # both wait for the first's turn meanwhile
+        release.set()
+        assert outcome(first) == {"error": "BadRequestError"}
+        assert [outcome(w) for w in waiters] == [{"label": "SUPPORTED", "calls": 1, "cached": 0}] * 2
+    assert overlapped == [True, True]
 
 
 @pytest.mark.skipif(os.name != "posix", reason="a killed process is told apart by its pid on POSIX only")
