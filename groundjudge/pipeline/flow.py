@@ -17,7 +17,8 @@ model runs. Here each answer moves on as soon as its own step is done:
   claim of the batch is known; the comparison of a cut batch's answers is one batch too, run as soon as none of the
   batch's sources-side calls is still out: the NLI model's probabilities move in the 7th digit with the other pairs
   of a forward pass on some CPUs, so only batches that do not depend on timing give the same reports as a
-  stage-by-stage run (and as the Ray engine);
+  stage-by-stage run (and as the Ray engine). When both wait, the thread runs the NLI stage first (its claims'
+  sources-side calls can then start) and the comparisons while those calls are out;
 - reports come out in input order.
 
 Per-answer honesty is the batch engine's: a step's failure lands in that answer (:func:`~groundjudge.pipeline.work.
@@ -36,6 +37,7 @@ The engine knows nothing of models or prompts: the steps come from a :class:`Ste
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -60,6 +62,12 @@ log = logging.getLogger(__name__)
 # against 0.314 / 0.195.
 _CLAIMS, _VERIFY = 0, 1
 _SECOND = 2  # the second judge's call (README "Second judge"), after the answer's own calls
+# the NLI thread's order: a cut batch's NLI stage before any QA comparison waiting, then the older batch first. An NLI
+# stage starts a chain (the sources-side calls of the claims it escalates, then that batch's comparison) that waits
+# on replies, not on the CPU; a comparison ends one. Run first, the last batch's NLI stage no longer waits behind the
+# comparisons of the batches before it, which run while its sources-side calls are out (the run's tail). The
+# batches are the same either way, so the reports are too.
+_NLI_STAGE, _COMPARE = 0, 1
 
 
 class Steps(Protocol):
@@ -113,6 +121,7 @@ class _Batch:
     """One cut batch in flight: its answers and how many of them still wait for their claims."""
 
     works: list[Work]
+    order: int = 0  # its place among the cut batches (the NLI thread's tie-break)
     waiting: int = 0
     scored: list[Work] = field(default_factory=list)  # the answers its NLI stage was given (those not done)
     verifying: int = 0  # its answers whose sources-side call is not over yet
@@ -129,13 +138,15 @@ class _Row:
 
 
 class _CallPool:
-    """``workers`` threads taking the most urgent call first (lowest ``(priority, order)``)."""
+    """``workers`` threads taking the most urgent task first (lowest ``(priority, order)``): the LLM calls, and with
+    one worker the NLI thread's local steps."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, name: str = "groundjudge-call") -> None:
+        self.name = name
         self._heap: list[tuple[tuple[int, int], int, Callable[[], None]]] = []
         self._lock = threading.Lock()
         self._tie = itertools.count()
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="groundjudge-call")
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=name)
 
     def submit(self, priority: tuple[int, int], fn: Callable[[], None]) -> None:
         with self._lock:
@@ -161,16 +172,17 @@ class _Flow:
     nli_queue: deque[_Batch] = field(default_factory=deque)  # batches whose NLI stage is not yet submitted
     stopping: bool = False
     seq: itertools.count[int] = field(default_factory=itertools.count)
+    batch_seq: itertools.count[int] = field(default_factory=itertools.count)
     in_flight: int = 0  # tasks submitted whose event is not handled yet
     parked: dict[str, list[Work]] = field(default_factory=dict)  # step -> its answers with deferred calls
 
     def __post_init__(self) -> None:
         self.calls = _CallPool(self.concurrency)
-        self.nli = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groundjudge-nli")
+        self.nli = _CallPool(1, "groundjudge-nli")
 
     def close(self) -> None:
         self.calls.close()
-        self.nli.shutdown(wait=False, cancel_futures=True)
+        self.nli.close()
 
     # -- tasks (worker threads): run a step, then tell the coordinator ----------------------------------------
 
@@ -223,7 +235,7 @@ class _Flow:
         self.calls.submit((priority, self.rows[id(w)].seq), self._task(kind, w, step))
 
     def admit(self, items: list[Work | AnswerReport]) -> None:
-        batch = _Batch([w for w in items if isinstance(w, Work)])
+        batch = _Batch([w for w in items if isinstance(w, Work)], next(self.batch_seq))
         for w in batch.works:
             row = _Row(batch, next(self.seq))
             self.rows[id(w)] = row
@@ -245,7 +257,7 @@ class _Flow:
             batch = self.nli_queue.popleft()
             batch.scored = [w for w in batch.works if not self.rows[id(w)].done]
             self.in_flight += 1
-            self.nli.submit(self._nli_task, batch)
+            self.nli.submit((_NLI_STAGE, batch.order), functools.partial(self._nli_task, batch))
 
     def handle(self, kind: str, obj: object) -> None:
         """A task's event: its step is over."""
@@ -300,7 +312,7 @@ class _Flow:
         works = sorted(batch.comparing, key=lambda w: self.rows[id(w)].seq)
         batch.comparing = []
         self.in_flight += 1
-        self.nli.submit(self._compare_task, works)
+        self.nli.submit((_COMPARE, batch.order), functools.partial(self._compare_task, works))
 
     @staticmethod
     def _asks(w: Work, needs: Callable[[Work], bool]) -> bool:

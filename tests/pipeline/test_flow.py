@@ -7,6 +7,7 @@ the shared NLI model by path.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import threading
@@ -471,3 +472,86 @@ def test_reports_never_depend_on_timing_with_the_nli_cache_on(
     finally:
         delays.late_text = None
     assert run(server, shared_nli, streamed, rows, concurrency=concurrency, **kw) == one_at_a_time  # warm cache
+
+
+class _Ordered:
+    """Steps without a model or an LLM, one answer a cut batch, recording what the NLI thread runs. Answer 0's QA
+    comparison holds the NLI thread until answer 1's comparison and answer 2's NLI stage both wait for it (answer
+    2's claims call returns only once answer 1's comparison waits)."""
+
+    def __init__(self, waiting: Callable[[], list[tuple[str, list[int | None]]]]) -> None:
+        self.waiting = waiting  # the NLI thread's tasks submitted and not yet taken, as the log names them
+        self.log: list[tuple[str, list[int | None]]] = []
+
+    def _until(self, task: tuple[str, list[int | None]]) -> None:
+        deadline = time.monotonic() + 20
+        while task not in self.waiting():
+            assert time.monotonic() < deadline, f"{task} never waited: {self.waiting()}"
+            time.sleep(0.005)
+
+    def claims_local(self, w: Work) -> bool:
+        return False
+
+    def claims_call(self, w: Work) -> None:
+        if w.row == 2:
+            self._until(("compare", [1]))
+        w.claims = [Claim(id="c1", text=f"claim {w.row}")]
+
+    def nli_stage(self, batch: list[Work]) -> None:
+        self.log.append(("nli", [w.row for w in batch]))
+
+    def needs_verify(self, w: Work) -> bool:
+        return True
+
+    def verify(self, w: Work) -> None:
+        pass
+
+    def needs_compare(self, w: Work) -> bool:
+        return True
+
+    def compare(self, works: list[Work]) -> None:
+        self.log.append(("compare", [w.row for w in works]))
+        if [w.row for w in works] == [0]:
+            self._until(("nli", [2]))
+
+    def needs_second(self, w: Work) -> bool:
+        return False
+
+    def second(self, w: Work) -> None:
+        raise AssertionError("never asked")
+
+    def report(self, w: Work) -> AnswerReport:
+        return error_report("done", w.row, w.sample.id)
+
+
+def test_the_nli_thread_runs_a_waiting_nli_stage_before_a_waiting_qa_comparison(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An NLI stage starts a chain of calls (its escalated claims' sources-side calls, then that batch's comparison)
+    that waits on replies, not on the CPU; a QA comparison ends one. With both waiting, the NLI thread takes the NLI
+    stage, so the last batch's calls are not held behind the comparisons before it (the run's tail: issue 32). It
+    took them as they came, the comparison first."""
+    from groundjudge.pipeline import flow
+
+    pools: list[Any] = []
+    made = flow._CallPool.__init__
+
+    def keep(self: Any, *args: Any, **kw: Any) -> None:
+        made(self, *args, **kw)
+        pools.append(self)
+
+    monkeypatch.setattr(flow._CallPool, "__init__", keep)
+
+    def waiting() -> list[tuple[str, list[int | None]]]:
+        nli = [p for p in pools if p.name == "groundjudge-nli"]
+        with nli[0]._lock if nli else contextlib.nullcontext():
+            tasks = [fn for _, _, fn in nli[0]._heap] if nli else []
+        named = {"_nli_task": "nli", "_compare_task": "compare"}  # each a functools.partial of the flow's task
+        return [(named[t.func.__name__], [w.row for w in getattr(t.args[0], "works", t.args[0])]) for t in tasks]
+
+    steps = _Ordered(waiting)
+    cut = [[Work(sample=Sample(id=f"a{n}", answer="x", contexts=["s"]), row=n)] for n in range(3)]
+    reports = list(stream(cut, steps, concurrency=4))  # type: ignore[arg-type]
+    assert [r.errors for r in reports] == [["done"]] * 3
+    ran = steps.log[steps.log.index(("compare", [0])) :]
+    assert ran == [("compare", [0]), ("nli", [2]), ("compare", [1]), ("compare", [2])]
