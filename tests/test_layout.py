@@ -3,7 +3,8 @@
 and no function past 150; and rule 7
 once more, by folder, so that a new module in ``review/`` is covered without a new contract line: ``io/`` and
 ``runs/`` never import ``review/`` (the report line is ``io.reports``, the run summary ``tally``), and ``review/``
-imports only ``models``, ``errors``, ``io.jsonl``, ``io.ids``, ``io.reports``, ``tally``, ``stats`` and itself."""
+imports only ``models``, ``errors``, ``io.jsonl``, ``io.ids``, ``io.made_with`` (what a report was made with),
+``io.reports``, ``tally``, ``stats`` and itself."""
 
 from __future__ import annotations
 
@@ -101,6 +102,7 @@ def folder_import_breaches(path: Path, root: Path = PACKAGE.parent) -> list[str]
                 "groundjudge.errors",
                 "groundjudge.io.jsonl",
                 "groundjudge.io.ids",
+                "groundjudge.io.made_with",
                 "groundjudge.io.reports",
                 "groundjudge.tally",
                 "groundjudge.stats",
@@ -108,7 +110,10 @@ def folder_import_breaches(path: Path, root: Path = PACKAGE.parent) -> list[str]
             )
             and name not in ("groundjudge", "groundjudge.io")
         ):
-            why = "review/ imports only models, errors, io.jsonl, io.ids, io.reports, tally, stats and itself"
+            why = (
+                "review/ imports only models, errors, io.jsonl, io.ids, io.made_with, io.reports, tally, stats and "
+                "itself"
+            )
         else:
             continue
         found.append(f"{path.relative_to(root)}:{line} imports {name}: {why}")

@@ -371,14 +371,12 @@ def _labels_fall_on_the_runs(
             )
 
 
-def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> dict[str, dict[str, str]]:
-    """Say when A's and B's reports were made with other settings (:func:`groundjudge.runs.out.runs_differ`):
-    another NLI model, thresholds, preset, judge or groundjudge's prompts move the numbers with the answers unchanged,
-    and compare cannot tell the two apart. Returns them (key -> A's and B's value: ``settings_differ`` in compare's
-    JSON)."""
-    from groundjudge.runs.out import differ_text, runs_differ
+def _made_alike(said: dict[str, dict[str, str]], names: tuple[Path, Path]) -> None:
+    """Say when A's and B's reports were made with other settings (``settings_differ`` of
+    :func:`groundjudge.review.compare.compare_runs`): another NLI model, thresholds, preset, judge or groundjudge's
+    prompts move the numbers with the answers unchanged, and compare cannot tell the two apart."""
+    from groundjudge.io.made_with import differ_text
 
-    said = runs_differ(*runs)
     if said:
         err.print(
             escape(
@@ -389,7 +387,6 @@ def _made_alike(runs: tuple[list[Any], list[Any]], names: tuple[Path, Path]) -> 
             ),
             highlight=False,
         )
-    return {key: {"a": was, "b": now} for key, (was, now) in said.items()}
 
 
 def _claims_moved(row: dict[str, Any]) -> str:
@@ -450,9 +447,8 @@ def compare_command(
 
     not_an_input("--html", html, a, b, labels, reviews)
     runs = load_reports(a), load_reports(b)
-    unlike = _made_alike(runs, (a, b))
-    result = compare_runs(*runs, alpha=alpha)
-    result["settings_differ"] = unlike  # in --json too: a script gating on B can refuse a comparison of settings
+    result = compare_runs(*runs, alpha=alpha)  # its settings_differ in --json too: a script gating on B can refuse
+    _made_alike(result["settings_differ"], (a, b))
     if result["paired"] == 0:
         raise fail("the two runs share no sample ids")
     gold = read_labels(labels) if labels is not None else None

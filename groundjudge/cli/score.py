@@ -164,10 +164,11 @@ def score_command(
 ) -> None:
     """Score answers against their sources; one report per input row, written as each finishes. The run's summary
     goes to stderr as a table; with --json also to stdout as one JSON object (RunSummary's keys)."""
+    from groundjudge.io.made_with import MadeWith
     from groundjudge.io.tables import parse_mapping
     from groundjudge.pipeline import Evaluator
     from groundjudge.runs import pending_rows, score_rows
-    from groundjudge.runs.out import MadeWith, batch_state_path
+    from groundjudge.runs.out import batch_state_path
 
     mapping = parse_mapping(columns)
     out, parquet_out = _out_files(input, out, config, replacing=resume or overwrite or dry_run)

@@ -2,7 +2,8 @@
 URIs), the column mapping, the row contract (conversations and agent traces included), the id rule and the batch
 cutter; the strict JSONL reader that report files are read with too. Reports out: the report line's format
 (``reports``: writing a line, reading a report file, telling a report from an input row, Parquet), which both
-engines write OUT with.
+engines write OUT with; what a report was made with, and how two runs differ in it (``made_with``: the resume
+check's, compare's and the baseline gate's one rule).
 
 Imports only ``models``, ``errors`` and ``atomic`` (the one atomic file writer).
 """

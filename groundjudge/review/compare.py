@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from groundjudge.errors import ArgumentError
+from groundjudge.io.made_with import settings_differ
 from groundjudge.models import AnswerReport, ClaimVerdict
 from groundjudge.review.metrics import (
     Review,
@@ -77,9 +78,13 @@ def _finite(value: float | None) -> bool:
 def compare_runs(
     a: Sequence[AnswerReport], b: Sequence[AnswerReport], alpha: float = 0.05, top: int = 10
 ) -> dict[str, Any]:
-    """Paired comparison of run B against run A over the ids both have."""
+    """Paired comparison of run B against run A over the ids both have. ``settings_differ``: where the two runs'
+    reports were made with other settings (:func:`groundjudge.io.made_with.settings_differ`: another judge, NLI
+    model, preset, thresholds or groundjudge's prompts), whose differences then mix the answers' change with the
+    scoring's; ``compare`` warns and its gate refuses such runs, as does the pytest baseline gate."""
     pairs = _pairs(a, b)
     out: dict[str, Any] = {"n_a": len(a), "n_b": len(b), "paired": len(pairs), "alpha": alpha, "metrics": {}}
+    out["settings_differ"] = settings_differ(a, b)
     for metric in METRICS:
         vals = [
             (getattr(x.scores, metric), getattr(y.scores, metric))

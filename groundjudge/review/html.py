@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from groundjudge.errors import ArgumentError
+from groundjudge.io.made_with import SHOWN
 from groundjudge.io.reports import finite_report
 from groundjudge.models import AnswerReport
 from groundjudge.review.metrics import Review, join_reviews, unsupported_rate
@@ -438,6 +439,7 @@ def render_compare_html(
     from groundjudge.review.plots import Interval, interval_svg
 
     na, nb = (_text(n) for n in names)
+    warning = _settings_differ(result.get("settings_differ") or {})
     intervals = [
         Interval(
             name=name + (" (lower is better)" if name in LOWER_IS_BETTER else ""),
@@ -551,7 +553,30 @@ def render_compare_html(
         if kinds
         else ""
     )
-    return _static_page(title, subtitle, metrics + flips + errors + changed)
+    return _static_page(title, subtitle, warning + metrics + flips + errors + changed)
+
+
+def _settings_differ(said: dict[str, dict[str, str]]) -> str:
+    """The compare page's warning when A and B were scored with other settings (``compare_runs``'
+    ``settings_differ``), naming at most :data:`~groundjudge.io.made_with.SHOWN` of them, each value cut to 300
+    characters (report files are anyone's); "" when alike."""
+    if not said:
+        return ""
+
+    def cut(value: str) -> str:
+        return _text(value[:300] + ("..." if len(value) > 300 else ""))
+
+    rows = "".join(
+        f"<tr><td>{cut(key)}</td><td>{cut(v['a'])}</td><td>{cut(v['b'])}</td></tr>"
+        for key, v in list(said.items())[:SHOWN]
+    )
+    more = f"<p>and {len(said) - SHOWN} more settings.</p>" if len(said) > SHOWN else ""
+    return (
+        "<section id='settings-differ'><h2 class='worse'>A and B were scored with other settings</h2><p>The "
+        "differences below mix the answers' change with the scoring's. Score both with one command (the same --llm, "
+        "--nli-model, --preset, --config and groundjudge) to compare the answers alone.</p><table><tr><th>setting"
+        f"</th><th>A</th><th>B</th></tr>{rows}</table>{more}</section>"
+    )
 
 
 def render_reliability_html(

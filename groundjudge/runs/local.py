@@ -15,10 +15,11 @@ from pathlib import Path
 
 from groundjudge.config import Config
 from groundjudge.errors import GroundjudgeError
+from groundjudge.io.made_with import MadeWith
 from groundjudge.io.reports import dumps, finite_report
 from groundjudge.pipeline import Evaluator
 from groundjudge.pipeline.fallback import evaluate_rows
-from groundjudge.runs.out import MadeWith, Pending, RunOutput, RunResult, deprecated, score_input
+from groundjudge.runs.out import Pending, RunOutput, RunResult, deprecated, score_input
 from groundjudge.tally import RunSummary
 
 log = logging.getLogger(__name__)

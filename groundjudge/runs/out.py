@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,25 +30,13 @@ from groundjudge.errors import (
     InputError,
 )
 from groundjudge.io.ids import earlier_id_text, read_otherwise
+from groundjudge.io.made_with import PLAIN, SHOWN, MadeWith, differences, shown_text
 from groundjudge.io.rows import row_id
 from groundjudge.io.tables import count_rows, input_rows, is_local, local_path, read_rows, table_format
 from groundjudge.models import AnswerReport, Usage
 from groundjudge.tally import RunSummary, Summarizer
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class MadeWith:
-    """What a report says it was made with: its ``mode`` and its ``versions`` (``Evaluator.versions``), as sorted
-    items; a run that resumes OUT must make its reports with the same (:meth:`Pending.check_made_with`)."""
-
-    mode: str
-    versions: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def of(cls, mode: str, versions: Mapping[str, str]) -> MadeWith:
-        return cls(str(mode), tuple(sorted((str(k), str(v)) for k, v in versions.items())))
 
 
 @dataclass
@@ -286,72 +274,6 @@ class Pending:
             note(f"{self.out or 'OUT'}: resumed; not compared: {'; '.join(notes)}")
 
 
-SHOWN = 10
-"""Settings a refused resume names at most (the keys of a hostile OUT could be thousands)."""
-
-LATER_KEYS = ("evidence", "verdict", "scoring", "llm_server", "second_judge_server")
-"""Keys of a report's ``versions`` groundjudge began to write after its reports had versions: a report without one
-(written by an older groundjudge) is not compared on it when a run resumes its OUT."""
-
-
-def differences(old: MadeWith, now: MadeWith) -> tuple[list[tuple[str, str, str]], list[str]]:
-    """What differs between a report of OUT (``old``) and a run that resumes it (``now``): (key, OUT's value, this
-    run's value) for the mode and each key of the versions, ``(none)`` where one has no such key; and, in words, what
-    was not compared. Not compared: the versions of a report that has none (an answer that failed before it was
-    scored: its mode is all it says), a key of :data:`LATER_KEYS` that the old report lacks, and the device and
-    precision in ``nli_model``'s last part (the same weights, read the same way, on a GPU or a CPU: a run stopped
-    on one machine may go on on another)."""
-    diffs: list[tuple[str, str, str]] = []
-    why: list[str] = []
-    if old.mode != now.mode:
-        diffs.append(("mode", old.mode, now.mode))
-    if not old.versions:
-        return diffs, why
-    was, new = dict(old.versions), dict(now.versions)
-    for key in [*new, *(k for k in was if k not in new)]:
-        a, b = was.get(key), new.get(key)
-        if a == b:
-            continue
-        if a is None and key in LATER_KEYS:
-            why.append(f"versions.{key} (its reports were written before groundjudge recorded it)")
-        elif key == "nli_model" and a and b and a.rpartition("/")[0] == b.rpartition("/")[0]:
-            why.append(
-                f"the NLI model's device and precision ({shown_text(a.rpartition('/')[2])} in OUT, "
-                f"{shown_text(b.rpartition('/')[2])} in this run: the same weights, scores that may differ in the last "
-                "digits)"
-            )
-        else:
-            diffs.append((key, "(none)" if a is None else a, "(none)" if b is None else b))
-    return diffs, why
-
-
-def runs_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, tuple[str, str]]:
-    """Where two runs' reports were made with other settings, compared as a resume compares them
-    (:func:`differences`; reports given as anything with ``mode`` and ``versions``): key -> (A's value, B's), empty
-    when alike. Neither run is the older: a key one side lacks because groundjudge did not write it yet
-    (:data:`LATER_KEYS`) is no difference on either side. What ``compare`` and the pytest baseline gate refuse to
-    gate on (another NLI model, thresholds, preset, judge or groundjudge's prompts move the numbers with the answers
-    unchanged)."""
-    kinds = [{MadeWith.of(r.mode, r.versions) for r in run if r.versions} for run in (a, b)]
-    said: dict[str, tuple[str, str]] = {}
-    for x in kinds[0]:
-        for y in kinds[1]:
-            back = {key for key, _, _ in differences(y, x)[0]}
-            for key, was, now in differences(x, y)[0]:
-                if key in back:
-                    said.setdefault(key, (was, now))
-    return said
-
-
-def differ_text(said: dict[str, tuple[str, str]]) -> str:
-    """:func:`runs_differ`'s answer in words, for people: its keys and values escaped and cut (the files are
-    anyone's), at most :data:`SHOWN` of them."""
-    return "; ".join(
-        f"{shown_text(key)}: {shown_text(was)} in A, {shown_text(now)} in B"
-        for key, (was, now) in list(said.items())[:SHOWN]
-    )
-
-
 TOKEN = re.compile(r"(\w+)(?:>=|<=|=)(.*?)(?= \w+(?:>=|<=|=)|$)")
 """A ``name=value`` (or ``name>=value``, ``name<=value``) of a versions value that lists settings
 (``thresholds``, ``evidence``, ``verdict``, ``scoring``: :mod:`groundjudge.pipeline.evaluator`'s ``describe_*``)."""
@@ -421,17 +343,6 @@ def _as_fields(settings: Mapping[str, str | None]) -> str:
         else f"{field}={shown_text(value)}"
         for field, value in settings.items()
     )
-
-
-def shown_text(value: str) -> str:
-    """A value from OUT (a file anyone may have written) as safe text: plain when it is plain, else quoted with its
-    control characters escaped; cut to 300 characters."""
-    cut = value[:300] + ("..." if len(value) > 300 else "")
-    return cut if PLAIN.fullmatch(cut) else json.dumps(cut)
-
-
-PLAIN = re.compile(r"[\w .:/@=+,()<>-]*", flags=re.ASCII)
-"""Text from OUT shown as it stands (:func:`shown_text`; else quoted, escaped)."""
 
 
 class RunOutput:

@@ -51,6 +51,7 @@ from typing import Any
 from groundjudge.config import Config
 from groundjudge.errors import BudgetExceededError, CacheMissError, ConfigError, GroundjudgeError, InputError
 from groundjudge.io.ids import id_text
+from groundjudge.io.made_with import MadeWith
 from groundjudge.io.reports import dumps, finite_report
 from groundjudge.io.rows import batches
 from groundjudge.io.tables import ColumnMap, InvalidRow
@@ -60,7 +61,7 @@ from groundjudge.models import AnswerReport, Usage
 from groundjudge.pipeline import Evaluator
 from groundjudge.pipeline.fallback import RUN_STOPS, describe, evaluate_guarded
 from groundjudge.pipeline.flow import default_window
-from groundjudge.runs.out import MadeWith, Pending, RunOutput, RunResult, deprecated, score_input
+from groundjudge.runs.out import Pending, RunOutput, RunResult, deprecated, score_input
 from groundjudge.tally import RunSummary
 
 try:

@@ -185,15 +185,15 @@ def assert_file_grounded(
     baseline = baseline if baseline is not None else DEFAULTS.get("baseline")
     by_id = {r.id: r for r in run.reports}
     if baseline is not None:
+        from groundjudge.io.made_with import differ_text
         from groundjudge.io.reports import last_reports, read_reports
         from groundjudge.review.compare import compare_runs
-        from groundjudge.runs.out import differ_text, runs_differ
 
         before, _ = last_reports(read_reports(baseline))  # one per id, its last, as compare reads a run
         result = compare_runs(before, run.reports, alpha=alpha)
         if result["paired"] == 0:
             raise GroundingAssertionError(f"the baseline {baseline} shares no ids with this run")
-        if not allow_other_settings and (unlike := runs_differ(before, run.reports)):
+        if not allow_other_settings and (unlike := result["settings_differ"]):
             raise GroundingAssertionError(
                 f"the baseline {baseline} (A) was scored with other settings than this run (B): {differ_text(unlike)}; "
                 "a regression against it would be partly the scoring's. Score the baseline again with this run's "

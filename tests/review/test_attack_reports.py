@@ -278,3 +278,33 @@ def test_compare_reads_a_key_older_reports_lack_as_no_difference_on_either_side(
     other = _write(tmp_path / "c.jsonl", [r.model_copy(update={"versions": {**new, "scoring": "x=2"}}) for r in mixed])
     result = runner.invoke(app, ["compare", str(a), str(other), "--json"])
     assert json.loads(result.stdout)["settings_differ"] == {"scoring": {"a": "x=1", "b": "x=2"}}
+
+
+def test_compare_runs_and_its_page_say_when_the_runs_were_scored_with_other_settings() -> None:
+    """The library's comparison (a notebook's, the prompt-change tutorial's) and the compare page said nothing when A
+    and B were scored with other settings: only the CLI's warning and gates did. Now ``compare_runs`` carries
+    ``settings_differ`` (the CLI and the pytest baseline gate read it there), and the page warns with the settings
+    named, their values escaped and cut."""
+    from groundjudge.review.html import render_compare_html
+
+    a = [
+        r.model_copy(update={"versions": {"nli_model": "m@1/nli/cpu-float32", "verdict": "preset=default"}})
+        for r in (_report("q1", ["SUPPORTED"]), _report("q2", ["SUPPORTED"]))
+    ]
+    hostile = "<script>alert(1)</script>" + "x" * 400
+    b = [r.model_copy(update={"versions": {**r.versions, "verdict": "preset=research", "llm": hostile}}) for r in a]
+    result = compare_runs(a, b)
+    assert result["settings_differ"] == {
+        "verdict": {"a": "preset=default", "b": "preset=research"},
+        "llm": {"a": "(none)", "b": hostile},
+    }
+    page = render_compare_html(a, b, result)
+    assert "id='settings-differ'" in page and "A and B were scored with other settings" in page
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "x" * 301 not in page and "preset=research" in page
+    # alike (the device aside), or reports without versions (older files): nothing said
+    same = [r.model_copy(update={"versions": {**r.versions, "nli_model": "m@1/nli/cuda-float16"}}) for r in a]
+    for other in (same, [r.model_copy(update={"versions": {}}) for r in a]):
+        alike = compare_runs(a, other)
+        assert alike["settings_differ"] == {}
+        assert "settings-differ" not in render_compare_html(a, other, alike)

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError
+from groundjudge.io.made_with import LATER_KEYS, MadeWith, differences, runs_differ
 from groundjudge.runs import score_file
-from groundjudge.runs.out import LATER_KEYS, Existing, MadeWith, Pending, classify, differences, runs_differ
+from groundjudge.runs.out import Existing, Pending, classify
 from groundjudge.testing import ScriptedLLMServer, route
 from tests.conftest import SHARED_MODEL
 from tests.pipeline.test_pipeline import HANDLERS

@@ -1,0 +1,111 @@
+"""What a report was made with (its ``mode`` and ``versions``), and how two sets of reports differ in it: the one
+rule behind refusing a resume of OUT made otherwise (:mod:`groundjudge.runs.out`), compare's warning and gate
+(:func:`groundjudge.review.compare.compare_runs`' ``settings_differ``) and the pytest baseline gate. Values come
+from report files anyone may have written: they are shown escaped and cut (:func:`shown_text`).
+
+Imports nothing of groundjudge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MadeWith:
+    """What a report says it was made with: its ``mode`` and its ``versions`` (``Evaluator.versions``), as sorted
+    items; a run that resumes OUT must make its reports with the same (:meth:`Pending.check_made_with`)."""
+
+    mode: str
+    versions: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, mode: str, versions: Mapping[str, str]) -> MadeWith:
+        return cls(str(mode), tuple(sorted((str(k), str(v)) for k, v in versions.items())))
+
+
+SHOWN = 10
+"""Settings a refused resume names at most (the keys of a hostile OUT could be thousands)."""
+
+LATER_KEYS = ("evidence", "verdict", "scoring", "llm_server", "second_judge_server")
+"""Keys of a report's ``versions`` groundjudge began to write after its reports had versions: a report without one
+(written by an older groundjudge) is not compared on it when a run resumes its OUT."""
+
+
+def differences(old: MadeWith, now: MadeWith) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """What differs between a report of OUT (``old``) and a run that resumes it (``now``): (key, OUT's value, this
+    run's value) for the mode and each key of the versions, ``(none)`` where one has no such key; and, in words, what
+    was not compared. Not compared: the versions of a report that has none (an answer that failed before it was
+    scored: its mode is all it says), a key of :data:`LATER_KEYS` that the old report lacks, and the device and
+    precision in ``nli_model``'s last part (the same weights, read the same way, on a GPU or a CPU: a run stopped
+    on one machine may go on on another)."""
+    diffs: list[tuple[str, str, str]] = []
+    why: list[str] = []
+    if old.mode != now.mode:
+        diffs.append(("mode", old.mode, now.mode))
+    if not old.versions:
+        return diffs, why
+    was, new = dict(old.versions), dict(now.versions)
+    for key in [*new, *(k for k in was if k not in new)]:
+        a, b = was.get(key), new.get(key)
+        if a == b:
+            continue
+        if a is None and key in LATER_KEYS:
+            why.append(f"versions.{key} (its reports were written before groundjudge recorded it)")
+        elif key == "nli_model" and a and b and a.rpartition("/")[0] == b.rpartition("/")[0]:
+            why.append(
+                f"the NLI model's device and precision ({shown_text(a.rpartition('/')[2])} in OUT, "
+                f"{shown_text(b.rpartition('/')[2])} in this run: the same weights, scores that may differ in the last "
+                "digits)"
+            )
+        else:
+            diffs.append((key, "(none)" if a is None else a, "(none)" if b is None else b))
+    return diffs, why
+
+
+def runs_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, tuple[str, str]]:
+    """Where two runs' reports were made with other settings, compared as a resume compares them
+    (:func:`differences`; reports given as anything with ``mode`` and ``versions``): key -> (A's value, B's), empty
+    when alike. Neither run is the older: a key one side lacks because groundjudge did not write it yet
+    (:data:`LATER_KEYS`) is no difference on either side. What ``compare`` and the pytest baseline gate refuse to
+    gate on (another NLI model, thresholds, preset, judge or groundjudge's prompts move the numbers with the answers
+    unchanged)."""
+    kinds = [{MadeWith.of(r.mode, r.versions) for r in run if r.versions} for run in (a, b)]
+    said: dict[str, tuple[str, str]] = {}
+    for x in kinds[0]:
+        for y in kinds[1]:
+            back = {key for key, _, _ in differences(y, x)[0]}
+            for key, was, now in differences(x, y)[0]:
+                if key in back:
+                    said.setdefault(key, (was, now))
+    return said
+
+
+def settings_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, dict[str, str]]:
+    """:func:`runs_differ` as a comparison reports it (``compare_runs``' and ``compare --json``'s
+    ``settings_differ``): key -> ``{"a": A's value, "b": B's}``, empty when alike."""
+    return {key: {"a": was, "b": now} for key, (was, now) in runs_differ(a, b).items()}
+
+
+def differ_text(said: Mapping[str, Mapping[str, str]]) -> str:
+    """:func:`settings_differ`'s answer in words, for people: its keys and values escaped and cut (the files are
+    anyone's), at most :data:`SHOWN` of them."""
+    return "; ".join(
+        f"{shown_text(key)}: {shown_text(v['a'])} in A, {shown_text(v['b'])} in B"
+        for key, v in list(said.items())[:SHOWN]
+    )
+
+
+def shown_text(value: str) -> str:
+    """A value from OUT (a file anyone may have written) as safe text: plain when it is plain, else quoted with its
+    control characters escaped; cut to 300 characters."""
+    cut = value[:300] + ("..." if len(value) > 300 else "")
+    return cut if PLAIN.fullmatch(cut) else json.dumps(cut)
+
+
+PLAIN = re.compile(r"[\w .:/@=+,()<>-]*", flags=re.ASCII)
+"""Text from OUT shown as it stands (:func:`shown_text`; else quoted, escaped)."""
