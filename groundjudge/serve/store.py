@@ -800,9 +800,24 @@ def export_lines(engine: Engine) -> list[dict[str, Any]]:
             if adj is not None:
                 line = _line(claims[claim_pk], adj.label, adj.note, adj.name, adj.decided_at, None)
                 out.append(line | {"adjudicated": True, **said})
-        return out
+        return _report_texts(conn, out)
 
     return read(engine, get)
+
+
+def _report_texts(conn: Connection, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines with each claim's text as its report has it: the claims table holds a NUL as U+FFFD (PostgreSQL's
+    text holds none), and a line whose text is not the report's joins no claim of the run (metrics, calibrate and
+    tune join a review by answer id, claim id and claim text). Only answers with such a claim are read."""
+    ids = {line["id"] for line in lines if "\ufffd" in line["claim"]}
+    if not ids:
+        return lines
+    texts: dict[tuple[str, str], str] = {}
+    for (report,) in conn.execute(select(db.answers.c.report).where(db.answers.c.answer_id.in_(ids))):
+        r = json.loads(report)
+        for c in r["claims"]:
+            texts.setdefault((r["id"], c["claim"]["id"]), c["claim"]["text"])
+    return [line | {"claim": texts.get((line["id"], line["claim_id"]), line["claim"])} for line in lines]
 
 
 def _claim_rows(conn: Connection, claim_pks: set[int]) -> dict[int, Any]:

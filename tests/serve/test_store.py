@@ -14,6 +14,7 @@ from tests.serve.conftest import need_serve
 need_serve()
 
 from groundjudge.errors import InputError
+from groundjudge.review.metrics import join_reviews, parse_reviews
 from groundjudge.serve import db, store
 from tests.serve.conftest import make_report, new_database
 
@@ -144,7 +145,11 @@ def test_text_the_database_cannot_hold_is_refused_alike_on_both_databases(
         with pytest.raises(InputError, match=f"field '{field}'"):
             store.adjudicate(engine, adj, label="SUPPORTED", **args)
     assert store.decide(engine, ann, "a", "c0", "SUPPORTED", note="fine \u2028 \U0001f9ea")["duplicate"] is False
-    assert store.export_lines(engine)[0]["claim"] == "a claim with a NUL \ufffd in it"
+    # the export writes the report's own text (the claims table holds U+FFFD in its place), so that the decision
+    # joins its claim of the run: with U+FFFD, metrics, calibrate and tune counted it as a review of another run
+    assert store.export_lines(engine)[0]["claim"] == "a claim with a NUL \x00 in it"
+    joined = join_reviews([hostile], parse_reviews(store.dumps_line(line) for line in store.export_lines(engine)))
+    assert len(joined.matched) == 1 and not joined.unmatched
     with pytest.raises(InputError, match="holds a NUL character"):
         store.load_runs(engine, [("other", [make_report("b\x00")])])
     engine.dispose()
