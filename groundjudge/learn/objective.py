@@ -3,7 +3,8 @@ log-probabilities of the labels' outputs, and the base model's answers on the pa
 training loop (:func:`groundjudge.learn.tune.train`: batches, loss, checkpoints, progress) is one for every kind.
 
 - ``nli`` and ``binary`` (:class:`PairObjective`, a sequence classifier read as tokenizer pairs): the softmax of the
-  model's outputs; a pair longer than ``max_length`` loses the end of its premise.
+  model's outputs; a pair longer than ``max_length`` loses the end of its premise, and one whose claim alone leaves
+  no room for a premise token (scoring refuses such a claim too) is left out of training.
 - ``token`` (:class:`TokenObjective`, LettuceDetect): the pairs encoded by the checker itself
   (:meth:`~groundjudge.checker.nli.NLIModel.encode`: the passage in its template as text A, the claim as text B,
   with the claim's token span) and read as scoring reads them: P(supported) is 1 - the largest P(unsupported) over
@@ -97,22 +98,34 @@ class PairObjective:
         return AutoModelForSequenceClassification.from_pretrained(base, local_files_only=Path(base).is_dir())
 
     def encode(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, list[int]]]:
-        enc = self.tokenizer(
-            [p for p, _ in pairs],
-            [c for _, c in pairs],
-            truncation="only_first",
-            max_length=self.max_length,
-            padding=False,
-            verbose=False,
-        )
-        keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
-        return [{k: enc[k][i] for k in keys} for i in range(len(pairs))]
+        # a claim that leaves no room for a premise token cannot be cut to fit (the tokenizer raises for the whole
+        # batch): such a pair is encoded whole, longer than max_length, and left out by usable()
+        claims = self.tokenizer([c for _, c in pairs], add_special_tokens=False, verbose=False)["input_ids"]
+        room = self.max_length - self.tokenizer.num_special_tokens_to_add(pair=True)
+        fits = [len(ids) < room for ids in claims]
+        out: list[dict[str, list[int]]] = [{} for _ in pairs]
+        for cut in (True, False):
+            idx = [i for i, f in enumerate(fits) if f == cut]
+            if not idx:
+                continue
+            enc = self.tokenizer(
+                [pairs[i][0] for i in idx],
+                [pairs[i][1] for i in idx],
+                truncation="only_first" if cut else False,
+                max_length=self.max_length if cut else None,
+                padding=False,
+                verbose=False,
+            )
+            keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
+            for j, i in enumerate(idx):
+                out[i] = {k: enc[k][j] for k in keys}
+        return out
 
     def lengths(self, encoded: list[dict[str, list[int]]]) -> list[int]:
         return [len(e["input_ids"]) for e in encoded]
 
     def usable(self, encoded: list[dict[str, list[int]]]) -> list[int]:
-        return list(range(len(encoded)))
+        return [i for i, e in enumerate(encoded) if len(e["input_ids"]) <= self.max_length]
 
     def batch(self, encoded: list[dict[str, list[int]]], rows: Sequence[int], device: str) -> dict[str, Any]:
         # padded as scoring pads (NLIModel.batch_inputs: the tokenizer's padding side, token types)

@@ -679,6 +679,23 @@ def test_a_token_checkers_distillation_targets_and_pairs_too_long_to_read(tmp_pa
         train(str(token_base), [long], tmp_path / "none", settings, device="cpu", reader=base)
 
 
+def test_a_pair_whose_claim_leaves_no_room_for_a_premise_is_left_out_not_a_crash(tmp_path: Path, tiny: str) -> None:
+    """An NLI pair whose claim alone is longer than max_length cannot lose the end of its premise to fit: the
+    tokenizer raised ("Sequence to truncate too short") for the whole batch, and tune stopped with a traceback on a
+    judged or reviewed claim that long. Such a pair is left out of training (scoring refuses the claim too), as a
+    token checker's too-long pair is; the others train."""
+    from groundjudge.learn.tune import attach_base_probabilities
+
+    base = NLIModel(tiny, device="cpu")
+    pairs = separable_pairs(3)
+    long = TrainPair("The museum opened in 1901.", " ".join(["The museum opened in 1901 and"] * 40), "SUPPORTED")
+    settings = TuneSettings(epochs=1, batch_size=4, max_length=64, distill=0.5)
+    attach_base_probabilities([*pairs, long], base, settings)
+    assert long.base == [] and all(len(p.base) == 3 for p in pairs)
+    result = train(tiny, [*pairs, long], tmp_path / "out", settings, device="cpu", reader=base)
+    assert result["pairs_left_out"] == 1 and result["steps"] == 2
+
+
 def test_a_torn_run_file_is_no_runs_to_resume_and_overwrite_clears_it(tmp_path: Path, tiny: str) -> None:
     # OUT/.tune/run.json was written in place: a kill mid-write left it torn, and every later tune into that OUT
     # raised a bare JSONDecodeError, --overwrite too
