@@ -476,9 +476,14 @@ def tune_command(
                 log=lambda m: err.print(m, highlight=False),
             )
     except KeyboardInterrupt:
+        state = out / STATE_DIR  # the run's pairs, scores, training checkpoint or finished training, as far as it got
+        kept = state.is_dir() and any(state.iterdir())
         err.print(
-            f"[yellow]interrupted:[/yellow] checkpoint kept in {escape(str(out / STATE_DIR))}; rerun the same "
-            "command to resume"
+            f"[yellow]interrupted:[/yellow] what was done is kept in {escape(str(state))}; rerun the same command to "
+            "resume"
+            if kept
+            else "[yellow]interrupted:[/yellow] before tune kept anything; rerun the same command to start again (NLI "
+            "scores already computed are in the cache)"
         )
         raise typer.Exit(130) from None
     table = Table(title=f"held-out slice: {result['n_held_out']} claims never trained on")

@@ -422,18 +422,28 @@ def test_an_interrupted_tune_names_its_checkpoint_as_its_path_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C in tune printed the checkpoint folder as console markup: '[bold]' in --out was swallowed and a folder
-    '[/red]' raised a MarkupError instead of the exit 130 that tells a script it was interrupted."""
+    '[/red]' raised a MarkupError instead of the exit 130 that tells a script it was interrupted. And it said
+    "checkpoint kept" before tune had kept anything: it names the folder only when the run's state is in it."""
     import groundjudge.cli.learn as learn
 
     def interrupted(*args: Any, **kwargs: Any) -> None:
+        out = Path(args[2])
+        if "state" in out.name:  # interrupted once tune had kept its pairs
+            (out / ".tune").mkdir(parents=True)
+            (out / ".tune" / "pairs.json").write_text("[]")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(learn, "tune", interrupted)  # the user's Ctrl-C, wherever tune was
     data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
-    for out in (tmp_path / "[bold]tuned", tmp_path / "d[" / "red]tuned"):
+    for out in (tmp_path / "[bold]tuned", tmp_path / "d[" / "red]tuned", tmp_path / "[i]state"):
         result = runner.invoke(app, ["tune", str(data), "--base", "m", "--out", str(out), "--no-progress"])
         assert result.exit_code == 130, result.output
-        assert f"checkpoint kept in {out / '.tune'};" in flat(result.stderr), result.stderr
+        said = flat(result.stderr)
+        if "state" in out.name:
+            assert f"what was done is kept in {out / '.tune'}; rerun the same command to resume" in said, said
+        else:
+            assert "before tune kept anything; rerun the same command to start again" in said, said
+            assert ".tune" not in said
 
 
 def test_tune_overwrite_never_empties_a_folder_holding_its_data_or_only_a_config(tmp_path: Path, tiny: Path) -> None:
