@@ -81,9 +81,11 @@ def serve_command(
     /api/openapi.json) until stopped. Reviewers sign in with the token 'review add-reviewer' printed."""
     db = _serve_parts()
     from groundjudge.serve import store
-    from groundjudge.serve.app import create_app, origin_of, run
+    from groundjudge.serve.app import cannot_listen, create_app, origin_of, run
 
     origins = [origin_of(o) for o in origin or []]  # a bad one stops here, before the database is touched
+    if (why := cannot_listen(host, port)) is not None:  # so does a port the service could not listen on
+        raise fail(f"cannot listen on {host} port {port}: {why}; give another --port (or --host)")
     url = db_url or db.default_url(runs[0])
     loaded = [(str(p), load_reports(p)) for p in runs]
     engine = db.open_db(url)

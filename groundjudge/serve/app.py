@@ -441,6 +441,26 @@ def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged
         return RedirectResponse("./", 303)
 
 
+def cannot_listen(host: str, port: int) -> str | None:
+    """Why the service could not listen on ``host``:``port`` (in use, not an address of this machine, a port under
+    1024 without the right), or None when it can: asked before the runs are loaded, as uvicorn binds (address reuse
+    on, so a port in TIME_WAIT is free), for a clear error instead of uvicorn's after the loading."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:
+        return f"{host} is no address to listen on ({exc})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
 def run(app: FastAPI, host: str, port: int) -> None:
     """Serve ``app`` on ``host``:``port`` (uvicorn) until stopped; its access log names paths, never tokens."""
     import uvicorn

@@ -508,3 +508,23 @@ def test_a_valid_token_is_never_refused_by_the_sign_in_limit(tmp_path: Path) -> 
         assert me.status_code == 200 and me.json()["name"] == "dora"
         assert c.post("/signin", data={"token": token}).status_code == 303
         assert c.get("/api/me", headers={"Authorization": "Bearer gj_y_bad"}).status_code == 429  # still counted
+
+
+def test_a_port_in_use_is_a_clear_error_before_the_database_is_touched(tmp_path: Path) -> None:
+    """'review serve' on a port another program listens on loaded the runs into the database, then failed with
+    uvicorn's own bind error. It now says so first (exit 2), naming the port, and leaves the database alone."""
+    import socket
+
+    run = write_run(tmp_path / "run.jsonl", [make_report("a")])
+    db = tmp_path / "r.sqlite"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["review", "serve", str(run), "--db", str(db), "--port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert f"cannot listen on 127.0.0.1 port {port}" in result.output and "--port" in result.output
+    assert not db.exists()
+    bad = CliRunner().invoke(app, ["review", "serve", str(run), "--db", str(db), "--host", "no.such.host.invalid"])
+    assert bad.exit_code == 2 and "no address to listen on" in bad.output, bad.output
+    assert not db.exists()
