@@ -125,7 +125,7 @@ def read_reports(path: str | Path) -> Iterator[AnswerReport]:
         except ValueError as exc:
             if not raw.endswith(b"\n"):
                 return  # the last line of a run that was killed mid-write
-            raise ArgumentError(f"line {n}: {exc}") from exc
+            raise ArgumentError(f"line {n}: {_not_a_report(raw) or exc}") from exc
         wrong = out_of_range(report.scores)
         if wrong:
             raise ArgumentError(f"line {n} (id {report.id!r}): {'; '.join(wrong)}: no score groundjudge writes")
@@ -173,6 +173,22 @@ def is_report_file(path: str | Path) -> bool:
     except OSError:
         return False
     return is_report_row(first)
+
+
+def _not_a_report(raw: bytes) -> str | None:
+    """What a line that is no report is, when it is plainly something else (an input row, a review), said instead of
+    the validator's list of every missing field; None otherwise."""
+    try:
+        row = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(row, dict) or is_report_row(row):
+        return None
+    if "label" in row and "claim_id" in row:
+        return "a review (a claim's decision), not a report: give the file 'groundjudge score' wrote (its --out)"
+    if any(k in row for k in ("answer", "contexts", "claim", "messages")):
+        return "an input row (no verdict and claims), not a report: give the file 'groundjudge score' wrote (its --out)"
+    return None
 
 
 def is_report_row(row: Any) -> bool:

@@ -627,3 +627,24 @@ def test_address_without_the_ray_engine_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["score", str(data), "-o", str(out), "--address", "ray://head:10001"])
     assert result.exit_code == 2 and "--address ray://head:10001: goes with --engine ray" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("row", "words"),
+    [
+        ({"id": "a", "answer": "x", "contexts": ["y"]}, "an input row (no verdict and claims), not a report"),
+        ({"id": "a", "claim_id": "c1", "claim": "x", "label": "SUPPORTED"}, "a review (a claim's decision)"),
+    ],
+)
+def test_a_command_that_reads_reports_says_when_it_was_given_an_input_or_a_review_file(
+    tmp_path: Path, row: dict[str, Any], words: str
+) -> None:
+    """report, compare and metrics given the input file (or the reviews) instead of what score wrote printed
+    pydantic's list of every missing field of a report; they now say what the line is and which file to give."""
+    given = write_jsonl(tmp_path / "rows.jsonl", [row])
+    for args in (["report", str(given)], ["compare", str(given), str(given)], ["metrics", str(given)]):
+        result = runner.invoke(app, args)
+        said = flat(result.output)
+        assert result.exit_code == 2, result.output
+        assert f"line 1: {words}" in said and "give the file 'groundjudge score' wrote" in said, said
+        assert "Field required" not in said, said
