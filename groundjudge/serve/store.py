@@ -813,10 +813,13 @@ def _report_texts(conn: Connection, lines: list[dict[str, Any]]) -> list[dict[st
     if not ids:
         return lines
     texts: dict[tuple[str, str], str] = {}
-    for (report,) in conn.execute(select(db.answers.c.report).where(db.answers.c.answer_id.in_(ids))):
-        r = json.loads(report)
-        for c in r["claims"]:
-            texts.setdefault((r["id"], c["claim"]["id"]), c["claim"]["text"])
+    wanted = sorted(ids)
+    for start in range(0, len(wanted), 500):  # a bounded IN list (as the load's): a database limits bound parameters
+        q = select(db.answers.c.report).where(db.answers.c.answer_id.in_(wanted[start : start + 500]))
+        for (report,) in conn.execute(q):
+            r = json.loads(report)
+            for c in r["claims"]:
+                texts.setdefault((r["id"], c["claim"]["id"]), c["claim"]["text"])
     return [line | {"claim": texts.get((line["id"], line["claim_id"]), line["claim"])} for line in lines]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -242,3 +243,34 @@ def test_review_export_says_what_its_lines_are(tmp_path: Path) -> None:
         "1 adjudication, 1 disputed claim" in said
     ), said
     assert "9 decisions" not in said
+
+
+def test_the_export_of_many_claims_whose_text_held_a_nul_reads_their_reports_in_bounded_lists(tmp_path: Path) -> None:
+    """The export looked up the reports of every answer with a U+FFFD claim in one IN list: past the database's
+    limit on bound parameters (999 in SQLite before 3.32 and in builds that keep its old default; 65,535 for
+    psycopg) ``review export``, the service's export and its metrics failed with "too many SQL variables". It reads
+    them in lists of at most 500, as the load does."""
+    import sqlite3
+
+    from sqlalchemy import event
+
+    engine = db.open_db(f"sqlite:///{tmp_path / 'review.sqlite'}")
+
+    @event.listens_for(engine, "connect")
+    def old_limit(conn: Any, _: Any) -> None:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+
+    engine.dispose()  # the pooled connections go: every new one has the old limit
+    reports = []
+    for i in range(1001):
+        r = make_report(f"a{i}", n_claims=1)
+        r.claims[0].claim.text = f"claim {i} with a NUL \x00 in it"
+        reports.append(r)
+    store.load_runs(engine, [("run", reports)])
+    store.add_reviewer(engine, "ann")
+    (ann,) = (r["id"] for r in store.reviewers(engine))
+    for r in reports:
+        store.decide(engine, ann, r.id, "c0", "SUPPORTED")
+    lines = store.export_lines(engine)
+    assert [line["claim"] for line in lines] == [r.claims[0].claim.text for r in reports]
+    engine.dispose()
