@@ -412,7 +412,8 @@ def train(
     interrupt; a later call with the same ``run_key`` resumes from it.
 
     Raises:
-        NLIError: no pair can be trained on (a token checker's pairs all longer than ``max_length``).
+        NLIError: no pair can be trained on (a token checker's pairs all longer than ``max_length``, or a sequence
+            classifier's claims all leaving no room for a passage token).
     """
     import torch
     import torch.nn.functional as F
@@ -427,9 +428,13 @@ def train(
     lengths = objective.lengths(encoded)
     keep = objective.usable(encoded)
     if not keep:
+        why = (
+            "a token checker's pairs are never cut"
+            if reader.kind == "token"
+            else "no claim leaves room for a passage token (the passage is cut to fit, never the claim)"
+        )
         raise NLIError(
-            f"none of the {len(pairs)} training pairs fits in {objective.max_length} tokens (--max-length), and a "
-            f"{reader.kind} checker's pairs are never cut"
+            f"none of the {len(pairs)} training pairs fits in {objective.max_length} tokens (--max-length), and {why}"
         )
     labels = [objective.targets[p.label] for p in pairs]
     counts = Counter(labels[i] for i in keep)

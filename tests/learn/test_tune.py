@@ -20,7 +20,7 @@ from groundjudge.checker.nli import NLIModel
 from groundjudge.checker.profile import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
 from groundjudge.cli.command import Command
 from groundjudge.cli.learn import tune_command
-from groundjudge.errors import ConfigError, InputError
+from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.learn.calibrate import fit_profile
 from groundjudge.learn.tune import (
     STATE_DIR,
@@ -694,6 +694,19 @@ def test_a_pair_whose_claim_leaves_no_room_for_a_premise_is_left_out_not_a_crash
     assert long.base == [] and all(len(p.base) == 3 for p in pairs)
     result = train(tiny, [*pairs, long], tmp_path / "out", settings, device="cpu", reader=base)
     assert result["pairs_left_out"] == 1 and result["steps"] == 2
+
+
+def test_an_nli_checkers_pairs_none_of_which_leaves_room_for_a_premise_are_refused_with_the_right_reason(
+    tmp_path: Path, tiny: str
+) -> None:
+    """Every pair's claim too long for max_length: the error said "a nli checker's pairs are never cut" (the token
+    checker's reason), but an NLI model's pairs are cut, in the premise; what leaves them out is the claim."""
+    base = NLIModel(tiny, device="cpu")
+    long = TrainPair("The museum opened in 1901.", " ".join(["The museum opened in 1901 and"] * 40), "SUPPORTED")
+    settings = TuneSettings(epochs=1, batch_size=4, max_length=64)
+    with pytest.raises(NLIError, match="none of the 1 training pairs fits in 64 tokens") as info:
+        train(tiny, [long], tmp_path / "none", settings, device="cpu", reader=base)
+    assert "never cut" not in str(info.value) and "claim" in str(info.value)
 
 
 def test_a_torn_run_file_is_no_runs_to_resume_and_overwrite_clears_it(tmp_path: Path, tiny: str) -> None:
