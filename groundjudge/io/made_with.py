@@ -102,9 +102,15 @@ def differ_text(said: Mapping[str, Mapping[str, str]]) -> str:
 
 def shown_text(value: str) -> str:
     """A value from OUT (a file anyone may have written) as safe text: plain when it is plain, else quoted with its
-    control characters escaped; cut to 300 characters."""
-    cut = value[:300] + ("..." if len(value) > 300 else "")
+    control characters escaped; cut (:func:`cut_text`)."""
+    cut = cut_text(value)
     return cut if PLAIN.fullmatch(cut) else json.dumps(cut)
+
+
+def cut_text(value: str) -> str:
+    """A value of a report's settings cut to 300 characters, as the terminal (:func:`shown_text`) and the compare
+    page show it."""
+    return value[:300] + ("..." if len(value) > 300 else "")
 
 
 PLAIN = re.compile(r"[\w .:/@=+,()<>-]*", flags=re.ASCII)

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from groundjudge.errors import ArgumentError
-from groundjudge.io.made_with import SHOWN
+from groundjudge.io.made_with import SHOWN, cut_text
 from groundjudge.io.reports import finite_report
 from groundjudge.models import AnswerReport
 from groundjudge.review.metrics import Review, join_reviews, unsupported_rate
@@ -564,7 +564,7 @@ def _settings_differ(said: dict[str, dict[str, str]]) -> str:
         return ""
 
     def cut(value: str) -> str:
-        return _text(value[:300] + ("..." if len(value) > 300 else ""))
+        return _text(cut_text(value))
 
     rows = "".join(
         f"<tr><td>{cut(key)}</td><td>{cut(v['a'])}</td><td>{cut(v['b'])}</td></tr>"
