@@ -100,9 +100,8 @@ class PairObjective:
     def encode(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, list[int]]]:
         # a claim that leaves no room for a premise token cannot be cut to fit (the tokenizer raises for the whole
         # batch): such a pair is encoded whole, longer than max_length, and left out by usable()
-        claims = self.tokenizer([c for _, c in pairs], add_special_tokens=False, verbose=False)["input_ids"]
-        room = self.max_length - self.tokenizer.num_special_tokens_to_add(pair=True)
-        fits = [len(ids) < room for ids in claims]
+        room = self.max_length - self.reader.special_tokens  # a pair's special tokens (no template: make_objective)
+        fits = [n < room for n in self.reader.count_tokens([c for _, c in pairs])]
         out: list[dict[str, list[int]]] = [{} for _ in pairs]
         for cut in (True, False):
             idx = [i for i, f in enumerate(fits) if f == cut]
