@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -130,13 +131,23 @@ def limits_cell(stats: Any) -> str:
 SUMMARY_WIDTH = 120  # the summary table in a pipe or a CI log: values wrap at this width, never a label
 
 
+LONGEST_WORD = 80
+"""The longest run of characters without a space a summary table shows: an answer's id or a reason's word beyond it
+is cut (its start, then "…"), since a table's width is at least its longest word (an id of 5,000 characters made
+every line of a piped summary that wide). The JSON summary, the review page and the notebook keep them whole."""
+
+
+def _cut_words(text: str) -> str:
+    return re.sub(rf"\S{{{LONGEST_WORD + 1},}}", lambda m: m.group(0)[: LONGEST_WORD - 1] + "…", text)
+
+
 def print_summary(console: Console, summary: Any, title: str = "groundjudge summary") -> None:
     from rich.table import Table
     from rich.text import Text
 
     from groundjudge.review.summary import summary_rows
 
-    rows = summary_rows(summary)
+    rows = [(name, _cut_words(value)) for name, value in summary_rows(summary)]
     table = Table(title=title, show_header=False)
     # a narrow terminal wraps the values, never a quantity's name
     table.add_column("", style="bold", no_wrap=True, min_width=max((len(name) for name, _ in rows), default=1))

@@ -4,7 +4,6 @@ with it) and keeps this path."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from groundjudge.models import Usage
@@ -168,17 +167,7 @@ def summary_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("input tokens from the provider's prompt cache", cached_share),
         ("cost", s.usage.cost_text()),
         *second_rows(s.second_judge),
-        ("worst", ", ".join(f"{_cut(rid)} ({score:.2f})" for rid, score in s.worst) or "-"),
-        *(("failed", _cut(failure)) for failure in s.failures),
-        *(("not passed", _cut(why)) for why in s.not_passed),
+        ("worst", ", ".join(f"{rid} ({score:.2f})" for rid, score in s.worst) or "-"),
+        *(("failed", failure) for failure in s.failures),
+        *(("not passed", why) for why in s.not_passed),
     ]
-
-
-LONGEST_WORD = 80
-"""The longest run of characters without a space the summary's rows show: an answer's id or a reason's word beyond
-it is cut (its start, then "…"), since a table's width is at least its longest word (an id of 5,000 characters
-made every line of a piped summary that wide). The run's JSON summary keeps them whole."""
-
-
-def _cut(text: str) -> str:
-    return re.sub(rf"\S{{{LONGEST_WORD + 1},}}", lambda m: m.group(0)[: LONGEST_WORD - 1] + "…", text)
