@@ -187,6 +187,14 @@ def _report_json(r: AnswerReport) -> str:
     return json.dumps(r.model_dump(mode="json"), ensure_ascii=False, allow_nan=False)
 
 
+_IN_LIST = 500  # values in one IN (...) list at most: a database limits bound parameters (999 in older SQLite builds)
+
+
+def _in_lists(values: Sequence[str]) -> list[Sequence[str]]:
+    """``values`` cut into IN lists of at most :data:`_IN_LIST`."""
+    return [values[i : i + _IN_LIST] for i in range(0, len(values), _IN_LIST)]
+
+
 def _fresh_answers(
     conn: Connection, path: str, chosen: Sequence[AnswerReport], reasons: Sequence[list[str]]
 ) -> list[tuple[AnswerReport, list[str]]]:
@@ -199,11 +207,11 @@ def _fresh_answers(
     """
     stored: dict[str, tuple[str, str]] = {}
     ids = [r.id for r in chosen]
-    for start in range(0, len(ids), 500):  # a bounded IN list
+    for some in _in_lists(ids):
         q = (
             select(db.answers.c.answer_id, db.answers.c.report, db.runs.c.path)
             .join(db.runs, db.runs.c.id == db.answers.c.run_id)
-            .where(db.answers.c.answer_id.in_(ids[start : start + 500]))
+            .where(db.answers.c.answer_id.in_(some))
         )
         stored.update({aid: (report, was) for aid, report, was in conn.execute(q)})
     for r in chosen:
@@ -813,10 +821,8 @@ def _report_texts(conn: Connection, lines: list[dict[str, Any]]) -> list[dict[st
     if not ids:
         return lines
     texts: dict[tuple[str, str], str] = {}
-    wanted = sorted(ids)
-    for start in range(0, len(wanted), 500):  # a bounded IN list (as the load's): a database limits bound parameters
-        q = select(db.answers.c.report).where(db.answers.c.answer_id.in_(wanted[start : start + 500]))
-        for (report,) in conn.execute(q):
+    for some in _in_lists(sorted(ids)):
+        for (report,) in conn.execute(select(db.answers.c.report).where(db.answers.c.answer_id.in_(some))):
             r = json.loads(report)
             for c in r["claims"]:
                 texts.setdefault((r["id"], c["claim"]["id"]), c["claim"]["text"])
