@@ -3,7 +3,8 @@ line), written by both engines and read by every command.
 
 ``dumps`` writes a line (strict JSON, after :func:`finite_report` made the report finite), ``read_reports`` reads
 a file back (``last_reports``: the report of each id that counts), ``is_report_file`` / ``is_report_row`` tell
-a report from an input row, and ``write_parquet`` converts a report file to Parquet.
+a report from an input row (``is_review_row``: a reviewer's decision), and ``write_parquet`` converts a report file
+to Parquet.
 
 Imports only ``models``, ``errors`` and ``io.jsonl``.
 """
@@ -29,6 +30,7 @@ __all__ = [
     "is_finite",
     "is_report_file",
     "is_report_row",
+    "is_review_row",
     "last_reports",
     "read_reports",
     "write_parquet",
@@ -184,7 +186,7 @@ def _not_a_report(raw: bytes) -> str | None:
         return None
     if not isinstance(row, dict) or is_report_row(row):
         return None
-    if "label" in row and "claim_id" in row:
+    if is_review_row(row):
         return "a review (a claim's decision), not a report: give the file 'groundjudge score' wrote (its --out)"
     if any(k in row for k in ("answer", "contexts", "claim", "messages")):
         return "an input row (no verdict and claims), not a report: give the file 'groundjudge score' wrote (its --out)"
@@ -195,6 +197,12 @@ def is_report_row(row: Any) -> bool:
     """Whether a parsed JSON row is a report (``groundjudge score`` output) rather than an input row or a review:
     the one rule calibrate and tune tell their inputs apart by."""
     return isinstance(row, dict) and "verdict" in row and "claims" in row
+
+
+def is_review_row(row: Any) -> bool:
+    """Whether a parsed JSON row is a reviewer's decision on a claim (``review export``, the review page's export):
+    it names its claim (``claim_id``) and is no report; the one rule tune and the report reader tell one by."""
+    return isinstance(row, dict) and "claim_id" in row and not is_report_row(row)
 
 
 # the usage counts a Parquet row holds, each an int64 column of the same name

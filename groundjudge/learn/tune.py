@@ -58,7 +58,7 @@ from groundjudge.checker.profile import write_checker_declaration, write_model_f
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.io.jsonl import read_jsonl
-from groundjudge.io.reports import is_report_row, last_reports, out_of_range
+from groundjudge.io.reports import is_report_row, is_review_row, last_reports, out_of_range
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable, reviewed_claims
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
@@ -205,7 +205,7 @@ def load_examples(
             where = f"{path.name}:{n}"
             if is_report_row(row):
                 in_file.append(_report(row, where))
-            elif "claim_id" in row:
+            elif is_review_row(row):
                 reviews.append((where, _review(row, n, where)))  # a null label: cleared, no label (reviewed_claims)
             elif "claim" in row and "contexts" in row:
                 contexts = row["contexts"]
