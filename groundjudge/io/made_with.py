@@ -67,28 +67,22 @@ def differences(old: MadeWith, now: MadeWith) -> tuple[list[tuple[str, str, str]
     return diffs, why
 
 
-def runs_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, tuple[str, str]]:
+def settings_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, dict[str, str]]:
     """Where two runs' reports were made with other settings, compared as a resume compares them
-    (:func:`differences`; reports given as anything with ``mode`` and ``versions``): key -> (A's value, B's), empty
-    when alike. Neither run is the older: a key one side lacks because groundjudge did not write it yet
-    (:data:`LATER_KEYS`) is no difference on either side. What ``compare`` and the pytest baseline gate refuse to
-    gate on (another NLI model, thresholds, preset, judge or groundjudge's prompts move the numbers with the answers
-    unchanged)."""
+    (:func:`differences`; reports given as anything with ``mode`` and ``versions``): key -> ``{"a": A's value,
+    "b": B's}`` (``compare_runs``' and ``compare --json``'s ``settings_differ``), empty when alike. Neither run is
+    the older: a key one side lacks because groundjudge did not write it yet (:data:`LATER_KEYS`) is no difference
+    on either side. What ``compare`` and the pytest baseline gate refuse to gate on (another NLI model, thresholds,
+    preset, judge or groundjudge's prompts move the numbers with the answers unchanged)."""
     kinds = [{MadeWith.of(r.mode, r.versions) for r in run if r.versions} for run in (a, b)]
-    said: dict[str, tuple[str, str]] = {}
+    said: dict[str, dict[str, str]] = {}
     for x in kinds[0]:
         for y in kinds[1]:
             back = {key for key, _, _ in differences(y, x)[0]}
             for key, was, now in differences(x, y)[0]:
                 if key in back:
-                    said.setdefault(key, (was, now))
+                    said.setdefault(key, {"a": was, "b": now})
     return said
-
-
-def settings_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, dict[str, str]]:
-    """:func:`runs_differ` as a comparison reports it (``compare_runs``' and ``compare --json``'s
-    ``settings_differ``): key -> ``{"a": A's value, "b": B's}``, empty when alike."""
-    return {key: {"a": was, "b": now} for key, (was, now) in runs_differ(a, b).items()}
 
 
 def differ_text(said: Mapping[str, Mapping[str, str]]) -> str:

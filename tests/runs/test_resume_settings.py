@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError
-from groundjudge.io.made_with import LATER_KEYS, MadeWith, differences, runs_differ
+from groundjudge.io.made_with import LATER_KEYS, MadeWith, differences, settings_differ
 from groundjudge.runs import score_file
 from groundjudge.runs.out import Existing, Pending, classify
 from groundjudge.testing import ScriptedLLMServer, route
@@ -334,8 +334,8 @@ def test_the_gates_refuse_every_pair_of_runs_whose_settings_differ_and_no_other(
     a: list[tuple[str, dict[str, str]]], b: list[tuple[str, dict[str, str]]], worse: bool
 ) -> None:
     """compare --fail-if-worse and the pytest baseline gate never gate two runs whose reports were made with other
-    settings (runs_differ), and refuse no pair made alike; over generated runs, resumed ones (several settings in one
-    file) included, against the rule written out by hand. Then the compare gate exits 2 on a difference, 1 on a
+    settings (settings_differ), and refuse no pair made alike; over generated runs, resumed ones (several settings in
+    one file) included, against the rule written out by hand. Then the compare gate exits 2 on a difference, 1 on a
     worse B alone, and passes only runs made alike where B is not worse."""
     import typer
 
@@ -344,7 +344,7 @@ def test_the_gates_refuse_every_pair_of_runs_whose_settings_differ_and_no_other(
     def reports(run: list[tuple[str, dict[str, str]]]) -> list[SimpleNamespace]:
         return [SimpleNamespace(mode=m, versions=v) for m, v in run]
 
-    said = runs_differ(reports(a), reports(b))
+    said = settings_differ(reports(a), reports(b))
     expected = {
         key
         for x in a
