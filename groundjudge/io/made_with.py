@@ -73,16 +73,48 @@ def settings_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, dict[str, s
     "b": B's}`` (``compare_runs``' and ``compare --json``'s ``settings_differ``), empty when alike. Neither run is
     the older: a key one side lacks because groundjudge did not write it yet (:data:`LATER_KEYS`) is no difference
     on either side. What ``compare`` and the pytest baseline gate refuse to gate on (another NLI model, thresholds,
-    preset, judge or groundjudge's prompts move the numbers with the answers unchanged)."""
-    kinds = [{MadeWith.of(r.mode, r.versions) for r in run if r.versions} for run in (a, b)]
+    preset, judge or groundjudge's prompts move the numbers with the answers unchanged).
+
+    Key by key over each side's distinct values (:func:`_kinds_of`), in time linear in them: a key differs when
+    some value of A and some value of B differ both ways by :func:`differences`' rule, and the first such pair in
+    the reports' order is the one named. The mode comes first, then the keys in sorted order."""
+    sides = [list(dict.fromkeys(MadeWith.of(r.mode, r.versions) for r in run if r.versions)) for run in (a, b)]
+    if not sides[0] or not sides[1]:
+        return {}
+    held = [[(m.mode, dict(m.versions)) for m in side] for side in sides]
+    keys = sorted({key for side in held for _, versions in side for key in versions})
     said: dict[str, dict[str, str]] = {}
-    for x in kinds[0]:
-        for y in kinds[1]:
-            back = {key for key, _, _ in differences(y, x)[0]}
-            for key, was, now in differences(x, y)[0]:
-                if key in back:
-                    said.setdefault(key, {"a": was, "b": now})
+    for key in ["mode", *keys]:
+        kinds = [
+            _kinds_of(key, [mode if key == "mode" else versions.get(key) for mode, versions in side]) for side in held
+        ]
+        pair = _differing(*kinds)
+        if pair is not None:
+            said[key] = {"a": pair[0], "b": pair[1]}
     return said
+
+
+def _kinds_of(key: str, values: list[str | None]) -> dict[tuple[str, str | None], str]:
+    """One side's values of ``key``, first of each kind: values of one kind never differ by :func:`differences`'
+    rule (the same value; or ``nli_model`` values of the same weights on another device or precision), values of
+    two kinds always do. A key of :data:`LATER_KEYS` a report lacks is no value (never a difference); another key
+    a report lacks is ``(none)``."""
+    out: dict[tuple[str, str | None], str] = {}
+    for v in values:
+        if v is None and key in LATER_KEYS:
+            continue
+        kind = ("weights", v.rpartition("/")[0]) if key == "nli_model" and v else ("value", v)
+        out.setdefault(kind, "(none)" if v is None else v)
+    return out
+
+
+def _differing(a: dict[Any, str], b: dict[Any, str]) -> tuple[str, str] | None:
+    """The first (A's value, B's value) of two kinds (:func:`_kinds_of`), or None when every pair is of one kind."""
+    for kind, value in a.items():
+        other = next((v for k, v in b.items() if k != kind), None)
+        if other is not None:
+            return value, other
+    return None
 
 
 def differ_text(said: Mapping[str, Mapping[str, str]]) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -354,6 +355,14 @@ def test_the_gates_refuse_every_pair_of_runs_whose_settings_differ_and_no_other(
         if _differs(key, x, y)
     }
     assert set(said) == expected
+    for key, named in said.items():  # the values named are A's and B's, and differ by the rule
+
+        def value(r: tuple[str, dict[str, str]], key: str = key) -> str:
+            return r[0] if key == "mode" else r[1].get(key, "(none)")
+
+        assert any(
+            named == {"a": value(x), "b": value(y)} and _differs(key, x, y) for x in a for y in b if x[1] and y[1]
+        ), (key, named)
     result = {"settings_differ": said, "b_worse": worse}
     if said or worse:
         with pytest.raises(typer.Exit) as stop:
@@ -361,6 +370,18 @@ def test_the_gates_refuse_every_pair_of_runs_whose_settings_differ_and_no_other(
         assert stop.value.exit_code == (2 if said else 1)
     else:
         _gate(result, (Path("a.jsonl"), Path("b.jsonl")), allow_other_settings=False)
+
+
+def test_settings_differ_of_a_hostile_file_of_thousands_of_distinct_settings_is_linear() -> None:
+    """A report file anyone may have written can hold a new ``versions`` on every line. settings_differ compared
+    every distinct setting of A with every one of B (4 million pairs here, minutes); it now reads each key's values
+    once per side: the same answer."""
+    a = [SimpleNamespace(mode="cascade", versions={"llm": f"a{i}", "scoring": "x=1"}) for i in range(2000)]
+    b = [SimpleNamespace(mode="cascade", versions={"llm": f"b{i}", "scoring": "x=1"}) for i in range(2000)]
+    t0 = time.process_time()
+    assert settings_differ(a, b) == {"llm": {"a": "a0", "b": "b0"}}
+    assert settings_differ(a, a) == {"llm": {"a": "a0", "b": "a1"}}  # a resumed file of many settings, with itself
+    assert time.process_time() - t0 < 10  # the pairwise reading took minutes; a linear one takes milliseconds
 
 
 def test_ray_workers_ask_the_server_the_driver_would(monkeypatch: pytest.MonkeyPatch) -> None:
