@@ -25,7 +25,8 @@ from groundjudge.cli.options import (
     target_option,
 )
 from groundjudge.errors import GroundjudgeError, InputError
-from groundjudge.learn.tune import STATE_DIR, TuneSettings, tune
+from groundjudge.learn.tune import TuneSettings, tune
+from groundjudge.learn.tune_out import TuneInterrupted
 
 if TYPE_CHECKING:  # heavy imports (numpy, torch): only where a command needs them
     from groundjudge.checker.head import VerdictHead
@@ -475,15 +476,16 @@ def tune_command(
                 progress=advance,
                 log=lambda m: err.print(m, highlight=False),
             )
-    except KeyboardInterrupt:
-        state = out / STATE_DIR  # the run's pairs, scores, training checkpoint or finished training, as far as it got
-        kept = state.is_dir() and any(state.iterdir())
+    except TuneInterrupted as stop:  # this run's pairs, scores, checkpoint or finished training, as far as it got
         err.print(
-            f"[yellow]interrupted:[/yellow] what was done is kept in {escape(str(state))}; rerun the same command to "
-            "resume"
-            if kept
-            else "[yellow]interrupted:[/yellow] before tune kept anything; rerun the same command to start again (NLI "
-            "scores already computed are in the cache)"
+            f"[yellow]interrupted:[/yellow] what was done is kept in {escape(str(stop.state))}; rerun the same "
+            "command to resume"
+        )
+        raise typer.Exit(130) from None
+    except KeyboardInterrupt:  # before tune wrote anything of this run to OUT (a .tune there may be another run's)
+        err.print(
+            "[yellow]interrupted:[/yellow] before tune kept anything of this run; rerun the same command to start "
+            "again (NLI scores already computed are in the cache)"
         )
         raise typer.Exit(130) from None
     table = Table(title=f"held-out slice: {result['n_held_out']} claims never trained on")

@@ -62,7 +62,7 @@ from groundjudge.io.reports import is_report_row, is_review_row, last_reports, o
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable, reviewed_claims
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
-from groundjudge.learn.tune_out import STATE_DIR, inside_folder, prepare_out
+from groundjudge.learn.tune_out import STATE_DIR, inside_folder, interrupts_keep, prepare_out
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
 from groundjudge.review.metrics import Review, review_from_row
 
@@ -782,99 +782,102 @@ def tune(
     out = Path(out)
     key = _run_key(paths, base, settings, base_model.identity, examples)
     prepare_out(out, key, overwrite)
-    write_checker_declaration(out, read_checker_profile(base))  # the tuned model runs as its base does
-    state_file = out / STATE_DIR / "run.json"
-    state = json.loads(state_file.read_text())
-    log(
-        f"{len(examples)} claims ({dict(Counter(ex.source for ex in examples))}); "
-        f"train {len(train_ex)}, held out {len(held)} (disjoint by claim text)"
-    )
-    pairs_file = out / STATE_DIR / "pairs.json"
-    if pairs_file.is_file():
-        pairs = [TrainPair(**p) for p in json.loads(pairs_file.read_text())]
-    else:
-        pairs = build_pairs(train_ex, base_model, NLIScorer(base_model, cache), settings)
-        if settings.distill > 0:
-            attach_base_probabilities(pairs, base_model, settings)
-        atomic_write_text(pairs_file, json.dumps([asdict(p) for p in pairs]))
-    log(f"{len(pairs)} training pairs ({dict(Counter(p.label for p in pairs))})")
-    held_labels = [ex.label for ex in held]
-    scores_file = out / STATE_DIR / "held_out_scores.json"
-    before_nli = held_out_scores(base_model, held, settings, cache, scores_file)
-    before_profile = fit_profile(before_nli, held_labels, settings.cutoffs)
-    before = crossfit_measure(before_nli, held, settings)
+    with interrupts_keep(out / STATE_DIR):  # from here a rerun resumes this run's state
+        write_checker_declaration(out, read_checker_profile(base))  # the tuned model runs as its base does
+        state_file = out / STATE_DIR / "run.json"
+        state = json.loads(state_file.read_text())
+        log(
+            f"{len(examples)} claims ({dict(Counter(ex.source for ex in examples))}); "
+            f"train {len(train_ex)}, held out {len(held)} (disjoint by claim text)"
+        )
+        pairs_file = out / STATE_DIR / "pairs.json"
+        if pairs_file.is_file():
+            pairs = [TrainPair(**p) for p in json.loads(pairs_file.read_text())]
+        else:
+            pairs = build_pairs(train_ex, base_model, NLIScorer(base_model, cache), settings)
+            if settings.distill > 0:
+                attach_base_probabilities(pairs, base_model, settings)
+            atomic_write_text(pairs_file, json.dumps([asdict(p) for p in pairs]))
+        log(f"{len(pairs)} training pairs ({dict(Counter(p.label for p in pairs))})")
+        held_labels = [ex.label for ex in held]
+        scores_file = out / STATE_DIR / "held_out_scores.json"
+        before_nli = held_out_scores(base_model, held, settings, cache, scores_file)
+        before_profile = fit_profile(before_nli, held_labels, settings.cutoffs)
+        before = crossfit_measure(before_nli, held, settings)
 
-    if state.get("trained"):
-        training = state["training"]
-    else:
-        training = train(
-            base,
-            pairs,
-            out,
-            settings,
-            device=device,
-            run_key=key,
-            checkpoint_every=checkpoint_every,
-            progress=progress,
-            reader=base_model,
+        if state.get("trained"):
+            training = state["training"]
+        else:
+            training = train(
+                base,
+                pairs,
+                out,
+                settings,
+                device=device,
+                run_key=key,
+                checkpoint_every=checkpoint_every,
+                progress=progress,
+                reader=base_model,
+            )
+            state.update(trained=True, training=training)
+            atomic_write_text(state_file, json.dumps(state) + "\n")
+            (out / STATE_DIR / "checkpoint.pt").unlink(missing_ok=True)
+        tuned, after_nli, after, compared = _keep_or_swap(
+            base_model, out, state, state_file, (held, settings, cache, scores_file), (before, before_nli), device
         )
-        state.update(trained=True, training=training)
-        atomic_write_text(state_file, json.dumps(state) + "\n")
-        (out / STATE_DIR / "checkpoint.pt").unlink(missing_ok=True)
-    tuned, after_nli, after, compared = _keep_or_swap(
-        base_model, out, state, state_file, (held, settings, cache, scores_file), (before, before_nli), device
-    )
-    kept = state["kept"]
-    kept_reason = None
-    if kept == "base":
-        kept_reason = (
-            f"the tuned model was worse on the held-out slice ({compared['measure']} {compared['before']:.1f} "
-            f"before, {compared['after']:.1f} after): {out} holds the base model {base} instead, with thresholds and "
-            "head fitted on its own held-out scores"
-        )
-        log(f"warning: {kept_reason}")
-    profile = fit_profile(after_nli, held_labels, settings.cutoffs)
-    too_few = too_few_for_thresholds(after_nli, held_labels)
-    if too_few:  # cut-offs fitted on a handful of claims are noise that every later run would trust
-        log(f"no thresholds stored: {too_few}; the pipeline uses the generic cut-offs until you calibrate the model")
-    # the head learns from the held-out scores only: on its training rows the tuned model is overconfident
-    head, head_info = fit_held_out_head(tuned, held, after_nli, settings)
-    if head is not None:  # when none is stored the command says why, once
-        log(f"verdict head fitted on {head_info['claims']} held-out claims")
-    meta = {
-        "tool": "groundjudge tune",
-        "base_model": base,
-        "data": [str(p) for p in paths],
-        "n_claims": len(examples),
-        "n_train_claims": len(train_ex),
-        "n_train_pairs": len(pairs),
-        "n_held_out": len(held),
-        "target": settings.target,
-        "contradiction_target": settings.contradiction_target,
-        "seed": settings.seed,
-        "settings": asdict(settings),
-        "held_out_before": before,
-        "held_out_after": after,
-        "kept": kept,
-        "head": {k: v for k, v in head_info.items() if k != "thresholds"},
-    }
-    meta["thresholds"] = {"stored": not too_few, "reason": too_few or None}
-    # one write (None: a head of an earlier run goes): never new thresholds beside an old head
-    write_model_fit(out, {} if too_few else profile, meta, head.model_dump() if head is not None else None)
-    return {
-        "out": str(out),
-        "before": before,
-        "after": after,  # the tuned model's, kept or not
-        "kept": kept,
-        "kept_reason": kept_reason,
-        "compared": compared,
-        "before_thresholds": {m: t.model_dump() for m, t in before_profile.items()},
-        "thresholds": {} if too_few else {m: t.model_dump() for m, t in profile.items()},
-        "thresholds_reason": too_few or None,
-        "training": training,
-        "head": head_info,
-        "n_claims": len(examples),
-        "n_held_out": len(held),
-        "n_train_pairs": len(pairs),
-        "seconds": round(time.perf_counter() - start, 1),
-    }
+        kept = state["kept"]
+        kept_reason = None
+        if kept == "base":
+            kept_reason = (
+                f"the tuned model was worse on the held-out slice ({compared['measure']} {compared['before']:.1f} "
+                f"before, {compared['after']:.1f} after): {out} holds the base model {base} instead, with thresholds "
+                "and head fitted on its own held-out scores"
+            )
+            log(f"warning: {kept_reason}")
+        profile = fit_profile(after_nli, held_labels, settings.cutoffs)
+        too_few = too_few_for_thresholds(after_nli, held_labels)
+        if too_few:  # cut-offs fitted on a handful of claims are noise that every later run would trust
+            log(
+                f"no thresholds stored: {too_few}; the pipeline uses the generic cut-offs until you calibrate the model"
+            )
+        # the head learns from the held-out scores only: on its training rows the tuned model is overconfident
+        head, head_info = fit_held_out_head(tuned, held, after_nli, settings)
+        if head is not None:  # when none is stored the command says why, once
+            log(f"verdict head fitted on {head_info['claims']} held-out claims")
+        meta = {
+            "tool": "groundjudge tune",
+            "base_model": base,
+            "data": [str(p) for p in paths],
+            "n_claims": len(examples),
+            "n_train_claims": len(train_ex),
+            "n_train_pairs": len(pairs),
+            "n_held_out": len(held),
+            "target": settings.target,
+            "contradiction_target": settings.contradiction_target,
+            "seed": settings.seed,
+            "settings": asdict(settings),
+            "held_out_before": before,
+            "held_out_after": after,
+            "kept": kept,
+            "head": {k: v for k, v in head_info.items() if k != "thresholds"},
+        }
+        meta["thresholds"] = {"stored": not too_few, "reason": too_few or None}
+        # one write (None: a head of an earlier run goes): never new thresholds beside an old head
+        write_model_fit(out, {} if too_few else profile, meta, head.model_dump() if head is not None else None)
+        return {
+            "out": str(out),
+            "before": before,
+            "after": after,  # the tuned model's, kept or not
+            "kept": kept,
+            "kept_reason": kept_reason,
+            "compared": compared,
+            "before_thresholds": {m: t.model_dump() for m, t in before_profile.items()},
+            "thresholds": {} if too_few else {m: t.model_dump() for m, t in profile.items()},
+            "thresholds_reason": too_few or None,
+            "training": training,
+            "head": head_info,
+            "n_claims": len(examples),
+            "n_held_out": len(held),
+            "n_train_pairs": len(pairs),
+            "seconds": round(time.perf_counter() - start, 1),
+        }

@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from groundjudge.atomic import atomic_write_text
 from groundjudge.errors import ConfigError
 
 STATE_DIR = ".tune"
+
+
+class TuneInterrupted(KeyboardInterrupt):
+    """Ctrl-C once this run's state is in ``state`` (OUT/.tune, with this run's key): a rerun of the same command
+    resumes from it. A plain KeyboardInterrupt from ``tune`` came before: OUT holds nothing of this run (a ``.tune``
+    there may be another run's, which the rerun refuses as it would have)."""
+
+    def __init__(self, state: Path) -> None:
+        super().__init__(str(state))
+        self.state = state
+
+
+@contextlib.contextmanager
+def interrupts_keep(state: Path) -> Iterator[None]:
+    """Ctrl-C inside: :class:`TuneInterrupted` naming ``state``, the folder this run keeps its state in."""
+    try:
+        yield
+    except TuneInterrupted:
+        raise
+    except KeyboardInterrupt as stop:
+        raise TuneInterrupted(state) from stop
 
 
 def run_key_in(state: Path) -> str | None:

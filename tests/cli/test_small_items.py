@@ -423,14 +423,17 @@ def test_an_interrupted_tune_names_its_checkpoint_as_its_path_reads(
 ) -> None:
     """Ctrl-C in tune printed the checkpoint folder as console markup: '[bold]' in --out was swallowed and a folder
     '[/red]' raised a MarkupError instead of the exit 130 that tells a script it was interrupted. And it said
-    "checkpoint kept" before tune had kept anything: it names the folder only when the run's state is in it."""
+    "checkpoint kept" before tune had kept anything, or named another run's leftover .tune: it names the folder only
+    when this run's state is in it (tune says so: TuneInterrupted)."""
     import groundjudge.cli.learn as learn
+    from groundjudge.learn.tune_out import TuneInterrupted
 
     def interrupted(*args: Any, **kwargs: Any) -> None:
         out = Path(args[2])
+        (out / ".tune").mkdir(parents=True)  # this run's state, or another run's that this one never reached
+        (out / ".tune" / "pairs.json").write_text("[]")
         if "state" in out.name:  # interrupted once tune had kept its pairs
-            (out / ".tune").mkdir(parents=True)
-            (out / ".tune" / "pairs.json").write_text("[]")
+            raise TuneInterrupted(out / ".tune")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(learn, "tune", interrupted)  # the user's Ctrl-C, wherever tune was
@@ -442,7 +445,7 @@ def test_an_interrupted_tune_names_its_checkpoint_as_its_path_reads(
         if "state" in out.name:
             assert f"what was done is kept in {out / '.tune'}; rerun the same command to resume" in said, said
         else:
-            assert "before tune kept anything; rerun the same command to start again" in said, said
+            assert "before tune kept anything of this run; rerun the same command to start again" in said, said
             assert ".tune" not in said
 
 

@@ -337,6 +337,40 @@ def test_interrupt_and_resume_gives_the_same_model(tmp_path: Path, tiny: str, to
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-3)  # CPU kernels sum in varying order
 
 
+def test_ctrl_c_names_this_runs_state_only_once_tune_has_written_it(
+    tmp_path: Path, tiny: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in tune: TuneInterrupted naming OUT/.tune once this run's state is there (a rerun resumes it); a plain
+    KeyboardInterrupt before, even when OUT holds the .tune of another run (which a rerun refuses as it would
+    have: the command must not say "kept, rerun to resume" about it)."""
+    from groundjudge.learn.tune_out import TuneInterrupted
+
+    data = write_jsonl(tmp_path / "gold.jsonl", gold_rows())
+    other = write_jsonl(tmp_path / "other.jsonl", gold_rows(20))
+    out = tmp_path / "tuned"
+    with pytest.raises(KeyboardInterrupt):  # another run, stopped at its first step: its .tune stays in OUT
+        tune([other], tiny, out, FAST, device="cpu", progress=lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert (out / STATE_DIR / "run.json").is_file()
+
+    from groundjudge.learn import tune as tune_module
+
+    def stop(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt) as before:  # while the data is read
+        m.setattr(tune_module, "load_examples", stop)
+        tune([data], tiny, out, FAST, device="cpu")
+    assert not isinstance(before.value, TuneInterrupted)
+    with pytest.raises(ConfigError, match="not empty"):  # what the rerun says of that OUT, as before the stop
+        tune([data], tiny, out, FAST, device="cpu")
+
+    fresh = tmp_path / "fresh"
+    with pytest.raises(TuneInterrupted) as kept:
+        tune([data], tiny, fresh, FAST, device="cpu", progress=lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert kept.value.state == fresh / STATE_DIR
+    assert tune([data], tiny, fresh, FAST, device="cpu")["training"]["steps"] > 0  # and the rerun resumes it
+
+
 def test_a_checkpoint_resumes_on_an_accelerator(tmp_path: Path, tiny: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The checkpoint was read with ``map_location`` the training device: on a GPU the CPU random state came back
     on the GPU too, and ``torch.set_rng_state`` refused it ("RNG state must be a torch.ByteTensor"), so no tune
