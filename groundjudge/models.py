@@ -427,6 +427,13 @@ class Scores(BaseModel):
         claims. Computed from the counts, so report files written before it existed have it too."""
         return (self.n_claims - self.n_supported) / self.n_claims if self.n_claims else None
 
+    def columns(self) -> dict[str, Any]:
+        """Every score, count and flag by name, the computed shares too: the columns of a table (a notebook's
+        DataFrame, Parquet). Unlike ``model_dump()``, the flags JSON leaves out while they are 0 / False
+        (``claims_failed``, ``qa_failed``, ``n_nli_errors``, the citation counts) are always there, so that every
+        run's table has the same columns and a flag reads False, never missing, where nothing failed."""
+        return {name: getattr(self, name) for name in (*type(self).model_fields, *type(self).model_computed_fields)}
+
 
 class AnswerReport(BaseModel):
     """Everything groundjudge found about one answer; round-trips through JSON."""

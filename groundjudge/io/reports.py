@@ -221,7 +221,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
     except ImportError:
         raise ConfigError("writing Parquet needs pyarrow: pip install 'groundjudge[parquet]'") from None
 
-    score_fields = [*Scores.model_fields, *Scores.model_computed_fields]
+    score_fields = list(Scores().columns())
     schema = pa.schema(
         [
             ("id", pa.string()),
@@ -248,7 +248,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
                     "verdict": r.verdict,
                     "verdict_reasons": "; ".join(r.verdict_reasons),
                     "mode": r.mode,
-                    **r.scores.model_dump(),
+                    **r.scores.columns(),
                     **{k: getattr(r.usage, k) for k in _USAGE_COUNTS},
                     "cost_usd": r.usage.known_cost(),
                     "errors": "; ".join(r.errors),

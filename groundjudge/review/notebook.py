@@ -25,7 +25,7 @@ def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
     for r in reports:
         row: dict[str, Any] = {"id": r.id, "verdict": r.verdict, "verdict_reasons": "; ".join(r.verdict_reasons)}
         row["mode"] = r.mode
-        row.update(r.scores.model_dump())
+        row.update(r.scores.columns())
         row.update(
             {
                 "calls": r.usage.calls,
@@ -37,7 +37,7 @@ def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
         )
         rows.append(row)
     if not rows:  # no answer: the same columns, so that a cell selecting them works on an empty run too
-        columns = ["id", "verdict", "verdict_reasons", "mode", *Scores().model_dump(), *_USAGE_COLUMNS]
+        columns = ["id", "verdict", "verdict_reasons", "mode", *Scores().columns(), *_USAGE_COLUMNS]
         return pd.DataFrame(columns=columns).set_index("id")
     return pd.DataFrame(rows).set_index("id")
 

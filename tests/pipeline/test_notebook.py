@@ -126,6 +126,26 @@ def test_frames_of_a_run_with_no_answer_or_no_claim_keep_their_columns(nli_evalu
     assert empty[["verdict", "combined", "cost_usd"]].empty
 
 
+def test_the_answers_frame_has_every_failure_flag_in_every_run() -> None:
+    """The frame took each answer's scores from their JSON form, which leaves ``claims_failed``, ``qa_failed``,
+    ``n_nli_errors`` and the citation counts out while they are 0 / False: a run where nothing failed had no such
+    columns (``frame[frame["claims_failed"]]`` raised KeyError), and one where some answer failed had NaN in them
+    for the others (``~frame["claims_failed"]`` raised TypeError). Every run's frame now has the same columns, False
+    and 0 where nothing failed."""
+    from groundjudge.models import AnswerReport, Scores
+    from groundjudge.review.notebook import to_dataframe
+
+    clean = AnswerReport(id="ok", verdict="PASS", mode="nli", scores=Scores(n_claims=1, n_supported=1, combined=1.0))
+    failed = Scores(n_claims=1, claims_failed=True, qa_failed=True, n_nli_errors=1)
+    both = to_dataframe([clean, AnswerReport(id="bad", verdict="ERROR", mode="cascade", scores=failed)])
+    alone, empty = to_dataframe([clean]), to_dataframe([])
+    assert list(alone.columns) == list(both.columns) == list(empty.columns)
+    assert list(both.loc[~both["claims_failed"]].index) == ["ok"]
+    assert list(both["qa_failed"]) == [False, True] and list(both["n_nli_errors"]) == [0, 1]
+    assert alone[alone["claims_failed"] | alone["qa_failed"]].empty
+    assert {"n_citations", "n_citations_supporting", "n_citations_unchecked"} <= set(alone.columns)
+
+
 def test_a_run_counts_its_own_nli_pairs_not_another_evaluators(shared_nli: Any, tmp_path: Path) -> None:
     """Every evaluator of a process shares one loaded model (``NLIModel.shared``), and ``Evaluator.run`` read its
     ``pairs_scored``: a second evaluator's work during the run (another cell's thread, another notebook tab's kernel
