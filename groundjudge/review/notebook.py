@@ -87,14 +87,21 @@ class Run:
 
     @property
     def cache_note(self) -> str:
-        """What this run took from the cache and what it paid for."""
+        """What this run took from the cache and what it paid for, and how many answers failed: a failed call is
+        never cached (nor counted in the calls), so a run whose answers failed is no free replay, whatever it
+        read from the cache."""
         calls = self.llm.calls + self.llm.cached_calls
         pairs = self.nli_computed + self.nli_cached
         note = (
             f"LLM calls: {self.llm.cached_calls} of {calls} from the cache, {self.llm.calls} billed "
             f"(cost {self.llm.cost_text()}); NLI pairs: {self.nli_cached} of {pairs} from the cache"
         )
-        if (calls or pairs) and not self.llm.calls and not self.nli_computed:  # an nli-mode rerun makes no call
+        if failed := self.summary.rows_failed:
+            note += (
+                f"; {failed} of {len(self.reports)} answers failed (ERROR or a failed check: see their errors); "
+                "what failed is not cached, so a rerun tries it again"
+            )
+        elif (calls or pairs) and not self.llm.calls and not self.nli_computed:  # an nli-mode rerun makes no call
             note += ". Everything came from the cache: this run cost nothing."
         return note
 

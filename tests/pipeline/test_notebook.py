@@ -126,6 +126,26 @@ def test_frames_of_a_run_with_no_answer_or_no_claim_keep_their_columns(nli_evalu
     assert empty[["verdict", "combined", "cost_usd"]].empty
 
 
+def test_a_rerun_whose_answers_failed_is_never_called_free(shared_nli: Any, tmp_path: Path) -> None:
+    """A claims call answered HTTP 500 on every try: the answer is ERROR, and a rerun of the cell read its NLI pairs
+    from the cache, made no billed call (failed calls are neither billed nor cached) and said "Everything came
+    from the cache: this run cost nothing." over a run that sent every request again and failed again. The note
+    now counts the failed answers and never calls such a run a free replay."""
+    from groundjudge.testing import Reply
+
+    handlers = {**HANDLERS, "claims": lambda req: Reply.error(500)}
+    with ScriptedLLMServer(route(handlers)) as server:
+        first = evaluator(server, shared_nli, tmp_path, qa=False).run(ROWS[:1])
+        sent = len(server.requests)
+        again = evaluator(server, shared_nli, tmp_path, qa=False).run(ROWS[:1])
+        assert len(server.requests) > sent  # the rerun asked the failed call again
+    for run in (first, again):
+        assert run[0].verdict == "ERROR"
+        assert "1 of 1 answers failed" in run.cache_note and "a rerun tries it again" in run.cache_note
+        assert "cost nothing" not in run.cache_note and "cost nothing" not in run._repr_html_()
+    assert again.nli_computed == 0 and again.llm.calls == 0  # what made the old note say "everything"
+
+
 def test_the_answers_frame_has_every_failure_flag_in_every_run() -> None:
     """The frame took each answer's scores from their JSON form, which leaves ``claims_failed``, ``qa_failed``,
     ``n_nli_errors`` and the citation counts out while they are 0 / False: a run where nothing failed had no such
