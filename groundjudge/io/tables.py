@@ -455,6 +455,16 @@ def local_path(uri: str | Path) -> Path:
     return Path(unquote(text[len("file://") :])) if text.startswith("file://") else Path(text)
 
 
+def check_input_exists(source: str | Path) -> None:
+    """Refuse a local input that is not there, naming it (a remote one is found missing when it is read).
+
+    Raises:
+        ConfigError: ``no input file SOURCE``.
+    """
+    if is_local(source) and not local_path(source).exists():
+        raise ConfigError(f"no input file {source}")
+
+
 def _uri_path(uri: str | Path) -> str:
     """The path part of ``uri``, for its suffix (``s3://bucket/a.parquet?x`` -> ``/a.parquet``)."""
     text = str(uri)
@@ -638,13 +648,14 @@ def read_rows(
     of dicts. The one reader of rows: every command and both engines read through it.
 
     Raises:
-        ConfigError: an unknown format, a reader whose package is missing (the message names the extra), a CSV
-            header or a Parquet file that cannot be read, a mapping to a column the table does not have (the CSV
-            header, the Parquet schema, a DataFrame's or Dataset's columns; JSONL and a list of dicts: no row has
-            it), a file with no column for the contexts or the answer (and no conversation): all checked now, before
-            any row is given.
+        ConfigError: a local file that is not there (:func:`check_input_exists`), an unknown format, a reader
+            whose package is missing (the message names the extra), a CSV header or a Parquet file that cannot be
+            read, a mapping to a column the table does not have (the CSV header, the Parquet schema, a DataFrame's
+            or Dataset's columns; JSONL and a list of dicts: no row has it), a file with no column for the contexts
+            or the answer (and no conversation): all checked now, before any row is given.
     """
     if isinstance(source, (str, Path)):
+        check_input_exists(source)
         kind = fmt or table_format(source)
         cmap = ColumnMap(mapping, decode_strings=kind != "jsonl")
         if kind == "csv":

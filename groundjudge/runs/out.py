@@ -32,7 +32,15 @@ from groundjudge.errors import (
 from groundjudge.io.ids import earlier_id_text, read_otherwise
 from groundjudge.io.made_with import PLAIN, SHOWN, MadeWith, differences, shown_text
 from groundjudge.io.rows import row_id
-from groundjudge.io.tables import count_rows, input_rows, is_local, local_path, read_rows, table_format
+from groundjudge.io.tables import (
+    check_input_exists,
+    count_rows,
+    input_rows,
+    is_local,
+    local_path,
+    read_rows,
+    table_format,
+)
 from groundjudge.models import AnswerReport, Usage
 from groundjudge.tally import RunSummary, Summarizer
 
@@ -401,8 +409,7 @@ def pending_rows(
         ConfigError: OUT holds reports under ids the id rule now reads otherwise (:func:`check_earlier_ids`).
         InputError: an input that holds no rows (local or remote).
     """
-    if is_local(input) and not local_path(input).exists():
-        raise ConfigError(f"no input file {input}")
+    check_input_exists(input)
     if is_local(input) and same_file(out, local_path(input)):
         raise ConfigError("--out is the input file")
     if retry_errors and not resume:

@@ -280,3 +280,18 @@ def test_whether_a_file_has_rows_reads_up_to_its_first_row(tmp_path: Path, monke
 
     monkeypatch.setattr(tables, "read_lines", counted)
     assert count_rows(jsonl, "jsonl", at_most=1) == 1 and pulled == [1, 2]  # a blank line, then the first row
+
+
+@pytest.mark.parametrize("name", ["answers.jsonl", "answers.csv", "answers.parquet", "answers.parquet/"])
+def test_a_file_that_is_not_there_is_a_usage_error_naming_it(tmp_path: Path, name: str, shared_nli: Any) -> None:
+    """``Evaluator.run("answers.jsonl")`` and ``assert_file_grounded("tests/answers.jsonl")`` from another folder
+    raised a bare FileNotFoundError from deep in the reader (``groundjudge score`` said "no input file"): a library
+    error is a GroundjudgeError, and this one names the file, before any row."""
+    from groundjudge.testing import assert_file_grounded
+    from tests.conftest import make_nli_evaluator
+
+    missing = tmp_path / name
+    with pytest.raises(ConfigError, match=f"no input file {missing}"):
+        read(missing)
+    with pytest.raises(ConfigError, match="no input file"):
+        assert_file_grounded(str(missing), evaluator=make_nli_evaluator(shared_nli, tmp_path))

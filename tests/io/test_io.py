@@ -173,6 +173,7 @@ def test_parquet_in_with_a_map(tiny: Path, tmp_path: Path) -> None:
 
 def test_a_missing_pyarrow_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # import fails as if it were not installed
+    (tmp_path / "x.parquet").write_bytes(b"")  # a file that is there (a missing one is "no input file")
     with pytest.raises(ConfigError, match=r"pip install 'groundjudge\[parquet\]'"):
         list(read_rows(tmp_path / "x.parquet"))
 
