@@ -103,14 +103,17 @@ def generate_with_validation(
     accept: Callable[[AnswerReport], bool] | None = None,
     explain: Callable[[AnswerReport], str] = feedback_for,
 ) -> ValidatedAnswer:
-    """Generate, check, and regenerate with the flagged claims named until the combined score reaches
-    ``threshold`` with no contradiction or error (and ``accept(report)``, when given, also holds), at most
-    ``max_retries`` times after the first.
+    """Generate, check, and regenerate with the flagged claims named until the answer is grounded at ``threshold``
+    (:func:`groundjudge.testing.grounding_problems`' rule, as ``assert_grounded``: a combined score of at least
+    ``threshold``, no claim contradicted or left unjudged, no part of the check failed) and ``accept(report)``, when
+    given, also holds; at most ``max_retries`` times after the first.
 
     ``generate_fn(question, context)`` or ``generate_fn(question, context, feedback)``: the third argument, when the
     function takes it, is None the first time and then ``explain(report)`` of the attempt before: by default
     :func:`feedback_for`, the claims to fix, fenced as data.
     """
+    from groundjudge.testing.assertions import grounding_problems  # the one rule of "grounded at a bar"
+
     takes_feedback = len(inspect.signature(generate_fn).parameters) >= 3
     attempts: list[Attempt] = []
     feedback: str | None = None
@@ -118,9 +121,7 @@ def generate_with_validation(
         answer = generate_fn(question, context, feedback) if takes_feedback else generate_fn(question, context)
         report = evaluator.evaluate(answer, context, question)
         attempts.append(Attempt(answer, report))
-        s = report.scores
-        good = s.combined is not None and s.combined >= threshold and not s.n_contradicted and not s.n_errors
-        if good and (accept is None or accept(report)):
+        if not grounding_problems(report, threshold) and (accept is None or accept(report)):
             return ValidatedAnswer(answer, report, True, attempts)
         feedback = explain(report)
     return ValidatedAnswer(attempts[-1].answer, attempts[-1].report, False, attempts)

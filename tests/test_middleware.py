@@ -52,6 +52,26 @@ def test_generate_with_validation_gives_up_after_max_retries(shared_nli: Any, tm
     assert feedback_for(result.report).startswith("These statements are not backed")
 
 
+def test_generate_with_validation_never_accepts_an_answer_whose_check_failed(shared_nli: Any, tmp_path: Path) -> None:
+    """The sources left the QA questions unanswered on every try: the QA check failed (``errors``, verdict WARN),
+    while the claims and the NLI part held the combined score at 0.92 with the QA part's weight low. The loop
+    asked only for the score, no contradiction and no unjudged claim, so it called the answer validated
+    (``passed``) where ``verify_or_reject`` and ``assert_grounded`` refuse it. Now it uses their rule."""
+    import json
+
+    from groundjudge.testing import Reply
+    from tests.pipeline.test_pipeline import judge_handler
+
+    unanswered = lambda req: Reply.json({**json.loads(judge_handler(req).content), "answers": []})  # noqa: E731
+    with ScriptedLLMServer(route({**HANDLERS, "verify": unanswered})) as server:
+        ev = evaluator(server, shared_nli, tmp_path, weights={"claims": 0.7, "nli": 0.25, "qa": 0.05})
+        result = generate_with_validation(ev, lambda q, c: GOOD_ANSWER, "When?", [CONTEXT], max_retries=1)
+    report = result.report
+    assert report.scores.combined is not None and report.scores.combined >= 0.7  # the score alone would pass
+    assert report.scores.qa_failed and report.errors and not report.scores.n_errors
+    assert not result.passed and len(result.attempts) == 2
+
+
 # -- the RAG guard: retrieve -> generate -> verify -> return, reject or regenerate --------------------------------
 
 
