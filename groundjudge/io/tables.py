@@ -629,6 +629,16 @@ def is_table(obj: Any) -> bool:
     return cls.__module__.startswith("datasets.") and cls.__name__ in ("Dataset", "IterableDataset")
 
 
+def with_named_index(frame: Any) -> Any:
+    """A pandas DataFrame with each named level of its index as a column (``df.set_index("id")``: the ids are in
+    the index), as ``to_csv`` and ``to_parquet`` write them, so that a frame and the file written from it give
+    the same rows and ids; a level whose name is already a column (``set_index("id", drop=False)``) stays in the
+    index. An unnamed index (pandas' row positions) is no column."""
+    columns = {str(c) for c in frame.columns}
+    named = [name for name in frame.index.names if name is not None and str(name) not in columns]
+    return frame.reset_index(level=named) if named else frame
+
+
 def table_rows(table: Any) -> Iterator[tuple[int, Any]]:
     """(row number from 1, row dict) of a pandas DataFrame or a ``datasets.Dataset``."""
     if type(table).__name__ == "DataFrame":
@@ -672,6 +682,8 @@ def read_rows(
             numbered = read_jsonl(_source(source))
         return cmap.rows(numbered)
     if is_table(source):
+        if type(source).__name__ == "DataFrame":
+            source = with_named_index(source)
         cmap = ColumnMap(mapping, decode_strings=True)
         names = source.columns if type(source).__name__ == "DataFrame" else source.column_names
         if names is not None:

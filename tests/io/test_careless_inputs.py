@@ -181,6 +181,24 @@ def test_one_id_rule_for_jsonl_csv_parquet_and_dataframes(tmp_path: Path) -> Non
     assert [r["id"] for r in each_turn([{"id": math.nan, "messages": messages}])] == no_id  # NaN: no id
 
 
+def test_ids_in_a_dataframes_index_are_its_ids_as_in_the_files_written_from_it(tmp_path: Path) -> None:
+    """``frame.set_index("id")`` (how a notebook keeps its ids) was read without its index: every answer came back
+    as row-N, while the same frame written by ``to_csv`` or ``to_parquet`` (which write a named index as a column)
+    kept its ids; the run's frame (indexed by id) then joined nothing of the user's. A named index level is now a
+    column, as those files hold it; an unnamed one (row positions) is not; one also kept as a column stays one."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    frame = pd.DataFrame({"id": ["a", "b"], "answer": ["At 9."] * 2, "contexts": [[P]] * 2})
+    indexed = frame.set_index("id")
+    indexed.to_csv(tmp_path / "in.csv")
+    indexed.to_parquet(tmp_path / "in.parquet")
+    assert ids(indexed) == ids(tmp_path / "in.csv") == ids(tmp_path / "in.parquet") == ["a", "b"]
+    assert ids(frame.set_index("id", drop=False)) == ["a", "b"]
+    mapped = read(frame.rename(columns={"id": "key"}).set_index("key"), {"id": "key"})  # a mapped index too
+    assert [parse_sample(row, n).id for n, row in mapped] == ["a", "b"]
+    assert ids(frame.drop(columns="id").set_index(pd.Index([7, 9]))) == ["row-1", "row-2"]  # positions: no id
+
+
 # -- careless cells -----------------------------------------------------------------------------------------------
 
 
