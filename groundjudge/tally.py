@@ -146,7 +146,10 @@ class RunSummary(BaseModel):
     answers_below_threshold_share_ci: CI = _ci(share=True)
     answers_scored: int = Field(0, description="answers with a finite combined score")
     answers_contradicted_share: float | None = Field(
-        None, description="share of answers with a judged claim that have a CONTRADICTED claim"
+        None,
+        description="share of answers with a judged claim that have a CONTRADICTED claim; an ERROR answer counts only "
+        "when one of its judged claims is CONTRADICTED (its other claims are unknown: left out, it never lowers the "
+        "share)",
     )
     answers_contradicted_share_ci: CI = _ci(share=True)
     answers_not_supported_share: float | None = Field(
@@ -346,7 +349,7 @@ class Summarizer:
             if value is not None and key not in non_finite:
                 self.sums[key] += value
                 self.counts[key] += 1
-        if s.n_judged:
+        if s.n_judged and (r.verdict != "ERROR" or s.n_contradicted):  # a failed answer counts by what it shows
             self.scored += 1
             self.with_contradiction += s.n_contradicted > 0
         self.with_claims += bool(s.n_claims)

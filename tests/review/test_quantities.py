@@ -432,3 +432,20 @@ def test_a_long_id_does_not_set_the_width_of_every_line_of_a_piped_summary() -> 
     lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert lines and max(len(line) for line in lines) < 300, max(len(line) for line in lines)
     assert "x" * 79 + "…" in console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_a_failed_answer_never_lowers_the_share_of_answers_with_a_contradicted_claim() -> None:
+    """An ERROR answer whose judged claims hold no contradiction (its failed claims unknown) counted as an answer
+    without one: a run whose answers all failed said "answers with a contradicted claim 0.0%", and failures diluted
+    the share. It now counts only an ERROR answer that shows a CONTRADICTED claim."""
+
+    def failed(report: AnswerReport) -> AnswerReport:
+        return report.model_copy(update={"verdict": "ERROR", "errors": ["judge: no verdict for claim(s) c9"]})
+
+    clean = [_report(f"r{i}", ["SUPPORTED", "CONTRADICTED" if i == 0 else "SUPPORTED"]) for i in range(4)]
+    assert summarize(clean).answers_contradicted_share == pytest.approx(1 / 4)
+    assert summarize([failed(r) for r in clean[1:]]).answers_contradicted_share is None  # all failed: no share
+    with_failures = [*clean, *(failed(_report(f"e{i}", ["SUPPORTED"])) for i in range(4))]
+    assert summarize(with_failures).answers_contradicted_share == pytest.approx(1 / 4)
+    shown = [*clean, failed(_report("e", ["CONTRADICTED", "SUPPORTED"]))]  # a failure that shows one still counts
+    assert summarize(shown).answers_contradicted_share == pytest.approx(2 / 5)
