@@ -691,15 +691,30 @@ def read_rows(
         if cmap.mapping and names is not None:  # an IterableDataset may not know its columns
             cmap.check_columns((str(c) for c in names), f"the {type(source).__name__}")
         return cmap.rows(table_rows(source))
+    refuse_one_row(source)
     cmap = ColumnMap(mapping)
     if cmap.mapping and isinstance(source, (list, tuple)):
         cmap.check_rows(enumerate(source, start=1), "the rows")
     return cmap.rows(enumerate(source, start=1))
 
 
+def refuse_one_row(source: Any) -> None:
+    """Refuse one row given where rows go: a dict iterates as its keys, each of which was one ERROR row ("a row
+    must be a JSON object, not str").
+
+    Raises:
+        ConfigError: ``one row (a dict) given where rows go: pass a list of rows``.
+    """
+    if isinstance(source, Mapping):
+        raise ConfigError(
+            "one row (a dict) given where rows go: pass a list of rows ([row]), or score one answer with evaluate()"
+        )
+
+
 def as_rows(rows: Any, mapping: Mapping[str, str] | None = None) -> Iterable[Any]:
     """Rows for :meth:`Evaluator.evaluate_many`: a DataFrame or Dataset as mapped dicts (bad rows as
-    InputErrors), anything else unchanged."""
+    InputErrors), anything else unchanged (one dict is refused: :func:`refuse_one_row`)."""
+    refuse_one_row(rows)
     if is_table(rows) or mapping:
         return (row for _, row in read_rows(rows, mapping))
     return rows

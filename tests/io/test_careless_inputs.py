@@ -313,3 +313,17 @@ def test_a_file_that_is_not_there_is_a_usage_error_naming_it(tmp_path: Path, nam
         read(missing)
     with pytest.raises(ConfigError, match="no input file"):
         assert_file_grounded(str(missing), evaluator=make_nli_evaluator(shared_nli, tmp_path))
+
+
+def test_one_row_given_as_a_dict_where_rows_go_says_so(tmp_path: Path, shared_nli: Any) -> None:
+    """``ev.run({"answer": ..., "contexts": [...]})`` iterated the dict: each key came back as an ERROR row ("a row
+    must be a JSON object, not str"). One dict where rows go is now a usage error saying to pass a list."""
+    from groundjudge.io.tables import as_rows
+    from tests.conftest import make_nli_evaluator
+
+    row = {"id": "a", "answer": "Paris is in France.", "contexts": ["Paris is in France."]}
+    ev = make_nli_evaluator(shared_nli, tmp_path)
+    for call in (lambda: ev.run(row), lambda: list(ev.evaluate_many(row)), lambda: read(row), lambda: as_rows(row)):
+        with pytest.raises(ConfigError, match=r"one row \(a dict\) given where rows go: pass a list of rows"):
+            call()
+    assert [r.id for r in ev.run([row]).reports] == ["a"]  # as a list, the row is scored
