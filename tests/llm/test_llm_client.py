@@ -413,17 +413,18 @@ def test_usd_budget_needs_a_known_price(server: ScriptedLLMServer) -> None:
 
 
 def test_a_price_given_to_the_client_wins_over_the_table(server: ScriptedLLMServer) -> None:
-    server.script = lambda req: Reply.json(GOOD, input_tokens=1_000_000, output_tokens=1_000_000)
+    # 1,000 output tokens: within the request's cap (the server cuts a reply past it, as a provider does)
+    server.script = lambda req: Reply.json(GOOD, input_tokens=1_000_000, output_tokens=1_000)
     client = make_client(
         "openai/gpt-4o-mini", base_url=server.openai_base_url, price={"input_per_mtok": 1.0, "output_per_mtok": 2.0}
     )
     assert client.price == Price(1.0, 2.0)
-    assert client.complete_json(ASK, Verdict)[1].cost_usd == pytest.approx(3.0)  # not gpt-4o-mini's $0.75
+    assert client.complete_json(ASK, Verdict)[1].cost_usd == pytest.approx(1.002)  # not gpt-4o-mini's $0.1506
     # and makes a budget on a model the table does not know possible
     compatible = f"openai-compatible/paid-model@{server.openai_base_url}"
     budgeted = make_client(compatible, price=Price(1.0, 2.0), ledger=Ledger(budget_usd=10))
     _, usage = budgeted.complete_json(ASK, Verdict, prompt=PROMPT)
-    assert (usage.cost_usd, usage.unpriced_calls) == (pytest.approx(3.0), 0)
+    assert (usage.cost_usd, usage.unpriced_calls) == (pytest.approx(1.002), 0)
 
 
 def test_price_file_from_environment(
@@ -432,9 +433,9 @@ def test_price_file_from_environment(
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"openai/my-finetune": {"input": 1.0, "output": 2.0}}))
     monkeypatch.setenv("GROUNDJUDGE_PRICES", str(prices))
-    server.push(Reply.json(GOOD, input_tokens=1_000_000, output_tokens=1_000_000))
+    server.push(Reply.json(GOOD, input_tokens=1_000_000, output_tokens=1_000))  # within the request's cap
     _, usage = make_test_client(server, model="openai/my-finetune").complete_json(ASK, Verdict)
-    assert usage.cost_usd == pytest.approx(3.0)
+    assert usage.cost_usd == pytest.approx(1.002)
 
 
 # -- OpenAI-compatible servers -------------------------------------------------------------------------------
