@@ -33,9 +33,15 @@ OpenAI's reasoning models (o1, o3, o4-mini, the gpt-5 family but its chat models
 held to what the API takes: a temperature other than their default, and ``max_tokens`` (``max_completion_tokens``
 only), are answered HTTP 400 with the API's error; a non-reasoning GPT model is answered 400 for
 ``reasoning_effort``. A reply's ``reasoning_tokens`` are reported as the API does (in ``completion_tokens``, and
-in ``completion_tokens_details.reasoning_tokens``) and count against the request's cap: a reply whose reasoning and
-text do not fit is cut off (``finish_reason`` length, what fits of the text after the reasoning, which may be
-none).
+in ``completion_tokens_details.reasoning_tokens``) and count against the request's cap.
+
+Every reply is held to the request's output cap (OpenAI ``max_completion_tokens``, else ``max_tokens``; Anthropic
+``max_tokens``), as both APIs hold it: a reply whose tokens (its ``output_tokens``, else ~4 characters a token of
+its text, plus an OpenAI reply's reasoning) do not fit is cut off, billed exactly the cap, with the share of its
+text that fits (after the reasoning, which may leave none): OpenAI ``finish_reason`` length, Anthropic
+``stop_reason`` max_tokens, a forced tool call's ``input`` what of the cut JSON parses (the Anthropic SDK's partial
+reading: {} when nothing does). A reply that fits is handed over as scripted; :meth:`Reply.truncated` (or
+``finish="length"``) scripts a cut-off reply whatever the cap.
 """
 
 from __future__ import annotations
@@ -282,21 +288,44 @@ def _refused_by_model(req: RecordedRequest) -> Reply | None:
     return None
 
 
-def _openai_output(req: RecordedRequest, reply: Reply) -> tuple[str, int, str]:
-    """The reply's text, its completion tokens (reasoning included) and finish reason, held to the request's cap
-    when the reply reasons (a reasoning model's reasoning counts against ``max_completion_tokens``)."""
-    out = _out_tokens(reply) + reply.reasoning_tokens
+@dataclass(frozen=True)
+class _Output:
+    """A reply's output as the provider hands it over: the text, the output tokens billed (reasoning included) and
+    whether the request's cap cut it off."""
+
+    text: str
+    tokens: int
+    cut: bool
+
+
+def _output_cap(req: RecordedRequest) -> int | None:
+    """The request's cap on output tokens: OpenAI's ``max_completion_tokens`` (else ``max_tokens``), Anthropic's
+    ``max_tokens``; None when it sends none."""
     cap = req.body.get("max_completion_tokens", req.body.get("max_tokens"))
-    if not reply.reasoning_tokens or not isinstance(cap, int) or out <= cap:
-        return reply.content, out, reply.finish
-    room = max(0, cap - reply.reasoning_tokens)  # what is left for the visible reply, ~4 characters a token
-    return reply.content[: room * 4], cap, "length"
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0 else None
+
+
+def _held_output(req: RecordedRequest, reply: Reply) -> _Output:
+    """The reply held to the request's output cap, as both APIs hold every reply: one whose tokens (an OpenAI
+    reasoning model's reasoning first, then the text) do not fit is cut off, billed exactly the cap, with what of
+    its text fits after the reasoning (the text's share of its tokens that fits, which may be none); one that fits
+    is handed over whole."""
+    reasoning = reply.reasoning_tokens if req.api == "openai" else 0
+    visible = _out_tokens(reply)
+    cap = _output_cap(req)
+    if cap is None or visible + reasoning <= cap:
+        return _Output(reply.content, visible + reasoning, cut=False)
+    room = max(0, cap - reasoning)
+    keep = len(reply.content) * room // visible if visible else 0
+    return _Output(reply.content[:keep], cap, cut=True)
 
 
 def _openai_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _CacheUsage()) -> dict[str, Any]:
-    text, completion, finish = _openai_output(req, reply)
-    refusal = reply.content if reply.kind == "refusal" else None
-    content = None if refusal else text
+    output = _held_output(req, reply)
+    completion = output.tokens
+    finish = "length" if output.cut and reply.finish == "stop" else reply.finish
+    refusal = output.text if reply.kind == "refusal" else None
+    content = None if reply.kind == "refusal" else output.text
     details = (
         {"completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens}} if reply.reasoning_tokens else {}
     )
@@ -325,15 +354,20 @@ def _openai_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _Cache
 
 def _anthropic_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _CacheUsage()) -> dict[str, Any]:
     tool_choice = req.body.get("tool_choice") or {}
+    output = _held_output(req, reply)
+    cut = output.cut or reply.finish == "length"
     if reply.kind == "refusal" or reply.finish == "content_filter":
-        content: list[dict[str, Any]] = [{"type": "text", "text": reply.content}] if reply.content else []
+        content: list[dict[str, Any]] = [{"type": "text", "text": output.text}] if output.text else []
         stop = "refusal"
     elif reply.obj is not None and isinstance(reply.obj, dict) and tool_choice.get("type") == "tool":
-        content = [{"type": "tool_use", "id": "toolu_scripted", "name": tool_choice["name"], "input": reply.obj}]
-        stop = "max_tokens" if reply.finish == "length" else "tool_use"  # a tool call cut off: what of it parsed
+        # a tool call cut off hands over what of its input parsed: the script's (a cut scripted as such), or what of
+        # the JSON fits the cap, read as the SDK reads a streamed tool call's partial input
+        tool_input = _partial_json(output.text) if output.cut else reply.obj
+        content = [{"type": "tool_use", "id": "toolu_scripted", "name": tool_choice["name"], "input": tool_input}]
+        stop = "max_tokens" if cut else "tool_use"
     else:
-        content = [{"type": "text", "text": reply.content}]
-        stop = "max_tokens" if reply.finish == "length" else "end_turn"
+        content = [{"type": "text", "text": output.text}]
+        stop = "max_tokens" if cut else "end_turn"
     return {
         "id": "msg_scripted",
         "type": "message",
@@ -347,9 +381,21 @@ def _anthropic_body(req: RecordedRequest, reply: Reply, cache: _CacheUsage = _Ca
             "input_tokens": max(0, _in_tokens(req, reply) - cache.read - cache.written),
             "cache_read_input_tokens": cache.read,
             "cache_creation_input_tokens": cache.written,
-            "output_tokens": _out_tokens(reply),
+            "output_tokens": output.tokens,
         },
     }
+
+
+def _partial_json(text: str) -> dict[str, Any]:
+    """What of a cut-off JSON object parses ({} for none of it), as the Anthropic SDK reads a tool call's input
+    while it streams (jiter, the SDKs' own JSON parser, in partial mode: a string cut off is left out)."""
+    from jiter import from_json
+
+    try:
+        value = from_json(text.encode(), partial_mode=True)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _anthropic_breakpoints(body: dict[str, Any]) -> list[str]:
