@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import socket
@@ -31,6 +32,8 @@ from typing import Any, Literal
 import diskcache
 
 from groundjudge.errors import CacheMissError, ConfigError
+
+log = logging.getLogger(__name__)
 
 CacheMode = Literal["use", "off", "only", "refresh"]
 """use: read and write; off: neither; only: read, and a miss is an error (replay); refresh: write, never read."""
@@ -281,11 +284,22 @@ class Cache:
         return self.mode in ("use", "refresh")
 
     def get(self, key: str, *, miss_ok: bool = False) -> Any | None:
-        """The cached value, or None. In ``only`` mode a miss raises :class:`CacheMissError` unless ``miss_ok``."""
+        """The cached value, or None. In ``only`` mode a miss raises :class:`CacheMissError` unless ``miss_ok``.
+
+        An entry that is not JSON (a damaged database page, a value cut short by another tool) is a miss, logged:
+        the call is asked again and its answer replaces the entry, never served nor raised as the caller's error.
+        """
         namespace = key.split(":", 1)[0]
         if not self.reads:
             return None
         raw = self.store.get(key)
+        damaged = None
+        if raw is not None:
+            try:
+                value = json.loads(raw)
+            except (ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError too
+                log.warning("ignoring a damaged cache entry (%s): %s", exc, key)
+                raw, damaged = None, exc
         kind = "hits" if raw is not None else "misses"
         with self._lock:
             (self.hits if raw is not None else self.misses)[namespace] += 1
@@ -295,9 +309,10 @@ class Cache:
             _flush(self.store, self._pending, self._lock)
         if raw is None:
             if self.mode == "only" and not miss_ok:
-                raise CacheMissError(f"cache-only mode: no cached {namespace} entry for key {key}")
+                what = "no cached" if damaged is None else "only a damaged (not JSON)"
+                raise CacheMissError(f"cache-only mode: {what} {namespace} entry for key {key}") from damaged
             return None
-        return json.loads(raw)
+        return value
 
     def peek(self, key: str) -> bool:
         """Whether the key is cached, without counting or raising (for cost estimates)."""

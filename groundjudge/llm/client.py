@@ -481,10 +481,15 @@ def cached_value(
     try:
         cached = cache.get(key)  # raises CacheMissError in cache-only mode
     except errors.CacheMissError as exc:
+        damaged = isinstance(exc.__cause__, ValueError | TypeError)  # an entry that is not JSON (Cache.get)
+        why = (
+            "its entry is damaged"
+            if damaged
+            else "the prompt, the model or the input changed since the cache was filled"
+        )
         raise errors.CacheMissError(
-            f"no cached reply for {what} (cache-only: nothing was sent; the prompt, the model or the input changed "
-            "since the cache was filled); run once with --cache-mode use (Python: cache_mode='use') to fill it "
-            f"[key {key[:12]}]"
+            f"no cached reply for {what} (cache-only: nothing was sent; {why}); run once with --cache-mode use "
+            f"(Python: cache_mode='use') to fill it [key {key[:12]}]"
         ) from exc
     if cached is None:
         return None

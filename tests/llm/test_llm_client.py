@@ -353,6 +353,28 @@ def test_cache_only_mode_never_sends_for_a_corrupt_cached_entry(
     assert server.requests == [] and replay.ledger.total.calls == 0
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_damaged_cache_entry_is_asked_again_not_a_failed_row(
+    server: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    """A cached value that is not JSON (cut short on disk) raised JSONDecodeError out of the call: the row was an
+    ERROR on every rerun (the damaged entry was never replaced), and an NLI score so damaged failed its claim."""
+    server.script = lambda req: Reply.json(GOOD)
+    client = make_test_client(server, provider, cache=Cache(tmp_path / "c"))
+    key = client.cache_key(ASK, Verdict, PROMPT)
+    assert client.cache is not None
+    client.cache.store.set(key, '{"output": {"label": "SUPP')  # a value cut short
+    value, usage = client.complete_json(ASK, Verdict, prompt=PROMPT)
+    assert value.label == "SUPPORTED" and usage.calls == 1 and len(server.requests) == 1  # asked again, billed once
+    assert client.complete_json(ASK, Verdict, prompt=PROMPT)[1].cached_calls == 1  # the answer replaced it
+    client.cache.store.set(key, b"\xff\xfe not text")
+    replay = make_test_client(server, provider, cache=Cache(tmp_path / "c", mode="only"))
+    with pytest.raises(errors.CacheMissError, match="damaged"):
+        replay.complete_json(ASK, Verdict, prompt=PROMPT)
+    assert len(server.requests) == 1
+    assert client.cache.get(key, miss_ok=True) is None  # the NLI scores' lookup: a miss, scored again
+
+
 def test_cache_off_and_refresh_modes(server: ScriptedLLMServer, tmp_path: Path) -> None:
     server.script = lambda req: Reply.json(GOOD)
     off = make_test_client(server, cache=Cache(tmp_path / "c", mode="off"))
