@@ -98,7 +98,14 @@ def _score(
     cfg = config.config if isinstance(config, Evaluator) else config
     if engine == "local":
         evaluator = config if isinstance(config, Evaluator) else Evaluator(config)
-        result = local.score_rows(pending, output, evaluator, batch_size=batch_size)
+        start = evaluator.usage
+        try:
+            result = local.score_rows(pending, output, evaluator, batch_size=batch_size)
+        except KeyboardInterrupt:  # Ctrl-C: what was billed (a provider batch collected, calls of unwritten rows)
+            interrupted = output.result(None, evaluator.usage - start, None)
+            interrupted.earlier = read_spent(output.out) if pending.resume else None
+            record_spent(output.out, interrupted, resume=pending.resume, interrupted=True)  # for the --resume
+            raise
     else:
         if cfg.batch_api:
             raise ConfigError("the Ray engine does not take batch_api (--batch-api) yet: run it with the local engine")

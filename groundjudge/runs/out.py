@@ -639,12 +639,12 @@ def read_spent(out: Path) -> Usage | None:
         return None
 
 
-def record_spent(out: Path, result: RunResult, *, resume: bool) -> None:
+def record_spent(out: Path, result: RunResult, *, resume: bool, interrupted: bool = False) -> None:
     """Keep ``OUT.spent.json`` true after a run: kept (the earlier runs' bill plus this run's) while a run stopped
-    or resumed a stopped one; removed when a fresh run replaced OUT and finished, so a later resume never counts
-    an old bill."""
+    (``interrupted``: by Ctrl-C, which is no ``stopped``) or resumed a stopped one; removed when a fresh run replaced
+    OUT and finished, so a later resume never counts an old bill."""
     path = spent_path(out)
-    if result.stopped is not None or (resume and result.earlier is not None):
+    if result.stopped is not None or interrupted or (resume and result.earlier is not None):
         every = (result.earlier or Usage()) + _billed(result.billed)
         if every.calls or path.exists():
             atomic_write_text(path, json.dumps({"billed": every.model_dump(mode="json")}) + "\n")

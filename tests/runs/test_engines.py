@@ -107,6 +107,41 @@ def test_a_stopped_runs_summary_counts_every_call_it_paid_for_and_its_resume_the
         assert not spent_path(out).exists()  # a fresh run that finished: no old bill for a later resume
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_ctrl_c_keeps_the_bill_for_the_resume(tmp_path: Path, provider: str) -> None:
+    """Ctrl-C while a provider batch of judge calls was pending lost the claims batch the run had already collected
+    (billed, cached): no OUT.spent.json was written, and the --resume read those replies free, so no run's account
+    held them (the resumed run said $0.000152 where the provider billed $0.000242). An interrupted run keeps its
+    bill as a stopped one does."""
+    data = write_rows(tmp_path / "in.jsonl", CLAIMED[:4])
+    out = tmp_path / "out.jsonl"
+    model = {"openai": "openai/gpt-4o-mini", "anthropic": "anthropic/claude-haiku-4-5"}[provider]
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        url = server.openai_base_url if provider == "openai" else server.anthropic_base_url
+        cfg = Config.make(
+            llm=model, base_url=url, mode="llm", qa=False, batch_api=True, batch_poll_seconds=0, cache_dir=str(tmp_path)
+        )
+        ev = Evaluator(cfg)
+
+        def ctrl_c(done: int, total: int) -> None:  # the judge calls' batch is pending: the user presses Ctrl-C
+            if len(server.batches) == 2:
+                raise KeyboardInterrupt
+
+        ev.batch_progress = ctrl_c
+        with pytest.raises(KeyboardInterrupt):
+            score_file(data, out, ev)
+        first_billed = server.billed
+        assert first_billed == 4 and len(server.batches) == 2  # the claims batch answered, the judge batch sent
+        assert json.loads(spent_path(out).read_text())["billed"]["calls"] == first_billed
+        result = score_file(data, out, Evaluator(cfg), resume=True)
+    assert len(server.batches) == 2  # the pending batch collected, not sent again
+    spent = result.spent()
+    assert spent is not None and spent["earlier"]["calls"] == first_billed
+    assert spent["all_runs"]["calls"] == server.billed == 8
+    assert result.summary.usage.calls == 4  # the judge calls; the claims come from the cache, paid by the first run
+    assert spent["all_runs"]["cost_usd"] == pytest.approx(spent["earlier"]["cost_usd"] + result.summary.usage.cost_usd)
+
+
 def test_a_finished_run_says_nothing_more_than_its_rows(tmp_path: Path) -> None:
     """The ledger's account appears only when the rows do not tell it all: a run that finishes keeps its --json."""
     data = write_rows(tmp_path / "in.jsonl", ROWS[:3])
