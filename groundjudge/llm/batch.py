@@ -415,7 +415,8 @@ class BatchRunner:
         job collected it meanwhile, this run's keys come from what that job kept. Otherwise the keys this run waits
         for are taken (cached), the others kept in the side file for the run that asks for them.
         """
-        results = list(self.api.results(entry, status))
+        # answers first: of two lines for one request (a provider's retry), an answer (billed) wins over a failure
+        results = sorted(self.api.results(entry, status), key=lambda r: r[1] != "succeeded")
         wanted = self._wanted.get(entry["id"], set())
         cache = self.client.cache
         assert cache is not None

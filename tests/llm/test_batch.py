@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ from groundjudge.cache import Cache
 from groundjudge.llm import BatchRunner, DeferredCall, Ledger, LLMClient
 from groundjudge.models import Message, PromptRef, Usage
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer
+from groundjudge.testing.batches import ScriptedBatch
 from tests.conftest import make_test_client
 
 PROVIDERS = ["openai", "anthropic"]
@@ -238,6 +240,37 @@ def test_invalid_json_and_errored_results_are_not_cached(
     # A rerun with the same calls does not resubmit them: a finished batch covered them; still reported.
     again = runner(client, tmp_path).run(deferred)
     assert len(scripted.batches) == 1 and again.resumed == 2 and set(again.failures) == set(list(outcome.failures))
+
+
+class ErrorsFirst(ScriptedLLMServer):
+    """A provider whose results list each request twice: an error line first, then its answer (billed)."""
+
+    def _end_batch(self, batch: ScriptedBatch) -> None:
+        super()._end_batch(batch)
+        failed = copy.deepcopy(batch.output_lines)
+        for line in failed:
+            if batch.api == "openai":
+                line["response"]["status_code"] = 500
+            else:
+                line["result"] = {"type": "errored", "error": {"type": "error", "error": {"type": "api_error"}}}
+        batch.output_lines[:0] = failed
+        if batch.output_file_id is not None:
+            self.files[batch.output_file_id] = "".join(json.dumps(x) + "\n" for x in batch.output_lines).encode()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_request_answered_after_an_error_line_for_it_is_taken_not_paid_again(provider: str, tmp_path: Path) -> None:
+    """Two result lines for one custom id, an error first: the first line won, so the billed answer was dropped
+    and the call made again directly (paid twice). The answer wins over a failure of the same request."""
+    with ErrorsFirst(answer) as server:
+        client = make_test_client(server, provider, cache=Cache(tmp_path / "cache"))
+        deferred = defer_all(client)
+        outcome = runner(client, tmp_path).run(deferred)
+        assert (outcome.succeeded, outcome.failed, outcome.failures) == (3, 0, {})
+        assert outcome.usage.calls == server.billed == 3
+        for messages in asks(3):  # the step again: every answer from the cache, nothing sent directly
+            assert client.complete_json(messages, Verdict, prompt=PROMPT)[1].cached_calls == 1
+        assert server.billed == 3
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
