@@ -102,9 +102,12 @@ def _score(
         try:
             result = local.score_rows(pending, output, evaluator, batch_size=batch_size)
         except KeyboardInterrupt:  # Ctrl-C: what was billed (a provider batch collected, calls of unwritten rows)
-            interrupted = output.result(None, evaluator.usage - start, None)
-            interrupted.earlier = read_spent(output.out) if pending.resume else None
-            record_spent(output.out, interrupted, resume=pending.resume, interrupted=True)  # for the --resume
+            try:
+                interrupted = output.result(None, evaluator.usage - start, None)
+                interrupted.earlier = read_spent(output.out) if pending.resume else None
+                record_spent(output.out, interrupted, resume=pending.resume, interrupted=True)  # for the --resume
+            except Exception:  # the bill is a courtesy to the resume: the interrupt stays what the caller gets
+                log.warning("could not keep the interrupted run's bill in %s", output.out, exc_info=True)
             raise
     else:
         if cfg.batch_api:
