@@ -137,6 +137,9 @@ class LLMClient:
         self._lock = threading.Lock()
         self._deferred: list[DeferredCall] | None = None
         self._deferred_keys: set[str] = set()
+        # keys a provider batch of this run answered and charged (accept_batch_result): the step's read of such a
+        # key is the call the batch paid for, not a call taken from the cache (once: a second read is a reuse)
+        self._batch_paid: set[str] = set()
         self._sending = threading.local()  # per thread: send even while deferring (see sending())
 
     def __getattr__(self, name: str) -> Any:
@@ -258,8 +261,12 @@ class LLMClient:
             return usage, problem
         if self.cache is not None:
             self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": response.text})
+        taken = [call.key]
         if call.members:
-            self._take_parts(call.members, value.model_dump(mode="json"), response)
+            parts = self._take_parts(call.members, value.model_dump(mode="json"), response)
+            taken += [key for key, why in parts.items() if why is None]
+        with self._lock:
+            self._batch_paid.update(taken)
         return usage, None
 
     # -- several answers' calls in one request ----------------------------------------------------------------
@@ -374,6 +381,11 @@ class LLMClient:
         value = cached_value(self.cache, key, schema, check, f"{what} to {self.model_id}") if self.cache else None
         if value is None:
             return None
+        with self._lock:
+            paid = key in self._batch_paid
+            self._batch_paid.discard(key)
+        if paid:  # answered by this run's provider batch, and charged there: no second count as a cached call
+            return value, Usage()
         usage = Usage(cached_calls=1)
         self.ledger.record_cached(usage)
         return value, usage

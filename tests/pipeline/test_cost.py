@@ -85,6 +85,10 @@ def test_batch_mode_answers_every_call_through_the_batch_api(shared_nli: Any, tm
         assert sum(r.usage.cost_usd for r in batched) == pytest.approx(ev.usage.cost_usd)
         assert [r.usage.calls for r in batched] == [r.usage.calls for r in direct_reports]
         assert sum(o.submitted for o in ev.batch_outcomes) == 5  # 2 extractions, then 3 sources-side calls
+        # the step's read of what the batch answered is that call, charged once, no cache hit: the summary said
+        # "2.00 billed + 2.00 from the cache" for two requests an answer
+        assert [r.usage.cached_calls for r in batched] == [0, 0, 0] and ev.usage.cached_calls == 0
+        assert ev.usage.calls == 5
         server.requests.clear()
         replay = list(_ev(server, shared_nli, tmp_path / "batch", provider, cache_mode="only").evaluate_many(ROWS))
         assert server.requests == [] and [r.verdict for r in replay] == [r.verdict for r in batched]
