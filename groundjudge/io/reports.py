@@ -2,9 +2,9 @@
 line), written by both engines and read by every command.
 
 ``dumps`` writes a line (strict JSON, after :func:`finite_report` made the report finite), ``read_reports`` reads
-a file back (``last_reports``: the report of each id that counts), ``is_report_file`` / ``is_report_row`` tell
-a report from an input row (``is_review_row``: a reviewer's decision), and ``write_parquet`` converts a report file
-to Parquet.
+a file back, its JSONL or its Parquet (``last_reports``: the report of each id that counts), ``is_report_file`` /
+``is_report_row`` tell a report from an input row (``is_review_row``: a reviewer's decision), and ``write_parquet``
+converts a report file to Parquet.
 
 Imports only ``models``, ``errors`` and ``io.jsonl``.
 """
@@ -113,12 +113,18 @@ def finite_report(report: AnswerReport) -> AnswerReport:
 
 
 def read_reports(path: str | Path) -> Iterator[AnswerReport]:
-    """Reports from a JSONL file written by ``groundjudge score``, read line by line with the one JSONL reader's
-    rules (a byte order mark skipped, blank lines skipped); a torn last line (a killed run) is skipped.
+    """Reports from a file written by ``groundjudge score``: its JSONL OUT, read line by line with the one JSONL
+    reader's rules (a byte order mark skipped, blank lines skipped; a torn last line, a killed run, is skipped), or
+    its Parquet OUT (:func:`write_parquet`; told by the file's magic bytes, whatever its name), read from its
+    ``report`` column.
 
     Raises:
-        ValueError: a line that is not a report (its number is in the message).
+        ValueError: a line (a Parquet row) that is not a report, its number in the message; a Parquet file with no
+            ``report`` column.
     """
+    if _is_parquet(path):
+        yield from _parquet_reports(path)
+        return
     for n, raw in read_lines(path):
         if not raw.strip():
             continue
@@ -128,10 +134,53 @@ def read_reports(path: str | Path) -> Iterator[AnswerReport]:
             if not raw.endswith(b"\n"):
                 return  # the last line of a run that was killed mid-write
             raise ArgumentError(f"line {n}: {_not_a_report(raw) or exc}") from exc
-        wrong = out_of_range(report.scores)
-        if wrong:
-            raise ArgumentError(f"line {n} (id {report.id!r}): {'; '.join(wrong)}: no score groundjudge writes")
-        yield report
+        yield _in_range(report, f"line {n}")
+
+
+def _in_range(report: AnswerReport, where: str) -> AnswerReport:
+    wrong = out_of_range(report.scores)
+    if wrong:
+        raise ArgumentError(f"{where} (id {report.id!r}): {'; '.join(wrong)}: no score groundjudge writes")
+    return report
+
+
+_PARQUET_MAGIC = b"PAR1"
+
+
+def _is_parquet(path: str | Path) -> bool:
+    """Whether ``path`` is a Parquet file (it opens with Parquet's magic bytes); a directory or a file that cannot be
+    read is not one (the JSONL reader says why)."""
+    try:
+        with Path(path).open("rb") as fh:
+            return fh.read(len(_PARQUET_MAGIC)) == _PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def _parquet_reports(path: str | Path) -> Iterator[AnswerReport]:
+    """The reports of a Parquet OUT (:func:`write_parquet`): its ``report`` column, row by row."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ConfigError("reading Parquet needs pyarrow: pip install 'groundjudge[parquet]'") from None
+    try:
+        table = pq.ParquetFile(path)
+        names = table.schema_arrow.names
+    except (OSError, ValueError) as exc:  # a cut file: pyarrow's ArrowInvalid is a ValueError, ArrowIOError OSError
+        raise ArgumentError(f"not a readable Parquet file: {exc}") from exc
+    if "report" not in names:
+        raise ArgumentError(
+            f"a Parquet file with no 'report' column (columns: {', '.join(names)}): not one 'groundjudge score' wrote"
+        )
+    n = 0
+    for batch in table.iter_batches(columns=["report"]):
+        for raw in batch.column(0).to_pylist():
+            n += 1
+            try:
+                report = AnswerReport.model_validate_json(raw if isinstance(raw, str) else "")
+            except ValueError as exc:
+                raise ArgumentError(f"row {n}: column 'report' holds no report: {exc}") from exc
+            yield _in_range(report, f"row {n}")
 
 
 # the scores of a report that are shares, in [0, 1] (the counts are n_*)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,35 @@ def test_failure_flags_and_counts_are_false_and_zero_not_null_where_nothing_fail
         "n_citations": [0, 0],
         "n_citations_unchecked": [0, 0],
     }
+
+
+def test_the_parquet_out_is_read_back_by_every_command_not_taken_for_a_torn_jsonl_line(tmp_path: Path) -> None:
+    """``score --out run.parquet`` writes a Parquet OUT; ``report run.parquet`` read it as JSON lines: a file with no
+    newline was one torn last line, skipped, so the report said 0 answers and exited 0 (a failed run's gate passed);
+    one with a newline byte was a pydantic error on ``PAR1``. It reads the ``report`` column, as the JSONL beside."""
+    pytest.importorskip("pyarrow.parquet")
+    from typer.testing import CliRunner
+
+    from groundjudge.cli import app
+    from groundjudge.io.reports import read_reports
+
+    failed = AnswerReport(id="bad\n", verdict="ERROR", mode="nli", scores=Scores(), errors=["boom"])
+    jsonl, out = tmp_path / "run.parquet.jsonl", tmp_path / "run.parquet"
+    jsonl.write_text(_report("ok") + "\n" + dumps(failed) + "\n", encoding="utf-8")
+    write_parquet(jsonl, out)
+    assert [r.model_dump() for r in read_reports(out)] == [r.model_dump() for r in read_reports(jsonl)]
+    shown = CliRunner().invoke(app, ["report", str(out), "--json"])
+    assert shown.exit_code == 0, shown.output
+    summary = json.loads(shown.stdout)
+    assert (summary["n"], summary["rows_failed"]) == (2, 1), summary
+    renamed = tmp_path / "run.out"  # told by its magic bytes, not its name
+    renamed.write_bytes(out.read_bytes())
+    assert [r.id for r in read_reports(renamed)] == ["ok", "bad\n"]
+    # a Parquet table that is no OUT (an input table) is named as such, not read as no reports
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"id": ["a"], "answer": ["x"]}), rows)
+    with pytest.raises(GroundjudgeError, match="no 'report' column"):
+        list(read_reports(rows))
