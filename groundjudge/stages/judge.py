@@ -241,6 +241,13 @@ def cites_text(docs: Sequence[int], sources: Sequence[Source]) -> str:
     return f" (cites: SOURCE {', '.join(map(str, shown))})"
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line (each line break a space): the CLAIMS block is one ``[id] text`` line per claim, so a
+    claim whose text breaks the line (a claim row's own text, or one the claims call copied from a hostile answer)
+    cannot start a line that reads as another claim's (``[c2] ...``) or as no claim's."""
+    return " ".join(text.splitlines())
+
+
 def judge_messages(
     claims: Sequence[Claim],
     sources: Sequence[Source],
@@ -248,11 +255,13 @@ def judge_messages(
     cited: Mapping[str, Sequence[int]] | None = None,
 ) -> list[Message]:
     """The judge prompt for these claims and sources (with the QA questions, the combined ``verify`` prompt), fenced;
-    instructions and sources first, the per-answer part last. ``cited``: the contexts (0-based) each claim id
-    cites, shown beside the claim as the sources it names."""
+    instructions and sources first, the per-answer part last; each claim on one line (:func:`one_line`). ``cited``:
+    the contexts (0-based) each claim id cites, shown beside the claim as the sources it names."""
     cited = cited or {}
     claims_text = (
-        "\n".join(f"[{c.id}] {c.text}" + (cites_text(cited[c.id], sources) if c.id in cited else "") for c in claims)
+        "\n".join(
+            f"[{c.id}] {one_line(c.text)}" + (cites_text(cited[c.id], sources) if c.id in cited else "") for c in claims
+        )
         or "(none)"
     )
     listing = question_listing(questions) if questions else ""
