@@ -168,10 +168,12 @@ def score_command(
     from groundjudge.io.tables import parse_mapping
     from groundjudge.pipeline import Evaluator
     from groundjudge.runs import pending_rows, score_rows
-    from groundjudge.runs.out import batch_state_path
+    from groundjudge.runs.out import batch_state_path, restore_from_parquet
 
     mapping = parse_mapping(columns)
     out, parquet_out = _out_files(input, out, config, replacing=resume or overwrite or dry_run)
+    if resume and not dry_run and parquet_out is not None and (restored := restore_from_parquet(parquet_out, out)):
+        err.print(escape(f"{out} restored from {parquet_out} ({restored} reports): the resume continues them"))
     # the run's input checks (no input file, --out is the input, --retry-errors without --resume, the format)
     pending = pending_rows(input, out, columns=mapping, resume=resume, retry_errors=retry_errors)
     if out.exists() and out.stat().st_size and not (resume or overwrite or dry_run):

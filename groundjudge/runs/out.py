@@ -31,6 +31,7 @@ from groundjudge.errors import (
 )
 from groundjudge.io.ids import earlier_id_text, read_otherwise
 from groundjudge.io.made_with import PLAIN, SHOWN, MadeWith, differences, shown_text
+from groundjudge.io.reports import dumps, read_reports
 from groundjudge.io.rows import row_id
 from groundjudge.io.tables import (
     check_input_exists,
@@ -198,6 +199,22 @@ class ReportWriter:
         if self.replaced:
             rewrite_out(self.out)
             self.replaced = 0
+
+
+def restore_from_parquet(parquet_out: Path, out: Path) -> int:
+    """Write OUT's JSONL again from the Parquet OUT a finished run made of it (its ``report`` column), when the JSONL
+    is gone or empty and the Parquet is there: what ``--resume`` continues, so that a resume keeps the reports the
+    Parquet holds rather than scoring (and paying for) every row again. Returns the reports written (0: nothing to
+    restore, OUT's JSONL left as it is).
+
+    Raises:
+        ArgumentError: the Parquet file holds no reports (``io.reports.read_reports``), before anything is written.
+    """
+    if (out.exists() and out.stat().st_size) or not parquet_out.is_file() or not parquet_out.stat().st_size:
+        return 0
+    lines = [dumps(r) + "\n" for r in read_reports(parquet_out)]
+    atomic_write_text(out, "".join(lines))
+    return len(lines)
 
 
 def batch_state_path(out: Path) -> Path:

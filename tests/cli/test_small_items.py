@@ -527,6 +527,37 @@ def test_ctrl_c_leaves_a_parquet_out_as_it_was(tmp_path: Path, tiny: Path) -> No
     assert "interrupted:" in flat(stderr) and "re-run with --resume" in flat(stderr), stderr
 
 
+def test_resume_of_a_parquet_out_whose_jsonl_is_gone_keeps_its_reports(tmp_path: Path, tiny: Path) -> None:
+    """'score -o run.parquet' with run.parquet there and run.parquet.jsonl gone (deleted as a temporary file, or only
+    the table copied) says 'pass --resume to continue it'; the resume read the missing JSONL as an empty OUT, scored
+    every row again (an LLM run paid again) and wrote the table over the reports it held. The JSONL is written again
+    from the table's report column first, and the resume scores only the rows the table has no report for."""
+    rows = [
+        {"id": f"r{i}", "contexts": ["Paris is the capital of France."], "answer": "Paris is in France."}
+        for i in range(3)
+    ]
+    args = ["-o", str(tmp_path / "run.parquet"), "--mode", "nli", "--nli-model", str(tiny), "--no-progress"]
+    args += ["--cache-mode", "off"]
+    first = runner.invoke(app, ["score", str(write_jsonl(tmp_path / "a.jsonl", rows[:2])), *args])
+    assert first.exit_code == 0, first.output
+    jsonl = tmp_path / "run.parquet.jsonl"
+    before = jsonl.read_text(encoding="utf-8")
+    jsonl.unlink()
+    # the same ids with other answers: a row scored again would show its new answer
+    later = [{**r, "answer": "Paris is in Spain."} for r in rows]
+    again = runner.invoke(app, ["score", str(write_jsonl(tmp_path / "b.jsonl", later)), *args, "--resume"])
+    assert again.exit_code == 0, again.output
+    assert "restored from" in flat(again.output), again.output
+    reports = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    assert jsonl.read_text(encoding="utf-8").startswith(before)
+    assert [(r["id"], r["answer"]) for r in reports] == [
+        ("r0", "Paris is in France."),
+        ("r1", "Paris is in France."),
+        ("r2", "Paris is in Spain."),
+    ]
+    assert [r.id for r in read_reports(tmp_path / "run.parquet")] == ["r0", "r1", "r2"]
+
+
 def test_calibrate_reliability_at_the_config_path_is_refused(tmp_path: Path) -> None:
     """'calibrate -o fit.html --reliability fit.html' wrote the diagram, then the config over it, and said it
     wrote both."""
