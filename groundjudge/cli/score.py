@@ -37,6 +37,7 @@ from groundjudge.cli.options import (
     default,
     device_problem,
     file_to_write,
+    given,
     json_option,
     nli_model_option,
     not_an_input,
@@ -182,6 +183,12 @@ def score_command(
     if cfg.batch_api and cfg.batch_state is None:  # beside OUT: a rerun of this command resumes the batches
         cfg = config_from_options(ctx, config, batch_state=str(batch_state_path(out)))
     evaluator = Evaluator(cfg)
+    if cfg.qa and given(ctx, "qa") and evaluator.mode == "nli":  # asked for, and nothing would say it did not run
+        err.print(
+            "[yellow]warning:[/yellow] --qa: the QA check asks an LLM (--llm); nli mode runs none, so no answer "
+            "gets a QA part",
+            highlight=False,
+        )
 
     if batch_size is None:  # one provider batch per stage, not one per 32 rows awaited in turn (up to a day each)
         batch_size = _BATCH_API_ROWS if cfg.batch_api else 32

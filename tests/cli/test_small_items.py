@@ -682,3 +682,15 @@ def test_a_command_that_reads_reports_says_when_it_was_given_an_input_or_a_revie
         assert result.exit_code == 2, result.output
         assert f"line 1: {words}" in said and "give the file 'groundjudge score' wrote" in said, said
         assert "Field required" not in said, said
+
+
+def test_an_explicit_qa_in_nli_mode_says_it_runs_none(tmp_path: Path, tiny: Path) -> None:
+    """``score --qa`` without an LLM ran nli mode with no QA check and no word of it: the flag was taken and
+    ignored. It now says so; without --qa (the default is on) nothing is said."""
+    rows = write_jsonl(tmp_path / "rows.jsonl", gold_rows())
+    base = ["score", str(rows), "--nli-model", str(tiny), "--no-progress"]
+    asked = runner.invoke(app, [*base, "--out", str(tmp_path / "a.jsonl"), "--qa"])
+    assert asked.exit_code == 0, asked.output
+    assert "--qa: the QA check asks an LLM (--llm); nli mode runs none" in flat(asked.stderr)
+    plain = runner.invoke(app, [*base, "--out", str(tmp_path / "b.jsonl")])
+    assert plain.exit_code == 0 and "QA check" not in plain.stderr, plain.output
