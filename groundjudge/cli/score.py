@@ -49,6 +49,7 @@ from groundjudge.cli.options import (
 from groundjudge.errors import BatchPendingError, BudgetExceededError, CacheMissError, GroundjudgeError, InputError
 
 if TYPE_CHECKING:
+    from groundjudge.pipeline import Evaluator
     from groundjudge.runs.out import RunResult
 
 # --batch-api without --batch-size: rows evaluated together, so that each stage sends one provider batch.
@@ -167,9 +168,8 @@ def score_command(
     goes to stderr as a table; with --json also to stdout as one JSON object (RunSummary's keys)."""
     from groundjudge.io.made_with import MadeWith
     from groundjudge.io.tables import parse_mapping
-    from groundjudge.pipeline import Evaluator
     from groundjudge.runs import pending_rows, score_rows
-    from groundjudge.runs.out import batch_state_path, restore_from_parquet
+    from groundjudge.runs.out import restore_from_parquet
 
     mapping = parse_mapping(columns)
     out, parquet_out = _out_files(input, out, config, replacing=resume or overwrite or dry_run)
@@ -179,16 +179,8 @@ def score_command(
     pending = pending_rows(input, out, columns=mapping, resume=resume, retry_errors=retry_errors)
     if out.exists() and out.stat().st_size and not (resume or overwrite or dry_run):
         raise fail(f"{out} exists: pass --resume to continue it or --overwrite to replace it")
-    cfg = config_from_options(ctx, config)  # the options the user gave, over the config file's values
-    if cfg.batch_api and cfg.batch_state is None:  # beside OUT: a rerun of this command resumes the batches
-        cfg = config_from_options(ctx, config, batch_state=str(batch_state_path(out)))
-    evaluator = Evaluator(cfg)
-    if cfg.qa and given(ctx, "qa") and evaluator.mode == "nli":  # asked for, and nothing would say it did not run
-        err.print(
-            "[yellow]warning:[/yellow] --qa: the QA check asks an LLM (--llm); nli mode runs none, so no answer "
-            "gets a QA part",
-            highlight=False,
-        )
+    evaluator = _evaluator(ctx, config, out)
+    cfg = evaluator.config
 
     if batch_size is None:  # one provider batch per stage, not one per 32 rows awaited in turn (up to a day each)
         batch_size = _BATCH_API_ROWS if cfg.batch_api else 32
@@ -272,6 +264,25 @@ def score_command(
     if _failures_kept(result.failures_kept, out) + result.summary.rows_failed and code == EXIT_OK:  # said anyway
         code = EXIT_ROWS_FAILED  # OUT as a whole is what a CI step reads: a failure kept in it never passes
     raise typer.Exit(code)
+
+
+def _evaluator(ctx: typer.Context, config: Path | None, out: Path) -> Evaluator:
+    """The run's evaluator: the options the user gave over the config file's values, a provider batch's state beside
+    OUT (a rerun of the command resumes the batches); says when --qa was asked for and nli mode runs none."""
+    from groundjudge.pipeline import Evaluator
+    from groundjudge.runs.out import batch_state_path
+
+    cfg = config_from_options(ctx, config)
+    if cfg.batch_api and cfg.batch_state is None:
+        cfg = config_from_options(ctx, config, batch_state=str(batch_state_path(out)))
+    evaluator = Evaluator(cfg)
+    if cfg.qa and given(ctx, "qa") and evaluator.mode == "nli":  # asked for, and nothing would say it did not run
+        err.print(
+            "[yellow]warning:[/yellow] --qa: the QA check asks an LLM (--llm); nli mode runs none, so no answer "
+            "gets a QA part",
+            highlight=False,
+        )
+    return evaluator
 
 
 def _say_damaged(damaged: list[tuple[int, str]], out: Path) -> None:

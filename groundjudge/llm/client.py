@@ -71,6 +71,27 @@ class DeferredCall:
     members: tuple[DeferredCall, ...] = ()
 
 
+class _PaidKeys:
+    """Cache keys a provider batch of this run answered and charged (:meth:`LLMClient.accept_batch_result`): the
+    step's read of such a key is the call the batch paid for, not a call taken from the cache; once (a second read
+    of the key is a reuse)."""
+
+    def __init__(self) -> None:
+        self._keys: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, *keys: str) -> None:
+        with self._lock:
+            self._keys.update(keys)
+
+    def take(self, key: str) -> bool:
+        """Whether ``key`` was paid by a batch and not read since (it is not, from now on)."""
+        with self._lock:
+            paid = key in self._keys
+            self._keys.discard(key)
+            return paid
+
+
 class LLMClient:
     """``complete_json(messages, schema) -> (validated object, Usage)`` for any provider.
 
@@ -137,9 +158,7 @@ class LLMClient:
         self._lock = threading.Lock()
         self._deferred: list[DeferredCall] | None = None
         self._deferred_keys: set[str] = set()
-        # keys a provider batch of this run answered and charged (accept_batch_result): the step's read of such a
-        # key is the call the batch paid for, not a call taken from the cache (once: a second read is a reuse)
-        self._batch_paid: set[str] = set()
+        self._batch_paid = _PaidKeys()  # what this run's provider batches answered and charged
         self._sending = threading.local()  # per thread: send even while deferring (see sending())
 
     def __getattr__(self, name: str) -> Any:
@@ -261,12 +280,8 @@ class LLMClient:
             return usage, problem
         if self.cache is not None:
             self.cache.set(call.key, {"output": value.model_dump(mode="json"), "raw": response.text})
-        taken = [call.key]
-        if call.members:
-            parts = self._take_parts(call.members, value.model_dump(mode="json"), response)
-            taken += [key for key, why in parts.items() if why is None]
-        with self._lock:
-            self._batch_paid.update(taken)
+        parts = self._take_parts(call.members, value.model_dump(mode="json"), response) if call.members else {}
+        self._batch_paid.add(call.key, *(key for key, why in parts.items() if why is None))
         return usage, None
 
     # -- several answers' calls in one request ----------------------------------------------------------------
@@ -381,10 +396,7 @@ class LLMClient:
         value = cached_value(self.cache, key, schema, check, f"{what} to {self.model_id}") if self.cache else None
         if value is None:
             return None
-        with self._lock:
-            paid = key in self._batch_paid
-            self._batch_paid.discard(key)
-        if paid:  # answered by this run's provider batch, and charged there: no second count as a cached call
+        if self._batch_paid.take(key):  # answered by this run's provider batch, charged there: no cached call
             return value, Usage()
         usage = Usage(cached_calls=1)
         self.ledger.record_cached(usage)
