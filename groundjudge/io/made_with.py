@@ -75,23 +75,31 @@ def settings_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, dict[str, s
     on either side. What ``compare`` and the pytest baseline gate refuse to gate on (another NLI model, thresholds,
     preset, judge or groundjudge's prompts move the numbers with the answers unchanged).
 
-    Key by key over each side's distinct values (:func:`_kinds_of`), in time linear in them: a key differs when
+    Key by key over each side's distinct values (:func:`_kinds_of`), in time linear in their items (:func:`_side_kinds`,
+    however many keys a hostile file gives its reports): a key differs when
     some value of A and some value of B differ both ways by :func:`differences`' rule, and the first such pair in
     the reports' order is the one named. The mode comes first, then the keys in sorted order."""
     sides = [list(dict.fromkeys(MadeWith.of(r.mode, r.versions) for r in run if r.versions)) for run in (a, b)]
     if not sides[0] or not sides[1]:
         return {}
-    held = [[(m.mode, dict(m.versions)) for m in side] for side in sides]
-    keys = sorted({key for side in held for _, versions in side for key in versions})
+    kinds = [_side_kinds(side) for side in sides]
     said: dict[str, dict[str, str]] = {}
-    for key in ["mode", *keys]:
-        kinds = [
-            _kinds_of(key, [mode if key == "mode" else versions.get(key) for mode, versions in side]) for side in held
-        ]
-        pair = _differing(*kinds)
+    if (pair := _differing(*(_kinds_of("mode", [m.mode for m in side]) for side in sides))) is not None:
+        said["mode"] = {"a": pair[0], "b": pair[1]}
+    for key in sorted(kinds[0].keys() | kinds[1].keys()):
+        # a key one side never has: each of its reports lacks it
+        pair = _differing(*(k[key] if key in k else _kinds_of(key, [None]) for k in kinds))
         if pair is not None:
-            said[key] = {"a": pair[0], "b": pair[1]}
+            said.setdefault(key, {"a": pair[0], "b": pair[1]})
     return said
+
+
+def _kind(key: str, value: str | None) -> tuple[str, str | None] | None:
+    """The kind of one report's value of ``key`` (:func:`_kinds_of`); None for no value (a key of
+    :data:`LATER_KEYS` the report lacks)."""
+    if value is None and key in LATER_KEYS:
+        return None
+    return ("weights", value.rpartition("/")[0]) if key == "nli_model" and value else ("value", value)
 
 
 def _kinds_of(key: str, values: list[str | None]) -> dict[tuple[str, str | None], str]:
@@ -101,10 +109,28 @@ def _kinds_of(key: str, values: list[str | None]) -> dict[tuple[str, str | None]
     a report lacks is ``(none)``."""
     out: dict[tuple[str, str | None], str] = {}
     for v in values:
-        if v is None and key in LATER_KEYS:
-            continue
-        kind = ("weights", v.rpartition("/")[0]) if key == "nli_model" and v else ("value", v)
-        out.setdefault(kind, "(none)" if v is None else v)
+        if (kind := _kind(key, v)) is not None:
+            out.setdefault(kind, "(none)" if v is None else v)
+    return out
+
+
+def _side_kinds(side: list[MadeWith]) -> dict[str, dict[tuple[str, str | None], str]]:
+    """:func:`_kinds_of` of every key one side's reports have, in one pass over their items (a hostile file may give
+    each report keys of its own: reading every key of every report would be keys x reports). A report that lacks a
+    key has ``None`` there, in its place in the reports' order."""
+    out: dict[str, dict[tuple[str, str | None], str]] = {}
+    expected: dict[str, int] = {}  # per key: the index of the next report, had every report so far held it
+    for i, made in enumerate(side):
+        for key, value in dict(made.versions).items():
+            kinds = out.setdefault(key, {})
+            if expected.get(key, 0) < i and (none := _kind(key, None)) is not None:
+                kinds.setdefault(none, "(none)")  # an earlier report lacks it
+            if (kind := _kind(key, value)) is not None:
+                kinds.setdefault(kind, value)
+            expected[key] = i + 1
+    for key, kinds in out.items():
+        if expected[key] < len(side) and (none := _kind(key, None)) is not None:
+            kinds.setdefault(none, "(none)")  # a later report lacks it
     return out
 
 
