@@ -106,14 +106,16 @@ def generate_with_validation(
     """Generate, check, and regenerate with the flagged claims named until the answer is grounded at ``threshold``
     (:func:`groundjudge.testing.grounding_problems`' rule, as ``assert_grounded``: a combined score of at least
     ``threshold``, no claim contradicted or left unjudged, no part of the check failed) and ``accept(report)``, when
-    given, also holds; at most ``max_retries`` times after the first.
+    given, also holds; at most ``max_retries`` times after the first. A ``threshold`` that is not a number from 0 to 1
+    (NaN, which no score is below) is an ArgumentError before anything is generated.
 
     ``generate_fn(question, context)`` or ``generate_fn(question, context, feedback)``: the third argument, when the
     function takes it, is None the first time and then ``explain(report)`` of the attempt before: by default
     :func:`feedback_for`, the claims to fix, fenced as data.
     """
-    from groundjudge.testing.assertions import grounding_problems  # the one rule of "grounded at a bar"
+    from groundjudge.testing.assertions import check_min_score, grounding_problems  # the rule of "grounded at a bar"
 
+    threshold = check_min_score(threshold, "threshold")  # a NaN or negative bar: no score is below it
     takes_feedback = len(inspect.signature(generate_fn).parameters) >= 3
     attempts: list[Attempt] = []
     feedback: str | None = None
@@ -180,7 +182,8 @@ class RAGGuard:
         max_retries: regenerations after the first answer. With 0 the answer is returned or rejected by
             :func:`verify_or_reject` (a PASS, or a WARN with ``allow_warn``); otherwise :func:`generate_with_validation`
             regenerates until the combined score reaches ``threshold`` with no claim contradicted or in error.
-        threshold: the combined score an answer needs when regenerating.
+        threshold: the combined score an answer needs when regenerating, from 0 to 1 (anything else, NaN too, is an
+            ArgumentError).
         allow_warn: with ``max_retries=0``, let a WARN through.
 
     Example::
@@ -205,8 +208,10 @@ class RAGGuard:
         self.retrieve = retrieve
         self.generate = generate
         self.fallback = fallback
+        from groundjudge.testing.assertions import check_min_score
+
         self.max_retries = max_retries
-        self.threshold = threshold
+        self.threshold = check_min_score(threshold, "threshold")
         self.allow_warn = allow_warn
 
     def _generate(self, question: str, contexts: Sequence[str], flagged: str | None = None) -> str:

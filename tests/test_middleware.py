@@ -160,3 +160,34 @@ def test_rag_guard_with_retries_decides_by_the_verdict(shared_nli: Any, tmp_path
         assert single.report.scores.combined is not None and single.report.scores.combined >= 0.7
         guarded = RAGGuard(strict, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, fallback="no", threshold=0.7)("q")
         assert guarded.status == "rejected" and guarded.answer == "no"
+
+
+def test_a_threshold_that_is_not_a_number_from_0_to_1_is_refused_before_anything_is_generated(
+    shared_nli: Any, tmp_path: Path
+) -> None:
+    """generate_with_validation took assert_grounded's rule but not its check of the bar: at threshold NaN no score
+    is below it, so an answer with no claim supported (no contradiction, no error) was validated (``passed``)."""
+    import math
+
+    import pytest
+
+    from groundjudge.errors import ArgumentError
+    from groundjudge.middleware import RAGGuard
+
+    unsupported = "The tower is painted in three shades of brown and weighs about 10,100 tonnes."
+    made: list[str] = []
+
+    def generate(question: str, context: Any) -> str:
+        made.append(question)
+        return unsupported
+
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        ev = evaluator(server, shared_nli, tmp_path, qa=False)
+        low = generate_with_validation(ev, generate, "q", [CONTEXT], threshold=0.7, max_retries=0)
+        assert not low.passed and not low.report.scores.n_contradicted  # below the bar, nothing contradicted
+        for bad in (math.nan, -0.1, 1.5, "0.7", True):
+            with pytest.raises(ArgumentError, match="threshold must be a number from 0 to 1"):
+                generate_with_validation(ev, generate, "q", [CONTEXT], threshold=bad, max_retries=0)  # type: ignore[arg-type]
+            with pytest.raises(ArgumentError, match="threshold"):
+                RAGGuard(ev, retrieve=lambda q: [CONTEXT], generate=lambda m: unsupported, threshold=bad)  # type: ignore[arg-type]
+    assert len(made) == 1  # only the run at 0.7 generated

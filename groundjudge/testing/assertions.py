@@ -57,11 +57,12 @@ def cache_miss(exc: CacheMissError, evaluator: Any, answer: str | None = None) -
     )
 
 
-def check_min_score(min_score: Any) -> float:
-    """``min_score`` as a float from 0 to 1; anything else (NaN, a negative number, a string) is an ArgumentError: no
-    score is below NaN or a negative bar, so such a bar would pass every judged answer."""
+def check_min_score(min_score: Any, name: str = "min_score") -> float:
+    """``min_score`` as a float from 0 to 1; anything else (NaN, a negative number, a string) is an ArgumentError
+    naming the argument (``name``): no score is below NaN or a negative bar, so such a bar would pass every judged
+    answer."""
     if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= min_score <= 1.0:
-        raise ArgumentError(f"min_score must be a number from 0 to 1, not {min_score!r}")
+        raise ArgumentError(f"{name} must be a number from 0 to 1, not {min_score!r}")
     return float(min_score)
 
 
