@@ -104,7 +104,10 @@ def _score(
         except KeyboardInterrupt:  # Ctrl-C: what was billed (a provider batch collected, calls of unwritten rows)
             try:
                 interrupted = output.result(None, evaluator.usage - start, None)
-                interrupted.earlier = read_spent(output.out) if pending.resume else None
+                # OUT's earlier bill goes on while OUT is theirs: resumed, or a fresh run stopped before its first
+                # report replaced it
+                replaced = not pending.resume and output.writer.rows > 0
+                interrupted.earlier = None if replaced else read_spent(output.out)
                 record_spent(output.out, interrupted, resume=pending.resume, interrupted=True)  # for the --resume
             except Exception:  # the bill is a courtesy to the resume: the interrupt stays what the caller gets
                 log.warning("could not keep the interrupted run's bill in %s", output.out, exc_info=True)

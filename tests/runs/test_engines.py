@@ -312,3 +312,33 @@ def test_a_batch_that_breaks_outside_any_row_is_scored_row_by_row_on_the_local_e
     want = [json.loads(x) for x in (tmp_path / "plain.jsonl").read_text().splitlines()]
     assert [(r["id"], r["verdict"]) for r in got] == [(r["id"], r["verdict"]) for r in want]
     assert plain.summary.n == result.summary.n == len(ROWS)
+
+
+def test_ctrl_c_before_a_fresh_run_replaced_out_keeps_the_bill_of_the_run_that_wrote_it(tmp_path: Path) -> None:
+    """A run stopped by the budget keeps its bill in OUT.spent.json for the --resume. The same command run again
+    without --resume and interrupted with Ctrl-C before its first report (OUT still the stopped run's) wrote its own
+    bill over it (no call billed yet: zeros), so the resume said the earlier runs billed nothing."""
+    data = write_rows(tmp_path / "in.jsonl", CLAIMED)
+    out = tmp_path / "out.jsonl"
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        common: dict[str, Any] = {"llm": "openai/gpt-4o-mini", "base_url": server.openai_base_url, "mode": "llm"}
+        common.update(qa=False, cache_dir=str(tmp_path / "c"), batch_poll_seconds=0)
+        with pytest.raises(RunStopped):
+            score_file(data, out, Config.make(**common, max_calls=5))
+        first_billed = server.billed
+        assert json.loads(spent_path(out).read_text())["billed"]["calls"] == first_billed == 5
+        fresh = Evaluator(Config.make(**common, batch_api=True))
+
+        def ctrl_c(done: int, total: int) -> None:  # the fresh run's first batch is out: the user presses Ctrl-C
+            raise KeyboardInterrupt
+
+        fresh.batch_progress = ctrl_c
+        with pytest.raises(KeyboardInterrupt):
+            score_file(data, out, fresh)
+        assert len(server.batches) == 1 and not out.exists()  # no report written: OUT is the stopped run's still
+        # its bill kept, plus what the interrupted run was billed (its batch, still running, nothing yet)
+        assert json.loads(spent_path(out).read_text())["billed"]["calls"] == first_billed + fresh.usage.calls
+        resumed = score_file(data, out, Evaluator(Config.make(**common, batch_api=True)), resume=True)
+    spent = resumed.spent()
+    assert spent is not None and spent["earlier"]["calls"] == first_billed
+    assert spent["all_runs"]["calls"] == server.billed
