@@ -34,6 +34,7 @@ import io
 import json
 import math
 import tokenize
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -633,9 +634,12 @@ def with_named_index(frame: Any) -> Any:
     """A pandas DataFrame with each named level of its index as a column (``df.set_index("id")``: the ids are in
     the index), as ``to_csv`` and ``to_parquet`` write them, so that a frame and the file written from it give
     the same rows and ids; a level whose name is already a column (``set_index("id", drop=False)``) stays in the
-    index. An unnamed index (pandas' row positions) is no column."""
+    index. An unnamed index (pandas' row positions) is no column, nor are levels that share a name (read_rows
+    refuses them where the name is one it reads: :meth:`ColumnMap.check_unique`)."""
     columns = {str(c) for c in frame.columns}
-    named = [name for name in frame.index.names if name is not None and str(name) not in columns]
+    names = Counter(str(name) for name in frame.index.names if name is not None)
+    named = [name for name in frame.index.names if name is not None and names[str(name)] == 1]
+    named = [name for name in named if str(name) not in columns]
     return frame.reset_index(level=named) if named else frame
 
 
@@ -682,9 +686,10 @@ def read_rows(
             numbered = read_jsonl(_source(source))
         return cmap.rows(numbered)
     if is_table(source):
-        if type(source).__name__ == "DataFrame":
-            source = with_named_index(source)
         cmap = ColumnMap(mapping, decode_strings=True)
+        if type(source).__name__ == "DataFrame":
+            cmap.check_unique((n for n in source.index.names if n is not None), "the DataFrame's index")
+            source = with_named_index(source)
         names = source.columns if type(source).__name__ == "DataFrame" else source.column_names
         if names is not None:
             cmap.check_unique(names, f"the {type(source).__name__}")

@@ -199,6 +199,21 @@ def test_ids_in_a_dataframes_index_are_its_ids_as_in_the_files_written_from_it(t
     assert ids(frame.drop(columns="id").set_index(pd.Index([7, 9]))) == ["row-1", "row-2"]  # positions: no id
 
 
+def test_a_dataframe_index_of_two_levels_of_one_name_is_a_usage_error_or_no_column() -> None:
+    """An index of two levels named ``id`` raised pandas' bare ValueError ("The name id occurs multiple times") out
+    of the reader. Two levels of a name the reader reads are refused as two such columns are; two of another name
+    stay in the index (not read, as before); other names, a number among them, are columns as one level is."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"answer": ["At 9."] * 2, "contexts": [[P]] * 2})
+    twice = frame.set_index(pd.MultiIndex.from_tuples([("a", "x"), ("b", "y")], names=["id", "id"]))
+    with pytest.raises(ConfigError, match="the DataFrame's index has two columns named 'id'"):
+        read(twice)
+    other = frame.set_index(pd.MultiIndex.from_tuples([("a", "x", 1), ("b", "y", 2)], names=["k", "k", "id"]))
+    assert ids(other) == ["1", "2"]
+    numbered = frame.set_index(pd.MultiIndex.from_tuples([("a", 1), ("b", 2)], names=[0, "id"]))
+    assert ids(numbered) == ["1", "2"]
+
+
 # -- careless cells -----------------------------------------------------------------------------------------------
 
 
