@@ -485,17 +485,21 @@ class Evaluator:
             for n, row, parsed in cut
         ]
 
-    def estimate(self, rows: Iterable[Sample | dict[str, Any]]) -> dict[str, Any]:
+    def estimate(self, rows: Iterable[Sample | dict[str, Any]] | Any) -> dict[str, Any]:
         """A dry run: the LLM calls scoring ``rows`` needs (exact where the cache holds the claims and their NLI
         scores, else an upper bound), how many the cache holds, the cost (None, and a ``cost`` note, when the model
         has no price: unknown, not 0), and a ``note`` saying it in words. Writes nothing and sends nothing; loads
         the NLI model only when some row's claims are known (a claim row, or a cached claims call).
 
-        See :func:`groundjudge.pipeline.estimate.estimate`.
+        ``rows`` as for :meth:`evaluate_many`, read by the same reader (:func:`groundjudge.io.tables.read_rows`): a
+        DataFrame or Dataset by its rows, one dict where rows go refused. See
+        :func:`groundjudge.pipeline.estimate.estimate`.
         """
+        from groundjudge.io.tables import read_rows
+
         self.check_config()
         return estimate(
-            rows,
+            (row for _, row in read_rows(rows)),
             client=self.client,
             mode=self.mode,
             config=self.config,

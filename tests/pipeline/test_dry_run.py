@@ -300,3 +300,21 @@ def test_a_reasoning_judge_s_estimate_says_its_reasoning_is_not_in_it(
     )
     plain = make(server, shared_nli, tmp_path / "c2").estimate(POOL)
     assert "reason" not in plain["note"]
+
+
+def test_the_dry_run_reads_rows_as_a_run_does_a_dataframe_by_its_rows_one_dict_refused(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
+) -> None:
+    """``ev.estimate(frame)`` iterated the DataFrame, i.e. its column names: every column was a bad row and no call
+    was counted, so the notebook's "what will this cost" said nothing before ``ev.run(frame)`` paid; one dict
+    counted its keys as bad rows where ``run`` refuses it. The dry run reads rows with the run's reader."""
+    pd = pytest.importorskip("pandas")
+    from groundjudge.errors import ConfigError
+
+    ev = make(server, shared_nli, tmp_path / "c")
+    listed = ev.estimate(POOL)
+    framed = ev.estimate(pd.DataFrame(POOL))
+    assert (framed["rows"], framed["bad_rows"]) == (listed["rows"], listed["bad_rows"]) == (len(POOL), 0)
+    assert framed["llm_calls_upper_bound"] == listed["llm_calls_upper_bound"] > 0
+    with pytest.raises(ConfigError, match=r"one row \(a dict\) given where rows go"):
+        ev.estimate(POOL[0])
