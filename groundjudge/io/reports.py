@@ -258,6 +258,14 @@ def is_review_row(row: Any) -> bool:
 _USAGE_COUNTS = ("calls", "cached_calls", "input_tokens", "output_tokens")
 
 
+def _arrow_type(pa: Any, name: str, default: Any) -> Any:
+    """A score column's Parquet type, as the notebook frame holds it: a flag (``claims_failed``) boolean, a count
+    (``n_*``) an integer, a score or share a float (null where the report has none)."""
+    if isinstance(default, bool):
+        return pa.bool_()
+    return pa.int64() if isinstance(default, int) or name.startswith("n_") else pa.float64()
+
+
 def write_parquet(jsonl: str | Path, out: str | Path) -> int:
     """Convert a reports JSONL file (``groundjudge score`` output) into Parquet; returns the rows written.
 
@@ -270,7 +278,6 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
     except ImportError:
         raise ConfigError("writing Parquet needs pyarrow: pip install 'groundjudge[parquet]'") from None
 
-    score_fields = list(Scores().columns())
     schema = pa.schema(
         [
             ("id", pa.string()),
@@ -278,7 +285,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
             ("verdict", pa.string()),
             ("verdict_reasons", pa.string()),
             ("mode", pa.string()),
-            *[(k, pa.int64() if k.startswith("n_") else pa.float64()) for k in score_fields],
+            *[(k, _arrow_type(pa, k, v)) for k, v in Scores().columns().items()],
             *[(k, pa.int64()) for k in _USAGE_COUNTS],
             ("cost_usd", pa.float64()),
             ("errors", pa.string()),

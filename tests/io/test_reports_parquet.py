@@ -34,7 +34,8 @@ def test_a_bad_report_midway_leaves_the_old_parquet_file_whole_and_no_temp_file(
 def test_failure_flags_and_counts_are_false_and_zero_not_null_where_nothing_failed(tmp_path: Path) -> None:
     """The report line leaves ``claims_failed``, ``qa_failed``, ``n_nli_errors`` and the citation counts out while
     they are 0 / False, and the Parquet columns were filled from that line: a clean answer's flags were null, so
-    ``claims_failed == 0`` selected none of the clean answers, and a filter on a failed flag saw nulls, not False."""
+    ``claims_failed == 0`` selected none of the clean answers, and a filter on a failed flag saw nulls, not False.
+    The flags are booleans (they were float 0.0 / 1.0), as the notebook frame has them."""
     pq = pytest.importorskip("pyarrow.parquet")
     failed = Scores(n_claims=1, claims_failed=True, qa_failed=True, n_nli_errors=1)
     lines = [_report("ok"), dumps(AnswerReport(id="bad", verdict="ERROR", mode="cascade", scores=failed))]
@@ -44,8 +45,8 @@ def test_failure_flags_and_counts_are_false_and_zero_not_null_where_nothing_fail
     table = pq.read_table(out)
     flags = ("claims_failed", "qa_failed", "n_nli_errors", "n_citations", "n_citations_unchecked")
     assert {name: table.column(name).to_pylist() for name in flags} == {
-        "claims_failed": [0.0, 1.0],
-        "qa_failed": [0.0, 1.0],
+        "claims_failed": [False, True],  # booleans, as in the notebook frame: ~frame.claims_failed works on both
+        "qa_failed": [False, True],
         "n_nli_errors": [0, 1],
         "n_citations": [0, 0],
         "n_citations_unchecked": [0, 0],
