@@ -51,6 +51,8 @@ def test_failure_flags_and_counts_are_false_and_zero_not_null_where_nothing_fail
         "n_citations": [0, 0],
         "n_citations_unchecked": [0, 0],
     }
+    kinds = {name: str(table.schema.field(name).type) for name in flags}  # 0.0 == False: the type says which
+    assert kinds == {name: "bool" if name.endswith("_failed") else "int64" for name in flags}
 
 
 def test_the_parquet_out_is_read_back_by_every_command_not_taken_for_a_torn_jsonl_line(tmp_path: Path) -> None:
