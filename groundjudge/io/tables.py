@@ -688,6 +688,12 @@ def read_rows(
     if is_table(source):
         cmap = ColumnMap(mapping, decode_strings=True)
         if type(source).__name__ == "DataFrame":
+            if getattr(source.columns, "nlevels", 1) > 1:  # its names are tuples: no column would be read
+                raise ConfigError(
+                    f"the DataFrame's columns have {source.columns.nlevels} levels (a MultiIndex, as a pivot or a "
+                    "groupby makes): give it one level, e.g. frame.columns = ['_'.join(map(str, c)) for c in "
+                    "frame.columns], then map the names (columns=...)"
+                )
             cmap.check_unique((n for n in source.index.names if n is not None), "the DataFrame's index")
             source = with_named_index(source)
         names = source.columns if type(source).__name__ == "DataFrame" else source.column_names

@@ -342,3 +342,13 @@ def test_one_row_given_as_a_dict_where_rows_go_says_so(tmp_path: Path, shared_nl
         with pytest.raises(ConfigError, match=r"one row \(a dict\) given where rows go: pass a list of rows"):
             call()
     assert [r.id for r in ev.run([row]).reports] == ["a"]  # as a list, the row is scored
+
+
+def test_a_dataframe_with_columns_of_two_levels_is_refused_naming_them() -> None:
+    """A DataFrame whose columns are a MultiIndex (a pivot, a groupby) had tuples for names: no column matched, and
+    every row came back as an error of its own ("no contexts"), none saying why. It is refused before any row."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame([["a", "Paris is in France.", "Paris is in France."]])
+    frame.columns = pd.MultiIndex.from_tuples([("row", "id"), ("row", "answer"), ("row", "contexts")])
+    with pytest.raises(ConfigError, match="columns have 2 levels"):
+        read(frame)
