@@ -866,5 +866,5 @@ def _finite_row(value: object) -> bool:
         return False
     try:
         return all(math.isfinite(float(x)) for x in value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # 10**400 is no float
         return False

@@ -207,6 +207,10 @@ def test_non_finite_scores_are_returned_as_nan_and_never_cached(tmp_path: Path, 
     assert np.isfinite(row).all() and healthy.cache_hits == 0
     np.testing.assert_allclose(row, tiny.predict(PAIRS[:1]), atol=1e-5)
     assert np.isfinite(cache.get(healthy._key(*PAIRS[0]))).all()  # and the good row replaced it
+    # so is an entry whose number no float holds (valid JSON: 10**400), which raised OverflowError into the row
+    cache.set(healthy._key(*PAIRS[1]), [10**400, 0.5, 0.5])
+    row = healthy.score(PAIRS[1:2])
+    assert np.isfinite(row).all() and healthy.cache_hits == 0
 
 
 # -- sentences and passages ------------------------------------------------------------------------------------
