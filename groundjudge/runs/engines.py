@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError
-from groundjudge.models import AnswerReport
+from groundjudge.models import AnswerReport, Usage
 from groundjudge.pipeline import Evaluator
 from groundjudge.runs import local
 from groundjudge.runs.out import Pending, RunOutput, RunResult, read_spent, record_spent, score_input
@@ -104,10 +104,7 @@ def _score(
         except KeyboardInterrupt:  # Ctrl-C: what was billed (a provider batch collected, calls of unwritten rows)
             try:
                 interrupted = output.result(None, evaluator.usage - start, None)
-                # OUT's earlier bill goes on while OUT is theirs: resumed, or a fresh run stopped before its first
-                # report replaced it
-                replaced = not pending.resume and output.writer.rows > 0
-                interrupted.earlier = None if replaced else read_spent(output.out)
+                interrupted.earlier = _earlier_bill(pending, output)
                 record_spent(output.out, interrupted, resume=pending.resume, interrupted=True)  # for the --resume
             except Exception:  # the bill is a courtesy to the resume: the interrupt stays what the caller gets
                 log.warning("could not keep the interrupted run's bill in %s", output.out, exc_info=True)
@@ -119,12 +116,20 @@ def _score(
         result = _ray().score_rows(
             pending, output, cfg, batch_size=batch_size, address=address, actors=actors, num_gpus=num_gpus, **extra
         )
+    if pending.resume or result.stopped is not None:
+        result.earlier = _earlier_bill(pending, output)
     if pending.resume:
-        result.earlier = read_spent(output.out)
         # a failed id --retry-errors did not score again (no longer in the input) keeps its old report in OUT
         result.failures_kept = sorted(pending.existing.failed - output.writer.rescored)
     record_spent(output.out, result, resume=pending.resume)
     return result
+
+
+def _earlier_bill(pending: Pending, output: RunOutput) -> Usage | None:
+    """OUT's earlier runs' bill (``OUT.spent.json``), which goes on while OUT is theirs: resumed, or a fresh run
+    stopped or interrupted before its first report replaced it (its bill is added, never written over theirs)."""
+    replaced = not pending.resume and output.writer.rows > 0
+    return None if replaced else read_spent(output.out)
 
 
 def score_file(

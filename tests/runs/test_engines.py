@@ -342,3 +342,23 @@ def test_ctrl_c_before_a_fresh_run_replaced_out_keeps_the_bill_of_the_run_that_w
     spent = resumed.spent()
     assert spent is not None and spent["earlier"]["calls"] == first_billed
     assert spent["all_runs"]["calls"] == server.billed
+
+
+def test_a_stop_before_a_fresh_run_replaced_out_keeps_the_bill_of_the_run_that_wrote_it(tmp_path: Path) -> None:
+    """As Ctrl-C above, for a run the budget stops: the same command run again with --overwrite and stopped before
+    its first report (OUT still the first run's) wrote its own bill over the first run's, so the resume said the
+    earlier runs billed less than they did."""
+    data = write_rows(tmp_path / "in.jsonl", CLAIMED)
+    out = tmp_path / "out.jsonl"
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        common: dict[str, Any] = {"llm": "openai/gpt-4o-mini", "base_url": server.openai_base_url, "mode": "llm"}
+        common.update(qa=False, cache_dir=str(tmp_path / "c"))
+        with pytest.raises(RunStopped):
+            score_file(data, out, Config.make(**common, max_calls=5))
+        first_billed = server.billed
+        with pytest.raises(RunStopped):  # a fresh run (no resume), stopped before any report of its own
+            score_file(data, out, Config.make(**common, max_calls=1, cache_mode="off"))
+        assert json.loads(spent_path(out).read_text())["billed"]["calls"] == server.billed > first_billed
+        resumed = score_file(data, out, Config.make(**common), resume=True)
+    spent = resumed.spent()
+    assert spent is not None and spent["all_runs"]["calls"] == server.billed
