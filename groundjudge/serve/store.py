@@ -108,13 +108,20 @@ def load_runs(
     twice.
 
     Raises:
-        InputError: ``overlap`` out of range, or an answer id already in the database with another report.
+        InputError: ``overlap`` out of range, an answer id twice in one run, or an answer id already in the database
+            with another report.
     """
     if not 0.0 <= overlap <= 1.0:
         raise InputError(f"--overlap must be between 0 and 1, not {overlap}")
     built = queue(runs, order, only_flagged)
     for path, chosen, _ in built:
+        seen: set[str] = set()
         for r in chosen:
+            if r.id in seen:  # the second would break the answers' unique id half-way through the load
+                raise InputError(
+                    f"answer {r.id!r} is in {path} twice: give each report once (the command keeps the last of an id)"
+                )
+            seen.add(r.id)
             if "\x00" in r.id or any("\x00" in c.claim.id for c in r.claims):
                 raise InputError(
                     f"answer {r.id!r} of {path}: its id or a claim id holds a NUL character (\\u0000), which the "

@@ -4,6 +4,7 @@ schema version is kept and a newer one refused, a run is loaded once, and an ans
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,16 @@ def test_a_run_is_loaded_once_and_another_runs_answer_id_is_refused(tmp_path: Pa
         store.load_runs(engine, [("other", [make_report("a", n_claims=3)])])
     with pytest.raises(InputError, match="--overlap must be between 0 and 1"):
         store.load_runs(engine, [("run", [])], overlap=1.5)
+
+
+def test_a_run_holding_an_answer_id_twice_is_refused_at_once_and_loads_nothing(tmp_path: Path) -> None:
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    started = time.monotonic()
+    for twice in ([make_report("a"), make_report("a")], [make_report("a"), make_report("a", n_claims=3)]):
+        with pytest.raises(InputError, match="answer 'a' is in run twice"):
+            store.load_runs(engine, [("run", [make_report("b"), *twice])])
+    assert time.monotonic() - started < 5  # refused, not retried as a race for a unique id
+    assert store.load_runs(engine, [("run", [make_report("b")])]).answers == 1
 
 
 def test_a_run_served_again_with_other_options_or_grown_keeps_its_decisions(tmp_path: Path) -> None:
