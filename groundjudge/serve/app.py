@@ -264,8 +264,9 @@ def _api(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: 
 
     @app.get("/api/me", tags=["reviewer"])
     def me(who: Caller) -> dict[str, Any]:
-        """Who the token (or session) belongs to."""
-        return {"name": who.name, "role": who.role}
+        """Who the token (or session) belongs to; under a session, its CSRF token too (a page loaded before its
+        reviewer signed in again, in another tab, takes the new session's token from here)."""
+        return {"name": who.name, "role": who.role} | ({"csrf": who.csrf} if who.csrf else {})
 
     @app.post("/api/decisions", tags=["reviewer"], response_model=DecisionOut)
     def post_decision(body: DecisionIn, who: Caller) -> dict[str, Any]:

@@ -47,6 +47,7 @@ window.groundjudgeServer = (() => {
         p.inflight = false;
         if (r.ok) { stored += 1; problem = ''; if (pending.get(key) === p) pending.delete(key); teamSoon(); }
         else if (r.status === 401) { problem = 'signed out: sign in again in another tab, then this page saves'; retry(key, p); }
+        else if (r.status === 403) { await renew(key, p, r); }
         else if (r.status >= 400 && r.status < 500 && r.status !== 429) {
           let why = 'refused (' + r.status + ')'; try { why = (await r.json()).detail || why; } catch (e) {}
           problem = String(why); if (pending.get(key) === p) pending.delete(key); }
@@ -54,6 +55,20 @@ window.groundjudgeServer = (() => {
         status(); const next = pending.get(key); if (next && next !== p) send(key);
       })
       .catch(() => { p.inflight = false; problem = 'the service is unreachable, retrying'; retry(key, p); status(); });
+  }
+  // a 403: this page's CSRF token is not the session's (signed in again, in another tab, since it loaded): take the
+  // session's token if the session is this page's reviewer's, and send again; another reviewer's session saves nothing
+  async function renew(key, p, r) {
+    let why = 'refused (403)'; try { why = (await r.json()).detail || why; } catch (e) {}
+    let me = null; try { const m = await fetch('api/me', {credentials: 'same-origin'}); me = m.ok ? await m.json() : null; } catch (e) {}
+    if (me && me.name === cfg.me && me.csrf && me.csrf !== cfg.csrf) {
+      cfg.csrf = me.csrf; problem = ''; document.querySelectorAll('#bar input[name=csrf]').forEach(i => { i.value = me.csrf; });
+      if (pending.get(key) === p) send(key);
+    } else if (me && me.name !== cfg.me) {
+      problem = 'this browser is signed in as ' + me.name + ' now: sign in as ' + cfg.me + ' again, then this page saves';
+      retry(key, p);
+    } else if (!me) { problem = 'signed out: sign in again in another tab, then this page saves'; retry(key, p); }
+    else { problem = String(why); if (pending.get(key) === p) pending.delete(key); }
   }
   function retry(key, p) { p.tries += 1; setTimeout(() => { if (pending.get(key) === p) send(key); }, Math.min(8000, 250 * 2 ** p.tries)); }
   function save(it, d, later) {

@@ -152,3 +152,46 @@ def test_two_reviewers_decide_and_the_team_page_shows_and_settles_their_disagree
         ("bob", "CONTRADICTED", True),
     ]
     assert len(lines) == 6 * 2 + 1
+
+
+def session_of(url: str, token: str) -> str:
+    """A new session cookie for ``token``'s reviewer, as signing in (in another tab) makes one."""
+    r = httpx.post(url + "signin", data={"token": token}, follow_redirects=False)
+    assert r.status_code == 303
+    return r.cookies["gj_session"]
+
+
+def test_a_page_whose_reviewer_signed_in_again_elsewhere_saves_and_never_as_another_reviewer(
+    browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    run = write_run(tmp_path / "run.jsonl", [make_report("s0", n_claims=3)])
+    db = f"sqlite:///{tmp_path / 'review.sqlite'}"
+    tokens = {"alice": add_reviewer(db, "alice"), "bob": add_reviewer(db, "bob")}
+    service = Service([run], db, tmp_path).start()
+    try:
+        svc = {"url": service.url + "/", "tokens": tokens}
+        sign_in(browser, svc, "alice")
+        # alice signs in again in another tab: this browser's cookie is the new session's, this page holds the old
+        # session's CSRF token
+        browser.add_cookie({"name": "gj_session", "value": session_of(svc["url"], tokens["alice"]), "path": "/"})
+        keys(browser, "2")
+        wait(browser, saved)
+        mine = httpx.get(svc["url"] + "api/decisions", headers=bearer(tokens["alice"])).json()
+        assert [(d["claim_id"], d["label"]) for d in mine] == [("c0", "CONTRADICTED")]
+
+        # bob signs in in this browser: alice's page saves nothing as bob, and keeps her decision waiting
+        browser.add_cookie({"name": "gj_session", "value": session_of(svc["url"], tokens["bob"]), "path": "/"})
+        keys(browser, "1")
+        st = browser.find_element(By.ID, "storage")
+        wait(browser, lambda d: "signed in as bob" in st.text)
+        assert st.get_attribute("data-pending") == "1"
+        assert httpx.get(svc["url"] + "api/decisions", headers=bearer(tokens["bob"])).json() == []
+        # alice signs in again: her waiting decision is saved as hers
+        browser.add_cookie({"name": "gj_session", "value": session_of(svc["url"], tokens["alice"]), "path": "/"})
+        wait(browser, saved)
+        mine = httpx.get(svc["url"] + "api/decisions", headers=bearer(tokens["alice"])).json()
+        assert [(d["claim_id"], d["label"]) for d in mine] == [("c0", "CONTRADICTED"), ("c1", "SUPPORTED")]
+    finally:
+        service.stop()
