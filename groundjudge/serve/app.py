@@ -374,7 +374,7 @@ def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged
             order,
             only_flagged,
             title=f"groundjudge review: {who.name}'s queue",
-            reviews=parse_reviews(store.dumps_line(line) for line in store.export_lines(engine)) or None,
+            reviews=parse_reviews(store.dumps_line(line) for line in store.export_lines(engine, who.id)) or None,
         )
         return html(page, nonce)
 

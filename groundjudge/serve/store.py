@@ -431,12 +431,20 @@ def _claim_columns() -> list[Any]:
     ]
 
 
-def _latest(conn: Connection, reviewer_id: int | None = None) -> list[Any]:
-    """Each reviewer's latest decision per claim (their label may be None: cleared), with the claim's ids."""
+def _of_answers(t: Any, answers: Any) -> Any:
+    """The rows of decision table ``t`` on claims of ``answers`` (a select of answer pks)."""
+    return t.c.claim_pk.in_(select(db.claims.c.id).where(db.claims.c.answer_pk.in_(answers)))
+
+
+def _latest(conn: Connection, reviewer_id: int | None = None, answers: Any = None) -> list[Any]:
+    """Each reviewer's latest decision per claim (their label may be None: cleared), with the claim's ids; only on
+    claims of ``answers`` (a select of answer pks) when given."""
     t = db.decisions
     last = select(func.max(t.c.id)).group_by(t.c.claim_pk, t.c.reviewer_id)
     if reviewer_id is not None:
         last = last.where(t.c.reviewer_id == reviewer_id)
+    if answers is not None:
+        last = last.where(_of_answers(t, answers))
     q = (
         select(t, *_claim_columns(), db.reviewers.c.name.label("reviewer"))
         .join(db.claims, db.claims.c.id == t.c.claim_pk)
@@ -631,9 +639,12 @@ def _disputed(by: dict[str, Any]) -> bool:
     return len({r.label for r in by.values()}) > 1
 
 
-def _adjudicated(conn: Connection) -> dict[int, Any]:
+def _adjudicated(conn: Connection, answers: Any = None) -> dict[int, Any]:
+    """claim pk -> its latest adjudication (only claims of ``answers``, a select of answer pks, when given)."""
     t = db.adjudications
     last = select(func.max(t.c.id)).group_by(t.c.claim_pk)
+    if answers is not None:
+        last = last.where(_of_answers(t, answers))
     q = select(t, db.reviewers.c.name).join(db.reviewers, db.reviewers.c.id == t.c.reviewer_id).where(t.c.id.in_(last))
     return {int(r.claim_pk): r for r in conn.execute(q)}
 
@@ -783,7 +794,7 @@ def adjudicate(
 # -- the export ---------------------------------------------------------------------------------------------------
 
 
-def export_lines(engine: Engine) -> list[dict[str, Any]]:
+def export_lines(engine: Engine, assigned_to: int | None = None) -> list[dict[str, Any]]:
     """The decisions as the review page exports them (one object per line; :func:`groundjudge.review.metrics.
     parse_reviews` reads them): each reviewer's latest decision on each claim, in queue order, the latest last; then
     the claim's adjudication, if any, marked ``adjudicated`` (also where no reviewer's verdict stands on the claim:
@@ -793,12 +804,16 @@ def export_lines(engine: Engine) -> list[dict[str, Any]]:
     ``status`` on every line: ``adjudicated``, else ``disputed`` where the reviewers' verdicts differ
     (:func:`_disputed`), else ``agreed``; a claim with none has no ``status``. Readers take one label per claim
     (:func:`groundjudge.review.metrics.review_labels`): the adjudicated one, else the agreed one; a disputed claim
-    teaches nothing. ``metrics`` also reads each reviewer's."""
+    teaches nothing. ``metrics`` also reads each reviewer's. ``assigned_to``: only the lines of the answers assigned
+    to that reviewer (a reviewer's page counts the team's decisions on their answers, not the whole export's)."""
+    answers = None
+    if assigned_to is not None:
+        answers = select(db.assignments.c.answer_pk).where(db.assignments.c.reviewer_id == assigned_to)
 
     def get(conn: Connection) -> list[dict[str, Any]]:
-        latest = _latest(conn)
+        latest = _latest(conn, answers=answers)
         rows = [r for r in latest if r.label is not None]
-        settled = _adjudicated(conn)
+        settled = _adjudicated(conn, answers)
         verdicts = _verdicts(rows)
         by_claim: dict[int, list[Any]] = defaultdict(list)
         for r in latest:

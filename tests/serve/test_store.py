@@ -285,3 +285,28 @@ def test_the_export_of_many_claims_whose_text_held_a_nul_reads_their_reports_in_
     lines = store.export_lines(engine)
     assert [line["claim"] for line in lines] == [r.claims[0].claim.text for r in reports]
     engine.dispose()
+
+
+def test_a_reviewers_page_reads_the_export_of_their_own_answers_only(tmp_path: Path) -> None:
+    # the page counts the team's decisions on the reviewer's answers in its header; it read and parsed the whole
+    # team's export on every load (seconds a page on a run of 10,000 answers reviewed by two)
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    store.load_runs(engine, [("run", [make_report(f"a{i}") for i in range(6)])], overlap=0.5)
+    for name in ("ann", "bob", "cat"):
+        store.add_reviewer(engine, name)
+    store.add_reviewer(engine, "adj", role="adjudicator")
+    ann, bob, cat, adj = (r["id"] for r in store.reviewers(engine))
+    for rid in (ann, bob, cat):
+        store.take_work(engine, rid, 2)
+    for rid, label in ((ann, "SUPPORTED"), (bob, "CONTRADICTED"), (cat, "UNSUPPORTED")):
+        for a in store.my_queue(engine, rid)["answers"]:
+            for c in ("c0", "c1"):
+                store.decide(engine, rid, a["id"], c, label if c == "c0" else None, note=f"{rid}")
+    store.decide(engine, ann, "a5", "c0", "UNSUPPORTED")  # a claim of an answer not hers
+    disputed = next(x for x in store.export_lines(engine) if x["status"] == "disputed")
+    store.adjudicate(engine, adj, disputed["id"], disputed["claim_id"], "SUPPORTED")
+    every = store.export_lines(engine)
+    for rid in (ann, bob, cat, adj):
+        mine = {a["id"] for a in store.my_queue(engine, rid)["answers"]}
+        assert store.export_lines(engine, assigned_to=rid) == [x for x in every if x["id"] in mine]
+    assert store.export_lines(engine, assigned_to=adj) == []
