@@ -242,10 +242,14 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        said = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg', 'invalid')}"
-            for e in exc.errors()
-        )
+        def one(e: dict[str, Any]) -> str:
+            if e.get("type") == "json_invalid":  # its loc is ("body", the character's place): no field of the body
+                at = e.get("loc", ())[-1]
+                why = (e.get("ctx") or {}).get("error", "")
+                return f"body: not valid JSON ({why}{', ' if why else ''}at character {at})"
+            return f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg', 'invalid')}"
+
+        said = "; ".join(one(e) for e in exc.errors())
         return JSONResponse({"detail": said or "invalid request"}, status_code=422)
 
     _api(app, engine, batch=batch, order=order, only_flagged=only_flagged)

@@ -108,6 +108,15 @@ def test_bad_decisions_get_a_4xx_with_a_clear_message(svc: dict[str, Any], body:
     assert words in r.json()["detail"]
 
 
+@pytest.mark.parametrize("path", ["/api/decisions", "/api/adjudications"])
+def test_a_body_that_is_not_json_is_a_422_that_says_so(svc: dict[str, Any], path: str) -> None:
+    # it said "46: JSON decode error", as if the body had a field named 46
+    headers = {**bearer(svc["tokens"]["carol"]), "Content-Type": "application/json"}
+    r = httpx.post(svc["url"] + path, content=b'{"id": "a0", "claim_id": "c0"', headers=headers, timeout=10)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("body: not valid JSON (") and "at character 29" in r.json()["detail"]
+
+
 @pytest.mark.parametrize("text", ["\\ud800", "\\u0000"])
 def test_a_note_the_database_cannot_hold_is_a_422_not_a_500(svc: dict[str, Any], text: str) -> None:
     # JSON may escape a lone surrogate or a NUL; the page would retry a 500 or a 503 for ever
