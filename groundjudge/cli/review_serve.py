@@ -149,7 +149,10 @@ def new_token_command(
     where = db.shown_url(db_url)
     if token is None:
         err.print(
-            escape(f"reviewer {name.strip()!r} in {where}: token revoked and signed out; their decisions stay"),
+            escape(
+                f"reviewer {name.strip()!r} in {where}: token revoked and signed out; their decisions stay, their "
+                "unfinished answers go back to the team's queue"
+            ),
             highlight=False,
         )
         return

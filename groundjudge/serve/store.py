@@ -271,7 +271,9 @@ def new_token(engine: Engine, name: str, *, revoke: bool = False) -> str | None:
     """Give reviewer ``name`` a new access token (returned, shown once; only its hash is stored) or, with
     ``revoke``, none that works. Either way their old token and every session of theirs stop working at once, in a
     running service too (it reads both from the database on each request); their decisions stay in the history and
-    the export. ``new_token`` on a revoked reviewer lets them in again.
+    the export. Revoked, the answers they were given and had not finished (a claim without their verdict) go back to
+    the team's queue, for the next reviewer who asks for work: else no one would ever be given them. ``new_token``
+    on a revoked reviewer lets them in again.
 
     Raises:
         InputError: no reviewer of that name.
@@ -284,11 +286,26 @@ def new_token(engine: Engine, name: str, *, revoke: bool = False) -> str | None:
         if row is None:
             raise InputError(f"no reviewer named {name!r} in this review database ('review add-reviewer' adds one)")
         conn.execute(db.sessions.delete().where(db.sessions.c.reviewer_id == row.id))
+        if revoke:
+            _release_unfinished(conn, int(row.id))
         digest = REVOKED if revoke else _sha(secret)
         conn.execute(db.reviewers.update().where(db.reviewers.c.id == row.id).values(token_key=key, token_hash=digest))
 
     write(engine, change)
     return None if revoke else f"gj_{key}_{secret}"
+
+
+def _release_unfinished(conn: Connection, reviewer_id: int) -> None:
+    """The reviewer's assignments of answers they have not finished are removed; an answer's other reviewer keeps
+    theirs, its slots renumbered from 0 (:func:`take_work` gives an answer's next reviewer the slot after them)."""
+    sizes = _claim_counts(conn)
+    done = _decided_counts(conn, reviewer_id)
+    a = db.assignments
+    for pk, slot in conn.execute(select(a.c.answer_pk, a.c.slot).where(a.c.reviewer_id == reviewer_id)).all():
+        if done.get(pk, 0) >= sizes.get(pk, 0):
+            continue
+        conn.execute(a.delete().where(and_(a.c.answer_pk == pk, a.c.slot == slot)))
+        conn.execute(a.update().where(and_(a.c.answer_pk == pk, a.c.slot > slot)).values(slot=a.c.slot - 1))
 
 
 def reviewers(engine: Engine) -> list[dict[str, Any]]:

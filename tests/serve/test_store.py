@@ -310,3 +310,31 @@ def test_a_reviewers_page_reads_the_export_of_their_own_answers_only(tmp_path: P
         mine = {a["id"] for a in store.my_queue(engine, rid)["answers"]}
         assert store.export_lines(engine, assigned_to=rid) == [x for x in every if x["id"] in mine]
     assert store.export_lines(engine, assigned_to=adj) == []
+
+
+def test_a_revoked_reviewers_unfinished_answers_go_back_to_the_queue(tmp_path: Path) -> None:
+    # a reviewer who left (new-token --revoke) kept the answers they were given: no one else was ever given them
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    reports = [make_report(f"a{i}") for i in range(3)]
+    store.load_runs(engine, [("run", reports)], overlap=1.0)  # every answer goes to two reviewers
+    for name in ("ann", "bob", "cat"):
+        store.add_reviewer(engine, name)
+    ann, bob, cat = (r["id"] for r in store.reviewers(engine))
+    store.take_work(engine, ann, 3)
+    store.take_work(engine, bob, 1)  # a0's second slot
+    for c in ("c0", "c1"):
+        store.decide(engine, ann, "a1", c, "SUPPORTED")  # a1 finished
+    store.decide(engine, ann, "a2", "c0", "SUPPORTED", note="half done")  # a2 begun
+    store.new_token(engine, "ann", revoke=True)
+
+    def queue_of(rid: int) -> list[str]:
+        return [a["id"] for a in store.my_queue(engine, rid)["answers"]]
+
+    assert queue_of(ann) == ["a1"]  # what she finished stays hers
+    assert queue_of(bob) == ["a0"]
+    assert store.take_work(engine, cat, 3) == 3
+    assert queue_of(cat) == ["a0", "a1", "a2"]
+    assert store.take_work(engine, bob, 3) == 1
+    assert queue_of(bob) == ["a0", "a2"]
+    assert store.team(engine)["queue"]["slots_assigned"] == 6
+    assert [x["note"] for x in store.export_lines(engine) if x["reviewer"] == "ann"] == ["", "", "half done"]
