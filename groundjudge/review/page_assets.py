@@ -253,6 +253,7 @@ function decisionPanel(it) {
   }
   const note = el('textarea'); note.id = 'note'; note.placeholder = 'Note (n to type here, Esc to leave)';
   note.value = d.note || '';
+  if (SERVER && SERVER.maxNote) note.maxLength = SERVER.maxNote;  // the service refuses a longer note, and the verdict with it
   note.oninput = () => { const r = decisions[it.key] || {}; r.note = note.value; decisions[it.key] = touch(r); save(it, true); };
   box.append(note);
 }

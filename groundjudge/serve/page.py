@@ -17,6 +17,7 @@ from groundjudge.models import AnswerReport
 from groundjudge.review.html import embed_json, render_html
 from groundjudge.review.metrics import Review
 from groundjudge.review.page_sources import html_text
+from groundjudge.serve.store import MAX_NOTE
 
 # window.groundjudgeServer, which the review page's script (review/page_assets.py) uses when it is there: decisions
 # from the database, each change posted to /api/decisions (with the session's CSRF token and a request id, so a
@@ -92,7 +93,7 @@ window.groundjudgeServer = (() => {
   window.addEventListener('beforeunload', ev => { if (pending.size) { ev.preventDefault(); ev.returnValue = ''; } });
   setTimeout(team, 50); setInterval(team, 15000);
   return {me: cfg.me, role: cfg.role, csrf: cfg.csrf, decisions: decisions, save: save, status: status,
-    pending: () => pending.size, team: team};
+    pending: () => pending.size, team: team, maxNote: cfg.max_note};
 })();
 """
 
@@ -128,7 +129,7 @@ def review_page(
     """The review page of the reviewer's answers (in queue order, with why each is there), their decisions from the
     database, and the service's bar and script; ``reviews``, the team's decisions so far (one per claim), count in
     the header's corrected unsupported rate as a previous export does on the static page."""
-    settings = {"me": me, "role": role, "csrf": csrf, "decisions": decisions}
+    settings = {"me": me, "role": role, "csrf": csrf, "decisions": decisions, "max_note": MAX_NOTE}
     before = (
         f"<script type='application/json' id='gj-server'>{embed_json(settings)}</script>"
         f"<style>{_SERVED_CSS}</style><script nonce='{nonce}'>{SERVER_JS}</script>"

@@ -195,3 +195,33 @@ def test_a_page_whose_reviewer_signed_in_again_elsewhere_saves_and_never_as_anot
         assert [(d["claim_id"], d["label"]) for d in mine] == [("c0", "CONTRADICTED"), ("c1", "SUPPORTED")]
     finally:
         service.stop()
+
+
+def test_a_note_longer_than_the_service_keeps_is_cut_at_its_limit_and_the_verdict_saved(
+    browser: Any, tmp_path: Path
+) -> None:
+    # a reviewer who pasted a long excerpt into the note: the service refused the whole decision (422), its verdict
+    # with it, while the page showed the claim decided
+    from selenium.webdriver.common.by import By
+
+    from groundjudge.serve.store import MAX_NOTE
+
+    run = write_run(tmp_path / "run.jsonl", [make_report("s0")])
+    db = f"sqlite:///{tmp_path / 'review.sqlite'}"
+    tokens = {"alice": add_reviewer(db, "alice")}
+    service = Service([run], db, tmp_path).start()
+    try:
+        svc = {"url": service.url + "/", "tokens": tokens}
+        sign_in(browser, svc, "alice")
+        keys(browser, "2")
+        wait(browser, saved)
+        keys(browser, "k")  # back to the first claim
+        note = browser.find_element(By.ID, "note")
+        note.click()
+        browser.execute_script("arguments[0].value = 'x'.repeat(arguments[1])", note, MAX_NOTE - 10)  # typed before
+        note.send_keys("y" * 30)  # the last of a long paste
+        wait(browser, lambda d: saved(d) and len(note.get_attribute("value")) == MAX_NOTE)
+        mine = httpx.get(svc["url"] + "api/decisions", headers=bearer(tokens["alice"])).json()
+        assert [(d["claim_id"], d["label"], len(d["note"])) for d in mine] == [("c0", "CONTRADICTED", MAX_NOTE)]
+    finally:
+        service.stop()
