@@ -391,6 +391,13 @@ def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged
         page = team_page(store.team(engine), store.disagreements(engine), who.name, who.role, who.csrf or "", nonce)
         return html(page, nonce)
 
+    @app.get("/signin", include_in_schema=False)
+    @app.get("/signout", include_in_schema=False)
+    @app.get("/more", include_in_schema=False)
+    def form_target() -> Response:
+        """A form's address opened as a page (reloaded, bookmarked, typed): the reviewer's page, not a JSON 405."""
+        return RedirectResponse("./", 303)
+
     @app.post("/signin", include_in_schema=False)
     async def signin(request: Request) -> Response:
         client = _client(request)

@@ -108,6 +108,13 @@ def test_bad_decisions_get_a_4xx_with_a_clear_message(svc: dict[str, Any], body:
     assert words in r.json()["detail"]
 
 
+@pytest.mark.parametrize("path", ["/signin", "/signout", "/more"])
+def test_a_form_address_opened_as_a_page_leads_to_the_page(svc: dict[str, Any], path: str) -> None:
+    # after a failed sign-in the address bar says /signin: opened again, it answered {"detail":"Method Not Allowed"}
+    r = httpx.get(svc["url"] + path, timeout=10)
+    assert (r.status_code, r.headers["location"]) == (303, "./")
+
+
 @pytest.mark.parametrize("path", ["/api/decisions", "/api/adjudications"])
 def test_a_body_that_is_not_json_is_a_422_that_says_so(svc: dict[str, Any], path: str) -> None:
     # it said "46: JSON decode error", as if the body had a field named 46
