@@ -101,9 +101,9 @@ def load_runs(
     only_flagged: bool = True,
     overlap: float = 0.0,
 ) -> Loaded:
-    """Load each run's queue (:func:`queue`) into the database once: a run already there (the same identity, or
-    the same answers in another order or filter) is kept as it is, its decisions with it; a new run's answers, and
-    a run's answers not loaded yet (it grew, or ``--every-answer`` now), go after those already queued.
+    """Load each run's queue (:func:`queue`) into the database once: a run already there (the same answers, with
+    the same reports, maybe in another order or filter) is kept as it is, its decisions with it; a new run's
+    answers, and a run's answers not loaded yet (it grew, or ``--every-answer`` now), go after those already queued.
     ``overlap`` (0 to 1) sets the share of answers that go to two reviewers, for every answer not yet assigned
     twice.
 
@@ -133,12 +133,12 @@ def load_runs(
         position = int(conn.execute(select(func.coalesce(func.max(db.answers.c.position), -1))).scalar_one()) + 1
         for path, chosen, reasons in built:
             identity = run_identity(chosen)
-            if conn.execute(select(db.runs.c.id).where(db.runs.c.identity == identity)).first() is not None:
-                kept += 1
-                continue
+            # each report is compared with the one stored, also for a run of the same identity (its ids, claims and
+            # versions): a run scored again with those gives other verdicts, quotes and scores (an LLM's are not
+            # always the same), and keeping it would have the team review the old ones under the new run's name
             fresh = _fresh_answers(conn, path, chosen, reasons)
-            if not fresh:  # the same answers in another order or filter (serve's options changed): kept
-                kept += 1
+            if not fresh or conn.execute(select(db.runs.c.id).where(db.runs.c.identity == identity)).first():
+                kept += 1  # the same answers, maybe in another order or filter (serve's options changed): kept
                 continue
             run_pk = conn.execute(
                 db.runs.insert().values(path=str(path), identity=identity, answers=len(fresh), loaded_at=db.now())

@@ -58,6 +58,19 @@ def test_a_run_is_loaded_once_and_another_runs_answer_id_is_refused(tmp_path: Pa
         store.load_runs(engine, [("run", [])], overlap=1.5)
 
 
+def test_a_run_scored_again_with_the_same_claims_and_versions_but_other_judgments_is_refused(tmp_path: Path) -> None:
+    # its identity (ids, claim texts, versions) is the loaded run's: it was kept silently, and the team went on
+    # reviewing the old verdicts
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
+    b = make_report("b")
+    b.claims[0].reason = "the judge's reason this time"  # another verdict's reason, the queue's order the same
+    again = [make_report("a"), b]
+    with pytest.raises(InputError, match="answer 'b' of run2 is already in this review database from run with"):
+        store.load_runs(engine, [("run2", again)])
+    assert store.load_runs(engine, [("run", [make_report("b"), make_report("a")])]).kept == 1  # the same: kept
+
+
 def test_a_run_holding_an_answer_id_twice_is_refused_at_once_and_loads_nothing(tmp_path: Path) -> None:
     engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
     started = time.monotonic()
