@@ -144,7 +144,7 @@ def new_token_command(
     db = _serve_parts()
     from groundjudge.serve import store
 
-    engine = db.open_db(db_url)
+    engine = db.open_db(db_url, migrate=False)  # a reviewer's database: a mistyped --db is no new, empty one
     token = store.new_token(engine, name, revoke=revoke)
     where = db.shown_url(db_url)
     if token is None:

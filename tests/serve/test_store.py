@@ -351,3 +351,15 @@ def test_a_revoked_reviewers_unfinished_answers_go_back_to_the_queue(tmp_path: P
     assert queue_of(bob) == ["a0", "a2"]
     assert store.team(engine)["queue"]["slots_assigned"] == 6
     assert [x["note"] for x in store.export_lines(engine) if x["reviewer"] == "ann"] == ["", "", "half done"]
+
+
+def test_new_token_on_a_mistyped_database_says_so_and_makes_none(tmp_path: Path) -> None:
+    # it made an empty review database at the mistyped path, then said that it had no such reviewer
+    from typer.testing import CliRunner
+
+    from groundjudge.cli.root import app
+
+    missing = tmp_path / "reveiw.sqlite"
+    result = CliRunner().invoke(app, ["review", "new-token", "ann", "--db", f"sqlite:///{missing}"])
+    assert result.exit_code == 2 and "no review database at" in " ".join(result.output.split()), result.output
+    assert not missing.exists()
