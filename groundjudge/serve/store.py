@@ -581,11 +581,13 @@ def take_work(engine: Engine, reviewer_id: int, batch: int = 10) -> int:
         if mine:
             q = q.where(db.answers.c.id.not_in(mine))
         added = 0
-        for pk, slot in conn.execute(q.limit(want)).all():
+        for pk, n in conn.execute(q.limit(want)).all():
+            # the first free slot: n (the slots are 0..n-1), unless one was freed below n (a revoked reviewer's,
+            # while another writer gave this answer a slot after it): n would be taken, and stay taken at each retry
+            used = set(conn.execute(select(db.assignments.c.slot).where(db.assignments.c.answer_pk == pk)).scalars())
+            slot = next(i for i in range(int(n) + 1) if i not in used)
             conn.execute(
-                db.assignments.insert().values(
-                    answer_pk=pk, slot=int(slot), reviewer_id=reviewer_id, assigned_at=db.now()
-                )
+                db.assignments.insert().values(answer_pk=pk, slot=slot, reviewer_id=reviewer_id, assigned_at=db.now())
             )
             added += 1
         return added

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from tests.serve.conftest import need_serve
 
@@ -363,3 +364,23 @@ def test_new_token_on_a_mistyped_database_says_so_and_makes_none(tmp_path: Path)
     result = CliRunner().invoke(app, ["review", "new-token", "ann", "--db", f"sqlite:///{missing}"])
     assert result.exit_code == 2 and "no review database at" in " ".join(result.output.split()), result.output
     assert not missing.exists()
+
+
+def test_an_answer_whose_first_slot_was_freed_below_a_taken_one_is_given_that_slot(tmp_path: Path) -> None:
+    # a revoke racing another reviewer's take_work on PostgreSQL can leave slot 1 taken and slot 0 free: the next
+    # reviewer was given slot 1 (the count of slots taken), a unique-key conflict retried 30 times, then a 500 for
+    # every reviewer whose queue reached that answer
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    store.load_runs(engine, [("run", [make_report("a0")])], overlap=1.0)
+    for name in ("ann", "bob", "cat"):
+        store.add_reviewer(engine, name)
+    ann, bob, cat = (r["id"] for r in store.reviewers(engine))
+    store.take_work(engine, ann, 1)
+    store.take_work(engine, bob, 1)
+    a = db.assignments
+    db.write(engine, lambda conn: conn.execute(a.delete().where(a.c.reviewer_id == ann)))  # slot 0 freed only
+    started = time.monotonic()
+    assert store.take_work(engine, cat, 1) == 1
+    assert time.monotonic() - started < 5
+    slots = db.read(engine, lambda conn: sorted(conn.execute(select(a.c.slot, a.c.reviewer_id)).all()))
+    assert [tuple(x) for x in slots] == [(0, cat), (1, bob)]
