@@ -80,7 +80,7 @@ def serve_command(
     """Load the runs' answers into the review database and serve the review page and its API (/api, OpenAPI at
     /api/openapi.json) until stopped. Reviewers sign in with the token 'review add-reviewer' printed."""
     db = _serve_parts()
-    from groundjudge.serve import store
+    from groundjudge.serve import load, store
     from groundjudge.serve.app import cannot_listen, create_app, origin_of, run
 
     origins = [origin_of(o) for o in origin or []]  # a bad one stops here, before the database is touched
@@ -89,7 +89,7 @@ def serve_command(
     url = db_url or db.default_url(runs[0])
     loaded = [(str(p), load_reports(p)) for p in runs]
     engine = db.open_db(url)
-    result = store.load_runs(engine, loaded, order=order, only_flagged=only_flagged, overlap=overlap)
+    result = load.load_runs(engine, loaded, order=order, only_flagged=only_flagged, overlap=overlap)
     err.print(
         escape(
             f"review database {db.shown_url(url)}: {result.answers_added} answers added from {result.added} run(s), "

@@ -20,7 +20,7 @@ from tests.serve.conftest import need_serve
 need_serve()
 
 from groundjudge.cli.root import app
-from groundjudge.serve.store import in_overlap
+from groundjudge.serve.load import in_overlap
 from tests.serve.conftest import HOSTILE, Service, add_reviewer, bearer, export, make_report, write_run
 
 IDS = [f"a{i}" for i in range(8)] + [HOSTILE]
@@ -342,8 +342,8 @@ def test_behind_a_proxy_that_rewrites_host_the_origin_option_lets_reviewers_work
 
     from groundjudge.serve.app import create_app
     from groundjudge.serve.db import open_db
+    from groundjudge.serve.load import load_runs
     from groundjudge.serve.store import add_reviewer as add
-    from groundjudge.serve.store import load_runs
 
     engine = open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
     load_runs(engine, [("run", [make_report("a")])])
@@ -374,8 +374,8 @@ def test_an_oversized_body_is_refused_before_it_is_read(tmp_path: Path) -> None:
 
     from groundjudge.serve.app import create_app
     from groundjudge.serve.db import open_db
+    from groundjudge.serve.load import load_runs
     from groundjudge.serve.store import add_reviewer as add
-    from groundjudge.serve.store import load_runs
 
     engine = open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
     load_runs(engine, [("run", [make_report("a")])])
@@ -509,8 +509,8 @@ def test_a_valid_token_is_never_refused_by_the_sign_in_limit(tmp_path: Path) -> 
 
     from groundjudge.serve.app import create_app
     from groundjudge.serve.db import open_db
+    from groundjudge.serve.load import load_runs
     from groundjudge.serve.store import add_reviewer as add
-    from groundjudge.serve.store import load_runs
 
     engine = open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
     load_runs(engine, [("run", [make_report("a")])])

@@ -18,14 +18,14 @@ need_serve()
 
 from groundjudge.errors import InputError
 from groundjudge.review.metrics import join_reviews, parse_reviews
-from groundjudge.serve import db, store
+from groundjudge.serve import db, load, store
 from tests.serve.conftest import make_report, new_database
 
 
 def test_concurrent_assignment_gives_each_slot_to_one_reviewer(tmp_path: Path) -> None:
     engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
     reports = [make_report(f"a{i:02d}") for i in range(24)]
-    store.load_runs(engine, [("run", reports)], overlap=0.5)
+    load.load_runs(engine, [("run", reports)], overlap=0.5)
     for i in range(4):
         store.add_reviewer(engine, f"r{i}")
     people = [r["id"] for r in store.reviewers(engine)]
@@ -45,31 +45,31 @@ def test_concurrent_assignment_gives_each_slot_to_one_reviewer(tmp_path: Path) -
     for rid in people:
         given.update(a["id"] for a in store.my_queue(engine, rid)["answers"])
     for r in reports:
-        assert given[r.id] == (2 if store.in_overlap(r.id, 0.5) else 1), r.id
+        assert given[r.id] == (2 if load.in_overlap(r.id, 0.5) else 1), r.id
 
 
 def test_a_run_is_loaded_once_and_another_runs_answer_id_is_refused(tmp_path: Path) -> None:
     engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
-    first = store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
-    again = store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
+    first = load.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
+    again = load.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
     assert (first.added, first.answers_added, again.added, again.kept, again.answers) == (1, 2, 0, 1, 2)
     with pytest.raises(InputError, match="answer 'a' of other is already in this review database from run with"):
-        store.load_runs(engine, [("other", [make_report("a", n_claims=3)])])
+        load.load_runs(engine, [("other", [make_report("a", n_claims=3)])])
     with pytest.raises(InputError, match="--overlap must be between 0 and 1"):
-        store.load_runs(engine, [("run", [])], overlap=1.5)
+        load.load_runs(engine, [("run", [])], overlap=1.5)
 
 
 def test_a_run_scored_again_with_the_same_claims_and_versions_but_other_judgments_is_refused(tmp_path: Path) -> None:
     # its identity (ids, claim texts, versions) is the loaded run's: it was kept silently, and the team went on
     # reviewing the old verdicts
     engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
-    store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
+    load.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
     b = make_report("b")
     b.claims[0].reason = "the judge's reason this time"  # another verdict's reason, the queue's order the same
     again = [make_report("a"), b]
     with pytest.raises(InputError, match="answer 'b' of run2 is already in this review database from run with"):
-        store.load_runs(engine, [("run2", again)])
-    assert store.load_runs(engine, [("run", [make_report("b"), make_report("a")])]).kept == 1  # the same: kept
+        load.load_runs(engine, [("run2", again)])
+    assert load.load_runs(engine, [("run", [make_report("b"), make_report("a")])]).kept == 1  # the same: kept
 
 
 def test_a_run_holding_an_answer_id_twice_is_refused_at_once_and_loads_nothing(tmp_path: Path) -> None:
@@ -77,9 +77,9 @@ def test_a_run_holding_an_answer_id_twice_is_refused_at_once_and_loads_nothing(t
     started = time.monotonic()
     for twice in ([make_report("a"), make_report("a")], [make_report("a"), make_report("a", n_claims=3)]):
         with pytest.raises(InputError, match="answer 'a' is in run twice"):
-            store.load_runs(engine, [("run", [make_report("b"), *twice])])
+            load.load_runs(engine, [("run", [make_report("b"), *twice])])
     assert time.monotonic() - started < 5  # refused, not retried as a race for a unique id
-    assert store.load_runs(engine, [("run", [make_report("b")])]).answers == 1
+    assert load.load_runs(engine, [("run", [make_report("b")])]).answers == 1
 
 
 def test_a_run_served_again_with_other_options_or_grown_keeps_its_decisions(tmp_path: Path) -> None:
@@ -92,24 +92,24 @@ def test_a_run_served_again_with_other_options_or_grown_keeps_its_decisions(tmp_
         r.scores.combined = 0.1 * i
     passed = make_report("p")
     passed.verdict = "PASS"
-    orders = {o: [r.id for r in store.queue([("run", reports)], o)[0][1]] for o in ("risk", "informative")}
+    orders = {o: [r.id for r in load.queue([("run", reports)], o)[0][1]] for o in ("risk", "informative")}
     assert orders["risk"] != orders["informative"]  # the two orders differ for this run
-    store.load_runs(engine, [("run", [*reports, passed])])
+    load.load_runs(engine, [("run", [*reports, passed])])
     store.add_reviewer(engine, "ann")
     ann = store.reviewers(engine)[0]["id"]
     store.decide(engine, ann, "a0", "c0", "SUPPORTED")
-    again = store.load_runs(engine, [("run", [*reports, passed])], order="informative")
+    again = load.load_runs(engine, [("run", [*reports, passed])], order="informative")
     assert (again.added, again.kept, again.answers_added, again.answers) == (0, 1, 0, 6)
-    wider = store.load_runs(engine, [("run", [*reports, passed])], only_flagged=False)
+    wider = load.load_runs(engine, [("run", [*reports, passed])], only_flagged=False)
     assert (wider.added, wider.answers_added, wider.answers) == (1, 1, 7)  # the passing answer joins the queue
-    grown = store.load_runs(engine, [("run", [*reports, passed, make_report("new")])], only_flagged=False)
+    grown = load.load_runs(engine, [("run", [*reports, passed, make_report("new")])], only_flagged=False)
     assert (grown.answers_added, grown.answers) == (1, 8)
     assert [a["id"] for a in store.my_decisions(engine, ann)] == ["a0"]  # kept
     store.take_work(engine, ann, batch=100)
     assert [a["id"] for a in store.my_queue(engine, ann)["answers"]][-2:] == ["p", "new"]  # at the end
     changed = make_report("a1", n_claims=3)
     with pytest.raises(InputError, match="answer 'a1' of run is already in this review database from run with"):
-        store.load_runs(engine, [("run", [changed])])
+        load.load_runs(engine, [("run", [changed])])
 
 
 def test_the_schema_version_is_kept_and_a_newer_one_refused(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_text_the_database_cannot_hold_is_refused_alike_on_both_databases(
     engine = db.open_db(new_database(kind, request, tmp_path))
     hostile = make_report("a")
     hostile.claims[0].claim.text = "a claim with a NUL \x00 in it"
-    store.load_runs(engine, [("run", [hostile])])
+    load.load_runs(engine, [("run", [hostile])])
     store.add_reviewer(engine, "ann")
     store.add_reviewer(engine, "adj", role="adjudicator")
     ann, adj = (r["id"] for r in store.reviewers(engine))
@@ -177,7 +177,7 @@ def test_text_the_database_cannot_hold_is_refused_alike_on_both_databases(
     joined = join_reviews([hostile], parse_reviews(store.dumps_line(line) for line in store.export_lines(engine)))
     assert len(joined.matched) == 1 and not joined.unmatched
     with pytest.raises(InputError, match="holds a NUL character"):
-        store.load_runs(engine, [("other", [make_report("b\x00")])])
+        load.load_runs(engine, [("other", [make_report("b\x00")])])
     engine.dispose()
 
 
@@ -190,7 +190,7 @@ def test_a_cleared_verdict_and_a_note_alone_are_exported_as_no_label(tmp_path: P
     from groundjudge.review.metrics import parse_reviews
 
     engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
-    store.load_runs(engine, [("run", [make_report("a")])])
+    load.load_runs(engine, [("run", [make_report("a")])])
     store.add_reviewer(engine, "ann")
     store.add_reviewer(engine, "bob")
     ann, bob = (r["id"] for r in store.reviewers(engine))
@@ -214,7 +214,7 @@ def test_an_adjudication_is_exported_where_no_reviewer_verdict_stands(tmp_path: 
     from groundjudge.review.metrics import parse_reviews
 
     engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
-    store.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
+    load.load_runs(engine, [("run", [make_report("a"), make_report("b")])])
     store.add_reviewer(engine, "ann")
     store.add_reviewer(engine, "adj", role="adjudicator")
     ann, adj = (r["id"] for r in store.reviewers(engine))
@@ -244,7 +244,7 @@ def test_review_export_says_what_its_lines_are(tmp_path: Path) -> None:
 
     url = f"sqlite:///{tmp_path / 'r.sqlite'}"
     engine = db.open_db(url)
-    store.load_runs(engine, [("run", [make_report("a", n_claims=4)])])
+    load.load_runs(engine, [("run", [make_report("a", n_claims=4)])])
     for name, role in (("ann", "reviewer"), ("bob", "reviewer"), ("adj", "adjudicator")):
         store.add_reviewer(engine, name, role=role)
     ann, bob, adj = (r["id"] for r in store.reviewers(engine))
@@ -291,7 +291,7 @@ def test_the_export_of_many_claims_whose_text_held_a_nul_reads_their_reports_in_
         r = make_report(f"a{i}", n_claims=1)
         r.claims[0].claim.text = f"claim {i} with a NUL \x00 in it"
         reports.append(r)
-    store.load_runs(engine, [("run", reports)])
+    load.load_runs(engine, [("run", reports)])
     store.add_reviewer(engine, "ann")
     (ann,) = (r["id"] for r in store.reviewers(engine))
     for r in reports:
@@ -305,7 +305,7 @@ def test_a_reviewers_page_reads_the_export_of_their_own_answers_only(tmp_path: P
     # the page counts the team's decisions on the reviewer's answers in its header; it read and parsed the whole
     # team's export on every load (seconds a page on a run of 10,000 answers reviewed by two)
     engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
-    store.load_runs(engine, [("run", [make_report(f"a{i}") for i in range(6)])], overlap=0.5)
+    load.load_runs(engine, [("run", [make_report(f"a{i}") for i in range(6)])], overlap=0.5)
     for name in ("ann", "bob", "cat"):
         store.add_reviewer(engine, name)
     store.add_reviewer(engine, "adj", role="adjudicator")
@@ -330,7 +330,7 @@ def test_a_revoked_reviewers_unfinished_answers_go_back_to_the_queue(tmp_path: P
     # a reviewer who left (new-token --revoke) kept the answers they were given: no one else was ever given them
     engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
     reports = [make_report(f"a{i}") for i in range(3)]
-    store.load_runs(engine, [("run", reports)], overlap=1.0)  # every answer goes to two reviewers
+    load.load_runs(engine, [("run", reports)], overlap=1.0)  # every answer goes to two reviewers
     for name in ("ann", "bob", "cat"):
         store.add_reviewer(engine, name)
     ann, bob, cat = (r["id"] for r in store.reviewers(engine))
@@ -371,7 +371,7 @@ def test_an_answer_whose_first_slot_was_freed_below_a_taken_one_is_given_that_sl
     # reviewer was given slot 1 (the count of slots taken), a unique-key conflict retried 30 times, then a 500 for
     # every reviewer whose queue reached that answer
     engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
-    store.load_runs(engine, [("run", [make_report("a0")])], overlap=1.0)
+    load.load_runs(engine, [("run", [make_report("a0")])], overlap=1.0)
     for name in ("ann", "bob", "cat"):
         store.add_reviewer(engine, name)
     ann, bob, cat = (r["id"] for r in store.reviewers(engine))
