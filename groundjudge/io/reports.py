@@ -28,6 +28,7 @@ __all__ = [
     "dumps",
     "finite_report",
     "is_finite",
+    "is_parquet_file",
     "is_report_file",
     "is_report_row",
     "is_review_row",
@@ -122,7 +123,7 @@ def read_reports(path: str | Path) -> Iterator[AnswerReport]:
         ValueError: a line (a Parquet row) that is not a report, its number in the message; a Parquet file with no
             ``report`` column.
     """
-    if _is_parquet(path):
+    if is_parquet_file(path):
         yield from _parquet_reports(path)
         return
     for n, raw in read_lines(path):
@@ -147,7 +148,7 @@ def _in_range(report: AnswerReport, where: str) -> AnswerReport:
 _PARQUET_MAGIC = b"PAR1"
 
 
-def _is_parquet(path: str | Path) -> bool:
+def is_parquet_file(path: str | Path) -> bool:
     """Whether ``path`` is a Parquet file (it opens with Parquet's magic bytes); a directory or a file that cannot be
     read is not one (the JSONL reader says why)."""
     try:
@@ -157,17 +158,30 @@ def _is_parquet(path: str | Path) -> bool:
         return False
 
 
-def _parquet_reports(path: str | Path) -> Iterator[AnswerReport]:
-    """The reports of a Parquet OUT (:func:`write_parquet`): its ``report`` column, row by row."""
+def _parquet_file(path: str | Path) -> tuple[Any, list[str]]:
+    """The Parquet file at ``path`` (pyarrow's ``ParquetFile``) and its column names.
+
+    Raises:
+        ConfigError: pyarrow is not installed. ArgumentError: not a readable Parquet file.
+    """
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise ConfigError("reading Parquet needs pyarrow: pip install 'groundjudge[parquet]'") from None
     try:
         table = pq.ParquetFile(path)
-        names = table.schema_arrow.names
+        return table, list(table.schema_arrow.names)
     except (OSError, ValueError) as exc:  # a cut file: pyarrow's ArrowInvalid is a ValueError, ArrowIOError OSError
         raise ArgumentError(f"not a readable Parquet file: {exc}") from exc
+
+
+def _parquet_columns(path: str | Path) -> list[str]:
+    return _parquet_file(path)[1]
+
+
+def _parquet_reports(path: str | Path) -> Iterator[AnswerReport]:
+    """The reports of a Parquet OUT (:func:`write_parquet`): its ``report`` column, row by row."""
+    table, names = _parquet_file(path)
     if "report" not in names:
         raise ArgumentError(
             f"a Parquet file with no 'report' column (columns: {', '.join(names)}): not one 'groundjudge score' wrote"
@@ -215,8 +229,14 @@ def last_reports(reports: Iterable[AnswerReport]) -> tuple[list[AnswerReport], i
 
 
 def is_report_file(path: str | Path) -> bool:
-    """Whether ``path`` holds reports (``groundjudge score`` output) rather than input rows: its first row that
-    parses has a verdict and claims. Only JSONL files can; a file that cannot be read is not one."""
+    """Whether ``path`` holds reports (``groundjudge score`` output) rather than input rows: a JSONL file whose first
+    row that parses has a verdict and claims, or a Parquet OUT (:func:`is_parquet_file` with a ``report`` column, as
+    :func:`read_reports` reads it); a CSV file, a folder or a file that cannot be read is not one."""
+    if is_parquet_file(path):
+        try:
+            return "report" in _parquet_columns(path)
+        except ArgumentError:
+            return False
     if Path(path).suffix.lower() in (".csv", ".parquet") or Path(path).is_dir():
         return False
     try:

@@ -58,7 +58,14 @@ from groundjudge.checker.profile import write_checker_declaration, write_model_f
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.io.jsonl import read_jsonl
-from groundjudge.io.reports import is_report_row, is_review_row, last_reports, out_of_range
+from groundjudge.io.reports import (
+    is_parquet_file,
+    is_report_row,
+    is_review_row,
+    last_reports,
+    out_of_range,
+    read_reports,
+)
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable, reviewed_claims
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
@@ -200,8 +207,9 @@ def load_examples(
     reviews: list[tuple[str, Review]] = []
     runs: list[list[AnswerReport]] = []  # each score file's reports
     for path in map(Path, paths):
-        in_file: list[AnswerReport] = []
-        for n, row in enumerate(_read_jsonl(path), start=1):
+        parquet = is_parquet_file(path)  # a Parquet OUT: its reports, by the one reader (a table holds nothing else)
+        in_file: list[AnswerReport] = _parquet_out(path) if parquet else []
+        for n, row in enumerate([] if parquet else _read_jsonl(path), start=1):
             where = f"{path.name}:{n}"
             if is_report_row(row):
                 in_file.append(_report(row, where))
@@ -249,6 +257,15 @@ def load_examples(
         if ex is not None:
             out.append(ex)
     return out
+
+
+def _parquet_out(path: Path) -> list[AnswerReport]:
+    """The reports of a Parquet OUT (``score --out X.parquet``), read by :func:`~groundjudge.io.reports.read_reports`;
+    a Parquet table that holds none is refused naming the file."""
+    try:
+        return list(read_reports(path))
+    except ValueError as exc:
+        raise InputError(f"a Parquet file that is no 'groundjudge score' output: {exc}", row=path.name) from exc
 
 
 def _report(row: dict[str, Any], where: str) -> AnswerReport:

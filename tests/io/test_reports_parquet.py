@@ -85,3 +85,34 @@ def test_the_parquet_out_is_read_back_by_every_command_not_taken_for_a_torn_json
     pq.write_table(pa.table({"id": ["a"], "answer": ["x"]}), rows)
     with pytest.raises(GroundjudgeError, match="no 'report' column"):
         list(read_reports(rows))
+
+
+def test_calibrate_and_tune_take_a_parquet_out_as_the_report_readers_do(tmp_path: Path) -> None:
+    """The report reader read a Parquet OUT, but the rule calibrate tells a score output by (``is_report_file``)
+    said "only JSONL files can", so ``calibrate run.parquet`` took the OUT for input rows, and tune read it as JSON
+    lines. Both now go through the one reader; a Parquet input table is still input rows."""
+    pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from groundjudge.io.reports import is_report_file, read_reports
+    from groundjudge.learn.tune import TuneSettings, load_examples
+
+    jsonl, out = tmp_path / "run.parquet.jsonl", tmp_path / "run.parquet"
+    jsonl.write_text(_report("ok") + "\n", encoding="utf-8")
+    write_parquet(jsonl, out)
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"id": ["a"], "claim": ["x"], "contexts": [["x"]]}), rows)
+    assert is_report_file(out) and is_report_file(jsonl) and not is_report_file(rows)
+    (tmp_path / "cut.parquet").write_bytes(out.read_bytes()[:20])  # PAR1, then nothing readable
+    assert not is_report_file(tmp_path / "cut.parquet")
+    # tune reads the Parquet OUT's reports as it reads the JSONL's (the same examples from either file)
+    from groundjudge.checker.nli import NLIModel
+    from tests.conftest import SHARED_MODEL
+
+    tokenizer = NLIModel.shared(str(SHARED_MODEL)).tokenizer
+    settings = TuneSettings()
+    from_jsonl = load_examples([jsonl], tokenizer, settings, lambda _: None)
+    from_parquet = load_examples([out], tokenizer, settings, lambda _: None)
+    assert [(e.id, e.claim, e.label) for e in from_parquet] == [(e.id, e.claim, e.label) for e in from_jsonl]
+    assert [r.id for r in read_reports(out)] == ["ok"]
