@@ -310,7 +310,9 @@ class Cache:
         if raw is None:
             if self.mode == "only" and not miss_ok:
                 what = "no cached" if damaged is None else "only a damaged (not JSON)"
-                raise CacheMissError(f"cache-only mode: {what} {namespace} entry for key {key}") from damaged
+                miss = CacheMissError(f"cache-only mode: {what} {namespace} entry for key {key}")
+                miss.damaged = damaged is not None
+                raise miss from damaged
             return None
         return value
 

@@ -89,6 +89,9 @@ class PromptError(GroundjudgeError):
 class CacheMissError(GroundjudgeError):
     """Cache-only mode was asked for and the answer is not in the cache."""
 
+    damaged: bool = False
+    """The entry is there but not JSON (:meth:`groundjudge.cache.Cache.get`): filling the cache again replaces it."""
+
     run: Any = None
     """Raised by ``Evaluator.run``: the :class:`~groundjudge.review.notebook.Run` of the answers finished before the
     stop (None elsewhere)."""

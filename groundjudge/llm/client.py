@@ -505,10 +505,9 @@ def cached_value(
     try:
         cached = cache.get(key)  # raises CacheMissError in cache-only mode
     except errors.CacheMissError as exc:
-        damaged = isinstance(exc.__cause__, ValueError | TypeError)  # an entry that is not JSON (Cache.get)
         why = (
             "its entry is damaged"
-            if damaged
+            if exc.damaged
             else "the prompt, the model or the input changed since the cache was filled"
         )
         raise errors.CacheMissError(

@@ -369,7 +369,7 @@ def test_a_damaged_cache_entry_is_asked_again_not_a_failed_row(
     assert client.complete_json(ASK, Verdict, prompt=PROMPT)[1].cached_calls == 1  # the answer replaced it
     client.cache.store.set(key, b"\xff\xfe not text")
     replay = make_test_client(server, provider, cache=Cache(tmp_path / "c", mode="only"))
-    with pytest.raises(errors.CacheMissError, match="damaged"):
+    with pytest.raises(errors.CacheMissError, match="its entry is damaged"):
         replay.complete_json(ASK, Verdict, prompt=PROMPT)
     assert len(server.requests) == 1
     assert client.cache.get(key, miss_ok=True) is None  # the NLI scores' lookup: a miss, scored again
