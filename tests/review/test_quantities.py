@@ -449,3 +449,34 @@ def test_a_failed_answer_never_lowers_the_share_of_answers_with_a_contradicted_c
     assert summarize(with_failures).answers_contradicted_share == pytest.approx(1 / 4)
     shown = [*clean, failed(_report("e", ["CONTRADICTED", "SUPPORTED"]))]  # a failure that shows one still counts
     assert summarize(shown).answers_contradicted_share == pytest.approx(2 / 5)
+
+
+_LABELS = st.sampled_from(["SUPPORTED", "UNSUPPORTED", "CONTRADICTED"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(_LABELS, min_size=1, max_size=4), min_size=1, max_size=8),
+    st.lists(st.lists(st.sampled_from(["SUPPORTED", "UNSUPPORTED"]), min_size=1, max_size=4), min_size=1, max_size=8),
+    st.data(),
+)
+def test_a_failed_answer_that_shows_no_contradiction_never_moves_the_share(
+    labels: list[list[str]], failed_labels: list[list[str]], data: st.DataObject
+) -> None:
+    """Over generated runs: failed answers (ERROR) whose judged claims show no contradiction, added anywhere in the
+    run, leave ``answers_contradicted_share`` as it was (what failed is unknown; counted as answers without a
+    contradiction, they lowered it); a failed answer that shows one counts as one."""
+    clean = [_report(f"r{i}", ls) for i, ls in enumerate(labels)]
+    failed = [
+        _report(f"e{i}", ls).model_copy(update={"verdict": "ERROR", "errors": ["judge: no verdict for c9"]})
+        for i, ls in enumerate(failed_labels)
+    ]
+    run = list(clean)
+    for f in failed:
+        run.insert(data.draw(st.integers(0, len(run))), f)
+    assert summarize(run).answers_contradicted_share == summarize(clean).answers_contradicted_share
+    scores = failed[0].scores.model_copy(update={"n_contradicted": 1})
+    shown = failed[0].model_copy(update={"claims": [*failed[0].claims, _claim(9, "CONTRADICTED")], "scores": scores})
+    with_one = summarize([*clean, shown]).answers_contradicted_share
+    before = summarize(clean).answers_contradicted_share
+    assert before is not None and with_one is not None and with_one >= before
