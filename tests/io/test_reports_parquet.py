@@ -85,6 +85,14 @@ def test_the_parquet_out_is_read_back_by_every_command_not_taken_for_a_torn_json
     pq.write_table(pa.table({"id": ["a"], "answer": ["x"]}), rows)
     with pytest.raises(GroundjudgeError, match="no 'report' column"):
         list(read_reports(rows))
+    # its rows are held to the JSONL reader's rules: a score no run writes, or a cell that is no report, is refused
+    # by its row number
+    wild = AnswerReport(id="w", verdict="PASS", mode="nli", scores=Scores(combined=1.5))
+    for cell, message in ((dumps(wild), r"row 2 \(id 'w'\).*outside \[0, 1\]"), ('{"id": 3}', "row 2: .*no report")):
+        table = tmp_path / "hand.parquet"
+        pq.write_table(pa.table({"report": [_report("ok"), cell]}), table)
+        with pytest.raises(GroundjudgeError, match=message):
+            list(read_reports(table))
 
 
 def test_calibrate_and_tune_take_a_parquet_out_as_the_report_readers_do(tmp_path: Path) -> None:
