@@ -270,6 +270,8 @@ def test_a_request_answered_after_an_error_line_for_it_is_taken_not_paid_again(p
         assert outcome.usage.calls == server.billed == 3
         for messages in asks(3):  # the step again: every answer from the cache, nothing sent directly (the batch
             assert client.complete_json(messages, Verdict, prompt=PROMPT)[1] == Usage()  # charged it: no cache hit)
+        for messages in asks(3):  # once: a second read of an answer the batch paid for is a reuse
+            assert client.complete_json(messages, Verdict, prompt=PROMPT)[1] == Usage(cached_calls=1)
         assert server.billed == 3
 
 

@@ -190,6 +190,8 @@ def test_provider_batch_mode_sends_the_packs_in_the_batch(shared_nli: Any, tmp_p
     same(packed, single)
     assert sum(r.usage.calls for r in packed) == ev.usage.calls == len(server.requests)
     assert sum(r.usage.cost_usd for r in packed) == pytest.approx(ev.usage.cost_usd)
+    # each answer's part of a packed batch reply was charged by the batch: its read is no cache hit
+    assert ev.usage.cached_calls == sum(r.usage.cached_calls for r in packed) == 0
 
 
 def test_packing_needs_the_cache() -> None:
