@@ -360,5 +360,11 @@ def test_a_stop_before_a_fresh_run_replaced_out_keeps_the_bill_of_the_run_that_w
             score_file(data, out, Config.make(**common, max_calls=1, cache_mode="off"))
         assert json.loads(spent_path(out).read_text())["billed"]["calls"] == server.billed > first_billed
         resumed = score_file(data, out, Config.make(**common), resume=True)
-    spent = resumed.spent()
-    assert spent is not None and spent["all_runs"]["calls"] == server.billed
+        spent = resumed.spent()
+        assert spent is not None and spent["all_runs"]["calls"] == server.billed
+        # a fresh run stopped after its first report replaced OUT: OUT's bill is its own, the old runs' gone with OUT
+        before = server.billed
+        with pytest.raises(RunStopped) as stopped:
+            score_file(data, out, Config.make(**common, max_calls=9, cache_mode="off", concurrency=1), batch_size=1)
+        assert stopped.value.result.summary.n > 0  # it wrote reports of its own (two calls a row)
+        assert json.loads(spent_path(out).read_text())["billed"]["calls"] == server.billed - before
