@@ -354,6 +354,21 @@ def test_a_revoked_reviewers_unfinished_answers_go_back_to_the_queue(tmp_path: P
     assert [x["note"] for x in store.export_lines(engine) if x["reviewer"] == "ann"] == ["", "", "half done"]
 
 
+def test_a_revoked_reviewers_freed_slot_leaves_the_answer_with_one_reviewer_to_a_later_load(tmp_path: Path) -> None:
+    # the answer's other reviewer moves down to slot 0: a later load (another overlap) reads an answer with a slot 1
+    # as given to two reviewers already, and keeps its share of the overlap
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    reports = [make_report("a0")]
+    load.load_runs(engine, [("run", reports)], overlap=1.0)  # a0 goes to two reviewers
+    for name in ("ann", "bob", "cat"):
+        store.add_reviewer(engine, name)
+    ann, bob, cat = (r["id"] for r in store.reviewers(engine))
+    assert store.take_work(engine, ann, 1) == store.take_work(engine, bob, 1) == 1
+    store.new_token(engine, "ann", revoke=True)  # a0 unfinished: ann's slot 0 freed, bob's is slot 0 now
+    load.load_runs(engine, [("run", reports)], overlap=0.0)  # no overlap now: a0 needs its one reviewer, bob
+    assert store.take_work(engine, cat, 1) == 0
+
+
 def test_new_token_on_a_mistyped_database_says_so_and_makes_none(tmp_path: Path) -> None:
     # it made an empty review database at the mistyped path, then said that it had no such reviewer
     from typer.testing import CliRunner
