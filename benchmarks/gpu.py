@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -280,7 +281,9 @@ def main() -> None:
     if args.smoke:
         args.factcheck, args.wice, args.repeat, args.tune_limit, args.tune_epochs = 2, 0, 1, 60, 1
         args.throughput_args = "--limit 4 --offset 160 --concurrency 2 --median 0.01"
-    env: dict[str, Any] = {"device": device, "torch": torch.__version__}
+    # "false" (or a process forked after the tokenizer ran) leaves one tokenizer thread: then pairs/s is its ceiling
+    tokenizer_threads = os.environ.get("TOKENIZERS_PARALLELISM", "default")
+    env: dict[str, Any] = {"device": device, "torch": torch.__version__, "tokenizers_parallelism": tokenizer_threads}
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(0)
         env |= {"gpu": props.name, "gpu_memory_gib": round(props.total_memory / 2**30, 1)}

@@ -109,7 +109,9 @@ class Config(BaseModel):
         None, description="where the NLI model runs: cpu, mps, cuda or cuda:N [default: best available]"
     )
     batch_size: int | None = Field(
-        None, ge=1, description="(passage, claim) pairs per NLI forward pass [default: 64 on a GPU, 16 on CPU]"
+        None,
+        ge=1,
+        description="(passage, claim) pairs per NLI forward pass [default: 16 on CPU; on cuda 256 of 512 tokens]",
     )
     passage_tokens: int = Field(128, ge=16, description="passage size in NLI-model tokens")
     passage_overlap: int = Field(32, ge=0, description="tokens two neighbouring passages share")

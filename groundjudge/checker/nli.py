@@ -72,6 +72,21 @@ def label_columns(id2label: dict[int, str] | dict[str, str]) -> list[int | None]
     return columns
 
 
+# Pairs a cuda forward pass takes by default, as tokens: 256 pairs of 512 (the shared model's whole table). Measured
+# on two cards (docs/benchmarks/gpu.md): 256 pairs a pass scored 39% (H100) and 44% (H200) more pairs/s than 64, at
+# 0.5-0.6 GiB; a model of longer pairs takes fewer, so its first pass is no larger and out of memory stays rare.
+CUDA_BATCH_TOKENS = 256 * 512
+
+
+def default_batch_size(device: str, max_length: int) -> int:
+    """Pairs a forward pass takes when none is asked: on cuda as many of ``max_length`` tokens as fit
+    :data:`CUDA_BATCH_TOKENS` (halved on out of memory), 64 on another accelerator, 16 on a CPU (the fastest there:
+    docs/explanation/speed.md)."""
+    if device.split(":", 1)[0] == "cuda":
+        return max(1, CUDA_BATCH_TOKENS // max(1, max_length))
+    return 16 if device == "cpu" else 64
+
+
 def pick_device(device: str | None = None) -> str:
     """``device`` if given, else cuda, then mps, then cpu."""
     import torch
@@ -435,7 +450,8 @@ class NLIModel:
         model: hub id or local path; default $GROUNDJUDGE_NLI_MODEL or cross-encoder/nli-deberta-v3-base.
         device: "cuda", "mps", "cpu" (default: best available).
         half: 16-bit weights (float16; bfloat16 for seq2seq); default on for cuda.
-        batch_size: pairs per forward pass (default 64 on GPU, 16 on CPU); halves itself on GPU out-of-memory.
+        batch_size: pairs per forward pass (default :func:`default_batch_size`: 256 of 512 tokens on cuda, 64 on
+            mps, 16 on CPU); halves itself on cuda out-of-memory.
         threads: torch CPU threads (default: torch's choice).
         revision: hub revision.
         local_files_only: default true for local paths and when $HF_HUB_OFFLINE is set.
@@ -501,8 +517,8 @@ class NLIModel:
             if traceable(self.model, self.device, self.kind)
             else None
         )
-        self.batch_size = batch_size or (64 if self.device != "cpu" else 16)
         self.max_length = self._max_length(max_length)
+        self.batch_size = batch_size or default_batch_size(self.device, self.max_length)
         self.special_tokens = self._overhead()
         if is_local:
             digest = _fingerprint_dir(Path(self.name))

@@ -12,7 +12,7 @@ import pytest
 from groundjudge import errors
 from groundjudge.cache import Cache
 from groundjudge.checker.evidence import BM25, EvidenceSelector
-from groundjudge.checker.nli import NLIModel, NLIScorer, label_columns
+from groundjudge.checker.nli import NLIModel, NLIScorer, default_batch_size, label_columns
 from groundjudge.chunking import chunk_document, chunk_documents, claim_sentences, split_sentences
 from groundjudge.models import Passage
 from groundjudge.testing import tiny_nli_model
@@ -173,6 +173,22 @@ def test_a_model_retrained_into_the_same_folder_misses_the_cache(tmp_path: Path)
     again = NLIScorer(NLIModel(str(folder), device="cpu"), Cache(tmp_path / "c"))
     again.score(pairs)
     assert again.cache_hits == len(pairs)
+
+
+def test_default_batch_size_fills_a_cuda_pass_by_tokens() -> None:
+    """cuda: 256 pairs of 512 tokens a pass (measured on an H100 and an H200: 39-44% more pairs/s than 64), fewer
+    for a model of longer pairs, never none; mps 64; a CPU 16 (its fastest)."""
+    assert default_batch_size("cuda", 512) == 256
+    assert default_batch_size("cuda:1", 512) == 256
+    assert default_batch_size("cuda", 2048) == 64
+    assert default_batch_size("cuda", 10**7) == 1
+    assert default_batch_size("mps", 512) == 64
+    assert default_batch_size("cpu", 512) == 16
+
+
+def test_a_model_takes_the_default_batch_size_of_its_device_and_length(tiny: NLIModel) -> None:
+    assert tiny.batch_size == 3  # asked
+    assert NLIModel(tiny.name, device="cpu").batch_size == default_batch_size("cpu", tiny.max_length) == 16
 
 
 def test_fingerprint_names_device_class_and_dtype(tiny: NLIModel, tmp_path: Path) -> None:
