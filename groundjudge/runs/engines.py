@@ -96,26 +96,25 @@ def _score(
     if engine not in ENGINES:
         raise ConfigError(f"engine {engine!r}: local or ray")
     cfg = config.config if isinstance(config, Evaluator) else config
-    if engine == "local":
-        evaluator = config if isinstance(config, Evaluator) else Evaluator(config)
-        start = evaluator.usage
-        try:
+    if engine == "ray" and cfg.batch_api:
+        raise ConfigError("the Ray engine does not take batch_api (--batch-api) yet: run it with the local engine")
+    try:
+        if engine == "local":
+            evaluator = config if isinstance(config, Evaluator) else Evaluator(config)
             result = local.score_rows(pending, output, evaluator, batch_size=batch_size)
-        except KeyboardInterrupt:  # Ctrl-C: what was billed (a provider batch collected, calls of unwritten rows)
-            try:
-                interrupted = output.result(None, evaluator.usage - start, None)
-                interrupted.earlier = _earlier_bill(pending, output)
-                record_spent(output.out, interrupted, resume=pending.resume, interrupted=True)  # for the --resume
-            except Exception:  # the bill is a courtesy to the resume: the interrupt stays what the caller gets
-                log.warning("could not keep the interrupted run's bill in %s", output.out, exc_info=True)
-            raise
-    else:
-        if cfg.batch_api:
-            raise ConfigError("the Ray engine does not take batch_api (--batch-api) yet: run it with the local engine")
-        extra: dict[str, Any] = {} if window is None else {"window": window}
-        result = _ray().score_rows(
-            pending, output, cfg, batch_size=batch_size, address=address, actors=actors, num_gpus=num_gpus, **extra
-        )
+        else:
+            extra: dict[str, Any] = {} if window is None else {"window": window}
+            result = _ray().score_rows(
+                pending, output, cfg, batch_size=batch_size, address=address, actors=actors, num_gpus=num_gpus, **extra
+            )
+    except KeyboardInterrupt:  # Ctrl-C: what was billed (a provider batch collected, calls of unwritten rows)
+        try:
+            interrupted = output.result(None, output.billed, None)  # the bill the engine left when it ended
+            interrupted.earlier = _earlier_bill(pending, output)
+            record_spent(output.out, interrupted, resume=pending.resume, interrupted=True)  # for the --resume
+        except Exception:  # the bill is a courtesy to the resume: the interrupt stays what the caller gets
+            log.warning("could not keep the interrupted run's bill in %s", output.out, exc_info=True)
+        raise
     if pending.resume or result.stopped is not None:
         result.earlier = _earlier_bill(pending, output)
     if pending.resume:

@@ -52,7 +52,8 @@ def score_rows(pending: Pending, output: RunOutput, evaluator: Evaluator, *, bat
         stopped = exc
     finally:
         output.close(finished)
-    billed = evaluator.usage - start
+        output.billed = evaluator.usage - start  # also when Ctrl-C ends the run (runs.engines keeps it)
+    billed = output.billed
     at_stop = getattr(stopped, "calls", None)  # a budget stop: the ledger's calls when it was raised
     calls_at_stop = None if not isinstance(at_stop, int) else max(0, at_stop - start.calls)
     return output.result(stopped, billed, calls_at_stop)

@@ -372,7 +372,10 @@ def _as_fields(settings: Mapping[str, str | None]) -> str:
 
 class RunOutput:
     """Where each finished report of a run goes, the same for both engines: appended to OUT (:class:`ReportWriter`),
-    counted in the run's summary, then handed to ``on_report``; :meth:`result` is how the run ended."""
+    counted in the run's summary, then handed to ``on_report``; :meth:`result` is how the run ended.
+
+    ``billed`` is what the run's ledger billed, which each engine leaves here when it ends, however it ends: an
+    interrupted run (Ctrl-C) returns no result, and :mod:`groundjudge.runs.engines` keeps this bill for the resume."""
 
     def __init__(
         self,
@@ -388,6 +391,7 @@ class RunOutput:
         self.writer = ReportWriter(out, fresh=fresh, existing=pending.existing, drop_ids=pending.retry, note=note)
         self.summary = Summarizer()
         self.on_report = on_report
+        self.billed = Usage()
 
     def write(self, report: AnswerReport, line: str) -> None:
         """Append ``report`` (its JSON ``line``, written as given), count it, tell ``on_report``."""

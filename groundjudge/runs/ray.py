@@ -712,6 +712,7 @@ def score_rows(
         output.close(finished)
         if proxy is not None:
             billed = proxy.total  # every worker's calls, those of rows that did not finish too
+            output.billed = billed  # also when Ctrl-C ends the run (runs.engines keeps it)
         if handle is not None:
             ray.kill(handle)
     at_stop = getattr(stopped, "calls", None)  # a budget stop: the cluster's calls when the driver saw it

@@ -23,6 +23,7 @@ from groundjudge.models import AnswerReport
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.summary import RunSummary, Summarizer
 from groundjudge.runs import RunStopped, score_file
+from groundjudge.runs.out import spent_path
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, packed_requests, route
 from tests.conftest import FIXTURES, SHARED, SHARED_MODEL
 from tests.pipeline.test_pipeline import BAD_ANSWER, CONTEXT, GOOD_ANSWER, HANDLERS, claims_handler, judge_handler
@@ -232,6 +233,30 @@ def test_resume_after_a_killed_run_gives_the_file_of_one_run(tmp_path: Path) -> 
     ids = [json.loads(x)["id"] for x in out.read_text().splitlines()]
     assert sorted(ids) == sorted(json.loads(x)["id"] for x in lines) and len(set(ids)) == len(ids)
     assert (tmp_path / "out.jsonl.damaged").read_text() == "garbage\n"
+
+
+def test_ctrl_c_keeps_the_bill_of_a_ray_run_for_the_resume(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
+    """Ctrl-C in a Ray run's driver lost what the run had paid for: the local engine keeps an interrupted run's bill
+    in OUT.spent.json (tests/runs/test_engines.py, test_ctrl_c_keeps_the_bill_for_the_resume), the Ray engine wrote
+    none, so the --resume said the earlier runs billed nothing. One actor, one row a call (``window=1``): when the
+    first report reaches the driver no other call is in flight, so the bill is every call the server answered."""
+    src = write_rows(tmp_path / "in.jsonl", answer_rows(4))
+    out = tmp_path / "out.jsonl"
+    cfg = llm_config(llm_server, tmp_path / "cache", qa=False, window=1)
+
+    def ctrl_c(done: int) -> None:  # the first report is written: the user presses Ctrl-C
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        on_ray(str(src), out, cfg, actors=1, batch_size=1, progress=ctrl_c)
+    first_billed = llm_server.billed
+    assert len(out.read_text().splitlines()) == 1 and first_billed >= 2  # the first row's claims and judge calls
+    assert json.loads(spent_path(out).read_text())["billed"]["calls"] == first_billed
+    result = score_file(str(src), out, cfg, engine="ray", actors=1, batch_size=1, resume=True)
+    spent = result.spent()
+    assert spent is not None and spent["earlier"]["calls"] == first_billed
+    assert spent["all_runs"]["calls"] == llm_server.billed
+    assert sorted(r.id for r in reports(out.read_text().splitlines())) == [f"a{i}" for i in range(4)]
 
 
 def test_a_resume_under_other_settings_is_refused_before_any_row_and_the_same_settings_go_on(tmp_path: Path) -> None:
