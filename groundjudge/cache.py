@@ -283,6 +283,18 @@ class Cache:
     def writes(self) -> bool:
         return self.mode in ("use", "refresh")
 
+    def _entry(self, key: str) -> tuple[Any | None, Exception | None]:
+        """The one rule of a usable entry (:meth:`get` and :meth:`peek`): ``(value, None)`` for an entry that reads
+        as JSON, ``(None, None)`` for none, ``(None, why)`` for a damaged one (not JSON: a damaged database page, a
+        value cut short by another tool), which is a miss."""
+        raw = self.store.get(key)
+        if raw is None:
+            return None, None
+        try:
+            return json.loads(raw), None
+        except (ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError too
+            return None, exc
+
     def get(self, key: str, *, miss_ok: bool = False) -> Any | None:
         """The cached value, or None. In ``only`` mode a miss raises :class:`CacheMissError` unless ``miss_ok``.
 
@@ -292,33 +304,28 @@ class Cache:
         namespace = key.split(":", 1)[0]
         if not self.reads:
             return None
-        raw = self.store.get(key)
-        damaged = None
-        if raw is not None:
-            try:
-                value = json.loads(raw)
-            except (ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError too
-                log.warning("ignoring a damaged cache entry (%s): %s", exc, key)
-                raw, damaged = None, exc
-        kind = "hits" if raw is not None else "misses"
+        value, damaged = self._entry(key)
+        if damaged is not None:
+            log.warning("ignoring a damaged cache entry (%s): %s", damaged, key)
+        found = value is not None
+        kind = "hits" if found else "misses"
         with self._lock:
-            (self.hits if raw is not None else self.misses)[namespace] += 1
+            (self.hits if found else self.misses)[namespace] += 1
             self._pending[kind, namespace] += 1
             full = self._pending.total() >= _FLUSH_EVERY
         if full:
             _flush(self.store, self._pending, self._lock)
-        if raw is None:
-            if self.mode == "only" and not miss_ok:
-                what = "no cached" if damaged is None else "only a damaged (not JSON)"
-                miss = CacheMissError(f"cache-only mode: {what} {namespace} entry for key {key}")
-                miss.damaged = damaged is not None
-                raise miss from damaged
-            return None
+        if not found and self.mode == "only" and not miss_ok:
+            what = "no cached" if damaged is None else "only a damaged (not JSON)"
+            miss = CacheMissError(f"cache-only mode: {what} {namespace} entry for key {key}")
+            miss.damaged = damaged is not None
+            raise miss from damaged
         return value
 
     def peek(self, key: str) -> bool:
-        """Whether the key is cached, without counting or raising (for cost estimates)."""
-        return self.reads and key in self.store
+        """Whether :meth:`get` would return a value for the key (a damaged entry is a miss here too), without
+        counting, logging or raising: for the batch runner's plan and cost estimates. It reads the entry."""
+        return self.reads and self._entry(key)[0] is not None
 
     @contextlib.contextmanager
     def filling(self, key: str) -> Iterator[bool]:

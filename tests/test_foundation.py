@@ -201,6 +201,19 @@ def test_cache_is_safe_with_several_processes(tmp_path: Path) -> None:
     assert cache.clear("t") == 600 and cache.stats()["total_entries"] == 0
 
 
+def test_peek_and_get_agree_on_a_damaged_entry(tmp_path: Path) -> None:
+    """``get`` takes an entry that is not JSON for a miss; ``peek`` counted it as cached (the batch runner left its
+    request out of the batch, the dry run took its NLI score as known)."""
+    cache = Cache(tmp_path)
+    good, cut, binary, absent = (make_key("t", [i]) for i in range(4))
+    cache.set(good, {"a": 1})
+    cache.store.set(cut, '{"a": ')
+    cache.store.set(binary, b"\xff\xfe not text")
+    assert [cache.peek(k) for k in (good, cut, binary, absent)] == [True, False, False, False]
+    assert [cache.get(k) for k in (good, cut, binary, absent)] == [{"a": 1}, None, None, None]
+    assert cache.hits == {"t": 1} and cache.misses == {"t": 3}  # peek counts nothing
+
+
 def test_key_is_stable_and_order_independent() -> None:
     assert make_key("x", {"a": 1, "b": [1, 2]}) == make_key("x", {"b": [1, 2], "a": 1})
     assert make_key("x", {"a": 1}) != make_key("y", {"a": 1})

@@ -276,6 +276,25 @@ def test_a_request_answered_after_an_error_line_for_it_is_taken_not_paid_again(p
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_damaged_cache_entry_goes_into_the_batch_not_asked_directly(
+    scripted: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    """An entry that is not JSON is a miss to the call (``Cache.get``) but was cached to the runner's ``peek``: its
+    request was left out of the batch, then asked directly at the full price."""
+    cache = Cache(tmp_path / "cache")
+    client = make_test_client(scripted, provider, cache=cache)
+    damaged = client.cache_key(asks(3)[0], Verdict, PROMPT)
+    cache.store.set(damaged, '{"output": {"label": "SUPP')  # a value cut short
+    deferred = defer_all(client)
+    assert len(deferred) == 3 and deferred[0].key == damaged  # the call missed it
+    outcome = runner(client, tmp_path).run(deferred)
+    assert (outcome.already_cached, outcome.submitted, outcome.succeeded) == (0, 3, 3)
+    for messages in asks(3):
+        assert client.complete_json(messages, Verdict, prompt=PROMPT)[1] == Usage()  # the batch charged it
+    assert len(scripted.requests) == 3 and all(r.batch_id for r in scripted.requests)  # nothing asked directly
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_result_failing_the_check_is_not_cached(scripted: ScriptedLLMServer, provider: str, tmp_path: Path) -> None:
     cache = Cache(tmp_path / "cache")
     client = make_test_client(scripted, provider, cache=cache)

@@ -185,6 +185,28 @@ def test_a_dry_run_makes_no_cache_and_loads_the_model_only_for_known_claims(
         ev.estimate([r for r in POOL if "claim" in r])  # a claim row's routing needs the model's fingerprint
 
 
+def test_a_damaged_nli_entry_is_not_counted_as_known_nor_scored_by_the_model(
+    server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An NLI entry that is not JSON is a miss to ``Cache.get`` but was known to the dry run's ``peek``: the dry run
+    ran the model for it (it promises never to) and called the answer's sources-side call exact."""
+    list(make(server, shared_nli, tmp_path / "c").evaluate_many(POOL))
+    cache = Cache(tmp_path / "c")
+    damaged = [key for key in cache.store.iterkeys() if str(key).startswith("nli:")]
+    for key in damaged:
+        cache.store.set(key, "[0.9, 0.0")  # a value cut short
+    cache.close()
+    assert damaged
+    predicted: list[int] = []
+    real = shared_nli.predict
+    monkeypatch.setattr(shared_nli, "predict", lambda pairs, *a, **k: predicted.append(len(pairs)) or real(pairs))
+    before = len(server.requests)
+    dry = make(server, shared_nli, tmp_path / "c").estimate(POOL)
+    assert predicted == [] and len(server.requests) == before  # the dry run ran no model and sent nothing
+    with_claims = sum(1 for r in POOL if "claim" in r) + sum(1 for r in POOL if "answer" in r)
+    assert dry["upper_bound_rows"] == {"claims": 0, "nli": with_claims}, dry
+
+
 def test_batch_api_prices_at_the_batch_rate_and_writes_no_batch_state(
     server: ScriptedLLMServer, shared_nli: Any, tmp_path: Path
 ) -> None:
