@@ -9,6 +9,7 @@ back into a ``Config`` in one loop; there is no table from option names to field
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,11 +74,26 @@ def config_from_options(ctx: typer.Context, path: Path | None = None, **fixed: A
         if not isinstance(exc.__cause__, ValidationError):
             raise
         flags = {p.name: max(p.opts, key=len) for p in ctx.command.params if p.name in overrides}
-        said = [
-            f"{flags.get(field, field)}: {message}" if field else message for field, message in problems(exc.__cause__)
-        ]
-        where = f" (with the config file {path})" if path else ""
-        raise ConfigError("; ".join(said) + where) from exc
+        said = [_sourced(field, message, flags, path) for field, message in problems(exc.__cause__)]
+        raise ConfigError("; ".join(said)) from exc
+
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _sourced(field: str, message: str, flags: dict[str, str], path: Path | None) -> str:
+    """One problem of a refused config, saying where its settings came from: a field the command line gave by its
+    option (``flags``: the fields given here), else by its name; a rule across fields (whose message names them)
+    with the options given here among them. The config file is named only where a setting it names was not given
+    here (from the file, or a default beside it)."""
+    named = [field.split(".", 1)[0]] if field else list(dict.fromkeys(_NAME.findall(message)))
+    named = [name for name in named if name in Config.model_fields]
+    here = [flags[name] for name in named if name in flags]
+    where = [f"given here: {', '.join(here)}"] if here and not field else []
+    if path is not None and (not named or len(here) < len(named)):
+        where.append(f"with the config file {path}")
+    said = f"{flags.get(field, field)}: {message}" if field else message
+    return said + (f" ({'; '.join(where)})" if where else "")
 
 
 def as_options(ctx: typer.Context, settings: dict[str, str | None]) -> str:

@@ -171,6 +171,40 @@ def test_a_config_file_error_names_the_file(tmp_path: Path) -> None:
     assert f"(with the config file {config})" in flat(result.output)
 
 
+@pytest.mark.parametrize(
+    ("in_file", "options", "said", "not_said"),
+    [
+        (
+            {"preset": "default"},
+            ["--batch-api", "--cache-mode", "only"],
+            "(given here: --batch-api, --cache-mode)",
+            "config file",
+        ),
+        (
+            {"batch_api": True},
+            ["--cache-mode", "only"],
+            "(given here: --cache-mode; with the config file CFG)",
+            "--batch-api",
+        ),
+        ({"preset": "default"}, ["--preset", "strict"], "--preset: must be one of default", "config file"),
+        (None, ["--batch-api", "--cache-mode", "only"], "(given here: --batch-api, --cache-mode)", "config file"),
+    ],
+)
+def test_a_refused_setting_names_where_it_came_from(
+    tmp_path: Path, in_file: dict[str, Any] | None, options: list[str], said: str, not_said: str
+) -> None:
+    """`score --batch-api --cache-mode only --config FILE` was refused "(with the config file FILE)" though both
+    settings came from the command line and the file set neither."""
+    data = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "contexts": ["c"], "answer": "a"}])
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps(in_file))
+    args = ["score", str(data), "--out", str(tmp_path / "o.jsonl"), *options]
+    result = runner.invoke(app, args if in_file is None else [*args, "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    text = flat(result.output)
+    assert said.replace("CFG", str(config)) in text and not_said not in text, text
+
+
 def test_cache_stats_of_a_fresh_directory_counts_no_lookups(tmp_path: Path) -> None:
     # the counts are kept in the directory (every run's lookups: tests/test_cache_counts.py), not this process's
     result = runner.invoke(app, ["cache", "stats", "--cache-dir", str(tmp_path / "c")])
