@@ -175,8 +175,11 @@ def score_command(
     out, parquet_out = _out_files(input, out, config, replacing=resume or overwrite or dry_run)
     if resume and not dry_run and parquet_out is not None and (restored := restore_from_parquet(parquet_out, out)):
         err.print(escape(f"{out} restored from {parquet_out} ({restored} reports): the resume continues them"))
-    # the run's input checks (no input file, --out is the input, --retry-errors without --resume, the format)
-    pending = pending_rows(input, out, columns=mapping, resume=resume, retry_errors=retry_errors)
+    # the run's input checks (no input file, --out is the input, --retry-errors without --resume, the format); a
+    # dry run restores nothing: OUT's JSONL gone, it reads the Parquet's reports as the resume would restore them
+    pending = pending_rows(
+        input, out, columns=mapping, resume=resume, retry_errors=retry_errors, parquet_out=parquet_out
+    )
     if out.exists() and out.stat().st_size and not (resume or overwrite or dry_run):
         raise fail(f"{out} exists: pass --resume to continue it or --overwrite to replace it")
     evaluator = _evaluator(ctx, config, out)

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,32 +89,42 @@ class Existing:
     first_line: dict[MadeWith, int] = field(default_factory=dict)  # each kind of report's first line
 
 
-def scan_out(out: Path) -> Existing:
-    """What OUT holds; changes nothing (a dry run may call it)."""
-    found = Existing()
+def scan_out(out: Path, parquet_out: Path | None = None) -> Existing:
+    """What OUT holds; changes nothing (a dry run may call it). With ``parquet_out``, the Parquet OUT whose JSONL
+    ``out`` is: where a resume restores the JSONL from it first (:func:`parquet_lines`), the reports it would
+    restore, read without writing them."""
+    restored = parquet_lines(parquet_out, out) if parquet_out is not None else []
+    if restored:
+        return _scan(line.encode("utf-8") for line in restored)
     if not out.exists():
-        return found
-    kinds: dict[MadeWith, MadeWith] = {}  # one object per kind of report, however many reports
+        return Existing()
     with out.open("rb") as fh:
-        for n, raw in enumerate(fh, start=1):
-            line = classify(raw)
-            if line.rid is not None:
-                if line.rid in found.ids:
-                    found.repeated = True
-                found.ids.add(line.rid)
-                if line.made_with is not None:
-                    made_with = kinds.setdefault(line.made_with, line.made_with)
-                    found.first_line.setdefault(made_with, n)
-                    found.made_with[line.rid] = made_with
-                if line.failed:  # the last report of an id is the one that counts
-                    found.failed.add(line.rid)
-                else:
-                    found.failed.discard(line.rid)
-                found.open_tail = not line.complete
-            elif not line.complete:
-                found.torn_tail = True
-            elif line.why != "blank line":
-                found.damaged.append((n, line.why))
+        return _scan(fh)
+
+
+def _scan(lines: Iterable[bytes]) -> Existing:
+    """What the lines of an OUT hold (:func:`scan_out`)."""
+    found = Existing()
+    kinds: dict[MadeWith, MadeWith] = {}  # one object per kind of report, however many reports
+    for n, raw in enumerate(lines, start=1):
+        line = classify(raw)
+        if line.rid is not None:
+            if line.rid in found.ids:
+                found.repeated = True
+            found.ids.add(line.rid)
+            if line.made_with is not None:
+                made_with = kinds.setdefault(line.made_with, line.made_with)
+                found.first_line.setdefault(made_with, n)
+                found.made_with[line.rid] = made_with
+            if line.failed:  # the last report of an id is the one that counts
+                found.failed.add(line.rid)
+            else:
+                found.failed.discard(line.rid)
+            found.open_tail = not line.complete
+        elif not line.complete:
+            found.torn_tail = True
+        elif line.why != "blank line":
+            found.damaged.append((n, line.why))
     return found
 
 
@@ -201,19 +211,31 @@ class ReportWriter:
             self.replaced = 0
 
 
+def parquet_lines(parquet_out: Path, out: Path) -> list[str]:
+    """The lines of OUT's JSONL as the Parquet OUT a finished run made of it holds them (its ``report`` column, read
+    by ``io.reports.read_reports``), when the JSONL is gone or empty and the Parquet is there; none otherwise (the
+    JSONL is OUT). What :func:`restore_from_parquet` writes, and what a dry run's :func:`scan_out` reads.
+
+    Raises:
+        ArgumentError: the Parquet file holds no reports (``io.reports.read_reports``).
+    """
+    if (out.exists() and out.stat().st_size) or not parquet_out.is_file() or not parquet_out.stat().st_size:
+        return []
+    return [dumps(r) + "\n" for r in read_reports(parquet_out)]
+
+
 def restore_from_parquet(parquet_out: Path, out: Path) -> int:
-    """Write OUT's JSONL again from the Parquet OUT a finished run made of it (its ``report`` column), when the JSONL
-    is gone or empty and the Parquet is there: what ``--resume`` continues, so that a resume keeps the reports the
-    Parquet holds rather than scoring (and paying for) every row again. Returns the reports written (0: nothing to
-    restore, OUT's JSONL left as it is).
+    """Write OUT's JSONL again from the Parquet OUT (:func:`parquet_lines`), when the JSONL is gone or empty and the
+    Parquet is there: what ``--resume`` continues, so that a resume keeps the reports the Parquet holds rather than
+    scoring (and paying for) every row again. Returns the reports written (0: nothing to restore, OUT's JSONL left as
+    it is).
 
     Raises:
         ArgumentError: the Parquet file holds no reports (``io.reports.read_reports``), before anything is written.
     """
-    if (out.exists() and out.stat().st_size) or not parquet_out.is_file() or not parquet_out.stat().st_size:
-        return 0
-    lines = [dumps(r) + "\n" for r in read_reports(parquet_out)]
-    atomic_write_text(out, "".join(lines))
+    lines = parquet_lines(parquet_out, out)
+    if lines:
+        atomic_write_text(out, "".join(lines))
     return len(lines)
 
 
@@ -416,10 +438,13 @@ def pending_rows(
     columns: Mapping[str, str] | None = None,
     resume: bool = False,
     retry_errors: bool = False,
+    parquet_out: Path | None = None,
 ) -> Pending:
     """The rows of ``input`` a run writing ``out`` must score: with ``resume`` the ids OUT has a report for are
     skipped (with ``retry_errors`` except those whose report failed); rows read by the one reader
-    (:func:`groundjudge.io.tables.input_rows`: formats, column mapping, the id rule). Reads OUT, changes nothing.
+    (:func:`groundjudge.io.tables.input_rows`: formats, column mapping, the id rule). Reads OUT, changes nothing;
+    with ``parquet_out`` (OUT is that Parquet's JSONL) a JSONL that is gone or empty is read as the reports the
+    Parquet holds, as a resume restores them (:func:`scan_out`: a dry run, which restores nothing).
 
     The checks every run makes before it starts (both engines, the CLI and Python) are here, once.
 
@@ -448,7 +473,7 @@ def pending_rows(
         raise ConfigError(f"no input file {input}") from None
     if first == 0:
         raise InputError(f"the input {input} holds no rows (an empty file, or a CSV header alone): nothing to score")
-    existing = scan_out(out) if resume else Existing()
+    existing = scan_out(out, parquet_out) if resume else Existing()
     retry = set(existing.failed) if retry_errors else set()
     skip = existing.ids - retry
     check_earlier_ids(input, columns, skip, out)

@@ -561,11 +561,9 @@ def test_ctrl_c_leaves_a_parquet_out_as_it_was(tmp_path: Path, tiny: Path) -> No
     assert "interrupted:" in flat(stderr) and "re-run with --resume" in flat(stderr), stderr
 
 
-def test_resume_of_a_parquet_out_whose_jsonl_is_gone_keeps_its_reports(tmp_path: Path, tiny: Path) -> None:
-    """'score -o run.parquet' with run.parquet there and run.parquet.jsonl gone (deleted as a temporary file, or only
-    the table copied) says 'pass --resume to continue it'; the resume read the missing JSONL as an empty OUT, scored
-    every row again (an LLM run paid again) and wrote the table over the reports it held. The JSONL is written again
-    from the table's report column first, and the resume scores only the rows the table has no report for."""
+def _parquet_out_without_jsonl(tmp_path: Path, tiny: Path) -> tuple[list[str], Path, str]:
+    """A Parquet OUT of rows r0 and r1 whose JSONL is gone, and b.jsonl: r0 to r2 with other answers (a row scored
+    again would show its new one). Returns the score options, the JSONL's path and what it held."""
     rows = [
         {"id": f"r{i}", "contexts": ["Paris is the capital of France."], "answer": "Paris is in France."}
         for i in range(3)
@@ -577,9 +575,17 @@ def test_resume_of_a_parquet_out_whose_jsonl_is_gone_keeps_its_reports(tmp_path:
     jsonl = tmp_path / "run.parquet.jsonl"
     before = jsonl.read_text(encoding="utf-8")
     jsonl.unlink()
-    # the same ids with other answers: a row scored again would show its new answer
-    later = [{**r, "answer": "Paris is in Spain."} for r in rows]
-    again = runner.invoke(app, ["score", str(write_jsonl(tmp_path / "b.jsonl", later)), *args, "--resume"])
+    write_jsonl(tmp_path / "b.jsonl", [{**r, "answer": "Paris is in Spain."} for r in rows])
+    return args, jsonl, before
+
+
+def test_resume_of_a_parquet_out_whose_jsonl_is_gone_keeps_its_reports(tmp_path: Path, tiny: Path) -> None:
+    """'score -o run.parquet' with run.parquet there and run.parquet.jsonl gone (deleted as a temporary file, or only
+    the table copied) says 'pass --resume to continue it'; the resume read the missing JSONL as an empty OUT, scored
+    every row again (an LLM run paid again) and wrote the table over the reports it held. The JSONL is written again
+    from the table's report column first, and the resume scores only the rows the table has no report for."""
+    args, jsonl, before = _parquet_out_without_jsonl(tmp_path, tiny)
+    again = runner.invoke(app, ["score", str(tmp_path / "b.jsonl"), *args, "--resume"])
     assert again.exit_code == 0, again.output
     assert "restored from" in flat(again.output), again.output
     reports = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
@@ -590,6 +596,22 @@ def test_resume_of_a_parquet_out_whose_jsonl_is_gone_keeps_its_reports(tmp_path:
         ("r2", "Paris is in Spain."),
     ]
     assert [r.id for r in read_reports(tmp_path / "run.parquet")] == ["r0", "r1", "r2"]
+
+
+def test_a_dry_run_resume_of_a_parquet_out_whose_jsonl_is_gone_counts_only_the_rows_it_lacks(
+    tmp_path: Path, tiny: Path
+) -> None:
+    """'score --dry-run --resume' read the missing JSONL as an empty OUT and counted every row as still to score,
+    where the resume itself (its JSONL restored from the table first) scores only the row the table lacks."""
+    args, jsonl, _ = _parquet_out_without_jsonl(tmp_path, tiny)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    dry = runner.invoke(app, ["score", str(tmp_path / "b.jsonl"), *args, "--resume", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert json.loads(dry.stdout)["rows"] == 1, dry.stdout  # r2 only, as the resume below
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files and not jsonl.exists()  # nothing written
+    again = runner.invoke(app, ["score", str(tmp_path / "b.jsonl"), *args, "--resume", "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout.splitlines()[-1])["n"] == 1  # the run scored r2 alone
 
 
 def test_calibrate_reliability_at_the_config_path_is_refused(tmp_path: Path) -> None:
