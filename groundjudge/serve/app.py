@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 
 from groundjudge.errors import InputError
 from groundjudge.review.metrics import parse_reviews
-from groundjudge.serve import auth, store
+from groundjudge.serve import auth, progress, store
 from groundjudge.serve.db import SCHEMA_VERSION, ReviewDatabaseError
 from groundjudge.serve.page import review_page, signin_page, team_page
 
@@ -220,6 +220,7 @@ def create_app(
     app.state.engine = engine
     app.state.limit = auth.RateLimit(sign_in_limit, 60.0)
     app.state.origins = frozenset(origin_of(o) for o in origins)
+    app.state.team = progress.TeamProgress(engine)  # every reviewer's page polls it
     app.add_middleware(BodyLimit, limit=MAX_BODY)
 
     @app.middleware("http")
@@ -310,7 +311,8 @@ def _api(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: 
     @app.get("/api/team", tags=["team"])
     def get_team(who: Caller) -> dict[str, Any]:
         """The team's progress: per reviewer and for the queue (assigned, decided, agreement, disagreements)."""
-        return store.team(engine)
+        result: dict[str, Any] = app.state.team()
+        return result
 
     @app.get("/api/disagreements", tags=["team"])
     def get_disagreements(who: Caller, open_only: bool = False) -> list[dict[str, Any]]:
@@ -388,7 +390,7 @@ def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged
         if who is None:
             return RedirectResponse("./", 303)
         nonce = secrets.token_urlsafe(16)
-        page = team_page(store.team(engine), store.disagreements(engine), who.name, who.role, who.csrf or "", nonce)
+        page = team_page(app.state.team(), store.disagreements(engine), who.name, who.role, who.csrf or "", nonce)
         return html(page, nonce)
 
     @app.get("/signin", include_in_schema=False)

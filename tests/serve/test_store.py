@@ -18,7 +18,7 @@ need_serve()
 
 from groundjudge.errors import InputError
 from groundjudge.review.metrics import join_reviews, parse_reviews
-from groundjudge.serve import db, load, store
+from groundjudge.serve import db, load, progress, store
 from tests.serve.conftest import make_report, new_database
 
 
@@ -350,7 +350,7 @@ def test_a_revoked_reviewers_unfinished_answers_go_back_to_the_queue(tmp_path: P
     assert queue_of(cat) == ["a0", "a1", "a2"]
     assert store.take_work(engine, bob, 3) == 1
     assert queue_of(bob) == ["a0", "a2"]
-    assert store.team(engine)["queue"]["slots_assigned"] == 6
+    assert progress.team(engine)["queue"]["slots_assigned"] == 6
     assert [x["note"] for x in store.export_lines(engine) if x["reviewer"] == "ann"] == ["", "", "half done"]
 
 
