@@ -62,7 +62,15 @@ def serve_command(
     overlap: Annotated[
         float, typer.Option(help="Share of answers (0 to 1) that go to two reviewers, to measure their agreement.")
     ] = 0.1,
-    batch: Annotated[int, typer.Option(help="Answers given to a reviewer at a time.", min=1)] = 10,
+    batch: Annotated[int, typer.Option(help="Answers given to a reviewer at a time (at most --max-open).", min=1)] = 10,
+    max_open: Annotated[
+        int,
+        typer.Option(
+            help="Unfinished answers a reviewer may hold at most: More answers (POST /api/queue/next) gives none "
+            "past it, so that no reviewer takes the queue from the others.",
+            min=1,
+        ),
+    ] = 50,
     sign_in_limit: Annotated[
         int, typer.Option(help="Failed sign-ins (or bad tokens) allowed per address a minute.", min=1)
     ] = 10,
@@ -81,9 +89,10 @@ def serve_command(
     /api/openapi.json) until stopped. Reviewers sign in with the token 'review add-reviewer' printed."""
     db = _serve_parts()
     from groundjudge.serve import load, store
-    from groundjudge.serve.app import cannot_listen, create_app, origin_of, run
+    from groundjudge.serve.app import cannot_listen, check_takes, create_app, origin_of, run
 
     origins = [origin_of(o) for o in origin or []]  # a bad one stops here, before the database is touched
+    check_takes(batch, max_open)  # so does a take bigger than a reviewer may hold
     if (why := cannot_listen(host, port)) is not None:  # so does a port the service could not listen on
         raise fail(f"cannot listen on {host} port {port}: {why}; give another --port (or --host)")
     url = db_url or db.default_url(runs[0])
@@ -101,6 +110,7 @@ def serve_command(
     app = create_app(
         engine,
         batch=batch,
+        max_open=max_open,
         order=order,
         only_flagged=only_flagged,
         sign_in_limit=sign_in_limit,

@@ -197,18 +197,37 @@ def caller(request: Request) -> auth.Reviewer:
 Caller = Annotated[auth.Reviewer, Depends(caller)]
 
 
+def check_takes(batch: int, max_open: int) -> None:
+    """The answers a take gives (``--batch``) and the most a reviewer holds unfinished (``--max-open``): each at
+    least 1, and a take no bigger than what a reviewer may hold.
+
+    Raises:
+        InputError: either under 1, or ``batch`` over ``max_open``.
+    """
+    if batch < 1 or max_open < 1:
+        raise InputError(f"--batch ({batch}) and --max-open ({max_open}) must be at least 1")
+    if batch > max_open:
+        raise InputError(
+            f"--batch {batch} is over --max-open {max_open}: a take would give a reviewer more answers than they may "
+            "hold unfinished"
+        )
+
+
 def create_app(
     engine: Engine,
     batch: int = 10,
+    max_open: int = 50,
     order: str = "risk",
     only_flagged: bool = True,
     sign_in_limit: int = 10,
     secure_cookie: bool = False,
     origins: Sequence[str] = (),
 ) -> FastAPI:
-    """The service on ``engine``: each reviewer is given ``batch`` answers at a time; at most ``sign_in_limit``
-    failed sign-ins (or bad tokens) per client address a minute; ``secure_cookie`` for HTTPS; ``origins``, the
-    addresses reviewers open when they are not the Host the service sees (behind a proxy)."""
+    """The service on ``engine``: each reviewer is given ``batch`` answers at a time and holds at most ``max_open``
+    unfinished (:func:`check_takes`: a take never passes it; More answers at it is refused); at most
+    ``sign_in_limit`` failed sign-ins (or bad tokens) per client address a minute; ``secure_cookie`` for HTTPS;
+    ``origins``, the addresses reviewers open when they are not the Host the service sees (behind a proxy)."""
+    check_takes(batch, max_open)
     app = FastAPI(
         title="groundjudge review",
         description="Reviewers' decisions on groundjudge's claim verdicts, kept in a database (README: review).",
@@ -237,7 +256,7 @@ def create_app(
 
     @app.exception_handler(InputError)
     async def bad_input(_request: Request, exc: InputError) -> JSONResponse:
-        codes = {store.NotFoundError: 404, store.ForbiddenError: 403, store.ConflictError: 409}
+        codes = {store.NotFoundError: 404, store.ForbiddenError: 403, store.ConflictError: 409, store.FullError: 409}
         code = next((c for kind, c in codes.items() if isinstance(exc, kind)), 422)
         return JSONResponse({"detail": str(exc)}, status_code=code)
 
@@ -253,12 +272,13 @@ def create_app(
         said = "; ".join(one(e) for e in exc.errors())
         return JSONResponse({"detail": said or "invalid request"}, status_code=422)
 
-    _api(app, engine, batch=batch, order=order, only_flagged=only_flagged)
-    _pages(app, engine, batch=batch, order=order, only_flagged=only_flagged, secure_cookie=secure_cookie)
+    takes = {"batch": batch, "max_open": max_open}
+    _api(app, engine, **takes)
+    _pages(app, engine, **takes, order=order, only_flagged=only_flagged, secure_cookie=secure_cookie)
     return app
 
 
-def _api(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: bool) -> None:
+def _api(app: FastAPI, engine: Engine, *, batch: int, max_open: int) -> None:
     """The HTTP API under ``/api`` (OpenAPI at ``/api/openapi.json``): what the page and scripts call."""
 
     @app.get("/api/health", tags=["service"])
@@ -297,9 +317,9 @@ def _api(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: 
 
     @app.post("/api/queue/next", tags=["reviewer"])
     def next_work(who: Caller) -> dict[str, Any]:
-        """Take the next answers of the team queue (up to the batch size more), then the caller's queue."""
-        mine = store.my_queue(engine, who.id)
-        store.take_work(engine, who.id, mine["answers_assigned"] - mine["answers_done"] + batch)
+        """Take the next answers of the team queue (up to the batch size more, never past ``--max-open``
+        unfinished), then the caller's queue. 409: the caller holds ``--max-open`` unfinished answers already."""
+        store.take_work(engine, who.id, batch, more=True, max_open=max_open)
         return store.my_queue(engine, who.id)
 
     @app.get("/api/progress", tags=["reviewer"])
@@ -345,7 +365,9 @@ def _api(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: 
         return "".join(store.dumps_line(line) + "\n" for line in store.export_lines(engine))
 
 
-def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged: bool, secure_cookie: bool) -> None:
+def _pages(
+    app: FastAPI, engine: Engine, *, batch: int, max_open: int, order: str, only_flagged: bool, secure_cookie: bool
+) -> None:
     """The pages: sign-in, a reviewer's queue, the team view (CSP with a nonce, session cookie, CSRF)."""
 
     def html(body: str, nonce: str = "", status: int = 200) -> HTMLResponse:
@@ -368,7 +390,12 @@ def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged
         who = signed_in(request)
         if who is None:
             return html(signin_page())
-        store.take_work(engine, who.id, batch)
+        store.take_work(engine, who.id, batch, max_open=max_open)
+        said = {  # what /more got, when it got nothing: only these lines, never text from the address
+            "full": f"You hold as many unfinished answers as a reviewer may ({max_open}): finish some, then ask "
+            "for more.",
+            "none": "The team's queue has no answer left for you.",
+        }.get(request.query_params.get("said", ""), "")
         nonce = secrets.token_urlsafe(16)
         page = review_page(
             store.assigned_reports(engine, who.id),
@@ -381,6 +408,7 @@ def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged
             only_flagged,
             title=f"groundjudge review: {who.name}'s queue",
             reviews=parse_reviews(store.dumps_line(line) for line in store.export_lines(engine, who.id)) or None,
+            notice=said,
         )
         return html(page, nonce)
 
@@ -450,9 +478,11 @@ def _pages(app: FastAPI, engine: Engine, *, batch: int, order: str, only_flagged
         who, cookie = await _session_form(request)
         if who is None or cookie is None:
             return html(signin_page("Sign in again."), status=403)
-        mine = store.my_queue(engine, who.id)
-        store.take_work(engine, who.id, mine["answers_assigned"] - mine["answers_done"] + batch)
-        return RedirectResponse("./", 303)
+        try:
+            added = store.take_work(engine, who.id, batch, more=True, max_open=max_open)
+        except store.FullError:
+            return RedirectResponse("./?said=full", 303)
+        return RedirectResponse("./" if added else "./?said=none", 303)
 
 
 def cannot_listen(host: str, port: int) -> str | None:

@@ -102,13 +102,16 @@ _SERVED_CSS = (
 )
 
 
-def _bar(me: str, role: str, csrf: str) -> str:
-    """The queue bar's own part on the served page: who is signed in, the team's progress, more work, sign out."""
+def _bar(me: str, role: str, csrf: str, notice: str = "") -> str:
+    """The queue bar's own part on the served page: who is signed in, the team's progress, more work (and
+    ``notice``, what the last ask for more work got, when it got none), sign out."""
+    said = f"<span id='notice' class='warn' role='status'>{html_text(notice)}</span>" if notice else ""
     return (
         f"<span id='signed-in'>signed in as <b>{html_text(me)}</b> ({html_text(role)})</span>"
         "<span id='team-progress'></span><a id='team-link' href='team'>Team progress and disagreements</a>"
         f"<form method='post' action='more'><input type='hidden' name='csrf' value='{html_text(csrf)}'>"
         "<button id='more' type='submit' title='take the next answers of the team queue'>More answers</button></form>"
+        f"{said}"
         f"<form method='post' action='signout'><input type='hidden' name='csrf' value='{html_text(csrf)}'>"
         "<button id='signout' type='submit'>Sign out</button></form>"
     )
@@ -125,10 +128,12 @@ def review_page(
     only_flagged: bool = True,
     title: str = "groundjudge review",
     reviews: Sequence[Review] | None = None,
+    notice: str = "",
 ) -> str:
     """The review page of the reviewer's answers (in queue order, with why each is there), their decisions from the
     database, and the service's bar and script; ``reviews``, the team's decisions so far (one per claim), count in
-    the header's corrected unsupported rate as a previous export does on the static page."""
+    the header's corrected unsupported rate as a previous export does on the static page; ``notice``, a line for the bar
+    (what the last ask for more answers got, when it got none)."""
     settings = {"me": me, "role": role, "csrf": csrf, "decisions": decisions, "max_note": MAX_NOTE}
     before = (
         f"<script type='application/json' id='gj-server'>{embed_json(settings)}</script>"
@@ -140,7 +145,7 @@ def review_page(
         only_flagged=only_flagged,
         order=order,
         queue_reasons=[why for _, why in items],
-        bar_extra=_bar(me, role, csrf),
+        bar_extra=_bar(me, role, csrf, notice),
         script_before=before,
         reviews=reviews,
     )

@@ -38,6 +38,10 @@ class ForbiddenError(InputError):
     """The caller may not do this (another reviewer's identity, adjudication without the role)."""
 
 
+class FullError(InputError):
+    """The reviewer holds as many unfinished answers as the service lets one reviewer hold (``--max-open``)."""
+
+
 class ConflictError(InputError):
     """A request id the caller already used for another request (another claim, label, note or citation)."""
 
@@ -363,11 +367,17 @@ def _claim_counts(conn: Connection) -> dict[int, int]:
     return {int(a): int(n) for a, n in conn.execute(q)}
 
 
-def take_work(engine: Engine, reviewer_id: int, batch: int = 10) -> int:
-    """Give the reviewer more answers until ``batch`` of theirs are open (not every claim decided): the next
-    answers of the queue that still need a reviewer and are not theirs already (an answer of the overlap share
-    goes to two different reviewers). Concurrent calls never give one slot to two reviewers. Returns how many
-    answers were added."""
+def take_work(
+    engine: Engine, reviewer_id: int, batch: int = 10, *, more: bool = False, max_open: int | None = None
+) -> int:
+    """Give the reviewer more answers until ``batch`` of theirs are open (not every claim decided), or with ``more``
+    ``batch`` more than they hold open, never past ``max_open`` open: the next answers of the queue that still need
+    a reviewer and are not theirs already (an answer of the overlap share goes to two different reviewers).
+    Concurrent calls never give one slot to two reviewers. Returns how many answers were added.
+
+    Raises:
+        FullError: with ``more``, the reviewer holds ``max_open`` open answers already.
+    """
 
     def assign(conn: Connection) -> int:
         mine = [
@@ -378,7 +388,16 @@ def take_work(engine: Engine, reviewer_id: int, batch: int = 10) -> int:
         ]
         sizes = _claim_counts(conn)
         done = _decided_counts(conn, reviewer_id)
-        want = batch - sum(1 for a in mine if done.get(a, 0) < sizes.get(a, 0))
+        holding = sum(1 for a in mine if done.get(a, 0) < sizes.get(a, 0))
+        if more and max_open is not None and holding >= max_open:
+            raise FullError(
+                f"you hold {holding} unfinished answers, the most a reviewer may hold (review serve --max-open "
+                f"{max_open}): finish some before taking more"
+            )
+        target = holding + batch if more else batch
+        if max_open is not None:
+            target = min(target, max_open)
+        want = target - holding
         if want <= 0:
             return 0
         taken = (

@@ -1,0 +1,105 @@
+"""What one reviewer takes and is served, bounded (through the HTTP API and the page, on SQLite): a take gives at most
+``--batch`` answers and never past ``--max-open`` unfinished (More answers took any number, a batch a click, and
+starved the other reviewers), and the page holds the unfinished answers and a window of the latest finished ones,
+with links to page back (it held every answer the reviewer was ever given: 5.5 MB at 2,000)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.serve.conftest import need_serve
+
+need_serve()
+
+from fastapi.testclient import TestClient
+
+from groundjudge.cli.root import app as cli
+from groundjudge.errors import InputError
+from groundjudge.serve import db, load, store
+from groundjudge.serve.app import create_app
+from tests.serve.conftest import bearer, make_report, write_run
+
+
+def _review(tmp_path: Path, answers: int) -> tuple[Any, dict[str, str]]:
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    load.load_runs(engine, [("run", [make_report(f"a{i:03d}") for i in range(answers)])])
+    return engine, {name: store.add_reviewer(engine, name) for name in ("ann", "bob")}
+
+
+def _open(c: TestClient, token: str) -> int:
+    q = c.get("/api/queue", headers=bearer(token)).json()
+    return int(q["answers_assigned"] - q["answers_done"])
+
+
+def test_a_take_gives_a_batch_and_never_past_the_most_a_reviewer_may_hold(tmp_path: Path) -> None:
+    engine, tokens = _review(tmp_path, 30)
+    ann = bearer(tokens["ann"])
+    with TestClient(create_app(engine, batch=3, max_open=5)) as c:
+        assert c.post("/api/queue/next", headers=ann).status_code == 200
+        assert _open(c, tokens["ann"]) == 3
+        assert c.post("/api/queue/next", headers=ann).status_code == 200
+        assert _open(c, tokens["ann"]) == 5  # two more, not three: five is the most
+        for _ in range(3):  # asking again takes nothing, and says why
+            r = c.post("/api/queue/next", headers=ann)
+            assert r.status_code == 409, r.text
+            assert r.json()["detail"] == (
+                "you hold 5 unfinished answers, the most a reviewer may hold (review serve --max-open 5): finish some "
+                "before taking more"
+            )
+        assert _open(c, tokens["ann"]) == 5
+        assert c.post("/api/queue/next", headers=bearer(tokens["bob"])).json()["answers_assigned"] == 3
+        first = c.get("/api/queue", headers=ann).json()["answers"][0]["id"]
+        for claim in ("c0", "c1"):  # one answer finished: room for one more
+            body = {"id": first, "claim_id": claim, "label": "SUPPORTED"}
+            assert c.post("/api/decisions", json=body, headers=ann).status_code == 200
+        q = c.post("/api/queue/next", headers=ann).json()
+        assert (q["answers_assigned"], q["answers_done"]) == (6, 1)
+    engine.dispose()
+
+
+def test_more_answers_on_the_page_says_when_the_reviewer_holds_the_most(tmp_path: Path) -> None:
+    engine, tokens = _review(tmp_path, 8)
+    with TestClient(create_app(engine, batch=2, max_open=4), follow_redirects=False) as c:
+        assert c.post("/signin", data={"token": tokens["ann"]}).status_code == 303
+        page = c.get("/").text
+        csrf = json.loads(page.split("id='gj-server'>", 1)[1].split("</script>", 1)[0])["csrf"]
+        assert "id='notice'" not in page
+        assert c.post("/more", data={"csrf": csrf}).headers["location"] == "./"
+        assert _open(c, tokens["ann"]) == 4
+        r = c.post("/more", data={"csrf": csrf})
+        assert r.status_code == 303 and r.headers["location"] == "./?said=full"
+        assert "You hold as many unfinished answers as a reviewer may (4): finish some" in c.get("/?said=full").text
+        assert _open(c, tokens["ann"]) == 4
+        bob = c.post("/api/queue/next", headers=bearer(tokens["bob"])).json()
+        assert bob["answers_assigned"] == 2
+        assert c.post("/api/queue/next", headers=bearer(tokens["bob"])).json()["answers_assigned"] == 4
+        mine = c.get("/api/queue", headers=bearer(tokens["ann"])).json()["answers"]
+        for a in mine:  # ann finishes hers; the queue (8 answers) is empty now
+            for claim in ("c0", "c1"):
+                body = {"id": a["id"], "claim_id": claim, "label": "SUPPORTED"}
+                assert c.post("/api/decisions", json=body, headers=bearer(tokens["ann"])).status_code == 200
+        r = c.post("/more", data={"csrf": csrf})
+        assert r.headers["location"] == "./?said=none"
+        assert "The team&#x27;s queue has no answer left for you." in c.get("/?said=none").text
+        assert "no answer left" not in c.get("/?said=<b>x</b>").text  # only the service's own lines
+    engine.dispose()
+
+
+def test_a_take_bigger_than_a_reviewer_may_hold_is_refused_before_the_service_starts(tmp_path: Path) -> None:
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    with pytest.raises(InputError, match="--batch 60 is over --max-open 50"):
+        create_app(engine, batch=60)
+    engine.dispose()
+    run = write_run(tmp_path / "run.jsonl", [make_report("a")])
+    database = tmp_path / "other.sqlite"
+    result = CliRunner().invoke(
+        cli, ["review", "serve", str(run), "--db", str(database), "--batch", "20", "--max-open", "10"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "--batch 20 is over --max-open 10" in " ".join(result.output.split())
+    assert not database.exists()
