@@ -396,19 +396,23 @@ def _pages(
             "for more.",
             "none": "The team's queue has no answer left for you.",
         }.get(request.query_params.get("said", ""), "")
+        asked = request.query_params.get("finished", "0")
+        window = store.reviewer_window(engine, who.id, int(asked) if asked.isdigit() and len(asked) < 9 else 0)
+        shown = store.shown_answers(window.answers)
         nonce = secrets.token_urlsafe(16)
         page = review_page(
-            store.assigned_reports(engine, who.id),
+            window.items,
             who.name,
             who.role,
             who.csrf or "",
-            store.my_decisions(engine, who.id),
+            store.my_decisions(engine, who.id, shown),
             nonce,
             order,
             only_flagged,
             title=f"groundjudge review: {who.name}'s queue",
-            reviews=parse_reviews(store.dumps_line(line) for line in store.export_lines(engine, who.id)) or None,
+            reviews=parse_reviews(store.dumps_line(line) for line in store.export_lines(engine, answers=shown)) or None,
             notice=said,
+            window=window,
         )
         return html(page, nonce)
 

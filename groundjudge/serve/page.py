@@ -17,7 +17,7 @@ from groundjudge.models import AnswerReport
 from groundjudge.review.html import embed_json, render_html
 from groundjudge.review.metrics import Review
 from groundjudge.review.page_sources import html_text
-from groundjudge.serve.store import MAX_NOTE
+from groundjudge.serve.store import MAX_NOTE, Window
 
 # window.groundjudgeServer, which the review page's script (review/page_assets.py) uses when it is there: decisions
 # from the database, each change posted to /api/decisions (with the session's CSRF token and a request id, so a
@@ -102,12 +102,28 @@ _SERVED_CSS = (
 )
 
 
-def _bar(me: str, role: str, csrf: str, notice: str = "") -> str:
-    """The queue bar's own part on the served page: who is signed in, the team's progress, more work (and
-    ``notice``, what the last ask for more work got, when it got none), sign out."""
+def _window(w: Window) -> str:
+    """What the page holds of the reviewer's answers, with links to the pages of their older (and newer) finished
+    ones."""
+    shown = len(w.answers) - w.unfinished
+    said = (
+        f"Here: your {w.unfinished} unfinished answer{'s' * (w.unfinished != 1)} and {shown} of the {w.finished} you "
+        f"finished, the latest first" + (f" (page {w.page + 1} of {w.pages})" if w.pages > 1 else "")
+    )
+    links = (f"<a id='later' href='?finished={w.page - 1}'>later finished answers</a>" if w.page else "") + (
+        f"<a id='earlier' href='?finished={w.page + 1}'>earlier finished answers</a>" if w.page + 1 < w.pages else ""
+    )
+    return f"<span id='window'>{html_text(said)}</span>{links}"
+
+
+def _bar(me: str, role: str, csrf: str, notice: str = "", window: Window | None = None) -> str:
+    """The queue bar's own part on the served page: who is signed in, what the page holds of their answers (with
+    links to their older finished ones), the team's progress, more work (and ``notice``, what the last ask for
+    more work got, when it got none), sign out."""
     said = f"<span id='notice' class='warn' role='status'>{html_text(notice)}</span>" if notice else ""
     return (
         f"<span id='signed-in'>signed in as <b>{html_text(me)}</b> ({html_text(role)})</span>"
+        f"{_window(window) if window is not None else ''}"
         "<span id='team-progress'></span><a id='team-link' href='team'>Team progress and disagreements</a>"
         f"<form method='post' action='more'><input type='hidden' name='csrf' value='{html_text(csrf)}'>"
         "<button id='more' type='submit' title='take the next answers of the team queue'>More answers</button></form>"
@@ -129,11 +145,14 @@ def review_page(
     title: str = "groundjudge review",
     reviews: Sequence[Review] | None = None,
     notice: str = "",
+    window: Window | None = None,
 ) -> str:
     """The review page of the reviewer's answers (in queue order, with why each is there), their decisions from the
     database, and the service's bar and script; ``reviews``, the team's decisions so far (one per claim), count in
     the header's corrected unsupported rate as a previous export does on the static page; ``notice``, a line for the bar
-    (what the last ask for more answers got, when it got none)."""
+    (what the last ask for more answers got, when it got none); ``window``, what ``items`` are of the reviewer's
+    answers (:func:`groundjudge.serve.store.reviewer_window`: their unfinished ones and a page of their finished
+    ones), said in the bar with links to the other pages."""
     settings = {"me": me, "role": role, "csrf": csrf, "decisions": decisions, "max_note": MAX_NOTE}
     before = (
         f"<script type='application/json' id='gj-server'>{embed_json(settings)}</script>"
@@ -145,7 +164,7 @@ def review_page(
         only_flagged=only_flagged,
         order=order,
         queue_reasons=[why for _, why in items],
-        bar_extra=_bar(me, role, csrf, notice),
+        bar_extra=_bar(me, role, csrf, notice, window),
         script_before=before,
         reviews=reviews,
     )

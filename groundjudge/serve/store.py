@@ -12,10 +12,11 @@ import json
 import secrets
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, bindparam, func, select
 
 from groundjudge.atomic import atomic_writer
 from groundjudge.errors import InputError
@@ -290,9 +291,10 @@ def _latest(conn: Connection, reviewer_id: int | None = None, answers: Any = Non
     return list(conn.execute(q).all())
 
 
-def my_decisions(engine: Engine, reviewer_id: int) -> list[dict[str, Any]]:
-    """The reviewer's latest decision on each claim they decided (cleared ones included, label None)."""
-    rows = read(engine, lambda conn: _latest(conn, reviewer_id))
+def my_decisions(engine: Engine, reviewer_id: int, answers: Any = None) -> list[dict[str, Any]]:
+    """The reviewer's latest decision on each claim they decided (cleared ones included, label None); only on
+    claims of ``answers`` (a select of answer pks: :func:`shown_answers`) when given."""
+    rows = read(engine, lambda conn: _latest(conn, reviewer_id, answers))
     return [_decision_out(r._mapping, r.answer_id, r.claim_id) for r in rows]
 
 
@@ -426,19 +428,66 @@ def take_work(
     return write(engine, assign)  # a slot taken meanwhile is a unique-key conflict: write() runs it again
 
 
-def assigned_reports(engine: Engine, reviewer_id: int) -> list[tuple[AnswerReport, list[str]]]:
-    """The reviewer's answers, in queue order, with why each is in the queue."""
+FINISHED_SHOWN = 50  # a reviewer's finished answers on one page of theirs (the latest first; the older ones paged)
 
-    def get(conn: Connection) -> list[Any]:
+
+@dataclass(frozen=True)
+class Window:
+    """What a reviewer's page holds: their unfinished answers and a window of their finished ones (page ``page``
+    of ``pages``, the latest finished first: the answer they last decided on), in queue order with why each is in
+    the queue (``items``); ``answers``, the answers' keys; ``unfinished`` and ``finished``, how many they hold of
+    each in all."""
+
+    items: list[tuple[AnswerReport, list[str]]]
+    answers: list[int]
+    unfinished: int
+    finished: int
+    page: int
+    pages: int
+
+
+def shown_answers(answers: Iterable[int]) -> Any:
+    """A select of these answer pks (as :func:`my_decisions` and :func:`export_lines` take them): the numbers are
+    written into the statement, so that no count of them passes a database's limit on bound parameters."""
+    keys = sorted({int(a) for a in answers})
+    return select(db.answers.c.id).where(
+        db.answers.c.id.in_(bindparam("shown", keys, expanding=True, literal_execute=True, unique=True))
+    )
+
+
+def reviewer_window(engine: Engine, reviewer_id: int, page: int = 0, size: int = FINISHED_SHOWN) -> Window:
+    """The answers of a reviewer's page: every one of theirs not finished (not every claim has their verdict: at
+    most ``--max-open`` of them), and ``size`` of their finished ones, the latest first (page 0), then page ``page``
+    of the older ones; only their reports are read."""
+
+    def get(conn: Connection) -> Window:
+        mine = select(db.assignments.c.answer_pk).where(db.assignments.c.reviewer_id == reviewer_id)
+        claims, t = db.claims, db.decisions
+        of_mine = select(claims.c.answer_pk, func.count()).where(claims.c.answer_pk.in_(mine))
+        sizes = {int(a): int(n) for a, n in conn.execute(of_mine.group_by(claims.c.answer_pk))}
+        done = _decided_counts(conn, reviewer_id)
+        latest = (
+            select(claims.c.answer_pk, func.max(t.c.id))
+            .join(claims, claims.c.id == t.c.claim_pk)
+            .where(t.c.reviewer_id == reviewer_id)
+            .group_by(claims.c.answer_pk)
+        )
+        last = {int(a): int(n) for a, n in conn.execute(latest)}
+        keys = [int(a) for a in conn.execute(mine).scalars()]
+        open_ = [a for a in keys if done.get(a, 0) < sizes.get(a, 0)]
+        finished = sorted(set(keys) - set(open_), key=lambda a: (-last.get(a, 0), a))
+        pages = max(1, -(-len(finished) // size))
+        at = min(max(page, 0), pages - 1)
+        shown = open_ + finished[at * size : (at + 1) * size]
         q = (
             select(db.answers.c.report, db.answers.c.reasons)
-            .join(db.assignments, db.assignments.c.answer_pk == db.answers.c.id)
-            .where(db.assignments.c.reviewer_id == reviewer_id)
+            .where(db.answers.c.id.in_(shown_answers(shown)))
             .order_by(db.answers.c.position)
         )
-        return list(conn.execute(q).all())
+        items = [(AnswerReport.model_validate_json(rep), json.loads(why)) for rep, why in conn.execute(q)]
+        return Window(items, shown, len(open_), len(finished), at, pages)
 
-    return [(AnswerReport.model_validate_json(rep), json.loads(why)) for rep, why in read(engine, get)]
+    return read(engine, get)
 
 
 def my_queue(engine: Engine, reviewer_id: int) -> dict[str, Any]:
@@ -575,7 +624,7 @@ def adjudicate(
 # -- the export ---------------------------------------------------------------------------------------------------
 
 
-def export_lines(engine: Engine, assigned_to: int | None = None) -> list[dict[str, Any]]:
+def export_lines(engine: Engine, assigned_to: int | None = None, answers: Any = None) -> list[dict[str, Any]]:
     """The decisions as the review page exports them (one object per line; :func:`groundjudge.review.metrics.
     parse_reviews` reads them): each reviewer's latest decision on each claim, in queue order, the latest last; then
     the claim's adjudication, if any, marked ``adjudicated`` (also where no reviewer's verdict stands on the claim:
@@ -586,8 +635,8 @@ def export_lines(engine: Engine, assigned_to: int | None = None) -> list[dict[st
     (:func:`_disputed`), else ``agreed``; a claim with none has no ``status``. Readers take one label per claim
     (:func:`groundjudge.review.metrics.review_labels`): the adjudicated one, else the agreed one; a disputed claim
     teaches nothing. ``metrics`` also reads each reviewer's. ``assigned_to``: only the lines of the answers assigned
-    to that reviewer (a reviewer's page counts the team's decisions on their answers, not the whole export's)."""
-    answers = None
+    to that reviewer; ``answers`` (a select of answer pks: :func:`shown_answers`), only theirs (a reviewer's page
+    counts the team's decisions on the answers it holds, not the whole export's)."""
     if assigned_to is not None:
         answers = select(db.assignments.c.answer_pk).where(db.assignments.c.reviewer_id == assigned_to)
 

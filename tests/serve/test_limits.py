@@ -103,3 +103,37 @@ def test_a_take_bigger_than_a_reviewer_may_hold_is_refused_before_the_service_st
     assert result.exit_code == 2, result.output
     assert "--batch 20 is over --max-open 10" in " ".join(result.output.split())
     assert not database.exists()
+
+
+def _held(page: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """The answers a served page holds, and the decisions it was given."""
+    data = json.loads(page.split("id='gj-data'>", 1)[1].split("</script>", 1)[0])
+    server = json.loads(page.split("id='gj-server'>", 1)[1].split("</script>", 1)[0])
+    return [r["id"] for r in data["reports"]], server["decisions"]
+
+
+def test_the_page_holds_the_unfinished_answers_and_the_latest_finished_and_pages_back(tmp_path: Path) -> None:
+    engine, tokens = _review(tmp_path, 125)
+    ann = store.reviewers(engine)[0]["id"]
+    store.take_work(engine, ann, 125)  # given before any limit, or through the API over time
+    ids = [f"a{i:03d}" for i in range(125)]
+    for rid in ids[:120]:  # finished in queue order: the last 5 open
+        for claim in ("c0", "c1"):
+            store.decide(engine, ann, rid, claim, "SUPPORTED")
+    store.decide(engine, ann, ids[0], "c1", "UNSUPPORTED")  # a000 looked at again: the latest finished now
+    with TestClient(create_app(engine), follow_redirects=False) as c:
+        assert c.post("/signin", data={"token": tokens["ann"]}).status_code == 303
+        page = c.get("/").text
+        held, decisions = _held(page)
+        assert held == [ids[0], *ids[71:125]]  # queue order: the 49 latest finished after a000, the 5 open
+        assert {d["id"] for d in decisions} == {ids[0], *ids[71:120]} and len(decisions) == 100
+        assert "Here: your 5 unfinished answers and 50 of the 120 you finished, the latest first (page 1 of 3)" in page
+        assert "href='?finished=1'" in page and "id='later'" not in page
+        older = c.get("/?finished=1").text
+        assert _held(older)[0] == [*ids[21:71], *ids[120:]]
+        assert "href='?finished=0'" in older and "href='?finished=2'" in older
+        last = c.get("/?finished=2").text
+        assert _held(last)[0] == [*ids[1:21], *ids[120:]] and "id='earlier'" not in last
+        assert _held(c.get("/?finished=99").text)[0] == _held(last)[0]  # past the last page: the last page
+        assert _held(c.get("/?finished=x").text)[0] == held
+    engine.dispose()
