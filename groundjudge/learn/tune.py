@@ -69,7 +69,7 @@ from groundjudge.io.reports import (
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable, reviewed_claims
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
-from groundjudge.learn.tune_out import STATE_DIR, inside_folder, interrupts_keep, prepare_out
+from groundjudge.learn.tune_out import STATE_DIR, inside_folder, interrupts_keep, prepare_out, save_tokenizer
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
 from groundjudge.review.metrics import Review, review_from_row
 
@@ -540,7 +540,7 @@ def train(
         raise
     model.eval()
     model.save_pretrained(str(out))
-    reader.tokenizer.save_pretrained(str(out))
+    save_tokenizer(reader.tokenizer, out)
     return {
         "steps": step,
         "pairs": len(pairs),
@@ -691,7 +691,7 @@ def compare_models(
 def _save_base(base_model: NLIModel, out: Path) -> None:
     """Write the base model's weights, config and tokenizer over the tuned ones in ``out`` (full precision)."""
     base_model.model.float().save_pretrained(str(out))
-    base_model.tokenizer.save_pretrained(str(out))
+    save_tokenizer(base_model.tokenizer, out)
 
 
 def _keep_or_swap(

@@ -7,6 +7,7 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from groundjudge.atomic import atomic_write_text
 from groundjudge.errors import ConfigError
@@ -69,3 +70,14 @@ def prepare_out(out: Path, key: str, overwrite: bool) -> None:
     (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
     if not state.is_file():
         atomic_write_text(state, json.dumps({"run_key": key}) + "\n")
+
+
+def save_tokenizer(tokenizer: Any, out: Path) -> None:
+    """Save a fast tokenizer into OUT as the same files whatever it encoded before: its ``tokenizer.json`` held the
+    truncation and padding its last call left, so writing the base model's tokenizer again on a rerun (a run that
+    kept the base) made other bytes, another model identity (``NLIModel.identity``), and a head or thresholds fitted
+    on OUT in between were refused. Each call sets them again, so none is kept."""
+    backend = tokenizer.backend_tokenizer
+    backend.no_truncation()
+    backend.no_padding()
+    tokenizer.save_pretrained(str(out))

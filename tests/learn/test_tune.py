@@ -564,8 +564,12 @@ def test_a_rerun_of_a_run_that_kept_the_base_reports_the_comparison_it_was_decid
         m.setattr(tune_module, "compare_models", lambda *a, **k: WORSE)
         first = tune([data], tiny, out, FAST, device="cpu")
     assert first["kept"] == "base"
+    identity = NLIModel(str(out), device="cpu").identity  # what a head or thresholds fitted on OUT now name
     again = tune([data], tiny, out, FAST, device="cpu")
     assert again["kept"] == "base" and again["kept_reason"] == first["kept_reason"]
+    # the base's weights written again are the same files: the tokenizer's were saved with the truncation and
+    # padding its last call left (the first run had scored with it, the rerun had not), so OUT became another model
+    assert NLIModel(str(out), device="cpu").identity == identity
     assert again["compared"] == first["compared"] and again["after"] == first["after"]
     assert json.loads((out / MODEL_PROFILE_FILE).read_text())["meta"]["held_out_after"] == first["after"]
 
