@@ -393,6 +393,11 @@ class Config(BaseModel):
         """Which of the decision thresholds ``names`` this config sets to a level ("never" and None set none)."""
         return [k for k in names if getattr(self, k) not in (None, "never")]
 
+    def local_thresholds_given(self) -> bool:
+        """Whether every local threshold is set here (``t_unsupported``, to None too): then none stored beside the
+        model's weights is in force (the evaluator's check of those, ``Evaluator.check_stored_thresholds``)."""
+        return None not in (self.t_support, self.t_contradict) and "t_unsupported" in self.model_fields_set
+
     def fitted_thresholds(self) -> list[str]:
         """The thresholds set here that ``thresholds_model`` names the model of (those of ``thresholds_fitted``,
         default all): a run with another model refuses them (the evaluator's and the Ray driver's check)."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from groundjudge.atomic import atomic_write_text
 from groundjudge.errors import ArgumentError, ConfigError
@@ -64,11 +65,62 @@ def read_model_profile(model_dir: str | Path) -> dict[str, LocalThresholds] | No
         raise ConfigError(f"model thresholds {path}: {exc}") from exc
 
 
+def read_thresholds_model(model_dir: str | Path) -> str | None:
+    """The identity (``NLIModel.identity``) of the model whose scores the thresholds stored beside ``model_dir``'s
+    weights were fitted on (``thresholds_model``, which ``calibrate --save-to-model`` and ``tune`` write), or None:
+    no such file, or one written before it was recorded (or by hand without it). The evaluator refuses thresholds
+    whose model is not the one in the folder now (new weights saved over the old ones), as it refuses such a head.
+
+    Raises:
+        ConfigError: the file cannot be read, or its ``thresholds_model`` is not a string.
+    """
+    path = Path(model_dir) / MODEL_PROFILE_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"model thresholds {path}: {exc}") from exc
+    model = data.get("thresholds_model") if isinstance(data, dict) else None
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(f"model thresholds {path}: thresholds_model {model!r} is not a model identity")
+    return model or None
+
+
+def check_stored_thresholds(model_name: str, mode: str, identity: Callable[[], str]) -> None:
+    """Refuse the thresholds stored beside ``model_name``'s weights for ``mode`` (the cascade's for any mode but nli;
+    none in llm mode) when they were fitted on the scores of another model (:func:`read_thresholds_model`) than the
+    one with ``identity`` (asked only then: it loads the model): other weights were saved in the folder since, and
+    another model's entailment is another scale. Thresholds with no model recorded are taken as they are.
+
+    Raises:
+        ConfigError: naming the file, both models and how to refit them.
+    """
+    if mode == "llm" or not Path(model_name).is_dir():
+        return
+    stored = read_model_profile(model_name)
+    fitted_on = (
+        read_thresholds_model(model_name) if stored and ("nli" if mode == "nli" else "cascade") in stored else None
+    )
+    if fitted_on is not None and fitted_on != (now := identity()):
+        raise ConfigError(
+            f"{Path(model_name) / MODEL_PROFILE_FILE}: its {mode} thresholds were fitted on the scores of NLI model "
+            f"{fitted_on}, not {now} (other weights were saved in the folder since): refit them for these weights "
+            "(groundjudge calibrate --save-to-model), or give each threshold yourself"
+        )
+
+
 def write_model_profile(
-    model_dir: str | Path, profile: dict[str, LocalThresholds], meta: dict[str, object] | None = None
+    model_dir: str | Path,
+    profile: dict[str, LocalThresholds],
+    meta: dict[str, object] | None = None,
+    model: str | None = None,
 ) -> Path:
-    """Store thresholds per mode (``nli``, ``cascade``) beside a model's weights, with how they were measured."""
-    return _update_model_file(model_dir, {"thresholds": _per_mode(profile), "meta": meta or {}})
+    """Store thresholds per mode (``nli``, ``cascade``) beside a model's weights, with how they were measured and the
+    identity of the model they were fitted on (``model``: ``NLIModel.identity``; None records none)."""
+    return _update_model_file(
+        model_dir, {"thresholds": _per_mode(profile), "meta": meta or {}, "thresholds_model": model}
+    )
 
 
 def _per_mode(profile: dict[str, LocalThresholds]) -> dict[str, Any]:
@@ -126,18 +178,24 @@ def write_model_fit(
     model_dir: str | Path,
     profile: dict[str, LocalThresholds],
     meta: dict[str, object],
-    head: dict[str, Any] | None,
+    head: BaseModel | dict[str, Any] | None,
+    *,
+    model: str | None,
 ) -> Path:
     """Store a calibration beside a model's weights in one write: the thresholds per mode, how they were measured,
-    and the verdict head fitted with them (None: none, and one stored before is removed, or it would override these
-    thresholds). One write, so a failure (a value JSON cannot hold, a full disk) leaves the file as it was, never
-    new thresholds beside an old head.
+    the verdict head fitted with them (a ``VerdictHead`` or its fields; None: none, and one stored before is
+    removed, or it would override these thresholds) and the identity of the model whose scores they were fitted on
+    (``model``, ``NLIModel.identity``: a run refuses them once other weights are in the folder,
+    :func:`read_thresholds_model`). One write, so a failure (a value JSON cannot hold, a full disk) leaves the file
+    as it was, never new thresholds beside an old head.
 
     Raises:
         ConfigError: a mode other than nli or cascade.
         ValueError: a value JSON cannot hold (NaN, infinity); nothing is written.
     """
-    return _update_model_file(model_dir, {"thresholds": _per_mode(profile), "meta": meta, "head": head})
+    stored = head.model_dump() if isinstance(head, BaseModel) else head  # a VerdictHead, or its fields
+    changes = {"thresholds": _per_mode(profile), "meta": meta, "head": stored, "thresholds_model": model}
+    return _update_model_file(model_dir, changes)
 
 
 def write_model_head(model_dir: str | Path, head: dict[str, Any] | None) -> Path:

@@ -195,7 +195,7 @@ def calibrate_command(
             "reviews": str(reviews) if reviews else None,
             "labels": taught,
         }
-        _save_to_model(nli_model, fit, fitted, {**meta, "expected": expect})
+        _save_to_model(nli_model, fit, fitted, {**meta, "expected": expect}, lambda: (evaluator or Evaluator(cfg)).nli)
     head_json = None
     if fitted is not None:
         head_json = {"l2": fitted.l2, "claims": fitted.meta["claims"], "out_of_fold": fitted.meta["out_of_fold"]}
@@ -285,8 +285,11 @@ def _write_reliability(path: Path, entailment: list[float], gold: list[bool], bi
     err.print(escape(f"wrote {path} ({len(gold)} claims, expected calibration error {ece:.3f})"), highlight=False)
 
 
-def _save_to_model(nli_model: str | None, fit: Any, fitted: VerdictHead | None, meta: dict[str, Any]) -> None:
-    """``calibrate --save-to-model``: the cascade thresholds (and the head, if one was fitted) beside the weights."""
+def _save_to_model(
+    nli_model: str | None, fit: Any, fitted: VerdictHead | None, meta: dict[str, Any], load: Callable[[], Any]
+) -> None:
+    """``calibrate --save-to-model``: the cascade thresholds (and the head, if one was fitted) beside the weights,
+    with the identity of the model in the folder (``load`` gives it, loaded), which a later run checks them by."""
     from groundjudge.checker.nli import resolve_model_name
     from groundjudge.checker.profile import read_model_head, write_model_fit
 
@@ -306,8 +309,13 @@ def _save_to_model(nli_model: str | None, fit: Any, fitted: VerdictHead | None, 
         stale = fitted is None and read_model_head(model_dir) is not None
     except GroundjudgeError:
         stale = True
-    try:  # one write: thresholds, meta and head together, or nothing
-        saved = write_model_fit(model_dir, {"cascade": fit.local}, meta, fitted.model_dump() if fitted else None)
+    try:
+        identity = load().identity  # the weights they were fitted for: a run with other weights there refuses them
+    except GroundjudgeError as exc:
+        raise fail(f"could not load the model in {model_dir} (nothing there was changed): {exc}") from exc
+    try:  # one write: thresholds, meta, head and the model's identity together, or nothing
+        head = fitted.model_dump() if fitted else None
+        saved = write_model_fit(model_dir, {"cascade": fit.local}, meta, head, model=identity)
     except (GroundjudgeError, OSError, ValueError) as exc:
         raise fail(f"could not store the thresholds beside {model_dir} (nothing there was changed): {exc}") from exc
     if fitted is not None:

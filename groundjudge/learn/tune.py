@@ -879,8 +879,8 @@ def tune(
             "head": {k: v for k, v in head_info.items() if k != "thresholds"},
         }
         meta["thresholds"] = {"stored": not too_few, "reason": too_few or None}
-        # one write (None: a head of an earlier run goes): never new thresholds beside an old head
-        write_model_fit(out, {} if too_few else profile, meta, head.model_dump() if head is not None else None)
+        # one write (None: an earlier head goes), with the identity of OUT's weights (a run on others refuses them)
+        write_model_fit(out, {} if too_few else profile, meta, head, model=tuned.identity)
         return {
             "out": str(out),
             "before": before,

@@ -20,7 +20,7 @@ from groundjudge.cache import Cache
 from groundjudge.checker.evidence import MARGIN, ROUNDS, SENTENCES
 from groundjudge.checker.head import VerdictHead
 from groundjudge.checker.nli import NLIModel, NLIScorer, resolve_model_name
-from groundjudge.checker.profile import read_model_head
+from groundjudge.checker.profile import check_stored_thresholds, read_model_head
 from groundjudge.checker.windows import SHAPES
 from groundjudge.config import Config
 from groundjudge.errors import ConfigError, InputError
@@ -245,13 +245,20 @@ class Evaluator:
             data = read_model_head(model_name)
         return VerdictHead(**data) if data is not None else None
 
+    def check_stored_thresholds(self, mode: str, model: NLIModel | None = None) -> None:
+        """``checker.profile.check_stored_thresholds`` where the stored thresholds are in force in ``mode`` (no head,
+        not all given here) for ``model`` (default this one, loaded only then); also the Ray driver's check."""
+        if self.head is None and not self.config.local_thresholds_given():
+            check_stored_thresholds(self._model_name, mode, lambda: (model or self.nli).identity)
+
     def _head_source(self) -> str:
         return "config 'head'" if self.config.head is not None else f"{self._model_name}/groundjudge.json"
 
     def _check_fitted_for(self, model: NLIModel) -> None:
-        """Refuse a head, or thresholds, fitted on another model's scores (its scale is not this model's)."""
+        """Refuse a head, or thresholds (the config's, those beside the weights), fitted on another model's scores."""
         if self.head is not None:
             self.head.check_model(model.identity, self._head_source())
+        self.check_stored_thresholds(self.mode, model)
         fitted_on, fitted = self.config.thresholds_model, self.config.fitted_thresholds()
         if fitted and fitted_on != model.identity:
             raise ConfigError(

@@ -176,10 +176,11 @@ def _resolved(config: Config) -> Config:
 def _check_fitted_for(config: Config) -> None:
     """A verdict head, or thresholds, that do not fit (fitted for another model, entailment thresholds beside a
     head) stop the run here, in the driver, before Ray starts: in an actor it would surface as an actor failure.
-    Only with a head in force, or thresholds that name their model, is the model loaded here, once, to compare
-    identities."""
+    Only with a head in force, or thresholds that name their model (the config's, or those stored beside the
+    weights for the run's mode), is the model loaded here, once, to compare identities."""
     fitted = bool(config.fitted_thresholds())  # thresholds that name their model
-    if config.resolved_mode == "llm" or not (config.use_head or fitted):
+    mode = config.resolved_mode
+    if mode == "llm":
         return
     # the NLI side alone: no judge, so no second judge either (it needs a first)
     second = [name for name in Config.model_fields if name.startswith("second_judge")]  # every one, new ones too
@@ -188,6 +189,7 @@ def _check_fitted_for(config: Config) -> None:
     evaluator = Evaluator(local)
     if evaluator.head is not None or fitted:
         _ = evaluator.nli
+    evaluator.check_stored_thresholds(mode)  # those beside the weights, for the run's mode (loads where they name one)
 
 
 class _Scorer:

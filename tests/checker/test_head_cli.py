@@ -201,6 +201,50 @@ def test_save_to_model_stores_the_head_and_no_head_removes_it(tmp_path: Path, ti
     assert not any("head" in r["versions"] for r in lines(tmp_path / "b.jsonl"))
 
 
+def test_thresholds_stored_with_a_model_are_refused_once_other_weights_are_in_its_folder(
+    tmp_path: Path, tiny: Path, rows: Path
+) -> None:
+    """Thresholds stored beside the weights name the model they were fitted on, as a head does: new weights saved
+    over the old ones (another model's entailment, another scale) stop the next run instead of being decided with
+    them; the head stored beside them was refused, the thresholds were used silently."""
+    from groundjudge.testing import tiny_nli_model
+    from tests.conftest import SHARED_MODEL
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny, model)
+    cache = tmp_path / "c"
+    calibrate(rows, "--nli-model", model, "--cache-dir", cache, "--save-to-model", "--no-head", "--target", "0.6")
+    stored = read_model_profile(model)
+    assert stored is not None and stored["cascade"].t_contradict is not None  # they decide claims locally
+    gold = labelled_rows(2)
+    data = write_jsonl(tmp_path / "in.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in gold])
+    judge = route({"judge": Judge({r["claim"]: r["label"] for r in gold})})
+
+    def score(out: str) -> Any:
+        with ScriptedLLMServer(judge) as server:
+            args = ["score", str(data), "--out", str(tmp_path / out), "--nli-model", str(model), "--mode", "cascade"]
+            args += ["--llm", "openai/gpt-4o-mini", "--base-url", server.openai_base_url, "--no-qa", "--no-progress"]
+            return runner.invoke(app, [*args, "--cache-dir", str(cache)])
+
+    assert score("a.jsonl").exit_code in (0, 1)
+    assert all(
+        r["versions"]["thresholds"].startswith("support>=never contradict>=0.") for r in lines(tmp_path / "a.jsonl")
+    )
+    # other weights saved over the model's own (a newer checkpoint, a download into the same folder); in another
+    # folder, as a new process would see it (this one keeps each folder's model loaded: NLIModel.shared)
+    model = shutil.copytree(model, tmp_path / "replaced")
+    other = tiny_nli_model(tmp_path / "other", SHARED_MODEL, seed=1)
+    shutil.copy(other / "model.safetensors", model / "model.safetensors")
+    refused = score("b.jsonl")
+    assert refused.exit_code == 2, refused.output
+    said = flat(refused.stderr)
+    assert "groundjudge.json" in said and "thresholds" in said and "calibrate" in said
+    assert not (tmp_path / "b.jsonl").exists()
+    # fitted again on the new weights' scores, they are in force again
+    calibrate(rows, "--nli-model", model, "--cache-dir", cache, "--save-to-model", "--no-head", "--target", "0.6")
+    assert score("c.jsonl").exit_code in (0, 1)
+
+
 def _a_head(tmp_path: Path, tiny: Path, rows: Path) -> dict[str, Any]:
     config = tmp_path / "first.json"
     calibrate(rows, "--out", config, "--nli-model", tiny, "--cache-dir", tmp_path / "c")

@@ -147,14 +147,14 @@ def test_a_calibration_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
 
     old_head = {"coef": [1.0], "intercept": 0.0}
     old = LocalThresholds(t_support=0.8, t_contradict=None)
-    write_model_fit(tmp_path, {"cascade": old}, {"n": 10}, old_head)
+    write_model_fit(tmp_path, {"cascade": old}, {"n": 10}, old_head, model="m@1/nli")
     before = (tmp_path / MODEL_PROFILE_FILE).read_text()
     new = LocalThresholds(t_support=0.6, t_contradict=0.9)
     with pytest.raises(ValueError):
-        write_model_fit(tmp_path, {"cascade": new}, {"n": 20}, {"coef": [float("nan")], "intercept": 0.0})
+        write_model_fit(tmp_path, {"cascade": new}, {"n": 20}, {"coef": [float("nan")], "intercept": 0.0}, model=None)
     assert (tmp_path / MODEL_PROFILE_FILE).read_text() == before
     assert read_model_profile(tmp_path) == {"cascade": old} and stored()["head"] == old_head
-    write_model_fit(tmp_path, {"cascade": new}, {"n": 20}, None)  # no head: the one stored before goes
+    write_model_fit(tmp_path, {"cascade": new}, {"n": 20}, None, model=None)  # no head: the one stored before goes
     assert read_model_profile(tmp_path) == {"cascade": new} and "head" not in stored()
     assert stored()["meta"] == {"n": 20}
 

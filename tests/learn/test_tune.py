@@ -17,7 +17,13 @@ from typer.testing import CliRunner
 from groundjudge.cache import Cache
 from groundjudge.checker.head import VerdictHead
 from groundjudge.checker.nli import NLIModel
-from groundjudge.checker.profile import MODEL_PROFILE_FILE, profile_for, read_model_head, read_model_profile
+from groundjudge.checker.profile import (
+    MODEL_PROFILE_FILE,
+    profile_for,
+    read_model_head,
+    read_model_profile,
+    read_thresholds_model,
+)
 from groundjudge.cli.command import Command
 from groundjudge.cli.learn import tune_command
 from groundjudge.errors import ConfigError, InputError, NLIError
@@ -278,6 +284,7 @@ def test_tune_stores_a_head_fitted_on_the_held_out_slice_and_the_pipeline_applie
     meta = json.loads((out / MODEL_PROFILE_FILE).read_text())["meta"]
     assert meta["head"]["claims"] == len(held) and meta["head"]["out_of_fold"] == head.meta["out_of_fold"]
     assert read_model_profile(out) is not None  # the raw model's thresholds stay beside the head's
+    assert read_thresholds_model(out) == tuned.identity  # and name the weights they were fitted on
     ev = Evaluator(nli=tuned, cache=Cache(tmp_path / "cache"))
     report = ev.evaluate_claim("The museum of city number 3 opened in 1903.", ["The museum opened in 1903."])
     assert report.versions["head"] == head.digest

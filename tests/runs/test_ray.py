@@ -616,6 +616,28 @@ def test_the_drivers_head_check_drops_every_second_judge_setting(monkeypatch: py
     gj_ray._check_fitted_for(cfg)
 
 
+def test_thresholds_stored_for_other_weights_stop_the_ray_run_in_the_driver(
+    tmp_path: Path, tiny_nli: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thresholds stored beside the weights name the model they were fitted on: a cascade run without a head on
+    other weights is refused in the driver, for the run's mode (the driver's own evaluator is an nli-mode one)."""
+    import shutil
+
+    from groundjudge.checker.nli import NLIModel
+    from groundjudge.checker.profile import write_model_profile
+    from groundjudge.models import LocalThresholds
+
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    model = Path(shutil.copytree(tiny_nli, tmp_path / "model"))
+    cascade = {"cascade": LocalThresholds(t_support=None, t_contradict=0.3)}
+    write_model_profile(model, cascade, model="other-weights@0123/nli")
+    cfg = Config(mode="cascade", llm="openai/gpt-4o-mini", nli_model=str(model), use_head=False)
+    with pytest.raises(ConfigError, match=r"groundjudge\.json: its cascade thresholds were fitted on the scores of"):
+        gj_ray._check_fitted_for(cfg)
+    write_model_profile(model, cascade, model=NLIModel(str(model)).identity)
+    gj_ray._check_fitted_for(cfg)
+
+
 def test_thresholds_fitted_on_another_model_stop_the_ray_run_in_the_driver(tmp_path: Path) -> None:
     # calibrate --no-head writes thresholds with the model they were fitted on (use_head false): the driver's check
     # returned at once without a head in force, so the refusal would have come from every actor instead
