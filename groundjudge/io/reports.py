@@ -139,7 +139,7 @@ def read_reports(path: str | Path) -> Iterator[AnswerReport]:
 
 
 def _in_range(report: AnswerReport, where: str) -> AnswerReport:
-    wrong = out_of_range(report.scores)
+    wrong = out_of_range(report)
     if wrong:
         raise ArgumentError(f"{where} (id {report.id!r}): {'; '.join(wrong)}: no score groundjudge writes")
     return report
@@ -201,17 +201,27 @@ def _parquet_reports(path: str | Path) -> Iterator[AnswerReport]:
 _SHARES = tuple(k for k, f in Scores.model_fields.items() if f.annotation == (float | None))
 
 
-def out_of_range(scores: Scores) -> list[str]:
-    """What in ``scores`` no run writes: a finite share outside [0, 1] or a negative count (a NaN or an infinity is
-    the reader's to mark as not finite: a failed row). Such a line (a hand edit, another tool) would move every mean
-    and paired difference it enters (one 1e308 overflowed the summary's histogram), so it is not read."""
+def out_of_range(report: AnswerReport) -> list[str]:
+    """What in ``report`` no run writes: a finite share outside [0, 1] or a negative count among its scores, or a
+    probability outside [0, 1] among its claims' NLI results (the entailment, contradiction, neutral and a head's
+    probability; a NaN or an infinity is the reader's to mark as not finite: a failed row). Such a line (a hand edit,
+    another tool) would move every mean and paired difference it enters (one 1e308 overflowed the summary's
+    histogram), and calibrate's cut-offs past 1 (fitted on stored scores), so it is not read."""
+    scores = report.scores
     wrong = [
         f"scores.{k} {v!r} is outside [0, 1]"
         for k in _SHARES
         if isinstance(v := getattr(scores, k), float) and math.isfinite(v) and not 0.0 <= v <= 1.0
     ]
     counts = {k: v for k, v in scores.model_dump().items() if k.startswith("n_") and isinstance(v, int)}
-    return wrong + [f"scores.{k} {v} is negative" for k, v in counts.items() if v < 0]
+    wrong += [f"scores.{k} {v} is negative" for k, v in counts.items() if v < 0]
+    return wrong + [
+        f"claims[{i}].nli.{k} {v!r} is outside [0, 1]"
+        for i, c in enumerate(report.claims)
+        if c.nli is not None
+        for k in ("entailment", "contradiction", "neutral", "supported")
+        if isinstance(v := getattr(c.nli, k), float) and not 0.0 <= v <= 1.0
+    ]
 
 
 def last_reports(reports: Iterable[AnswerReport]) -> tuple[list[AnswerReport], int]:

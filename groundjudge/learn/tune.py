@@ -275,7 +275,7 @@ def _report(row: dict[str, Any], where: str) -> AnswerReport:
         report = AnswerReport.model_validate(row)
     except ValueError as exc:
         raise InputError(f"not a groundjudge report: {exc}", row=where) from exc
-    if wrong := out_of_range(report.scores):
+    if wrong := out_of_range(report):
         raise InputError(f"{'; '.join(wrong)}: no score groundjudge writes", row=where)
     return report
 

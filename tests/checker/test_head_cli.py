@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from groundjudge.checker.profile import MODEL_PROFILE_FILE, read_model_head, read_model_profile, write_model_head
 from groundjudge.cli import app
+from groundjudge.errors import InputError
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
 from tests.conftest import SHARED_MODEL, write_jsonl
 
@@ -592,3 +593,27 @@ def test_answer_labels_teach_claims_by_a_rule_that_holds(tmp_path: Path, tiny: P
     assert "8 answer(s) labelled UNSUPPORTED or CONTRADICTED have several claims and taught nothing" in flat(
         result.stderr
     )
+
+
+@pytest.mark.parametrize(("field", "value"), [("entailment", 3.0), ("contradiction", -0.5), ("supported", 1.5)])
+def test_an_nli_probability_no_run_writes_is_not_read(tmp_path: Path, tiny: Path, field: str, value: float) -> None:
+    """A report whose claim carries an NLI probability outside [0, 1] (a hand edit, another tool) and names no model
+    (so calibrate fits on its stored scores): calibrate stopped with a traceback (a pydantic error from the
+    thresholds fitted past 1), and tune read it. Refused by the report readers' rule, naming the line."""
+    from groundjudge.learn.tune import load_examples
+
+    src = write_jsonl(tmp_path / "rows.jsonl", labelled_rows(4))
+    out = tmp_path / "scored.jsonl"
+    score = ["score", str(src), "--out", str(out), "--nli-model", str(tiny), "--cache-dir", str(tmp_path / "c")]
+    assert runner.invoke(app, [*score, "--no-progress"]).exit_code in (0, 1)
+    rows = lines(out)
+    for r in rows:
+        r["versions"] = {}  # no model named: calibrate keeps the stored scores
+    rows[2]["claims"][0]["nli"][field] = value
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = runner.invoke(app, ["calibrate", str(out), "--no-head", "--min-decided", "1", "--nli-model", str(tiny)])
+    assert result.exit_code == 2, result.output
+    said = flat(result.stderr)
+    assert "line 3" in said and f"claims[0].nli.{field}" in said and "outside [0, 1]" in said
+    with pytest.raises(InputError, match=rf"claims\[0\]\.nli\.{field}"):
+        load_examples([out], None)
