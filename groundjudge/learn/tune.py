@@ -66,6 +66,7 @@ from groundjudge.io.reports import (
     out_of_range,
     read_reports,
 )
+from groundjudge.io.rows import parse_sample
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
 from groundjudge.learn.labels import LABELS, judge_usable, reviewed_claims
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
@@ -215,24 +216,15 @@ def load_examples(
                 in_file.append(_report(row, where))
             elif is_review_row(row):
                 reviews.append((where, _review(row, n, where)))  # a null label: cleared, no label (reviewed_claims)
-            elif "claim" in row and "contexts" in row:
-                contexts = row["contexts"]
-                if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
-                    raise InputError("contexts must be a list of strings", row=where, field="contexts")
-                if not any(c.strip() for c in contexts):  # as the pipeline refuses it (io.rows.parse_sample)
-                    raise InputError(
-                        "is empty: there is nothing to check the claim against", row=where, field="contexts"
-                    )
-                if not isinstance(row["claim"], str) or not row["claim"].strip():
+            elif "claim" in row and ("contexts" in row or "context" in row):  # read as score reads its rows
+                if not isinstance(row["claim"], str):
                     raise InputError("must be the claim's text", row=where, field="claim")
+                try:
+                    sample = parse_sample(row, n)
+                except InputError as exc:
+                    raise InputError(exc.reason, row=where, field=exc.field) from exc
                 gold.append(
-                    TuneExample(
-                        id=str(row.get("id", where)),
-                        claim=row["claim"],
-                        contexts=contexts,
-                        label=_label(row.get("label"), where),
-                        source="gold",
-                    )
+                    TuneExample(sample.id, row["claim"], sample.contexts, _label(row.get("label"), where), "gold")
                 )
             else:
                 raise InputError(

@@ -206,6 +206,22 @@ def test_bad_rows_are_input_errors(tmp_path: Path, tokenizer: Any, row: dict[str
         load_examples([path], tokenizer)
 
 
+def test_claim_rows_are_read_as_score_and_calibrate_read_them(tmp_path: Path, tokenizer: Any) -> None:
+    """tune read gold claim rows by rules of its own: a row calibrate and score take (one passage under the singular
+    ``context``, passages as ``{"id", "text"}`` objects, a number as the id) stopped tune ("neither a claim row",
+    "contexts must be a list of strings"). Read by the row contract (``io.rows.parse_sample``)."""
+    lyon, porto = "The Lyon museum opened in 1850.", "The Porto museum opened in 1853."
+    rows = [
+        {"id": 1, "context": lyon, "claim": lyon, "label": "SUPPORTED"},
+        {"id": 2.0, "contexts": [{"id": "d1", "text": porto}], "claim": "It opened in 1900.", "label": "contradicted"},
+    ]
+    examples = load_examples([write_jsonl(tmp_path / "gold.jsonl", rows)], tokenizer)
+    assert [(ex.id, ex.contexts, ex.label, ex.source) for ex in examples] == [
+        ("1", [lyon], "SUPPORTED", "gold"),
+        ("2", [porto], "CONTRADICTED", "gold"),
+    ]
+
+
 def test_held_out_slice_is_disjoint_by_claim_text(tmp_path: Path, tokenizer: Any) -> None:
     examples = load_examples([write_jsonl(tmp_path / "g.jsonl", gold_rows())], tokenizer)
     for seed in range(5):
