@@ -4,7 +4,8 @@
 
 Below ``runs/`` and ``review/``, so that both engines summarize their run without importing ``review/`` (which reads
 finished reports), and ``review/`` shows and compares summaries with the same code. Imports only ``models``,
-``io.reports`` and ``stats``; ``groundjudge.review.summary`` and ``groundjudge.review.metrics`` keep their names.
+``io.reports``, ``io.labels`` (the label rule) and ``stats``; ``groundjudge.review.summary`` and
+``groundjudge.review.metrics`` keep their names.
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
+from groundjudge.io.labels import ANSWER_LABELS, CLAIM_LABELS, report_label
 from groundjudge.io.reports import is_finite
 from groundjudge.models import AnswerReport, Usage
 from groundjudge.stats import CorrectedRate, Item, corrected_rate, percentile_interval, resampled_sums, wilson
-
-CLAIM_LABELS = ["SUPPORTED", "UNSUPPORTED", "CONTRADICTED"]
-ANSWER_LABELS = ["consistent", "hallucinated"]
 
 
 def answer_prediction(report: Any) -> str:
@@ -82,19 +81,19 @@ def failed_whole(reports: Sequence[Any]) -> int:
 def gold_items(reports: Sequence[Any], level: str, skip: Collection[tuple[str, str]] = ()) -> list[Item]:
     """The gold-labelled items of ``level``, as :func:`groundjudge.review.metrics.label_metrics` reads them: a
     claim row's label is its first claim's truth; an answer row's label (consistent / hallucinated) the answer's.
-    ``skip``: (answer id, claim id) decided otherwise (a reviewer)."""
+    ``skip``: (answer id, claim id) decided otherwise (a reviewer). Labels by the one rule
+    (:func:`groundjudge.io.labels.report_label`): an unknown one is an InputError, never an unlabelled row."""
     out = []
     for r in reports:
-        if r.label is None:
+        label = report_label(r)
+        if label is None:
             continue
-        if level == "claim" and r.label.upper() in CLAIM_LABELS and r.claims:
+        if level == "claim" and label in CLAIM_LABELS and r.claims:
             c = r.claims[0]
             if (r.id, c.claim.id) not in skip:
-                out.append(Item(r.id, flagged(c.label), c.route, r.label.upper() != "SUPPORTED"))
-        elif level == "answer" and r.label.lower() in ANSWER_LABELS and rated_answer(r):
-            out.append(
-                Item(r.id, answer_prediction(r) == "hallucinated", _answer_route(r), r.label.lower() != "consistent")
-            )
+                out.append(Item(r.id, flagged(c.label), c.route, label != "SUPPORTED"))
+        elif level == "answer" and label in ANSWER_LABELS and rated_answer(r):
+            out.append(Item(r.id, answer_prediction(r) == "hallucinated", _answer_route(r), label != "consistent"))
     return out
 
 

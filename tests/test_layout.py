@@ -102,6 +102,7 @@ def folder_import_breaches(path: Path, root: Path = PACKAGE.parent) -> list[str]
                 "groundjudge.errors",
                 "groundjudge.io.jsonl",
                 "groundjudge.io.ids",
+                "groundjudge.io.labels",
                 "groundjudge.io.made_with",
                 "groundjudge.io.reports",
                 "groundjudge.tally",
@@ -111,8 +112,8 @@ def folder_import_breaches(path: Path, root: Path = PACKAGE.parent) -> list[str]
             and name not in ("groundjudge", "groundjudge.io")
         ):
             why = (
-                "review/ imports only models, errors, io.jsonl, io.ids, io.made_with, io.reports, tally, stats and "
-                "itself"
+                "review/ imports only models, errors, io.jsonl, io.ids, io.labels, io.made_with, io.reports, tally, "
+                "stats and itself"
             )
         else:
             continue

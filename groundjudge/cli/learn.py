@@ -83,6 +83,7 @@ def calibrate_command(
     verdicts with verified quotes on the other claims."""
     from groundjudge.checker.head import claim_key
     from groundjudge.config import Config
+    from groundjudge.io.labels import gold_label
     from groundjudge.io.reports import is_report_file
     from groundjudge.io.tables import input_rows
     from groundjudge.learn.calibrate import (
@@ -110,8 +111,12 @@ def calibrate_command(
     elif reviews is not None:
         raise fail(f"--reviews needs the 'groundjudge score' OUT the reviews were made on; {labeled} is not one")
     else:  # claim rows, read as 'score' reads its input (JSONL, CSV, Parquet; the id rule), scored in nli mode
+        rows = list(input_rows(labeled, set()))
+        for n, row in rows:  # a label that is none stops calibrate before any scoring (a row left out moves the fit)
+            if isinstance(row, dict):
+                gold_label(row.get("label"), n)
         evaluator = Evaluator(cfg)
-        reports = list(evaluator.evaluate_numbered(input_rows(labeled, set()), batch_size=64))
+        reports = list(evaluator.evaluate_numbered(rows, batch_size=64))
     if not from_out:
         _say_skipped([r for r in reports if r.verdict == "ERROR" and not r.claims])
     settled = load_reviews(reviews) if reviews is not None else None  # one label per claim, the disputed left out

@@ -11,13 +11,13 @@ Imports only ``models`` and ``errors``.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from groundjudge.errors import InputError
 from groundjudge.io.conversations import parse_conversation
 from groundjudge.io.ids import id_text
+from groundjudge.io.labels import gold_label
 from groundjudge.models import Sample
 
 
@@ -98,10 +98,12 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
     ``contexts`` is a list of strings, or of objects ``{"id", "text"}`` whose ids citation markers may name
     (:func:`context_objects`): a plain string there is a mistyped field, an InputError (a string that was
     meant as a list is not quietly taken for one passage). One passage may be given as a string under the singular
-    name ``context``.
+    name ``context``. A gold ``label`` is read by the one label rule (:func:`groundjudge.io.labels.gold_label`):
+    trimmed and in its one case, none if empty, an InputError if it is no label (a typo is never taken for none).
     """
-    if isinstance(row, Sample):
-        return row
+    if isinstance(row, Sample):  # made in Python: its label by the same rule
+        label = gold_label(row.label, row_number)
+        return row if label == row.label else row.model_copy(update={"label": label})
     if not isinstance(row, dict):
         raise InputError(f"a row must be a JSON object, not {type(row).__name__}", row=row_number)
     conversation = None
@@ -158,12 +160,7 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         json.dumps(metadata, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (ValueError, TypeError, UnicodeEncodeError) as exc:
         raise InputError(f"cannot be written back: {exc}", row=row_number, field="metadata") from None
-    label = row.get("label")
-    if label is not None and (
-        not isinstance(label, (str, int, float)) or (isinstance(label, float) and not math.isfinite(label))
-    ):
-        raise InputError(f"must be a string or a number, not {label!r:.40}", row=row_number, field="label")
-    check_text(None if label is None else str(label), row_number, "label")
+    label = gold_label(row.get("label"), row_number)  # the one label rule: a typo is the row's error, not no label
     return Sample(
         id=row_id(row, row_number),
         contexts=contexts,
@@ -171,7 +168,7 @@ def parse_sample(row: Any, row_number: int | None = None) -> Sample:
         answer=answer,
         claim=claim,
         question=row.get("question"),
-        label=None if label is None else str(label),
+        label=label,
         metadata=metadata,
         sources=conversation and conversation.sources,
         conversation=conversation and conversation.turns,

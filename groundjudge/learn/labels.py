@@ -3,7 +3,7 @@
 One rule for what a judge verdict may teach (:func:`judge_usable`), one for which claims the NLI stage scored
 (:func:`scored`), :func:`collect_labels`, which gathers calibrate's labelled claims from scored reports, and
 :func:`reviewed_claims`, tune's reviews joined to its score files.
-Imports only ``models``, ``errors`` and ``review``.
+Imports only ``models``, ``errors``, ``io.labels`` (the one label rule) and ``review``.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from groundjudge.errors import InputError
+from groundjudge.io.labels import CLAIM_LABELS, report_label
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
 
 if TYPE_CHECKING:
     from groundjudge.review.metrics import Review
 
-LABELS = ("SUPPORTED", "UNSUPPORTED", "CONTRADICTED")
+LABELS = CLAIM_LABELS  # a claim's three labels (the label rule: groundjudge.io.labels)
 
 # why a claim of a 'score' OUT did not teach, in the order they are told
 LEFT_OUT = {
@@ -195,14 +196,14 @@ def _collect(
             found.notes.append(f"{len(joined.unmatched)} reviews match no claim of {source}")
         if not found.labels:
             raise InputError(f"no review in {reviews_name} matches a claim of {source} with NLI scores")
-    gold_labelled = any(r.label and r.label.upper() in LABELS for r in reports)
+    gold = [report_label(r) for r in reports]  # the one label rule: a typo stops here, naming the report
+    gold_labelled = any(label in LABELS for label in gold)
     if gold_labelled and reviews is None:
         unknown = 0  # answers labelled not SUPPORTED whose wrong claim cannot be told
-        for r in reports:
-            label = (r.label or "").upper()
+        for r, label in zip(reports, gold, strict=True):
             if label not in LABELS or not r.claims:
                 continue
-            for v in gold_claims(r, label):
+            for v in gold_claims(r, str(label)):
                 if scored(v.nli):
                     found.add(r, v, label, "gold", from_out)
             unknown += label != "SUPPORTED" and len(r.claims) > 1

@@ -58,6 +58,7 @@ from groundjudge.checker.profile import write_checker_declaration, write_model_f
 from groundjudge.chunking import chunk_document, chunk_documents
 from groundjudge.errors import ConfigError, InputError, NLIError
 from groundjudge.io.jsonl import read_jsonl
+from groundjudge.io.labels import claim_label
 from groundjudge.io.reports import (
     is_parquet_file,
     is_report_row,
@@ -68,7 +69,7 @@ from groundjudge.io.reports import (
 )
 from groundjudge.io.rows import parse_sample
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
-from groundjudge.learn.labels import LABELS, judge_usable, reviewed_claims
+from groundjudge.learn.labels import judge_usable, reviewed_claims
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
 from groundjudge.learn.tune_out import STATE_DIR, inside_folder, interrupts_keep, prepare_out, save_tokenizer
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
@@ -127,13 +128,6 @@ class TrainPair:
     claim: str
     label: str
     base: list[float] = field(default_factory=list)  # base model probabilities, in the model's own output order
-
-
-def _label(value: Any, where: str) -> str:
-    label = str(value or "").strip().upper()
-    if label not in LABELS:
-        raise InputError(f"label {value!r} is not one of {', '.join(LABELS)}", row=where, field="label")
-    return label
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -223,9 +217,8 @@ def load_examples(
                     sample = parse_sample(row, n)
                 except InputError as exc:
                     raise InputError(exc.reason, row=where, field=exc.field) from exc
-                gold.append(
-                    TuneExample(sample.id, row["claim"], sample.contexts, _label(row.get("label"), where), "gold")
-                )
+                truth = claim_label(sample.label, where)  # read by the one label rule (parse_sample): a claim's
+                gold.append(TuneExample(sample.id, row["claim"], sample.contexts, truth, "gold"))
             else:
                 raise InputError(
                     "neither a claim row {id, contexts, claim, label}, a groundjudge score report, nor a review "

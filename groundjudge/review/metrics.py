@@ -24,11 +24,10 @@ import numpy as np
 from groundjudge.errors import ArgumentError, InputError
 from groundjudge.io.ids import id_text
 from groundjudge.io.jsonl import read_jsonl
+from groundjudge.io.labels import ANSWER_LABELS, CLAIM_LABELS, claim_label, gold_label, report_label
 from groundjudge.models import Usage
 from groundjudge.stats import CorrectedRate, Item, corrected_rate, percentile_interval, resampled_sums, share
 from groundjudge.tally import (
-    ANSWER_LABELS,
-    CLAIM_LABELS,
     answer_prediction,
     corrected_as_json,
     failed_whole,
@@ -206,8 +205,9 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     own, as an ERROR claim is at the claim level: a failure counts as a miss for its gold label, never as a detected
     hallucination.
     """
-    claim_rows = [r for r in reports if r.label is not None and r.label.upper() in CLAIM_LABELS and r.claims]
-    answer_rows = [r for r in reports if r.label is not None and r.label.lower() in ANSWER_LABELS]
+    gold = {id(r): report_label(r) for r in reports}  # the one label rule: a typo stops here, naming the report
+    claim_rows = [r for r in reports if gold[id(r)] in CLAIM_LABELS and r.claims]
+    answer_rows = [r for r in reports if gold[id(r)] in ANSWER_LABELS]
     if not claim_rows and not answer_rows:
         raise ArgumentError(
             "no report carries a gold label (SUPPORTED/UNSUPPORTED/CONTRADICTED or consistent/hallucinated)"
@@ -221,7 +221,7 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     def evaluate(subset: Sequence[Any]) -> dict[str, Any]:
         units = list(range(len(subset)))  # one labelled item per row
         if level == "claim":
-            gold3 = [r.label.upper() for r in subset]
+            gold3 = [str(gold[id(r)]) for r in subset]
             pred3 = [r.claims[0].label for r in subset]
             out = _block(
                 [binary(g) for g in gold3],
@@ -232,7 +232,7 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
             out["three_way"] = _block(gold3, pred3, CLAIM_LABELS, units)
         else:  # an answer with no prediction (ERROR, NO_CLAIMS) is its own column: a miss, never a detection
             pred = [labelled_prediction(r, level) for r in subset]
-            out = _block([r.label.lower() for r in subset], pred, ANSWER_LABELS, units)
+            out = _block([str(gold[id(r)]) for r in subset], pred, ANSWER_LABELS, units)
         return out
 
     result: dict[str, Any] = {"level": level, **evaluate(rows)}
@@ -245,8 +245,8 @@ def label_metrics(reports: Sequence[Any]) -> dict[str, Any]:
     result["escalation_rate_ci"] = share([[c.route == "judge" for c in r.claims] for r in rows]).ci
     result["corrected_unsupported_rate"] = corrected_json(reports, level)
     if level == "claim":
-        gold = [(r, r.claims[0], r.label.upper()) for r in claim_rows]
-        judges = judges_agreement(reports, gold, labels_from="gold labels")
+        people = [(r, r.claims[0], str(gold[id(r)])) for r in claim_rows]
+        judges = judges_agreement(reports, people, labels_from="gold labels")
     else:
         judges = judges_agreement(reports)
     if judges is not None:
@@ -323,9 +323,7 @@ def review_from_row(obj: Any, line: int) -> Review:
     cleared = "label" in obj and obj["label"] is None
     if not cleared and not isinstance(obj.get("label"), str):
         raise InputError("missing or not a string", row=line, field="label")
-    label = "" if cleared else obj["label"].upper()
-    if not cleared and label not in REVIEW_LABELS:
-        raise InputError(f"{obj['label']!r} is not one of {', '.join(REVIEW_LABELS)}", row=line, field="label")
+    label = "" if cleared else claim_label(obj["label"], line)  # the one label rule, a claim's label
     for name in ("groundjudge_label", "route", "note", "reviewer", "decided_at"):
         if obj.get(name) is not None and not isinstance(obj[name], str):
             raise InputError("not a string", row=line, field=name)
@@ -516,8 +514,9 @@ def reviewers_agreement(reports: Sequence[Any], every: Sequence[Review]) -> dict
 def read_labels(path: str | Path) -> dict[str, str]:
     """Gold labels by answer id from a JSONL file of rows with ``id`` and ``label`` (input rows, or scored reports):
     a claim label (SUPPORTED / UNSUPPORTED / CONTRADICTED) or an answer label (consistent / hallucinated), read as
-    :func:`gold_items` reads a scored row's label. Rows whose label is null or missing are skipped; a later row of
-    the same id replaces an earlier one.
+    :func:`gold_items` reads a scored row's label (the one label rule, :func:`groundjudge.io.labels.gold_label`:
+    trimmed, in its one case). Rows whose label is null, missing or empty are skipped; a later row of the same id
+    replaces an earlier one.
 
     Raises:
         InputError: the file cannot be read, or a row that is not an object, or has no ``id`` (read by the one id
@@ -530,15 +529,10 @@ def read_labels(path: str | Path) -> dict[str, str]:
                 raise row
             if not isinstance(row, dict):
                 raise InputError("a label line must be a JSON object", row=n)
-            label = row.get("label")
+            label = gold_label(row.get("label"), n)  # the one label rule
             if label is None:
                 continue
-            rid = answer_id(row, n)
-            if not isinstance(label, str) or (label.upper() not in CLAIM_LABELS and label.lower() not in ANSWER_LABELS):
-                raise InputError(
-                    f"{label!r} is not one of {', '.join(CLAIM_LABELS + ANSWER_LABELS)}", row=n, field="label"
-                )
-            out[rid] = label
+            out[answer_id(row, n)] = label
     except OSError as exc:
         raise InputError(f"cannot read labels {path}: {exc}") from exc
     return out
@@ -711,7 +705,7 @@ def judges_agreement(
     if pairs["nli"][0]:
         out["local_vs_judge"] = {"compared": "local model vs second judge", **_pair_block(*pairs["nli"])}
     both = [
-        (r.id, c.label, c.second_judge.label, label.upper(), c.route)
+        (r.id, c.label, c.second_judge.label, label, c.route)
         for r, c, label in people
         if c.second_judge is not None and c.label in CLAIM_LABELS and c.second_judge.label in CLAIM_LABELS
     ]

@@ -20,8 +20,8 @@ from sqlalchemy import Connection, Engine, and_, bindparam, func, select
 
 from groundjudge.atomic import atomic_writer
 from groundjudge.errors import InputError
+from groundjudge.io.labels import claim_label
 from groundjudge.models import AnswerReport
-from groundjudge.review.metrics import REVIEW_LABELS
 from groundjudge.serve import db
 from groundjudge.serve.db import read, write
 from groundjudge.serve.load import in_lists
@@ -190,16 +190,15 @@ def check_text(**fields: str | None) -> None:
 
 
 def check_label(label: str | None, allow_none: bool) -> str | None:
-    """A decision's label, upper-cased: one of SUPPORTED, CONTRADICTED, UNSUPPORTED (None: cleared, where allowed).
+    """A decision's label by the one label rule (:func:`groundjudge.io.labels.claim_label`: trimmed, upper-cased):
+    one of SUPPORTED, CONTRADICTED, UNSUPPORTED (None: cleared, where allowed).
 
     Raises:
         InputError: any other value.
     """
     if label is None and allow_none:
         return None
-    if not isinstance(label, str) or label.upper() not in REVIEW_LABELS:
-        raise InputError(f"label {label!r} is not one of {', '.join(REVIEW_LABELS)}", field="label")
-    return label.upper()
+    return claim_label(label)  # the one label rule (a review file's lines are read by it too)
 
 
 def decide(

@@ -363,7 +363,7 @@ def test_list_cells_pandas_to_csv_wrote_are_read_as_lists(tmp_path: Path) -> Non
 
 def test_a_map_to_a_missing_column_is_a_config_error_naming_it_and_the_columns_found(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
-    rows = [{"id": "a", "answer": "x", "contexts": ["c"]}, {"id": "b", "answer": "y", "contexts": ["c"], "gold": "1"}]
+    rows = [{"id": "a", "answer": "x", "contexts": ["c"]}, {"id": "b", "answer": "y", "contexts": ["c"], "gold": "Yes"}]
     mapping = {"id": "key", "label": "gold", "question": "q"}
     found = "columns found: id, answer, contexts"
     with pytest.raises(
@@ -375,8 +375,13 @@ def test_a_map_to_a_missing_column_is_a_config_error_naming_it_and_the_columns_f
     # JSONL: a column is there when any row has it (an optional field may be left out of the first rows)
     with pytest.raises(ConfigError, match=f"names column\\(s\\) 'key', 'q' that no row of {path} has; {found}, gold$"):
         read_rows(path, mapping)
+    # a label that is none (the one label rule, io.labels) is the row's error, naming the table's column
     got = list(read_rows(path, {"label": "gold"}))
-    assert [r.get("label") for _, r in got] == [None, "1"]
+    assert got[0][1].get("label") is None
+    with pytest.raises(InputError, match="row 2, field 'gold': 'Yes' is not one of SUPPORTED"):
+        got[1][1].get("label")
+    path.write_text(path.read_text(encoding="utf-8").replace('"Yes"', '" hallucinated"'), encoding="utf-8")
+    assert [r.get("label") for _, r in read_rows(path, {"label": "gold"})] == [None, " hallucinated"]
     with pytest.raises(ConfigError, match="'q' that no row of the rows has"):
         read_rows(rows, {"question": "q"})
     datasets = pytest.importorskip("datasets")

@@ -91,7 +91,7 @@ def test_a_token_writes_only_as_its_reviewer(svc: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("body", "code", "words"),
     [
-        ({"id": "a0", "claim_id": "c0", "label": "MAYBE"}, 422, "label 'MAYBE' is not one of"),
+        ({"id": "a0", "claim_id": "c0", "label": "MAYBE"}, 422, "field 'label': 'MAYBE' is not one of"),
         ({"id": "a0", "claim_id": "c0", "label": 3}, 422, "label"),
         ({"id": "a0", "claim_id": "c0"}, 422, "label: Field required"),
         ({"id": "nope", "claim_id": "c0", "label": "SUPPORTED"}, 404, "no answer 'nope'"),
