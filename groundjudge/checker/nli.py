@@ -18,15 +18,14 @@ import math
 import os
 import re
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 
-from groundjudge.atomic import is_temporary
 from groundjudge.cache import Cache, make_key
+from groundjudge.checker.folder import fingerprint_dir
 from groundjudge.checker.profile import MODEL_PROFILE_FILE
 from groundjudge.checker.traced import TracedLogits, traceable
 from groundjudge.errors import NLIError
@@ -101,45 +100,6 @@ def pick_device(device: str | None = None) -> str:
     return "cpu"
 
 
-# Whole-file digests of model files, remembered by (absolute path, size, mtime_ns, inode) for this process only:
-# hashing the shared 91 MB model takes about 0.2 s, so a memo on disk is not worth its staleness risks.
-_DIGESTS: dict[tuple[str, int, int, int], str] = {}
-_DIGESTS_LOCK = threading.Lock()
-_RACY_NS = 2 * 10**9  # a file modified this recently may change again within the same mtime tick: never memoised
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 of a whole file, computed once per (path, size, mtime, inode) in this process."""
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-    with _DIGESTS_LOCK:
-        hit = _DIGESTS.get(key)
-    if hit is not None:
-        return hit
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(2**20):
-            h.update(block)
-    digest = h.hexdigest()
-    if time.time_ns() - st.st_mtime_ns > _RACY_NS:
-        with _DIGESTS_LOCK:
-            _DIGESTS[key] = digest
-    return digest
-
-
-def _fingerprint_dir(path: Path) -> str:
-    """A content hash of a local model folder: the name and whole-content digest of every file in it, but the
-    groundjudge.json beside the weights: its thresholds change no probability (what it says about how to run the
-    model, kind, label and template, is in the fingerprint apart), and calibrate or tune rewriting it must not void
-    the NLI cache; nor the temporary file a writer killed while replacing it leaves beside it."""
-    h = hashlib.sha256()
-    for f in sorted(path.iterdir()):
-        if not f.is_file() or f.name == MODEL_PROFILE_FILE or is_temporary(f.name):
-            continue  # a temporary file a killed writer left (groundjudge.atomic) is none of the model
-        h.update(f.name.encode() + b"\0" + file_digest(f).encode() + b"\0")
-    return h.hexdigest()[:16]
-
-
 def _numerics(device: str, dtype: object) -> str:
     """Device class and weight dtype, the parts of the runtime that change the numbers (cuda:1 = cuda)."""
     return f"{device.split(':', 1)[0]}-{str(dtype).removeprefix('torch.')}"
@@ -201,6 +161,20 @@ def supported_label_from_names(id2label: dict[int, str] | dict[str, str]) -> int
         elif name.startswith(_SUPPORTED_WORDS):
             supported.append(int(raw_index))
     return supported[0] if len(id2label) == 2 and len(supported) == 1 else None
+
+
+def _folder_stamp(name: str) -> str | None:
+    """What a loaded instance of a local model folder was read from: its files' contents (:func:`_fingerprint_dir`,
+    digests memoised per file's size, time and inode) and its declaration (:func:`read_checker_profile`; the
+    thresholds beside it are read afresh by each run); None for a hub id."""
+    path = Path(name)
+    if not path.is_dir():
+        return None
+    try:
+        declared = json.dumps(read_checker_profile(path), sort_keys=True)
+    except NLIError:  # loading says what is wrong with the file
+        declared = "unreadable"
+    return f"{fingerprint_dir(path)}/{declared}"
 
 
 def fill_template(template: str, premise: str, hypothesis: str, eos: str = "") -> str:
@@ -521,7 +495,7 @@ class NLIModel:
         self.batch_size = batch_size or default_batch_size(self.device, self.max_length)
         self.special_tokens = self._overhead()
         if is_local:
-            digest = _fingerprint_dir(Path(self.name))
+            digest = fingerprint_dir(Path(self.name))
             weights = f"{Path(self.name).name}@{digest}"
         else:
             digest = weights = f"{self.name}@{getattr(self.model.config, '_commit_hash', None) or revision or 'main'}"
@@ -600,7 +574,8 @@ class NLIModel:
             tag += "+" + hashlib.sha256(self.template.encode()).hexdigest()[:8]
         return tag
 
-    _loaded: ClassVar[dict[tuple[Any, ...], NLIModel]] = {}
+    # per (model, device, batch size, checker options): the instance, and the folder's contents it was loaded from
+    _loaded: ClassVar[dict[tuple[Any, ...], tuple[str | None, NLIModel]]] = {}
     _loaded_lock: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
@@ -616,18 +591,21 @@ class NLIModel:
         max_length: int | None = None,
     ) -> NLIModel:
         """One loaded instance per (model, device, batch size, checker options) in this process: notebooks and CLI
-        runs that build several evaluators load the weights once."""
+        runs that build several evaluators load the weights once; a local folder changed since (:func:`_folder_stamp`:
+        ``tune`` into the same path in a notebook) is loaded again, never served by the instance of the old weights."""
         options = {
             "kind": kind,
             "supported_label": supported_label,
             "trust_remote_code": trust_remote_code,
             "max_length": max_length,
         }
-        key = (resolve_model_name(model), device, batch_size, *options.values())
+        name = resolve_model_name(model)
+        key, stamp = (name, device, batch_size, *options.values()), _folder_stamp(name)
         with cls._loaded_lock:
-            if key not in cls._loaded:
-                cls._loaded[key] = cls(model, device=device, batch_size=batch_size, **options)  # type: ignore[arg-type]
-            return cls._loaded[key]
+            kept = cls._loaded.get(key)
+            if kept is None or kept[0] != stamp:  # the old instance goes: its weights are no longer in the folder
+                cls._loaded[key] = (stamp, cls(model, device=device, batch_size=batch_size, **options))  # type: ignore[arg-type]
+            return cls._loaded[key][1]
 
     def _position_limit(self) -> int | None:
         """The most tokens the model's position table takes; None for relative-position models (T5, DeBERTa-v3)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +190,23 @@ def test_default_batch_size_fills_a_cuda_pass_by_tokens() -> None:
 def test_a_model_takes_the_default_batch_size_of_its_device_and_length(tiny: NLIModel) -> None:
     assert tiny.batch_size == 3  # asked
     assert NLIModel(tiny.name, device="cpu").batch_size == default_batch_size("cpu", tiny.max_length) == 16
+
+
+def test_the_shared_instance_of_a_folder_whose_weights_changed_is_loaded_again(tiny_nli: Path, tmp_path: Path) -> None:
+    """A notebook that tunes or saves weights into the folder it scores with gets the new weights from the next
+    evaluator, not the instance of the old ones (whose identity would also misname the new weights to a head)."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_nli, folder)
+    pairs = [("The tower is in Paris.", "The tower is in France.")]
+    first = NLIModel.shared(str(folder), device="cpu")
+    assert NLIModel.shared(str(folder), device="cpu") is first  # unchanged: the same instance
+    tiny_nli_model(folder, SHARED_MODEL, seed=7)  # other weights, saved into the same folder
+    again = NLIModel.shared(str(folder), device="cpu")
+    assert again is not first and again.identity != first.identity
+    fresh = NLIModel(str(folder), device="cpu")
+    assert again.identity == fresh.identity
+    np.testing.assert_array_equal(again.predict(pairs), fresh.predict(pairs))
+    assert NLIModel.shared(str(folder), device="cpu") is again
 
 
 def test_fingerprint_names_device_class_and_dtype(tiny: NLIModel, tmp_path: Path) -> None:
