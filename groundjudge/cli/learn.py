@@ -104,8 +104,13 @@ def calibrate_command(
         raise fail(f"--reliability {reliability}: that is --out {out}; one would replace the other")
     evaluator: Any = None
     from_out = is_report_file(labeled)  # a 'score' OUT: the claims are scored already
-    # raw scores: a head stored beside the model must neither change them nor stop the run (it may be stale)
-    cfg = Config.make(nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli", use_head=False)
+    # raw scores: a head or thresholds stored beside the model must neither change them nor stop the run (they may
+    # be stale: fitted on other weights, what this command refits); the fit reads every passage's scores
+    # (score_for_fitting), so no threshold of the scoring pass is in force: none decides a claim, none stops early
+    never = {"t_support": "never", "t_contradict": "never", "t_unsupported": None}
+    cfg = Config.make(
+        nli_model=nli_model, cache_dir=str(cache_dir) if cache_dir else None, mode="nli", use_head=False, **never
+    )
     if from_out:
         reports = load_reports(labeled)
     elif reviews is not None:

@@ -246,8 +246,7 @@ class Evaluator:
         return VerdictHead(**data) if data is not None else None
 
     def check_stored_thresholds(self, mode: str, model: NLIModel | None = None) -> None:
-        """``checker.profile.check_stored_thresholds`` where the stored thresholds are in force in ``mode`` (no head,
-        not all given here) for ``model`` (default this one, loaded only then); also the Ray driver's check."""
+        """The stored thresholds' check (:func:`check_stored_thresholds`) where in force; the Ray driver's too."""
         if self.head is None and not self.config.local_thresholds_given():
             check_stored_thresholds(self._model_name, mode, lambda: (model or self.nli).identity)
 
@@ -292,7 +291,7 @@ class Evaluator:
         """The NLI model, loaded on first use."""
         if self._nli is None:
             c = self.config
-            self._nli = NLIModel.shared(
+            nli = NLIModel.shared(
                 c.nli_model,
                 device=c.device,
                 batch_size=c.batch_size,
@@ -301,7 +300,8 @@ class Evaluator:
                 trust_remote_code=c.nli_trust_remote_code,
                 max_length=c.nli_max_length,
             )
-            self._check_fitted_for(self._nli)
+            self._check_fitted_for(nli)
+            self._nli = nli  # kept once checked: else the next use would take a refused model unchecked
         return self._nli
 
     @property

@@ -626,6 +626,23 @@ def test_thresholds_given_to_the_evaluator_by_hand_are_not_the_fitted_ones_the_c
     assert Evaluator(cfg, batch_size=4).config.thresholds_model == "another/nli"  # another setting keeps it
 
 
+def test_a_refused_model_stays_refused_for_every_row_not_only_the_first(tiny_nli: Path, tmp_path: Path) -> None:
+    """Thresholds (or a head) fitted on another model are refused when the model loads; the model was kept before
+    the check, so the first row was an ERROR and every later one was decided with the refused cut-offs."""
+    fitted = dict(t_support=0.7, t_contradict="never", t_unsupported=0.2, thresholds_model="another/nli")
+    cfg = Config.make(mode="nli", nli_model=str(tiny_nli), cache_dir=str(tmp_path / "c"), use_head=False, **fitted)
+    evaluator = Evaluator(cfg)
+    for _ in range(2):
+        with pytest.raises(errors.ConfigError, match="were fitted on the scores of NLI model another/nli"):
+            _ = evaluator.nli
+    rows = [
+        {"id": f"r{i}", "answer": f"The museum opened in {1900 + i}.", "contexts": ["It opened in 1900."]}
+        for i in range(5)
+    ]
+    reports = list(Evaluator(cfg).evaluate_many(rows, batch_size=2))
+    assert [r.verdict for r in reports] == ["ERROR"] * 5
+
+
 def test_one_threshold_given_by_hand_leaves_the_other_fitted_ones_tied_to_their_model(
     tiny_nli: Path, tmp_path: Path
 ) -> None:
