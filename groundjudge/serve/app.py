@@ -396,8 +396,9 @@ def _pages(
             "for more.",
             "none": "The team's queue has no answer left for you.",
         }.get(request.query_params.get("said", ""), "")
-        asked = request.query_params.get("finished", "0")
-        window = store.reviewer_window(engine, who.id, int(asked) if asked.isdigit() and len(asked) < 9 else 0)
+        asked = request.query_params.get("finished", "0")  # ASCII digits only: '²'.isdigit() holds, int('²') fails
+        number = asked.isascii() and asked.isdigit() and len(asked) < 9
+        window = store.reviewer_window(engine, who.id, int(asked) if number else 0)
         shown = store.shown_answers(window.answers)
         nonce = secrets.token_urlsafe(16)
         page = review_page(

@@ -136,4 +136,8 @@ def test_the_page_holds_the_unfinished_answers_and_the_latest_finished_and_pages
         assert _held(last)[0] == [*ids[1:21], *ids[120:]] and "id='earlier'" not in last
         assert _held(c.get("/?finished=99").text)[0] == _held(last)[0]  # past the last page: the last page
         assert _held(c.get("/?finished=x").text)[0] == held
+        # a digit that is no number Python reads (str.isdigit holds for '²'): the first page, not a server error
+        for odd in ("²", "1²", "-1", "1e3", " 1"):
+            r = c.get("/", params={"finished": odd})
+            assert r.status_code == 200 and _held(r.text)[0] == held, (odd, r.status_code)
     engine.dispose()
