@@ -323,12 +323,18 @@ class Config(BaseModel):
             raise ArgumentError(f"must be one of {', '.join(PRESETS)}")
         return value
 
+    @field_validator("weights")
+    @classmethod
+    def _known_weights(cls, value: dict[str, float]) -> dict[str, float]:
+        # a rule of this field alone, said as the field's: its keys are no other setting (qa is also one's name)
+        if set(value) - {"claims", "nli", "qa"} or any(w < 0 for w in value.values()):
+            raise ArgumentError("must take the keys claims, nli, qa with values >= 0")
+        if not any(w > 0 for w in value.values()):
+            raise ArgumentError("at least one of claims, nli, qa must be above 0 (else no answer has a score)")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> Config:
-        if set(self.weights) - {"claims", "nli", "qa"} or any(w < 0 for w in self.weights.values()):
-            raise ArgumentError("weights take the keys claims, nli, qa with values >= 0")
-        if not any(w > 0 for w in self.weights.values()):
-            raise ArgumentError("weights: at least one of claims, nli, qa must be above 0 (else no answer has a score)")
         if self.passage_overlap >= self.passage_tokens:
             raise ArgumentError("passage_overlap must be smaller than passage_tokens")
         if self.head is not None:

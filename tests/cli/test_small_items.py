@@ -188,6 +188,14 @@ def test_a_config_file_error_names_the_file(tmp_path: Path) -> None:
         ),
         ({"preset": "default"}, ["--preset", "strict"], "--preset: must be one of default", "config file"),
         (None, ["--batch-api", "--cache-mode", "only"], "(given here: --batch-api, --cache-mode)", "config file"),
+        # a rule of one field whose message names another's name as a word: the weights' key qa is not --qa
+        (
+            {"weights": {"claims": 0, "nli": 0, "qa": 0}},
+            ["--no-qa"],
+            "weights: at least one of claims, nli, qa must be above 0 (else no answer has a score) (with the config "
+            "file CFG)",
+            "given here",
+        ),
     ],
 )
 def test_a_refused_setting_names_where_it_came_from(
