@@ -80,6 +80,7 @@ from groundjudge.cache import Cache
 from groundjudge.checker.head import Sources, VerdictHead, claim_features, claim_folds, fit_head
 from groundjudge.checker.nli import NLIModel, NLIScorer
 from groundjudge.checker.profile import profile_for, read_model_head
+from groundjudge.io.labels import CLAIM_LABELS as LABELS
 from groundjudge.learn.calibrate import (
     CutoffRule,
     build_head,
@@ -91,7 +92,6 @@ from groundjudge.learn.calibrate import (
     measure,
 )
 from groundjudge.learn.tune import (
-    LABELS,
     TuneExample,
     TuneSettings,
     attach_base_probabilities,

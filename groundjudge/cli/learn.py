@@ -83,9 +83,7 @@ def calibrate_command(
     verdicts with verified quotes on the other claims."""
     from groundjudge.checker.head import claim_key
     from groundjudge.config import Config
-    from groundjudge.io.labels import gold_label
     from groundjudge.io.reports import is_report_file
-    from groundjudge.io.tables import input_rows
     from groundjudge.learn.calibrate import (
         crossfit_raw,
         fit_calibration_head,
@@ -115,15 +113,8 @@ def calibrate_command(
         reports = load_reports(labeled)
     elif reviews is not None:
         raise fail(f"--reviews needs the 'groundjudge score' OUT the reviews were made on; {labeled} is not one")
-    else:  # claim rows, read as 'score' reads its input (JSONL, CSV, Parquet; the id rule), scored in nli mode
-        rows = list(input_rows(labeled, set()))
-        for n, row in rows:  # a label that is none stops calibrate before any scoring (a row left out moves the fit)
-            if isinstance(row, dict):
-                gold_label(row.get("label"), n)
-        evaluator = Evaluator(cfg)
-        reports = list(evaluator.evaluate_numbered(rows, batch_size=64))
-    if not from_out:
-        _say_skipped([r for r in reports if r.verdict == "ERROR" and not r.claims])
+    else:
+        evaluator, reports = _score_claim_rows(labeled, cfg)
     settled = load_reviews(reviews) if reviews is not None else None  # one label per claim, the disputed left out
     try:
         found = collect_labels(
@@ -212,6 +203,24 @@ def calibrate_command(
     typer.echo(json.dumps(_fit_line(fit, fitted, head_json, expect, out=out, target=target, taught=taught)))
     _say_fit(fit, expect, head_json, out, with_head=fitted is not None)
     _say_if_nothing_decided(fit, fitted, target)
+
+
+def _score_claim_rows(labeled: Path, cfg: Any) -> tuple[Any, list[Any]]:
+    """calibrate's claim rows, read as 'score' reads its input (JSONL, CSV, Parquet; the id rule) and scored in nli
+    mode: the evaluator and the reports. A label that is none stops calibrate before any scoring (a row left out
+    would move the fit); a row that failed is said."""
+    from groundjudge.io.labels import gold_label
+    from groundjudge.io.tables import input_rows
+    from groundjudge.pipeline import Evaluator
+
+    rows = list(input_rows(labeled, set()))
+    for n, row in rows:
+        if isinstance(row, dict):
+            gold_label(row.get("label"), n)
+    evaluator = Evaluator(cfg)
+    reports = list(evaluator.evaluate_numbered(rows, batch_size=64))
+    _say_skipped([r for r in reports if r.verdict == "ERROR" and not r.claims])
+    return evaluator, reports
 
 
 def _say_if_nothing_decided(fit: Any, fitted: VerdictHead | None, target: float) -> None:
