@@ -37,14 +37,23 @@ def file_digest(path: Path) -> str:
     return digest
 
 
+def _os_litter(name: str) -> bool:
+    """A file a desktop writes into a folder it shows (Finder's .DS_Store and ._ twins, Explorer's Thumbs.db and
+    desktop.ini): none of the model; opening the folder must not change its identity."""
+    return name in (".DS_Store", "Thumbs.db", "desktop.ini") or name.startswith("._")
+
+
 def fingerprint_dir(path: Path) -> str:
     """A content hash of a local model folder: the name and whole-content digest of every file in it, but the
     groundjudge.json beside the weights: its thresholds change no probability (what it says about how to run the
     model, kind, label and template, is in the fingerprint apart), and calibrate or tune rewriting it must not void
-    the NLI cache; nor the temporary file a writer killed while replacing it leaves beside it."""
+    the NLI cache; nor the temporary file a writer killed while replacing it leaves beside it, nor a desktop's
+    litter."""
     h = hashlib.sha256()
-    for f in sorted(path.iterdir()):
-        if not f.is_file() or f.name == MODEL_PROFILE_FILE or is_temporary(f.name):
+    # in the order of the names' code points on every system (Windows orders paths case-blind: "README.md" after
+    # "config.json"), so a folder copied to another system keeps its identity, and the head and thresholds beside it
+    for f in sorted(path.iterdir(), key=lambda f: f.name):
+        if not f.is_file() or f.name == MODEL_PROFILE_FILE or is_temporary(f.name) or _os_litter(f.name):
             continue  # a temporary file a killed writer left (groundjudge.atomic) is none of the model
         h.update(f.name.encode() + b"\0" + file_digest(f).encode() + b"\0")
     return h.hexdigest()[:16]

@@ -13,6 +13,7 @@ import pytest
 from groundjudge import errors
 from groundjudge.cache import Cache
 from groundjudge.checker.evidence import BM25, EvidenceSelector
+from groundjudge.checker.folder import fingerprint_dir
 from groundjudge.checker.nli import NLIModel, NLIScorer, default_batch_size, label_columns
 from groundjudge.chunking import chunk_document, chunk_documents, claim_sentences, split_sentences
 from groundjudge.models import Passage
@@ -207,6 +208,26 @@ def test_the_shared_instance_of_a_folder_whose_weights_changed_is_loaded_again(t
     assert again.identity == fresh.identity
     np.testing.assert_array_equal(again.predict(pairs), fresh.predict(pairs))
     assert NLIModel.shared(str(folder), device="cpu") is again
+
+
+def test_a_model_folder_keeps_its_identity_on_another_system_and_after_a_desktop_opened_it(
+    tiny_nli: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The identity a head and thresholds are tied to is the folder's files in code-point order of their names, as
+    Linux orders them; Windows orders paths case-blind ("README.md" after "config.json"), and the folder copied
+    there must not become another model. Nor may Finder's .DS_Store or Explorer's Thumbs.db make it one."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_nli, folder)
+    (folder / "README.md").write_text("a model card\n")
+    here = fingerprint_dir(folder)
+    monkeypatch.setattr(type(folder), "__lt__", lambda a, b: str(a).lower() < str(b).lower())  # Windows' order
+    assert fingerprint_dir(folder) == here
+    monkeypatch.undo()
+    for litter in (".DS_Store", "._model.safetensors", "Thumbs.db", "desktop.ini"):
+        (folder / litter).write_bytes(b"\x00\x01")
+    assert fingerprint_dir(folder) == here
+    (folder / "vocab.extra").write_text("x")  # any other file is the model's
+    assert fingerprint_dir(folder) != here
 
 
 def test_fingerprint_names_device_class_and_dtype(tiny: NLIModel, tmp_path: Path) -> None:
