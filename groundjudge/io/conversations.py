@@ -8,7 +8,8 @@ Wire formats, told apart per message:
 
 - OpenAI chat: ``system`` / ``developer``, ``user``, ``assistant`` (``tool_calls``), ``tool`` (``tool_call_id``),
   legacy ``function``; ``content`` a string, None or a list of parts (``{"type": "text", "text": ...}``; parts
-  without text, such as images, are left out).
+  without text, such as images, are left out; a ``refusal`` part, or an assistant message's ``refusal`` or audio
+  ``transcript`` where it has no text content, is its text; audio with no transcript is an InputError).
 - Anthropic messages: ``content`` a string or a list of blocks: ``text``, ``tool_use`` (``id``, ``name``),
   ``tool_result`` (``tool_use_id``, ``content`` a string or blocks), ``document`` (a retrieved document, text
   source), ``thinking`` (left out); the system prompt is a ``system`` message.
@@ -71,7 +72,6 @@ _SKIPPED_PARTS = {
     "file",
     "thinking",
     "redacted_thinking",
-    "refusal",
 }
 BAD_ID: Any = object()  # each_turn: a row whose id is its error
 PART_JOIN = "\n\n"  # between the text parts of one message, or one tool result
@@ -151,6 +151,8 @@ class _Reader:
             return None
         if kind in ("text", "input_text", "output_text"):
             return self.string(part.get("text"), f"{at}.text")
+        if kind == "refusal":  # what the model said instead of an answer: its text, never left out
+            return self.string(part.get("refusal"), f"{at}.refusal")
         if kind == "json":
             return self.as_json(part.get("json"), f"{at}.json")
         raise self.error(f"has a part of type {kind!r} this reader does not know", at)
@@ -234,6 +236,7 @@ class _Reader:
         else:
             turn = self.blocks(i, role, content, where)
         if role == "assistant":
+            turn.text = turn.text or self.spoken(message, at)
             for j, call in enumerate(self.items(message, "tool_calls", at)):
                 if not isinstance(call, dict):
                     raise self.error("must be an object", f"{at}.tool_calls[{j}]")
@@ -254,6 +257,22 @@ class _Reader:
                 text = self.string(doc, f"{at}.retrieval_context[{j}]")
                 turn.evidence.append(Evidence(text, SourceInfo(message=i, role="document", part=j)))
         return turn
+
+    def spoken(self, message: dict[str, Any], at: str) -> str:
+        """The text of an assistant message with no text content: its ``refusal`` (OpenAI), else its audio's
+        ``transcript``; read as no text, an earlier turn would be judged in place of this one."""
+        if message.get("refusal") is not None:
+            return self.string(message["refusal"], f"{at}.refusal")
+        audio = message.get("audio")
+        if audio is None:
+            return ""
+        if not isinstance(audio, dict) or audio.get("transcript") is None:
+            raise self.error(
+                "holds audio without its transcript, whose words cannot be checked: give the transcript as the "
+                "message's content or as audio.transcript",
+                f"{at}.audio",
+            )
+        return self.string(audio["transcript"], f"{at}.audio.transcript")
 
     def blocks(self, i: int, role: str, content: list[Any], where: str) -> Turn:
         """A content list: text parts make the message's text; tool results and documents are evidence."""
