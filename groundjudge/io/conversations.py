@@ -10,6 +10,9 @@ Wire formats, told apart per message:
   legacy ``function``; ``content`` a string, None or a list of parts (``{"type": "text", "text": ...}``; parts
   without text, such as images, are left out; a ``refusal`` part, or an assistant message's ``refusal`` or audio
   ``transcript`` where it has no text content, is its text; audio with no transcript is an InputError).
+- OpenAI Responses API items: messages (``{"type": "message", "role": ...}``, ``input_text`` / ``output_text``
+  parts), ``function_call`` (``call_id``, ``name``), ``function_call_output`` (a tool result), ``reasoning`` and
+  ``web_search_call`` (left out: no text to check against); any other item is an InputError naming its type.
 - Anthropic messages: ``content`` a string or a list of blocks: ``text``, ``tool_use`` (``id``, ``name``),
   ``tool_result`` (``tool_use_id``, ``content`` a string or blocks), ``document`` (a retrieved document, text
   source), ``thinking`` (left out); the system prompt is a ``system`` message.
@@ -70,9 +73,15 @@ _SKIPPED_PARTS = {
     "input_audio",
     "audio",
     "file",
+    "input_file",
     "thinking",
     "redacted_thinking",
 }
+# OpenAI Responses API items that are not messages (no role): a tool call, its output, and items with no text to
+# check against (the model's reasoning, its own words; a web search call, whose results it does not hold)
+_ITEM_CALLS = {"function_call", "custom_tool_call"}
+_ITEM_OUTPUTS = {"function_call_output", "custom_tool_call_output"}
+_ITEMS_LEFT_OUT = {"reasoning", "web_search_call"}
 BAD_ID: Any = object()  # each_turn: a row whose id is its error
 PART_JOIN = "\n\n"  # between the text parts of one message, or one tool result
 
@@ -178,9 +187,9 @@ class _Reader:
             raise self.error(f"must be a list, not {type(value).__name__}", f"{at}.{key}")
         return value or []
 
-    def note_call(self, call_id: Any, name: Any, where: str) -> None:
+    def note_call(self, call_id: Any, name: Any, where: str, id_key: str = "id") -> None:
         if call_id is not None and not isinstance(call_id, str):
-            raise self.error("must be a string", f"{where}.id")
+            raise self.error("must be a string", f"{where}.{id_key}")
         if name is not None and not isinstance(name, str):
             raise self.error("must be a string", f"{where}.name")
         if call_id is not None:
@@ -214,7 +223,10 @@ class _Reader:
         at = f"[{i}]"
         if not isinstance(message, dict):
             raise self.error(f"must be an object with a role, not {type(message).__name__}", at)
-        raw_role = message.get("role") or message.get("type")
+        kind = message.get("type")
+        if not message.get("role") and isinstance(kind, str) and kind not in _ROLES:
+            return self.item(i, kind, message, at)
+        raw_role = message.get("role") or kind
         if not isinstance(raw_role, str) or raw_role not in _ROLES:
             raise self.error(f"is {raw_role!r}; roles are system, user, assistant and tool", f"{at}.role")
         role = _ROLES[raw_role]
@@ -257,6 +269,25 @@ class _Reader:
                 text = self.string(doc, f"{at}.retrieval_context[{j}]")
                 turn.evidence.append(Evidence(text, SourceInfo(message=i, role="document", part=j)))
         return turn
+
+    def item(self, i: int, kind: str, item: dict[str, Any], at: str) -> Turn:
+        """An OpenAI Responses API item that is not a message: a tool call (the assistant's), its output (a tool
+        result), or an item with no text to check against; any other is an InputError naming its type."""
+        if kind in _ITEM_CALLS:
+            self.note_call(item.get("call_id"), item.get("name"), at, "call_id")
+            return Turn("assistant", "")
+        if kind in _ITEM_OUTPUTS:
+            text = self.tool_text(item.get("output"), f"{at}.output")
+            ev = self.result(i, text, item.get("call_id"), None, f"{at}.call_id")
+            return Turn("tool", ev.text, [ev], ev.info.tool_call_id, ev.info.tool_name)
+        if kind in _ITEMS_LEFT_OUT:
+            return Turn("assistant", "")
+        raise self.error(
+            f"is {kind!r}, a message with no role or a Responses API item this reader does not read (it reads "
+            "messages and the function_call, function_call_output and reasoning items): give a tool's results as a "
+            "tool message or in the row's contexts, the text of a message with its role",
+            f"{at}.type",
+        )
 
     def spoken(self, message: dict[str, Any], at: str) -> str:
         """The text of an assistant message with no text content: its ``refusal`` (OpenAI), else its audio's

@@ -1,7 +1,8 @@
 """Conversation shapes users commonly produce that the reader misread (groundjudge.io.conversations).
 
 A final answer given as a refusal or as speech was read as no text, so an earlier assistant turn was judged in place
-of the answer.
+of the answer; the OpenAI Responses API's items (``function_call``, ``function_call_output``, ``reasoning``) were
+refused as unknown roles.
 """
 
 from __future__ import annotations
@@ -48,3 +49,33 @@ def test_a_spoken_reply_without_its_transcript_is_an_input_error_naming_it() -> 
         parse_sample({"id": "r", "messages": [*HEAD, last]}, 3)
     assert (err.value.row, err.value.field) == (3, "messages[3].audio")
     assert "transcript" in err.value.reason
+
+
+def test_responses_api_items_are_read_tool_calls_outputs_and_reasoning() -> None:
+    items: list[dict[str, Any]] = [
+        {"role": "developer", "content": "Answer from the tools."},
+        {"role": "user", "content": [{"type": "input_text", "text": "Capital of France?"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Paris is the capital."}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": EVIDENCE},
+        {"type": "function_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "Two."}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Paris."}]},
+    ]  # fmt: skip
+    s = parse_sample({"id": "resp", "messages": items}, 1)
+    assert s.answer == "Paris." and s.question == "Capital of France?"
+    assert s.contexts == [EVIDENCE, "Two."]  # the reasoning summary is the assistant's own: never evidence
+    first, second = s.sources or []
+    assert (first.message, first.role, first.tool_call_id, first.tool_name, first.note) == (4, "tool", "call_1",
+                                                                                          "lookup", None)  # fmt: skip
+    assert second.tool_call_id == "call_2" and "matches no earlier tool call" in (second.note or "")
+    assert [t.role for t in s.conversation or []] == ["system", "user", "assistant", "assistant", "tool", "tool",
+                                                      "assistant"]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["file_search_call", "mcp_call", "item_reference"])
+def test_a_responses_item_this_reader_does_not_read_is_an_input_error_naming_its_type(kind: str) -> None:
+    items = [*HEAD[:2], {"type": kind, "id": "x"}, {"role": "assistant", "content": "Paris."}]
+    with pytest.raises(InputError) as err:
+        parse_sample({"id": "x", "messages": items}, 2)
+    assert (err.value.row, err.value.field) == (2, "messages[2].type")
+    assert kind in err.value.reason and "Responses" in err.value.reason
