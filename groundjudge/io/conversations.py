@@ -14,7 +14,8 @@ Wire formats, told apart per message:
   parts), ``function_call`` (``call_id``, ``name``), ``function_call_output`` (a tool result), ``reasoning`` and
   ``web_search_call`` (left out: no text to check against); any other item is an InputError naming its type.
 - Anthropic messages: ``content`` a string or a list of blocks: ``text``, ``tool_use`` (``id``, ``name``),
-  ``tool_result`` (``tool_use_id``, ``content`` a string or blocks), ``document`` (a retrieved document, text
+  ``tool_result`` (``tool_use_id``, ``content`` a string or blocks, search results and text documents among them
+  read as its text), ``document`` (a retrieved document, text
   source), ``thinking`` (left out); the system prompt is a ``system`` message.
 - RAGAS multi-turn (``type``: ``human``, ``ai`` with ``tool_calls``, ``tool``, ``system``).
 - DeepEval conversational turns (``role``, ``content``, ``retrieval_context``, ``tools_called``).
@@ -26,9 +27,10 @@ Which text is what:
   such turn, from 1); it is judged against what came before it only. :func:`each_turn` makes one row per assistant
   turn, ids ``<id>#turn<k>``.
 - Evidence: tool results (each one whole: several parts are joined by a blank line; JSON stays as its text, or is
-  written as JSON when a tool's output is structured), retrieved documents (Anthropic ``document`` blocks, DeepEval
-  ``retrieval_context``, and the row's own ``contexts``); a tool result or document block in an assistant or system
-  message is an InputError (that speaker's own text). User turns only with
+  written as JSON when a tool's output is structured: a list holding an object that is no content part this reader
+  knows, such as ``{"type": "flight", ...}``, is the tool's own JSON), retrieved documents (Anthropic ``document``
+  blocks, DeepEval ``retrieval_context``, and the row's own ``contexts``); a tool result or document block in an
+  assistant or system message is an InputError (that speaker's own text). User turns only with
   ``conversation_options.user_evidence``, the system prompt only with ``conversation_options.system_evidence``.
   The assistant's own turns are never evidence.
 - A tool result whose ``tool_call_id`` matches no earlier tool call is kept as evidence (it is still what a tool
@@ -82,6 +84,7 @@ _SKIPPED_PARTS = {
 _ITEM_CALLS = {"function_call", "custom_tool_call"}
 _ITEM_OUTPUTS = {"function_call_output", "custom_tool_call_output"}
 _ITEMS_LEFT_OUT = {"reasoning", "web_search_call"}
+_TEXT_PARTS = {"text", "input_text", "output_text", "refusal", "json", "document", "search_result"}
 BAD_ID: Any = object()  # each_turn: a row whose id is its error
 PART_JOIN = "\n\n"  # between the text parts of one message, or one tool result
 
@@ -164,12 +167,15 @@ class _Reader:
             return self.string(part.get("refusal"), f"{at}.refusal")
         if kind == "json":
             return self.as_json(part.get("json"), f"{at}.json")
+        if kind in ("document", "search_result"):  # in a tool result (Anthropic): part of what the tool returned
+            return self.document_text(kind, part, at)
         raise self.error(f"has a part of type {kind!r} this reader does not know", at)
 
     def tool_text(self, value: Any, where: str) -> str:
-        """A tool's output: text as it is, parts joined whole, anything structured written as JSON."""
+        """A tool's output: text as it is, parts joined whole, anything structured written as JSON (a list is parts
+        only if each is a string or a part this reader knows: ``[{"type": "flight", ...}]`` is the tool's own JSON)."""
         parts = isinstance(value, list) and all(
-            isinstance(p, str) or (isinstance(p, dict) and "type" in p) for p in value
+            isinstance(p, str) or (isinstance(p, dict) and p.get("type") in _TEXT_PARTS | _SKIPPED_PARTS) for p in value
         )
         if isinstance(value, str) or value is None or parts:
             return self.text_of(value, where)
@@ -289,6 +295,19 @@ class _Reader:
             f"{at}.type",
         )
 
+    def document_text(self, kind: str, block: dict[str, Any], at: str) -> str | None:
+        """The text of an Anthropic ``document`` or ``search_result`` block; None for one with no text to check
+        against (a PDF or an image)."""
+        source = block.get("source")
+        data = source.get("data") if isinstance(source, dict) else None
+        if kind == "search_result":  # Anthropic search results: text blocks under content
+            return self.text_of(block.get("content"), f"{at}.content")
+        if isinstance(source, dict) and source.get("type") == "content":
+            return self.text_of(source.get("content"), f"{at}.source.content")
+        if isinstance(source, dict) and source.get("type") == "text" and isinstance(data, str):
+            return self.string(data, f"{at}.source.data")
+        return None
+
     def spoken(self, message: dict[str, Any], at: str) -> str:
         """The text of an assistant message with no text content: its ``refusal`` (OpenAI), else its audio's
         ``transcript``; read as no text, an earlier turn would be judged in place of this one."""
@@ -327,17 +346,8 @@ class _Reader:
                 text = self.tool_text(block.get("content"), f"{at}.content")
                 evidence.append(self.result(i, text, block.get("tool_use_id"), None, f"{at}.tool_use_id", j))
             elif kind in ("document", "search_result"):
-                source = block.get("source")
-                data = source.get("data") if isinstance(source, dict) else None
-                if kind == "search_result":  # Anthropic search results: text blocks under content
-                    text = self.text_of(block.get("content"), f"{at}.content")
-                elif isinstance(source, dict) and source.get("type") == "content":
-                    text = self.text_of(source.get("content"), f"{at}.source.content")
-                elif isinstance(source, dict) and source.get("type") == "text" and isinstance(data, str):
-                    text = self.string(data, f"{at}.source.data")
-                else:
-                    continue  # a PDF or an image: no text to check against
-                evidence.append(Evidence(text, SourceInfo(message=i, role="document", part=j)))
+                if (text := self.document_text(kind, block, at)) is not None:  # None: a PDF or an image
+                    evidence.append(Evidence(text, SourceInfo(message=i, role="document", part=j)))
             elif kind == "web_search_tool_result":
                 continue  # the server's search results come encrypted: no text to check against
             elif (piece := self.part_text(block, at)) is not None:

@@ -1,8 +1,10 @@
 """Conversation shapes users commonly produce that the reader misread (groundjudge.io.conversations).
 
-A final answer given as a refusal or as speech was read as no text, so an earlier assistant turn was judged in place
-of the answer; the OpenAI Responses API's items (``function_call``, ``function_call_output``, ``reasoning``) were
-refused as unknown roles.
+Each was read wrongly without an error, or refused as if it were a typo: a final answer given as a refusal or as
+speech was read as no text, so an earlier assistant turn was judged in place of the answer; the OpenAI Responses
+API's items (``function_call``, ``function_call_output``, ``reasoning``) were refused as unknown roles; a tool's own
+JSON whose objects carry a ``type`` key, and an Anthropic tool result holding search results or a document, were
+refused as unknown content parts.
 """
 
 from __future__ import annotations
@@ -79,3 +81,26 @@ def test_a_responses_item_this_reader_does_not_read_is_an_input_error_naming_its
         parse_sample({"id": "x", "messages": items}, 2)
     assert (err.value.row, err.value.field) == (2, "messages[2].type")
     assert kind in err.value.reason and "Responses" in err.value.reason
+
+
+def test_a_tools_own_objects_with_a_type_key_are_its_json_output() -> None:
+    flights = [{"type": "flight", "number": "AF1", "from": "Paris"}, {"type": "train", "number": "TGV9"}]
+    s = parse_sample({"messages": [HEAD[0], {"role": "tool", "content": flights}, HEAD[2]]}, 1)
+    assert s.contexts == ['[{"type": "flight", "number": "AF1", "from": "Paris"}, {"type": "train", "number": "TGV9"}]']
+
+
+def test_search_results_and_a_text_document_inside_an_anthropic_tool_result_are_its_text() -> None:
+    text = [{"type": "text", "text": EVIDENCE}]
+    found = {"type": "search_result", "source": "https://x", "title": "t", "content": text}
+    doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Lyon is in France."}}
+    pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [found, doc, pdf]}
+    messages = [
+        HEAD[0],
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}}]},
+        {"role": "user", "content": [result]},
+        {"role": "assistant", "content": "Paris."},
+    ]
+    s = parse_sample({"messages": messages}, 1)
+    assert s.contexts == [EVIDENCE + "\n\nLyon is in France."]
+    assert (s.sources or [])[0].tool_name == "search"
