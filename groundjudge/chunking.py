@@ -245,13 +245,20 @@ def chunk_documents(
     return out
 
 
-_QUOTE_FOLD = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "–": "-", "—": "-", "\u00a0": " "})
+_QUOTE_FOLD = str.maketrans(
+    {"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "\u00a0": " "}
+    | dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-")  # hyphens, dashes and the minus sign
+)
 
 
 def _fold(ch: str) -> str:
-    """One character as compared ignoring case and compatibility forms: typographic quotes and dashes folded,
-    NFKD (ligatures such as U+FB01 become "fi"), case-folded ("ß" -> "ss"), combining marks dropped ("é" -> "e",
-    U+0130 -> "i"). May be empty or longer than one character: the caller maps every piece back to ``ch``."""
+    """One character as compared ignoring case and compatibility forms: typographic quotes, hyphens, dashes and the
+    minus sign folded, NFKD (ligatures such as U+FB01 become "fi"), case-folded ("ß" -> "ss"), combining marks
+    dropped ("é" -> "e", U+0130 -> "i"), invisible format characters dropped (a soft hyphen, a zero-width space, bidi
+    controls: text from HTML or a PDF holds them, a quote of it does not). May be empty or longer than one
+    character: the caller maps every piece back to ``ch``."""
+    if unicodedata.category(ch) == "Cf":
+        return ""
     folded = unicodedata.normalize("NFKD", ch.translate(_QUOTE_FOLD)).casefold()
     return "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
 
@@ -271,10 +278,11 @@ def _normalize_with_map(text: str) -> tuple[str, list[int]]:
             index.append(i)
             prev_space = True
             continue
-        for piece in _fold(ch):
+        folded = _fold(ch)
+        for piece in folded:
             out.append(piece)
             index.append(i)
-        prev_space = False
+        prev_space = prev_space and not folded  # a character that folds to nothing keeps a space run going
     if out and out[-1] == " ":
         out.pop()
         index.pop()
