@@ -346,8 +346,8 @@ class _Reader:
                 text = self.tool_text(block.get("content"), f"{at}.content")
                 evidence.append(self.result(i, text, block.get("tool_use_id"), None, f"{at}.tool_use_id", j))
             elif kind in ("document", "search_result"):
-                if (text := self.document_text(kind, block, at)) is not None:  # None: a PDF or an image
-                    evidence.append(Evidence(text, SourceInfo(message=i, role="document", part=j)))
+                if (doc := self.document_text(kind, block, at)) is not None:  # None: a PDF or an image
+                    evidence.append(Evidence(doc, SourceInfo(message=i, role="document", part=j)))
             elif kind == "web_search_tool_result":
                 continue  # the server's search results come encrypted: no text to check against
             elif (piece := self.part_text(block, at)) is not None:
