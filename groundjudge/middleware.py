@@ -179,12 +179,12 @@ class RAGGuard:
             any chat SDK): the grounded-answer system prompt, the fenced sources and the question, and on a retry
             one more user message naming the claims that were not grounded (fenced as data too).
         fallback: what the user gets when no answer is grounded (or nothing was retrieved).
-        max_retries: regenerations after the first answer. With 0 the answer is returned or rejected by
-            :func:`verify_or_reject` (a PASS, or a WARN with ``allow_warn``); otherwise :func:`generate_with_validation`
-            regenerates until the combined score reaches ``threshold`` with no claim contradicted or in error.
-        threshold: the combined score an answer needs when regenerating, from 0 to 1 (anything else, NaN too, is an
-            ArgumentError).
-        allow_warn: with ``max_retries=0``, let a WARN through.
+        max_retries: regenerations after the first answer (0: the first answer is returned or rejected), a whole
+            number from 0 (anything else is an ArgumentError). Each answer is checked by
+            :func:`generate_with_validation`'s rule: a PASS (or a WARN with ``allow_warn``) whose combined score
+            reaches ``threshold``, with no claim contradicted or in error and no part of the check failed.
+        threshold: the combined score an answer needs, from 0 to 1 (anything else, NaN too, is an ArgumentError).
+        allow_warn: let a WARN through (when it meets the rest of the rule).
 
     Example::
 
@@ -222,15 +222,9 @@ class RAGGuard:
         contexts = [c for c in self.retrieve(question) if isinstance(c, str) and c.strip()]
         if not contexts:  # nothing to ground an answer in: no generation, no check
             return GuardedAnswer(self.fallback, "rejected", question, [], None)
-        if self.max_retries <= 0:
-            answer = self._generate(question, contexts)
-            shown, report = verify_or_reject(
-                self.evaluator, answer, contexts, self.fallback, question, allow_warn=self.allow_warn
-            )
-            # by the decision, not by the text: an answer that happens to equal the fallback may still be rejected
-            status: Literal["passed", "rejected"] = "passed" if accepted(report, self.allow_warn) else "rejected"
-            return GuardedAnswer(shown, status, question, contexts, report, [Attempt(answer, report)])
-        result = generate_with_validation(  # the verdict decides, as without retries: a FAIL or WARN is not shown
+        # one rule with or without retries: the verdict (a FAIL or WARN is not shown) and the threshold, no claim
+        # contradicted or unjudged, no failed check; the status comes from that decision, never from the text
+        result = generate_with_validation(
             self.evaluator,
             self._generate,
             question,
@@ -242,5 +236,5 @@ class RAGGuard:
         )
         if not result.passed:
             return GuardedAnswer(self.fallback, "rejected", question, contexts, result.report, result.attempts)
-        status2: Literal["passed", "regenerated"] = "passed" if len(result.attempts) == 1 else "regenerated"
-        return GuardedAnswer(result.answer, status2, question, contexts, result.report, result.attempts)
+        status: Literal["passed", "regenerated"] = "passed" if len(result.attempts) == 1 else "regenerated"
+        return GuardedAnswer(result.answer, status, question, contexts, result.report, result.attempts)

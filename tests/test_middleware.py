@@ -120,7 +120,7 @@ def test_rag_guard_rejects_with_the_fallback(shared_nli: Any, tmp_path: Path) ->
         stubborn = RAGGuard(ev, lambda q: [CONTEXT], generate, fallback="Not sure.", max_retries=2)("q")
         assert stubborn.status == "rejected" and stubborn.answer == "Not sure." and len(calls) == 3
         assert stubborn.report is not None and stubborn.report.verdict == "FAIL"
-        # no retries: verify_or_reject decides, a PASS is returned as it is
+        # no retries: the first answer, returned when it is grounded (the rule with retries), else the fallback
         once = RAGGuard(ev, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, max_retries=0)("q")
         assert once.status == "passed" and once.answer == GOOD_ANSWER and len(once.attempts) == 1
         rejected = RAGGuard(ev, lambda q: [CONTEXT], lambda m: BAD_ANSWER, fallback="no", max_retries=0)("q")
@@ -191,3 +191,27 @@ def test_a_threshold_that_is_not_a_number_from_0_to_1_is_refused_before_anything
             with pytest.raises(ArgumentError, match="threshold"):
                 RAGGuard(ev, retrieve=lambda q: [CONTEXT], generate=lambda m: unsupported, threshold=bad)  # type: ignore[arg-type]
     assert len(made) == 1  # only the run at 0.7 generated
+
+
+def test_a_guard_without_retries_holds_its_threshold_and_contradiction_rule(shared_nli: Any, tmp_path: Path) -> None:
+    """With ``max_retries=0`` the guard let through any PASS (``verify_or_reject``): its ``threshold`` went unread and
+    a contradicted claim the config's ``max_contradicted`` tolerates was shown, where the same guard with retries
+    rejects both answers on every try. One rule now decides, whatever the number of retries."""
+    from groundjudge.middleware import RAGGuard
+
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        ev = evaluator(server, shared_nli, tmp_path, qa=False)
+        for retries in (0, 1):
+            strict = RAGGuard(ev, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, fallback="no", max_retries=retries,
+                              threshold=0.999)("q")  # fmt: skip
+            assert strict.report is not None and strict.report.verdict == "PASS"  # the config's bar is met
+            assert strict.report.scores.combined is not None and strict.report.scores.combined < 0.999
+            assert strict.status == "rejected" and strict.answer == "no", retries
+        # a config that tolerates one contradicted claim in two: a PASS, still not grounded (assert_grounded's rule)
+        loose = evaluator(server, shared_nli, tmp_path, qa=False,
+                          thresholds=Thresholds(min_grounded=0.0, warn=0.0, max_contradicted=0.5))  # fmt: skip
+        for retries in (0, 1):
+            shown = RAGGuard(loose, lambda q: [CONTEXT], lambda m: BAD_ANSWER, fallback="no", max_retries=retries,
+                             threshold=0.0)("q")  # fmt: skip
+            assert shown.report is not None and shown.report.verdict == "PASS" and shown.report.scores.n_contradicted
+            assert shown.status == "rejected" and shown.answer == "no", retries
