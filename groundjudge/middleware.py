@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from groundjudge.errors import ArgumentError
 from groundjudge.models import AnswerReport, Message
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.prompts import fenced, load_prompt, make_fence, render
@@ -93,6 +94,14 @@ def feedback_for(report: AnswerReport) -> str:
     return _feedback(flagged, make_fence(flagged))
 
 
+def check_retries(max_retries: object) -> int:
+    """``max_retries`` as a whole number from 0; anything else (a negative number, a float, a bool, a string) is an
+    ArgumentError: with no attempt there is no answer to return."""
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ArgumentError(f"max_retries must be a whole number from 0, not {max_retries!r}")
+    return max_retries
+
+
 def generate_with_validation(
     evaluator: Evaluator,
     generate_fn: GenerateFn,
@@ -107,7 +116,8 @@ def generate_with_validation(
     (:func:`groundjudge.testing.grounding_problems`' rule, as ``assert_grounded``: a combined score of at least
     ``threshold``, no claim contradicted or left unjudged, no part of the check failed) and ``accept(report)``, when
     given, also holds; at most ``max_retries`` times after the first. A ``threshold`` that is not a number from 0 to 1
-    (NaN, which no score is below) is an ArgumentError before anything is generated.
+    (NaN, which no score is below), or a ``max_retries`` that is not a whole number from 0, is an ArgumentError
+    before anything is generated.
 
     ``generate_fn(question, context)`` or ``generate_fn(question, context, feedback)``: the third argument, when the
     function takes it, is None the first time and then ``explain(report)`` of the attempt before: by default
@@ -116,6 +126,7 @@ def generate_with_validation(
     from groundjudge.testing.assertions import check_min_score, grounding_problems  # the rule of "grounded at a bar"
 
     threshold = check_min_score(threshold, "threshold")  # a NaN or negative bar: no score is below it
+    max_retries = check_retries(max_retries)
     takes_feedback = len(inspect.signature(generate_fn).parameters) >= 3
     attempts: list[Attempt] = []
     feedback: str | None = None
@@ -210,7 +221,7 @@ class RAGGuard:
         self.fallback = fallback
         from groundjudge.testing.assertions import check_min_score
 
-        self.max_retries = max_retries
+        self.max_retries = check_retries(max_retries)
         self.threshold = check_min_score(threshold, "threshold")
         self.allow_warn = allow_warn
 

@@ -215,3 +215,24 @@ def test_a_guard_without_retries_holds_its_threshold_and_contradiction_rule(shar
                              threshold=0.0)("q")  # fmt: skip
             assert shown.report is not None and shown.report.verdict == "PASS" and shown.report.scores.n_contradicted
             assert shown.status == "rejected" and shown.answer == "no", retries
+
+
+def test_a_retry_count_that_is_no_whole_number_from_0_is_refused(shared_nli: Any, tmp_path: Path) -> None:
+    """``max_retries=-1`` generated nothing and then failed on the empty list of attempts (an IndexError, no
+    groundjudge error); a guard took it as 0. Both refuse it now, before anything is generated."""
+    import pytest
+
+    from groundjudge.errors import ArgumentError
+    from groundjudge.middleware import RAGGuard
+
+    made: list[str] = []
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        ev = evaluator(server, shared_nli, tmp_path, qa=False)
+        for bad in (-1, 1.5, True, "2", None):
+            with pytest.raises(ArgumentError, match="max_retries must be a whole number from 0"):
+                generate_with_validation(
+                    ev, lambda q, c: made.append(q) or GOOD_ANSWER, "q", [CONTEXT], max_retries=bad
+                )  # type: ignore[arg-type]
+            with pytest.raises(ArgumentError, match="max_retries must be a whole number from 0"):
+                RAGGuard(ev, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, max_retries=bad)  # type: ignore[arg-type]
+    assert made == []
