@@ -23,7 +23,13 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from groundjudge.errors import ArgumentError
 from groundjudge.models import AnswerReport
-from groundjudge.testing.assertions import default_evaluator, explain_report, grounding_problems, is_judged
+from groundjudge.testing.assertions import (
+    check_min_score,
+    default_evaluator,
+    explain_report,
+    grounding_problems,
+    is_judged,
+)
 
 DEFAULT_THRESHOLD = 0.8  # assert_grounded's min_score
 
@@ -120,17 +126,18 @@ class Grounding:
     Args:
         evaluator: the :class:`~groundjudge.pipeline.Evaluator` to use; None: the default one (the pytest plugin's,
             else built from the environment on first use: ``GROUNDJUDGE_LLM``, else nli mode).
-        threshold: the combined score an answer needs to pass.
-        allow_contradicted: let an answer with a contradicted claim pass when its score is high enough.
+        threshold: the combined score an answer needs to pass, a number from 0 to 1 (else an ArgumentError).
+        allow_contradicted: let an answer with a contradicted claim pass when its score is high enough: True or
+            False (anything else, such as the string "false", is an ArgumentError).
     """
 
     def __init__(
         self, evaluator: Any = None, threshold: float = DEFAULT_THRESHOLD, allow_contradicted: bool = False
     ) -> None:
-        if not (isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0):
-            raise ArgumentError(f"threshold must be a number between 0 and 1, not {threshold!r}")
+        if not isinstance(allow_contradicted, bool):  # bool("false") is True: a string would let contradictions pass
+            raise ArgumentError(f"allow_contradicted must be true or false, not {allow_contradicted!r}")
         self._evaluator = evaluator
-        self.threshold = float(threshold)
+        self.threshold = check_min_score(threshold, "threshold")  # assert_grounded's check of its bar
         self.allow_contradicted = allow_contradicted
 
     @property

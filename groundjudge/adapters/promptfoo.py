@@ -4,11 +4,12 @@ promptfoo calls ``get_assert(output, context)`` with the provider's output and a
 test's variables. The sources are ``vars["contexts"]`` (a list of passages, or one string; also read from
 ``context`` or ``retrieved_contexts``), the question ``vars["question"]`` (else ``query``, ``input``), the reference
 ``vars["reference"]``. The assertion's ``config`` may set ``threshold`` (default 0.8), ``contexts_var`` and
-``allow_contradicted``. It returns a GradingResult: ``pass``, ``score`` (the combined grounding score), ``reason`` (the
-claims that are not supported, with their verdicts), ``namedScores`` and ``metadata`` (the verdict, the per-claim
-verdicts, ``scored``). An answer that could not be judged (ERROR, NO_CLAIMS) fails with score 0 (a GradingResult
-needs a number) but has no named score, so that the ``groundjudge`` metric's average is over real scores only;
-``metadata.scored`` is false and ``metadata.error`` says why.
+``allow_contradicted`` (true or false; anything else, a quoted ``"false"`` too, is an error, never a pass). It
+returns a GradingResult: ``pass``, ``score`` (the combined grounding score), ``reason`` (the claims that are not
+supported, with their verdicts), ``namedScores`` and ``metadata`` (the verdict, the per-claim verdicts, ``scored``).
+An answer that could not be judged (ERROR, NO_CLAIMS) fails with score 0 (a GradingResult needs a number) but has no
+named score, so that the ``groundjudge`` metric's average is over real scores only; ``metadata.scored`` is false and
+``metadata.error`` says why.
 
 promptfoo loads a Python assertion by file path and puts the file's folder first on ``sys.path``, so point it at a
 file of your own that re-exports this function, never at this module (its folder holds modules named after other
@@ -58,8 +59,12 @@ def get_assert(output: Any, context: Mapping[str, Any]) -> dict[str, Any]:
     """promptfoo's Python assertion: is ``output`` grounded in the test's ``contexts`` variable?"""
     config = dict(context.get("config") or {})
     values = dict(context.get("vars") or {})
-    grounding = Grounding(  # the default evaluator, shared by every call in this process
-        None, float(config.get("threshold", DEFAULT_THRESHOLD)), bool(config.get("allow_contradicted", False))
+    threshold = config.get("threshold")
+    allowed = config.get("allow_contradicted")
+    grounding = Grounding(  # the default evaluator, shared by every call in this process; true or false only
+        None,
+        DEFAULT_THRESHOLD if threshold is None else float(threshold),
+        False if allowed is None else allowed,
     )
     names = (str(config["contexts_var"]),) if config.get("contexts_var") else CONTEXT_VARS
     result = grounding.check(

@@ -524,3 +524,27 @@ def test_an_empty_retrieval_is_no_sources_not_the_ideal_documents() -> None:
     assert retrieved_or([], ideal) == []
     assert retrieved_or(None, ideal) == ideal
     assert retrieved_or(["retrieved"], ideal) == ["retrieved"]
+
+
+@pytest.mark.parametrize("flag", ["false", "no", "0", "", 1])
+def test_a_contradiction_rule_that_is_no_yes_or_no_is_refused(
+    cascade_environment: ScriptedLLMServer, flag: Any
+) -> None:
+    """promptfoo's ``config: {allow_contradicted: "false"}`` (quoted in YAML, or filled in from a variable) went
+    through ``bool()``: any non-empty string, "false" too, let an answer with a contradicted claim pass. The rule
+    takes true or false only; anything else is an ArgumentError, before anything is checked."""
+    from groundjudge.adapters.common import Grounding
+    from groundjudge.adapters.promptfoo import get_assert
+    from groundjudge.errors import ArgumentError
+
+    context = {**promptfoo_context(BAD_ANSWER), "config": {"threshold": 0.0}}
+    strict = get_assert(BAD_ANSWER, context)
+    assert strict["pass"] is False and "1 contradicted claim(s)" in strict["reason"]
+    loose = get_assert(BAD_ANSWER, {**context, "config": {"threshold": 0.0, "allow_contradicted": True}})
+    assert loose["pass"] is True
+    requests = len(cascade_environment.requests)
+    with pytest.raises(ArgumentError, match="allow_contradicted must be true or false"):
+        get_assert(BAD_ANSWER, {**context, "config": {"threshold": 0.0, "allow_contradicted": flag}})
+    with pytest.raises(ArgumentError, match="allow_contradicted must be true or false"):
+        Grounding(threshold=0.0, allow_contradicted=flag)
+    assert len(cascade_environment.requests) == requests
