@@ -163,6 +163,42 @@ def test_cache_only_replays_without_keys_or_calls(
         assert "client.py" not in missed and "During handling" not in missed, missed
 
 
+def test_a_cache_only_replay_with_no_judge_is_refused(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI line of the manual replayed with ``--groundjudge-cache-only`` and no ``--groundjudge-llm``: with no
+    GROUNDJUDGE_LLM either, the session ran in nli mode, replayed nothing, and passed an answer the recorded judge
+    had failed. A cache-only replay with no judge set is now a configuration error naming the fix."""
+    from groundjudge.testing import claims_in
+    from tests.pipeline.test_pipeline import source_answers
+
+    def strict(req: Any) -> Reply:  # a judge stricter than the local model: nothing is supported
+        listing = [
+            {"claim_id": cid, "verdict": "UNSUPPORTED", "reason": "Not stated.", "quotes": []} for cid in claims_in(req)
+        ]
+        return Reply.json({"answers": source_answers(req), "verdicts": listing})
+
+    pytester.makepyfile(
+        test_answer=f"from groundjudge.testing import assert_grounded\n\n"
+        f"def test_good():\n    assert_grounded({GOOD_ANSWER!r}, [{CONTEXT!r}])\n"
+    )
+    monkeypatch.delenv("GROUNDJUDGE_LLM", raising=False)
+    with ScriptedLLMServer(route({**HANDLERS, "judge": strict, "verify": strict})) as server:
+        common = [*plugin_args(), "--groundjudge-nli-model", str(SHARED_MODEL), "-p", "no:cacheprovider"]
+        common += ["--groundjudge-cache-dir", str(tmp_path / "cache")]
+        llm = ["--groundjudge-llm", "openai/gpt-4o-mini", "--groundjudge-base-url", server.openai_base_url]
+        recorded = pytester.runpytest_inprocess(*common, *llm)
+        recorded.assert_outcomes(failed=1)
+        assert "[UNSUPPORTED, judge]" in recorded.stdout.str()
+        calls = len(server.requests)
+        replay = pytester.runpytest_inprocess(*common, "--groundjudge-cache-only")  # the judge forgotten
+        assert len(server.requests) == calls
+    replay.assert_outcomes(errors=1)
+    said = " ".join(replay.stdout.str().split())
+    assert "--groundjudge-cache-only replays a judge's recorded replies, but no judge is set" in said
+    assert "--groundjudge-llm" in said and "GROUNDJUDGE_LLM" in said
+
+
 def test_the_baseline_fixture_is_the_option_or_none(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """``groundjudge_baseline`` is None without the option, else the file given (a str): on the command line, in
     the ini file, or both (the command line wins)."""
