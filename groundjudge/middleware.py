@@ -13,7 +13,7 @@ from typing import Literal
 
 from groundjudge.errors import ArgumentError
 from groundjudge.models import AnswerReport, Message
-from groundjudge.pipeline.evaluator import Evaluator
+from groundjudge.pipeline.evaluator import Evaluator, one_source_or_list
 from groundjudge.prompts import fenced, load_prompt, make_fence, render
 
 GenerateFn = Callable[..., str]
@@ -185,7 +185,8 @@ class RAGGuard:
 
     Args:
         evaluator: checks each answer against the retrieved contexts.
-        retrieve: ``retrieve(question) -> list of context strings`` (the user's retriever).
+        retrieve: ``retrieve(question) -> list of context strings`` (the user's retriever; one plain string is one
+            source).
         generate: ``generate(messages) -> answer``, ``messages`` as ``[{"role": ..., "content": ...}]`` (ready for
             any chat SDK): the grounded-answer system prompt, the fenced sources and the question, and on a retry
             one more user message naming the claims that were not grounded (fenced as data too).
@@ -230,7 +231,8 @@ class RAGGuard:
         return self.generate(messages)
 
     def __call__(self, question: str) -> GuardedAnswer:
-        contexts = [c for c in self.retrieve(question) if isinstance(c, str) and c.strip()]
+        retrieved = one_source_or_list(self.retrieve(question))  # one passage as a plain string: one source
+        contexts = [c for c in retrieved if isinstance(c, str) and c.strip()]
         if not contexts:  # nothing to ground an answer in: no generation, no check
             return GuardedAnswer(self.fallback, "rejected", question, [], None)
         # one rule with or without retries: the verdict (a FAIL or WARN is not shown) and the threshold, no claim

@@ -236,3 +236,22 @@ def test_a_retry_count_that_is_no_whole_number_from_0_is_refused(shared_nli: Any
             with pytest.raises(ArgumentError, match="max_retries must be a whole number from 0"):
                 RAGGuard(ev, lambda q: [CONTEXT], lambda m: GOOD_ANSWER, max_retries=bad)  # type: ignore[arg-type]
     assert made == []
+
+
+def test_a_retriever_that_returns_one_string_gives_one_source(shared_nli: Any, tmp_path: Path) -> None:
+    """A retriever that returns its one passage as a plain string (as ``verify`` and ``Evaluator.evaluate`` take it)
+    was iterated: each character became a source, the prompt held hundreds of one-letter SOURCE blocks and the
+    answer was checked against letters."""
+    from groundjudge.middleware import RAGGuard
+
+    seen: list[list[dict[str, str]]] = []
+
+    def generate(messages: list[dict[str, str]]) -> str:
+        seen.append(messages)
+        return GOOD_ANSWER
+
+    with ScriptedLLMServer(route(HANDLERS)) as server:
+        ev = evaluator(server, shared_nli, tmp_path, qa=False)
+        result = RAGGuard(ev, lambda q: CONTEXT, generate, max_retries=0)("q")
+    assert result.contexts == [CONTEXT] and "BEGIN SOURCE 2" not in seen[0][1]["content"]
+    assert result.status == "passed" and result.answer == GOOD_ANSWER

@@ -45,9 +45,9 @@ log = logging.getLogger(__name__)
 SECOND_EFFORT = "second_judge_reasoning_effort"
 
 
-def _as_list(contexts: Sequence[str] | str) -> Any:
+def one_source_or_list(contexts: Sequence[str] | str) -> Any:
     """The Python API's one-source shorthand: a plain string is that one source (a row in a file must give a list
-    under ``contexts``; see :func:`groundjudge.io.rows.parse_sample`)."""
+    under ``contexts``; see :func:`groundjudge.io.rows.parse_sample`). Also what a RAG guard's retriever returns."""
     return [contexts] if isinstance(contexts, str) else contexts
 
 
@@ -376,12 +376,12 @@ class Evaluator:
         self, answer: str, contexts: Sequence[str] | str, question: str | None = None, *, id: str = "answer"
     ) -> AnswerReport:
         """Evaluate one answer against its sources (one source may be given as a plain string)."""
-        row = {"id": id, "answer": answer, "contexts": _as_list(contexts), "question": question}
+        row = {"id": id, "answer": answer, "contexts": one_source_or_list(contexts), "question": question}
         return next(self.evaluate_many([row]))
 
     def evaluate_claim(self, claim: str, contexts: Sequence[str] | str, *, id: str = "claim") -> AnswerReport:
         """Evaluate one claim (no extraction) against its sources (one source may be given as a plain string)."""
-        return next(self.evaluate_many([{"id": id, "claim": claim, "contexts": _as_list(contexts)}]))
+        return next(self.evaluate_many([{"id": id, "claim": claim, "contexts": one_source_or_list(contexts)}]))
 
     def run(self, rows: Iterable[Sample | dict[str, Any]] | Any, batch_size: int = 32, *, columns: Any = None) -> Run:
         """Evaluate every row and keep the reports: for notebooks (shows as a table; says what was cached).
