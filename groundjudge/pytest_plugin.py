@@ -10,8 +10,8 @@ Options (command line, or the ini keys in brackets, e.g. in ``[tool.pytest.ini_o
 - ``--groundjudge-base-url URL`` (``groundjudge_base_url``): an OpenAI-compatible or proxy server.
 - ``--groundjudge-cache-only`` (``groundjudge_cache_only``): replay from the cache; a call that is not cached fails
   the test instead of spending. No API key is needed (a placeholder stands in; nothing is sent). It needs the judge
-  the cache was recorded with (``--groundjudge-llm`` or ``GROUNDJUDGE_LLM``): without one it is a ConfigError, not
-  an nli-mode run that replays nothing.
+  the cache was recorded with (``--groundjudge-llm`` or ``GROUNDJUDGE_LLM``): without one pytest stops with a usage
+  error before any test runs, not an nli-mode run that replays nothing.
 - ``--groundjudge-cache-dir DIR`` (``groundjudge_cache_dir``): the cache to replay (commit it, or restore it in CI).
 - ``--groundjudge-nli-model ID_OR_PATH`` (``groundjudge_nli_model``).
 - ``--groundjudge-baseline FILE`` (``groundjudge_baseline``): a stored ``groundjudge score`` output; with it,
@@ -113,22 +113,33 @@ def _option(config: pytest.Config, name: str) -> Any:
     return value if value not in ("", [], False) else None  # an ini bool's default False is "not given"
 
 
+def _judge(config: pytest.Config) -> Any:
+    """The session's LLM judge: the option, else its ini key, else $GROUNDJUDGE_LLM (as default_evaluator() reads
+    it); None for nli mode."""
+    return _option(config, "llm") or os.environ.get("GROUNDJUDGE_LLM") or None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A cache-only replay with no judge set is refused once, before any test runs: nli mode replays nothing, so the
+    judge the cache was recorded with would go unasked and an answer it failed would pass (the manual's CI line once
+    left the judge out)."""
+    if _option(config, "cache_only") and not _judge(config):
+        raise pytest.UsageError(
+            "groundjudge: --groundjudge-cache-only replays a judge's recorded replies, but no judge is set "
+            "(--groundjudge-llm, the groundjudge_llm ini key, or GROUNDJUDGE_LLM): the tests would run in nli mode "
+            "and replay nothing. Name the judge the cache was recorded with, e.g. --groundjudge-llm openai/gpt-4o-mini"
+        )
+
+
 @pytest.fixture(scope="session")
 def groundjudge_evaluator(pytestconfig: pytest.Config) -> Iterator[Any]:
     """The session's :class:`~groundjudge.pipeline.Evaluator`, configured by the ``--groundjudge-*`` options."""
     from groundjudge.config import Config
-    from groundjudge.errors import ConfigError
     from groundjudge.pipeline.evaluator import Evaluator
     from groundjudge.testing import assertions
 
-    llm = _option(pytestconfig, "llm") or os.environ.get("GROUNDJUDGE_LLM") or None  # as default_evaluator() does
+    llm = _judge(pytestconfig)
     cache_only = bool(_option(pytestconfig, "cache_only"))
-    if cache_only and not llm:  # nli mode replays nothing: the judge the cache was recorded with would go unasked
-        raise ConfigError(
-            "--groundjudge-cache-only replays a judge's recorded replies, but no judge is set (--groundjudge-llm, "
-            "the groundjudge_llm ini key, or GROUNDJUDGE_LLM): the tests would run in nli mode and replay nothing. "
-            "Name the judge the cache was recorded with, e.g. --groundjudge-llm openai/gpt-4o-mini"
-        )
     placeholder = None
     if cache_only and llm:
         variable = _KEY_VARIABLES.get(str(llm).split("/", 1)[0])

@@ -168,7 +168,7 @@ def test_a_cache_only_replay_with_no_judge_is_refused(
 ) -> None:
     """The CI line of the manual replayed with ``--groundjudge-cache-only`` and no ``--groundjudge-llm``: with no
     GROUNDJUDGE_LLM either, the session ran in nli mode, replayed nothing, and passed an answer the recorded judge
-    had failed. A cache-only replay with no judge set is now a configuration error naming the fix."""
+    had failed. A cache-only replay with no judge set is now a usage error naming the fix, before any test runs."""
     from groundjudge.testing import claims_in
     from tests.pipeline.test_pipeline import source_answers
 
@@ -193,8 +193,9 @@ def test_a_cache_only_replay_with_no_judge_is_refused(
         calls = len(server.requests)
         replay = pytester.runpytest_inprocess(*common, "--groundjudge-cache-only")  # the judge forgotten
         assert len(server.requests) == calls
-    replay.assert_outcomes(errors=1)
-    said = " ".join(replay.stdout.str().split())
+    assert replay.ret == pytest.ExitCode.USAGE_ERROR  # refused once, before any test: no test ran
+    assert "1 passed" not in replay.stdout.str()
+    said = " ".join(replay.stderr.str().split())
     assert "--groundjudge-cache-only replays a judge's recorded replies, but no judge is set" in said
     assert "--groundjudge-llm" in said and "GROUNDJUDGE_LLM" in said
 
