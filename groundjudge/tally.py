@@ -73,6 +73,34 @@ def scored_items(reports: Sequence[Any], level: str) -> list[Item]:
     return [Item(r.id, flagged(c.label), c.route) for r in reports for c in r.claims]
 
 
+SCORE_KEYS = (
+    "combined",
+    "claims",
+    "nli",
+    "qa",
+    "coverage",
+    "contradicted_share",
+    "not_supported_share",
+    "citation_precision",
+    "citation_recall",
+)
+"""The per-answer scores a run summary averages (and :func:`non_finite_scores` checks)."""
+
+
+def non_finite_scores(report: Any) -> list[str]:
+    """The scores of ``report`` (:data:`SCORE_KEYS`) that are no number: NaN or an infinity (never written by a run:
+    a file another tool wrote, a hand edit)."""
+    return [key for key in SCORE_KEYS if not is_finite(getattr(report.scores, key))]
+
+
+def failed_row(report: Any) -> bool:
+    """The one rule of a failed row: ERROR, a stage that was meant to run and failed (named in ``errors``; the QA
+    check's, a claim not judged: a WARN or FAIL at best), or a score that is no number (:func:`non_finite_scores`).
+    What the run summary counts in ``rows_failed`` (``score``'s exit 1) and ``compare``'s gate counts against B
+    (:func:`groundjudge.review.compare.lost_answers`)."""
+    return report.verdict == "ERROR" or bool(report.errors) or bool(non_finite_scores(report))
+
+
 def failed_whole(reports: Sequence[Any]) -> int:
     """Answers that failed before their claims were known (verdict ERROR, no claim)."""
     return sum(r.verdict == "ERROR" and not r.claims for r in reports)
@@ -242,7 +270,7 @@ class Summarizer:
         "citation_recall": "mean_citation_recall",
     }
 
-    _KEYS = tuple(_MEANS)
+    _KEYS = SCORE_KEYS
     _BINS = 1000
 
     def __init__(self, worst: int = 5, threshold: float = 0.8) -> None:
@@ -335,8 +363,8 @@ class Summarizer:
         self.n += 1
         self.verdicts[r.verdict] += 1
         s = r.scores
-        non_finite = [key for key in self._KEYS if not is_finite(getattr(s, key))]
-        if r.verdict == "ERROR" or r.errors or non_finite:
+        non_finite = non_finite_scores(r)
+        if failed_row(r):
             self.rows_failed += 1
             if len(self.failures) < 10:
                 why = (list(r.errors) or [x for x in r.verdict_reasons if x.startswith("ERROR")]) + [

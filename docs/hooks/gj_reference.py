@@ -355,11 +355,11 @@ def exit_codes_markdown() -> str:
         "EXIT_OK": "every row scored (or the command did what it was asked)",
         "EXIT_ROWS_FAILED": "some rows failed (bad input or an error: each is in the output with its reason; after "
         "`--resume`, also an earlier run's failed reports still in the output: `--retry-errors` scores them again); "
-        "`compare --fail-if-worse`: B is significantly worse than A, or lacks answers of A, or is ERROR on answers A "
-        "scored",
+        "`compare --fail-if-worse`: B is significantly worse than A, or lacks answers of A, or failed on answers A "
+        "scored, or judges FAIL answers A has no score for",
         "EXIT_USAGE": "usage or configuration error: a bad option, a missing file, a library error "
         "(`GroundjudgeError`), printed as `error: <message>` on stderr; `compare --fail-if-worse` on runs scored with "
-        "other settings (no gate without `--allow-other-settings`)",
+        "other settings (no gate without `--allow-other-settings`), or on runs with no answer scored in both",
         "EXIT_BUDGET": "`--budget` or `--max-calls` reached: finished rows are kept, `--resume` goes on",
         "EXIT_PENDING": "a provider batch is still running: re-run the same command with `--resume` to collect it",
     }

@@ -408,8 +408,9 @@ def compare_command(
     fail_if_worse: Annotated[
         bool,
         typer.Option(
-            help="Exit 1 when B is significantly worse than A, or B lacks answers A has, or failed (ERROR) on answers "
-            "A did not; exit 2 when A and B were scored with other settings (see --allow-other-settings)."
+            help="Exit 1 when B is significantly worse than A, or B lacks answers A has, or failed (ERROR, a stage in "
+            "errors, a score that is no number) on answers A did not, or is FAIL where A has no score; exit 2 when A "
+            "and B were scored with other settings (see --allow-other-settings) or no answer has a score in both."
         ),
     ] = False,
     allow_other_settings: Annotated[
@@ -545,12 +546,15 @@ def compare_command(
 
 
 def _print_lost(console: Any, lost: dict[str, Any], b: Path) -> None:
-    """The answers B lost that the paired tests cannot see (``b_lost``: missing from B, ERROR in B only)."""
-    for key, what in (("missing", f"answers of A that {b.name} lacks"), ("failed", "answers ERROR in B, not in A")):
+    """The answers B lost that the paired tests cannot see (``b_lost``: missing from B, failed in B only, FAIL in B
+    where A has no score)."""
+    from groundjudge.review.compare import lost_text
+
+    for key, what in lost_text(b.name).items():
         if lost[key]:
             more = f" and {lost[key] - len(lost[f'{key}_ids'])} more" if lost[key] > len(lost[f"{key}_ids"]) else ""
             console.print(
-                f"[red]{lost[key]} {escape(what)}[/red] (no paired score: counted against B): "
+                f"[red]{lost[key]} {escape(what)}[/red] (the paired tests do not show them: counted against B): "
                 + escape(", ".join(lost[f"{key}_ids"]) + more),
                 highlight=False,
             )
@@ -558,7 +562,8 @@ def _print_lost(console: Any, lost: dict[str, Any], b: Path) -> None:
 
 def _gate(result: dict[str, Any], names: tuple[Path, Path], *, allow_other_settings: bool) -> None:
     """``compare --fail-if-worse``: no gate (exit 2) on runs scored with other settings (``settings_differ``: a
-    difference partly the scoring's) unless allowed; exit 1 when B is worse (``b_worse``)."""
+    difference partly the scoring's) unless allowed; exit 1 when B is worse (``b_worse``); else no gate (exit 2)
+    when no answer has a combined score in both runs (nothing was compared)."""
     if result["settings_differ"] and not allow_other_settings:
         err.print(
             escape(
@@ -571,6 +576,11 @@ def _gate(result: dict[str, Any], names: tuple[Path, Path], *, allow_other_setti
         raise typer.Exit(EXIT_USAGE)
     if result["b_worse"]:
         raise typer.Exit(EXIT_ROWS_FAILED)
+    if "combined" not in result["metrics"]:  # every pair had a failure or NO_CLAIMS on one side: nothing compared
+        raise fail(
+            f"no gate: no answer has a score in both {names[0].name} (A) and {names[1].name} (B) (each is ERROR, "
+            "NO_CLAIMS or no number in one of them), so nothing was compared and B cannot pass as no worse than A"
+        )
 
 
 def diagnose_command(

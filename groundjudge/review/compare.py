@@ -33,6 +33,7 @@ from groundjudge.stats import (
     minimum_detectable_difference,
     permutation_p,
 )
+from groundjudge.tally import failed_row
 
 # The per-answer quantities compared (README "Quantities"); report files written before ``contradicted_share`` was
 # named so carry it as ``hallucination_ratio`` and read as it; ``not_supported_share`` comes from the claim counts.
@@ -49,6 +50,8 @@ METRICS = (
 )
 # For these a rise is bad.
 LOWER_IS_BETTER = {"contradicted_share", "not_supported_share"}
+# What B lost that the paired tests cannot see (:func:`lost_answers`), each counted against B by the gate.
+LOST = ("missing", "failed", "unvouched")
 
 
 def bootstrap_ci(diffs: Sequence[float], n: int = 5000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
@@ -141,19 +144,41 @@ def compare_runs(
         or (out["mcnemar"]["p_value"] < alpha and lost > gained)
     )
     out["b_lost"] = lost_answers(a, b, top)
-    out["b_worse"] = out["b_significantly_worse"] or bool(out["b_lost"]["missing"] or out["b_lost"]["failed"])
+    out["b_worse"] = out["b_significantly_worse"] or any(out["b_lost"][k] for k in LOST)
     return out
 
 
 def lost_answers(a: Sequence[AnswerReport], b: Sequence[AnswerReport], top: int = 10) -> dict[str, Any]:
-    """What the paired tests cannot see: answers of A that B lacks (never evaluated: a run stopped by the budget or
-    a cache-only miss) and paired answers that are ERROR in B and not in A (B failed on them). Each pair's scores
-    leave them out, so a run that failed on the answers it would have scored worst could look no worse; the gate
-    (``compare --fail-if-worse``: ``b_worse``) counts any of them against B. Counts and the first ``top`` ids."""
+    """What the paired tests cannot see: answers of A that B lacks (``missing``: never evaluated, a run stopped by the
+    budget or a cache-only miss); paired answers that failed in B and not in A (``failed``, by the run summary's one
+    rule, :func:`groundjudge.tally.failed_row`: ERROR, a stage named in ``errors``, a score that is no number); and
+    paired answers B judges FAIL that A has no score for (``unvouched``: A was ERROR or NO_CLAIMS there, so no pair
+    and no PASS lost shows them; a baseline that failed throughout vouched for any B). Each pair's scores leave them
+    out, so a run that failed on the answers it would have scored worst could look no worse; the gate (``compare
+    --fail-if-worse``: ``b_worse``) counts any of them against B. Counts and the first ``top`` ids."""
     in_b = {r.id for r in b}
     missing = [i for i in dict.fromkeys(r.id for r in a) if i not in in_b]
-    failed = [y.id for x, y in _pairs(a, b) if y.verdict == "ERROR" and x.verdict != "ERROR"]
-    return {"missing": len(missing), "missing_ids": missing[:top], "failed": len(failed), "failed_ids": failed[:top]}
+    pairs = _pairs(a, b)
+    failed = [y.id for x, y in pairs if failed_row(y) and not failed_row(x)]
+    seen = set(failed)  # each answer counted once: a FAIL that failed a stage is a failed one
+    unvouched = [y.id for x, y in pairs if not _finite(x.scores.combined) and y.verdict == "FAIL" and y.id not in seen]
+    return {
+        "missing": len(missing),
+        "missing_ids": missing[:top],
+        "failed": len(failed),
+        "failed_ids": failed[:top],
+        "unvouched": len(unvouched),
+        "unvouched_ids": unvouched[:top],
+    }
+
+
+def lost_text(b_name: str = "B") -> dict[str, str]:
+    """What each count of :func:`lost_answers` is, in words (the command's lines, the compare page)."""
+    return {
+        "missing": f"answers of A that {b_name} lacks",
+        "failed": "answers failed in B, not in A",
+        "unvouched": "answers FAIL in B that A could not judge",
+    }
 
 
 VERDICTS = ("PASS", "WARN", "FAIL", "NO_CLAIMS", "ERROR")

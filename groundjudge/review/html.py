@@ -435,7 +435,7 @@ def render_compare_html(
 
     ``result`` is :func:`groundjudge.review.compare.compare_runs` on the same runs.
     """
-    from groundjudge.review.compare import LOWER_IS_BETTER, changed_claims, verdict_table
+    from groundjudge.review.compare import LOWER_IS_BETTER, changed_claims, lost_text, verdict_table
     from groundjudge.review.plots import Interval, interval_svg
 
     na, nb = (_text(n) for n in names)
@@ -501,9 +501,9 @@ def render_compare_html(
     )
     mc = result["mcnemar"]
     lost = result.get("b_lost") or {}
-    lost_text = "".join(
-        f" {lost[key]} {what} (no paired score: counted against B)."
-        for key, what in (("missing", "answers of A that B lacks"), ("failed", "answers ERROR in B, not in A"))
+    lost_said = "".join(
+        f" {lost[key]} {what} (the paired tests do not show them: counted against B)."
+        for key, what in lost_text().items()
         if lost.get(key)
     )
     flips = (
@@ -511,7 +511,7 @@ def render_compare_html(
         f"{head}</tr>{body_rows}</table><p>PASS lost {mc['pass_lost']}, gained {mc['pass_gained']} "
         f"(exact McNemar p={_f(mc['p_value'], '.4f')}). "
         f"{'B is significantly worse than A.' if result['b_significantly_worse'] else 'B is not significantly worse than A.'}"
-        f"{_text(lost_text)}</p></section>"
+        f"{_text(lost_said)}</p></section>"
     )
 
     def cell(side: dict[str, Any] | None) -> str:

@@ -5,6 +5,7 @@ stopped ``--retry-errors`` run leaves (an id reported twice), runs that lost ans
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from groundjudge.io.reports import dumps, last_reports
 from groundjudge.models import AnswerReport, Scores
 from groundjudge.review.compare import compare_runs
 from groundjudge.review.metrics import label_metrics
+from groundjudge.tally import summarize
 from tests.review.test_quantities import _report
 
 runner = CliRunner()
@@ -76,7 +78,7 @@ def test_compare_gate_fails_a_run_that_failed_on_answers_the_other_scored(tmp_pa
     pa, pb = _write(tmp_path / "a.jsonl", a), _write(tmp_path / "b.jsonl", b)
     gate = runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse", "--json"])
     assert gate.exit_code == 1, gate.output
-    assert json.loads(gate.stdout)["b_worse"] and "20 answers ERROR in B" in gate.stderr
+    assert json.loads(gate.stdout)["b_worse"] and "20 answers failed in B, not in A" in gate.stderr
     # the other way round, B repaired what A failed on: not worse
     assert runner.invoke(app, ["compare", str(pb), str(pa), "--fail-if-worse"]).exit_code == 0
 
@@ -308,3 +310,80 @@ def test_compare_runs_and_its_page_say_when_the_runs_were_scored_with_other_sett
         alike = compare_runs(a, other)
         assert alike["settings_differ"] == {}
         assert "settings-differ" not in render_compare_html(a, other, alike)
+
+
+def _failed_as_the_summary_counts(report: AnswerReport, how: str) -> AnswerReport:
+    """``report`` failed in one of the ways the run's summary (and ``score``'s exit 1) counts a failed row: ERROR,
+    a stage that failed and is named in ``errors`` (the QA check: a WARN at best), a score that is not a number (a
+    file another tool wrote)."""
+    if how == "error":
+        return _failed(report.id)
+    if how == "errors":
+        return report.model_copy(update={"errors": ["QA: the check failed: HTTP 500"]})
+    return report.model_copy(update={"scores": report.scores.model_copy(update={"combined": math.nan})})
+
+
+@settings(deadline=None, max_examples=60, database=None)
+@given(claims=st.lists(LABEL_SETS, min_size=1, max_size=30), fate=st.data())
+def test_every_row_the_summary_counts_failed_fails_the_compare_gate(
+    claims: list[list[str]], fate: st.DataObject
+) -> None:
+    # the gate counted B's failures by the verdict ERROR alone, while the run's own summary (report, score's exit
+    # 1) counts a row failed when a stage failed (errors) or a score is not a number: such a B passed the gate
+    a = [_report(f"r{i}", labels) for i, labels in enumerate(claims)]
+    kinds = fate.draw(st.lists(st.sampled_from(["same", "error", "errors", "nan"]), min_size=len(a), max_size=len(a)))
+    if all(k == "same" for k in kinds):
+        kinds[fate.draw(st.integers(0, len(a) - 1))] = fate.draw(st.sampled_from(["error", "errors", "nan"]))
+    b = [r if k == "same" else _failed_as_the_summary_counts(r, k) for r, k in zip(a, kinds, strict=True)]
+    failed = len(kinds) - kinds.count("same")
+    assert summarize(b).rows_failed == failed
+    result = compare_runs(a, b)
+    assert result["b_lost"]["failed"] == failed, (kinds, result["b_lost"])
+    assert result["b_worse"]
+
+
+def test_a_run_whose_scores_are_not_numbers_fails_the_compare_gate(tmp_path: Path) -> None:
+    # a file another tool wrote (or a hand edit): every answer PASS, its combined score NaN; report counts each a
+    # failed row, and the gate passed it (the pairs left out of combined, nothing ERROR)
+    a = [_report(f"r{i}", ["SUPPORTED"] * 4) for i in range(20)]
+    rows = [json.loads(dumps(r)) for r in a]
+    for row in rows:
+        row["scores"]["combined"] = math.nan
+    pa, pb = _write(tmp_path / "a.jsonl", a), tmp_path / "b.jsonl"
+    pb.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    assert json.loads(runner.invoke(app, ["report", str(pb), "--json"]).stdout)["rows_failed"] == 20
+    gate = runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse"])
+    assert gate.exit_code == 1, gate.output
+    assert "20 answers failed in B, not in A" in gate.stdout
+
+
+def test_an_answer_the_baseline_could_not_judge_is_no_pass_for_a_fail(tmp_path: Path) -> None:
+    # A failed (ERROR) or made no claim (NO_CLAIMS) on answers B now judges FAIL: no pair, no PASS lost, nothing the
+    # paired tests or McNemar see; a baseline that failed throughout passed any B, even one that fails everything
+    bad = [_report(f"r{i}", ["UNSUPPORTED"] * 4) for i in range(20)]
+    assert {r.verdict for r in bad} == {"FAIL"}
+    no_claims = AnswerReport(id="r0", verdict="NO_CLAIMS", mode="nli", scores=Scores())
+    for a in ([_failed(r.id) for r in bad], [no_claims.model_copy(update={"id": r.id}) for r in bad]):
+        result = compare_runs(a, bad)
+        assert result["b_lost"]["unvouched"] == 20 and result["b_lost"]["unvouched_ids"][0] == "r0"
+        assert result["b_worse"]
+    pa, pb = _write(tmp_path / "a.jsonl", [_failed(r.id) for r in bad]), _write(tmp_path / "b.jsonl", bad)
+    gate = runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse"])
+    assert gate.exit_code == 1, gate.output
+    assert "20 answers FAIL in B that A could not judge" in gate.stdout
+    from groundjudge.review.html import render_compare_html
+
+    assert "20 answers FAIL in B that A could not judge" in render_compare_html(a, bad, compare_runs(a, bad))
+    # B repairing them (PASS, or a WARN) is no loss
+    good = [_report(f"r{i}", ["SUPPORTED"] * 4) for i in range(20)]
+    assert not compare_runs([_failed(r.id) for r in good], good)["b_worse"]
+
+
+def test_the_gate_refuses_runs_with_no_answer_both_judged(tmp_path: Path) -> None:
+    # both runs failed throughout (a key missing in CI, the judge down): nothing was compared, and the gate said
+    # "B is not significantly worse than A" and exited 0
+    pa = _write(tmp_path / "a.jsonl", [_failed(f"r{i}") for i in range(20)])
+    gate = runner.invoke(app, ["compare", str(pa), str(pa), "--fail-if-worse"])
+    assert gate.exit_code == 2, gate.output
+    assert "error: no gate: no answer has a score in both" in " ".join(gate.stderr.split())
+    assert runner.invoke(app, ["compare", str(pa), str(pa)]).exit_code == 0  # without the gate: the tables, said
