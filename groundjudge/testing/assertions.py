@@ -97,6 +97,16 @@ def is_judged(report: Any) -> bool:
     return report.verdict in ("PASS", "WARN", "FAIL") and combined is not None and math.isfinite(combined)
 
 
+def vouches(report: Any) -> bool:
+    """Whether ``report`` is a judgement a baseline's paired tests may compare: :func:`is_judged`, and no failed row
+    (:func:`groundjudge.tally.failed_row`: no stage that was meant to run failed, every score a number). A failed QA
+    check counts 0, a claim not judged counts against the answer: a score at its worst value, which, paired, would let
+    a later run look no worse than a failure (in the run) or better than one (in the baseline)."""
+    from groundjudge.tally import failed_row
+
+    return is_judged(report) and not failed_row(report)
+
+
 def explain_report(report: Any) -> list[str]:
     """Why ``report`` got its verdict (its reasons: which rules fired, with their numbers), then the claims that
     are not supported: verdict, route, reason and the closest source text."""
@@ -167,11 +177,11 @@ def assert_file_grounded(
     a significant regression against it (the paired tests of :func:`~groundjudge.review.compare.compare_runs`;
     the message names the metrics that got worse and the answers that changed most, with their claims), and on
     any answer the baseline cannot vouch for that misses the bar itself: a new id, or an answer that is not a real
-    judgement (:func:`is_judged`: ERROR, NO_CLAIMS, no finite score) in this run or in the baseline; and on an
-    answer of the baseline that this run lacks (it was not evaluated at all). It also fails when the baseline was
-    scored with other settings than this run (another judge, NLI model, preset or groundjudge's prompts: the
-    difference would be partly the scoring's), unless ``allow_other_settings``. An input with no rows fails: a gate
-    that checked nothing passes nothing. ``min_score`` is a number from 0 to 1 (else an ArgumentError).
+    judgement (:func:`vouches`: ERROR, NO_CLAIMS, no finite score, a stage that failed) in this run or in the
+    baseline; and on an answer of the baseline that this run lacks (it was not evaluated at all). It also fails when
+    the baseline was scored with other settings than this run (another judge, NLI model, preset or groundjudge's
+    prompts: the difference would be partly the scoring's), unless ``allow_other_settings``. An input with no rows
+    fails: a gate that checked nothing passes nothing. ``min_score`` is a number from 0 to 1 (else an ArgumentError).
     """
     __tracebackhide__ = True  # pytest: the failure is the test's line and the message, not this function
     min_score = check_min_score(min_score)
@@ -207,7 +217,7 @@ def assert_file_grounded(
         unjudged = [
             (r, p)
             for r in run.reports
-            if (r.id not in known or not is_judged(r) or not is_judged(known[r.id]))
+            if (r.id not in known or not vouches(r) or not vouches(known[r.id]))
             and (p := grounding_problems(r, min_score, allow_contradicted))
         ]
         # an answer of the baseline that this run lacks is not evaluated at all (dropping a failing answer would

@@ -467,6 +467,19 @@ def write_baseline(path: Path, reports: list[AnswerReport]) -> Path:
         # the baseline had nothing to compare it with: a FAIL now is judged against nothing
         (report("NO_CLAIMS", None), report("FAIL", 0.3), r"combined score 0.300 < 0.8 \(verdict FAIL\)"),
         (report("ERROR", None, errors=["x"]), report("FAIL", 0.3), r"combined score 0.300 < 0.8 \(verdict FAIL\)"),
+        # a stage that was meant to run and failed (named in errors) is no judgement as configured, on either side:
+        # the run's failed QA check passed the gate it fails without a baseline, and a baseline's failure scored at
+        # its worst value vouched for a lower score now
+        (
+            report("PASS", 0.9),
+            report("WARN", 0.9, errors=["QA: the check failed: HTTP 500"]),
+            r"a check failed: QA: the check failed: HTTP 500 \(verdict WARN\)",
+        ),
+        (
+            report("WARN", 0.4, errors=["QA: the check failed: HTTP 500"]),
+            report("FAIL", 0.3),
+            r"combined score 0.300 < 0.8 \(verdict FAIL\)",
+        ),
     ],
 )
 def test_a_baseline_cannot_vouch_for_what_was_not_judged(
