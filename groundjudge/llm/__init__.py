@@ -57,7 +57,9 @@ def make_client(
     ``limits``: the pace of its calls (concurrency, adaptive on 429s, rpm, tpm): :class:`Limits` gives the client
     a :class:`Limiter` of its own; pass one :class:`Limiter` to several clients to make them share it.
     """
-    provider = get_provider(model, base_url=base_url, timeout=timeout)
+    # a cache-only client sends nothing: it needs no API key (a miss stops it before any request)
+    replay_only = cache is not None and cache.mode == "only"
+    provider = get_provider(model, base_url=base_url, timeout=timeout, replay_only=replay_only)
     if price is not None and not isinstance(price, Price):
         price = Price(float(price["input_per_mtok"]), float(price["output_per_mtok"]))
     limiter = Limiter(limits) if isinstance(limits, Limits) else limits

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,12 @@ from groundjudge.errors import ConfigError, MissingAPIKeyError
 from groundjudge.llm.base import Provider
 
 ProviderFactory = Callable[["ModelSpec", float], Provider]
+
+_REPLAY_ONLY: ContextVar[bool] = ContextVar("groundjudge_replay_only", default=False)
+"""Set while :func:`get_provider` builds an adapter that will only replay the cache (it sends nothing): no key."""
+
+REPLAY_KEY = "groundjudge-cache-only-replay"
+"""The key an adapter built for a cache-only replay carries when its provider's key variable is not set."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,8 @@ def _api_key(provider: str, variable: str, required: bool = True) -> str:
     key = os.environ.get(variable)
     if key:
         return key
+    if _REPLAY_ONLY.get():  # a cache-only replay sends nothing (keys are not part of cache keys)
+        return REPLAY_KEY
     if required:
         raise MissingAPIKeyError(provider, variable)
     return "not-needed"
@@ -127,10 +136,17 @@ def register_provider(name: str, factory: ProviderFactory) -> None:
     PROVIDERS[name] = factory
 
 
-def get_provider(spec: str, *, base_url: str | None = None, timeout: float = 60.0) -> Provider:
-    """Build the adapter for a model string; a missing key is a :class:`MissingAPIKeyError`."""
+def get_provider(
+    spec: str, *, base_url: str | None = None, timeout: float = 60.0, replay_only: bool = False
+) -> Provider:
+    """Build the adapter for a model string; a missing key is a :class:`MissingAPIKeyError`, unless ``replay_only``:
+    the adapter of a cache-only client, which sends nothing, is built without one (CI replays with no key)."""
     parsed = parse_model(spec, base_url)
     factory = PROVIDERS.get(parsed.provider)
     if factory is None:
         raise ConfigError(f"unknown provider {parsed.provider!r}; known: {', '.join(sorted(PROVIDERS))}")
-    return factory(parsed, timeout)
+    token = _REPLAY_ONLY.set(replay_only)
+    try:
+        return factory(parsed, timeout)
+    finally:
+        _REPLAY_ONLY.reset(token)

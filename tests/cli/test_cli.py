@@ -336,6 +336,35 @@ def test_budget_stop_exits_3_with_a_valid_partial_output(tmp_path: Path) -> None
         assert len(server.requests) == 10
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_cache_only_replay_needs_no_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str) -> None:
+    """The manual's CI gate ('score ... --cache-mode only': a CI job that restores the cache "needs no API key")
+    stopped at once with "openai needs an API key: set the environment variable OPENAI_API_KEY", exit 2: a replay
+    sends nothing, so it needs no key; a call the cache lacks still stops the run, and nothing is sent."""
+    data = tmp_path / "in.jsonl"
+    row = {"id": "r1", "contexts": ["The shop opens at 9 am."], "answer": "It opens at 9."}
+    data.write_text(json.dumps(row) + "\n")
+    model = {"openai": "openai/gpt-4o-mini", "anthropic": "anthropic/claude-haiku-4-5"}[provider]
+    with ScriptedLLMServer(ONE_CLAIM) as server:
+        url = server.anthropic_base_url if provider == "anthropic" else server.openai_base_url
+        args = ["score", str(data), "--cache-dir", str(tmp_path / "c"), "--no-progress", "--llm", model]
+        args += ["--base-url", url, "--no-qa", "--mode", "llm"]
+        first = runner.invoke(app, [*args, "--out", str(tmp_path / "a.jsonl")])
+        assert first.exit_code == 0, first.output
+        sent = len(server.requests)
+        monkeypatch.delenv(f"{provider.upper()}_API_KEY")
+        replay = runner.invoke(app, [*args, "--out", str(tmp_path / "b.jsonl"), "--cache-mode", "only"])
+        assert replay.exit_code == 0, replay.output
+        verdicts = [[r["verdict"] for r in lines(tmp_path / name)] for name in ("a.jsonl", "b.jsonl")]
+        assert verdicts[0] == verdicts[1], verdicts
+        data.write_text(json.dumps({"id": "r2", "contexts": ["It is red."], "answer": "It is blue."}) + "\n")
+        miss = runner.invoke(app, [*args, "--out", str(tmp_path / "m.jsonl"), "--cache-mode", "only"])
+        assert miss.exit_code != 0 and "no cached reply" in " ".join(miss.output.split()), miss.output
+        assert len(server.requests) == sent  # the replay and the miss sent nothing
+        without = runner.invoke(app, [*args, "--out", str(tmp_path / "n.jsonl")])  # a run that sends still needs one
+        assert without.exit_code == 2 and f"{provider.upper()}_API_KEY" in without.output, without.output
+
+
 def test_a_budget_stop_leaves_a_parquet_out_as_it_was(tmp_path: Path) -> None:
     """A budget stop on 'score -o run.parquet --overwrite' wrote the rows done so far over the earlier run's table
     (a part of a run under the name of a finished one); a --resume that finishes writes the whole table."""
