@@ -224,9 +224,10 @@ def _score_claim_rows(labeled: Path, cfg: Any) -> tuple[Any, list[Any]]:
 
 
 def _say_if_nothing_decided(fit: Any, fitted: VerdictHead | None, target: float) -> None:
-    """Say so when the cascade thresholds in force (the head's, else the raw ones) decide no claim locally."""
+    """Say so when the cascade thresholds in force (the head's, else the raw ones) decide no claim locally (none of
+    the three: a t_contradict alone calls CONTRADICTED locally, as decide_locally does)."""
     cascade = fitted.thresholds.get("cascade") if fitted is not None else fit.local
-    if cascade is None or (cascade.t_support is None and cascade.t_unsupported is None):
+    if cascade is None or all(t is None for t in (cascade.t_support, cascade.t_contradict, cascade.t_unsupported)):
         err.print(
             f"[yellow]decides nothing locally:[/yellow] no cut-off kept a local precision of {target:g} on these "
             f"{fit.n} labelled claims, so a cascade run with this config sends every claim to the judge. More "

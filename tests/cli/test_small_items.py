@@ -717,6 +717,23 @@ def test_calibrate_says_when_what_it_stores_decides_nothing_locally(tmp_path: Pa
     assert (fit["t_support"], fit["t_unsupported"]) != (None, None) and "decides nothing" not in flat(result.stderr)
 
 
+def test_calibrate_does_not_say_nothing_is_decided_when_contradictions_are(capsys: pytest.CaptureFixture[str]) -> None:
+    """Cut-offs that call CONTRADICTED locally (t_contradict alone: the entailment told nothing apart) decide those
+    claims in the cascade: calibrate said "decides nothing locally ... sends every claim to the judge" after its own
+    line "NLI decides 77 of 80 claims locally" (80 Factcheck-GPT claims; the cascade then decided them all)."""
+    from groundjudge.cli.learn import _say_if_nothing_decided
+    from groundjudge.learn.calibrate import fit_thresholds
+
+    fit = fit_thresholds([0.4] * 40, [0.5] * 20 + [0.9] * 20, [True] * 20 + [False] * 20, target=0.9)
+    assert (fit.t_support, fit.t_unsupported) == (None, None) and fit.t_contradict is not None and fit.decided
+    _say_if_nothing_decided(fit, None, 0.9)
+    assert "decides nothing" not in capsys.readouterr().err
+    none = fit_thresholds([0.4] * 40, [0.5] * 40, [True] * 20 + [False] * 20, target=0.9)
+    assert none.local.t_contradict is None and not none.decided
+    _say_if_nothing_decided(none, None, 0.9)
+    assert "decides nothing locally" in capsys.readouterr().err
+
+
 def test_address_without_the_ray_engine_is_refused(tmp_path: Path) -> None:
     """'score --address ray://HEAD:10001' without --engine ray scored every row on this machine, silently, exit 0."""
     data = tmp_path / "in.jsonl"
