@@ -9,9 +9,9 @@ Options (command line, or the ini keys in brackets, e.g. in ``[tool.pytest.ini_o
 - ``--groundjudge-llm provider/model`` (``groundjudge_llm``): the LLM judge; without it, nli mode (no LLM).
 - ``--groundjudge-base-url URL`` (``groundjudge_base_url``): an OpenAI-compatible or proxy server.
 - ``--groundjudge-cache-only`` (``groundjudge_cache_only``): replay from the cache; a call that is not cached fails
-  the test instead of spending. No API key is needed (a placeholder stands in; nothing is sent). It needs the judge
-  the cache was recorded with (``--groundjudge-llm`` or ``GROUNDJUDGE_LLM``): without one pytest stops with a usage
-  error before any test runs, not an nli-mode run that replays nothing.
+  the test instead of spending. No API key is needed (a cache-only client is built without one: nothing is
+  sent). It needs the judge the cache was recorded with (``--groundjudge-llm`` or ``GROUNDJUDGE_LLM``): without
+  one pytest stops with a usage error before any test runs, not an nli-mode run that replays nothing.
 - ``--groundjudge-cache-dir DIR`` (``groundjudge_cache_dir``): the cache to replay (commit it, or restore it in CI).
 - ``--groundjudge-nli-model ID_OR_PATH`` (``groundjudge_nli_model``).
 - ``--groundjudge-baseline FILE`` (``groundjudge_baseline``): a stored ``groundjudge score`` output; with it,
@@ -41,7 +41,6 @@ _OPTIONS = {
     "nli_model": "NLI model id or path",
     "baseline": "stored 'groundjudge score' output; assert_file_grounded fails on a significant regression against it",
 }
-_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -140,12 +139,6 @@ def groundjudge_evaluator(pytestconfig: pytest.Config) -> Iterator[Any]:
 
     llm = _judge(pytestconfig)
     cache_only = bool(_option(pytestconfig, "cache_only"))
-    placeholder = None
-    if cache_only and llm:
-        variable = _KEY_VARIABLES.get(str(llm).split("/", 1)[0])
-        if variable and not os.environ.get(variable):
-            placeholder = variable  # replay needs no key: nothing is sent (keys are not part of cache keys)
-            os.environ[variable] = "groundjudge-cache-only-replay"
     values = {
         "llm": llm,
         "base_url": _option(pytestconfig, "base_url"),
@@ -160,8 +153,6 @@ def groundjudge_evaluator(pytestconfig: pytest.Config) -> Iterator[Any]:
         yield evaluator
     finally:
         assertions.DEFAULTS.clear()
-        if placeholder is not None:
-            os.environ.pop(placeholder, None)
 
 
 @pytest.fixture(scope="session")
