@@ -36,6 +36,24 @@ LATER_KEYS = ("evidence", "verdict", "scoring", "llm_server", "second_judge_serv
 (written by an older groundjudge) is not compared on it when a run resumes its OUT."""
 
 
+SECOND_JUDGE_KEYS = ("second_judge", "second_judge_server", "second_judge_reasoning_effort")
+"""Keys of a report's ``versions`` that name its second judge, which never changes a score, verdict or gate (its
+verdicts stand beside the first judge's): a resume still keeps to them (:func:`differences`), but two runs that
+differ only in them are scored alike (:func:`settings_differ`)."""
+
+_SECOND_SAMPLE = re.compile(r"(?:^| )second_judge_sample=(?:flagged only|\S*)")
+"""The second judge's sample in ``versions.scoring`` (``pipeline.evaluator.describe_scoring``, last there)."""
+
+
+def scored_with(versions: Mapping[str, str]) -> dict[str, str]:
+    """``versions`` less what names the second judge (:data:`SECOND_JUDGE_KEYS`, and its sample in ``scoring``):
+    the settings that move a report's numbers, as :func:`settings_differ` compares them."""
+    out = {k: v for k, v in versions.items() if k not in SECOND_JUDGE_KEYS}
+    if isinstance(out.get("scoring"), str):
+        out["scoring"] = _SECOND_SAMPLE.sub("", out["scoring"])
+    return out
+
+
 def differences(old: MadeWith, now: MadeWith) -> tuple[list[tuple[str, str, str]], list[str]]:
     """What differs between a report of OUT (``old``) and a run that resumes it (``now``): (key, OUT's value, this
     run's value) for the mode and each key of the versions, ``(none)`` where one has no such key; and, in words, what
@@ -73,13 +91,16 @@ def settings_differ(a: Iterable[Any], b: Iterable[Any]) -> dict[str, dict[str, s
     "b": B's}`` (``compare_runs``' and ``compare --json``'s ``settings_differ``), empty when alike. Neither run is
     the older: a key one side lacks because groundjudge did not write it yet (:data:`LATER_KEYS`) is no difference
     on either side. What ``compare`` and the pytest baseline gate refuse to gate on (another NLI model, thresholds,
-    preset, judge or groundjudge's prompts move the numbers with the answers unchanged).
+    preset, judge or groundjudge's prompts move the numbers with the answers unchanged); the second judge moves
+    none, so it is not compared (:func:`scored_with`).
 
     Key by key over each side's distinct values (:func:`_kinds_of`), in time linear in their items (:func:`_side_kinds`,
     however many keys a hostile file gives its reports): a key differs when
     some value of A and some value of B differ both ways by :func:`differences`' rule, and the first such pair in
     the reports' order is the one named. The mode comes first, then the keys in sorted order."""
-    sides = [list(dict.fromkeys(MadeWith.of(r.mode, r.versions) for r in run if r.versions)) for run in (a, b)]
+    sides = [
+        list(dict.fromkeys(MadeWith.of(r.mode, scored_with(r.versions)) for r in run if r.versions)) for run in (a, b)
+    ]
     if not sides[0] or not sides[1]:
         return {}
     kinds = [_side_kinds(side) for side in sides]

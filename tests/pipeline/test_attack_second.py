@@ -265,3 +265,35 @@ def test_the_budget_running_out_on_the_second_judges_provider_batch_loses_nothin
         return r.id, ruling(r), r.judges_disagree, [(c.label, c.second_judge) for c in r.claims]
 
     assert sorted(map(outcome, [*got, *rerun]), key=str) == sorted(map(outcome, whole), key=str)
+
+
+def test_compares_gate_is_the_same_with_and_without_a_second_judge(
+    servers: Any,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The second judge never changes a score, so a run with one gates against a baseline without one (or with
+    another second judge) as the same run without it does. compare's settings_differ named second_judge,
+    second_judge_server and the scoring's second_judge_sample: --fail-if-worse exited 2 and the pytest baseline gate
+    refused, for reports whose numbers were byte-identical."""
+    from groundjudge.cli import app
+    from groundjudge.io.made_with import settings_differ
+    from groundjudge.io.reports import read_reports
+
+    first, second = servers
+    monkeypatch.setenv("GROUNDJUDGE_NLI_MODEL", str(SHARED_MODEL))
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    plain, judged = tmp_path / "plain.jsonl", tmp_path / "judged.jsonl"
+    args = _cli_args(data, plain, tmp_path / "p", first, second)
+    at = args.index("--second-judge")
+    assert runner.invoke(app, args[:at] + args[at + 4 :]).exit_code == 0
+    res = runner.invoke(app, [*_cli_args(data, judged, tmp_path / "j", first, second), "--second-judge-sample", "1"])
+    assert res.exit_code == 0, res.output
+    a, b = (list(read_reports(p)) for p in (plain, judged))
+    assert [ruling(r) for r in a] == [ruling(r) for r in b]
+    assert settings_differ(a, b) == {}
+    for x, y in ((plain, judged), (judged, plain), (plain, plain)):
+        res = runner.invoke(app, ["compare", str(x), str(y), "--fail-if-worse"])
+        assert res.exit_code == 0, res.output
+        assert "other settings" not in res.output

@@ -320,9 +320,12 @@ _run = st.lists(st.tuples(st.sampled_from(("cascade", "nli")), _versions), min_s
 
 def _differs(key: str, x: tuple[str, dict[str, str]], y: tuple[str, dict[str, str]]) -> bool:
     """The rule written out once more, by hand: another mode; a key both name with other values (the NLI model's
-    device and precision aside); a key one names and the other lacks, unless groundjudge wrote it only later."""
+    device and precision aside); a key one names and the other lacks, unless groundjudge wrote it only later; never
+    the second judge, which moves no score."""
     if key == "mode":
         return x[0] != y[0]
+    if key == "second_judge":
+        return False
     a, b = x[1].get(key), y[1].get(key)
     if a == b or ((a is None or b is None) and key in LATER_KEYS):
         return False
