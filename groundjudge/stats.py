@@ -212,6 +212,18 @@ def _power_z(alpha: float, power: float) -> float:
     return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
 
 
+def fewest_pairs(alpha: float = 0.05) -> int:
+    """The fewest paired answers with which the exact sign-flip test (:func:`permutation_p`) can reach ``alpha``:
+    its smallest p-value over ``n`` pairs is ``2 / 2**n`` (all signs as observed, or all flipped), so ``n`` must
+    satisfy ``2**(1 - n) < alpha`` (6 at 0.05). Below it no difference is detectable, whatever its size."""
+    if not 0 < alpha < 1:
+        raise ArgumentError("alpha must lie strictly between 0 and 1")
+    n = 1
+    while 2.0 ** (1 - n) >= alpha:
+        n += 1
+    return n
+
+
 def paired_sd(diffs: Sequence[float]) -> float | None:
     """Sample standard deviation (n - 1) of paired differences; None with fewer than two."""
     arr = _finite_values(diffs, "paired differences")
@@ -221,9 +233,12 @@ def paired_sd(diffs: Sequence[float]) -> float | None:
 def minimum_detectable_difference(diffs: Sequence[float], alpha: float = 0.05, power: float = 0.8) -> float | None:
     """The smallest mean paired difference a two-sided test at ``alpha`` detects with probability ``power`` over
     these ``n`` pairs (normal approximation): ``(z_{1-alpha/2} + z_power) * sd / sqrt(n)``; None with fewer than
-    two pairs. For the defaults the factor is 1.959964 + 0.841621 = 2.801585."""
+    :func:`fewest_pairs` (the sign-flip test cannot reach ``alpha`` with so few: none is detectable). For the
+    defaults the factor is 1.959964 + 0.841621 = 2.801585."""
     sd = paired_sd(diffs)
-    return None if sd is None else _power_z(alpha, power) * sd / math.sqrt(len(diffs))
+    if sd is None or len(diffs) < fewest_pairs(alpha):
+        return None
+    return _power_z(alpha, power) * sd / math.sqrt(len(diffs))
 
 
 def answers_needed(
@@ -232,14 +247,15 @@ def answers_needed(
     """How many paired answers a two-sided test at ``alpha`` needs to detect ``difference`` (default: the observed
     mean difference) with probability ``power``, at the spread these differences show:
     ``ceil(((z_{1-alpha/2} + z_power) * sd / |difference|)^2)``. None with fewer than two pairs or a zero
-    difference (no number of answers detects no difference); at least 2."""
+    difference (no number of answers detects no difference); at least :func:`fewest_pairs` (the normal
+    approximation would promise 2 for differences with no spread, where the sign-flip test needs 6 at 0.05)."""
     sd = paired_sd(diffs)
     if sd is None:
         return None
     d = float(np.mean(diffs)) if difference is None else difference
     if d == 0 or not math.isfinite(d):
         return None
-    return max(2, math.ceil((_power_z(alpha, power) * sd / abs(d)) ** 2 - 1e-9))
+    return max(fewest_pairs(alpha), math.ceil((_power_z(alpha, power) * sd / abs(d)) ** 2 - 1e-9))
 
 
 # -- the rate corrected for the checker's error -------------------------------------------------------------------

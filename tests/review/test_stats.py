@@ -503,3 +503,34 @@ def test_the_difference_interval_holds_the_mean_difference(diffs: list[float]) -
     lo, hi = bootstrap_ci(diffs)
     mean = sum(diffs) / len(diffs)
     assert lo <= mean + 1e-12 and mean - 1e-12 <= hi and min(diffs) - 1e-12 <= lo and hi <= max(diffs) + 1e-12
+
+
+def _smallest_p(n: int) -> float:
+    """The smallest p-value the exact sign-flip test gives over ``n`` pairs: every difference alike (the oracle
+    above counts the patterns; past 12 pairs, 2 of 2**n)."""
+    return _sign_flip_oracle([1.0] * n) if n <= 12 else 2.0 ** (1 - n)
+
+
+@settings(deadline=None, max_examples=150, database=None)
+@given(
+    st.lists(st.sampled_from([0.1, 0.2, -0.1, 0.0]) | st.floats(-1, 1, width=32), min_size=2, max_size=9),
+    st.sampled_from([0.01, 0.05, 0.1, 0.2]),
+)
+@example([0.1, 0.1, 0.1], 0.05)  # no spread: the normal approximation promised 2 answers and an MDD of 0
+@example([0.1, 0.2], 0.05)  # two pairs: p is at least 0.5, yet it promised 2 answers
+def test_the_power_figures_only_promise_what_the_sign_flip_test_can_reach(diffs: list[float], alpha: float) -> None:
+    """compare's MDD and answers_needed speak of the test compare runs (:func:`permutation_p`): an MDD only for
+    pairs with which that test can reach ``alpha`` at all, and never fewer answers than it needs to."""
+    mdd = minimum_detectable_difference(diffs, alpha=alpha)
+    assert mdd is None or _smallest_p(len(diffs)) < alpha
+    needed = answers_needed(diffs, alpha=alpha)
+    assert needed is None or _smallest_p(needed) < alpha
+
+
+def test_compare_says_three_alike_differences_need_more_answers_than_three() -> None:
+    from groundjudge.stats import permutation_p
+
+    diffs = [0.1, 0.1, 0.1]
+    assert permutation_p(diffs) == 0.25  # 2 of 8 sign patterns: not significant at 0.05
+    assert minimum_detectable_difference(diffs) is None  # 3 pairs detect nothing at 0.05
+    assert answers_needed(diffs) == 6  # 2 / 2**6 = 0.031 < 0.05; 2 / 2**5 = 0.0625 is not
