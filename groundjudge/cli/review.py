@@ -311,10 +311,12 @@ def _print_block(console: Console, title: str, block: dict[str, Any]) -> None:
 
     labels = block["labels"]
     ba_ci = f" {_ci(block['balanced_accuracy_ci'])}" if "balanced_accuracy_ci" in block else ""
-    kappa_ci = f" {_ci(block['kappa_ci'], False)}" if "kappa_ci" in block else ""
+    if block["kappa"] is None or "kappa_ci" in block:
+        kappa = _kappa_text({"kappa_ci": [None, None], **block})
+    else:
+        kappa = f"kappa {block['kappa']:.3f}"
     table = Table(
-        title=f"{title}: n={block['n']}, balanced accuracy {100 * block['balanced_accuracy']:.1f}{ba_ci}, "
-        f"kappa {block['kappa']:.3f}{kappa_ci}"
+        title=f"{title}: n={block['n']}, balanced accuracy {100 * block['balanced_accuracy']:.1f}{ba_ci}, {kappa}"
     )
     # a narrow terminal wraps the numbers, never a label
     table.add_column("gold \\ predicted", no_wrap=True, min_width=max(map(len, labels), default=1))

@@ -106,11 +106,16 @@ def agreement_intervals(
     draws = resampled_sums(cells, seed=seed).reshape(-1, size, size)
     agreement = share(same, seed=seed)
     out: dict[str, Any] = {"agreement": agreement.value, "agreement_ci": agreement.ci}
+    kappa = float(kappas(point, undefined=np.nan))
+    if np.isnan(kappa):  # chance agreement is total (one label only): no kappa, so no interval either
+        out["kappa_ci"] = [None, None]
     for key, value, spread in (
         # a resample with one gold class has no kappa (chance agreement is total): it is left out
-        ("kappa_ci", float(kappas(point)), kappas(draws, undefined=np.nan)),
+        ("kappa_ci", kappa, kappas(draws, undefined=np.nan)),
         ("balanced_accuracy_ci", float(balanced_accuracies(point)), balanced_accuracies(draws)),
     ):
+        if np.isnan(value):
+            continue
         spread = spread[~np.isnan(spread)]
         out[key] = list(percentile_interval(value, spread)) if spread.size else [value, value]
     return out
@@ -131,13 +136,15 @@ def per_label(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -
 
 
 def summary(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
-    """Every number above in one dict."""
+    """Every number above in one dict; ``kappa`` None where chance agreement is total (one label only, or no rows):
+    there is no kappa to give, and 0.0 would read as no agreement beyond chance."""
+    kappa = float(kappas(confusion(gold, pred, labels), undefined=np.nan))
     return {
         "n": len(gold),
         "labels": list(labels),
         "confusion": confusion(gold, pred, labels),
         "balanced_accuracy": balanced_accuracy(gold, pred, labels),
-        "kappa": cohen_kappa(gold, pred, labels),
+        "kappa": None if np.isnan(kappa) else kappa,
         "per_label": per_label(gold, pred, labels),
     }
 

@@ -534,3 +534,33 @@ def test_compare_says_three_alike_differences_need_more_answers_than_three() -> 
     assert permutation_p(diffs) == 0.25  # 2 of 8 sign patterns: not significant at 0.05
     assert minimum_detectable_difference(diffs) is None  # 3 pairs detect nothing at 0.05
     assert answers_needed(diffs) == 6  # 2 / 2**6 = 0.031 < 0.05; 2 / 2**5 = 0.0625 is not
+
+
+def _kappa_oracle(gold: list[str], pred: list[str]) -> float | None:
+    """Cohen's kappa in exact fractions; None where chance agreement is total (no kappa exists)."""
+    from fractions import Fraction
+
+    n = len(gold)
+    if not n:
+        return None
+    observed = Fraction(sum(g == p for g, p in zip(gold, pred, strict=True)), n)
+    expected = sum(Fraction(gold.count(x) * pred.count(x), n * n) for x in set(gold) | set(pred))
+    return None if expected == 1 else float((observed - expected) / (1 - expected))
+
+
+@settings(deadline=None, max_examples=80, database=None)
+@given(st.lists(st.tuples(st.sampled_from("SN"), st.sampled_from("SN")), max_size=12))
+@example([("S", "S")] * 5)  # one label only: kappa was printed as 0.000 [0.000, 0.000]
+def test_kappa_is_none_where_chance_agreement_is_total_and_else_lies_in_its_interval(
+    rows: list[tuple[str, str]],
+) -> None:
+    from groundjudge.review.metrics import agreement_intervals, summary
+
+    gold, pred = [g for g, _ in rows], [p for _, p in rows]
+    kappa = summary(gold, pred, ["S", "N"])["kappa"]
+    expected = _kappa_oracle(gold, pred)
+    assert kappa == (None if expected is None else pytest.approx(expected, abs=1e-12))
+    if not rows:
+        return
+    lo, hi = agreement_intervals(gold, pred, ["S", "N"], list(range(len(rows))))["kappa_ci"]
+    assert (lo, hi) == (None, None) if kappa is None else lo <= kappa <= hi
