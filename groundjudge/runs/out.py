@@ -364,7 +364,10 @@ def settings_behind(key: str, old: str, new: str) -> dict[str, str | None]:
         field = f"t_{name}" if key == "thresholds" else name
         if field in fields:
             given = was.get(name, "(none)")
-            if fields[field].annotation in (bool, "bool"):  # written on / off
+            boolean = fields[field].annotation in (bool, "bool")
+            if name not in was and now.get(name) in UNSET and not boolean:
+                continue  # unset in both runs (a listing that names it only beside another setting, as the sample)
+            if boolean:  # written on / off
                 given = {"on": "true", "off": "false"}.get(given, given)
             elif given in UNSET:
                 given = "(none)"
