@@ -8,6 +8,8 @@ own codes (1, 3, 4; :mod:`groundjudge.cli.common`).
 
 from __future__ import annotations
 
+import codecs
+import io
 import json
 import sys
 from typing import Annotated
@@ -91,8 +93,27 @@ app.command("diagnose", cls=Command)(diagnose_command)
 app.add_typer(review_app, name="review")
 
 
+def _escape(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """An encoding error handler: bytes a path smuggled in as surrogates go out as they came (``surrogateescape``),
+    any other character the encoding cannot hold as its escape (``backslashreplace``)."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    piece = exc.object[exc.start : exc.end]
+    if all(0xDC80 <= ord(char) <= 0xDCFF for char in piece):
+        return bytes(ord(char) - 0xDC00 for char in piece), exc.end
+    return codecs.backslashreplace_errors(exc)
+
+
+codecs.register_error("groundjudge.escape", _escape)
+
+
 def main() -> None:
-    """Console entry point."""
+    """Console entry point. Where the terminal's encoding cannot hold a character (``LC_ALL=C`` without Python's
+    UTF-8 mode: ASCII), it is printed escaped (``\\u2026``), never a traceback in place of the output; files are
+    written in UTF-8 whatever the locale."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors in ("strict", "surrogateescape"):
+            stream.reconfigure(errors="groundjudge.escape")
     try:
         app()
     except KeyboardInterrupt:

@@ -69,9 +69,13 @@ def test_help_at_80_columns_is_whole(path: list[str], command: Any) -> None:
 def test_score_help_in_a_pipe_at_80_columns() -> None:
     """The command as a user runs it: ``COLUMNS=80 groundjudge score --help | wc -l`` is at most 200 lines, grouped
     in panels, no option name cut."""
-    env = {**os.environ, **WIDTH}
+    env = {**os.environ, **WIDTH, "PYTHONIOENCODING": "utf-8"}  # a UTF-8 terminal, whatever the machine's locale
     shown = subprocess.run(
-        [sys.executable, "-m", "groundjudge", "score", "--help"], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-m", "groundjudge", "score", "--help"],
+        capture_output=True,
+        encoding="utf-8",
+        env=env,
+        check=True,
     ).stdout
     assert len(shown.splitlines()) <= 200 and "…" not in shown
     for panel in ("Input and output", "LLM judges", "Local checker", "Cost and pace", "Run"):
@@ -79,3 +83,17 @@ def test_score_help_in_a_pipe_at_80_columns() -> None:
     for name in ("--second-judge-base-url", "--second-judge-price", "--nli-trust-remote-code", "--citation-style"):
         assert re.search(rf"(?<![\w-]){name}(?![\w-])", shown), name
     assert "pip install 'groundjudge[ray]'" in flat(shown)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["score", "--help"]])
+def test_help_in_an_ascii_locale_on_a_narrow_terminal_escapes_what_it_cannot_encode(args: list[str]) -> None:
+    """``LC_ALL=C`` without Python's UTF-8 mode (stdout is ASCII) and ``COLUMNS=20``: rich cuts the commands' help with
+    "…", which ASCII cannot hold; the help is still printed, exit 0, the character escaped, not a traceback."""
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "COLUMNS": "20"}
+    for name in ("PYTHONIOENCODING", "TERMINAL_WIDTH"):
+        env.pop(name, None)
+    shown = subprocess.run(
+        [sys.executable, "-m", "groundjudge", *args], capture_output=True, env=env, stdin=subprocess.DEVNULL
+    )
+    assert shown.returncode == 0, shown.stderr.decode("ascii", "backslashreplace")[-600:]
+    assert shown.stdout.isascii() and b"Usage" in shown.stdout
