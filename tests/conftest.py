@@ -26,6 +26,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Ray starts its workers (the actors that score) at nice 15: beside two busy test workers they got the CPU only when
 # both were idle, and a Ray test took 5x its time. At nice 0 they take their share. Read by the raylet at ray.init.
 os.environ.setdefault("RAY_worker_niceness", "0")
+# The tests read what a pipe gets: a FORCE_COLOR in the caller's environment (CI services set it) put rich's colour
+# codes in every command's output and failed 59 tests of tests/cli alone. A test of colour sets it itself.
+os.environ.pop("FORCE_COLOR", None)
 # Under pytest-xdist (pyproject's addopts: -n 2) each worker takes its share of the cores for torch, so that two
 # workers do not fight over the same ones; the command-line runs a test starts inherit it. Set before torch loads.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
