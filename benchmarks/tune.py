@@ -80,7 +80,7 @@ from groundjudge.cache import Cache
 from groundjudge.checker.head import Sources, VerdictHead, claim_features, claim_folds, fit_head
 from groundjudge.checker.nli import NLIModel, NLIScorer
 from groundjudge.checker.profile import profile_for, read_model_head
-from groundjudge.io.labels import CLAIM_LABELS as LABELS
+from groundjudge.io.labels import CLAIM_LABELS
 from groundjudge.learn.calibrate import (
     CutoffRule,
     build_head,
@@ -126,7 +126,7 @@ def flip(rows: list[dict[str, Any]], share: float, seed: int) -> list[dict[str, 
     rng = random.Random(seed)
     out = [dict(r) for r in rows]
     for r in rng.sample(out, round(share * len(out))):
-        r["label"] = rng.choice([x for x in LABELS if x != r["label"]])
+        r["label"] = rng.choice([x for x in CLAIM_LABELS if x != r["label"]])
     return out
 
 

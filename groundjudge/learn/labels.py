@@ -20,7 +20,6 @@ from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
 if TYPE_CHECKING:
     from groundjudge.review.metrics import Review
 
-LABELS = CLAIM_LABELS  # a claim's three labels (the label rule: groundjudge.io.labels)
 
 # why a claim of a 'score' OUT did not teach, in the order they are told
 LEFT_OUT = {
@@ -35,7 +34,7 @@ LEFT_OUT = {
 
 def judge_usable(v: ClaimVerdict) -> bool:
     """A judge verdict worth learning from: decided by the judge, no unverified quote, evidence for a yes/no."""
-    if v.route != "judge" or v.label not in LABELS or "unverified_quote" in v.flags or v.error:
+    if v.route != "judge" or v.label not in CLAIM_LABELS or "unverified_quote" in v.flags or v.error:
         return False
     if v.label in ("SUPPORTED", "CONTRADICTED"):
         return bool(v.quotes) and all(q.verified for q in v.quotes)
@@ -197,11 +196,11 @@ def _collect(
         if not found.labels:
             raise InputError(f"no review in {reviews_name} matches a claim of {source} with NLI scores")
     gold = [report_label(r) for r in reports]  # the one label rule: a typo stops here, naming the report
-    gold_labelled = any(label in LABELS for label in gold)
+    gold_labelled = any(label in CLAIM_LABELS for label in gold)
     if gold_labelled and reviews is None:
         unknown = 0  # answers labelled not SUPPORTED whose wrong claim cannot be told
         for r, label in zip(reports, gold, strict=True):
-            if label not in LABELS or not r.claims:
+            if label not in CLAIM_LABELS or not r.claims:
                 continue
             for v in gold_claims(r, str(label)):
                 if scored(v.nli):
