@@ -91,8 +91,9 @@ def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: 
 
 
 def is_judged(report: Any) -> bool:
-    """Whether ``report`` is a real judgement, one a baseline's paired tests can compare: a PASS, WARN or FAIL with
-    a finite combined score (not an ERROR, not NO_CLAIMS, not a score that is missing or not a number)."""
+    """Whether ``report`` is a real judgement: a PASS, WARN or FAIL with a finite combined score (not an ERROR, not
+    NO_CLAIMS, not a score that is missing or not a number); what an adapter scores. What a baseline's paired tests
+    may compare asks more (:func:`vouches`: no stage failed either)."""
     combined = report.scores.combined
     return report.verdict in ("PASS", "WARN", "FAIL") and combined is not None and math.isfinite(combined)
 
