@@ -124,7 +124,7 @@ class RecordedRequest:
 class Reply:
     """What the server does with one request."""
 
-    kind: Literal["content", "refusal", "error", "malformed_body"] = "content"
+    kind: Literal["content", "refusal", "error", "malformed_body", "dropped"] = "content"
     content: str = ""
     obj: Any = None
     finish: Literal["stop", "length", "content_filter"] = "stop"
@@ -180,6 +180,13 @@ class Reply:
         """HTTP 200 whose body is not the API's: by default not JSON at all; ``body`` may be JSON of another shape
         (a proxy's or a gateway's) or an HTML page (``content_type="text/html"``)."""
         return cls(kind="malformed_body", content=body, headers={"content-type": content_type})
+
+    @classmethod
+    def dropped(cls, after: float = 0.0) -> Reply:
+        """Read the request, then (after ``after`` seconds) close the connection with no reply: a connection lost
+        after sending (the SDKs raise ``APIConnectionError``); a provider may have billed it. Not counted in
+        :attr:`ScriptedLLMServer.billed`; in a batch, an HTTP 500 for the request."""
+        return cls(kind="dropped", delay=after)
 
     @classmethod
     def slow(cls, seconds: float, then: Reply | None = None) -> Reply:
@@ -582,7 +589,7 @@ class ScriptedLLMServer(BatchRoutes):
         path = "/v1/chat/completions" if batch.api == "openai" else "/v1/messages"
         req = RecordedRequest(api=batch.api, path=path, headers={}, body=body, batch_id=batch.id)
         reply = self._next_reply(req)
-        if reply.kind in ("error", "malformed_body"):
+        if reply.kind in ("error", "malformed_body", "dropped"):
             status = reply.status if reply.kind == "error" else 500
             return status, _error_body(batch.api, status, reply.content, reply)
         return None, self._answer(req, reply)
@@ -663,7 +670,9 @@ class ScriptedLLMServer(BatchRoutes):
                 delay = reply.delay + (server.latency.seconds(raw) if server.latency is not None else 0.0)
                 if delay and server._stopping.wait(delay):
                     return
-                if reply.kind == "error":
+                if reply.kind == "dropped":  # the request was read: the connection goes with no reply
+                    self.close_connection = True
+                elif reply.kind == "error":
                     self._send(reply.status, _error_body(api, reply.status, reply.content, reply), reply.headers)
                 elif reply.kind == "malformed_body":
                     self._send_raw(200, reply.content.encode(), reply.headers.get("content-type", "application/json"))
