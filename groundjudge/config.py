@@ -249,7 +249,12 @@ class Config(BaseModel):
         description="stop before spending more than this many USD (the judge needs a price: the price table's, or "
         "one given)",
     )
-    max_calls: int | None = Field(None, ge=0, description="stop before more than this many LLM calls")
+    max_calls: int | None = Field(
+        None,
+        ge=0,
+        description="stop before more than this many LLM calls (a call sent with no reply, a timeout, counts: it may "
+        "be billed)",
+    )
     price: dict[PriceKey, UsdPerMTok] | None = Field(
         None,
         description="the LLM's price in USD per million tokens, {input_per_mtok, output_per_mtok}, winning over the "

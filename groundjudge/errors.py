@@ -17,8 +17,8 @@
     │   │   ├── ServerError         5xx, or a body that is not what the wire format promises
     │   │   ├── AuthenticationError 401 / 403
     │   │   └── BadRequestError     400 / 404 / 422 and other 4xx
-    │   ├── LLMTimeoutError         no answer within the timeout
-    │   ├── LLMConnectionError      could not reach the server
+    │   ├── LLMTimeoutError         no answer within the timeout (.maybe_billed)
+    │   ├── LLMConnectionError      could not reach the server, or lost it before the reply (.maybe_billed)
     │   ├── RefusalError            the model declined to answer (billed, not retried, not cached)
     │   └── InvalidOutputError      no valid, accepted JSON after the re-asks (has .raw, .partial)
     └── NLIError                    the local NLI model could not be loaded or run
@@ -139,10 +139,16 @@ class BatchPendingError(GroundjudgeError):
 
 
 class LLMError(GroundjudgeError):
-    """Talking to a language model failed; ``attempts`` and the ``usage`` billed before failing are attached."""
+    """Talking to a language model failed; ``attempts`` and the ``usage`` billed before failing are attached.
+
+    ``maybe_billed``: the request may have reached the provider, which may bill it, but no reply came back (a
+    timeout, a connection lost after sending). The client counts such a call at its worst case, marked unsettled
+    (:attr:`groundjudge.models.Usage.unsettled_calls`); an error status or a connection never made was not billed.
+    """
 
     attempts: int = 1
     usage: Usage | None = None
+    maybe_billed: bool = False
 
 
 class ProviderError(LLMError):
@@ -185,15 +191,19 @@ class BadRequestError(ProviderError):
 
 
 class LLMTimeoutError(LLMError):
-    """The server did not answer within the timeout (retried)."""
+    """The server did not answer within the timeout (retried). ``maybe_billed`` unless the adapter knows the request
+    never left (a connect or pool timeout)."""
 
     retryable = True
+    maybe_billed = True
 
 
 class LLMConnectionError(LLMError):
-    """The server could not be reached (retried)."""
+    """The server could not be reached, or the connection broke before its reply (retried). ``maybe_billed`` unless
+    the adapter knows the request never left (the connection was never made)."""
 
     retryable = True
+    maybe_billed = True
 
 
 class RefusalError(LLMError):

@@ -36,6 +36,12 @@ class Usage(BaseModel):
     ``unpriced_calls`` of the billed calls went to a model with no known price: ``cost_usd`` holds nothing of
     theirs, so the cost is unknown, not what ``cost_usd`` says (:meth:`cost_text`). Left out of JSON when 0, so
     that a priced run's reports are what they were before the field existed.
+
+    ``unsettled_calls`` of the calls were sent and got no reply (a timeout, a connection lost after sending): the
+    provider may have billed them, and no usage says for how much, so each is counted at its worst case (its input
+    bound and a ``max_tokens`` reply at the model's price), the amount in ``unsettled_cost_usd``, a part of
+    ``cost_usd``: what the budget holds them at, an upper bound, never a billed figure; their tokens are not known and
+    not counted. Left out of JSON when 0, as ``unpriced_calls``.
     """
 
     calls: int = 0
@@ -47,6 +53,17 @@ class Usage(BaseModel):
     cache_write_tokens: int = 0
     unpriced_calls: int = Field(
         0, exclude_if=lambda v: v == 0, description="billed calls to a model with no known price (not in cost_usd)"
+    )
+    unsettled_calls: int = Field(
+        0,
+        exclude_if=lambda v: v == 0,
+        description="calls sent that got no reply (a timeout, a connection lost): counted in calls, at their worst "
+        "case in cost_usd",
+    )
+    unsettled_cost_usd: float = Field(
+        0.0,
+        exclude_if=lambda v: v == 0,
+        description="the part of cost_usd that is the worst case of the unsettled calls, not a billed amount",
     )
 
     def __add__(self, other: Usage) -> Usage:
@@ -61,13 +78,19 @@ class Usage(BaseModel):
 
     def cost_text(self) -> str:
         """The cost as said to a person: "$0.0123", or, when a billed call had no price, "unknown (3 calls to a
-        model without a price)" or "$0.0123 + unknown for 3 calls"; never a bare dollar figure then."""
+        model without a price)" or "$0.0123 + unknown for 3 calls"; never a bare dollar figure then. Calls sent
+        with no reply say that the figure is at most and how much of it is their worst case."""
         n = self.unpriced_calls
+        held = ""
+        if self.unsettled_calls:
+            k = self.unsettled_calls
+            calls_sent = f"{k} call{'s' * (k != 1)} sent with no reply"
+            held = f" (at most; ${self.unsettled_cost_usd:.4f} of it is the worst case of {calls_sent})"
         if not n:
-            return f"${self.cost_usd:.4f}"
+            return f"${self.cost_usd:.4f}{held}"
         calls = f"{n} call{'s' * (n != 1)}"
         if self.calls > n:  # some billed calls were priced: their part is known
-            return f"${self.cost_usd:.4f} + unknown for {calls}"
+            return f"${self.cost_usd:.4f}{held} + unknown for {calls}"
         return f"unknown ({calls} to a model without a price)"
 
 

@@ -53,6 +53,7 @@ class Expect:
     requests: int
     billed: int
     sleeps: int | None = None  # retry waits, when the cell pins them
+    unsettled: int = 0  # calls sent with no reply: counted as calls at their worst case (the provider may bill them)
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,17 @@ FAULTS: dict[str, Fault] = {
     "500 once": Fault(lambda: [Reply.error(500), _good()], Expect(None, 2, 1, sleeps=1)),
     "503 twice": Fault(lambda: [Reply.error(503), Reply.error(503), _good()], Expect(None, 3, 1, sleeps=2)),
     "503 every time": Fault(lambda: [Reply.error(503)] * 3, Expect(errors.ServerError, 3, 0, sleeps=2)),
-    "timeout once": Fault(lambda: [Reply.slow(1.5), _good()], Expect(None, 2, 1, sleeps=1)),
-    "timeout every time": Fault(lambda: [Reply.slow(1.5)] * 3, Expect(errors.LLMTimeoutError, 3, 0, sleeps=2)),
+    # sent, no reply: retried, and counted as a call at its worst case (a provider bills what it answered)
+    "timeout once": Fault(lambda: [Reply.slow(1.5), _good()], Expect(None, 2, 1, sleeps=1, unsettled=1)),
+    "timeout every time": Fault(
+        lambda: [Reply.slow(1.5)] * 3, Expect(errors.LLMTimeoutError, 3, 0, sleeps=2, unsettled=3)
+    ),
+    "connection lost after sending once": Fault(
+        lambda: [Reply.dropped(), _good()], Expect(None, 2, 1, sleeps=1, unsettled=1)
+    ),
+    "connection lost after sending every time": Fault(
+        lambda: [Reply.dropped()] * 3, Expect(errors.LLMConnectionError, 3, 0, sleeps=2, unsettled=3)
+    ),
     "HTTP 200 body not JSON": Fault(lambda: [Reply.malformed_body(), _good()], Expect(None, 2, 1, sleeps=1)),
     # bad replies: billed, re-asked with the problem named, never cached
     "truncated JSON once": Fault(lambda: [Reply.truncated('{"label": "SUPP'), _good()], Expect(None, 2, 2)),
@@ -147,14 +157,19 @@ def test_fault_matrix(server: ScriptedLLMServer, cache: Cache, fault: str, provi
             assert exc.retry_at is not None and "UTC" in str(exc)
 
     assert len(server.requests) == want.requests, [r.api for r in server.requests]
-    # every billed reply is counted, in what the caller gets and in the ledger
-    assert usage is not None and usage.calls == want.billed
-    assert client.ledger.total.calls == want.billed and client.ledger.total.cost_usd == pytest.approx(usage.cost_usd)
+    # every billed reply and every call sent with no reply is counted, in what the caller gets and in the ledger
+    calls = want.billed + want.unsettled
+    assert usage is not None and usage.calls == calls and usage.unsettled_calls == want.unsettled
+    assert client.ledger.total == usage
     if want.billed:
         assert usage.input_tokens > 0 and usage.output_tokens > 0
-        unpriced = provider == "openai-compatible"  # no price is known: the cost is unknown, not $0
-        assert (usage.cost_usd > 0) != unpriced and usage.unpriced_calls == (want.billed if unpriced else 0)
-    assert client.ledger.total.unpriced_calls == usage.unpriced_calls
+    unpriced = provider == "openai-compatible"  # no price is known: the cost is unknown, not $0
+    assert usage.unpriced_calls == (calls if unpriced else 0)
+    if calls:
+        assert (usage.cost_usd > 0) != unpriced
+    # a call with no reply is held at its worst case, the part of the cost that is not a billed figure
+    worst = client.costs.worst_case_cost(client.request_for(ASK, Verdict))
+    assert usage.unsettled_cost_usd == pytest.approx(want.unsettled * worst)
     if want.sleeps is not None:
         assert len(sleeps) == want.sleeps
     assert all(s <= POLICY.max_total_seconds for s in sleeps)

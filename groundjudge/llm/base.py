@@ -397,14 +397,39 @@ def parse_retry_after(headers: Any) -> float | None:
         return max(0.0, parsed.timestamp() - time.time())
 
 
+# The HTTP client's errors (httpx, or httpx2 in newer SDKs) that leave before the request is sent: no connection was
+# made (refused, unreachable, TLS or proxy failure, connect or pool timeout), so the provider never saw it.
+_NEVER_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout", "ProxyError", "UnsupportedProtocol"})
+
+
+def never_sent(exc: BaseException) -> bool:
+    """Whether an SDK's timeout or connection error (``APITimeoutError``, ``APIConnectionError``) certainly failed
+    before its request was sent: its cause, the HTTP client's error, is one of connecting. Any other (a read timeout,
+    a read error, a server that closed the connection without a reply, an error the SDK wrapped that is not the
+    HTTP client's) may have reached the provider, which may bill it."""
+    seen: set[int] = set()
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if any(k.__module__.split(".")[0] in ("httpx", "httpx2") for k in type(cause).__mro__):
+            return any(k.__name__ in _NEVER_SENT for k in type(cause).__mro__)
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def map_sdk_error(exc: Exception, sdk: ModuleType, provider: str) -> errors.GroundjudgeError | None:
     """Turn an openai/anthropic SDK exception into a typed groundjudge error (both SDKs share these names)."""
     if isinstance(exc, json.JSONDecodeError):
         return errors.ServerError(f"{provider}: response body is not JSON: {exc}", retryable=True)
-    if isinstance(exc, sdk.APITimeoutError):
-        return errors.LLMTimeoutError(f"{provider}: request timed out")
-    if isinstance(exc, sdk.APIConnectionError):
-        return errors.LLMConnectionError(f"{provider}: connection failed: {exc}")
+    if isinstance(exc, sdk.APIConnectionError):  # APITimeoutError is one too
+        timed_out = isinstance(exc, sdk.APITimeoutError)
+        lost: errors.LLMError = (
+            errors.LLMTimeoutError(f"{provider}: request timed out")
+            if timed_out
+            else errors.LLMConnectionError(f"{provider}: connection failed: {exc}")
+        )
+        lost.maybe_billed = not never_sent(exc)
+        return lost
     if isinstance(exc, sdk.APIResponseValidationError):
         return errors.ServerError(
             f"{provider}: response body is not valid for the API: {exc}", status=exc.status_code, retryable=True

@@ -12,6 +12,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+import tenacity
 from pydantic import BaseModel, ValidationError
 
 from groundjudge import errors
@@ -440,7 +441,7 @@ class LLMClient:
 
     def _send_once(self, request: LLMRequest, waited: list[float] | None = None) -> tuple[LLMResponse, Usage]:
         """One billed call: wait for its place at the limiter (adding the wait to ``waited[0]``), reserve its worst
-        case, send, settle to the real cost, tell the limiter how it went; a refusal raises, counted."""
+        case, send, settle to the real cost (a failure: ``costs.failed_send``), tell the limiter; a refusal raises."""
         permit = None
         if self.limiter is not None:
             permit = self.limiter.acquire(sum(self.costs.expected_tokens(request)))
@@ -455,7 +456,8 @@ class LLMClient:
             try:
                 response = self.provider.send(request)
             except BaseException as exc:
-                self.ledger.settle(reserved, Usage())
+                spent = self.costs.failed_send(request, exc)  # sent with no reply: its worst case; else nothing
+                self.ledger.settle(reserved, spent)
                 if rate_limited(exc):
                     outcome, retry_after = "rate_limited", getattr(exc, "retry_after", None)
                 raise
@@ -490,7 +492,29 @@ class LLMClient:
         """
         waited = [0.0]  # seconds spent in the limiter's queue by this call's attempts
         loop = retrying(self.retry, sleep=self._sleep, limiter=self.limiter, model_id=self.model_id, waited=waited)
-        return loop(self._send_once, request, waited)
+        return counting_failures(loop, self._send_once, request, waited)
+
+
+def counting_failures(
+    loop: tenacity.Retrying,
+    send: Callable[[LLMRequest, list[float]], tuple[LLMResponse, Usage]],
+    request: LLMRequest,
+    waited: list[float],
+) -> tuple[LLMResponse, Usage]:
+    """``loop`` over ``send(request, waited)``, with what every attempt counted in the ledger (a failed one's too:
+    a call sent with no reply at its worst case, a refusal's reply) in the usage returned or the raised error's."""
+    failed = Usage()
+
+    def attempt(request: LLMRequest, waited: list[float]) -> tuple[LLMResponse, Usage]:
+        nonlocal failed
+        try:
+            return send(request, waited)
+        except errors.LLMError as exc:
+            failed = exc.usage = failed + (exc.usage or Usage())
+            raise
+
+    response, usage = loop(attempt, request, waited)
+    return response, failed + usage
 
 
 def cached_value(

@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Sequence
 
+from groundjudge import errors
 from groundjudge.llm.accounting import Price
 from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, billed_text
 from groundjudge.llm.packing import pack_size
@@ -82,6 +83,29 @@ class CallCosts:
             return 0.0
         input_tokens, output_tokens = self.expected_tokens(call)
         return self.price.cost(input_tokens, output_tokens, batch=batch)
+
+    def unanswered(self, request: LLMRequest) -> Usage:
+        """What a call sent with no reply counts as (a timeout or a connection lost after sending: the provider may
+        have answered and billed it in full): one call at :meth:`worst_case_cost`, that cost marked unsettled
+        (:attr:`~groundjudge.models.Usage.unsettled_cost_usd`), no tokens (none known); unpriced with no price. The
+        budget holds it at the same worst case it held while the call was in flight, so the cap still holds."""
+        cost = self.worst_case_cost(request)
+        return Usage(
+            calls=1,
+            cost_usd=cost,
+            unsettled_calls=1,
+            unsettled_cost_usd=cost,
+            unpriced_calls=int(self.price is None),
+        )
+
+    def failed_send(self, request: LLMRequest, exc: BaseException) -> Usage:
+        """What a send of ``request`` that raised ``exc`` counts, also set as the error's ``usage``: a call sent with no
+        reply (an :class:`~groundjudge.errors.LLMError` whose ``maybe_billed`` is set), :meth:`unanswered`; any other
+        failure (an error status, a connection never made) nothing: it was not billed."""
+        if not (isinstance(exc, errors.LLMError) and exc.maybe_billed):
+            return Usage()
+        exc.usage = self.unanswered(request)
+        return exc.usage
 
     def usage_of(self, response: LLMResponse, *, batch: bool = False) -> Usage:
         """What one billed response cost: its tokens, cached and written ones at their rates, at the batch price

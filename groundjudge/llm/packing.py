@@ -163,9 +163,9 @@ def pack_request(requests: Sequence[LLMRequest], *, limit: int | None = None) ->
 def share_packed(usage: Usage, requests: Sequence[LLMRequest]) -> list[Usage]:
     """Each packed request's part of what the one call that carried them (:func:`pack_request`) cost: tokens and
     cost in proportion to the length of its block (its user message), each token count rounded down and what is
-    left on the last, so that the parts sum to ``usage``; the billed call (unpriced, cached) counted on the first.
-    The one split of a packed call's usage, for :meth:`~groundjudge.llm.client.LLMClient.complete_packed`, provider
-    batch mode and the dry run."""
+    left on the last, so that the parts sum to ``usage``; the billed call (unpriced, cached, unsettled) counted on the
+    first. The one split of a packed call's usage, for :meth:`~groundjudge.llm.client.LLMClient.complete_packed`,
+    provider batch mode and the dry run."""
     weights = [len(r.messages[1].content) for r in requests]
     total = sum(weights) or 1
     out: list[Usage] = []
@@ -179,6 +179,8 @@ def share_packed(usage: Usage, requests: Sequence[LLMRequest]) -> list[Usage]:
             calls=usage.calls if i == 0 else 0,
             unpriced_calls=usage.unpriced_calls if i == 0 else 0,
             cached_calls=usage.cached_calls if i == 0 else 0,
+            unsettled_calls=usage.unsettled_calls if i == 0 else 0,
+            unsettled_cost_usd=usage.unsettled_cost_usd * f,
             input_tokens=int(usage.input_tokens * f),
             output_tokens=int(usage.output_tokens * f),
             cached_input_tokens=int(usage.cached_input_tokens * f),

@@ -109,12 +109,14 @@ def test_a_reply_is_split_by_the_packs_own_ids_only() -> None:
 
 
 def same_usage(a: Usage, b: Usage) -> None:
-    assert a.model_dump(exclude={"cost_usd"}) == b.model_dump(exclude={"cost_usd"})
-    assert a.cost_usd == pytest.approx(b.cost_usd, rel=1e-9, abs=1e-15)
+    amounts = {"cost_usd", "unsettled_cost_usd"}
+    assert a.model_dump(exclude=amounts) == b.model_dump(exclude=amounts)
+    for f in amounts:
+        assert getattr(a, f) == pytest.approx(getattr(b, f), rel=1e-9, abs=1e-15)
 
 
 TOKENS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
-FIRST_ONLY = ("calls", "unpriced_calls", "cached_calls")
+FIRST_ONLY = ("calls", "unpriced_calls", "cached_calls", "unsettled_calls")
 
 
 @settings(max_examples=300, deadline=None)
@@ -132,7 +134,7 @@ def test_a_packed_calls_usage_is_shared_by_block_length_and_sums_to_the_whole(
     from groundjudge.llm.base import LLMRequest
     from groundjudge.llm.packing import share_packed
 
-    usage = Usage(**counts, cost_usd=cost)
+    usage = Usage(**counts, cost_usd=cost, unsettled_cost_usd=cost / 3)  # a part of the cost held unsettled
     system = Message(role="system", content=SYSTEM)
     requests = [
         LLMRequest(messages=(system, Message(role="user", content="x" * n)), schema={}, schema_name="Echo")
@@ -154,10 +156,13 @@ def test_a_packed_calls_usage_is_shared_by_block_length_and_sums_to_the_whole(
     for f in TOKENS + FIRST_ONLY:
         assert sum(getattr(s, f) for s in shares) == getattr(usage, f)
     assert math.fsum(s.cost_usd for s in shares) == pytest.approx(usage.cost_usd, rel=1e-9, abs=1e-12)
+    for share, w in zip(shares[:-1], lengths, strict=False):  # the unsettled part shared as the cost is
+        assert share.unsettled_cost_usd == usage.unsettled_cost_usd * (w / total)
+    assert math.fsum(s.unsettled_cost_usd for s in shares) == pytest.approx(usage.unsettled_cost_usd, abs=1e-9)
 
 
-def client_for(server: ScriptedLLMServer, tmp_path: Path) -> LLMClient:
-    return make_test_client(server, cache=Cache(tmp_path / "c"), price=Price(1.0, 1.0))
+def client_for(server: ScriptedLLMServer, tmp_path: Path, **kw: Any) -> LLMClient:
+    return make_test_client(server, cache=Cache(tmp_path / "c"), price=Price(1.0, 1.0), **kw)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -205,17 +210,24 @@ def test_a_part_missing_or_invalid_concerns_that_answer_alone(server: ScriptedLL
     assert len(singles) == 2 and not any(packed_requests(r) for r in singles)
 
 
-@pytest.mark.parametrize("bad", [Reply.text("not json at all"), Reply.refusal(), Reply.error(400)])
+@pytest.mark.parametrize(
+    "bad", [Reply.text("not json at all"), Reply.refusal(), Reply.error(400), Reply.slow(1.0), Reply.dropped()]
+)
 def test_a_garbled_or_failed_packed_call_caches_nothing(server: ScriptedLLMServer, tmp_path: Path, bad: Reply) -> None:
     server.script = lambda req: bad if packed_requests(req) else echo(req)
-    client = client_for(server, tmp_path)
+    client = client_for(server, tmp_path, timeout=0.3)
     texts = ["one two", "three four"]
     calls = deferred(client, texts)
     results = client.complete_packed(calls)
     assert all(problem is not None for _, problem in results.values())
     assert client.cache is not None and not any(client.cache.peek(c.key) for c in calls)
     spent = sum((u for u, _ in results.values()), start=Usage())
-    same_usage(spent, client.ledger.total)  # what the failed call billed (a refusal is billed) is counted
+    # what the failed call billed (a refusal is billed) or may have (sent with no reply: its worst case) is counted
+    same_usage(spent, client.ledger.total)
+    if bad.delay or bad.kind == "dropped":
+        worst = client.costs.worst_case_cost(client.packed_request([c.request for c in calls]))
+        assert spent.unsettled_calls == spent.calls == len(server.requests) > 0
+        assert spent.cost_usd == spent.unsettled_cost_usd == pytest.approx(spent.calls * worst)
     assert [client.complete_json(ask(t), Echo)[0].first for t in texts] == ["one", "three"]
 
 

@@ -437,3 +437,19 @@ def test_a_provider_batch_still_running_stops_the_run_and_a_new_evaluator_collec
         assert [r.model_dump(exclude={"usage"}) for r in reports] == [
             r.model_dump(exclude={"usage"}) for r in direct_reports
         ]
+
+
+def test_a_cost_with_calls_sent_with_no_reply_says_it_is_at_most() -> None:
+    """Calls sent with no reply are counted at their worst case: wherever the cost is said, it says how much of it is
+    that bound; a report without them is byte for byte what it was before the fields existed."""
+    from groundjudge.cli.common import cost_cell
+    from groundjudge.models import Usage
+
+    answered = Usage(calls=1, input_tokens=10, output_tokens=5, cost_usd=0.01)
+    lost = Usage(calls=2, cost_usd=0.07, unsettled_calls=2, unsettled_cost_usd=0.07)
+    both = answered + lost
+    assert both.cost_text() == "$0.0800 (at most; $0.0700 of it is the worst case of 2 calls sent with no reply)"
+    assert cost_cell(both) == "<=$0.0800" and cost_cell(answered) == "$0.0100"
+    assert both.model_dump(mode="json")["unsettled_calls"] == 2
+    assert "unsettled" not in answered.model_dump_json()  # left out when 0: reports as before
+    assert Usage.model_validate_json(both.model_dump_json()) == both
