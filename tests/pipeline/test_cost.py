@@ -453,3 +453,24 @@ def test_a_cost_with_calls_sent_with_no_reply_says_it_is_at_most() -> None:
     assert both.model_dump(mode="json")["unsettled_calls"] == 2
     assert "unsettled" not in answered.model_dump_json()  # left out when 0: reports as before
     assert Usage.model_validate_json(both.model_dump_json()) == both
+
+
+def test_a_server_that_never_answers_cannot_pass_max_calls(shared_nli: Any, tmp_path: Path) -> None:
+    """Every call times out: each one sent counts against max_calls, so the run stops at the cap (it sent 6 per
+    answer, the retry policy's attempts, when a call with no reply counted nothing), and its usage says the cost is
+    a bound."""
+    from groundjudge import errors
+    from groundjudge.llm import Ledger, RetryPolicy
+    from groundjudge.testing import Reply
+
+    retry = RetryPolicy(max_attempts=6, initial_wait=0.001, max_wait=0.002, jitter=0.001)
+    with ScriptedLLMServer(lambda req: Reply.slow(0.6)) as server:
+        cache = Cache(tmp_path / "c")
+        client = make_test_client(server, cache=cache, ledger=Ledger(max_calls=3), timeout=0.2, retry=retry)
+        ev = Evaluator(Config(), nli=shared_nli, client=client, cache=cache)
+        with pytest.raises(errors.BudgetExceededError):
+            list(ev.evaluate_many(ROWS))
+        sent = len(server.requests)
+    assert sent == 3
+    assert ev.usage.calls == ev.usage.unsettled_calls == 3 and ev.usage.cost_usd == ev.usage.unsettled_cost_usd > 0
+    assert "at most" in ev.usage.cost_text()
