@@ -170,7 +170,9 @@ class Ledger:
     this call's reservation stays within the cap, and raises :class:`BudgetExceededError` instead of making the
     call that could pass it. :class:`~groundjudge.llm.client.LLMClient` reserves a call's worst case (its input
     bounded from above, and a reply of max_tokens), so that however many threads run, the cap is never passed;
-    :meth:`settle` then replaces the reservation by the real cost.
+    :meth:`settle` then replaces the reservation by the real cost, or, for a call sent that got no reply (a timeout,
+    a connection lost after sending: the provider may have billed it in full), by that same worst case, marked
+    unsettled (:meth:`CallCosts.unanswered <groundjudge.llm.costs.CallCosts.unanswered>`).
     """
 
     def __init__(self, budget_usd: float | None = None, max_calls: int | None = None) -> None:
