@@ -1,6 +1,7 @@
 """Where the local checker's labels come from: gold rows, reviewer decisions, and the judge's own verdicts.
 
-One rule for what a judge verdict may teach (:func:`judge_usable`), one for which claims the NLI stage scored
+One rule for what a judge verdict may teach (:func:`judge_usable`, and why one may not: :func:`judge_left_out`;
+a verdict the second judge disagreed with is no label), one for which claims the NLI stage scored
 (:func:`scored`), :func:`collect_labels`, which gathers calibrate's labelled claims from scored reports, and
 :func:`reviewed_claims`, tune's reviews joined to its score files.
 Imports only ``models``, ``errors``, ``io.labels`` (the one label rule) and ``review``.
@@ -28,17 +29,37 @@ LEFT_OUT = {
     "unverified": "with an unverified quote",
     "no_quote": "SUPPORTED / CONTRADICTED without a quote",
     "no_nli": "without NLI scores",
+    "judges_disagree": "disputed by the second judge (no reviewer decided them)",
     "failed": "answer(s) that failed whole (their claims are not in the file)",
 }
 
 
-def judge_usable(v: ClaimVerdict) -> bool:
-    """A judge verdict worth learning from: decided by the judge, no unverified quote, evidence for a yes/no."""
-    if v.route != "judge" or v.label not in CLAIM_LABELS or "unverified_quote" in v.flags or v.error:
-        return False
+def judge_left_out(v: ClaimVerdict) -> str | None:
+    """Why a judge verdict may not teach (a key of :data:`LEFT_OUT`), None if it may: decided by the judge, no error,
+    no unverified quote, evidence (verified quotes) for a SUPPORTED or CONTRADICTED, and no second judge that gave
+    another verdict (``judges_disagree``: a label two judges disagree on is noise to fit a checker on; a reviewer's
+    decision on the claim teaches it instead, which the callers put first). A second judge that failed or gave
+    none leaves the verdict as it is (nothing to compare)."""
+    if v.route != "judge":
+        return "local"
+    if v.error or v.label not in CLAIM_LABELS:
+        return "error"
+    if "unverified_quote" in v.flags:
+        return "unverified"
     if v.label in ("SUPPORTED", "CONTRADICTED"):
-        return bool(v.quotes) and all(q.verified for q in v.quotes)
-    return True
+        if any(not q.verified for q in v.quotes):
+            return "unverified"
+        if not v.quotes:
+            return "no_quote"
+    if v.judges_disagree:
+        return "judges_disagree"
+    return None
+
+
+def judge_usable(v: ClaimVerdict) -> bool:
+    """A judge verdict worth learning from (:func:`judge_left_out` finds no reason against it): calibrate's and
+    tune's one rule."""
+    return judge_left_out(v) is None
 
 
 def scored(nli: ClaimNLI | None) -> bool:
@@ -64,7 +85,7 @@ def judge_labelled(
     were left out by reason (keys of :data:`LEFT_OUT`); claims a reviewer decided are neither.
 
     Usable: :func:`judge_usable` (judge route, a real label, every quote verified for SUPPORTED / CONTRADICTED, no
-    unverified_quote flag, no error) and NLI scores (no NLI error, passages scored).
+    unverified_quote flag, no error, no second judge that disagreed) and NLI scores (no NLI error, passages scored).
     """
     usable: list[tuple[AnswerReport, ClaimVerdict]] = []
     left_out: Counter[str] = Counter()
@@ -74,18 +95,11 @@ def judge_labelled(
         for v in r.claims:
             if (r.id, v.claim.id) in reviewed:
                 continue
-            if judge_usable(v) and scored(v.nli):
+            why = judge_left_out(v)
+            if why is None and scored(v.nli):
                 usable.append((r, v))
-            elif v.route != "judge":
-                left_out["local"] += 1
-            elif v.error or v.label == "ERROR":
-                left_out["error"] += 1
-            elif "unverified_quote" in v.flags or any(not q.verified for q in v.quotes):
-                left_out["unverified"] += 1
-            elif not judge_usable(v):
-                left_out["no_quote"] += 1
             else:
-                left_out["no_nli"] += 1
+                left_out[why or "no_nli"] += 1
     return usable, left_out
 
 
@@ -216,7 +230,8 @@ def _collect(
         usable, left_out = judge_labelled(reports, reviewed)
         for r, v in usable:
             found.add(r, v, v.label, "judge", from_out)
-        if usable or reviews is None:  # with reviews and no judge verdict to add, they teach alone, as they did
+        # with reviews and no judge verdict to add, they teach alone, as they did (said if the judges disagreed)
+        if usable or reviews is None or left_out["judges_disagree"]:
             found.notes.append(judge_said(len(usable), left_out, reviewed=bool(reviewed)))
         if usable and any(r.mode == "cascade" for r in reports):
             found.notes.append(

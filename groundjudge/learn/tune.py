@@ -69,7 +69,7 @@ from groundjudge.io.reports import (
 )
 from groundjudge.io.rows import parse_sample
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
-from groundjudge.learn.labels import judge_usable, reviewed_claims
+from groundjudge.learn.labels import LEFT_OUT, judge_left_out, judge_usable, reviewed_claims
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
 from groundjudge.learn.tune_out import STATE_DIR, inside_folder, interrupts_keep, prepare_out, save_tokenizer
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
@@ -190,7 +190,9 @@ def load_examples(
 ) -> list[TuneExample]:
     """Training claims from gold claim rows, score output files (judge verdicts) and review decisions (one label
     per claim, :func:`~groundjudge.review.metrics.review_labels`: a claim reviewers disagree on with no adjudication
-    teaches nothing, the judge's verdict on it neither; ``log`` says how many).
+    teaches nothing, the judge's verdict on it neither; ``log`` says how many). A judge verdict teaches by
+    :func:`~groundjudge.learn.labels.judge_usable`: not one the second judge disagreed with, unless a reviewer decided
+    the claim (``log`` says how many were left out).
 
     Raises:
         InputError: a row of none of the three kinds, a bad label, or a review whose claim is in no score file.
@@ -231,6 +233,7 @@ def load_examples(
                 reports[(report.id, v.claim.id, v.claim.text)] = (report, v)
     reviewed = reviewed_claims(reviews, runs, log)
     out = gold
+    judges_disagree = 0
     for key, (report, v) in reports.items():
         if key in reviewed:  # None: reviewers disagree, and the judge's verdict is no tiebreak
             label = reviewed[key]
@@ -238,9 +241,12 @@ def load_examples(
         elif judge_usable(v):
             ex = _from_report(report, v, v.label, "judge", tokenizer, settings)
         else:
+            judges_disagree += judge_left_out(v) == "judges_disagree"
             continue
         if ex is not None:
             out.append(ex)
+    if judges_disagree:  # a label two judges disagree on is noise; a review of the claim teaches it
+        log(f"{judges_disagree} judge verdict(s) left out: {LEFT_OUT['judges_disagree']}")
     return out
 
 
