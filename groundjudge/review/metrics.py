@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -334,6 +335,7 @@ def review_from_row(obj: Any, line: int) -> Review:
     for name in ("groundjudge_label", "route", "note", "reviewer", "decided_at"):
         if obj.get(name) is not None and not isinstance(obj[name], str):
             raise InputError("not a string", row=line, field=name)
+    decided_time(obj.get("decided_at"), line)  # a time the latest decision cannot be told by is refused
     if not isinstance(obj.get("adjudicated", False), bool):
         raise InputError("not true or false", row=line, field="adjudicated")
     status = obj.get("status")
@@ -356,25 +358,58 @@ def review_from_row(obj: Any, line: int) -> Review:
     )
 
 
-def _per_reviewer(reviews: Iterable[Review]) -> dict[tuple[str, str, str], dict[tuple[str, bool], Review]]:
-    """Claim (answer id, claim id, claim text) -> each reviewer's latest line on it, and the latest adjudication
-    (under ``("", True)``: a later adjudicator's settles the claim again); in file order, a claim placed by its last
-    line. Lines without a reviewer are one reviewer's (the static page's export before it named them). A cleared
-    line (null label) withdraws its reviewer's earlier line and is kept by none."""
+def decided_time(text: str | None, line: int | str | None = None) -> datetime | None:
+    """When a review line's decision was made: its ``decided_at`` (ISO 8601, as the review page and the service
+    write it; a time without a zone is UTC), None without one.
+
+    Raises:
+        InputError: text that is no ISO 8601 time, naming ``line`` and the field (read as no time, it would let an
+            older decision override a newer one)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InputError(f"{text!r} is not an ISO 8601 time", row=line, field="decided_at") from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+
+
+def _per_reviewer(
+    reviews: Iterable[Review],
+) -> tuple[dict[tuple[str, str, str], dict[tuple[str, bool], Review]], dict[int, int]]:
+    """Claim (answer id, claim id, claim text) -> each reviewer's latest decision on it, and the latest adjudication
+    (under ``("", True)``: a later adjudicator's settles the claim again), a claim placed by the line that last
+    changed it; and each kept line's place in ``reviews`` (by ``id``). The latest decision is the one with the
+    latest ``decided_at``; of equal times, and for a line without one, the later line (a line without a time counts
+    as made after the lines before it): so a line older than one already read (two exports put together, team
+    members' files merged, lines out of order) changes nothing. Lines without a reviewer are one reviewer's (the
+    static page's export before it named them). A cleared line (null label) withdraws its reviewer's earlier line
+    and is kept by none."""
     out: dict[tuple[str, str, str], dict[tuple[str, bool], Review]] = {}
-    for r in reviews:
+    newest: dict[tuple[tuple[str, str, str], tuple[str, bool]], datetime | None] = {}  # the latest time read
+    place: dict[int, int] = {}
+    for n, r in enumerate(reviews):
         claim = (r.id, r.claim_id, r.claim)
-        lines = out.pop(claim, {})
         who = ("", True) if r.adjudicated else (r.reviewer or "", False)
+        at, latest = decided_time(r.decided_at, r.line or None), newest.get((claim, who))
+        if at is not None and latest is not None and at < latest:  # an older decision than one read: not the latest
+            kept = out.get(claim, {}).get(who)
+            if who == ("", False) and kept is not None and not r.cleared and r.label != kept.label:
+                out[claim][who] = replace(kept, unnamed_change=True)
+                place[id(out[claim][who])] = place[id(kept)]
+            continue
+        newest[(claim, who)] = latest if at is None else at  # not before ``latest``: an older one was passed over
+        lines = out.pop(claim, {})
         earlier = lines.pop(who, None)
         if not r.cleared:
             changed = (
                 who == ("", False) and earlier is not None and (earlier.unnamed_change or earlier.label != r.label)
             )
             lines[who] = replace(r, unnamed_change=True) if changed else r
+            place[id(lines[who])] = n
         if lines:
             out[claim] = lines
-    return out
+    return out, place
 
 
 def parse_reviews(lines: Iterable[str], per_reviewer: bool = False) -> list[Review]:
@@ -406,7 +441,7 @@ class ReviewLabels:
     labels: list[Review]  # the adjudicated line, else the latest line of a claim every reviewer gave one label
     disputed: list[Review]  # a claim's latest line, for each claim reviewers disagree on with no adjudication
     every: list[Review]  # each reviewer's latest line on each claim and its latest adjudication, in file order
-    unnamed_changes: int = 0  # claims whose lines without a reviewer give different labels (the last one counts)
+    unnamed_changes: int = 0  # claims whose lines without a reviewer give different labels (the latest one counts)
 
     def note(self, name: str, also: str = "") -> str | None:
         """What was left out and how to settle it (``also`` added to that sentence), and what was read as one
@@ -423,7 +458,7 @@ class ReviewLabels:
         if u := self.unnamed_changes:
             notes.append(
                 f"{u} claim{'s' * (u != 1)} in {name} {'have' if u != 1 else 'has'} lines without a reviewer that give "
-                "different labels: read as one reviewer who changed their mind, the last line counting. If they are "
+                "different labels: read as one reviewer who changed their mind, the latest line counting. If they are "
                 "different reviewers' files put together, name each line's reviewer (the page's reviewer box before "
                 'exporting, or a "reviewer" field) so that a claim they disagree on is left out, not taught the last '
                 "file's label"
@@ -436,36 +471,27 @@ def review_labels(every: Sequence[Review]) -> ReviewLabels:
     id, claim id and text), the latest adjudication where there is one; else, when every reviewer's latest decision
     gives one label, that label (a reviewer who changed their mind counts once, with their latest); else the claim
     is disputed and left out, as is a claim the export marks ``disputed`` (or ``adjudicated`` with no adjudication
-    line: a file cut down to some reviewers' lines). ``every`` in file order (a later line is a later decision); a
-    line whose label is null (``cleared``) withdraws its reviewer's earlier verdict on the claim (the service's
-    rule for a cleared decision) and is in none of the lists returned."""
+    line: a file cut down to some reviewers' lines). ``every`` in file order; "latest" is by ``decided_at`` (of
+    equal times, or without one, the later line: :func:`_per_reviewer`), so files put together in any order read
+    alike; a line whose label is null (``cleared``) withdraws its reviewer's earlier verdict on the claim (the
+    service's rule for a cleared decision) and is in none of the lists returned."""
     labels: list[Review] = []
     disputed: list[Review] = []
-    claims = _per_reviewer(every)
+    claims, place = _per_reviewer(every)
     for lines in claims.values():
         adjudication = lines.get(("", True))
         if adjudication is not None:
             labels.append(adjudication)
             continue
-        last = list(lines.values())[-1]  # the claim's latest decision
+        last = max(lines.values(), key=lambda r: place[id(r)])  # the claim's decision read last of those kept
         unsettled = {r.status for r in lines.values()} & {"disputed", "adjudicated"}
         if len({r.label for r in lines.values()}) > 1 or unsettled:
             disputed.append(last)
         else:
             labels.append(last)
     kept = [r for lines in claims.values() for r in lines.values()]
-
-    def key(r: Review) -> tuple[str, str, str, str | None, bool]:
-        return (r.id, r.claim_id, r.claim, r.reviewer, r.adjudicated)
-
-    order = {key(r): n for n, r in enumerate(every)}  # each kept line's place: its own, the last of its key
     changes = sum(r.unnamed_change for r in kept)
-    return ReviewLabels(
-        labels,
-        disputed,
-        sorted(kept, key=lambda r: order[key(r)]),
-        changes,
-    )
+    return ReviewLabels(labels, disputed, sorted(kept, key=lambda r: place[id(r)]), changes)
 
 
 def read_reviews(path: str | Path, per_reviewer: bool = False) -> list[Review]:
