@@ -13,6 +13,7 @@ import secrets
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,23 @@ def _retried(conn: Connection, table: Any, reviewer_id: int, request_id: str | N
     return old
 
 
+def _stamp(conn: Connection, table: Any, claim_pk: int, reviewer_id: int | None) -> str:
+    """The ``decided_at`` of a decision stored now on ``claim_pk`` (by ``reviewer_id``; None: an adjudication, any
+    adjudicator's): the clock's time, but always after the latest one stored for the decisions it replaces (by a
+    millisecond at least: two decisions in one millisecond, or a clock behind, would tie or go back). The
+    service's latest decision is the one stored last (:func:`_latest`, :func:`_adjudicated`: the highest id); the
+    readers of its exports take the one with the latest ``decided_at`` (``review.metrics.review_labels``). A clock
+    that steps back (a time correction, service processes whose clocks differ on one database) would stamp the newer
+    decision earlier, and two exports put together would teach the older one."""
+    latest = select(func.max(table.c.decided_at)).where(table.c.claim_pk == claim_pk)
+    if reviewer_id is not None:
+        latest = latest.where(table.c.reviewer_id == reviewer_id)
+    before, now = conn.execute(latest).scalar(), db.now()  # both db.now()'s text: it sorts as time
+    if before is None or before < now:
+        return now
+    return (datetime.fromisoformat(before) + timedelta(milliseconds=1)).isoformat(timespec="milliseconds")
+
+
 def _claim(conn: Connection, answer_id: str, claim_id: str) -> int:
     pk = conn.execute(select(db.answers.c.id).where(db.answers.c.answer_id == answer_id)).scalar_one_or_none()
     if pk is None:
@@ -229,7 +247,7 @@ def decide(
         old = _retried(conn, db.decisions, reviewer_id, request_id, row)
         if old is not None:
             return {**_decision_out(old._mapping, answer_id, claim_id), "duplicate": True}
-        row |= {"decided_at": db.now(), "request_id": request_id}
+        row |= {"decided_at": _stamp(conn, db.decisions, claim_pk, reviewer_id), "request_id": request_id}
         pk = conn.execute(db.decisions.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
         return {**_decision_out({**row, "id": pk}, answer_id, claim_id), "duplicate": False}
 
@@ -271,7 +289,8 @@ def _of_answers(t: Any, answers: Any) -> Any:
 
 def _latest(conn: Connection, reviewer_id: int | None = None, answers: Any = None) -> list[Any]:
     """Each reviewer's latest decision per claim (their label may be None: cleared), with the claim's ids; only on
-    claims of ``answers`` (a select of answer pks) when given."""
+    claims of ``answers`` (a select of answer pks) when given. The latest is the one stored last, whose
+    ``decided_at`` is the latest too (:func:`_stamp`), as the export's readers take it."""
     t = db.decisions
     last = select(func.max(t.c.id)).group_by(t.c.claim_pk, t.c.reviewer_id)
     if reviewer_id is not None:
@@ -613,7 +632,7 @@ def adjudicate(
         old = _retried(conn, db.adjudications, reviewer_id, request_id, row)
         if old is not None:
             return {**_decision_out({**old._mapping, "citation": None}, answer_id, claim_id), "duplicate": True}
-        row |= {"decided_at": db.now(), "request_id": request_id}
+        row |= {"decided_at": _stamp(conn, db.adjudications, claim_pk, None), "request_id": request_id}
         pk = conn.execute(db.adjudications.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
         return {**_decision_out({**row, "id": pk, "citation": None}, answer_id, claim_id), "duplicate": False}
 

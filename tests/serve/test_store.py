@@ -208,6 +208,35 @@ def test_a_cleared_verdict_and_a_note_alone_are_exported_as_no_label(tmp_path: P
     assert parse_reviews(day1 + day2) == []  # the withdrawn verdict teaches nothing
 
 
+def test_a_decision_stored_later_is_never_stamped_before_the_one_it_replaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service's latest decision is the one stored last; readers of its exports take the one with the latest
+    ``decided_at`` (``review.metrics.review_labels``). A clock that stepped back between two decisions (a time
+    correction, or service processes whose clocks differ on one PostgreSQL) stamped the newer one earlier, so two
+    exports put together taught the older one. A decision is now stamped no earlier than the one it replaces."""
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    load.load_runs(engine, [("run", [make_report("a")])])
+    store.add_reviewer(engine, "ann")
+    store.add_reviewer(engine, "adj", role="adjudicator")
+    ann, adj = (r["id"] for r in store.reviewers(engine))
+    clock = ["2026-11-30T11:00:00.000+00:00"]
+    monkeypatch.setattr(db, "now", lambda: clock[0])
+    store.decide(engine, ann, "a", "c0", "SUPPORTED")
+    store.decide(engine, ann, "a", "c1", "SUPPORTED")
+    store.adjudicate(engine, adj, "a", "c1", "UNSUPPORTED")
+    day1 = [store.dumps_line(x) for x in store.export_lines(engine)]
+    clock[0] = "2026-11-30T10:00:00.000+00:00"  # the clock steps back
+    store.decide(engine, ann, "a", "c0", "CONTRADICTED")
+    store.adjudicate(engine, adj, "a", "c1", "CONTRADICTED")
+    assert [d["label"] for d in store.my_decisions(engine, ann)] == ["CONTRADICTED", "SUPPORTED"]  # the service's
+    day2 = [store.dumps_line(x) for x in store.export_lines(engine)]
+    for joined in (day1 + day2, day2 + day1):  # in either order, as the service has them
+        assert {r.claim_id: r.label for r in parse_reviews(joined)} == {"c0": "CONTRADICTED", "c1": "CONTRADICTED"}
+    clock[0] = "2026-11-30T12:00:00.000+00:00"  # and a clock that goes on is used as it is
+    assert store.decide(engine, ann, "a", "c0", "UNSUPPORTED")["decided_at"] == clock[0]
+
+
 def test_an_adjudication_is_exported_where_no_reviewer_verdict_stands(tmp_path: Path) -> None:
     # settled through the API on a claim nobody decided, or whose verdicts were cleared afterwards: acknowledged
     # (200) and in the history, but missing from the export that metrics, calibrate and tune read
