@@ -32,6 +32,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    func,
     select,
 )
 from sqlalchemy.engine import make_url
@@ -141,6 +142,12 @@ sessions = Table(
     Column("created_at", String(40), nullable=False),
     Column("expires_at", String(40), nullable=False),
 )
+
+
+def claim_sizes() -> Any:
+    """How many claims each answer has: a select of (answer_pk, size), the one count of them (the store's assignment
+    and progress, the team's progress)."""
+    return select(claims.c.answer_pk, func.count().label("size")).group_by(claims.c.answer_pk)
 
 
 def _v1(conn: Connection) -> None:

@@ -89,7 +89,7 @@ def _reviewers(conn: Connection, verdicts: Any, per_claim: Any) -> list[dict[str
     (their verdicts, on any answer), and disagreements (claims with their verdict whose reviewers' verdicts
     differ, settled or not)."""
     v, pc, claims, a = verdicts, per_claim, db.claims, db.assignments
-    sizes = select(claims.c.answer_pk, func.count().label("size")).group_by(claims.c.answer_pk).subquery()
+    sizes = db.claim_sizes().subquery()
     done = (
         select(v.c.reviewer_id, claims.c.answer_pk, func.count().label("n"))
         .join(claims, claims.c.id == v.c.claim_pk)

@@ -382,8 +382,12 @@ def _decided_counts(conn: Connection, reviewer_id: int) -> dict[int, int]:
     return {int(a): int(n) for a, n in conn.execute(q)}
 
 
-def _claim_counts(conn: Connection) -> dict[int, int]:
-    q = select(db.claims.c.answer_pk, func.count()).group_by(db.claims.c.answer_pk)
+def _claim_counts(conn: Connection, answers: Any = None) -> dict[int, int]:
+    """answer pk -> its claims (:func:`groundjudge.serve.db.claim_sizes`); only ``answers`` (a select of answer pks)
+    when given."""
+    q = db.claim_sizes()
+    if answers is not None:
+        q = q.where(db.claims.c.answer_pk.in_(answers))
     return {int(a): int(n) for a, n in conn.execute(q)}
 
 
@@ -481,8 +485,7 @@ def reviewer_window(engine: Engine, reviewer_id: int, page: int = 0, size: int =
     def get(conn: Connection) -> Window:
         mine = select(db.assignments.c.answer_pk).where(db.assignments.c.reviewer_id == reviewer_id)
         claims, t = db.claims, db.decisions
-        of_mine = select(claims.c.answer_pk, func.count()).where(claims.c.answer_pk.in_(mine))
-        sizes = {int(a): int(n) for a, n in conn.execute(of_mine.group_by(claims.c.answer_pk))}
+        sizes = _claim_counts(conn, mine)
         done = _decided_counts(conn, reviewer_id)
         latest = (
             select(claims.c.answer_pk, func.max(t.c.id))

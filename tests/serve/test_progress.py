@@ -202,3 +202,26 @@ def test_a_kept_count_is_counted_again_once_it_is_a_minute_old(tmp_path: Path) -
     now[0] = 60.0
     assert team()["queue"] == progress.team(engine)["queue"] and team()["queue"]["overlap_answers"] == 4
     engine.dispose()
+
+
+def test_the_claims_of_each_answer_are_counted_in_one_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the store's assignment and windows and the team's progress read one GROUP BY (db.claim_sizes), not copies of it
+    engine = db.open_db(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    load.load_runs(engine, [("run", [make_report(f"a{i}", n_claims=i + 1) for i in range(3)])])
+    store.add_reviewer(engine, "ann")
+    ann = store.reviewers(engine)[0]["id"]
+    real, calls = db.claim_sizes, []
+    monkeypatch.setattr(db, "claim_sizes", lambda: calls.append(1) or real())
+    for ask in (
+        lambda: store.take_work(engine, ann, 2),
+        lambda: store.my_queue(engine, ann),
+        lambda: store.reviewer_window(engine, ann),
+        lambda: progress.team(engine),
+    ):
+        calls.clear()
+        ask()
+        assert calls, ask
+    mine = store.my_queue(engine, ann)
+    assert mine["claims_assigned"] == sum(a["claims"] for a in mine["answers"]) > 2
+    assert progress.team(engine)["reviewers"][0]["claims_assigned"] == mine["claims_assigned"]
+    engine.dispose()
