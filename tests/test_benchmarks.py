@@ -527,3 +527,9 @@ def test_cascade_margin_cv_replays_the_pipelines_cascade_at_each_margin(
                 cell["escalated"],
                 cell["pairs"],
             ), (name, label)
+
+
+def test_review_team_benchmark_on_a_small_database(tmp_path: Path) -> None:
+    sizes = ["--answers", "40", "--decisions", "300", "--repeat", "1", "--writes", "3"]
+    out = run("review_team.py", *sizes, cache=tmp_path)
+    assert out["decisions"] == 300 and out["count_s_median"] >= 0 and out["decide_ms_median"] > 0

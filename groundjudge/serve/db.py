@@ -1,4 +1,5 @@
-"""The review database: its tables, its schema version, the engine, and writes that wait their turn.
+"""The review database: its tables, its schema version, the engine, writes that wait their turn, and the running
+totals of the team's progress that each decision keeps in its transaction (:func:`record_decision`).
 
 SQLite by default (a file beside the run), in WAL mode with ``synchronous=FULL`` and a busy timeout; every write
 transaction starts with ``BEGIN IMMEDIATE`` so that writers queue at the start instead of failing half-way.
@@ -30,11 +31,13 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
     create_engine,
     event,
     func,
     select,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
@@ -42,7 +45,7 @@ from groundjudge.errors import ConfigError
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -133,6 +136,31 @@ assignments = Table(
     UniqueConstraint("answer_pk", "reviewer_id"),
 )
 
+# kept in step with the decisions, in each decision's transaction (record_decision, record_adjudication), so that
+# the team's progress reads running totals instead of counting every decision: each reviewer's latest decision per
+# claim (its id and label, None: cleared)
+verdicts = Table(
+    "gj_verdicts",
+    metadata,
+    Column("claim_pk", Integer, ForeignKey("gj_claims.id"), nullable=False),
+    Column("reviewer_id", Integer, ForeignKey("gj_reviewers.id"), nullable=False),
+    Column("decision_id", Integer, nullable=False),
+    Column("label", String(20), nullable=True),
+    PrimaryKeyConstraint("claim_pk", "reviewer_id"),
+)
+
+# the running totals: (name, owner 0, item 0) the queue's numbers; (name, a reviewer's id, 0) a reviewer's;
+# ("answer_verdicts", a reviewer's id, an answer's pk) the claims of that answer with the reviewer's verdict
+tallies = Table(
+    "gj_tallies",
+    metadata,
+    Column("name", String(40), nullable=False),
+    Column("owner", Integer, nullable=False),
+    Column("item", Integer, nullable=False),
+    Column("value", Integer, nullable=False),
+    PrimaryKeyConstraint("name", "owner", "item"),
+)
+
 sessions = Table(
     "gj_sessions",
     metadata,
@@ -154,8 +182,140 @@ def _v1(conn: Connection) -> None:
     metadata.create_all(conn)
 
 
+def _v2(conn: Connection) -> None:
+    metadata.create_all(conn)  # the verdicts and the running totals
+    rebuild_tallies(conn)
+
+
 # MIGRATIONS[n] takes a database from version n to n + 1 (version 0: empty)
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
+
+
+# -- the running totals -------------------------------------------------------------------------------------------
+
+Key = tuple[str, int, int]  # a row of gj_tallies: name, owner, item
+
+QUEUE_TALLIES = (
+    "claims_decided",
+    "claims_complete",
+    "claims_double_reviewed",
+    "claims_agreed",
+    "disagreements_open",
+    "disagreements_settled",
+)
+
+
+def claim_tallies(by: dict[int, str], settled: bool, needed: int, answer_pk: int) -> dict[Key, int]:
+    """What one claim adds to the running totals, given each reviewer's verdict on it (``by``: reviewer id ->
+    label, only verdicts), whether an adjudication settled it and how many reviewers its answer needs: the queue's
+    claims decided, complete (by every reviewer needed), double-reviewed, agreed, disagreements open and settled
+    (its reviewers' verdicts differ); each of its reviewers' claims decided and disagreements, and their verdicts
+    on its answer."""
+    if not by:
+        return {}
+    n, disputed = len(by), len(set(by.values())) > 1
+    said = (n >= 1, n >= needed, n >= 2, n >= 2 and not disputed, disputed and not settled, disputed and settled)
+    out: dict[Key, int] = {(name, 0, 0): int(yes) for name, yes in zip(QUEUE_TALLIES, said, strict=True)}
+    for r in by:
+        out |= {("claims_decided", r, 0): 1, ("disagreements", r, 0): int(disputed)}
+        out[("answer_verdicts", r, answer_pk)] = 1
+    return out
+
+
+def _add_tallies(conn: Connection, after: dict[Key, int], before: dict[Key, int]) -> None:
+    """Add ``after - before`` to the running totals, in one statement per row in key order (two writers lock the
+    rows they share in the same order)."""
+    change = {k: after.get(k, 0) - before.get(k, 0) for k in sorted(set(after) | set(before))}
+    rows = [{"name": k[0], "owner": k[1], "item": k[2], "value": v} for k, v in change.items() if v]
+    if not rows:
+        return
+    add = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(tallies)
+    conn.execute(
+        add.on_conflict_do_update(
+            index_elements=["name", "owner", "item"], set_={"value": tallies.c.value + add.excluded.value}
+        ),
+        rows,
+    )
+
+
+def _claim_state(conn: Connection, claim_pk: int) -> tuple[int, int, bool, dict[int, str]]:
+    """The claim locked (every change of its verdicts and adjudications waits for the one before: they read its
+    state here), then its answer, the reviewers its answer needs, whether it is settled and its verdicts."""
+    answer_pk, needed = conn.execute(
+        select(claims.c.answer_pk, answers.c.needed)
+        .join(answers, answers.c.id == claims.c.answer_pk)
+        .where(claims.c.id == claim_pk)
+        .with_for_update(of=claims, key_share=True)
+    ).one()
+    settled = conn.execute(select(adjudications.c.id).where(adjudications.c.claim_pk == claim_pk).limit(1)).first()
+    v = verdicts
+    by = conn.execute(select(v.c.reviewer_id, v.c.label).where(v.c.claim_pk == claim_pk, v.c.label.is_not(None)))
+    return int(answer_pk), int(needed), settled is not None, {int(r): str(label) for r, label in by}
+
+
+def record_decision(conn: Connection, claim_pk: int, reviewer_id: int, decision_id: int, label: str | None) -> None:
+    """Keep the verdicts and running totals in step with decision ``decision_id`` just stored, in its transaction.
+    A decision older than the reviewer's latest on the claim (a concurrent one on PostgreSQL numbered after it and
+    committed first) changes nothing: the latest by number counts, as a recount takes it."""
+    answer_pk, needed, settled, by = _claim_state(conn, claim_pk)
+    v = verdicts
+    mine = and_(v.c.claim_pk == claim_pk, v.c.reviewer_id == reviewer_id)
+    old = conn.execute(select(v.c.decision_id, v.c.label).where(mine)).first()
+    if old is not None and old.decision_id > decision_id:
+        return
+    if old is None:
+        conn.execute(
+            v.insert().values(claim_pk=claim_pk, reviewer_id=reviewer_id, decision_id=decision_id, label=label)
+        )
+    else:
+        conn.execute(v.update().where(mine).values(decision_id=decision_id, label=label))
+    after = {r: x for r, x in by.items() if r != reviewer_id} | ({reviewer_id: label} if label is not None else {})
+    _add_tallies(conn, claim_tallies(after, settled, needed, answer_pk), claim_tallies(by, settled, needed, answer_pk))
+
+
+def record_adjudication(conn: Connection, claim_pk: int) -> None:
+    """Keep the running totals in step with an adjudication about to be stored on the claim, in its transaction (its
+    first one settles the claim)."""
+    answer_pk, needed, settled, by = _claim_state(conn, claim_pk)
+    if not settled:
+        _add_tallies(conn, claim_tallies(by, True, needed, answer_pk), claim_tallies(by, False, needed, answer_pk))
+
+
+def rebuild_tallies(conn: Connection) -> None:
+    """The verdicts and running totals counted again from every decision and adjudication (the schema's migration to
+    them; a load that changed the reviewers some answer needs). On PostgreSQL the claims are locked first: a decision
+    stored meanwhile waits for this count, then adds to it."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("LOCK TABLE gj_claims IN EXCLUSIVE MODE")
+    conn.execute(verdicts.delete())
+    conn.execute(tallies.delete())
+    t = decisions
+    last = select(func.max(t.c.id)).group_by(t.c.claim_pk, t.c.reviewer_id)
+    conn.execute(
+        verdicts.insert().from_select(
+            ["claim_pk", "reviewer_id", "decision_id", "label"],
+            select(t.c.claim_pk, t.c.reviewer_id, t.c.id, t.c.label).where(t.c.id.in_(last)),
+        )
+    )
+    settled = set(conn.execute(select(adjudications.c.claim_pk).distinct()).scalars())
+    v = verdicts
+    q = (
+        select(v.c.claim_pk, v.c.reviewer_id, v.c.label, claims.c.answer_pk, answers.c.needed)
+        .join(claims, claims.c.id == v.c.claim_pk)
+        .join(answers, answers.c.id == claims.c.answer_pk)
+        .where(v.c.label.is_not(None))
+    )
+    by: dict[int, dict[int, str]] = {}
+    of: dict[int, tuple[int, int]] = {}
+    for claim_pk, reviewer_id, label, answer_pk, needed in conn.execute(q):
+        by.setdefault(int(claim_pk), {})[int(reviewer_id)] = str(label)
+        of[int(claim_pk)] = (int(answer_pk), int(needed))
+    total: dict[Key, int] = {}
+    for claim_pk, labels in by.items():
+        answer_pk, needed = of[claim_pk]
+        for k, n in claim_tallies(labels, claim_pk in settled, needed, answer_pk).items():
+            total[k] = total.get(k, 0) + n
+    _add_tallies(conn, total, {})
 
 
 class ReviewDatabaseError(ConfigError):

@@ -154,12 +154,16 @@ def load_runs(
             n_answers += len(fresh)
         # the overlap share, for answers not already given to two reviewers
         twice = select(db.assignments.c.answer_pk).where(db.assignments.c.slot >= 1)
-        for pk, aid in conn.execute(
-            select(db.answers.c.id, db.answers.c.answer_id).where(db.answers.c.id.not_in(twice))
+        changed = False
+        for pk, aid, was in conn.execute(
+            select(db.answers.c.id, db.answers.c.answer_id, db.answers.c.needed).where(db.answers.c.id.not_in(twice))
         ).all():
-            conn.execute(
-                db.answers.update().where(db.answers.c.id == pk).values(needed=2 if in_overlap(aid, overlap) else 1)
-            )
+            needed = 2 if in_overlap(aid, overlap) else 1
+            if needed != was:
+                conn.execute(db.answers.update().where(db.answers.c.id == pk).values(needed=needed))
+                changed = True
+        if changed:  # the claims complete (decided by every reviewer they need) are counted again
+            db.rebuild_tallies(conn)
         total = int(conn.execute(select(func.count()).select_from(db.answers)).scalar_one())
         return Loaded(added, kept, n_answers, total)
 

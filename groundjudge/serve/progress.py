@@ -1,6 +1,7 @@
-"""The team's progress (``GET /api/team``, the team page): counted by the database (GROUP BY), never by reading
-every decision into Python, and kept by the running service until the review changes (:class:`TeamProgress`):
-every reviewer's page asks for it every 15 s.
+"""The team's progress (``GET /api/team``, the team page): the running totals the database keeps in step with each
+decision and adjudication (:func:`groundjudge.serve.db.record_decision`: no count reads the decisions), with the
+assignments, and kept by the running service until the review changes (:class:`TeamProgress`): every reviewer's
+page asks for it every 15 s.
 
 Every function takes an engine (:mod:`groundjudge.serve.db`) or a connection and returns plain data.
 """
@@ -19,55 +20,17 @@ from groundjudge.serve import db
 from groundjudge.serve.db import read
 
 
-def _verdicts() -> Any:
-    """Each reviewer's latest decision per claim, where it gives a label (a cleared one gives none): claim_pk,
-    reviewer_id, label."""
-    t, later = db.decisions, db.decisions.alias("later")
-    newer = select(later.c.id).where(
-        later.c.claim_pk == t.c.claim_pk, later.c.reviewer_id == t.c.reviewer_id, later.c.id > t.c.id
-    )
-    return select(t.c.claim_pk, t.c.reviewer_id, t.c.label).where(t.c.label.is_not(None), ~newer.exists()).cte()
-
-
 def _n(value: Any) -> int:
     return int(value or 0)
-
-
-def _per_claim(verdicts: Any) -> Any:
-    """Per claim with a verdict: how many reviewers gave one (n) and whether they differ (lo, hi: the least and the
-    greatest label; they differ when the labels do)."""
-    v = verdicts
-    return (
-        select(v.c.claim_pk, func.count().label("n"), func.min(v.c.label).label("lo"), func.max(v.c.label).label("hi"))
-        .group_by(v.c.claim_pk)
-        .cte()
-    )
 
 
 def _count(*when: Any) -> Any:
     return func.coalesce(func.sum(case((and_(*when), 1), else_=0)), 0)
 
 
-def _queue(conn: Connection, per_claim: Any) -> dict[str, int]:
-    """The queue's numbers: answers and claims, slots, claims decided, complete, double-reviewed, agreed, and
-    disagreements open and settled (reviewers' latest verdicts differ; settled: an adjudication on the claim)."""
-    pc = per_claim
-    settled = select(db.adjudications.c.claim_pk).group_by(db.adjudications.c.claim_pk).subquery()
-    disputed = pc.c.lo != pc.c.hi
-    claims = conn.execute(
-        select(
-            func.count().label("claims_decided"),
-            _count(pc.c.n >= db.answers.c.needed).label("claims_complete"),
-            _count(pc.c.n >= 2).label("claims_double_reviewed"),
-            _count(pc.c.n >= 2, pc.c.lo == pc.c.hi).label("claims_agreed"),
-            _count(disputed, settled.c.claim_pk.is_(None)).label("disagreements_open"),
-            _count(disputed, settled.c.claim_pk.is_not(None)).label("disagreements_settled"),
-        ).select_from(
-            pc.join(db.claims, db.claims.c.id == pc.c.claim_pk)
-            .join(db.answers, db.answers.c.id == db.claims.c.answer_pk)
-            .outerjoin(settled, settled.c.claim_pk == pc.c.claim_pk)
-        )
-    ).one()
+def _queue(conn: Connection, kept: dict[db.Key, int]) -> dict[str, int]:
+    """The queue's numbers: answers and claims, slots, and the running totals (claims decided, complete,
+    double-reviewed, agreed, disagreements open and settled: :func:`groundjudge.serve.db.claim_tallies`)."""
     a = db.answers
     answers = conn.execute(
         select(func.count(func.distinct(db.claims.c.answer_pk)), func.count()).select_from(db.claims)
@@ -80,36 +43,26 @@ def _queue(conn: Connection, per_claim: Any) -> dict[str, int]:
         "overlap_answers": _n(slots[0]),
         "slots": _n(slots[1]),
         "slots_assigned": _n(assigned),
-        **{k: _n(v) for k, v in claims._mapping.items()},
+        **{name: kept.get((name, 0, 0), 0) for name in db.QUEUE_TALLIES},
     }
 
 
-def _reviewers(conn: Connection, verdicts: Any, per_claim: Any) -> list[dict[str, Any]]:
-    """Per reviewer: answers assigned and done (every claim has their verdict), claims assigned and decided
-    (their verdicts, on any answer), and disagreements (claims with their verdict whose reviewers' verdicts
-    differ, settled or not)."""
-    v, pc, claims, a = verdicts, per_claim, db.claims, db.assignments
+def _reviewers(conn: Connection, kept: dict[db.Key, int]) -> list[dict[str, Any]]:
+    """Per reviewer: answers assigned and done (every claim has their verdict), claims assigned, and from the
+    running totals claims decided (their verdicts, on any answer) and disagreements (claims with their verdict
+    whose reviewers' verdicts differ, settled or not)."""
+    a, t = db.assignments, db.tallies
     sizes = db.claim_sizes().subquery()
-    done = (
-        select(v.c.reviewer_id, claims.c.answer_pk, func.count().label("n"))
-        .join(claims, claims.c.id == v.c.claim_pk)
-        .group_by(v.c.reviewer_id, claims.c.answer_pk)
-        .subquery()
-    )
-    size, n = func.coalesce(sizes.c.size, 0), func.coalesce(done.c.n, 0)
-    assigned = select(a.c.reviewer_id, func.count(), _count(n >= size), func.coalesce(func.sum(size), 0)).select_from(
-        a.outerjoin(sizes, sizes.c.answer_pk == a.c.answer_pk).outerjoin(
-            done, and_(done.c.reviewer_id == a.c.reviewer_id, done.c.answer_pk == a.c.answer_pk)
-        )
-    )
+    size = func.coalesce(sizes.c.size, 0)
+    done = and_(t.c.name == "answer_verdicts", t.c.owner == a.c.reviewer_id, t.c.item == a.c.answer_pk)
+    assigned = select(
+        a.c.reviewer_id, func.count(), _count(func.coalesce(t.c.value, 0) >= size), func.coalesce(func.sum(size), 0)
+    ).select_from(a.outerjoin(sizes, sizes.c.answer_pk == a.c.answer_pk).outerjoin(t, done))
     given = {int(r): (_n(k), _n(d), _n(c)) for r, k, d, c in conn.execute(assigned.group_by(a.c.reviewer_id))}
-    decided = select(v.c.reviewer_id, func.count(), _count(pc.c.lo != pc.c.hi)).join(pc, pc.c.claim_pk == v.c.claim_pk)
-    verdicts_of = {int(r): (_n(k), _n(d)) for r, k, d in conn.execute(decided.group_by(v.c.reviewer_id))}
     out = []
     r = db.reviewers
     for rid, name, role in conn.execute(select(r.c.id, r.c.name, r.c.role).order_by(r.c.id)):
         k, d, c = given.get(int(rid), (0, 0, 0))
-        mine, against = verdicts_of.get(int(rid), (0, 0))
         out.append(
             {
                 "name": name,
@@ -117,18 +70,20 @@ def _reviewers(conn: Connection, verdicts: Any, per_claim: Any) -> list[dict[str
                 "answers_assigned": k,
                 "answers_done": d,
                 "claims_assigned": c,
-                "claims_decided": mine,
-                "disagreements": against,
+                "claims_decided": kept.get(("claims_decided", int(rid), 0), 0),
+                "disagreements": kept.get(("disagreements", int(rid), 0), 0),
             }
         )
     return out
 
 
 def count_team(conn: Connection) -> dict[str, Any]:
-    """The team's progress as the database holds it now (:func:`team`)."""
-    verdicts = _verdicts()
-    per_claim = _per_claim(verdicts)
-    return {"reviewers": _reviewers(conn, verdicts, per_claim), "queue": _queue(conn, per_claim)}
+    """The team's progress as the database holds it now (:func:`team`): the running totals kept with each decision
+    (:func:`groundjudge.serve.db.record_decision`), never a count of the decisions, with the assignments."""
+    t = db.tallies
+    rows = conn.execute(select(t.c.name, t.c.owner, t.c.item, t.c.value).where(t.c.name != "answer_verdicts"))
+    kept = {(str(name), int(owner), int(item)): int(value) for name, owner, item, value in rows}
+    return {"reviewers": _reviewers(conn, kept), "queue": _queue(conn, kept)}
 
 
 def team(engine: Engine) -> dict[str, Any]:

@@ -249,6 +249,7 @@ def decide(
             return {**_decision_out(old._mapping, answer_id, claim_id), "duplicate": True}
         row |= {"decided_at": _stamp(conn, db.decisions, claim_pk, reviewer_id), "request_id": request_id}
         pk = conn.execute(db.decisions.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
+        db.record_decision(conn, claim_pk, reviewer_id, int(pk), label)  # the running totals, in this transaction
         return {**_decision_out({**row, "id": pk}, answer_id, claim_id), "duplicate": False}
 
     return write(engine, store)
@@ -635,6 +636,7 @@ def adjudicate(
         old = _retried(conn, db.adjudications, reviewer_id, request_id, row)
         if old is not None:
             return {**_decision_out({**old._mapping, "citation": None}, answer_id, claim_id), "duplicate": True}
+        db.record_adjudication(conn, claim_pk)  # the running totals, in this transaction
         row |= {"decided_at": _stamp(conn, db.adjudications, claim_pk, None), "request_id": request_id}
         pk = conn.execute(db.adjudications.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
         return {**_decision_out({**row, "id": pk, "citation": None}, answer_id, claim_id), "duplicate": False}
