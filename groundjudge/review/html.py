@@ -314,6 +314,7 @@ def render_html(
     queue_reasons: Sequence[Sequence[str]] | None = None,
     bar_extra: str = "",
     script_before: str = "",
+    queue_said: str = "",
 ) -> str:
     """The review page for ``reports`` as one HTML string: a queue, riskiest first (``order`` "risk":
     :func:`risk_key`) or most informative first ("informative": :func:`informative_key`). The header gives the
@@ -323,7 +324,8 @@ def render_html(
     The review service (``groundjudge review serve``) hands ``reports`` already in queue order with
     ``queue_reasons`` (why each is there), and its own markup: ``bar_extra`` (HTML for the queue bar) and
     ``script_before`` (HTML before the page's script: the service's settings and the script that keeps decisions
-    in its database instead of this browser)."""
+    in its database instead of this browser); ``queue_said``, HTML that says what the queue is in place of the
+    header's line on it (the service's page holds a window of the reviewer's queue)."""
     if order not in ORDERS:
         raise ArgumentError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
     every = [finite_report(r) for r in reports]
@@ -356,7 +358,7 @@ def render_html(
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
         f"<title>{_text(title)}</title><style>{REVIEW_CSS}</style></head><body>"
-        f"<header><h1>{_text(title)}</h1>{queue_header(every, chosen, only_flagged, order)}"
+        f"<header><h1>{_text(title)}</h1>{queue_said or queue_header(every, chosen, only_flagged, order)}"
         f"<p><span id='queue-decided'></span> {' '.join(_text(n) for n in needs)}</p>{_LEGEND}"
         "<details id='run'><summary>Run summary: scores with their intervals, costs, versions</summary>"
         f"<div id='headgrid'><div id='summary'>{rows}</div><div id='distribution'>{score_histogram(chosen)}</div>"

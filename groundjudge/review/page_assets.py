@@ -150,9 +150,12 @@ function save(it, later) {  // it: the claim whose decision changed (the service
 }
 function progress() {
   const decided = items.filter(isDecided).length;
-  document.getElementById('progress').textContent = decided + ' of ' + items.length + ' claims decided';
-  const bar = document.getElementById('progress-bar'); bar.max = Math.max(1, items.length); bar.value = decided;
-  let done = 0; let withClaims = 0;
+  // the service's page holds a window of the reviewer's queue: its counts add the finished answers it does not hold
+  const hid = SERVER ? SERVER.hidden : {answers: 0, claims: 0};
+  const claimsAll = items.length + hid.claims; const decidedAll = decided + hid.claims;
+  document.getElementById('progress').textContent = decidedAll + ' of ' + claimsAll + ' claims decided';
+  const bar = document.getElementById('progress-bar'); bar.max = Math.max(1, claimsAll); bar.value = decidedAll;
+  let done = hid.answers; let withClaims = hid.answers;
   document.querySelectorAll('.answer').forEach(card => {
     const mine = card.gjItems || []; const n = mine.filter(isDecided).length;
     if (mine.length) withClaims += 1; if (mine.length && n === mine.length) done += 1;
@@ -160,7 +163,7 @@ function progress() {
     const p = card.querySelector('.card-progress'); if (p) p.textContent = n + ' of ' + mine.length + ' decided';
   });
   document.getElementById('progress-answers').textContent = done + ' of ' + withClaims + ' answers done';
-  document.getElementById('queue-decided').textContent = 'Decided so far: ' + decided + ' of ' + items.length +
+  document.getElementById('queue-decided').textContent = 'Decided so far: ' + decidedAll + ' of ' + claimsAll +
     ' claims, ' + done + ' of ' + withClaims + ' answers.';
   const left = items.filter(it => !isDecided(it)); const shown = left.filter(it => visible(it));
   const sign = document.getElementById('done');
@@ -168,7 +171,7 @@ function progress() {
   sign.classList.toggle('partial', left.length > 0);
   document.getElementById('done-text').textContent = left.length
     ? 'No undecided claim in the answers shown: ' + left.length + ' more in answers the filters hide.'
-    : SERVER ? 'End of your queue: all ' + items.length + ' claims are decided. Take more answers with "More answers".'
+    : SERVER ? 'End of your queue: all ' + claimsAll + ' claims are decided. Take more answers with "More answers".'
     : 'End of the queue: all ' + items.length + ' claims are decided. Export your decisions.';
   const holds = document.getElementById('export-holds'); const kept = items.filter(it => hasDecision(decisions[it.key]));
   const alone = kept.filter(it => !isDecided(it) && !hasDecision(Object.assign({}, decisions[it.key], {cleared_at: null}))).length;

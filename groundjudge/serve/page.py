@@ -93,7 +93,7 @@ window.groundjudgeServer = (() => {
   window.addEventListener('beforeunload', ev => { if (pending.size) { ev.preventDefault(); ev.returnValue = ''; } });
   setTimeout(team, 50); setInterval(team, 15000);
   return {me: cfg.me, role: cfg.role, csrf: cfg.csrf, decisions: decisions, save: save, status: status,
-    pending: () => pending.size, team: team, maxNote: cfg.max_note};
+    pending: () => pending.size, team: team, maxNote: cfg.max_note, hidden: cfg.hidden || {answers: 0, claims: 0}};
 })();
 """
 
@@ -114,6 +114,21 @@ def _window(w: Window) -> str:
         f"<a id='earlier' href='?finished={w.page + 1}'>earlier finished answers</a>" if w.page + 1 < w.pages else ""
     )
     return f"<span id='window'>{html_text(said)}</span>{links}"
+
+
+def _queue_said(w: Window) -> str:
+    """The header's line on the reviewer's queue: the whole queue's answers and claims (the page holds a window of
+    it), and what the header's summary counts."""
+    shown, n = len(w.answers), w.unfinished + w.finished
+    said = (
+        f"Your queue: {n} answer{'s' * (n != 1)}, {w.claims} claim{'s' * (w.claims != 1)}, {w.decided} decided by you "
+        f"({w.unfinished} answer{'s' * (w.unfinished != 1)} unfinished, {w.finished} finished)."
+    )
+    held = (
+        f"This page holds {shown} of the {n} answers ({w.claims - w.hidden_claims} claims): the run summary and the "
+        "corrected unsupported rate below count those; the decided counts count your whole queue."
+    )
+    return f"<p id='queue'><b>{html_text(said)}</b> {html_text(held)}</p>"
 
 
 def _bar(me: str, role: str, csrf: str, notice: str = "", window: Window | None = None) -> str:
@@ -153,7 +168,9 @@ def review_page(
     (what the last ask for more answers got, when it got none); ``window``, what ``items`` are of the reviewer's
     answers (:func:`groundjudge.serve.store.reviewer_window`: their unfinished ones and a page of their finished
     ones), said in the bar with links to the other pages."""
-    settings = {"me": me, "role": role, "csrf": csrf, "decisions": decisions, "max_note": MAX_NOTE}
+    settings: dict[str, Any] = {"me": me, "role": role, "csrf": csrf, "decisions": decisions, "max_note": MAX_NOTE}
+    if window is not None:  # the reviewer's finished answers this page does not hold: its counts add them
+        settings["hidden"] = {"answers": window.hidden_answers, "claims": window.hidden_claims}
     before = (
         f"<script type='application/json' id='gj-server'>{embed_json(settings)}</script>"
         f"<style>{_SERVED_CSS}</style><script nonce='{nonce}'>{SERVER_JS}</script>"
@@ -167,6 +184,7 @@ def review_page(
         bar_extra=_bar(me, role, csrf, notice, window),
         script_before=before,
         reviews=reviews,
+        queue_said=_queue_said(window) if window is not None else "",
     )
     # the page's own script (the only bare <script> tag: data never holds a '<') runs under the nonce
     return page.replace("<script>", f"<script nonce='{nonce}'>")

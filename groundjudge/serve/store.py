@@ -459,7 +459,9 @@ class Window:
     """What a reviewer's page holds: their unfinished answers and a window of their finished ones (page ``page``
     of ``pages``, the latest finished first: the answer they last decided on), in queue order with why each is in
     the queue (``items``); ``answers``, the answers' keys; ``unfinished`` and ``finished``, how many they hold of
-    each in all."""
+    each in all; ``claims`` and ``decided``, the claims of all their answers and those with their verdict;
+    ``hidden_answers`` and ``hidden_claims``, their finished answers with a claim not on this page and the claims
+    of those (all decided): what the page's counts add to count the whole queue."""
 
     items: list[tuple[AnswerReport, list[str]]]
     answers: list[int]
@@ -467,6 +469,10 @@ class Window:
     finished: int
     page: int
     pages: int
+    claims: int = 0
+    decided: int = 0
+    hidden_answers: int = 0
+    hidden_claims: int = 0
 
 
 def shown_answers(answers: Iterable[int]) -> Any:
@@ -507,7 +513,19 @@ def reviewer_window(engine: Engine, reviewer_id: int, page: int = 0, size: int =
             .order_by(db.answers.c.position)
         )
         items = [(AnswerReport.model_validate_json(rep), json.loads(why)) for rep, why in conn.execute(q)]
-        return Window(items, shown, len(open_), len(finished), at, pages)
+        hidden = [sizes.get(a, 0) for a in set(finished) - set(shown)]
+        return Window(
+            items,
+            shown,
+            len(open_),
+            len(finished),
+            at,
+            pages,
+            claims=sum(sizes.get(a, 0) for a in keys),
+            decided=sum(min(done.get(a, 0), sizes.get(a, 0)) for a in keys),
+            hidden_answers=sum(1 for n in hidden if n),
+            hidden_claims=sum(hidden),
+        )
 
     return read(engine, get)
 

@@ -141,3 +141,28 @@ def test_the_page_holds_the_unfinished_answers_and_the_latest_finished_and_pages
             r = c.get("/", params={"finished": odd})
             assert r.status_code == 200 and _held(r.text)[0] == held, (odd, r.status_code)
     engine.dispose()
+
+
+def test_the_pages_header_counts_the_whole_queue_and_says_what_the_page_holds(tmp_path: Path) -> None:
+    # the header counted the answers the page holds (its unfinished ones and 50 finished) as if they were the queue:
+    # "54 of 54 answers in this queue, 108 claims" for a queue of 60 answers and 120 claims
+    engine, tokens = _review(tmp_path, 60)
+    ann = store.reviewers(engine)[0]["id"]
+    store.take_work(engine, ann, 60)
+    for i in range(56):
+        for claim in ("c0", "c1"):
+            store.decide(engine, ann, f"a{i:03d}", claim, "SUPPORTED")
+    with TestClient(create_app(engine), follow_redirects=False) as c:
+        assert c.post("/signin", data={"token": tokens["ann"]}).status_code == 303
+        page = c.get("/").text
+        line = page.split("<p id='queue'>", 1)[1].split("</p>", 1)[0]
+        assert line == (
+            "<b>Your queue: 60 answers, 120 claims, 112 decided by you (4 answers unfinished, 56 finished).</b> This "
+            "page holds 54 of the 60 answers (108 claims): the run summary and the corrected unsupported rate below "
+            "count those; the decided counts count your whole queue."
+        )
+        server = json.loads(page.split("id='gj-server'>", 1)[1].split("</script>", 1)[0])
+        assert server["hidden"] == {"answers": 6, "claims": 12}  # what the page's live counts add
+        mine = c.get("/api/queue", headers=bearer(tokens["ann"])).json()
+        assert (mine["claims_assigned"], mine["claims_decided"]) == (120, 112)
+    engine.dispose()

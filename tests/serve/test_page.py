@@ -225,3 +225,30 @@ def test_a_note_longer_than_the_service_keeps_is_cut_at_its_limit_and_the_verdic
         assert [(d["claim_id"], d["label"], len(d["note"])) for d in mine] == [("c0", "CONTRADICTED", MAX_NOTE)]
     finally:
         service.stop()
+
+
+def test_the_pages_counts_are_the_whole_queues_when_it_holds_a_window_of_it(browser: Any, tmp_path: Path) -> None:
+    # 56 finished answers of 60: the page holds the 4 unfinished and the 50 latest finished; its counts (the header's
+    # and the bar's) are the whole queue's, and move with each decision
+    from selenium.webdriver.common.by import By
+
+    run = write_run(tmp_path / "run.jsonl", [make_report(f"w{i:02d}", n_claims=1) for i in range(60)])
+    db = f"sqlite:///{tmp_path / 'review.sqlite'}"
+    token = add_reviewer(db, "alice")
+    service = Service([run], db, tmp_path, "--batch", "60", "--max-open", "60").start()
+    try:
+        url = service.url + "/"
+        mine = httpx.post(url + "api/queue/next", headers=bearer(token)).json()["answers"]
+        for a in mine[:56]:
+            body = {"id": a["id"], "claim_id": "c0", "label": "SUPPORTED"}
+            assert httpx.post(url + "api/decisions", json=body, headers=bearer(token)).status_code == 200
+        sign_in(browser, {"url": url, "tokens": {"alice": token}}, "alice")
+        said = browser.find_element(By.ID, "queue-decided")
+        assert said.text == "Decided so far: 56 of 60 claims, 56 of 60 answers."
+        assert browser.find_element(By.ID, "progress").text == "56 of 60 claims decided"
+        assert browser.find_element(By.ID, "progress-answers").text == "56 of 60 answers done"
+        keys(browser, "1")
+        wait(browser, saved)
+        assert said.text == "Decided so far: 57 of 60 claims, 57 of 60 answers."
+    finally:
+        service.stop()
