@@ -101,6 +101,23 @@ def failed_row(report: Any) -> bool:
     return report.verdict == "ERROR" or bool(report.errors) or bool(non_finite_scores(report))
 
 
+def is_judged(report: Any) -> bool:
+    """Whether ``report`` is a real judgement: a PASS, WARN or FAIL with a finite combined score (not an ERROR, not
+    NO_CLAIMS, not a score that is missing or not a number); what an adapter scores. What a gate may pair asks more
+    (:func:`vouches`: no stage failed either)."""
+    combined = report.scores.combined
+    return report.verdict in ("PASS", "WARN", "FAIL") and combined is not None and math.isfinite(combined)
+
+
+def vouches(report: Any) -> bool:
+    """Whether ``report`` is a judgement a gate's paired tests may pair with another run's: :func:`is_judged`, and
+    not a :func:`failed_row` (no stage that was meant to run failed, every score a number). A failed QA check counts
+    0, a claim not judged counts against the answer: a score at its worst value, which, paired, would let a later run
+    look no worse than a failure (in B) or better than one (in A). A row with errors never vouches, in either gate
+    (:func:`groundjudge.review.compare.gate_rows`)."""
+    return is_judged(report) and not failed_row(report)
+
+
 def failed_whole(reports: Sequence[Any]) -> int:
     """Answers that failed before their claims were known (verdict ERROR, no claim)."""
     return sum(r.verdict == "ERROR" and not r.claims for r in reports)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from groundjudge.errors import ArgumentError
@@ -33,7 +34,7 @@ from groundjudge.stats import (
     minimum_detectable_difference,
     permutation_p,
 )
-from groundjudge.tally import failed_row
+from groundjudge.tally import failed_row, vouches
 
 # The per-answer quantities compared (README "Quantities"); report files written before ``contradicted_share`` was
 # named so carry it as ``hallucination_ratio`` and read as it; ``not_supported_share`` comes from the claim counts.
@@ -78,20 +79,63 @@ def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
+@dataclass(frozen=True)
+class GateRows:
+    """How both gates (``compare --fail-if-worse`` and the pytest baseline gate) draw the rows of run B against run
+    A, each id by its last report (:func:`gate_rows`)."""
+
+    paired: list[tuple[AnswerReport, AnswerReport]]
+    """(A, B) of each id both have where neither failed: the paired tests' rows (each metric's pairs with a number
+    on both sides, the verdicts McNemar counts)."""
+    missing: list[str]
+    """Ids of A that B lacks: never evaluated (a stop), counted against B."""
+    failed: list[AnswerReport]
+    """B's failed rows (:func:`groundjudge.tally.failed_row`), whatever A was: no failure passes a gate."""
+    alone: list[AnswerReport]
+    """B's rows that did not fail and that A cannot vouch for (:func:`groundjudge.tally.vouches`): a new id, A's row
+    ERROR, NO_CLAIMS, failed or with no score, or B's own NO_CLAIMS. Each meets its gate's bar alone: the verdict
+    FAIL counts against B in ``compare`` (``unvouched``), ``assert_grounded``'s bar in the baseline gate."""
+
+
+def gate_rows(a: Sequence[AnswerReport], b: Sequence[AnswerReport]) -> GateRows:
+    """The one rule of which rows a gate compares and how (:class:`GateRows`), in B's order: ``compare_runs`` (and
+    so ``compare``'s gate) and the pytest baseline gate (``assert_file_grounded``) both draw their rows here. A row
+    with errors never vouches: not in A (its score is at its worst value: paired, it would let B look better), not
+    in B (it fails the gate)."""
+    last_a = {r.id: r for r in a}
+    last_b = {r.id: r for r in b}
+    paired: list[tuple[AnswerReport, AnswerReport]] = []
+    failed: list[AnswerReport] = []
+    alone: list[AnswerReport] = []
+    for i, y in last_b.items():
+        x = last_a.get(i)
+        if failed_row(y):
+            failed.append(y)
+            continue
+        if x is not None and not failed_row(x):
+            paired.append((x, y))
+        if x is None or not (vouches(x) and vouches(y)):
+            alone.append(y)
+    return GateRows(paired, [i for i in last_a if i not in last_b], failed, alone)
+
+
 def compare_runs(
     a: Sequence[AnswerReport], b: Sequence[AnswerReport], alpha: float = 0.05, top: int = 10
 ) -> dict[str, Any]:
-    """Paired comparison of run B against run A over the ids both have. ``settings_differ``: where the two runs'
+    """Paired comparison of run B against run A over the ids both have (the paired tests over the answers neither
+    run failed; the rows drawn by :func:`gate_rows`, as the pytest baseline gate draws them). ``settings_differ``:
+    where the two runs'
     reports were made with other settings (:func:`groundjudge.io.made_with.settings_differ`: another judge, NLI
     model, preset, thresholds or groundjudge's prompts), whose differences then mix the answers' change with the
     scoring's; ``compare`` warns and its gate refuses such runs, as does the pytest baseline gate."""
     pairs = _pairs(a, b)
+    rows = gate_rows(a, b)
     out: dict[str, Any] = {"n_a": len(a), "n_b": len(b), "paired": len(pairs), "alpha": alpha, "metrics": {}}
     out["settings_differ"] = settings_differ(a, b)
     for metric in METRICS:
         vals = [
             (getattr(x.scores, metric), getattr(y.scores, metric))
-            for x, y in pairs
+            for x, y in rows.paired
             if _finite(getattr(x.scores, metric)) and _finite(getattr(y.scores, metric))
         ]
         if not vals:
@@ -119,8 +163,8 @@ def compare_runs(
             "answers_needed": None if significant else answers_needed(diffs, alpha=alpha),
         }
     flips = Counter(f"{x.verdict}->{y.verdict}" for x, y in pairs if x.verdict != y.verdict)
-    lost = sum(1 for x, y in pairs if x.verdict == "PASS" and y.verdict != "PASS")
-    gained = sum(1 for x, y in pairs if x.verdict != "PASS" and y.verdict == "PASS")
+    lost = sum(1 for x, y in rows.paired if x.verdict == "PASS" and y.verdict != "PASS")
+    gained = sum(1 for x, y in rows.paired if x.verdict != "PASS" and y.verdict == "PASS")
     out["verdict_flips"] = dict(flips)
     out["error_types"] = error_type_changes(pairs)
     out["mcnemar"] = {"pass_lost": lost, "pass_gained": gained, "p_value": mcnemar_p(lost, gained)}
@@ -143,28 +187,28 @@ def compare_runs(
         any(out["metrics"].get(m, {}).get("b_worse") for m in gated)
         or (out["mcnemar"]["p_value"] < alpha and lost > gained)
     )
-    out["b_lost"] = lost_answers(a, b, top)
+    out["b_lost"] = lost_answers(a, b, top, rows)
     out["b_worse"] = out["b_significantly_worse"] or any(out["b_lost"][k] for k in LOST)
     return out
 
 
-def lost_answers(a: Sequence[AnswerReport], b: Sequence[AnswerReport], top: int = 10) -> dict[str, Any]:
-    """What the paired tests cannot see: answers of A that B lacks (``missing``: never evaluated, a run stopped by the
-    budget or a cache-only miss); paired answers that failed in B and not in A (``failed``, by the run summary's one
-    rule, :func:`groundjudge.tally.failed_row`: ERROR, a stage named in ``errors``, a score that is no number); and
-    paired answers B judges FAIL that A has no score for (``unvouched``: A was ERROR or NO_CLAIMS there, so no pair
-    and no PASS lost shows them; a baseline that failed throughout vouched for any B). Each pair's scores leave them
-    out, so a run that failed on the answers it would have scored worst could look no worse; the gate (``compare
+def lost_answers(
+    a: Sequence[AnswerReport], b: Sequence[AnswerReport], top: int = 10, rows: GateRows | None = None
+) -> dict[str, Any]:
+    """What the paired tests cannot see, drawn by :func:`gate_rows` (``rows``, else drawn here): answers of A that B
+    lacks (``missing``: never evaluated, a run stopped by the budget or a cache-only miss); answers that failed in B
+    (``failed``, by the run summary's one rule, :func:`groundjudge.tally.failed_row`: ERROR, a stage named in
+    ``errors``, a score that is no number), whatever A was: no failure passes a gate; and answers B judges FAIL that
+    A does not vouch for (``unvouched``: a new id, or A was ERROR, NO_CLAIMS or failed there, so no pair and no PASS
+    lost shows them; a baseline that failed throughout vouched for any B). The paired tests leave them out, so a run
+    that failed on the answers it would have scored worst could look no worse; the gate (``compare
     --fail-if-worse``: ``b_worse``) counts any of them against B. Counts and the first ``top`` ids."""
-    in_b = {r.id for r in b}
-    missing = [i for i in dict.fromkeys(r.id for r in a) if i not in in_b]
-    pairs = _pairs(a, b)
-    failed = [y.id for x, y in pairs if failed_row(y) and not failed_row(x)]
-    seen = set(failed)  # each answer counted once: a FAIL that failed a stage is a failed one
-    unvouched = [y.id for x, y in pairs if not _finite(x.scores.combined) and y.verdict == "FAIL" and y.id not in seen]
+    rows = rows if rows is not None else gate_rows(a, b)
+    failed = [y.id for y in rows.failed]
+    unvouched = [y.id for y in rows.alone if y.verdict == "FAIL"]
     return {
-        "missing": len(missing),
-        "missing_ids": missing[:top],
+        "missing": len(rows.missing),
+        "missing_ids": rows.missing[:top],
         "failed": len(failed),
         "failed_ids": failed[:top],
         "unvouched": len(unvouched),
@@ -176,8 +220,8 @@ def lost_text(b_name: str = "B") -> dict[str, str]:
     """What each count of :func:`lost_answers` is, in words (the command's lines, the compare page)."""
     return {
         "missing": f"answers of A that {b_name} lacks",
-        "failed": "answers failed in B, not in A",
-        "unvouched": "answers FAIL in B that A could not judge",
+        "failed": "answers failed in B",
+        "unvouched": "answers FAIL in B that A does not vouch for",
     }
 
 

@@ -68,8 +68,9 @@ def check_min_score(min_score: Any, name: str = "min_score") -> float:
 
 def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: bool = False) -> list[str]:
     """Why ``report`` falls short (empty when it is grounded): its score, its verdict, contradicted claims, a stage
-    that was meant to run and failed (``errors``, claims not judged: never grounded). The verdict's own reasons
-    (which parts made it) follow in :func:`explain_report`."""
+    that was meant to run and failed (``errors``, claims not judged: never grounded), a score that is no number
+    (any part's: every :func:`groundjudge.tally.failed_row` falls short). The verdict's own reasons (which parts
+    made it) follow in :func:`explain_report`."""
     s = report.scores
     problems = []
     if report.verdict == "ERROR":
@@ -87,25 +88,27 @@ def grounding_problems(report: Any, min_score: float = 0.8, allow_contradicted: 
         # the answer was not checked as configured
         unjudged = [f"{s.n_errors} of {s.n_claims} claims not judged"] if s.n_errors else []
         problems.append(f"a check failed: {'; '.join([*unjudged, *report.errors])}")
+    from groundjudge.tally import non_finite_scores
+
+    if parts := [k for k in non_finite_scores(report) if k != "combined"]:  # a file another tool wrote: a failed row
+        problems.append(f"scores that are no number: {', '.join(parts)}")
     return problems
 
 
 def is_judged(report: Any) -> bool:
-    """Whether ``report`` is a real judgement: a PASS, WARN or FAIL with a finite combined score (not an ERROR, not
-    NO_CLAIMS, not a score that is missing or not a number); what an adapter scores. What a baseline's paired tests
-    may compare asks more (:func:`vouches`: no stage failed either)."""
-    combined = report.scores.combined
-    return report.verdict in ("PASS", "WARN", "FAIL") and combined is not None and math.isfinite(combined)
+    """:func:`groundjudge.tally.is_judged` (a PASS, WARN or FAIL with a finite combined score: what an adapter
+    scores), by its name here."""
+    from groundjudge.tally import is_judged as judged
+
+    return judged(report)
 
 
 def vouches(report: Any) -> bool:
-    """Whether ``report`` is a judgement a baseline's paired tests may compare: :func:`is_judged`, and no failed row
-    (:func:`groundjudge.tally.failed_row`: no stage that was meant to run failed, every score a number). A failed QA
-    check counts 0, a claim not judged counts against the answer: a score at its worst value, which, paired, would let
-    a later run look no worse than a failure (in the run) or better than one (in the baseline)."""
-    from groundjudge.tally import failed_row
+    """:func:`groundjudge.tally.vouches` (a judgement that no failure touched: what a gate may pair), by its name
+    here."""
+    from groundjudge.tally import vouches as vouched
 
-    return is_judged(report) and not failed_row(report)
+    return vouched(report)
 
 
 def explain_report(report: Any) -> list[str]:
@@ -176,10 +179,13 @@ def assert_file_grounded(
     Without ``baseline`` every answer must pass :func:`assert_grounded`'s bar. With ``baseline`` (a stored
     ``groundjudge score`` output of the same ids; default: the plugin's ``--groundjudge-baseline``) it fails on
     a significant regression against it (the paired tests of :func:`~groundjudge.review.compare.compare_runs`;
-    the message names the metrics that got worse and the answers that changed most, with their claims), and on
-    any answer the baseline cannot vouch for that misses the bar itself: a new id, or an answer that is not a real
-    judgement (:func:`vouches`: ERROR, NO_CLAIMS, no finite score, a stage that failed) in this run or in the
-    baseline; and on an answer of the baseline that this run lacks (it was not evaluated at all). It also fails when
+    the message names the metrics that got worse and the answers that changed most, with their claims), on any
+    answer that failed in this run (ERROR, a stage that failed, a score that is no number: no failure passes a
+    gate, whatever the baseline was), and on any answer the baseline cannot vouch for that misses the bar itself: a
+    new id, or an answer that is not a real judgement (:func:`vouches`: ERROR, NO_CLAIMS, no finite score, a stage
+    that failed) in this run or in the baseline; and on an answer of the baseline that this run lacks (it was not
+    evaluated at all). The rows are drawn as ``compare --fail-if-worse`` draws them
+    (:func:`~groundjudge.review.compare.gate_rows`). It also fails when
     the baseline was scored with other settings than this run (another judge, NLI model, preset or groundjudge's
     prompts: the difference would be partly the scoring's), unless ``allow_other_settings``. An input with no rows
     fails: a gate that checked nothing passes nothing. ``min_score`` is a number from 0 to 1 (else an ArgumentError).
@@ -199,7 +205,7 @@ def assert_file_grounded(
     if baseline is not None:
         from groundjudge.io.made_with import differ_text
         from groundjudge.io.reports import last_reports, read_reports
-        from groundjudge.review.compare import compare_runs
+        from groundjudge.review.compare import compare_runs, gate_rows
 
         before, _ = last_reports(read_reports(baseline))  # one per id, its last, as compare reads a run
         result = compare_runs(before, run.reports, alpha=alpha)
@@ -211,19 +217,17 @@ def assert_file_grounded(
                 "a regression against it would be partly the scoring's. Score the baseline again with this run's "
                 "settings, or pass allow_other_settings=True to gate anyway"
             )
-        # what the paired tests cannot judge: answers the baseline never had, and answers that are no real judgement
-        # on either side (ERROR, NO_CLAIMS: no score to compare, or one that means nothing; one such row is not
-        # "significant"): each must meet the bar itself
-        known = {r.id: r for r in before}  # an id repeated counts once, its last report, as compare_runs pairs them
+        # what the paired tests cannot judge, drawn by compare's one rule (gate_rows): answers that failed here
+        # (whatever the baseline was: no failure passes a gate), and answers the baseline cannot vouch for (a new id,
+        # no real judgement on either side, a failure in the baseline: no score to compare, or one at its worst
+        # value; one such row is not "significant"): each must meet the bar itself; an answer of the baseline that
+        # this run lacks is not evaluated at all (dropping a failing answer would otherwise pass the gate it failed)
+        rows = gate_rows(before, run.reports)
+        alone = {r.id for r in (*rows.failed, *rows.alone)}
         unjudged = [
-            (r, p)
-            for r in run.reports
-            if (r.id not in known or not vouches(r) or not vouches(known[r.id]))
-            and (p := grounding_problems(r, min_score, allow_contradicted))
+            (r, p) for r in run.reports if r.id in alone and (p := grounding_problems(r, min_score, allow_contradicted))
         ]
-        # an answer of the baseline that this run lacks is not evaluated at all (dropping a failing answer would
-        # otherwise pass the gate it failed)
-        missing = [i for i in known if i not in by_id]
+        missing = rows.missing
         if unjudged or missing:
             lines = []
             if unjudged:
