@@ -19,6 +19,7 @@ from groundjudge.models import AnswerReport, Scores
 from groundjudge.review.compare import compare_runs
 from groundjudge.review.metrics import label_metrics
 from groundjudge.tally import summarize
+from tests.review.generated_runs import LABEL_SETS, failed_whole, fates, made_to_fail
 from tests.review.test_quantities import _report
 
 runner = CliRunner()
@@ -29,15 +30,10 @@ def _write(path: Path, reports: list[AnswerReport]) -> Path:
     return path
 
 
-def _failed(rid: str) -> AnswerReport:
-    """An answer that failed whole (the claims call failed, a judge outage): ERROR, no claim, no score."""
-    return AnswerReport(id=rid, verdict="ERROR", mode="cascade", scores=Scores(), errors=["judge: HTTP 500"])
-
-
 def test_report_counts_an_id_reported_twice_once(tmp_path: Path) -> None:
     # a --retry-errors run stopped before it compacted OUT: r0's old ERROR line, then its new report
     out = _write(
-        tmp_path / "out.jsonl", [_failed("r0"), _report("r1", ["SUPPORTED"] * 4), _report("r0", ["SUPPORTED"])]
+        tmp_path / "out.jsonl", [failed_whole("r0"), _report("r1", ["SUPPORTED"] * 4), _report("r0", ["SUPPORTED"])]
     )
     result = runner.invoke(app, ["report", str(out), "--json"])
     assert result.exit_code == 0, result.output
@@ -53,11 +49,11 @@ def test_report_counts_an_id_reported_twice_once(tmp_path: Path) -> None:
 
 def test_last_reports_keeps_the_last_of_each_id_where_it_stands() -> None:
     a0, b, a1, c, b1 = (
-        _failed("a"),
+        failed_whole("a"),
         _report("b", ["SUPPORTED"]),
         _report("a", ["SUPPORTED"]),
-        _failed("c"),
-        _failed("b"),
+        failed_whole("c"),
+        failed_whole("b"),
     )
     kept, dropped = last_reports([a0, b, a1, c, b1])
     assert [r.id for r in kept] == ["a", "c", "b"] and dropped == 2
@@ -69,7 +65,7 @@ def test_compare_gate_fails_a_run_that_failed_on_answers_the_other_scored(tmp_pa
     # B failed whole on half the answers (ERROR: no score to pair) and matches A on the rest: the paired tests see
     # only the rest, and B looked no worse; a failure must never pass the gate
     a = [_report(f"r{i}", ["SUPPORTED"] * 3 + ["UNSUPPORTED"]) for i in range(40)]
-    b = [_failed(r.id) if i < 20 else r for i, r in enumerate(a)]
+    b = [failed_whole(r.id) if i < 20 else r for i, r in enumerate(a)]
     assert {r.verdict for r in a} == {"WARN"}  # no PASS lost: McNemar sees nothing either
     result = compare_runs(a, b)
     assert not result["b_significantly_worse"]
@@ -95,9 +91,6 @@ def test_compare_gate_fails_a_run_that_lacks_answers(tmp_path: Path) -> None:
     assert runner.invoke(app, ["compare", str(pa), str(pa), "--fail-if-worse"]).exit_code == 0
 
 
-LABEL_SETS = st.lists(st.sampled_from(["SUPPORTED", "UNSUPPORTED", "CONTRADICTED"]), min_size=1, max_size=4)
-
-
 @settings(deadline=None, max_examples=60, database=None)
 @given(
     claims=st.lists(LABEL_SETS, min_size=1, max_size=30),
@@ -110,7 +103,7 @@ def test_no_failure_or_loss_in_b_passes_the_compare_gate(claims: list[list[str]]
     kinds = fate.draw(st.lists(st.sampled_from(["same", "failed", "lost"]), min_size=len(a), max_size=len(a)))
     if all(k == "same" for k in kinds):
         kinds[fate.draw(st.integers(0, len(a) - 1))] = fate.draw(st.sampled_from(["failed", "lost"]))
-    b = [_failed(r.id) if k == "failed" else r for r, k in zip(a, kinds, strict=True) if k != "lost"]
+    b = [failed_whole(r.id) if k == "failed" else r for r, k in zip(a, kinds, strict=True) if k != "lost"]
     result = compare_runs(a, b)
     assert result["b_worse"], (kinds, result["b_lost"])
     assert result["b_lost"]["failed"] == kinds.count("failed") and result["b_lost"]["missing"] == kinds.count("lost")
@@ -151,8 +144,8 @@ def _answers_with_failures() -> list[AnswerReport]:
 
     reports = [labelled(_report(f"c{i}", ["SUPPORTED"]), "consistent") for i in range(10)]
     reports += [labelled(_report(f"m{i}", ["SUPPORTED"]), "hallucinated") for i in range(5)]
-    reports += [labelled(_failed(f"e{i}"), "hallucinated") for i in range(5)]
-    reports += [labelled(_failed("n0").model_copy(update={"verdict": "NO_CLAIMS", "errors": []}), "consistent")]
+    reports += [labelled(failed_whole(f"e{i}"), "hallucinated") for i in range(5)]
+    reports += [labelled(failed_whole("n0").model_copy(update={"verdict": "NO_CLAIMS", "errors": []}), "consistent")]
     return reports
 
 
@@ -312,17 +305,6 @@ def test_compare_runs_and_its_page_say_when_the_runs_were_scored_with_other_sett
         assert "settings-differ" not in render_compare_html(a, other, alike)
 
 
-def _failed_as_the_summary_counts(report: AnswerReport, how: str) -> AnswerReport:
-    """``report`` failed in one of the ways the run's summary (and ``score``'s exit 1) counts a failed row: ERROR,
-    a stage that failed and is named in ``errors`` (the QA check: a WARN at best), a score that is not a number (a
-    file another tool wrote)."""
-    if how == "error":
-        return _failed(report.id)
-    if how == "errors":
-        return report.model_copy(update={"errors": ["QA: the check failed: HTTP 500"]})
-    return report.model_copy(update={"scores": report.scores.model_copy(update={"combined": math.nan})})
-
-
 @settings(deadline=None, max_examples=60, database=None)
 @given(claims=st.lists(LABEL_SETS, min_size=1, max_size=30), fate=st.data())
 def test_every_row_the_summary_counts_failed_fails_the_compare_gate(
@@ -331,10 +313,8 @@ def test_every_row_the_summary_counts_failed_fails_the_compare_gate(
     # the gate counted B's failures by the verdict ERROR alone, while the run's own summary (report, score's exit
     # 1) counts a row failed when a stage failed (errors) or a score is not a number: such a B passed the gate
     a = [_report(f"r{i}", labels) for i, labels in enumerate(claims)]
-    kinds = fate.draw(st.lists(st.sampled_from(["same", "error", "errors", "nan"]), min_size=len(a), max_size=len(a)))
-    if all(k == "same" for k in kinds):
-        kinds[fate.draw(st.integers(0, len(a) - 1))] = fate.draw(st.sampled_from(["error", "errors", "nan"]))
-    b = [r if k == "same" else _failed_as_the_summary_counts(r, k) for r, k in zip(a, kinds, strict=True)]
+    kinds = fate.draw(fates(len(a)))  # the strategies the baseline gate's property test draws from too
+    b = [r if k == "same" else made_to_fail(r, k) for r, k in zip(a, kinds, strict=True)]
     failed = len(kinds) - kinds.count("same")
     assert summarize(b).rows_failed == failed
     result = compare_runs(a, b)
@@ -363,11 +343,11 @@ def test_an_answer_the_baseline_could_not_judge_is_no_pass_for_a_fail(tmp_path: 
     bad = [_report(f"r{i}", ["UNSUPPORTED"] * 4) for i in range(20)]
     assert {r.verdict for r in bad} == {"FAIL"}
     no_claims = AnswerReport(id="r0", verdict="NO_CLAIMS", mode="nli", scores=Scores())
-    for a in ([_failed(r.id) for r in bad], [no_claims.model_copy(update={"id": r.id}) for r in bad]):
+    for a in ([failed_whole(r.id) for r in bad], [no_claims.model_copy(update={"id": r.id}) for r in bad]):
         result = compare_runs(a, bad)
         assert result["b_lost"]["unvouched"] == 20 and result["b_lost"]["unvouched_ids"][0] == "r0"
         assert result["b_worse"]
-    pa, pb = _write(tmp_path / "a.jsonl", [_failed(r.id) for r in bad]), _write(tmp_path / "b.jsonl", bad)
+    pa, pb = _write(tmp_path / "a.jsonl", [failed_whole(r.id) for r in bad]), _write(tmp_path / "b.jsonl", bad)
     gate = runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse"])
     assert gate.exit_code == 1, gate.output
     assert "20 answers FAIL in B that A does not vouch for" in gate.stdout
@@ -376,13 +356,13 @@ def test_an_answer_the_baseline_could_not_judge_is_no_pass_for_a_fail(tmp_path: 
     assert "20 answers FAIL in B that A does not vouch for" in render_compare_html(a, bad, compare_runs(a, bad))
     # B repairing them (PASS, or a WARN) is no loss
     good = [_report(f"r{i}", ["SUPPORTED"] * 4) for i in range(20)]
-    assert not compare_runs([_failed(r.id) for r in good], good)["b_worse"]
+    assert not compare_runs([failed_whole(r.id) for r in good], good)["b_worse"]
 
 
 def test_the_gate_refuses_runs_with_no_answer_both_judged(tmp_path: Path) -> None:
     # A failed throughout (a key missing in CI, the judge down) and B judged every answer WARN: nothing was
     # compared, and the gate said "B is not significantly worse than A" and exited 0
-    pa = _write(tmp_path / "a.jsonl", [_failed(f"r{i}") for i in range(20)])
+    pa = _write(tmp_path / "a.jsonl", [failed_whole(f"r{i}") for i in range(20)])
     pb = _write(tmp_path / "b.jsonl", [_report(f"r{i}", ["SUPPORTED"] * 3 + ["UNSUPPORTED"]) for i in range(20)])
     gate = runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse"])
     assert gate.exit_code == 2, gate.output
