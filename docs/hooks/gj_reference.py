@@ -355,6 +355,7 @@ def exit_codes_markdown() -> str:
         "EXIT_OK": "every row scored (or the command did what it was asked)",
         "EXIT_ROWS_FAILED": "some rows failed (bad input or an error: each is in the output with its reason; after "
         "`--resume`, also an earlier run's failed reports still in the output: `--retry-errors` scores them again); "
+        "`report`: the file holds a failed row (ERROR, a stage named in `errors`, a score that is no number); "
         "`compare --fail-if-worse`: B is significantly worse than A, or lacks answers of A, or failed on any answer, "
         "or judges FAIL answers A does not vouch for",
         "EXIT_USAGE": "usage or configuration error: a bad option, a missing file, a library error "

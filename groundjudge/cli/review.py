@@ -49,8 +49,11 @@ def report_command(
     as_json: JsonOutput = False,
 ) -> None:
     """Summarize a scored file; with --html, write a review page for reviewers. --json: the summary as one JSON object
-    (RunSummary's keys) on stdout, the table on stderr."""
+    (RunSummary's keys) on stdout, the table on stderr. Exits 1 when the file holds a failed row (ERROR, a stage
+    named in errors, a score that is no number), as score does for its OUT: a report of failures never looks like
+    success to a script; 0 otherwise."""
     from groundjudge.review.summary import summarize
+    from groundjudge.tally import failed_row
 
     not_an_input("--html", html, scored, reviews)
     reports = load_reports(scored)
@@ -78,6 +81,15 @@ def report_command(
     print_summary(human_console(as_json), summary, title)
     if as_json:
         print_json(summary.model_dump(mode="json"))
+    failed = sum(1 for r in reports if failed_row(r))  # the whole file's, whatever --only-flagged showed
+    if failed:
+        err.print(
+            escape(
+                f"{failed} of {len(reports)} rows failed (ERROR, a stage named in errors, a score that is no number)"
+            ),
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_ROWS_FAILED)
 
 
 def metrics_command(

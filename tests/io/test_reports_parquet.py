@@ -71,7 +71,7 @@ def test_the_parquet_out_is_read_back_by_every_command_not_taken_for_a_torn_json
     write_parquet(jsonl, out)
     assert [r.model_dump() for r in read_reports(out)] == [r.model_dump() for r in read_reports(jsonl)]
     shown = CliRunner().invoke(app, ["report", str(out), "--json"])
-    assert shown.exit_code == 0, shown.output
+    assert shown.exit_code == 1, shown.output  # its failed row, read: exit 1, as score's
     summary = json.loads(shown.stdout)
     assert (summary["n"], summary["rows_failed"]) == (2, 1), summary
     renamed = tmp_path / "run.out"  # told by its magic bytes, not its name
