@@ -119,3 +119,14 @@ def test_what_both_vouch_for_passes_both_gates(tmp_path: Path) -> None:
     b = [*GOOD, scored("r", "PASS", 0.9), scored("q", "PASS", 0.85)]
     assert both_gates(tmp_path, a, b) == (0, True)
     assert both_gates(tmp_path, GOOD, GOOD) == (0, True)
+
+
+def test_runs_scored_with_other_settings_pass_neither_gate(tmp_path: Path) -> None:
+    # B scored with another preset than A: compare refuses to gate (exit 2), the baseline gate fails; both gate
+    # when told to (allow other settings), each on the same rows
+    a = [r.model_copy(update={"versions": {"verdict": "preset=default"}}) for r in GOOD]
+    b = [r.model_copy(update={"versions": {"verdict": "preset=research"}}) for r in GOOD]
+    assert both_gates(tmp_path, a, b) == (2, False)
+    pa, pb = write(tmp_path / "a.jsonl", a), write(tmp_path / "b.jsonl", b)
+    assert runner.invoke(app, ["compare", str(pa), str(pb), "--fail-if-worse", "--allow-other-settings"]).exit_code == 0
+    assert_file_grounded([], evaluator=Fixed(b), baseline=pa, allow_other_settings=True)
