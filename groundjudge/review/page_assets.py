@@ -577,7 +577,9 @@ function exportJsonl() {  // every claim the reviewer decided, noted or chose a 
       groundjudge_label: it.cv.label, route: it.cv.route, note: d.note || ''};
     const who = d.reviewer || reviewer; if (who) line.reviewer = who;
     if (d.citation) { line.citation = d.citation; line.groundjudge_citation = it.cv.citation || null; }
-    if (d.label) line.decided_at = d.decided_at; line.run = data.run;
+    // a withdrawal carries when it was made, so that a file put together with older exports keeps it latest
+    if (d.label) line.decided_at = d.decided_at; else if (d.cleared_at) line.decided_at = d.cleared_at;
+    line.run = data.run;
     return JSON.stringify(line) + '\n';
   }).join('');
 }

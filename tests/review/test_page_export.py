@@ -4,6 +4,7 @@ long and hostile notes and names; what the readers make of the files. Headless C
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,10 @@ def test_a_cleared_verdict_is_exported_as_its_withdrawal(browser: Any, tmp_path:
         ("c0", None, "ann"),
         ("c1", "SUPPORTED", "ann"),
     ]
-    assert "decided_at" not in after[0]
+    # the withdrawal carries its time: put after an older export of the same verdict, it stays the latest line
+    cleared_at = datetime.fromisoformat(after[0]["decided_at"].replace("Z", "+00:00"))
+    assert cleared_at > datetime.fromisoformat(before[0]["decided_at"].replace("Z", "+00:00"))
+    assert _labels(after, before) == {"c1": "SUPPORTED"}
     assert _labels(before, after) == {"c1": "SUPPORTED"}
     assert "cleared verdict" in browser.find_element(By.ID, "export-holds").text
     # decided again: a verdict, no longer a withdrawal
