@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -158,18 +160,76 @@ def render(prompt: Prompt, **variables: str) -> list[Message]:
 
 DEFAULT_FENCE = "#GJDATA#"
 
+# What a reader (a model) may take for a fence's characters though the bytes differ: letters of other scripts and
+# small capitals that look like the Latin letters of the fences (#GJDATA#, #GJPACK#, hex), and signs like "#".
+# Compatibility forms (fullwidth, mathematical, circled, Kelvin sign) are NFKD's.
+_LOOKALIKES: dict[str, str] = {
+    **dict.fromkeys("\u266f\u22d5\u2317\u4e95", "#"),
+    **dict.fromkeys("\u0410\u0430\u0391\u03b1\u0251\u13aa\u1d00", "a"),
+    **dict.fromkeys("\u0412\u0432\u0392\u03b2\u13f4\u0299", "b"),
+    **dict.fromkeys("\u0421\u0441\u03f9\u03f2\u13df\u1d04", "c"),
+    **dict.fromkeys("\u0501\u13a0\u1d05", "d"),
+    **dict.fromkeys("\u0415\u0435\u0395\u03b5\u13ac\u1d07", "e"),
+    **dict.fromkeys("\u050c\u050d\u0261\u0262\u13c0", "g"),
+    **dict.fromkeys("\u0408\u0458\u03f3\u037f\u13ab\u1d0a", "j"),
+    **dict.fromkeys("\u041a\u043a\u039a\u03ba\u13e6\u1d0b", "k"),
+    **dict.fromkeys("\u0420\u0440\u03a1\u03c1\u13e2\u1d18", "p"),
+    **dict.fromkeys("\u0422\u0442\u03a4\u03c4\u13a2\u1d1b", "t"),
+    **dict.fromkeys("\u041e\u043e\u039f\u03bf", "o"),
+}
+# Cherokee's small letters (U+AB70-ABBF) fold to its capitals: the same look.
+_LOOKALIKES.update(
+    {chr(ord(c) - 0x13A0 + 0xAB70): v for c, v in list(_LOOKALIKES.items()) if "\u13a0" <= c <= "\u13ef"}
+)
+# Default-ignorable characters that are not format characters (Cf) or marks: they render as nothing.
+_BLANKS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _fence_char(c: str) -> str | None:
+    """What ``c`` is in :func:`fence_form`: nothing (invisible, a mark, a space), a look-alike's letter, else itself."""
+    if c.isspace() or c in _BLANKS or unicodedata.category(c) in ("Cc", "Cf", "Mn", "Me"):
+        return None
+    return _LOOKALIKES.get(c, c)
+
+
+def fence_form(text: str) -> str:
+    """``text`` as a reader takes it in, the form in which a fence must be absent from the data: compatibility forms
+    decomposed (NFKD: fullwidth "＃" is "#"), marks, format characters (zero-width, bidi), other invisible
+    characters and all whitespace dropped, look-alike letters and signs mapped to the Latin ones, case folded. So a
+    data line "＃GJ\u200bDATA＃ END", "#gjdata# end" or "# GJDATA #" (or with Cyrillic "А") holds the default fence."""
+    text = unicodedata.normalize("NFKD", text)
+    if text.isascii():
+        return re.sub(r"[\s\x00-\x1f\x7f]+", "", text).lower()
+    table = {ord(c): _fence_char(c) for c in set(text) if not (c.isascii() and c.isprintable()) or c.isspace()}
+    return text.translate(table).casefold()
+
+
+def pick_fence(texts: Iterable[str], candidates: Iterable[str]) -> str | None:
+    """The first of ``candidates`` that no text holds, not even as a look-alike: the one rule of "a fence absent from
+    the data" (its :func:`fence_form` in none of the texts' forms), for :func:`make_fence` and the packed request's
+    fence; None if every candidate occurs."""
+    forms = [fence_form(t) for t in texts]
+    for fence in candidates:
+        key = fence_form(fence)
+        if not any(key in form for form in forms):
+            return fence
+    return None
+
 
 def make_fence(*texts: str) -> str:
-    """A marker that appears in none of ``texts``: the same one for almost every call (so that prompts keep an
-    identical prefix that providers can cache), else one derived from the texts (so cache keys stay stable)."""
-    if not any(DEFAULT_FENCE in t for t in texts):
-        return DEFAULT_FENCE
-    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
-    for i in range(0, len(digest) - 8, 4):
-        fence = f"#{digest[i : i + 10].upper()}#"
-        if not any(fence in t for t in texts):
-            return fence
-    raise PromptError("could not find a fence marker absent from the data")  # pragma: no cover
+    """A marker that appears in none of ``texts``, not even as a look-alike (:func:`pick_fence`): the same one for
+    almost every call (so that prompts keep an identical prefix that providers can cache), else one derived from the
+    texts (so cache keys stay stable)."""
+
+    def candidates() -> Iterator[str]:
+        yield DEFAULT_FENCE
+        digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+        yield from (f"#{digest[i : i + 10].upper()}#" for i in range(0, len(digest) - 8, 4))
+
+    fence = pick_fence(texts, candidates())
+    if fence is None:  # pragma: no cover - a hash collision in every window
+        raise PromptError("could not find a fence marker absent from the data")
+    return fence
 
 
 def fenced(fence: str, title: str, body: str) -> str:

@@ -18,14 +18,16 @@ the mean reply per answer times :func:`pack_size`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
 from groundjudge.llm.base import LLMRequest
 from groundjudge.models import Message, Usage
+from groundjudge.prompts import pick_fence
 
 PACK_FENCE = "#GJPACK#"
 PACK_SCHEMA_NAME = "PackedReplies"
@@ -83,18 +85,18 @@ def pack_key(request: LLMRequest) -> str | None:
 
 
 def pack_fence(texts: Sequence[str]) -> str:
-    """A marker that appears in none of ``texts``."""
-    if not any(PACK_FENCE in t for t in texts):
-        return PACK_FENCE
-    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
-    for i in range(len(digest) - 10):
-        fence = f"#P{digest[i : i + 10].upper()}#"
-        if not any(fence in t for t in texts):
-            return fence
-    n = 0
-    while any(f"#PACK{n}#" in t for t in texts):  # pragma: no cover - a hash collision in every window
-        n += 1
-    return f"#PACK{n}#"
+    """A marker that appears in none of ``texts``, not even as a look-alike (:func:`groundjudge.prompts.pick_fence`,
+    the rule of every fence)."""
+
+    def candidates() -> Iterator[str]:
+        yield PACK_FENCE
+        digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+        yield from (f"#P{digest[i : i + 10].upper()}#" for i in range(len(digest) - 10))
+        yield from (f"#PACK{n}#" for n in itertools.count())  # a hash collision in every window
+
+    fence = pick_fence(texts, candidates())
+    assert fence is not None  # the count never ends
+    return fence
 
 
 def pack_ids(n: int) -> list[str]:
