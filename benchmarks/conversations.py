@@ -14,6 +14,11 @@ source states word for word, quoting it, else gives the row's label), beside two
 - ``evidence only``: the plain row, answer + the tool result as its one context (what the verdict should be);
 - ``naive``: every earlier message as a context (how a reader that counts the assistant's own turns sees it).
 
+The echo check (``echoes``): every claim row of the data, supported ones too, as such a conversation, read by
+``groundjudge.io.conversations``: the share of rows, and of context characters, that the reader blanks as a repeat
+of the assistant's own words (the claim stated before the tool looked). A blanked stretch of a supported row is
+genuine evidence lost (a source stating the claim word for word, at least ``ECHO_MIN_CHARS`` characters).
+
 A claim is *caught* when the conversation's verdict names no assistant turn and is the verdict the evidence alone
 gets (the earlier turn changed nothing); the target is 100% in every mode. ``naive_self_supported`` is the share
 the naive reading accepts (every claim SUPPORTED): what catching prevents. ``not_supported`` is the share of false
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -37,6 +43,8 @@ from benchmarks._common import SHARED, default_nli_model, print_table, read_rows
 from groundjudge.cache import Cache
 from groundjudge.checker.nli import NLIModel
 from groundjudge.config import Config
+from groundjudge.io.conversations import ECHO_MIN_CHARS
+from groundjudge.io.rows import parse_sample
 from groundjudge.llm import LLMClient, RetryPolicy, get_provider
 from groundjudge.models import AnswerReport
 from groundjudge.pipeline.evaluator import Evaluator
@@ -145,6 +153,26 @@ def measure(ev: Evaluator, rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def echoes(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """By label: how many rows, the share whose tool result the reader blanks in part as an echo of the assistant's
+    earlier turn, and the share of context characters blanked."""
+    by_label: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        sample = parse_sample(conversation(row, "openai" if i % 2 == 0 else "anthropic"), i + 1)
+        context = "\n\n".join(row["contexts"])
+        notes = [s.note or "" for s in sample.sources or []]
+        blanked = sum(int(m.group(1)) for note in notes if (m := re.search(r"(\d+) characters repeating", note)))
+        n = by_label.setdefault(str(row.get("label")), [0, 0, 0, 0])
+        n[0], n[1], n[2], n[3] = n[0] + 1, n[1] + (blanked > 0), n[2] + blanked, n[3] + len(context)
+    return {
+        "min_chars": ECHO_MIN_CHARS,
+        **{
+            k: {"rows": v[0], "rows_blanked": v[1] / v[0], "chars_blanked": v[2] / max(v[3], 1)}
+            for k, v in by_label.items()
+        },
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(SHARED / "benchmarks" / "factcheckgpt-stance.jsonl"))
@@ -152,7 +180,8 @@ def main() -> None:
     ap.add_argument("--nli-model", default=None)
     args = ap.parse_args()
 
-    rows = [r for r in read_rows(args.data) if "claim" in r and r.get("label") != "SUPPORTED"][: args.limit]
+    claims = [r for r in read_rows(args.data) if "claim" in r]
+    rows = [r for r in claims if r.get("label") != "SUPPORTED"][: args.limit]
     labels = {r["claim"].strip(): r["label"] for r in rows}
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")  # the scripted server takes any key
     model = NLIModel.shared(args.nli_model or default_nli_model())
@@ -173,6 +202,8 @@ def main() -> None:
             for m, r in (("nli", out["nli"]), ("cascade", out["cascade"]))
         ],
     )
+    out["echoes"] = echoes(claims)
+    print(f"echoes blanked ({ECHO_MIN_CHARS}+ characters): " + json.dumps(out["echoes"]))
     out["target_met"] = all(out[m]["self_supported_caught"] == 1.0 for m in ("nli", "cascade"))
     print(json.dumps(out))
 

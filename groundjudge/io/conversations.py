@@ -35,11 +35,18 @@ Which text is what:
   The assistant's own turns are never evidence.
 - A tool result whose ``tool_call_id`` matches no earlier tool call is kept as evidence (it is still what a tool
   returned), with a ``note`` on its source saying so.
+- What a tool result repeats of the assistant's own words is not evidence: any stretch of at least
+  :data:`ECHO_MIN_CHARS` characters that also stands in an earlier assistant turn's text or in the arguments of an
+  earlier tool call (each string in them, also as JSON writes it), and that no earlier evidence held (the assistant
+  quoting a tool is not its own text), is blanked in the context: each of its characters but line breaks becomes a
+  space, so the context keeps the message's length and every offset in it is the message's; its source's ``note``
+  says how many characters. A tool that echoes the draft it was sent, or returns the conversation so far, then
+  supports nothing of it. Matching is exact (a paraphrase, or an echo shorter than the minimum, is not caught).
 - The question, unless the row gives one, is the text of the last user turn before the answer.
 
 Each context carries a :class:`~groundjudge.models.SourceInfo`: the message index, role, tool call id, tool name and
-part; the context's text is exactly that source's text (:func:`source_text`), so a quote's ``start``/``end`` in the
-context are its offsets in the message's text.
+part; the context's text is exactly that source's text (:func:`source_text`) but for echoes blanked, which keep its
+length, so a quote's ``start``/``end`` in the context are its offsets in the message's text.
 
 Imports only ``models`` and ``errors``.
 """
@@ -47,6 +54,7 @@ Imports only ``models`` and ``errors``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +95,13 @@ _ITEMS_LEFT_OUT = {"reasoning", "web_search_call"}
 _TEXT_PARTS = {"text", "input_text", "output_text", "refusal", "json", "document", "search_result"}
 BAD_ID: Any = object()  # each_turn: a row whose id is its error
 PART_JOIN = "\n\n"  # between the text parts of one message, or one tool result
+# The shortest repeat of the assistant's own words that a tool result loses as evidence (:class:`Echoes`): about a
+# sentence. Measured with benchmarks/conversations.py (the assistant states each claim of ../shared/benchmarks before
+# a tool returns the row's context, the worst case for a genuine source): at 80 characters 0% of Factcheck-GPT's
+# supported rows and 3.5% of WiCE's (sentences also in Wikipedia) lose text, and 0.9% of WiCE's unsupported rows;
+# at 60, 1.4% and 8.7%, and 2.1% of WiCE's unsupported rows, one of whose false claims the NLI model then accepted on
+# the blanked source (WiCE's first 30: 96.7% caught NLI-only, 100% at 80).
+ECHO_MIN_CHARS = 80
 
 
 @dataclass
@@ -119,6 +134,73 @@ class Conversation:
     turns: list[ConversationTurn]
 
 
+def _pieces(text: str) -> set[int]:
+    """The hashes of ``text``'s :data:`ECHO_MIN_CHARS`-long pieces, one from each character."""
+    k = ECHO_MIN_CHARS
+    return {hash(text[i : i + k]) for i in range(len(text) - k + 1)}
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a tool call's arguments (a JSON text is read as its JSON), each also as JSON writes it."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if parsed is not None and not isinstance(parsed, str):
+            yield from _strings(parsed)
+        yield value
+        yield json.dumps(value, ensure_ascii=False)[1:-1]
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+class Echoes:
+    """What the assistant has written so far (its turns' text, its tool calls' arguments) and what evidence held, so
+    that a tool result's repeats of the assistant's own words are blanked (:meth:`blank`)."""
+
+    def __init__(self) -> None:
+        self.authored: set[int] = set()
+        self.seen: set[int] = set()
+
+    def wrote(self, value: Any) -> None:
+        """The assistant wrote ``value`` (a turn's text, a call's arguments); what evidence held before is not its."""
+        for text in _strings(value):
+            self.authored |= _pieces(text) - self.seen
+
+    def blank(self, text: str) -> tuple[str, int]:
+        """``text`` with every stretch of :data:`ECHO_MIN_CHARS` or more characters that the assistant wrote and no
+        earlier evidence held blanked (a space for each character but line breaks: offsets are kept), and how many
+        characters were blanked; what is left counts as evidence held from here on."""
+        k, out, blanked = ECHO_MIN_CHARS, text, 0
+        if self.authored and len(text) >= k:
+            echoed, held = bytearray(len(text)), bytearray(len(text))
+            for i in range(len(text) - k + 1):
+                h = hash(text[i : i + k])
+                if h in self.authored:
+                    echoed[i : i + k] = b"\x01" * k
+                if h in self.seen:  # a tool said it before: the assistant quoting it wrote none of it
+                    held[i : i + k] = b"\x01" * k
+            own = bytes(a & ~b & 1 for a, b in zip(echoed, held, strict=True)) if any(echoed) else b""
+            runs = [m.span() for m in re.finditer(b"\x01{%d,}" % k, own)]  # what is left of an echo: at least k
+            if runs:
+                chars = list(text)
+                for a, b in runs:
+                    chars[a:b] = [c if c == "\n" else " " for c in chars[a:b]]
+                    blanked += b - a
+                out = "".join(chars)
+        self.held(out)
+        return out, blanked
+
+    def held(self, text: str) -> None:
+        """``text`` is evidence: the assistant repeating it later is quoting, not writing."""
+        self.seen |= _pieces(text)
+
+
 class _Reader:
     """Reads the messages of one row, remembering tool calls so a result can name its tool."""
 
@@ -126,6 +208,7 @@ class _Reader:
         self.row, self.name = row, name
         self.calls: dict[str, str | None] = {}  # tool call id -> tool name
         self.pending: list[str | None] = []  # names of calls not yet answered, for results without ids (RAGAS)
+        self.echoes = Echoes()
 
     def error(self, reason: str, where: str) -> InputError:
         return InputError(reason, row=self.row, field=f"{self.name}{where}")
@@ -222,8 +305,18 @@ class _Reader:
                 self.pending.remove(name)
         elif self.pending:
             name = name or self.pending.pop(0)
+        text, note = self.unechoed(text, note)
         info = SourceInfo(message=i, role="tool", tool_call_id=call_id, tool_name=name, part=part, note=note)
         return Evidence(text, info)
+
+    def unechoed(self, text: str, note: str | None) -> tuple[str, str | None]:
+        """A tool's output with the assistant's own words blanked (:class:`Echoes`), and its note saying so."""
+        text, blanked = self.echoes.blank(text)
+        if blanked:
+            said = f"{blanked} characters repeating the assistant's own words (a tool call's arguments or an earlier "
+            said += "turn) blanked: not evidence"
+            note = f"{note}; {said}" if note else said
+        return text, note
 
     def turn(self, i: int, message: Any) -> Turn:
         at = f"[{i}]"
@@ -247,7 +340,7 @@ class _Reader:
             text = self.tool_text(content, where)
             name = self.check_name(message.get("name"), f"{at}.name")
             ev = self.result(i, text, message.get("tool_call_id"), name, f"{at}.tool_call_id")
-            return Turn("tool", ev.text, [ev], ev.info.tool_call_id, ev.info.tool_name)
+            return Turn("tool", text, [ev], ev.info.tool_call_id, ev.info.tool_name)
         if not isinstance(content, list):
             text = self.text_of(content, where)
             turn = Turn(role, text)
@@ -260,12 +353,15 @@ class _Reader:
                     raise self.error("must be an object", f"{at}.tool_calls[{j}]")
                 fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else call
                 self.note_call(call.get("id"), fn.get("name"), f"{at}.tool_calls[{j}]")
+                self.echoes.wrote([fn.get("arguments"), fn.get("args")])  # OpenAI's JSON text, RAGAS's object
             for j, tool in enumerate(self.items(message, "tools_called", at)):  # DeepEval: the call and its output
                 if not isinstance(tool, dict):
                     raise self.error("must be an object", f"{at}.tools_called[{j}]")
+                self.echoes.wrote(tool.get("input_parameters"))
                 text = self.tool_text(tool.get("output"), f"{at}.tools_called[{j}].output")
                 name = self.check_name(tool.get("name"), f"{at}.tools_called[{j}].name")
-                info = SourceInfo(message=i, role="tool", tool_name=name, part=j)
+                text, note = self.unechoed(text, None)
+                info = SourceInfo(message=i, role="tool", tool_name=name, part=j, note=note)
                 turn.evidence.append(Evidence(text, info))
         retrieved = message.get("retrieval_context")  # DeepEval: what this turn retrieved, before its text
         if retrieved is not None:
@@ -273,7 +369,10 @@ class _Reader:
                 raise self.error("must be a list of strings", f"{at}.retrieval_context")
             for j, doc in enumerate(retrieved):
                 text = self.string(doc, f"{at}.retrieval_context[{j}]")
+                self.echoes.held(text)  # a document: nothing of it is blanked
                 turn.evidence.append(Evidence(text, SourceInfo(message=i, role="document", part=j)))
+        if role == "assistant":
+            self.echoes.wrote(turn.text)
         return turn
 
     def item(self, i: int, kind: str, item: dict[str, Any], at: str) -> Turn:
@@ -281,11 +380,12 @@ class _Reader:
         result), or an item with no text to check against; any other is an InputError naming its type."""
         if kind in _ITEM_CALLS:
             self.note_call(item.get("call_id"), item.get("name"), at, "call_id")
+            self.echoes.wrote([item.get("arguments"), item.get("input")])
             return Turn("assistant", "")
         if kind in _ITEM_OUTPUTS:
             text = self.tool_text(item.get("output"), f"{at}.output")
             ev = self.result(i, text, item.get("call_id"), None, f"{at}.call_id")
-            return Turn("tool", ev.text, [ev], ev.info.tool_call_id, ev.info.tool_name)
+            return Turn("tool", text, [ev], ev.info.tool_call_id, ev.info.tool_name)
         if kind in _ITEMS_LEFT_OUT:
             return Turn("assistant", "")
         raise self.error(
@@ -342,11 +442,13 @@ class _Reader:
                 )
             if kind in ("tool_use", "server_tool_use"):
                 self.note_call(block.get("id"), block.get("name"), at)
+                self.echoes.wrote(block.get("input"))
             elif kind == "tool_result":
                 text = self.tool_text(block.get("content"), f"{at}.content")
                 evidence.append(self.result(i, text, block.get("tool_use_id"), None, f"{at}.tool_use_id", j))
             elif kind in ("document", "search_result"):
                 if (doc := self.document_text(kind, block, at)) is not None:  # None: a PDF or an image
+                    self.echoes.held(doc)
                     evidence.append(Evidence(doc, SourceInfo(message=i, role="document", part=j)))
             elif kind == "web_search_tool_result":
                 continue  # the server's search results come encrypted: no text to check against
@@ -373,11 +475,14 @@ def _options(value: Any, row: int | None) -> dict[str, Any]:
     return value
 
 
-def read_turns(messages: Any, row: int | None, name: str = "messages") -> list[Turn]:
-    """Every message of ``messages`` read, in order (turn i is message i); a bad one is an InputError naming it."""
+def read_turns(messages: Any, row: int | None, name: str = "messages", held: Iterable[str] = ()) -> list[Turn]:
+    """Every message of ``messages`` read, in order (turn i is message i); a bad one is an InputError naming it.
+    ``held``: documents given beside the messages (the row's ``contexts``), evidence before the first message."""
     if not isinstance(messages, list) or not messages:
         raise InputError("must be a non-empty list of messages", row=row, field=name)
     reader = _Reader(row, name)
+    for text in held:
+        reader.echoes.held(text)
     return [reader.turn(i, m) for i, m in enumerate(messages)]
 
 
@@ -389,7 +494,10 @@ def parse_conversation(row: dict[str, Any], row_number: int | None) -> Conversat
             no evidence before it.
     """
     options = _options(row.get("conversation_options"), row_number)
-    turns = read_turns(row.get("messages"), row_number)
+    base = row.get("contexts")
+    if base is not None and not (isinstance(base, list) and all(isinstance(c, str) for c in base)):
+        raise InputError("must be a list of strings", row=row_number, field="contexts")
+    turns = read_turns(row.get("messages"), row_number, held=base or ())
     answers = [i for i, t in enumerate(turns) if t.role == "assistant" and t.text.strip()]
     if not answers:
         raise InputError(
@@ -415,15 +523,13 @@ def parse_conversation(row: dict[str, Any], row_number: int | None) -> Conversat
             )
         ):
             evidence.append(Evidence(t.text, SourceInfo(message=i, role=t.role)))
-    base = row.get("contexts")
-    if base is not None and not (isinstance(base, list) and all(isinstance(c, str) for c in base)):
-        raise InputError("must be a list of strings", row=row_number, field="contexts")
     documents = [Evidence(c, SourceInfo(role="document", part=j)) for j, c in enumerate(base or [])]
     evidence = documents + evidence
     if not any(e.text.strip() for e in evidence):
         raise InputError(
             "has no evidence before the answer: no tool result or retrieved document (user turns count only with "
-            "conversation_options.user_evidence, the system prompt with system_evidence)",
+            "conversation_options.user_evidence, the system prompt with system_evidence; a tool result that only "
+            "repeats the assistant's own words is none)",
             row=row_number,
             field="messages",
         )
@@ -450,13 +556,13 @@ def parse_conversation(row: dict[str, Any], row_number: int | None) -> Conversat
 
 
 def source_text(turns: list[Turn], info: SourceInfo) -> str:
-    """The text of the source ``info`` names, read again from the messages: a context is exactly this text."""
+    """The text of the source ``info`` names as evidence, read again from the messages: a context is exactly this
+    text (a tool result's echoes of the assistant blanked, at the message's own offsets)."""
     if info.message is None:
         raise ArgumentError("a document given in the row's contexts: its text is the context itself")
     t = turns[info.message]
-    if info.part is None:
-        return t.text
-    return next(e.text for e in t.evidence if e.info.part == info.part and e.info.role == info.role)
+    held = (e.text for e in t.evidence if e.info.part == info.part and e.info.role == info.role)
+    return next(held, t.text)  # a user turn or the system prompt made evidence by an option: its text
 
 
 def each_turn(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
