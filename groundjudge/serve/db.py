@@ -238,19 +238,30 @@ def _add_tallies(conn: Connection, after: dict[Key, int], before: dict[Key, int]
     )
 
 
-def _claim_state(conn: Connection, claim_pk: int) -> tuple[int, int, bool, dict[int, str]]:
-    """The claim locked (every change of its verdicts and adjudications waits for the one before: they read its
-    state here), then its answer, the reviewers its answer needs, whether it is settled and its verdicts."""
+def lock_claim(conn: Connection, claim_pk: int) -> tuple[int, int]:
+    """Lock the claim for the rest of the transaction (on PostgreSQL ``FOR NO KEY UPDATE``; SQLite's write
+    transactions already run one at a time): every change of its decisions, verdicts and adjudications waits for the
+    one before. A decision takes it before it is stamped and numbered, so that on PostgreSQL two decisions at once
+    are stamped in the order they are numbered (the service's latest is the highest number, its export's readers
+    take the latest ``decided_at``). Returns its answer and the reviewers that answer needs."""
     answer_pk, needed = conn.execute(
         select(claims.c.answer_pk, answers.c.needed)
         .join(answers, answers.c.id == claims.c.answer_pk)
         .where(claims.c.id == claim_pk)
         .with_for_update(of=claims, key_share=True)
     ).one()
+    return int(answer_pk), int(needed)
+
+
+def _claim_state(conn: Connection, claim_pk: int) -> tuple[int, int, bool, dict[int, str]]:
+    """The claim locked (:func:`lock_claim`: every change of its verdicts and adjudications waits for the one
+    before: they read its state here), then its answer, the reviewers its answer needs, whether it is settled and
+    its verdicts."""
+    answer_pk, needed = lock_claim(conn, claim_pk)
     settled = conn.execute(select(adjudications.c.id).where(adjudications.c.claim_pk == claim_pk).limit(1)).first()
     v = verdicts
     by = conn.execute(select(v.c.reviewer_id, v.c.label).where(v.c.claim_pk == claim_pk, v.c.label.is_not(None)))
-    return int(answer_pk), int(needed), settled is not None, {int(r): str(label) for r, label in by}
+    return answer_pk, needed, settled is not None, {int(r): str(label) for r, label in by}
 
 
 def record_decision(conn: Connection, claim_pk: int, reviewer_id: int, decision_id: int, label: str | None) -> None:

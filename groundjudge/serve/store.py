@@ -243,6 +243,7 @@ def decide(
 
     def store(conn: Connection) -> dict[str, Any]:
         claim_pk = _claim(conn, answer_id, claim_id)
+        db.lock_claim(conn, claim_pk)  # before the retry's look and the stamp: one decision on the claim at a time
         row = {"claim_pk": claim_pk, "reviewer_id": reviewer_id, "label": label, "note": note, "citation": citation}
         old = _retried(conn, db.decisions, reviewer_id, request_id, row)
         if old is not None:

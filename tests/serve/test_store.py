@@ -428,3 +428,36 @@ def test_an_answer_whose_first_slot_was_freed_below_a_taken_one_is_given_that_sl
     assert time.monotonic() - started < 5
     slots = db.read(engine, lambda conn: sorted(conn.execute(select(a.c.slot, a.c.reviewer_id)).all()))
     assert [tuple(x) for x in slots] == [(0, cat), (1, bob)]
+
+
+def test_decisions_sent_at_once_are_stamped_in_the_order_they_are_stored(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL two decisions of one reviewer on one claim (two tabs, a second click before the first reply)
+    overlap: the first was stamped, then stored after the second, which the service (latest by number) keeps while
+    the export's readers (latest by ``decided_at``) took the other. The claim is locked before the stamp."""
+    engine = db.open_db(new_database("postgresql", request, tmp_path))
+    load.load_runs(engine, [("run", [make_report("a")])])
+    store.add_reviewer(engine, "ann")
+    (ann,) = (r["id"] for r in store.reviewers(engine))
+    real, stamped = db.now, threading.Event()
+
+    def slow_now() -> str:  # the first decision's clock is read, then it is held up before it is stored
+        at = real()
+        if threading.current_thread().name == "first":
+            stamped.set()
+            time.sleep(0.5)
+        return at
+
+    monkeypatch.setattr(db, "now", slow_now)
+    first = threading.Thread(target=store.decide, args=(engine, ann, "a", "c0", "SUPPORTED"), name="first")
+    first.start()
+    assert stamped.wait(10)
+    store.decide(engine, ann, "a", "c0", "CONTRADICTED")
+    first.join()
+    service = store.my_decisions(engine, ann)[0]["label"]
+    exported = [store.dumps_line(x) for x in store.export_lines(engine)]
+    every = db.read(engine, lambda c: list(c.execute(select(db.decisions).order_by(db.decisions.c.id))))
+    assert [d.decided_at for d in every] == sorted(d.decided_at for d in every)
+    assert {r.claim_id: r.label for r in parse_reviews(exported)} == {"c0": service}
+    engine.dispose()
