@@ -51,12 +51,14 @@ def report_command(
     """Summarize a scored file; with --html, write a review page for reviewers. --json: the summary as one JSON object
     (RunSummary's keys) on stdout, the table on stderr. Exits 1 when the file holds a failed row (ERROR, a stage
     named in errors, a score that is no number), as score does for its OUT: a report of failures never looks like
-    success to a script; 0 otherwise."""
+    success to a script; 2 when it holds no report (an empty file: nothing was checked); 0 otherwise."""
     from groundjudge.review.summary import summarize
     from groundjudge.tally import failed_row
 
     not_an_input("--html", html, scored, reviews)
     reports = load_reports(scored)
+    if not reports:  # a run that wrote nothing (killed, or never started) checked nothing: never a success
+        raise fail(f"{scored} holds no reports (an empty file: the run that writes it wrote none): nothing to report")
     if html is not None:
         from groundjudge.review.html import ORDERS, render_html
 

@@ -48,3 +48,14 @@ def test_report_exits_1_when_the_file_holds_a_failed_row(
     page = tmp_path / "page.html"
     shown = runner.invoke(app, ["report", str(out), "--html", str(page), "--only-flagged"])
     assert shown.exit_code == (1 if failed else 0) and page.is_file(), shown.output
+
+
+@pytest.mark.parametrize("text", ["", "\n\n"], ids=["empty", "blank-lines"])
+def test_report_of_a_file_with_no_report_is_no_success(tmp_path: Path, text: str) -> None:
+    # a run killed before it wrote a row leaves an empty OUT: "answers 0, rows failed 0" and exit 0 read as a pass
+    out = tmp_path / "out.jsonl"
+    out.write_text(text, encoding="utf-8")
+    for extra in ([], ["--json"], ["--html", str(tmp_path / "page.html")]):
+        result = runner.invoke(app, ["report", str(out), *extra])
+        assert result.exit_code == 2, result.output
+        assert "holds no reports" in result.stderr
