@@ -357,7 +357,7 @@ def exit_codes_markdown() -> str:
         "`--resume`, also an earlier run's failed reports still in the output: `--retry-errors` scores them again); "
         "`report`: the file holds a failed row (ERROR, a stage named in `errors`, a score that is no number); "
         "`compare --fail-if-worse`: B is significantly worse than A, or lacks answers of A, or failed on any answer, "
-        "or judges FAIL answers A does not vouch for",
+        "or judges FAIL answers A does not vouch for, or checks no claim (NO_CLAIMS) of answers A judged",
         "EXIT_USAGE": "usage or configuration error: a bad option, a missing file, a library error "
         "(`GroundjudgeError`), printed as `error: <message>` on stderr; `compare --fail-if-worse` on runs scored with "
         "other settings (no gate without `--allow-other-settings`), or on runs with no answer scored in both",

@@ -426,8 +426,9 @@ def compare_command(
         typer.Option(
             help="Exit 1 when B is significantly worse than A (over the answers neither failed), or B lacks answers A "
             "has, or failed (ERROR, a stage in errors, a score that is no number) on any answer, or is FAIL where A "
-            "vouches for nothing (a new id; ERROR, NO_CLAIMS or a failure in A); exit 2 when A and B were scored with "
-            "other settings (see --allow-other-settings) or no answer has a score in both."
+            "vouches for nothing (a new id; ERROR, NO_CLAIMS or a failure in A), or is NO_CLAIMS where A judged the "
+            "answer; exit 2 when A and B were scored with other settings (see --allow-other-settings) or no answer has "
+            "a score in both."
         ),
     ] = False,
     allow_other_settings: Annotated[
@@ -564,7 +565,7 @@ def compare_command(
 
 def _print_lost(console: Any, lost: dict[str, Any], b: Path) -> None:
     """The answers B lost that the paired tests cannot see (``b_lost``: missing from B, failed in B, FAIL in B where
-    A vouches for nothing: :func:`groundjudge.review.compare.gate_rows`)."""
+    A vouches for nothing, NO_CLAIMS in B where A judged: :func:`groundjudge.review.compare.gate_rows`)."""
     from groundjudge.review.compare import lost_text
 
     for key, what in lost_text(b.name).items():

@@ -52,7 +52,7 @@ METRICS = (
 # For these a rise is bad.
 LOWER_IS_BETTER = {"contradicted_share", "not_supported_share"}
 # What B lost that the paired tests cannot see (:func:`lost_answers`), each counted against B by the gate.
-LOST = ("missing", "failed", "unvouched")
+LOST = ("missing", "failed", "unvouched", "unchecked")
 
 
 def bootstrap_ci(diffs: Sequence[float], n: int = 5000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
@@ -93,8 +93,9 @@ class GateRows:
     """B's failed rows (:func:`groundjudge.tally.failed_row`), whatever A was: no failure passes a gate."""
     alone: list[AnswerReport]
     """B's rows that did not fail and that A cannot vouch for (:func:`groundjudge.tally.vouches`): a new id, A's row
-    ERROR, NO_CLAIMS, failed or with no score, or B's own NO_CLAIMS. Each meets its gate's bar alone: the verdict
-    FAIL counts against B in ``compare`` (``unvouched``), ``assert_grounded``'s bar in the baseline gate."""
+    ERROR, NO_CLAIMS, failed or with no score, or B's own NO_CLAIMS. Each meets its gate's bar alone: in ``compare``
+    the verdict FAIL counts against B (``unvouched``), as does B's NO_CLAIMS where A judged the answer
+    (``unchecked``: B checks nothing A checked); ``assert_grounded``'s bar in the baseline gate."""
 
 
 def gate_rows(a: Sequence[AnswerReport], b: Sequence[AnswerReport]) -> GateRows:
@@ -200,12 +201,16 @@ def lost_answers(
     (``failed``, by the run summary's one rule, :func:`groundjudge.tally.failed_row`: ERROR, a stage named in
     ``errors``, a score that is no number), whatever A was: no failure passes a gate; and answers B judges FAIL that
     A does not vouch for (``unvouched``: a new id, or A was ERROR, NO_CLAIMS or failed there, so no pair and no PASS
-    lost shows them; a baseline that failed throughout vouched for any B). The paired tests leave them out, so a run
-    that failed on the answers it would have scored worst could look no worse; the gate (``compare
-    --fail-if-worse``: ``b_worse``) counts any of them against B. Counts and the first ``top`` ids."""
+    lost shows them; a baseline that failed throughout vouched for any B); and answers A judged (it vouches) that B
+    checks no claim of (``unchecked``: NO_CLAIMS, no combined score to pair: an extraction that stopped finding the
+    claims of the answers A found wrong would hide them). The paired tests leave them out, so a run that failed on
+    the answers it would have scored worst could look no worse; the gate (``compare --fail-if-worse``: ``b_worse``)
+    counts any of them against B. Counts and the first ``top`` ids."""
     rows = rows if rows is not None else gate_rows(a, b)
     failed = [y.id for y in rows.failed]
     unvouched = [y.id for y in rows.alone if y.verdict == "FAIL"]
+    judged_in_a = {i for i, x in {x.id: x for x in a}.items() if vouches(x)}  # each id by its last report
+    unchecked = [y.id for y in rows.alone if y.verdict != "FAIL" and y.id in judged_in_a]
     return {
         "missing": len(rows.missing),
         "missing_ids": rows.missing[:top],
@@ -213,6 +218,8 @@ def lost_answers(
         "failed_ids": failed[:top],
         "unvouched": len(unvouched),
         "unvouched_ids": unvouched[:top],
+        "unchecked": len(unchecked),
+        "unchecked_ids": unchecked[:top],
     }
 
 
@@ -222,6 +229,7 @@ def lost_text(b_name: str = "B") -> dict[str, str]:
         "missing": f"answers of A that {b_name} lacks",
         "failed": "answers failed in B",
         "unvouched": "answers FAIL in B that A does not vouch for",
+        "unchecked": "answers A judged that B checks no claim of (NO_CLAIMS)",
     }
 
 

@@ -90,6 +90,10 @@ GOOD = [scored(f"g{i}", "PASS", 0.9) for i in range(9)]
         pytest.param(scored("r", "PASS", 0.9), nan_part(scored("r", "PASS", 0.9)), id="nan-part"),
         # an answer of A that B lacks
         pytest.param(scored("r", "PASS", 0.9), None, id="missing"),
+        # an answer A judged that B checks no claim of (an extraction that stopped finding the claims of the answers A
+        # found wrong): compare paired it, found no score on B's side and left it out of every test; it passed
+        pytest.param(scored("r", "FAIL", 0.1), scored("r", "NO_CLAIMS", None), id="fail-then-no-claims"),
+        pytest.param(scored("r", "PASS", 0.9), scored("r", "NO_CLAIMS", None), id="pass-then-no-claims"),
     ],
 )
 def test_a_failure_fails_both_gates(tmp_path: Path, before: AnswerReport | None, now: AnswerReport | None) -> None:
