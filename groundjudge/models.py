@@ -79,13 +79,17 @@ class Usage(BaseModel):
     def cost_text(self) -> str:
         """The cost as said to a person: "$0.0123", or, when a billed call had no price, "unknown (3 calls to a
         model without a price)" or "$0.0123 + unknown for 3 calls"; never a bare dollar figure then. Calls sent
-        with no reply say that the figure is at most and how much of it is their worst case."""
+        with no reply say that the figure is at most and how much of it is their worst case, also where it holds
+        only a share of one (an answer packed with others carries the call on the first answer's usage alone,
+        :func:`~groundjudge.llm.packing.share_packed`: the others, or a sum without the first, have its cost and no
+        call)."""
         n = self.unpriced_calls
         held = ""
-        if self.unsettled_calls:
+        if self.unsettled_calls or self.unsettled_cost_usd:
             k = self.unsettled_calls
-            calls_sent = f"{k} call{'s' * (k != 1)} sent with no reply"
-            held = f" (at most; ${self.unsettled_cost_usd:.4f} of it is the worst case of {calls_sent})"
+            calls_sent = f"{k} call{'s' * (k != 1)} sent with no reply" if k else "a packed call sent with no reply"
+            share = "" if k else "a share of "
+            held = f" (at most; ${self.unsettled_cost_usd:.4f} of it is {share}the worst case of {calls_sent})"
         if not n:
             return f"${self.cost_usd:.4f}{held}"
         calls = f"{n} call{'s' * (n != 1)}"

@@ -109,8 +109,9 @@ def progress_bar(console: Console, enabled: bool) -> Iterator[Any]:
 def cost_cell(usage: Any) -> str:
     """The progress bar's cost of a :class:`~groundjudge.models.Usage`: "$0.0123", and "?" for what calls to a model
     without a price cost ("$?" when no call had one, "$0.0123+?" when some did): unknown, never a known $0. "<=" before
-    it when calls sent with no reply are in it at their worst case (``unsettled_calls``): at most that."""
-    at_most = "<=" if usage.unsettled_calls else ""
+    it when calls sent with no reply (or a packed answer's share of one) are in it at their worst case
+    (``unsettled_calls``, ``unsettled_cost_usd``): at most that."""
+    at_most = "<=" if usage.unsettled_calls or usage.unsettled_cost_usd else ""
     if not usage.unpriced_calls:
         return f"{at_most}${usage.cost_usd:.4f}"
     return f"{at_most}${usage.cost_usd:.4f}+?" if usage.calls > usage.unpriced_calls else "$?"

@@ -455,6 +455,28 @@ def test_a_cost_with_calls_sent_with_no_reply_says_it_is_at_most() -> None:
     assert Usage.model_validate_json(both.model_dump_json()) == both
 
 
+def test_a_share_of_a_packed_call_sent_with_no_reply_says_it_is_at_most() -> None:
+    """A packed call's usage is shared out to its answers with the call counted on the first alone: the others'
+    parts (and a sum of some answers that leaves the first out: report --only-flagged, the rows a stop left out) hold
+    a share of its worst case and no unsettled call, and their cost was said as a plain figure, not a bound."""
+    from groundjudge.cli.common import cost_cell
+    from groundjudge.llm.base import LLMRequest
+    from groundjudge.llm.packing import share_packed
+    from groundjudge.models import Message, Usage
+
+    lost = Usage(calls=1, cost_usd=0.09, unsettled_calls=1, unsettled_cost_usd=0.09)
+    said = (Message(role="system", content="s"), Message(role="user", content="x" * 10))
+    blocks = [LLMRequest(said, {}, "reply") for _ in range(3)]
+    first, *others = share_packed(lost, blocks)
+    assert first.unsettled_calls == 1 and all(p.unsettled_calls == 0 and p.unsettled_cost_usd > 0 for p in others)
+    for part in (*others, others[0] + others[1]):
+        assert "at most" in part.cost_text() and "a share of the worst case" in part.cost_text(), part.cost_text()
+        assert cost_cell(part).startswith("<=")
+    assert sum(share_packed(lost, blocks), Usage()).cost_text() == (
+        "$0.0900 (at most; $0.0900 of it is the worst case of 1 call sent with no reply)"
+    )
+
+
 def test_a_server_that_never_answers_cannot_pass_max_calls(shared_nli: Any, tmp_path: Path) -> None:
     """Every call times out: each one sent counts against max_calls, so the run stops at the cap (it sent 6 per
     answer, the retry policy's attempts, when a call with no reply counted nothing), and its usage says the cost is
