@@ -360,7 +360,8 @@ def review_from_row(obj: Any, line: int) -> Review:
 
 def decided_time(text: str | None, line: int | str | None = None) -> datetime | None:
     """When a review line's decision was made: its ``decided_at`` (ISO 8601, as the review page and the service
-    write it; a time without a zone is UTC), None without one.
+    write it; a time without a zone is UTC; a final ``Z``, UTC, as a browser's ``toISOString`` writes it, on every
+    Python: 3.10's ``fromisoformat`` refuses it), None without one.
 
     Raises:
         InputError: text that is no ISO 8601 time, naming ``line`` and the field (read as no time, it would let an
@@ -368,7 +369,8 @@ def decided_time(text: str | None, line: int | str | None = None) -> datetime | 
     if text is None or not text.strip():
         return None
     try:
-        at = datetime.fromisoformat(text.strip())
+        written = text.strip()
+        at = datetime.fromisoformat(written[:-1] + "+00:00" if written[-1:] in ("Z", "z") else written)
     except ValueError:
         raise InputError(f"{text!r} is not an ISO 8601 time", row=line, field="decided_at") from None
     return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)

@@ -113,3 +113,26 @@ def test_metrics_reads_the_latest_decision_of_files_put_together(tmp_path: Path)
     assert res.exit_code == 0, res.output
     m = json.loads(res.stdout)
     assert (m["n"], m["agreement"]) == (1, 1.0)  # groundjudge's CONTRADICTED against ann's latest word
+
+
+def test_a_browser_time_is_read_on_python_3_10(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the review page writes decided_at with toISOString (a final "Z"); Python 3.10, which groundjudge supports,
+    # parses no "Z" in fromisoformat, so every line of the page's export was refused as "not an ISO 8601 time" there
+    import datetime as stdlib
+
+    from groundjudge.review import metrics
+
+    class Python310(stdlib.datetime):
+        """``fromisoformat`` as Python 3.10 has it: no "Z" for UTC."""
+
+        @classmethod
+        def fromisoformat(cls, text: str) -> stdlib.datetime:
+            if text[-1:] in ("Z", "z"):
+                raise ValueError(f"Invalid isoformat string: {text!r}")
+            return stdlib.datetime.fromisoformat(text)
+
+    monkeypatch.setattr(metrics, "datetime", Python310)
+    at = metrics.decided_time("2026-11-30T10:00:00.000Z", 1)
+    assert at == stdlib.datetime(2026, 11, 30, 10, tzinfo=stdlib.timezone.utc)
+    lines = [_line("c1", "SUPPORTED", "ann", T11), _line("c1", "CONTRADICTED", "ann", "2026-11-30T10:00:00.000z")]
+    assert _labels(lines) == ({"c1": "SUPPORTED"}, [])
