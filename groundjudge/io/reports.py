@@ -300,7 +300,9 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
     """Convert a reports JSONL file (``groundjudge score`` output) into Parquet; returns the rows written.
 
     One row per answer: id, row, verdict, mode, the scores, usage, errors and label as columns, and the whole
-    report as JSON in ``report`` (``AnswerReport.model_validate_json`` reads it back).
+    report as JSON in ``report`` (``AnswerReport.model_validate_json`` reads it back). ``unsettled_cost_usd``, the
+    part of ``cost_usd`` that is a worst case of calls sent with no reply, not a billed amount (0 where none), so
+    that a sum of the column is not taken for a bill.
     """
     try:
         import pyarrow as pa
@@ -318,6 +320,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
             *[(k, _arrow_type(pa, k, v)) for k, v in Scores().columns().items()],
             *[(k, pa.int64()) for k in _USAGE_COUNTS],
             ("cost_usd", pa.float64()),
+            ("unsettled_cost_usd", pa.float64()),
             ("errors", pa.string()),
             ("label", pa.string()),
             ("report", pa.string()),
@@ -337,6 +340,7 @@ def write_parquet(jsonl: str | Path, out: str | Path) -> int:
                     **r.scores.columns(),
                     **{k: getattr(r.usage, k) for k in _USAGE_COUNTS},
                     "cost_usd": r.usage.known_cost(),
+                    "unsettled_cost_usd": r.usage.unsettled_cost_usd,
                     "errors": "; ".join(r.errors),
                     "label": r.label,
                     "report": dumps(r),

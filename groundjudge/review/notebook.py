@@ -9,7 +9,7 @@ from typing import Any
 from groundjudge.models import AnswerReport, Scores, Usage
 from groundjudge.review.summary import summarize, summary_rows
 
-_USAGE_COLUMNS = ("calls", "cached_calls", "cost_usd", "errors", "label")
+_USAGE_COLUMNS = ("calls", "cached_calls", "cost_usd", "unsettled_cost_usd", "errors", "label")
 _CLAIM_COLUMNS = (
     "answer_id", "claim_id", "claim", "label", "route", "entailment", "contradiction", "supported", "reason",
     "quotes", "flags", "error",
@@ -18,7 +18,8 @@ _CLAIM_COLUMNS = (
 
 def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
     """One row per answer (pandas needed: ``pip install groundjudge[pandas]``); ``cost_usd`` is empty (NaN) for an
-    answer whose calls went to a model without a price."""
+    answer whose calls went to a model without a price; ``unsettled_cost_usd`` is the part of it that is the worst
+    case of calls sent with no reply (at most, not billed)."""
     import pandas as pd
 
     rows = []
@@ -31,6 +32,7 @@ def to_dataframe(reports: Iterable[AnswerReport]) -> Any:
                 "calls": r.usage.calls,
                 "cached_calls": r.usage.cached_calls,
                 "cost_usd": r.usage.known_cost(),
+                "unsettled_cost_usd": r.usage.unsettled_cost_usd,  # of cost_usd, a worst case: calls with no reply
                 "errors": "; ".join(r.errors),
                 "label": r.label,
             }

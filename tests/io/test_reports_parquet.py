@@ -124,3 +124,24 @@ def test_calibrate_and_tune_take_a_parquet_out_as_the_report_readers_do(tmp_path
     from_parquet = load_examples([out], tokenizer, settings, lambda _: None)
     assert [(e.id, e.claim, e.label) for e in from_parquet] == [(e.id, e.claim, e.label) for e in from_jsonl]
     assert [r.id for r in read_reports(out)] == ["ok"]
+
+
+def test_a_cost_that_is_a_worst_case_is_said_so_in_the_table(tmp_path: Path) -> None:
+    """A call sent with no reply is counted at its worst case (``usage.unsettled_cost_usd``, a part of ``cost_usd``).
+    The Parquet table and the notebook frame had ``cost_usd`` alone: a sum of the column read as a bill."""
+    from groundjudge.models import Usage
+    from groundjudge.review.notebook import to_dataframe
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    pytest.importorskip("pandas")
+    lost = Usage(calls=2, cost_usd=0.08, unsettled_calls=1, unsettled_cost_usd=0.07)
+    reports = [
+        AnswerReport(id="lost", verdict="PASS", mode="llm", scores=Scores(combined=1.0), usage=lost),
+        AnswerReport(id="ok", verdict="PASS", mode="llm", scores=Scores(combined=1.0), usage=Usage(calls=1)),
+    ]
+    jsonl, out = tmp_path / "reports.jsonl", tmp_path / "reports.parquet"
+    jsonl.write_text("".join(dumps(r) + "\n" for r in reports), encoding="utf-8")
+    write_parquet(jsonl, out)
+    assert pq.read_table(out).column("unsettled_cost_usd").to_pylist() == [0.07, 0.0]
+    assert to_dataframe(reports)["unsettled_cost_usd"].tolist() == [0.07, 0.0]
+    assert list(to_dataframe([]).columns) == list(to_dataframe(reports).columns)
