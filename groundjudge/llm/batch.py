@@ -34,6 +34,11 @@ file (``<state>.results.jsonl``, rewritten atomically), and the state entry list
 that defers one of those keys takes its result from there (validated, cached, counted in the ledger) instead of
 asking (and paying) again.
 
+A batch is counted once, by the run that submitted it: a run that stops before collecting its batch (still
+running, polling failed, an interrupt) counts each of its requests at its worst case at the batch price, unsettled,
+and notes that in the state entry (``counted``); the run that collects such a batch reports what it cost
+(:attr:`BatchOutcome.counted_earlier`) but neither counts it in its ledger nor charges it to an answer.
+
 Each provider's batch API is in its own file behind :class:`~groundjudge.llm.base.BatchApi`
 (:mod:`groundjudge.llm.openai_batch`, :mod:`groundjudge.llm.anthropic_batch`), got from the provider's
 ``batch_api()``; this module keeps the planning, the state file, the polling and the taking of results.
@@ -75,7 +80,9 @@ class BatchOutcome:
     ``succeeded`` were cached, ``failed`` errored, were canceled, refused or invalid, and ``expired`` were not
     answered before the batch expired; every key not cached is in ``failures`` with the reason. ``usage`` is what
     the results cost, at the batch price; ``usage_by_key`` is the same split by cache key (each accepted or
-    failed result that was billed), so that a caller can charge each answer its share.
+    failed result that was billed), so that a caller can charge each answer its share. ``counted_earlier``: the
+    part of ``usage`` from batches an earlier run submitted and counted when it stopped before collecting them (at
+    their worst case, unsettled): not counted again in this client's ledger, nor in ``usage_by_key``.
     """
 
     submitted: int = 0
@@ -89,6 +96,7 @@ class BatchOutcome:
     usage_by_key: dict[str, Usage] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     batch_ids: list[str] = field(default_factory=list)
+    counted_earlier: Usage = field(default_factory=Usage)
 
 
 class BatchRunner:
@@ -120,7 +128,8 @@ class BatchRunner:
         self.progress = progress
         self.max_wait_seconds = max_wait_seconds
         self.create_attempts = max(1, create_attempts)
-        self._fresh: set[str] = set()  # batches this run created (paid from its reservation)
+        self._fresh: dict[str, list[DeferredCall]] = {}  # batches this run created (paid from its reservation)
+        self._fresh_usage = Usage()  # what the fresh batches collected so far cost
         self._cache_dir = str(Path(client.cache.directory).resolve()) if client.cache is not None else ""
         self._wanted: dict[str, set[str]] = {}  # per live batch, the keys this run takes from it
         find = getattr(client.provider, "batch_api", None)
@@ -147,10 +156,9 @@ class BatchRunner:
                 continue
             pending[call.key] = call
         identity = client.provider.identity()
-        self._fresh, self._wanted = set(), {}
+        self._fresh, self._wanted, self._fresh_usage = {}, {}, Usage()
         live: list[dict[str, Any]] = []
         reserved, n_new = 0.0, 0
-        fresh_usage = Usage()
         try:
             # Under the lock from planning to the last batch id written: no other job submits the same keys.
             with self.store.transaction() as tx:
@@ -160,9 +168,9 @@ class BatchRunner:
                     cost = sum(client.costs.worst_case_cost(call.request, batch=True) for call in new)
                     client.ledger.reserve(cost, calls=len(new))  # the whole batch's worst case, before submitting
                     reserved, n_new = cost, len(new)
-                for chunk in self._chunks(new):
+                for chunk in _chunked(self.api, new):
                     entry = self._submit(tx, chunk, identity)
-                    self._fresh.add(entry["id"])
+                    self._fresh[entry["id"]] = chunk
                     self._wanted[entry["id"]] = {call.key for call in chunk}
                     live.append(copy.deepcopy(entry))
                     if entry.get("adopted"):
@@ -170,11 +178,28 @@ class BatchRunner:
                     else:
                         outcome.submitted += len(chunk)
                     outcome.batch_ids.append(entry["id"])
-            fresh_usage = self._wait_and_collect(live, pending, outcome)
+            self._wait_and_collect(live, pending, outcome)
         finally:
             if n_new:
-                client.ledger.settle(reserved, fresh_usage, calls=n_new)
+                client.ledger.settle(reserved, self._fresh_usage + self._uncollected(live), calls=n_new)
         return outcome
+
+    def _uncollected(self, live: list[dict[str, Any]]) -> Usage:
+        """What the batches this run submitted and did not collect count (it stops: still running, polling failed,
+        an interrupt): billed at the provider whether or not a later run collects them, so each of their requests
+        at its worst case at the batch price, unsettled (:meth:`~groundjudge.llm.costs.CallCosts.unanswered`). The
+        state entry notes it (``counted``): the run that collects the batch then counts it no more."""
+        left = [e["id"] for e in live if e["id"] in self._fresh and not e.get("collected")]
+        usage = Usage()
+        for batch_id in left:
+            counted = _worst_case(self.client, self._fresh[batch_id])
+            log.warning(
+                "%s: batch %s not collected; counted at %s", self.client.model_id, batch_id, counted.cost_text()
+            )
+            usage = usage + counted
+        if left:
+            _note_counted(self.store, left)
+        return usage
 
     def _plan(
         self,
@@ -211,7 +236,7 @@ class BatchRunner:
             outcome.batch_ids.append(entry["id"])
             if entry.get("collected"):
                 usage = self._take_kept(tx, entry, keys, pending, outcome)
-                self.client.ledger.record(usage)  # paid when an earlier run submitted it
+                _count_earlier(self.client, entry, usage, keys, outcome)
                 outcome.usage = outcome.usage + usage
             else:
                 self._wanted[entry["id"]] = keys
@@ -257,20 +282,6 @@ class BatchRunner:
             outcome.expired += 1
         else:
             outcome.failed += 1
-
-    def _chunks(self, calls: list[DeferredCall]) -> Iterator[list[DeferredCall]]:
-        max_n, max_bytes = self.api.max_requests, self.api.max_bytes
-        chunk: list[DeferredCall] = []
-        size = 0
-        for call in calls:
-            n = len(json.dumps(self.api.params(call.request)).encode()) + 200
-            if chunk and (len(chunk) >= max_n or size + n > max_bytes):
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(call)
-            size += n
-        if chunk:
-            yield chunk
 
     def _submit(self, tx: StateTransaction, chunk: list[DeferredCall], identity: dict[str, Any]) -> dict[str, Any]:
         """Create one batch for ``chunk`` (or find the one a lost reply created) and write its id to the state.
@@ -349,9 +360,9 @@ class BatchRunner:
         live: list[dict[str, Any]],
         pending: dict[str, DeferredCall],
         outcome: BatchOutcome,
-    ) -> Usage:
-        """Poll every live batch until all ended, collecting each as it ends; returns the fresh batches' usage."""
-        fresh_usage = Usage()
+    ) -> None:
+        """Poll every live batch until all ended, collecting each as it ends (the fresh ones' usage adds up in
+        ``_fresh_usage``)."""
         total = sum(len(entry["custom_ids"]) for entry in live)
         waited = 0.0
         faults: dict[str, int] = {}  # per batch, the reads of its results that failed
@@ -385,16 +396,16 @@ class BatchRunner:
                     running.append(entry)
                     continue
                 if entry["id"] in self._fresh:
-                    fresh_usage = fresh_usage + usage
+                    self._fresh_usage = self._fresh_usage + usage
                 else:
-                    self.client.ledger.record(usage)  # paid when an earlier run submitted it
+                    _count_earlier(self.client, entry, usage, self._wanted.get(entry["id"], ()), outcome)
                 outcome.usage = outcome.usage + usage
                 entry["collected"] = True
                 done += len(entry["custom_ids"])
             if self.progress is not None:
                 self.progress(done, total)
             if not running:
-                return fresh_usage
+                return
             if waited >= self.max_wait_seconds:
                 ids = [e["id"] for e in running]
                 raise errors.BatchPendingError(
@@ -494,3 +505,57 @@ def batch_tag(identity: dict[str, Any], keys: Iterable[str]) -> str:
     """The tag of a batch: a digest of the model identity and the set of cache keys it answers."""
     text = json.dumps({"identity": identity, "keys": sorted(keys)}, sort_keys=True)
     return "gj1-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _chunked(api: BatchApi, calls: list[DeferredCall]) -> Iterator[list[DeferredCall]]:
+    """``calls`` cut into batches within the provider's limits (requests and bytes)."""
+    max_n, max_bytes = api.max_requests, api.max_bytes
+    chunk: list[DeferredCall] = []
+    size = 0
+    for call in calls:
+        n = len(json.dumps(api.params(call.request)).encode()) + 200
+        if chunk and (len(chunk) >= max_n or size + n > max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(call)
+        size += n
+    if chunk:
+        yield chunk
+
+
+def _worst_case(client: LLMClient, calls: Iterable[DeferredCall]) -> Usage:
+    """What requests of a provider batch billed and never collected count: each at its worst case at the batch
+    price, unsettled."""
+    usage = Usage()
+    for call in calls:
+        usage = usage + client.costs.unanswered(call.request, batch=True)
+    return usage
+
+
+def _note_counted(store: BatchStateFile, batch_ids: Iterable[str]) -> None:
+    """Note in the state that the run ending now counted these batches (``counted``), so the run that collects one
+    counts it no more. A failure here is only logged: the collecting run then counts it again (over, never under)."""
+    try:
+        with store.transaction() as tx:
+            for batch_id in batch_ids:
+                current = tx.entry(batch_id)
+                if current is not None and not current.get("collected"):
+                    current["counted"] = True
+                    tx.dirty = True
+    except Exception:
+        log.warning("could not note in %s that the batches were counted", store.path, exc_info=True)
+
+
+def _count_earlier(
+    client: LLMClient, entry: dict[str, Any], usage: Usage, keys: Iterable[str], outcome: BatchOutcome
+) -> None:
+    """Results of a batch taken from the state: counted in the client's ledger, unless the run that submitted it
+    counted it already (at its worst case, when it stopped before collecting it); then only reported
+    (``counted_earlier``) and charged to no answer."""
+    if not entry.get("counted"):
+        client.ledger.record(usage)  # paid when an earlier run submitted it
+        return
+    outcome.counted_earlier = outcome.counted_earlier + usage
+    for key in keys:
+        outcome.usage_by_key.pop(key, None)
+    log.info("batch %s: %s, counted (at most) by the run that submitted it; not counted again", entry["id"], usage)

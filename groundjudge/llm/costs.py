@@ -84,12 +84,13 @@ class CallCosts:
         input_tokens, output_tokens = self.expected_tokens(call)
         return self.price.cost(input_tokens, output_tokens, batch=batch)
 
-    def unanswered(self, request: LLMRequest) -> Usage:
+    def unanswered(self, request: LLMRequest, *, batch: bool = False) -> Usage:
         """What a call sent with no reply counts as (a timeout or a connection lost after sending: the provider may
         have answered and billed it in full): one call at :meth:`worst_case_cost`, that cost marked unsettled
         (:attr:`~groundjudge.models.Usage.unsettled_cost_usd`), no tokens (none known); unpriced with no price. The
-        budget holds it at the same worst case it held while the call was in flight, so the cap still holds."""
-        cost = self.worst_case_cost(request)
+        budget holds it at the same worst case it held while the call was in flight, so the cap still holds.
+        ``batch``: a request of a provider batch submitted and not collected, at the batch price."""
+        cost = self.worst_case_cost(request, batch=batch)
         return Usage(
             calls=1,
             cost_usd=cost,

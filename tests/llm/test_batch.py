@@ -138,12 +138,14 @@ def test_a_killed_run_resumes_the_same_batch(scripted: ScriptedLLMServer, provid
     (entry,) = state["batches"]
     assert entry["id"] in scripted.batches and sorted(entry["custom_ids"].values()) == sorted(c.key for c in deferred)
     assert client.ledger._reserved_calls == 0 and client.ledger._reserved_usd == 0  # the reservation is released
+    assert client.ledger.total.calls == client.ledger.total.unsettled_calls == 3  # counted, at its worst case
 
     again = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
     outcome = runner(again, tmp_path).run(defer_all(again))
     assert len(scripted.batches) == 1  # not submitted (and paid for) twice
     assert (outcome.submitted, outcome.resumed, outcome.succeeded) == (0, 3, 3)
-    assert again.ledger.total.calls == 3 and again.ledger.total.cost_usd > 0
+    # the killed run counted the batch (at most): collecting it counts it no more
+    assert again.ledger.total.calls == 0 and outcome.counted_earlier.calls == 3 and outcome.usage.cost_usd > 0
     # A third run finds everything cached and sends nothing.
     third = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
     outcome = runner(third, tmp_path).run(deferred)
@@ -174,7 +176,7 @@ def test_a_resumed_batch_keeps_results_this_run_did_not_ask_for(
     second = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
     outcome = runner(second, tmp_path).run(defer_some(second, [0, 1]))
     assert (outcome.resumed, outcome.succeeded, outcome.failed, outcome.submitted) == (2, 2, 0, 0)
-    assert set(outcome.usage_by_key) == {a.key, b.key}
+    assert outcome.usage_by_key == {} and outcome.counted_earlier.calls == 2  # counted by the killed run
     cache = second.cache
     assert cache is not None and cache.peek(a.key) and cache.peek(b.key) and not cache.peek(c.key)
     kept = tmp_path / "out.jsonl.batches.results.jsonl"
@@ -186,12 +188,13 @@ def test_a_resumed_batch_keeps_results_this_run_did_not_ask_for(
     third = make_test_client(scripted, provider, cache=Cache(tmp_path / "cache"))
     outcome = runner(third, tmp_path).run(defer_some(third, [2]))
     assert (outcome.resumed, outcome.succeeded, outcome.failed, outcome.submitted) == (1, 1, 0, 0)
-    assert outcome.usage.calls == 1 and outcome.usage_by_key == {c.key: outcome.usage}
+    assert outcome.usage.calls == 1 and outcome.usage_by_key == {} and outcome.counted_earlier == outcome.usage
     value, usage = third.complete_json(asks(3)[2], Verdict, prompt=PROMPT)
     assert usage == Usage() and value.claim == "Claim number 2."  # charged by the batch that took it, not a hit
     assert len(scripted.batches) == 1 and len(scripted.requests) == 3 and all(r.batch_id for r in scripted.requests)
     billed = [client.ledger.total for client in (first, second, third)]
-    assert sum(u.calls for u in billed) == 3  # each request billed (and counted) once
+    assert sum(u.calls for u in billed) == 3  # each request billed (and counted) once: by the run that sent it
+    assert billed[0].unsettled_calls == 3 and billed[1].calls == billed[2].calls == 0
     assert not kept.exists()  # nothing left kept
     (entry,) = json.loads((tmp_path / "out.jsonl.batches.json").read_text())["batches"]
     assert entry["kept"] == []
