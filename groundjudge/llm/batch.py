@@ -130,6 +130,8 @@ class BatchRunner:
         self.create_attempts = max(1, create_attempts)
         self._fresh: dict[str, list[DeferredCall]] = {}  # batches this run created (paid from its reservation)
         self._fresh_usage = Usage()  # what the fresh batches collected so far cost
+        self._lost = Usage()  # creates whose reply was lost and whose batch was not found: each may be billed
+        self._held = (0.0, 0)  # held beyond the first create of each chunk (for the creates after a lost one)
         self._cache_dir = str(Path(client.cache.directory).resolve()) if client.cache is not None else ""
         self._wanted: dict[str, set[str]] = {}  # per live batch, the keys this run takes from it
         find = getattr(client.provider, "batch_api", None)
@@ -156,7 +158,7 @@ class BatchRunner:
                 continue
             pending[call.key] = call
         identity = client.provider.identity()
-        self._fresh, self._wanted, self._fresh_usage = {}, {}, Usage()
+        self._fresh, self._wanted, self._fresh_usage, self._lost, self._held = {}, {}, Usage(), Usage(), (0.0, 0)
         live: list[dict[str, Any]] = []
         reserved, n_new = 0.0, 0
         try:
@@ -181,7 +183,8 @@ class BatchRunner:
             self._wait_and_collect(live, pending, outcome)
         finally:
             if n_new:
-                client.ledger.settle(reserved, self._fresh_usage + self._uncollected(live), calls=n_new)
+                spent = self._fresh_usage + self._uncollected(live) + self._lost
+                client.ledger.settle(reserved + self._held[0], spent, calls=n_new + self._held[1])
         return outcome
 
     def _uncollected(self, live: list[dict[str, Any]]) -> Usage:
@@ -220,7 +223,7 @@ class BatchRunner:
             if not keys:
                 continue
             if entry.get("id") is None:  # created (maybe) by a run that died before it learnt the batch id
-                found = self._find_lost(tx, entry)
+                found = _find_lost(self.api, tx, entry)
                 tx.dirty = True
                 if found is None:
                     log.warning("batch tagged %s: not at the provider, so never created; submitting anew", entry["tag"])
@@ -264,24 +267,17 @@ class BatchRunner:
                 # answered for a run that did not ask for it: take it now, already paid for
                 usage = usage + self._take(entry, key, pending[key], line.get("body"), outcome)
             elif key in entry.get("kept", ()):
-                self._fail(
+                _fail(
                     outcome, key, f"batch {entry['id']} answered it, but its kept result is not in {self.results_path}"
                 )
             else:  # answered or failed in an earlier run; not cached now, so failed then
                 why = entry.get("failures", {}).get(key, f"batch {entry['id']} answered it, but it is not cached")
-                self._fail(outcome, key, why)
+                _fail(outcome, key, why)
             if key in entry.get("kept", ()):
                 tx.kept.pop(key, None)
                 entry["kept"] = [k for k in entry["kept"] if k != key]
                 tx.dirty = True
         return usage
-
-    def _fail(self, outcome: BatchOutcome, key: str, why: str, *, expired: bool = False) -> None:
-        outcome.failures[key] = why
-        if expired:
-            outcome.expired += 1
-        else:
-            outcome.failed += 1
 
     def _submit(self, tx: StateTransaction, chunk: list[DeferredCall], identity: dict[str, Any]) -> dict[str, Any]:
         """Create one batch for ``chunk`` (or find the one a lost reply created) and write its id to the state.
@@ -307,11 +303,11 @@ class BatchRunner:
         tx.entries.append(entry)
         tx.save()
         try:
-            batch_id, adopted = self._create(tx, entry, make)
+            batch_id, adopted = self._create(tx, entry, make, chunk)
         except errors.GroundjudgeError as exc:
-            if not exc.retryable:  # refused: the provider has no such batch
+            if not exc.retryable and not entry.get("counted"):  # refused: the provider has no such batch
                 tx.entries.remove(entry)
-                tx.save()
+            tx.save()
             raise
         entry["id"] = batch_id
         if adopted:
@@ -326,34 +322,46 @@ class BatchRunner:
         )
         return entry
 
-    def _create(self, tx: StateTransaction, entry: dict[str, Any], make: Callable[[], str]) -> tuple[str, bool]:
-        """The batch id, and whether the batch was found again rather than created by this call."""
-        last: errors.GroundjudgeError | None = None
-        for attempt in range(self.create_attempts):
-            try:
-                return make(), False
-            except errors.GroundjudgeError as exc:
-                if not exc.retryable:
-                    raise
-                last = exc
-            # The provider may have created it and the reply was lost: look before creating again.
-            log.warning(
-                "batch create %d/%d: %s; looking for it at the provider", attempt + 1, self.create_attempts, last
-            )
-            self.sleep(min(self.poll_seconds, 10.0))
-            found = self._find_lost(tx, entry)
-            if found is not None:
-                return found, True
-        assert last is not None
-        raise last
+    def _create(
+        self, tx: StateTransaction, entry: dict[str, Any], make: Callable[[], str], chunk: list[DeferredCall]
+    ) -> tuple[str, bool]:
+        """The batch id, and whether the batch was found again rather than created by this call.
 
-    def _find_lost(self, tx: StateTransaction, entry: dict[str, Any]) -> str | None:
-        """The provider's batch that a lost create made for ``entry``, or None when it has none: looked for among
-        the batches created since the entry was written (less :data:`CLOCK_SKEW_SECONDS`) that no entry of the
-        state holds (:meth:`~groundjudge.llm.base.BatchApi.find_lost`)."""
-        known = {e.get("id") for e in tx.entries}
-        since = float(entry.get("submitted_at", 0.0)) - CLOCK_SKEW_SECONDS
-        return self.api.find_lost(entry, known, since)
+        A create whose reply was lost (a timeout, a connection lost after sending) and whose batch is not found
+        may have made a batch, billed: it counts, each request at its worst case at the batch price, unsettled, and
+        the next create holds a worst case of its own first (:class:`~groundjudge.errors.BudgetExceededError` when
+        the budget has no room for it). A run ending with such a create marks the entry ``counted``: the run that
+        finds the batch again counts it no more."""
+        last: errors.GroundjudgeError | None = None
+        lost = 0
+        try:
+            for attempt in range(self.create_attempts):
+                if lost:  # the hold this chunk had is the lost create's now
+                    usd, calls = _hold(self.client, chunk)
+                    self._held = (self._held[0] + usd, self._held[1] + calls)
+                try:
+                    return make(), False
+                except errors.GroundjudgeError as exc:
+                    if not exc.retryable:
+                        raise
+                    last = exc
+                # The provider may have created it and the reply was lost: look before creating again.
+                log.warning(
+                    "batch create %d/%d: %s; looking for it at the provider", attempt + 1, self.create_attempts, last
+                )
+                self.sleep(min(self.poll_seconds, 10.0))
+                found = _find_lost(self.api, tx, entry)
+                if found is not None:
+                    return found, True
+                if isinstance(last, errors.LLMError) and last.maybe_billed:
+                    lost += 1
+                    self._lost = self._lost + _lost_create(self.client, chunk, entry["tag"])
+            assert last is not None
+            raise last
+        except BaseException:
+            if lost:
+                entry["counted"] = True
+            raise
 
     def _wait_and_collect(
         self,
@@ -446,7 +454,7 @@ class BatchRunner:
             def fail(key: str, why: str, expired: bool = False) -> None:
                 failures[key] = why
                 if key in wanted:  # a key not asked for is only noted, for the run that asks for it
-                    self._fail(outcome, key, why, expired=expired)
+                    _fail(outcome, key, why, expired=expired)
 
             for custom_id, kind, payload in results:
                 key = current["custom_ids"].get(custom_id)
@@ -476,7 +484,7 @@ class BatchRunner:
         except (errors.GroundjudgeError, ValidationError) as exc:
             why = f"the result is not a valid response: {exc}"
             entry.setdefault("failures", {})[key] = why
-            self._fail(outcome, key, why)
+            _fail(outcome, key, why)
             return Usage()
         usage, problem = self.client.accept_batch_result(call, parsed)
         outcome.usage_by_key[key] = outcome.usage_by_key.get(key, Usage()) + usage
@@ -484,7 +492,7 @@ class BatchRunner:
             outcome.succeeded += 1
         else:
             entry.setdefault("failures", {})[key] = problem
-            self._fail(outcome, key, problem)
+            _fail(outcome, key, problem)
         return usage
 
 
@@ -505,6 +513,24 @@ def batch_tag(identity: dict[str, Any], keys: Iterable[str]) -> str:
     """The tag of a batch: a digest of the model identity and the set of cache keys it answers."""
     text = json.dumps({"identity": identity, "keys": sorted(keys)}, sort_keys=True)
     return "gj1-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _find_lost(api: BatchApi, tx: StateTransaction, entry: dict[str, Any]) -> str | None:
+    """The provider's batch that a lost create made for ``entry``, or None when it has none: looked for among the
+    batches created since the entry was written (less :data:`CLOCK_SKEW_SECONDS`) that no entry of the state holds
+    (:meth:`~groundjudge.llm.base.BatchApi.find_lost`)."""
+    known = {e.get("id") for e in tx.entries}
+    since = float(entry.get("submitted_at", 0.0)) - CLOCK_SKEW_SECONDS
+    return api.find_lost(entry, known, since)
+
+
+def _fail(outcome: BatchOutcome, key: str, why: str, *, expired: bool = False) -> None:
+    """Count ``key`` as failed (or expired) in ``outcome``, with why."""
+    outcome.failures[key] = why
+    if expired:
+        outcome.expired += 1
+    else:
+        outcome.failed += 1
 
 
 def _chunked(api: BatchApi, calls: list[DeferredCall]) -> Iterator[list[DeferredCall]]:
@@ -559,3 +585,23 @@ def _count_earlier(
     for key in keys:
         outcome.usage_by_key.pop(key, None)
     log.info("batch %s: %s, counted (at most) by the run that submitted it; not counted again", entry["id"], usage)
+
+
+def _hold(client: LLMClient, chunk: list[DeferredCall]) -> tuple[float, int]:
+    """Hold ``chunk``'s worst case at the batch price against the client's caps (USD, calls), as held."""
+    cost = sum(client.costs.worst_case_cost(call.request, batch=True) for call in chunk)
+    client.ledger.reserve(cost, calls=len(chunk))
+    return cost, len(chunk)
+
+
+def _lost_create(client: LLMClient, chunk: list[DeferredCall], tag: str) -> Usage:
+    """What a create whose reply was lost, and whose batch the provider does not list, counts: it may have made the
+    batch, billed, so :func:`_worst_case` of its requests."""
+    counted = _worst_case(client, chunk)
+    log.warning(
+        "batch tagged %s: the create's reply was lost and the provider lists no such batch; if it made one, it is "
+        "billed: counted at its worst case, %s",
+        tag,
+        counted.cost_text(),
+    )
+    return counted

@@ -9,7 +9,8 @@ direct ones (the queue, then the script), which the server provides as :meth:`Ba
 ``created_at`` is the real creation time. Faults: ``batch_create_lost`` = N makes the next N creates make the batch
 (the provider has it and bills it) and then close the connection without a reply, as a reply lost on the wire;
 ``batch_results_errors`` = N makes the next N reads of an ended batch's results (OpenAI: its output or error file)
-answer 503.
+answer 503; ``batch_list_hides`` = N makes the next N listings of batches answer an empty page (a listing that lags
+behind the creates).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class BatchRoutes:
     batch_status_errors: int
     batch_create_lost: int = 0  # the next N creates make the batch and lose the reply (class default)
     batch_results_errors: int = 0  # the next N reads of an ended batch's results (or output file) answer 503
+    batch_list_hides: int = 0  # the next N listings of batches answer an empty page (a listing lagging behind)
     batches: dict[str, ScriptedBatch]
     files: dict[str, bytes]
     _ids: itertools.count[int]
@@ -247,6 +249,9 @@ class BatchRoutes:
                 "application/json",
             )
         ids = [b.id for b in sorted(self.batches.values(), key=lambda b: (-b.created_at, b.id)) if b.api == api]
+        if self.batch_list_hides > 0:
+            self.batch_list_hides -= 1
+            ids = []
         if after := arg.get("after") or arg.get("after_id"):
             ids = ids[ids.index(after) + 1 :] if after in ids else []
         if before := arg.get("before_id"):

@@ -85,3 +85,38 @@ def test_a_batch_left_running_counts_at_its_worst_case_once(
     assert second.ledger.total.calls == 0 and second.ledger.total.cost_usd == 0
     assert outcome.counted_earlier.calls == 3 and 0 < outcome.counted_earlier.cost_usd <= worst
     assert outcome.usage_by_key == {}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_lost_create_not_found_again_counts_before_a_second_create(
+    scripted: ScriptedLLMServer, provider: str, tmp_path: Path
+) -> None:
+    # the create's reply is lost and the listing does not show its batch yet: a second create makes a second batch
+    scripted.batch_create_lost, scripted.batch_list_hides = 1, 1
+    c = client(scripted, provider, tmp_path)
+    deferred = defer(c)
+    worst = sum(c.costs.worst_case_cost(call.request, batch=True) for call in deferred)
+    outcome = runner(c, tmp_path).run(deferred)
+    assert outcome.succeeded == 3 and len(scripted.batches) == 2  # both billed at the provider
+    spent = c.ledger.total
+    assert spent.calls == 6 and spent.unsettled_calls == 3  # the first, never seen again, at its worst case
+    assert spent.unsettled_cost_usd == pytest.approx(worst) and spent.cost_usd > worst
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_second_create_needs_room_in_the_budget(scripted: ScriptedLLMServer, provider: str, tmp_path: Path) -> None:
+    scripted.batch_create_lost, scripted.batch_list_hides = 1, 1
+    probe = client(scripted, provider, tmp_path)
+    deferred = defer(probe)
+    worst = sum(probe.costs.worst_case_cost(call.request, batch=True) for call in deferred)
+    c = client(scripted, provider, tmp_path, Ledger(budget_usd=1.5 * worst))
+    with pytest.raises(errors.BudgetExceededError):
+        runner(c, tmp_path).run(deferred)
+    assert len(scripted.batches) == 1  # no second batch past the cap
+    assert c.ledger.total.unsettled_calls == 3 and c.ledger.total.cost_usd == pytest.approx(worst)
+    # the next run finds the first batch and collects it, counting it no more
+    scripted.batch_polls = 1
+    again = client(scripted, provider, tmp_path, Ledger(budget_usd=1e-9))
+    outcome = runner(again, tmp_path).run(defer(again))
+    assert outcome.adopted == 3 and outcome.succeeded == 3 and len(scripted.batches) == 1
+    assert again.ledger.total.calls == 0 and outcome.counted_earlier.calls == 3
