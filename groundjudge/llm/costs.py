@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from groundjudge import errors
 from groundjudge.llm.accounting import Price
-from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, billed_text
+from groundjudge.llm.base import LLMRequest, LLMResponse, Provider, billed_text, never_sent
 from groundjudge.llm.packing import pack_size
 from groundjudge.models import Message, Usage
 
@@ -100,9 +100,14 @@ class CallCosts:
         )
 
     def failed_send(self, request: LLMRequest, exc: BaseException) -> Usage:
-        """What a send of ``request`` that raised ``exc`` counts, also set as the error's ``usage``: a call sent with no
-        reply (an :class:`~groundjudge.errors.LLMError` whose ``maybe_billed`` is set), :meth:`unanswered`; any other
-        failure (an error status, a connection never made) nothing: it was not billed."""
+        """What a send of ``request`` that raised ``exc`` counts, also set as a groundjudge error's ``usage``: a call
+        sent with no reply (an :class:`~groundjudge.errors.LLMError` whose ``maybe_billed`` is set), :meth:`unanswered`;
+        any other groundjudge error (an error status, a connection never made) nothing: it was not billed. Anything
+        else (Ctrl-C's KeyboardInterrupt, an exception from outside groundjudge) stopped the send wherever it was, maybe
+        after the request left: :meth:`unanswered`, unless the HTTP client's error under it is one of connecting
+        (:func:`~groundjudge.llm.base.never_sent`)."""
+        if not isinstance(exc, errors.GroundjudgeError):
+            return Usage() if never_sent(exc) else self.unanswered(request)
         if not (isinstance(exc, errors.LLMError) and exc.maybe_billed):
             return Usage()
         exc.usage = self.unanswered(request)

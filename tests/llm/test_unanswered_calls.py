@@ -6,6 +6,7 @@ real HTTP against ScriptedLLMServer."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 
 import httpx2
@@ -93,6 +94,30 @@ def test_a_retried_timeout_is_in_the_callers_usage_and_the_ledger(server: Script
     assert usage == c.ledger.total  # what a row's report counts is what the run's ledger counts
     assert usage.calls == 3 and usage.unsettled_calls == 2 and usage.input_tokens > 0
     assert usage.unsettled_cost_usd == pytest.approx(2 * c.costs.worst_case_cost(c.request_for(ASK, Verdict)))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_ctrl_c_during_a_send_counts_it_at_its_worst_case(server: ScriptedLLMServer, provider: str) -> None:
+    # Ctrl-C while the request is on the wire: the provider may answer (and bill) it all the same
+    server.script = lambda req: Reply.slow(1.0)
+    c = make_test_client(server, provider, ledger=Ledger(), retry=MANY, timeout=5.0, price=PRICE)
+    before = signal.signal(signal.SIGALRM, _interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(KeyboardInterrupt):
+            c.complete_json(ASK, Verdict)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    assert len(server.requests) == 1  # it left: the server has it
+    worst = c.costs.worst_case_cost(c.request_for(ASK, Verdict))
+    total = c.ledger.total
+    assert total.calls == total.unsettled_calls == 1 and total.cost_usd == pytest.approx(worst)
+    assert c.ledger._reserved_calls == 0 and c.ledger._reserved_usd == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize("status", [400, 429, 500])
