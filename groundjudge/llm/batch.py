@@ -79,8 +79,10 @@ class BatchOutcome:
     lost (in this run or an earlier one); ``already_cached``: in the cache before the run, not sent. Of the rest,
     ``succeeded`` were cached, ``failed`` errored, were canceled, refused or invalid, and ``expired`` were not
     answered before the batch expired; every key not cached is in ``failures`` with the reason. ``usage`` is what
-    the results cost, at the batch price; ``usage_by_key`` is the same split by cache key (each accepted or
-    failed result that was billed), so that a caller can charge each answer its share. ``counted_earlier``: the
+    the results cost, at the batch price (an answer for no request of this run's, a custom id the entry does not
+    hold or a second answer for one request, too: the provider billed it); ``usage_by_key`` is the same split by
+    cache key (each accepted or failed result that was billed; such stray answers are in no key), so that a caller
+    can charge each answer its share. ``counted_earlier``: the
     part of ``usage`` from batches an earlier run submitted and counted when it stopped before collecting them (at
     their worst case, unsettled): not counted again in this client's ledger, nor in ``usage_by_key``.
     """
@@ -458,7 +460,8 @@ class BatchRunner:
 
             for custom_id, kind, payload in results:
                 key = current["custom_ids"].get(custom_id)
-                if key is None or key in seen:
+                if key is None or key in seen:  # billed all the same when answered: counted, never taken
+                    usage = usage + _stray(self.client, self.api, current["id"], custom_id, payload, kind)
                     continue
                 seen.add(key)
                 if kind != "succeeded":
@@ -605,3 +608,17 @@ def _lost_create(client: LLMClient, chunk: list[DeferredCall], tag: str) -> Usag
         counted.cost_text(),
     )
     return counted
+
+
+def _stray(client: LLMClient, api: BatchApi, batch_id: str, custom_id: str, payload: Any, kind: str) -> Usage:
+    """What a result line that answers no request of the entry costs (a custom id the entry does not hold: a batch
+    adopted that was another's; or a second line for one request): an answer is billed, so its usage at the batch
+    price; a failure, or a body that is not a response, nothing."""
+    if kind != "succeeded":
+        return Usage()
+    try:
+        usage = client.costs.usage_of(api.parse(payload), batch=True)
+    except (errors.GroundjudgeError, ValidationError):
+        return Usage()
+    log.warning("batch %s: an answer for %s, not asked for here: counted, %s", batch_id, custom_id, usage.cost_text())
+    return usage

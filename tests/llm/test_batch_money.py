@@ -3,6 +3,8 @@ SDKs over real HTTP against the scripted server's batch endpoints."""
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,8 +14,9 @@ from pydantic import BaseModel
 from groundjudge import errors
 from groundjudge.cache import Cache
 from groundjudge.llm import BatchRunner, DeferredCall, Ledger, LLMClient, Price
-from groundjudge.models import Message, PromptRef
+from groundjudge.models import Message, PromptRef, Usage
 from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer
+from groundjudge.testing.batches import ScriptedBatch
 from tests.conftest import make_test_client
 
 PROVIDERS = ["openai", "anthropic"]
@@ -120,3 +123,29 @@ def test_a_second_create_needs_room_in_the_budget(scripted: ScriptedLLMServer, p
     outcome = runner(again, tmp_path).run(defer(again))
     assert outcome.adopted == 3 and outcome.succeeded == 3 and len(scripted.batches) == 1
     assert again.ledger.total.calls == 0 and outcome.counted_earlier.calls == 3
+
+
+class Stranger(ScriptedLLMServer):
+    """A provider whose batch results hold one more answer, for a custom id the batch's entry does not hold (as a
+    batch adopted that was another run's would): billed like the others."""
+
+    def _end_batch(self, batch: ScriptedBatch) -> None:
+        super()._end_batch(batch)
+        extra = copy.deepcopy(batch.output_lines[0])
+        extra["custom_id"] = "gj-not-asked-here"
+        batch.output_lines.append(extra)
+        if batch.output_file_id is not None:
+            self.files[batch.output_file_id] = "".join(json.dumps(x) + "\n" for x in batch.output_lines).encode()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_answer_for_a_custom_id_not_asked_is_counted(provider: str, tmp_path: Path) -> None:
+    with Stranger(answer) as server:
+        c = client(server, provider, tmp_path)
+        deferred = defer(c)
+        outcome = runner(c, tmp_path).run(deferred)
+        assert outcome.succeeded == 3 and outcome.failures == {}
+        answered = sum(outcome.usage_by_key.values(), Usage())
+        assert answered.calls == 3
+        assert c.ledger.total.calls == outcome.usage.calls == 4  # the fourth answer is billed too
+        assert c.ledger.total.cost_usd == pytest.approx(answered.cost_usd * 4 / 3)
