@@ -519,6 +519,43 @@ def test_batch_api_sends_one_provider_batch_per_stage_for_the_whole_input(tmp_pa
     assert "5000 at a time unless --batch-size is given" in help_text
 
 
+def test_a_batch_left_running_is_in_the_stopped_runs_bill_and_counted_once_over_the_resume(tmp_path: Path) -> None:
+    # exit 4 while the batch runs: the provider bills it whoever collects it, so OUT.spent.json holds it (at most
+    # its worst case); the --resume that collects it adds only what it sends itself
+    rows = [
+        {"id": f"r{i}", "contexts": [f"Item {i} costs {i} dollars."], "answer": f"Item {i} costs {i}."}
+        for i in range(3)
+    ]
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stop, wait = tmp_path / "stop.json", tmp_path / "wait.json"
+    stop.write_text('{"batch_poll_seconds": 0.01, "batch_max_wait_hours": 1e-9}')
+    wait.write_text('{"batch_poll_seconds": 0}')
+    with ScriptedLLMServer(ONE_CLAIM) as server:
+        cmd = [
+            "score",
+            str(src),
+            "--out",
+            str(out),
+            "--llm",
+            "openai/gpt-4o-mini",
+            "--base-url",
+            server.openai_base_url,
+        ]
+        cmd += ["--mode", "llm", "--no-qa", "--batch-api", "--cache-dir", str(tmp_path / "c"), "--no-progress"]
+        server.batch_polls = 5
+        first = runner.invoke(app, [*cmd, "--config", str(stop)])
+        assert first.exit_code == 4, first.output
+        sent_first = sum(len(batch.requests) for batch in server.batches.values())  # none answered yet
+        spent = json.loads((tmp_path / "out.jsonl.spent.json").read_text())["billed"]
+        assert spent["calls"] == spent["unsettled_calls"] == sent_first == 3 and spent["cost_usd"] > 0
+        again = runner.invoke(app, [*cmd, "--config", str(wait), "--resume"])
+        assert again.exit_code == 0, again.output
+        every = json.loads((tmp_path / "out.jsonl.spent.json").read_text())["billed"]
+        assert every["calls"] == len(server.requests) == 6  # each request once: none of the first batch's twice
+        assert every["unsettled_calls"] == 3 and every["unsettled_cost_usd"] == spent["unsettled_cost_usd"]
+
+
 def test_an_error_message_is_never_hard_wrapped(tmp_path: Path) -> None:
     """Issue 18: rich hard-wrapped messages at 80 columns when stderr is not a terminal, so a path or a phrase was
     cut in two in a CI log (and a test asserting on it passed only with COLUMNS=200)."""

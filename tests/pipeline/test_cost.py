@@ -424,6 +424,7 @@ def test_a_provider_batch_still_running_stops_the_run_and_a_new_evaluator_collec
 
     with ScriptedLLMServer(route(HANDLERS)) as server:
         direct_reports = list(_ev(server, shared_nli, tmp_path / "direct").evaluate_many(ROWS))
+        sent_direct = len(server.requests)
         server.batch_polls = 5
         kw: dict[str, Any] = {"batch_api": True, "batch_state": str(tmp_path / "b.json"), "batch_poll_seconds": 0.01}
         first = _ev(server, shared_nli, tmp_path / "c", **kw, batch_max_wait_hours=1e-9)
@@ -437,6 +438,11 @@ def test_a_provider_batch_still_running_stops_the_run_and_a_new_evaluator_collec
         assert [r.model_dump(exclude={"usage"}) for r in reports] == [
             r.model_dump(exclude={"usage"}) for r in direct_reports
         ]
+        # each request billed is counted once, in the two runs' sum: the batches left running by the run that
+        # submitted them (at their worst case, unsettled), not again by the run that collected them
+        assert first.usage.unsettled_calls >= 1
+        assert sum(o.counted_earlier.calls for o in again.batch_outcomes) == first.usage.unsettled_calls
+        assert first.usage.calls + again.usage.calls == len(server.requests) - sent_direct
 
 
 def test_a_cost_with_calls_sent_with_no_reply_says_it_is_at_most() -> None:
