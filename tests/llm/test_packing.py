@@ -211,11 +211,13 @@ def test_a_part_missing_or_invalid_concerns_that_answer_alone(server: ScriptedLL
 
 
 @pytest.mark.parametrize(
-    "bad", [Reply.text("not json at all"), Reply.refusal(), Reply.error(400), Reply.slow(1.0), Reply.dropped()]
+    "bad", [Reply.text("not json at all"), Reply.refusal(), Reply.error(400), Reply.slow(2.0), Reply.dropped()]
 )
 def test_a_garbled_or_failed_packed_call_caches_nothing(server: ScriptedLLMServer, tmp_path: Path, bad: Reply) -> None:
     server.script = lambda req: bad if packed_requests(req) else echo(req)
-    client = client_for(server, tmp_path, timeout=0.3)
+    # a timeout the server reads each request within even on a loaded machine (at 0.3 s a dropped call's client
+    # could give up before the server had read it: seen once, no request recorded), well under the slow reply's
+    client = client_for(server, tmp_path, timeout=0.8)
     texts = ["one two", "three four"]
     calls = deferred(client, texts)
     results = client.complete_packed(calls)
