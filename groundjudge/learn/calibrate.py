@@ -32,7 +32,7 @@ from groundjudge.checker.head import (
 )
 from groundjudge.errors import ArgumentError, InputError
 from groundjudge.models import ClaimNLI, LocalThresholds
-from groundjudge.review.metrics import balanced_accuracy
+from groundjudge.review.metrics import balanced_accuracies, balanced_accuracy
 from groundjudge.review.plots import ReliabilityBin
 from groundjudge.stages.route import HEAD_MARGIN, decide_locally
 from groundjudge.stats import wilson, z_value
@@ -539,11 +539,24 @@ def fit_profile(
 
 def balanced_cut(scores: Sequence[float], supported: Sequence[bool]) -> float:
     """The cut-off with the best balanced accuracy (SUPPORTED at or above it), the middle of the best range."""
-    gold = ["SUPPORTED" if s else "NOT" for s in supported]
     cands = sorted({round(e, 4) for e in scores} | {x / 20 for x in range(1, 20)})
-    bas = [
-        balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in scores], ["SUPPORTED", "NOT"]) for c in cands
-    ]
+    values = np.asarray(scores, dtype=np.float64)
+    if np.isnan(values).any():  # a NaN is below no cut-off: counted one candidate at a time
+        gold = ["SUPPORTED" if s else "NOT" for s in supported]
+        bas = [
+            balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in scores], ["SUPPORTED", "NOT"])
+            for c in cands
+        ]
+    else:  # every candidate's confusion matrix at once (counts from sorted scores), the same balanced accuracies
+        sup = np.asarray(supported, dtype=bool)
+        if sup.shape != values.shape:
+            raise ArgumentError("gold and pred differ in length")
+        pos, neg = np.sort(values[sup]), np.sort(values[~sup])
+        at = np.asarray(cands, dtype=np.float64)
+        pos_in = len(pos) - np.searchsorted(pos, at, side="left")  # SUPPORTED claims at or above each cut-off
+        neg_in = len(neg) - np.searchsorted(neg, at, side="left")
+        m = np.stack([pos_in, len(pos) - pos_in, neg_in, len(neg) - neg_in], axis=-1).reshape(-1, 2, 2)
+        bas = [float(x) for x in balanced_accuracies(m)]
     ties = [c for c, ba in zip(cands, bas, strict=True) if ba >= max(bas) - 1e-9]
     return ties[len(ties) // 2]  # the middle of the best range, not its permissive end
 
