@@ -167,7 +167,7 @@ def test_five_thousand_claims_on_a_megabyte_source(browser: Any, tmp_path: Path)
         text = sentence.format(i=i).strip()
         start = answer.index(text, pos)
         pos = start + len(text)
-        p0 = source.index(text)
+        p0 = len(source) - len(answer) + start  # where source.index(text) finds it, without 5,000 scans of 1 MB
         claims.append(
             ClaimVerdict(
                 claim=Claim(id=f"c{i}", text=text, span=Span(text=text, start=start, end=pos)),
