@@ -533,7 +533,12 @@ def corrected_difference(
         return out
     # raw rates: share of flagged items among each run's items, resampled by answer together
     ra, rb = (_design(r.scored, [], ["all"], main, {})[0][:, :2] for r in (a, b))
-    raw_sums = resampled_sums(np.hstack([ra, rb]), resamples, seed)
+    corrected = a.value is not None and b.value is not None
+    designs = [_design(r.scored, r.labelled, r.strata, main, outside) for r in (a, b)] if corrected else []
+    # one draw of the answers for both: the raw columns beside the corrected ones (the same counts the two
+    # bootstraps drew apart from the same seed; every column holds counts, so each sum is exact either way)
+    sums = resampled_sums(np.hstack([ra, rb, *(d[0] for d in designs)]), resamples, seed)
+    raw_sums, sums = sums[:, :4], sums[:, 4:]
     with np.errstate(divide="ignore", invalid="ignore"):
         raw_draws = raw_sums[:, 3] / raw_sums[:, 2] - raw_sums[:, 1] / raw_sums[:, 0]
     out["raw"] = b.raw.value - a.raw.value
@@ -541,9 +546,7 @@ def corrected_difference(
     out["raw_ci"] = [lo, hi]
     if a.value is None or b.value is None:
         return out
-    designs = [_design(r.scored, r.labelled, r.strata, main, outside) for r in (a, b)]
     widths = [d[0].shape[1] for d in designs]
-    sums = resampled_sums(np.hstack([designs[0][0], designs[1][0]]), resamples, seed)
     parts = [sums[:, : widths[0]], sums[:, widths[0] :]]
     if outside:
         extra = resampled_sums(np.hstack([designs[0][1], designs[1][1]]), resamples, seed + 1)
