@@ -103,13 +103,17 @@ def judge_labelled(
     return usable, left_out
 
 
+def left_out_said(left_out: Counter[str]) -> str:
+    """How many judge verdicts were left out for each reason (keys of :data:`LEFT_OUT`), in its order; "none"."""
+    return ", ".join(f"{left_out[k]} {said}" for k, said in LEFT_OUT.items() if left_out[k]) or "none"
+
+
 def judge_said(used: int, left_out: Counter[str], reviewed: bool) -> str:
-    """One line: how many judge verdicts taught and why the others did not."""
-    why = ", ".join(f"{left_out[k]} {said}" for k, said in LEFT_OUT.items() if left_out[k])
+    """One line: how many judge verdicts taught and why the others did not (calibrate's; tune says the same)."""
     return (
         f"No gold labels: {used} judge verdicts used as labels"
         + (" (for the claims no reviewer decided)" if reviewed else "")
-        + f"; left out: {why or 'none'}."
+        + f"; left out: {left_out_said(left_out)}."
     )
 
 

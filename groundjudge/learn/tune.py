@@ -69,7 +69,7 @@ from groundjudge.io.reports import (
 )
 from groundjudge.io.rows import parse_sample
 from groundjudge.learn.calibrate import CutoffRule, build_head, crossfit_measure_scores, fit_profile
-from groundjudge.learn.labels import LEFT_OUT, judge_left_out, judge_usable, reviewed_claims
+from groundjudge.learn.labels import judge_left_out, left_out_said, reviewed_claims
 from groundjudge.learn.objective import LABEL_OUTPUT, autocast, base_answers, make_objective
 from groundjudge.learn.tune_out import STATE_DIR, inside_folder, interrupts_keep, prepare_out, save_tokenizer
 from groundjudge.models import AnswerReport, ClaimNLI, ClaimVerdict
@@ -233,20 +233,20 @@ def load_examples(
                 reports[(report.id, v.claim.id, v.claim.text)] = (report, v)
     reviewed = reviewed_claims(reviews, runs, log)
     out = gold
-    judges_disagree = 0
+    left_out: Counter[str] = Counter()  # why a judge verdict did not teach, as calibrate counts it
     for key, (report, v) in reports.items():
         if key in reviewed:  # None: reviewers disagree, and the judge's verdict is no tiebreak
             label = reviewed[key]
             ex = None if label is None else _from_report(report, v, label, "review", tokenizer, settings)
-        elif judge_usable(v):
+        elif (why := judge_left_out(v)) is None:
             ex = _from_report(report, v, v.label, "judge", tokenizer, settings)
-        else:
-            judges_disagree += judge_left_out(v) == "judges_disagree"
+        else:  # e.g. a label two judges disagree on is noise; a review of the claim teaches it
+            left_out[why] += 1
             continue
         if ex is not None:
             out.append(ex)
-    if judges_disagree:  # a label two judges disagree on is noise; a review of the claim teaches it
-        log(f"{judges_disagree} judge verdict(s) left out: {LEFT_OUT['judges_disagree']}")
+    if left_out:
+        log(f"judge verdicts left out: {left_out_said(left_out)}")
     return out
 
 

@@ -96,4 +96,29 @@ def test_tune_trains_on_no_label_the_judges_disagree_on_unless_a_reviewer_decide
         "a/c4": ("SUPPORTED", "judge"),
         "a/c5": ("UNSUPPORTED", "review"),
     }
-    assert "1 judge verdict(s) left out: disputed by the second judge (no reviewer decided them)" in said
+    assert "judge verdicts left out: 1 disputed by the second judge (no reviewer decided them)" in said
+
+
+def test_tune_says_every_reason_a_judge_verdict_did_not_teach_as_calibrate_does(tmp_path: Path, tokenizer: Any) -> None:
+    # tune said only the second judge's count: a run whose judge erred, or quoted what the sources do not hold,
+    # taught less than asked and tune said nothing of why
+    report = _report()
+    claims = [
+        report.claims[1],
+        report.claims[0],  # the judges disagree
+        report.claims[2].model_copy(update={"label": "ERROR", "error": "judge: timed out"}),
+        report.claims[3].model_copy(update={"quotes": [QUOTE.model_copy(update={"verified": False})]}),
+        report.claims[4].model_copy(update={"route": "nli", "second_judge": None, "judges_disagree": None}),
+    ]
+    scored = write_jsonl(tmp_path / "scored.jsonl", [report.model_copy(update={"claims": claims}).model_dump_json()])
+    said: list[str] = []
+    examples = load_examples([scored], tokenizer, TuneSettings(passage_tokens=32, passage_overlap=8), said.append)
+    assert [ex.id for ex in examples] == ["a/c2"]
+    left_out = collect_labels([AnswerReport.model_validate_json(scored.read_text())], from_out=True, source="s")
+    assert len(left_out.texts) == 1
+    reasons = (
+        "1 decided locally (never judged), 1 judge errors, 1 with an unverified quote, "
+        "1 disputed by the second judge (no reviewer decided them)"
+    )
+    assert said == [f"judge verdicts left out: {reasons}"]
+    assert any(f"left out: {reasons}." in n for n in left_out.notes)  # the same words as calibrate's
