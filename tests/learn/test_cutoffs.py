@@ -596,3 +596,38 @@ def test_a_cut_off_at_a_short_decimal_is_stored_as_fitted() -> None:
     assert _tidy(0.53494912, [0.53494912, 0.5349491]) == 0.53494912
     fit = fit_thresholds([0.7968] * 10 + [0.1] * 10, [0.0] * 20, [True] * 10 + [False] * 10, 0.9, 2)
     assert fit.t_support == 0.7968
+
+
+def _balanced_cut_by_definition(scores: list[float], supported: list[bool]) -> float:
+    """balanced_cut as its docstring defines it: each candidate's balanced accuracy counted on its own."""
+    from groundjudge.review.metrics import balanced_accuracy
+
+    gold = ["SUPPORTED" if s else "NOT" for s in supported]
+    cands = sorted({round(e, 4) for e in scores} | {x / 20 for x in range(1, 20)})
+    bas = [
+        balanced_accuracy(gold, ["SUPPORTED" if e >= c else "NOT" for e in scores], ["SUPPORTED", "NOT"]) for c in cands
+    ]
+    ties = [c for c, ba in zip(cands, bas, strict=True) if ba >= max(bas) - 1e-9]
+    return ties[len(ties) // 2]
+
+
+_SCORE = st.one_of(
+    st.floats(0, 1),
+    st.integers(0, 20).map(lambda i: i / 20),  # on the candidates' own grid: a score equal to a cut-off
+    st.integers(0, 100).map(lambda i: i / 100),
+    st.sampled_from([0.0, 1.0, 0.123456, float("inf"), float("-inf")]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_SCORE, st.booleans()), max_size=40))
+@example([(0.5, True), (0.3, False)])  # each score a cut-off: SUPPORTED at or above it
+@example([])
+@example([(0.7, True), (0.7, True)])  # one class only
+def test_balanced_cut_is_its_definition(pairs: list[tuple[float, bool]]) -> None:
+    # balanced_cut counts every candidate at once from sorted scores (5ee2455); a score equal to a cut-off is at or
+    # above it, so a tie counted on the wrong side would move the cut-off without this test
+    from groundjudge.learn.calibrate import balanced_cut
+
+    scores, supported = [s for s, _ in pairs], [y for _, y in pairs]
+    assert balanced_cut(scores, supported) == _balanced_cut_by_definition(scores, supported)
