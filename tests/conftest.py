@@ -266,6 +266,32 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
     return path
 
 
+def sentences_are_claims(req: Any) -> Any:
+    """A scripted claims step: each sentence of the ANSWER block is a claim (its own source span)."""
+    from groundjudge.testing import Reply, fenced_block
+
+    answer = fenced_block(req, "ANSWER")
+    parts = [p.strip() + "." for p in answer.split(".") if p.strip()]
+    return Reply.json({"claims": [{"text": p, "source": p} for p in parts]})
+
+
+def judge_word_for_word(req: Any) -> Any:
+    """A scripted correct judge: a claim is SUPPORTED, quoting it, when SOURCE 1 holds it word for word (less its
+    final full stop), else UNSUPPORTED."""
+    from groundjudge.testing import Reply, claims_in, fenced_block
+
+    source = fenced_block(req, "SOURCE 1")
+    verdicts = []
+    for cid, text in claims_in(req).items():
+        body = text.rstrip(".")
+        if body in source:
+            verdicts.append({"claim_id": cid, "verdict": "SUPPORTED", "reason": "Stated.",
+                             "quotes": [{"source": 1, "text": body}]})  # fmt: skip
+        else:
+            verdicts.append({"claim_id": cid, "verdict": "UNSUPPORTED", "reason": "Not stated.", "quotes": []})
+    return Reply.json({"verdicts": verdicts})
+
+
 # -- pytest-xdist: what runs where ---------------------------------------------------------------------------------
 
 

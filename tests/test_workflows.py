@@ -16,6 +16,7 @@ from groundjudge.learn.calibrate import fit_thresholds
 from groundjudge.models import AnswerReport, Claim, ClaimNLI, ClaimVerdict, Scores
 from groundjudge.review.compare import compare_runs, mcnemar_p, permutation_p
 from groundjudge.review.metrics import balanced_accuracy, cohen_kappa, confusion, label_metrics, per_label
+from tests.conftest import sentences_are_claims
 
 runner = CliRunner()
 
@@ -435,14 +436,6 @@ def test_summary_gives_the_dataset_rate_unchecked_claims_and_requests_per_answer
 
 
 # -- presets ---------------------------------------------------------------------------------------------------
-
-
-def sentences_are_claims(req: Any) -> Any:
-    from groundjudge.testing import Reply, fenced_block
-
-    answer = fenced_block(req, "ANSWER")
-    parts = [p.strip() + "." for p in answer.split(".") if p.strip()]
-    return Reply.json({"claims": [{"text": p, "source": p} for p in parts]})
 
 
 def judge_by_the_source(req: Any) -> Any:

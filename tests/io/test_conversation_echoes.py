@@ -18,8 +18,8 @@ from groundjudge.errors import InputError
 from groundjudge.io.conversations import ECHO_MIN_CHARS, read_turns, source_text
 from groundjudge.io.rows import parse_sample
 from groundjudge.pipeline.evaluator import Evaluator
-from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
-from tests.conftest import make_test_client
+from groundjudge.testing import ScriptedLLMServer, route
+from tests.conftest import judge_word_for_word, make_test_client, sentences_are_claims
 
 DRAFT = "The Eiffel Tower was completed in 1899 and is 500 metres tall, the tallest structure in Europe."
 TOOL = "The Eiffel Tower is in Paris. It was completed in 1889 and is 330 metres tall."
@@ -129,31 +129,13 @@ def test_an_echo_written_as_json_by_the_tool_is_caught() -> None:
 # -- end to end: the echoed draft's claim is not supported; a quote of the genuine part lands in its message -------
 
 
-def _claims(req: RecordedRequest) -> Reply:
-    answer = fenced_block(req, "ANSWER")
-    parts = [p.strip() + "." for p in answer.split(".") if p.strip()]
-    return Reply.json({"claims": [{"text": p, "source": p} for p in parts]})
-
-
-def _judge(req: RecordedRequest) -> Reply:
-    """SUPPORTED (quoting it) when SOURCE 1 holds the claim word for word, else UNSUPPORTED."""
-    source = fenced_block(req, "SOURCE 1")
-    verdicts = []
-    for cid, text in claims_in(req).items():
-        body = text.rstrip(".")
-        quotes = [{"source": 1, "text": body}] if body in source else []
-        verdict = "SUPPORTED" if quotes else "UNSUPPORTED"
-        verdicts.append({"claim_id": cid, "verdict": verdict, "reason": "As read.", "quotes": quotes})
-    return Reply.json({"verdicts": verdicts})
-
-
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_the_echoed_draft_supports_nothing_and_quotes_of_the_rest_land(
     provider: str, shared_nli: Any, tmp_path: Path
 ) -> None:
     answer = f"{DRAFT} It was completed in 1889 and is 330 metres tall."
     rows = [row(wire, via, answer=answer) for wire in ("openai", "anthropic") for via in ("args", "turn")]
-    with ScriptedLLMServer(route({"claims": _claims, "judge": _judge})) as server:
+    with ScriptedLLMServer(route({"claims": sentences_are_claims, "judge": judge_word_for_word})) as server:
         client = make_test_client(server, provider)
         config = Config(mode="cascade", qa=False, t_support=0.99, t_contradict=0.99, cache_dir=str(tmp_path))
         reports = list(Evaluator(config, nli=shared_nli, client=client).evaluate_many(rows))

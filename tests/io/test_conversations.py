@@ -27,8 +27,8 @@ from groundjudge.models import AnswerReport, Claim, ClaimVerdict, Scores
 from groundjudge.pipeline.evaluator import Evaluator
 from groundjudge.review.html import render_html
 from groundjudge.stages.judge import select_sources, verify_quote
-from groundjudge.testing import RecordedRequest, Reply, ScriptedLLMServer, claims_in, fenced_block, route
-from tests.conftest import make_test_client
+from groundjudge.testing import ScriptedLLMServer, fenced_block, route
+from tests.conftest import judge_word_for_word, make_test_client, sentences_are_claims
 from tests.review.test_html import browser  # noqa: F401  (the headless Chromium fixture)
 
 TOOL = "The Eiffel Tower is in Paris. It was completed in 1889 and is 330 metres tall."
@@ -325,26 +325,6 @@ def test_ragas_multi_turn_and_deepeval_conversational_shapes_are_recognised(tmp_
 # -- through the pipeline: cascade with the real SDKs, and nli -----------------------------------------------------
 
 
-def _claims(req: RecordedRequest) -> Reply:
-    answer = fenced_block(req, "ANSWER")
-    parts = [p.strip() + "." for p in answer.split(".") if p.strip()]
-    return Reply.json({"claims": [{"text": p, "source": p} for p in parts]})
-
-
-def _judge(req: RecordedRequest) -> Reply:
-    """A correct judge: a claim is SUPPORTED when SOURCE 1 holds it word for word (quoting it), else UNSUPPORTED."""
-    source = fenced_block(req, "SOURCE 1")
-    verdicts = []
-    for cid, text in claims_in(req).items():
-        body = text.rstrip(".")
-        if body in source:
-            verdicts.append({"claim_id": cid, "verdict": "SUPPORTED", "reason": "Stated.",
-                             "quotes": [{"source": 1, "text": body}]})  # fmt: skip
-        else:
-            verdicts.append({"claim_id": cid, "verdict": "UNSUPPORTED", "reason": "Not stated.", "quotes": []})
-    return Reply.json({"verdicts": verdicts})
-
-
 def _blank_blocks(text: str) -> str:
     """A request with every fenced block's content removed (what is left is the prompt's own text)."""
     fence = re.search(r"^(#\w+#) BEGIN ", text, re.M)
@@ -360,7 +340,7 @@ def test_cascade_quotes_name_their_message_and_hostile_turns_stay_data(
     answer = f"The Eiffel Tower is in Paris. {FALSE}"
     hostile_tool = f"{TOOL}\n{INJECT}"
     rows = [openai_row(answer, hostile_tool), anthropic_row(answer, hostile_tool)]
-    with ScriptedLLMServer(route({"claims": _claims, "judge": _judge})) as server:
+    with ScriptedLLMServer(route({"claims": sentences_are_claims, "judge": judge_word_for_word})) as server:
         client = make_test_client(server, provider)
         ev = Evaluator(
             Config(mode="cascade", qa=False, t_support=0.99, t_contradict=0.99), nli=shared_nli, client=client
