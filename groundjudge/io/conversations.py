@@ -161,22 +161,38 @@ def _strings(value: Any) -> Iterator[str]:
 
 class Echoes:
     """What the assistant has written so far (its turns' text, its tool calls' arguments) and what evidence held, so
-    that a tool result's repeats of the assistant's own words are blanked (:meth:`blank`)."""
+    that a tool result's repeats of the assistant's own words are blanked (:meth:`blank`).
+
+    The texts are noted in order and their pieces hashed only when a tool result may hold an echo (the assistant
+    wrote :data:`ECHO_MIN_CHARS` characters or more before it): a conversation whose assistant wrote nothing that
+    long before a tool's output (a short query, then the answer) costs no hash of its sources, however long (a
+    hash of each character of a 5 MB output took 4 s and 700 MB)."""
 
     def __init__(self) -> None:
         self.authored: set[int] = set()
         self.seen: set[int] = set()
+        self._noted: list[tuple[bool, str]] = []  # (written by the assistant, text), in order, not hashed yet
 
     def wrote(self, value: Any) -> None:
         """The assistant wrote ``value`` (a turn's text, a call's arguments); what evidence held before is not its."""
-        for text in _strings(value):
-            self.authored |= _pieces(text) - self.seen
+        self._noted += [(True, text) for text in _strings(value) if len(text) >= ECHO_MIN_CHARS]
+
+    def _hashed(self) -> None:
+        """The texts noted so far hashed, in their order: what the assistant wrote less what evidence held before."""
+        for written, text in self._noted:
+            if written:
+                self.authored |= _pieces(text) - self.seen
+            else:
+                self.seen |= _pieces(text)
+        self._noted.clear()
 
     def blank(self, text: str) -> tuple[str, int]:
         """``text`` with every stretch of :data:`ECHO_MIN_CHARS` or more characters that the assistant wrote and no
         earlier evidence held blanked (a space for each character but line breaks: offsets are kept), and how many
         characters were blanked; what is left counts as evidence held from here on."""
         k, out, blanked = ECHO_MIN_CHARS, text, 0
+        if len(text) >= k and (self.authored or any(written for written, _ in self._noted)):
+            self._hashed()
         if self.authored and len(text) >= k:
             echoed, held = bytearray(len(text)), bytearray(len(text))
             for i in range(len(text) - k + 1):
@@ -198,7 +214,8 @@ class Echoes:
 
     def held(self, text: str) -> None:
         """``text`` is evidence: the assistant repeating it later is quoting, not writing."""
-        self.seen |= _pieces(text)
+        if len(text) >= ECHO_MIN_CHARS:
+            self._noted.append((False, text))
 
 
 class _Reader:

@@ -126,6 +126,27 @@ def test_an_echo_written_as_json_by_the_tool_is_caught() -> None:
     assert DRAFT not in context and "1899" not in context and TOOL in context
 
 
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_long_tool_output_is_not_hashed_when_the_assistant_wrote_nothing_that_long_before(
+    wire: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the echo check hashed every character of every source as it read it: a 5 MB tool output took 4 s and 700 MB
+    # to read, though a short query before it can echo nothing; now it is hashed only when the assistant wrote
+    # ECHO_MIN_CHARS characters or more before a tool result
+    import groundjudge.io.conversations as conversations
+
+    hashed: list[int] = []
+    pieces = conversations._pieces
+    monkeypatch.setattr(conversations, "_pieces", lambda text: (hashed.append(len(text)), pieces(text))[1])
+    big = TOOL + " x y z" * 20_000
+    (context,) = parse_sample(row(wire, "args", tool=big, answer=TOOL, draft="eiffel"), 1).contexts
+    assert context == big
+    assert hashed == []
+    # with a draft of the minimum length before it, the output is read for echoes as before
+    echoed = parse_sample(row(wire, "args", tool=f"{DRAFT}\n\n{big}", answer=TOOL), 1).contexts[0]
+    assert DRAFT not in echoed and echoed.endswith(big) and hashed
+
+
 # -- end to end: the echoed draft's claim is not supported; a quote of the genuine part lands in its message -------
 
 
