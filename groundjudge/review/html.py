@@ -371,7 +371,7 @@ def render_html(
         f"<span id='export-holds'></span><span id='export-as'></span><span id='storage'></span>{bar_extra}</div>"
         "<div id='name-ask' class='hidden' role='alert'>Type your name in the reviewer box, then export: each line "
         "carries it, so that several reviewers' files put together keep their decisions apart (lines without a "
-        "name are read as one reviewer's, the last line counting, which hides a disagreement). "
+        "name are read as one reviewer's, the latest decision counting, which hides a disagreement). "
         "<button id='name-anon' type='button'>Export without a name</button></div>"
         "<div id='done' class='hidden' role='status'><span id='done-text'></span> "
         "<button id='done-export' type='button'>Export decisions (JSONL)</button></div>"

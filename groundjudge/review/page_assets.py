@@ -584,7 +584,7 @@ function exportJsonl() {  // every claim the reviewer decided, noted or chose a 
   }).join('');
 }
 function download(anonymous) {
-  // an export without a name is read as one anonymous reviewer's, the last line counting: two people's files put
+  // an export without a name is read as one anonymous reviewer's, the latest decision counting: two people's files put
   // together would hide their disagreements. Ask for the name first; "Export without a name" is one click more.
   const ask = document.getElementById('name-ask');
   if (!SERVER && anonymous !== true && items.some(it => hasDecision(decisions[it.key]) && !decisions[it.key].reviewer) &&

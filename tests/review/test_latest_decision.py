@@ -136,3 +136,13 @@ def test_a_browser_time_is_read_on_python_3_10(monkeypatch: pytest.MonkeyPatch) 
     assert at == stdlib.datetime(2026, 11, 30, 10, tzinfo=stdlib.timezone.utc)
     lines = [_line("c1", "SUPPORTED", "ann", T11), _line("c1", "CONTRADICTED", "ann", "2026-11-30T10:00:00.000z")]
     assert _labels(lines) == ({"c1": "SUPPORTED"}, [])
+
+
+def test_the_page_says_unnamed_lines_count_their_latest_decision() -> None:
+    # the page's ask for a name said "the last line counting" after review_labels took the latest decided_at (4a9d30a)
+    from groundjudge.review.html import render_html
+
+    claim = ClaimVerdict(claim=Claim(id="c1", text="claim c1"), label="CONTRADICTED", route="judge")
+    report = AnswerReport(id="a", verdict="FAIL", mode="cascade", scores=Scores(n_claims=1), claims=[claim])
+    page = render_html([report])
+    assert "the latest decision counting" in page and "the last line counting" not in page
