@@ -19,10 +19,13 @@ from groundjudge.models import AnswerReport, Claim, ClaimVerdict, Scores
 from groundjudge.review.metrics import parse_reviews, review_labels
 
 
-def _line(cid: str, label: str, who: str | None, **extra: object) -> str:
+def _line(cid: str, label: str | None, who: str | None, at: str | None = None, **extra: object) -> str:
+    """A review line on claim ``cid`` of answer "a", by ``who`` (None: no reviewer), decided ``at`` (None: no time)."""
     row: dict[str, object] = {"id": "a", "claim_id": cid, "claim": f"claim {cid}", "label": label, **extra}
     if who is not None:
         row["reviewer"] = who
+    if at is not None:
+        row["decided_at"] = at
     return json.dumps(row)
 
 

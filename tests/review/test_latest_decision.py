@@ -20,22 +20,9 @@ from groundjudge.errors import InputError
 from groundjudge.io.reports import dumps
 from groundjudge.models import AnswerReport, Claim, ClaimVerdict, Scores
 from groundjudge.review.metrics import parse_reviews, review_labels
+from tests.review.test_disputed_reviews import _labels, _line
 
 T9, T10, T11 = "2026-11-30T09:00:00.000+00:00", "2026-11-30T10:00:00.000Z", "2026-11-30T11:00:00.000+00:00"
-
-
-def _line(cid: str, label: str | None, who: str | None, at: str | None, **extra: object) -> str:
-    row: dict[str, object] = {"id": "a", "claim_id": cid, "claim": f"claim {cid}", "label": label, **extra}
-    if who is not None:
-        row["reviewer"] = who
-    if at is not None:
-        row["decided_at"] = at
-    return json.dumps(row)
-
-
-def _labels(lines: list[str]) -> tuple[dict[str, str], list[str]]:
-    settled = review_labels(parse_reviews(lines, per_reviewer=True))
-    return {r.claim_id: r.label for r in settled.labels}, sorted(r.claim_id for r in settled.disputed)
 
 
 def test_the_latest_decided_at_counts_not_the_last_line() -> None:
