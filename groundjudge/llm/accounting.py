@@ -185,6 +185,7 @@ class Ledger:
         self.total = Usage()
         self._reserved_usd = 0.0
         self._reserved_calls = 0
+        self._reserved_unpriced = 0  # of the calls held, those held at $0: no price, their cost unknown
         self._lock = threading.Lock()
 
     def reserve(self, estimate_usd: float, calls: int = 1) -> None:
@@ -213,13 +214,28 @@ class Ledger:
                 )
             self._reserved_usd += estimate_usd
             self._reserved_calls += n_calls
+            self._reserved_unpriced += n_calls if estimate_usd == 0 else 0
 
     def settle(self, estimate_usd: float, usage: Usage, calls: int = 1) -> None:
         """Replace a reservation by what the call (or ``calls`` calls) really cost (zero usage when unbilled)."""
         with self._lock:
             self._reserved_usd -= estimate_usd
             self._reserved_calls -= calls
+            self._reserved_unpriced -= calls if estimate_usd == 0 else 0
             self.total = self.total + usage
+
+    def in_flight(self) -> Usage:
+        """What the calls held now (reserved, not settled) count when no caller is left to settle them (a Ray actor
+        killed with calls in flight): sent with no reply, each at the worst case it is held at, unsettled, as
+        :meth:`CallCosts.unanswered <groundjudge.llm.costs.CallCosts.unanswered>` counts one; those held at $0
+        unpriced (their cost unknown, never a known $0)."""
+        with self._lock:
+            calls, usd, unpriced = self._reserved_calls, max(0.0, self._reserved_usd), self._reserved_unpriced
+        if calls <= 0:
+            return Usage()
+        return Usage(
+            calls=calls, cost_usd=usd, unsettled_calls=calls, unsettled_cost_usd=usd, unpriced_calls=max(0, unpriced)
+        )
 
     def record(self, usage: Usage) -> None:
         """Count usage that held no reservation: cache hits, and results of a batch submitted by an earlier run

@@ -106,6 +106,9 @@ class _LedgerCore:
     def total(self) -> Usage:
         return self.ledger.total
 
+    def billed(self) -> Usage:
+        return self.ledger.total + self.ledger.in_flight()
+
 
 # num_cpus=0: the ledger must never take a CPU an actor or a read task needs (a full cluster would deadlock)
 _LedgerActor = ray.remote(num_cpus=0)(_LedgerCore)
@@ -151,6 +154,12 @@ class LedgerProxy:
     def total(self) -> Usage:
         """Everything every worker spent so far."""
         return ray.get(self.handle.total.remote())
+
+    def billed(self) -> Usage:
+        """What the run is billed for once its actors are gone: :attr:`total`, and the calls still held (sent by an
+        actor killed before their reply: :meth:`~groundjudge.llm.accounting.Ledger.in_flight`, each at its worst
+        case, unsettled), as the local engine counts a send stopped by Ctrl-C."""
+        return ray.get(self.handle.billed.remote())
 
 
 # -- the workers -------------------------------------------------------------------------------------------------
@@ -713,7 +722,9 @@ def score_rows(
             pool.give_back(clean)
         output.close(finished)
         if proxy is not None:
-            billed = proxy.total  # every worker's calls, those of rows that did not finish too
+            # every worker's calls, those of rows that did not finish too; after an interrupt or a failure the
+            # actors were killed with calls in flight: the provider may bill them, so they count at their worst case
+            billed = proxy.billed()
             output.billed = billed  # also when Ctrl-C ends the run (runs.engines keeps it)
         if handle is not None:
             ray.kill(handle)

@@ -208,3 +208,20 @@ def test_no_mix_of_faults_passes_the_call_cap(replies: list[str], cap: int, prov
     assert c.ledger.total.calls == may_be_billed
     # a good reply slower than the timeout on a loaded machine is one with no reply too
     assert sum(k in ("timeout", "dropped") for k in kinds) <= c.ledger.total.unsettled_calls <= may_be_billed
+
+
+def test_the_calls_a_ledger_holds_count_at_their_worst_case_when_no_one_settles_them() -> None:
+    # what the Ray engine bills for the calls a killed actor had in flight (Ledger.in_flight): each at the worst
+    # case it was held at, unsettled; held at $0 (no price), their cost unknown, never a known $0
+    ledger = Ledger()
+    assert ledger.in_flight() == Usage()
+    ledger.reserve(0.25)
+    ledger.reserve(0.0)  # a model without a price
+    ledger.reserve(0.5)
+    ledger.settle(0.5, Usage(calls=1, cost_usd=0.1))
+    held = ledger.in_flight()
+    assert (held.calls, held.unsettled_calls, held.unpriced_calls) == (2, 2, 1)
+    assert held.cost_usd == held.unsettled_cost_usd == pytest.approx(0.25)
+    ledger.settle(0.25, Usage())
+    ledger.settle(0.0, Usage())
+    assert ledger.in_flight() == Usage()

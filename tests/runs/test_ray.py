@@ -552,6 +552,41 @@ def test_a_stop_in_one_actor_waits_for_the_other_actors_call_and_writes_its_fini
     ]
 
 
+def test_ctrl_c_counts_the_call_a_killed_actor_had_in_flight(tmp_path: Path) -> None:
+    """Row a0 in one actor, a1 in the other (one row a call). a1's claims request is read and answered only seconds
+    later; a0's judge reply waits until it is read, so when a0's report reaches the driver and the user presses
+    Ctrl-C, a1's call is in flight, and the actors go with it. The provider may bill it: it counts at its worst case,
+    unsettled, as the local engine counts a send stopped by Ctrl-C (before, the bill left it out: the cluster's
+    ledger still held it, and only its settled calls were read)."""
+    a1_claims_read = threading.Event()
+
+    def claims(req: RecordedRequest) -> Reply:
+        reply = claims_handler(req)
+        if "Row 1." in req.text:
+            a1_claims_read.set()
+            reply.delay = 5.0
+        return reply
+
+    def judge(req: RecordedRequest) -> Reply:
+        if "Row 0." in req.text:
+            a1_claims_read.wait(60)
+        return judge_handler(req)
+
+    def ctrl_c(done: int) -> None:
+        raise KeyboardInterrupt
+
+    src = write_rows(tmp_path / "in.jsonl", answer_rows(2))
+    out = tmp_path / "out.jsonl"
+    with ScriptedLLMServer(route({**HANDLERS, "claims": claims, "judge": judge})) as server:
+        cfg = llm_config(server, tmp_path / "cache", qa=False, window=1)
+        with pytest.raises(KeyboardInterrupt):
+            on_ray(str(src), out, cfg, actors=2, batch_size=1, progress=ctrl_c)
+        sent = len(server.requests)  # a0's claims and judge, a1's claims
+    bill = json.loads(spent_path(out).read_text())["billed"]
+    assert sent == 3 and (bill["calls"], bill.get("unsettled_calls")) == (3, 1)
+    assert bill["unsettled_cost_usd"] > 0 and bill["cost_usd"] > bill["unsettled_cost_usd"]
+
+
 def test_two_actors_share_one_cache_dir_and_cache_only_keeps_its_meaning(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
