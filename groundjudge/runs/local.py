@@ -17,6 +17,7 @@ from groundjudge.config import Config
 from groundjudge.errors import GroundjudgeError
 from groundjudge.io.made_with import MadeWith
 from groundjudge.io.reports import dumps, finite_report
+from groundjudge.models import Usage
 from groundjudge.pipeline import Evaluator
 from groundjudge.pipeline.fallback import evaluate_rows
 from groundjudge.runs.out import Pending, RunOutput, RunResult, deprecated, score_input
@@ -52,7 +53,10 @@ def score_rows(pending: Pending, output: RunOutput, evaluator: Evaluator, *, bat
         stopped = exc
     finally:
         output.close(finished)
-        output.billed = evaluator.usage - start  # also when Ctrl-C ends the run (runs.engines keeps it)
+        # also when Ctrl-C ends the run (runs.engines keeps it), with the calls it leaves in flight in the
+        # background (sent: the provider may bill them) at their worst case
+        held = evaluator.client.ledger.in_flight() if evaluator.client is not None else Usage()
+        output.billed = evaluator.usage + held - start
     billed = output.billed
     at_stop = getattr(stopped, "calls", None)  # a budget stop: the ledger's calls when it was raised
     calls_at_stop = None if not isinstance(at_stop, int) else max(0, at_stop - start.calls)

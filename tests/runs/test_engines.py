@@ -316,6 +316,44 @@ def test_a_batch_that_breaks_outside_any_row_is_scored_row_by_row_on_the_local_e
     assert plain.summary.n == result.summary.n == len(ROWS)
 
 
+def test_ctrl_c_counts_the_call_left_in_flight_in_the_background(tmp_path: Path) -> None:
+    """Ctrl-C reaches the main thread; the calls in flight on the flow's threads are left to finish in the
+    background. a1's judge call is read and not answered while the run lasts; a0's judge reply waits until it is
+    read, so when a0's report is written and the user presses Ctrl-C, a1's call is in flight: the provider may bill
+    it, so the run's bill (OUT.spent.json) counts it at its worst case, unsettled (it held only the settled calls),
+    as the Ray engine counts a call its killed actor had in flight."""
+    import threading
+
+    from groundjudge.testing import RecordedRequest, Reply
+    from tests.pipeline.test_pipeline import judge_handler
+
+    a1_judge_read = threading.Event()
+
+    def judge(req: RecordedRequest) -> Reply:
+        reply = judge_handler(req)
+        if "Row 1." in req.text:
+            a1_judge_read.set()
+            reply.delay = 30.0  # past the run: the server's stop ends it
+        else:
+            a1_judge_read.wait(60)
+        return reply
+
+    def ctrl_c(done: int) -> None:
+        raise KeyboardInterrupt
+
+    rows = [{"id": f"a{i}", "contexts": [f"{CONTEXT} Row {i}."], "answer": f"{GOOD_ANSWER} Row {i}."} for i in range(2)]
+    data, out = write_rows(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
+    with ScriptedLLMServer(route({**HANDLERS, "judge": judge})) as server:
+        cfg = Config.make(llm="openai/gpt-4o-mini", base_url=server.openai_base_url, qa=False, cache_dir=str(tmp_path))
+        cfg = cfg.model_copy(update={"nli_model": str(SHARED_MODEL)})
+        with pytest.raises(KeyboardInterrupt):
+            score_file(data, out, Evaluator(cfg), batch_size=2, progress=ctrl_c)
+        sent = len(server.requests)  # both claims calls, both judge calls
+    bill = json.loads(spent_path(out).read_text())["billed"]
+    assert sent == 4 and (bill["calls"], bill.get("unsettled_calls")) == (4, 1)
+    assert bill["unsettled_cost_usd"] > 0 and bill["cost_usd"] > bill["unsettled_cost_usd"]
+
+
 def test_ctrl_c_before_a_fresh_run_replaced_out_keeps_the_bill_of_the_run_that_wrote_it(tmp_path: Path) -> None:
     """A run stopped by the budget keeps its bill in OUT.spent.json for the --resume. The same command run again
     without --resume and interrupted with Ctrl-C before its first report (OUT still the stopped run's) wrote its own
