@@ -44,6 +44,23 @@ def _with_second(first: ScriptedLLMServer, other: ScriptedLLMServer, nli: Any, t
     )
 
 
+def _with_failing_second(
+    servers: Any,  # noqa: F811
+    shared_nli: Any,
+    tmp_path: Path,
+    script: Any,
+    **kw: Any,
+) -> tuple[list[Any], list[Any], int]:
+    """The reports of ROWS without a second judge, and with one answering by ``script`` (its client built with
+    ``kw``), and how many requests the second judge's server read."""
+    first, _ = servers
+    plain = list(make(servers, shared_nli, tmp_path / "plain", second=False).evaluate_many(ROWS))
+    with ScriptedLLMServer(route({"judge": script})) as other:
+        got = list(_with_second(first, other, shared_nli, tmp_path, **kw).evaluate_many(ROWS))
+        sent = len(other.requests)
+    return got, plain, sent
+
+
 def _second_failed(got: list[Any], plain: list[Any]) -> list[Any]:
     """The reports of a run whose second judge failed: rulings as without it, no answer harmed, each flagged
     answer's claims a second-judge ERROR and no disagreement, the others never looked at. The flagged ones."""
@@ -63,13 +80,10 @@ def test_a_second_judge_call_that_times_out_is_its_error_and_the_answer_the_firs
     shared_nli: Any,
     tmp_path: Path,
 ) -> None:
-    first, _ = servers
-    plain = list(make(servers, shared_nli, tmp_path / "plain", second=False).evaluate_many(ROWS))
     slow = verdicts(SECOND)
-    with ScriptedLLMServer(route({"judge": lambda r: Reply.slow(1.5, slow(r))})) as other:
-        ev = _with_second(first, other, shared_nli, tmp_path, timeout=0.2)
-        got = list(ev.evaluate_many(ROWS))
-        sent = len(other.requests)
+    got, plain, sent = _with_failing_second(
+        servers, shared_nli, tmp_path, lambda r: Reply.slow(1.5, slow(r)), timeout=0.2
+    )
     assert sent >= len(FLAGGED)  # it was asked, and did not answer in time
     for r in _second_failed(got, plain):
         assert r.second_judge is not None and r.second_judge.error and "timed out" in r.second_judge.error
@@ -87,10 +101,7 @@ def test_a_second_judge_reply_cut_off_at_its_output_cap_is_its_error_never_parti
     shared_nli: Any,
     tmp_path: Path,
 ) -> None:
-    first, _ = servers
-    plain = list(make(servers, shared_nli, tmp_path / "plain", second=False).evaluate_many(ROWS))
-    with ScriptedLLMServer(route({"judge": _cut})) as other:
-        got = list(_with_second(first, other, shared_nli, tmp_path).evaluate_many(ROWS))
+    got, plain, _ = _with_failing_second(servers, shared_nli, tmp_path, _cut)
     for r in _second_failed(got, plain):
         assert r.second_judge is not None and r.second_judge.error, r.second_judge
         assert r.second_judge.usage.calls >= 1  # the cut reply was billed
